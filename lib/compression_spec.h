@@ -1,0 +1,55 @@
+// What compression to apply, parsed from a spec string or from flags.
+//
+// Spec strings name a method and optional settings:
+//   "none", "fp16", "bf16", "topk:ratio=0.01", "approx_topk:ratio=0.001",
+//   "randomk:ratio=0.01,seed=7", "qsgd:bits=4,bucket=512", "sign:bucket=1024",
+//   "topk:ratio=0.01,values=fp16,indices=varint,ef=off"
+// The same settings exist as flags in tools/ (--compression,
+// --compression_ratio, --quant_bits, --bucket_size, --error_feedback,
+// --seed); lib/ defines no flags, tools/ fill a CompressionSpec and call
+// Validate(). Errors name the setting (as its flag) and the allowed range.
+#ifndef GRADWIRE_LIB_COMPRESSION_SPEC_H_
+#define GRADWIRE_LIB_COMPRESSION_SPEC_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "gradwire/lib/wire_format.h"
+
+namespace gradwire {
+
+enum class Method { kNone, kFp16, kBf16, kTopK, kApproxTopK, kRandomK, kQsgd, kSign };
+
+struct CompressionSpec {
+  Method method = Method::kNone;
+  double ratio = 0.01;       // density k/n for sparse methods, in (0, 1]
+  int quant_bits = 4;        // qsgd: 1..8
+  uint32_t bucket_size = 512;  // qsgd, sign: elements per fp32 scale, >= 1
+  // Unset means the method's default: on for lossy methods, off otherwise.
+  enum class ErrorFeedback { kDefault, kOn, kOff } error_feedback = ErrorFeedback::kDefault;
+  uint64_t seed = 0;          // shared by all ranks (random-k, stochastic rounding)
+  ValueType values = ValueType::kFp32;              // sparse methods: fp32/fp16/bf16
+  IndexEncoding indices = IndexEncoding::kRawU32;   // top-k methods: raw or varint
+
+  // Parses the spec grammar above. Unknown methods or keys, and values out
+  // of range, are InvalidArgument naming the key, its flag and the range.
+  static absl::StatusOr<CompressionSpec> Parse(absl::string_view text);
+
+  // Checks every field against its allowed range (used after flags).
+  absl::Status Validate() const;
+
+  // Whether error feedback applies, resolving kDefault.
+  bool UsesErrorFeedback() const;
+
+  // Canonical spec string; Parse(ToString()) returns an equal spec.
+  std::string ToString() const;
+};
+
+absl::string_view MethodName(Method method);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMPRESSION_SPEC_H_

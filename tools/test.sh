@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every gradwire test: installs what it needs, then builds and tests the
+# project and the consumer workspace that uses it as an outside project would.
+# Usage: bash tools/test.sh [extra bazel flags, e.g. --config=asan]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+bash tools/install_deps.sh
+
+status=0
+bazel test "$@" //... || status=$?
+(cd tests/consumer && bazel test "$@" //...) || status=$?
+
+# One closing line counting test cases (not targets) from the JUnit XML.
+python3 tools/summarize_tests.py bazel-testlogs tests/consumer/bazel-testlogs || status=1
+exit $status
