@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""An emulated Ethernet cluster on one machine: network namespaces + veth + tc.
+
+Each emulated host is a network namespace with one interface ("eth0") on a
+private subnet, joined through a veth pair to a bridge that lives in a
+namespace of its own (the "switch"), so nothing in the machine's own network
+namespace changes. Every host link is shaped in both directions:
+
+    host eth0 egress  : netem (delay, jitter, loss) -> tbf (rate)
+    switch port egress: the same, towards the host
+
+so a host-to-host packet crosses two shaped links, as in a star topology
+with a store-and-forward switch. Ranks that share a host (one namespace)
+talk over its loopback, unshaped: a "host" is a node of several GPUs, and
+hierarchical mode's fast intra-node links come for free.
+
+Only addresses inside namespaces this tool creates are used (10.251.0.0/16
+by default). Everything is torn down on exit, on Ctrl-C and on failure, and
+`up` first removes what a crashed earlier run left behind (namespaces named
+with this tool's prefix).
+
+Command line:
+    emulated_cluster.py up --hosts 4 --link 1gbit --delay 100us
+    emulated_cluster.py exec --host 2 -- CMD...
+    emulated_cluster.py down
+    emulated_cluster.py check          # prints whether namespaces can be made
+Python:
+    with EmulatedCluster(hosts=4, link="1gbit", delay="100us") as c:
+        c.popen(0, ["./rank", ...]); c.address(0)
+"""
+
+import argparse
+import ipaddress
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+PREFIX = "gwc"  # every namespace and link this tool makes starts with it
+SWITCH = PREFIX + "-switch"
+DEFAULT_SUBNET = "10.251.0.0/16"
+
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+class ClusterError(RuntimeError):
+    """A clear, user-facing reason the cluster could not be made or used."""
+
+
+def parse_rate(text):
+    """'1gbit' -> bits per second. Raises ClusterError naming the value."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", text or "")
+    if not m or m.group(2) not in _RATE_UNITS or float(m.group(1)) <= 0:
+        raise ClusterError(
+            f"--link must be a positive rate like 100mbit, 1gbit or 25gbit, got {text!r}")
+    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
+
+
+def parse_time(text, flag):
+    """'100us' -> seconds (0 allowed)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)\s*", text or "")
+    if not m:
+        raise ClusterError(f"{flag} must be a time like 0us, 100us or 2ms, got {text!r}")
+    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
+
+
+def parse_loss(text):
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%?\s*", text or "")
+    if not m or not 0 <= float(m.group(1)) < 100:
+        raise ClusterError(f"--loss must be a percentage in [0, 100), got {text!r}")
+    return float(m.group(1))
+
+
+def _run(args, check=True):
+    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and proc.returncode != 0:
+        raise ClusterError(f"{' '.join(args)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc
+
+
+def namespaces_available():
+    """(True, '') if this process can create network namespaces, else (False, why)."""
+    if os.geteuid() != 0:
+        return False, "not root (network namespaces need CAP_SYS_ADMIN)"
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return False, "iproute2 (ip, tc) is not installed"
+    probe = PREFIX + "-probe"
+    proc = _run(["ip", "netns", "add", probe], check=False)
+    if proc.returncode != 0:
+        return False, "ip netns add failed: " + proc.stderr.strip()
+    _run(["ip", "netns", "del", probe], check=False)
+    return True, ""
+
+
+def netem_available():
+    """(True, '') if the kernel has sch_netem (delay, jitter, loss), else (False, why)."""
+    probe = PREFIX + "-probe"
+    _run(["ip", "netns", "add", probe], check=False)
+    try:
+        _run(["ip", "-n", probe, "link", "add", "v0", "type", "veth", "peer", "name", "v1"])
+        proc = _run(["tc", "-n", probe, "qdisc", "add", "dev", "v0", "root", "netem",
+                     "delay", "1ms"], check=False)
+        if proc.returncode != 0:
+            return False, ("this kernel has no sch_netem qdisc (" + proc.stderr.strip() +
+                           "), so delay, jitter and loss cannot be emulated; rate shaping "
+                           "(tbf) still works")
+        return True, ""
+    finally:
+        _run(["ip", "netns", "del", probe], check=False)
+
+
+def leftover_namespaces():
+    out = _run(["ip", "netns", "list"], check=False).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [n for n in names if n.startswith(PREFIX + "-")]
+
+
+def remove_leftovers():
+    """Deletes every namespace this tool could have made; returns their names."""
+    names = leftover_namespaces()
+    for name in names:
+        # Kill processes still inside (a crashed benchmark's ranks) first,
+        # otherwise the namespace lingers until they exit.
+        pids = _run(["ip", "netns", "pids", name], check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        _run(["ip", "netns", "del", name], check=False)
+    return names
+
+
+def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
+    """tc commands that shape `dev` in `ns`: netem (if any) then tbf."""
+    # tbf needs a bucket of at least one GSO super-packet (64 KiB) or it
+    # stalls; beyond that ~2 ms of traffic keeps the rate accurate.
+    burst = max(int(rate_bps / 8 * 0.002), 128 * 1024)
+    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
+    cmds = []
+    if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
+        netem = ["netem", "limit", "100000"]
+        if delay_s > 0 or jitter_s > 0:
+            netem += ["delay", f"{round(delay_s * 1e6)}us"]
+            if jitter_s > 0:
+                netem += [f"{round(jitter_s * 1e6)}us"]
+        if loss_pct > 0:
+            netem += ["loss", f"{loss_pct}%"]
+        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem)
+        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"] + tbf)
+    else:
+        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
+    return cmds
+
+
+class EmulatedCluster:
+    """H hosts on a shaped star network. Use as a context manager."""
+
+    def __init__(self, hosts, link="1gbit", delay="0us", jitter="0us", loss="0",
+                 subnet=DEFAULT_SUBNET, shaped=True):
+        if not isinstance(hosts, int) or not 1 <= hosts <= 250:
+            raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
+        self.hosts = hosts
+        self.link = link
+        self.rate_bps = parse_rate(link)
+        self.delay_s = parse_time(delay, "--delay")
+        self.jitter_s = parse_time(jitter, "--jitter")
+        self.loss_pct = parse_loss(loss)
+        net = ipaddress.ip_network(subnet)
+        if net.num_addresses < hosts + 2:
+            raise ClusterError(f"--subnet {subnet} is too small for {hosts} hosts")
+        self._addresses = [str(net.network_address + 1 + i) for i in range(hosts)]
+        self._prefixlen = net.prefixlen
+        self.shaped = shaped
+        self._up = False
+        self._old_handlers = {}
+
+    # -- names ---------------------------------------------------------
+    def namespace(self, host):
+        return f"{PREFIX}-h{host}"
+
+    def address(self, host):
+        return self._addresses[host]
+
+    # -- lifecycle -----------------------------------------------------
+    def up(self):
+        remove_leftovers()
+        if self.shaped and (self.delay_s > 0 or self.jitter_s > 0 or self.loss_pct > 0):
+            ok, why = netem_available()
+            if not ok:
+                raise ClusterError("--delay/--jitter/--loss requested but " + why)
+        try:
+            _run(["ip", "netns", "add", SWITCH])
+            _run(["ip", "-n", SWITCH, "link", "add", "br0", "type", "bridge"])
+            _run(["ip", "-n", SWITCH, "link", "set", "br0", "up"])
+            for h in range(self.hosts):
+                ns = self.namespace(h)
+                port = f"{PREFIX}p{h}"
+                _run(["ip", "netns", "add", ns])
+                _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+                _run(["ip", "link", "add", port, "netns", SWITCH, "type", "veth",
+                      "peer", "name", "eth0", "netns", ns])
+                _run(["ip", "-n", SWITCH, "link", "set", port, "master", "br0"])
+                _run(["ip", "-n", SWITCH, "link", "set", port, "up"])
+                _run(["ip", "-n", ns, "addr", "add",
+                      f"{self.address(h)}/{self._prefixlen}", "dev", "eth0"])
+                _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+                if self.shaped:
+                    for cmd in (_shape_commands(ns, "eth0", self.rate_bps, self.delay_s,
+                                                self.jitter_s, self.loss_pct) +
+                                _shape_commands(SWITCH, port, self.rate_bps, self.delay_s,
+                                                self.jitter_s, self.loss_pct)):
+                        _run(cmd)
+            self._up = True
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def down(self):
+        remove_leftovers()
+        self._up = False
+
+    def __enter__(self):
+        # Ctrl-C and kill both run __exit__, so namespaces never outlive us.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._old_handlers[sig] = signal.signal(sig, _raise_keyboard_interrupt)
+        return self.up()
+
+    def __exit__(self, *exc):
+        self.down()
+        for sig, handler in self._old_handlers.items():
+            signal.signal(sig, handler)
+        return False
+
+    # -- running things ------------------------------------------------
+    def command(self, host, argv):
+        """argv wrapped to run inside `host`'s namespace."""
+        return ["ip", "netns", "exec", self.namespace(host)] + list(argv)
+
+    def popen(self, host, argv, **kwargs):
+        return subprocess.Popen(self.command(host, argv), **kwargs)
+
+    def describe(self):
+        shaping = (f"{self.link} links, delay {self.delay_s * 1e6:.0f}us, "
+                   f"jitter {self.jitter_s * 1e6:.0f}us, loss {self.loss_pct}%"
+                   if self.shaped else "unshaped")
+        return f"{self.hosts} emulated hosts ({shaping})"
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="create the cluster and leave it up")
+    up.add_argument("--hosts", type=int, default=4)
+    up.add_argument("--link", default="1gbit")
+    up.add_argument("--delay", default="0us")
+    up.add_argument("--jitter", default="0us")
+    up.add_argument("--loss", default="0")
+    up.add_argument("--subnet", default=DEFAULT_SUBNET)
+    ex = sub.add_parser("exec", help="run a command inside a host")
+    ex.add_argument("--host", type=int, required=True)
+    ex.add_argument("argv", nargs=argparse.REMAINDER)
+    sub.add_parser("down", help="remove every namespace this tool made")
+    sub.add_parser("check", help="say whether namespaces can be created here")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "check":
+            ok, why = namespaces_available()
+            print("namespaces: available" if ok else f"namespaces: unavailable ({why})")
+            if ok:
+                has_netem, why_not = netem_available()
+                print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
+            return 0 if ok else 1
+        if args.cmd == "down":
+            names = remove_leftovers()
+            print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
+            return 0
+        if args.cmd == "up":
+            ok, why = namespaces_available()
+            if not ok:
+                raise ClusterError(f"cannot emulate a cluster: {why}")
+            c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                                args.subnet).up()
+            print(c.describe())
+            for h in range(c.hosts):
+                print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
+            return 0
+        if args.cmd == "exec":
+            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not argv:
+                raise ClusterError("exec needs a command after --")
+            return subprocess.call(["ip", "netns", "exec", f"{PREFIX}-h{args.host}"] + argv)
+    except ClusterError as e:
+        print(f"emulated_cluster: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
