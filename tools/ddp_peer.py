@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""PyTorch DDP on a model profile's tensors: the peer gradwire is measured against.
+
+One process per rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun
+sets them; GLOO_SOCKET_IFNAME picks the interface). The model has exactly
+the profile's parameter tensors (tools/model_profiles.py) and a forward pass
+whose gradient is a fixed random tensor per parameter, so backward does
+almost no arithmetic and an iteration is DDP's gradient exchange:
+
+    iteration  = forward + backward (with DDP's bucketed allreduce) + sync
+    compute    = the same forward + backward without DDP, timed first
+    exchange   = iteration - compute   (what gradwire's exchange time means)
+
+Hooks: none (DDP's default allreduce), fp16 (fp16_compress_hook), powersgd
+(PowerSGDState, --powersgd_rank; compression starts after the warm-up).
+
+Writes a JSON summary (rank 0) with per-iteration medians and p90s.
+Run with Debian's /usr/bin/python3 (python3-torch 1.13, CPU, gloo).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_profiles  # noqa: E402
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="resnet50")
+    parser.add_argument("--params", type=int, help="synthetic profile of N floats")
+    parser.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none")
+    parser.add_argument("--powersgd_rank", type=int, default=4)
+    parser.add_argument("--bucket_cap_mb", type=float, default=25.0)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--timeout_s", type=float, default=120.0)
+    parser.add_argument("--json_out")
+    args = parser.parse_args(argv)
+    if args.iters < 1 or args.warmup < 0:
+        parser.error("--iters must be >= 1 and --warmup >= 0")
+    if args.hook == "powersgd" and args.powersgd_rank < 1:
+        parser.error("--powersgd_rank must be >= 1")
+
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    shapes = model_profiles.profile(args.profile, args.params)
+
+    class ProfileModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            gen = torch.Generator().manual_seed(1234 + rank)
+            self.weights = torch.nn.ParameterList(
+                [torch.nn.Parameter(torch.zeros(s)) for s in shapes])
+            # d(loss)/d(p) == g: a fixed, rank-specific gradient per tensor.
+            self.grads = [torch.randn(s, generator=gen) * 1e-3 for s in shapes]
+
+        def forward(self):
+            return sum((p * g).sum() for p, g in zip(self.weights, self.grads))
+
+    model = ProfileModel()
+
+    def step(m):
+        m.zero_grad(set_to_none=False)
+        m().backward()
+
+    # Compute-only baseline (no DDP, no communication).
+    compute = []
+    for i in range(args.warmup + args.iters):
+        t0 = time.perf_counter()
+        step(model)
+        if i >= args.warmup:
+            compute.append(time.perf_counter() - t0)
+
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.timeout_s))
+    ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
+    if args.hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=max(2, args.warmup), use_error_feedback=True, warm_start=True)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+    iteration = []
+    for i in range(args.warmup + args.iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step(ddp)
+        iteration.append(time.perf_counter() - t0)
+    iteration = iteration[args.warmup:]
+
+    # Every rank's medians, so rank 0 reports the slowest (the step waits for it).
+    mine = torch.tensor([statistics.median(iteration), statistics.median(compute)])
+    everyone = [torch.zeros(2) for _ in range(world)]
+    dist.all_gather(everyone, mine)
+    if rank == 0:
+        compute_med = max(float(t[1]) for t in everyone)
+        exchange = [max(0.0, t - compute_med) for t in iteration]
+        hook = args.hook if args.hook != "powersgd" else f"powersgd_rank{args.powersgd_rank}"
+        result = {
+            "system": "pytorch_ddp",
+            "hook": hook,
+            "torch_version": torch.__version__,
+            "profile": args.profile if args.params is None else f"params={args.params}",
+            "params": sum(model_profiles.numel(s) for s in shapes),
+            "tensors": len(shapes),
+            "world_size": world,
+            "bucket_cap_mb": args.bucket_cap_mb,
+            "warmup": args.warmup,
+            "iters": args.iters,
+            "iteration_s_median": statistics.median(iteration),
+            "iteration_s_p90": percentile(iteration, 0.9),
+            "compute_s_median": compute_med,
+            "exchange_s_median": statistics.median(exchange),
+            "exchange_s_p90": percentile(exchange, 0.9),
+        }
+        print(json.dumps(result), flush=True)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(result, f, indent=2)
+    # Debian's torch 1.13 sometimes aborts in process-group teardown after
+    # the work is done; leave without running it.
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
