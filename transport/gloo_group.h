@@ -24,6 +24,9 @@
 //   - Zero-byte contributions and empty collectives work (they are decided
 //     from the agreed sizes, so all ranks skip the same transfers).
 //
+// Create() sets SIGPIPE to ignored if it still has its default action:
+// otherwise a write to a dead peer kills the surviving process.
+//
 // Not thread-safe: one thread drives a group (collectives must be issued
 // in the same order on every rank anyway).
 #ifndef GRADWIRE_TRANSPORT_GLOO_GROUP_H_
