@@ -580,6 +580,19 @@ absl::Status GlooGroup::Barrier() {
   return call.Finish(CheckSame(all, OpName(kBarrier)));
 }
 
+absl::Status GlooGroup::Close() {
+  absl::Status s = Barrier();
+  if (s.ok()) {
+    allreduce_hd_.clear();
+    reduce_scatter_.clear();
+    if (context_ != nullptr) {
+      s = CallGloo("closing connections", [&] { context_->closeConnections(); });
+    }
+    if (poison_.ok()) poison_ = absl::CancelledError("group was closed");
+  }
+  return s;
+}
+
 absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Split(uint32_t color) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   std::vector<Descriptor> all;

@@ -127,6 +127,15 @@ class GlooGroup {
 
   absl::Status Barrier();
 
+  // Collective orderly shutdown: a barrier, then the connections are
+  // closed and the group is unusable (FailedPrecondition). Call it on
+  // every rank before destroying a healthy group: a rank that closes its
+  // sockets while a peer is still finishing the last collective can make
+  // that peer fail with Unavailable (observed with halving-doubling when
+  // groups were dropped right after an allreduce). Destroying a group
+  // without Close() never blocks.
+  absl::Status Close();
+
   // Collective: ranks passing the same `color` form a new group, ordered
   // by rank, with its own Gloo context over the same device and its own
   // store scope. Split by node id gives the intra-node group; split by

@@ -187,6 +187,10 @@ def test_launcher_redis():
     assert any(l.startswith("[launch] redis-server on 127.0.0.1:") for l in lines), lines[:5]
 
 
+def test_recreate_no_fd_leak():
+    expect_job_ok(3, "recreate", "generations=8")
+
+
 # ------------------------------------------------------------------ redis
 
 class RedisServer:
@@ -241,6 +245,17 @@ def test_redis_wrong_password():
                 assert redis.password not in st[0]["msg"]
             assert elapsed < 5, f"password error took {elapsed:.1f} s"
             print(f"    {st[0]['msg']}")
+
+
+def test_redis_unreachable():
+    port = launch.free_port()  # nothing listens there
+    env = job_env("noredis", GRADWIRE_REDIS=f"127.0.0.1:{port}")
+    env.pop("GRADWIRE_STORE_DIR")
+    ranks, codes = run_ranks(1, "allgatherv", [], env)
+    st = ranks[0].statuses()
+    assert codes == [2] and st and st[0]["code"] == "UNAVAILABLE", ranks[0].lines
+    assert "cannot connect" in st[0]["msg"], st[0]
+    print(f"    {st[0]['msg']}")
 
 
 # ----------------------------------------------------------------- faults
@@ -419,11 +434,13 @@ TESTS = [
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
     *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op")],
+    ("recreate_no_fd_leak", test_recreate_no_fd_leak),
     ("launcher_stops_all_on_failure", test_launcher_stops_all_on_failure),
     ("launcher_timeout", test_launcher_timeout),
     ("launcher_redis", test_launcher_redis),
     ("redis_rendezvous", test_redis_rendezvous),
     ("redis_wrong_password", test_redis_wrong_password),
+    ("redis_unreachable", test_redis_unreachable),
     *[(f"sigkill_at_{d}ms", test_kill(d)) for d in (0, 5, 50)],
     ("sigstop", test_sigstop),
     ("rank_never_shows_up", test_rank_never_shows_up),
