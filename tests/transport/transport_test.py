@@ -31,6 +31,11 @@ ONLY = sys.argv[3:]
 sys.path.insert(0, os.path.dirname(LAUNCH))
 import launch  # noqa: E402  (free_port, start_redis)
 
+# Under --config=tsan: name the one benign Gloo race we suppress.
+if "TSAN_OPTIONS" in os.environ:
+    supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan.supp")
+    os.environ["TSAN_OPTIONS"] += f" suppressions={supp}"
+
 TIMEOUT_MS = 2000  # collective and store deadline used by the fault tests
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp(prefix="transport_test-")
 
