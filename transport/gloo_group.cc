@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -42,14 +42,22 @@ enum Op : uint64_t {
 
 const char* OpName(uint64_t op) {
   switch (op) {
-    case kAllgatherU64: return "allgather_u64";
-    case kAllgatherv: return "allgatherv";
-    case kAllgather: return "allgather";
-    case kAllreduceRing: return "allreduce_ring";
-    case kAllreduceHalvingDoubling: return "allreduce_halving_doubling";
-    case kReduceScatter: return "reduce_scatter";
-    case kBarrier: return "barrier";
-    case kSplit: return "split";
+    case kAllgatherU64:
+      return "allgather_u64";
+    case kAllgatherv:
+      return "allgatherv";
+    case kAllgather:
+      return "allgather";
+    case kAllreduceRing:
+      return "allreduce_ring";
+    case kAllreduceHalvingDoubling:
+      return "allreduce_halving_doubling";
+    case kReduceScatter:
+      return "reduce_scatter";
+    case kBarrier:
+      return "barrier";
+    case kSplit:
+      return "split";
   }
   return "unknown";
 }
@@ -82,10 +90,13 @@ std::string NameRanks(const std::vector<int>& ranks) {
   return absl::StrCat("ranks [", absl::StrJoin(ranks, ", "), "]");
 }
 
-// Gloo's sum for floats, with the signature its options want.
-void SumFloats(void* c, const void* a, const void* b, size_t n) {
-  gloo::sum<float>(c, a, b, n);
+// "rank 3 passes" / "ranks [0, 1] pass".
+std::string RanksVerb(const std::vector<int>& ranks, const char* one, const char* many) {
+  return absl::StrCat(NameRanks(ranks), " ", ranks.size() == 1 ? one : many);
 }
+
+// Gloo's sum for floats, with the signature its options want.
+void SumFloats(void* c, const void* a, const void* b, size_t n) { gloo::sum<float>(c, a, b, n); }
 
 // Runs connectFullMesh with a hard deadline. Gloo's TCP pair connect can
 // overrun its own timeout: after a stray connection took a listening
@@ -190,8 +201,9 @@ class GlooGroup::Call {
   CallStats stats_;
 };
 
-absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Create(
-    int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options) {
+absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Create(int rank, int size,
+                                                             std::shared_ptr<RendezvousStore> store,
+                                                             const GroupOptions& options) {
   if (size <= 0 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(absl::StrCat("bad rank ", rank, " of ", size));
   }
@@ -211,22 +223,21 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Create(
   if (size > 1) {
     auto rendezvous = std::make_shared<gloo::rendezvous::Context>(rank, size);
     rendezvous->setTimeout(ToChrono(options.timeout));
-    s = ConnectWithDeadline(rendezvous, store, device, store->timeout() + options.timeout,
-                            absl::StrCat("rendezvous of rank ", rank, " of ", size, " under '",
-                                         store->prefix(), "'"));
+    s = ConnectWithDeadline(
+        rendezvous, store, device, store->timeout() + options.timeout,
+        absl::StrCat("rendezvous of rank ", rank, " of ", size, " under '", store->prefix(), "'"));
     if (!s.ok()) return s;
     context = rendezvous;
   }
   std::vector<int> ranks(size);
   for (int i = 0; i < size; ++i) ranks[i] = i;
-  return std::unique_ptr<GlooGroup>(
-      new GlooGroup(rank, size, std::move(store), options, std::move(device),
-                    std::move(context), std::move(ranks)));
+  return std::unique_ptr<GlooGroup>(new GlooGroup(rank, size, std::move(store), options,
+                                                  std::move(device), std::move(context),
+                                                  std::move(ranks)));
 }
 
 GlooGroup::GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store,
-                     const GroupOptions& options,
-                     std::shared_ptr<gloo::transport::Device> device,
+                     const GroupOptions& options, std::shared_ptr<gloo::transport::Device> device,
                      std::shared_ptr<gloo::Context> context, std::vector<int> world_ranks)
     : rank_(rank),
       size_(size),
@@ -286,7 +297,8 @@ absl::Status GlooGroup::CheckSame(const std::vector<Descriptor>& all, const char
   auto ops = split_by([](const Descriptor& d) { return d.op; });
   if (ops.size() > 1) {
     std::vector<std::string> parts;
-    for (const auto& [o, ranks] : ops) parts.push_back(absl::StrCat(NameRanks(ranks), " called ", OpName(o)));
+    for (const auto& [o, ranks] : ops)
+      parts.push_back(absl::StrCat(NameRanks(ranks), " called ", OpName(o)));
     return absl::InvalidArgumentError(
         absl::StrCat("collective mismatch: ", absl::StrJoin(parts, "; ")));
   }
@@ -335,8 +347,7 @@ absl::Status CheckLocalAllgatherv(int rank, int size, absl::Span<const uint8_t> 
                                   absl::Span<const uint64_t> sizes, size_t out_size) {
   if (sizes.size() != static_cast<size_t>(size)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("allgatherv: size table has ", sizes.size(), " entries for ", size,
-                     " ranks"));
+        absl::StrCat("allgatherv: size table has ", sizes.size(), " entries for ", size, " ranks"));
   }
   if (sizes[rank] != mine.size()) {
     return absl::InvalidArgumentError(absl::StrCat("allgatherv: size table says rank ", rank,
@@ -351,16 +362,16 @@ absl::Status CheckLocalAllgatherv(int rank, int size, absl::Span<const uint8_t> 
     total += s;
   }
   if (total != out_size) {
-    return absl::InvalidArgumentError(absl::StrCat("allgatherv: output holds ", out_size,
-                                                   " bytes, sizes sum to ", total));
+    return absl::InvalidArgumentError(
+        absl::StrCat("allgatherv: output holds ", out_size, " bytes, sizes sum to ", total));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine,
-                                   absl::Span<const uint64_t> sizes, absl::Span<uint8_t> out) {
+absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
+                                   absl::Span<uint8_t> out) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   Call call(this, kAllgatherv);
   const absl::Status local = CheckLocalAllgatherv(rank_, size_, mine, sizes, out.size());
@@ -378,9 +389,9 @@ absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine,
     if (sizes[i] > options_.max_bytes_per_rank) over.push_back(world_ranks_[i]);
   }
   if (!over.empty()) {
-    return call.Finish(absl::InvalidArgumentError(absl::StrCat(
-        "collective mismatch in allgatherv: ", NameRanks(over), " would send more than the cap of ",
-        options_.max_bytes_per_rank, " bytes per rank")));
+    return call.Finish(absl::InvalidArgumentError(
+        absl::StrCat("collective mismatch in allgatherv: ", NameRanks(over),
+                     " would exceed the cap of ", options_.max_bytes_per_rank, " bytes per rank")));
   }
   uint64_t total = 0;
   for (uint64_t s : sizes) total += s;
@@ -406,9 +417,8 @@ absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine,
   return call.Finish(s.ok() ? s : Fail(s));
 }
 
-absl::Status GlooGroup::AllgathervBytes(absl::Span<const uint8_t> mine,
-                                        uint64_t max_bytes_per_rank, std::vector<uint8_t>* out,
-                                        std::vector<uint64_t>* sizes) {
+absl::Status GlooGroup::AllgathervBytes(absl::Span<const uint8_t> mine, uint64_t max_bytes_per_rank,
+                                        std::vector<uint8_t>* out, std::vector<uint64_t>* sizes) {
   sizes->assign(size_, 0);
   if (absl::Status s = AllgatherU64(mine.size(), absl::MakeSpan(*sizes)); !s.ok()) return s;
   // Every rank holds the same table, so every rank reaches the same verdict.
@@ -420,12 +430,12 @@ absl::Status GlooGroup::AllgathervBytes(absl::Span<const uint8_t> mine,
   if (!over.empty()) {
     std::vector<std::string> parts;
     for (int i = 0; i < size_; ++i) {
-      if ((*sizes)[i] > cap) parts.push_back(absl::StrCat("rank ", world_ranks_[i], ": ", (*sizes)[i]));
+      if ((*sizes)[i] > cap)
+        parts.push_back(absl::StrCat("rank ", world_ranks_[i], ": ", (*sizes)[i]));
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("collective mismatch in allgatherv: ", NameRanks(over),
-                     " exceed the cap of ", cap, " bytes per rank (", absl::StrJoin(parts, ", "),
-                     ")"));
+        absl::StrCat("collective mismatch in allgatherv: ", RanksVerb(over, "exceeds", "exceed"),
+                     " the cap of ", cap, " bytes per rank (", absl::StrJoin(parts, ", "), ")"));
   }
   uint64_t total = 0;
   for (uint64_t s : *sizes) total += s;
@@ -451,7 +461,8 @@ absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uin
     for (int i = 0; i < size_; ++i) by_len[all[i].count].push_back(world_ranks_[i]);
     if (by_len.size() > 1 && absl::StrContains(s.message(), "shared")) {
       std::vector<std::string> parts;
-      for (const auto& [n, ranks] : by_len) parts.push_back(absl::StrCat(NameRanks(ranks), " pass ", n, " bytes"));
+      for (const auto& [n, ranks] : by_len)
+        parts.push_back(absl::StrCat(RanksVerb(ranks, "passes", "pass"), " ", n, " bytes"));
       s = absl::InvalidArgumentError(
           absl::StrCat("collective mismatch in allgather: ", absl::StrJoin(parts, "; ")));
     }
@@ -483,9 +494,9 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
   // Gloo's halving-doubling keeps byte counts in int.
   absl::Status local = absl::OkStatus();
   if (!ring && n * sizeof(float) > static_cast<uint64_t>(INT_MAX)) {
-    local = absl::InvalidArgumentError(absl::StrCat(
-        "halving-doubling allreduce is limited to ", INT_MAX / sizeof(float),
-        " elements (Gloo uses int byte counts); use the ring for ", n));
+    local = absl::InvalidArgumentError(
+        absl::StrCat("halving-doubling allreduce is limited to ", INT_MAX / sizeof(float),
+                     " elements (Gloo uses int byte counts); use the ring for ", n));
   }
   const CacheKey key{data.data(), n};
   const bool cached = !ring && allreduce_hd_.count(key) > 0;
@@ -499,9 +510,10 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
     for (int i = 0; i < size_; ++i) by_len[all[i].count].push_back(world_ranks_[i]);
     if (by_len.size() > 1 && absl::StrContains(s.message(), "shared")) {
       std::vector<std::string> parts;
-      for (const auto& [len, ranks] : by_len) parts.push_back(absl::StrCat(NameRanks(ranks), " pass ", len, " elements"));
-      s = absl::InvalidArgumentError(absl::StrCat("collective mismatch in ", OpName(op), ": ",
-                                                  absl::StrJoin(parts, "; ")));
+      for (const auto& [len, ranks] : by_len)
+        parts.push_back(absl::StrCat(RanksVerb(ranks, "passes", "pass"), " ", len, " elements"));
+      s = absl::InvalidArgumentError(
+          absl::StrCat("collective mismatch in ", OpName(op), ": ", absl::StrJoin(parts, "; ")));
     }
     return call.Finish(s);
   }
@@ -639,8 +651,7 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Split(uint32_t color) {
     context = rendezvous;
   }
   return std::unique_ptr<GlooGroup>(new GlooGroup(sub_rank, sub_size, std::move(scoped), options_,
-                                                  device_, std::move(context),
-                                                  std::move(names)));
+                                                  device_, std::move(context), std::move(names)));
 }
 
 }  // namespace transport

@@ -68,8 +68,8 @@ struct GroupOptions {
 };
 
 enum class AllreduceAlgorithm {
-  kRing,              // bandwidth-optimal, 2(P-1) steps; any size
-  kHalvingDoubling,   // log2(P) steps; buffers registered once per tensor
+  kRing,             // bandwidth-optimal, 2(P-1) steps; any size
+  kHalvingDoubling,  // log2(P) steps; buffers registered once per tensor
 };
 
 class GlooGroup {
@@ -78,8 +78,9 @@ class GlooGroup {
   // connects to every other rank. `store` should be scoped to this group
   // (e.g. store->Scoped("world")); re-creating a group after a failure
   // needs a fresh scope so stale addresses are never read.
-  static absl::StatusOr<std::unique_ptr<GlooGroup>> Create(
-      int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options);
+  static absl::StatusOr<std::unique_ptr<GlooGroup>> Create(int rank, int size,
+                                                           std::shared_ptr<RendezvousStore> store,
+                                                           const GroupOptions& options);
 
   ~GlooGroup();
   GlooGroup(const GlooGroup&) = delete;
@@ -150,9 +151,9 @@ class GlooGroup {
   struct Descriptor;
   class Call;
 
-  GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store,
-            const GroupOptions& options, std::shared_ptr<gloo::transport::Device> device,
-            std::shared_ptr<gloo::Context> context, std::vector<int> world_ranks);
+  GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
+            std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
+            std::vector<int> world_ranks);
 
   // The agreement round; fills all_ with every rank's descriptor.
   absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);

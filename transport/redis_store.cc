@@ -15,7 +15,6 @@ namespace gradwire {
 namespace transport {
 namespace {
 
-
 // Owns one reply; hiredis hands out malloc'ed trees.
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
@@ -44,16 +43,16 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStore
   }
   std::unique_ptr<RedisStore> store(new RedisStore(o, c));
   if (!o.password.empty()) {
-    Reply r(static_cast<redisReply*>(
-        redisCommand(c, "AUTH %b", o.password.data(), o.password.size())));
+    Reply r(
+        static_cast<redisReply*>(redisCommand(c, "AUTH %b", o.password.data(), o.password.size())));
     if (r == nullptr) {
       return absl::UnavailableError(absl::StrCat("AUTH to ", where, " failed: ", ContextError(c)));
     }
     if (r->type == REDIS_REPLY_ERROR) {
       // Never echo the password; Redis's own message is safe to show.
-      return absl::PermissionDeniedError(
-          absl::StrCat("Redis authentication failed at ", where, ": ", r->str,
-                       " (check the job's Redis password)"));
+      return absl::PermissionDeniedError(absl::StrCat("Redis authentication failed at ", where,
+                                                      ": ", r->str,
+                                                      " (check the job's Redis password)"));
     }
   }
   Reply pong(static_cast<redisReply*>(redisCommand(c, "PING")));
@@ -93,8 +92,7 @@ void RedisStore::set(const std::string& key, const std::vector<char>& data) {
 
 bool RedisStore::AllExist(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    Reply r(static_cast<redisReply*>(
-        redisCommand(context_, "EXISTS %b", key.data(), key.size())));
+    Reply r(static_cast<redisReply*>(redisCommand(context_, "EXISTS %b", key.data(), key.size())));
     if (r == nullptr) {
       GLOO_THROW_IO_EXCEPTION("Redis EXISTS ", key, " failed: ", ContextError(context_));
     }

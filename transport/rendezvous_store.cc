@@ -23,8 +23,8 @@ absl::Status MakeDirectories(const std::string& path) {
     if (i != path.size() && path[i] != '/') continue;
     const std::string prefix = path.substr(0, i);
     if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create rendezvous directory ", prefix, ": ", std::strerror(errno)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create rendezvous directory ", prefix, ": ", std::strerror(errno)));
     }
   }
   struct stat st;
@@ -54,9 +54,8 @@ class DeadlineFileStore : public gloo::rendezvous::FileStore {
     auto pause = std::chrono::milliseconds(1);
     while (!check(keys)) {
       if (std::chrono::steady_clock::now() >= deadline) {
-        GLOO_THROW_IO_EXCEPTION("Wait timeout for key(s): ", absl::StrJoin(keys, ", "),
-                                " after ", timeout.count(),
-                                " ms (a rank never reached rendezvous?)");
+        GLOO_THROW_IO_EXCEPTION("Wait timeout for key(s): ", absl::StrJoin(keys, ", "), " after ",
+                                timeout.count(), " ms (a rank never reached rendezvous?)");
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(20));
@@ -100,8 +99,8 @@ std::shared_ptr<RendezvousStore> RendezvousStore::Wrap(
   return std::shared_ptr<RendezvousStore>(new RendezvousStore(std::move(base), job_id, timeout));
 }
 
-RendezvousStore::RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base,
-                                 std::string prefix, absl::Duration timeout)
+RendezvousStore::RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base, std::string prefix,
+                                 absl::Duration timeout)
     : base_(std::move(base)),
       prefix_(std::move(prefix)),
       timeout_(timeout),

@@ -20,9 +20,14 @@ EnvLookup Env(std::map<std::string, std::string> vars) {
 }
 
 std::map<std::string, std::string> Torchrun() {
-  return {{"RANK", "5"},          {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},
-          {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"},       {"MASTER_ADDR", "10.0.0.1"},
-          {"MASTER_PORT", "29500"}, {"GRADWIRE_REDIS", "10.0.0.1:6380"}};
+  return {{"RANK", "5"},
+          {"WORLD_SIZE", "8"},
+          {"LOCAL_RANK", "1"},
+          {"LOCAL_WORLD_SIZE", "4"},
+          {"GROUP_RANK", "1"},
+          {"MASTER_ADDR", "10.0.0.1"},
+          {"MASTER_PORT", "29500"},
+          {"GRADWIRE_REDIS", "10.0.0.1:6380"}};
 }
 
 TEST(RendezvousConfig, ReadsTorchrunEnvironment) {
@@ -40,12 +45,13 @@ TEST(RendezvousConfig, ReadsTorchrunEnvironment) {
 }
 
 TEST(RendezvousConfig, ReadsMpirunEnvironment) {
-  auto c = ConfigFromEnvironment(
-      RendezvousConfig(),
-      Env({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-           {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-           {"GRADWIRE_JOB_ID", "j"}, {"GRADWIRE_STORE_DIR", "/shared/rdv"},
-           {"GRADWIRE_TIMEOUT_MS", "1500"}}));
+  auto c = ConfigFromEnvironment(RendezvousConfig(), Env({{"OMPI_COMM_WORLD_RANK", "3"},
+                                                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                                          {"GRADWIRE_JOB_ID", "j"},
+                                                          {"GRADWIRE_STORE_DIR", "/shared/rdv"},
+                                                          {"GRADWIRE_TIMEOUT_MS", "1500"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->rank, 3);
   EXPECT_EQ(c->local_rank, 1);
@@ -65,8 +71,8 @@ TEST(RendezvousConfig, ExplicitValuesWinOverEnvironment) {
 }
 
 TEST(RendezvousConfig, SingleMachineDefaultsNeedOnlyRankAndSize) {
-  auto c = ConfigFromEnvironment(RendezvousConfig(),
-                                 Env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GRADWIRE_JOB_ID", "j"}}));
+  auto c = ConfigFromEnvironment(
+      RendezvousConfig(), Env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"GRADWIRE_JOB_ID", "j"}}));
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->local_world_size, 2);
   EXPECT_EQ(c->local_rank, 1);
@@ -89,15 +95,23 @@ TEST(RendezvousConfig, GarbageValuesGiveClearErrors) {
       {{{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}}, "WORLD_SIZE"},
       {{{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"GRADWIRE_JOB_ID", "j"}}, "rank 4 is outside"},
       {{{"RANK", "0"}, {"GRADWIRE_JOB_ID", "j"}}, "world size unknown"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"},
-        {"GRADWIRE_JOB_ID", "j"}, {"GRADWIRE_STORE_DIR", "/x"}},
+      {{{"RANK", "0"},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", "2"},
+        {"LOCAL_WORLD_SIZE", "2"},
+        {"GRADWIRE_JOB_ID", "j"},
+        {"GRADWIRE_STORE_DIR", "/x"}},
        "local rank 2"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "http"}},
        "MASTER_PORT='http'"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"GRADWIRE_JOB_ID", "j"},
+      {{{"RANK", "0"},
+        {"WORLD_SIZE", "2"},
+        {"GRADWIRE_JOB_ID", "j"},
         {"GRADWIRE_REDIS", "host:port"}},
        "GRADWIRE_REDIS='host:port'"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"GRADWIRE_JOB_ID", "j"},
+      {{{"RANK", "0"},
+        {"WORLD_SIZE", "2"},
+        {"GRADWIRE_JOB_ID", "j"},
         {"GRADWIRE_TIMEOUT_MS", "soon"}},
        "GRADWIRE_TIMEOUT_MS='soon'"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "2"}}, "no job id"},
@@ -148,7 +162,7 @@ TEST(ResolveBindAddress, RefusesLoopbackInterfaceInMultiHostJob) {
 
 TEST(ResolveBindAddress, RefusesLoopbackAddressWhenStoreIsRemote) {
   RendezvousConfig c = MultiHost();
-  c.local_world_size = 4;       // one host's worth of ranks ...
+  c.local_world_size = 4;        // one host's worth of ranks ...
   c.bind_address = "127.0.0.1";  // ... but the store is on another host
   ASSERT_TRUE(SpansHosts(c));
   auto a = ResolveBindAddress(c);
