@@ -393,11 +393,14 @@ def test_garbage_connections():
     # per-pair listening sockets open; hit every one with random bytes.
     env = job_env("garbage")
     ranks = [Rank(r, 3, "allgatherv", ["iters=6"], env) for r in range(2)]
-    time.sleep(0.7)
-    probed = {}
-    for r in ranks:
-        for port in listening_ports(r.proc.pid):
-            probed[(r.rank, port)] = send_garbage(port)
+    # Wait (bounded) until the early ranks listen for the late one.
+    deadline = time.monotonic() + 5
+    ports = {}
+    while time.monotonic() < deadline and not ports:
+        time.sleep(0.1)
+        ports = {(r.rank, p): None for r in ranks for p in listening_ports(r.proc.pid)}
+    assert ports, "no rank listened during rendezvous: nothing was probed"
+    probed = {key: send_garbage(key[1]) for key in ports}
     ranks.append(Rank(2, 3, "allgatherv", ["iters=6"], env))
     t0 = time.monotonic()
     codes = [r.wait(20) for r in ranks]
