@@ -263,6 +263,24 @@ def test_redis_unreachable():
     print(f"    {st[0]['msg']}")
 
 
+def test_redis_stalled():
+    # A server that accepts connections but never answers (SIGSTOPped):
+    # every Redis command has a timeout, so rendezvous fails, not hangs.
+    with RedisServer() as redis:
+        redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            start = time.monotonic()
+            ranks, codes = run_ranks(2, "allgatherv", [], redis.env("stalled", redis.password))
+            elapsed = time.monotonic() - start
+        finally:
+            redis.proc.send_signal(signal.SIGCONT)
+        for r in ranks:
+            st = r.statuses()
+            assert r.proc.returncode == 2 and st and st[0]["code"] == "DEADLINE_EXCEEDED", r.lines
+        assert elapsed < TIMEOUT_MS / 1000 + 3, f"took {elapsed:.1f} s"
+        print(f"    stalled Redis reported after {st[0]['call_ms']} ms: {st[0]['msg']}")
+
+
 # ----------------------------------------------------------------- faults
 
 def start_loop_world(world, name):
@@ -449,6 +467,7 @@ TESTS = [
     ("redis_rendezvous", test_redis_rendezvous),
     ("redis_wrong_password", test_redis_wrong_password),
     ("redis_unreachable", test_redis_unreachable),
+    ("redis_stalled", test_redis_stalled),
     *[(f"sigkill_at_{d}ms", test_kill(d)) for d in (0, 5, 50)],
     ("sigstop", test_sigstop),
     ("rank_never_shows_up", test_rank_never_shows_up),
