@@ -1,5 +1,5 @@
 // One rank of the multi-process transport tests (driven by
-// transport_test.py) and of the loopback measurements.
+// transport_test.py). Measurements live in bench/transport.
 //
 //   transport_rank <scenario> [key=value ...]
 //
@@ -14,7 +14,6 @@
 //   READY t_ms=<epoch ms>                       group formed
 //   STATUS code=<absl code> t_ms=<epoch ms> call_ms=<ms> msg=<message>
 //   CHECK <name> ok | CHECK <name> FAILED <why>
-//   BENCH <name> <numbers>
 // Exit status: 0 when every check passed (or the expected error came),
 // 1 on a failed check, 2 when setup failed (STATUS printed first).
 #include <fcntl.h>
@@ -367,42 +366,6 @@ void RunRecreate(Job& job) {
                      generations));
 }
 
-void RunBench(GlooGroup& g) {
-  const int reps = static_cast<int>(Arg("reps", 5));
-  const uint64_t n = Arg("n", 25600000);
-  std::vector<float> data(n, 1.0f);
-  for (AllreduceAlgorithm algo :
-       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling}) {
-    const char* name = algo == AllreduceAlgorithm::kRing ? "ring" : "halving_doubling";
-    if (!CheckOk("warmup", g.AllreduceSum(absl::MakeSpan(data), algo))) return;
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      if (!CheckOk("bench_allreduce", g.AllreduceSum(absl::MakeSpan(data), algo))) return;
-      ms.push_back(absl::ToDoubleMilliseconds(g.last_call().wire_time));
-    }
-    std::sort(ms.begin(), ms.end());
-    Print(absl::StrCat("BENCH allreduce_", name, " n=", n, " median_ms=", ms[ms.size() / 2],
-                       " min_ms=", ms.front(), " sent_MB=", g.last_call().bytes_sent / 1e6));
-  }
-  for (uint64_t per_rank :
-       {uint64_t{1} << 16, uint64_t{1} << 20, uint64_t{16} << 20, uint64_t{64} << 20}) {
-    std::vector<uint8_t> mine(per_rank, static_cast<uint8_t>(g.rank()));
-    std::vector<uint8_t> out;
-    std::vector<uint64_t> sizes;
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      const absl::Time start = absl::Now();
-      if (!CheckOk("bench_allgatherv", g.AllgathervBytes(mine, uint64_t{1} << 30, &out, &sizes)))
-        return;
-      ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-    }
-    std::sort(ms.begin(), ms.end());
-    const double received = static_cast<double>(per_rank) * (g.size() - 1);
-    Print(absl::StrCat("BENCH allgatherv per_rank_bytes=", per_rank, " median_ms=",
-                       ms[ms.size() / 2], " recv_GBps=", received / (ms[ms.size() / 2] * 1e6)));
-  }
-}
-
 }  // namespace
 }  // namespace transport
 }  // namespace gradwire
@@ -431,8 +394,6 @@ int main(int argc, char** argv) {
     RunLoop(g);
   else if (scenario == "mismatch")
     RunMismatch(g);
-  else if (scenario == "bench")
-    RunBench(g);
   else if (scenario == "recreate")
     RunRecreate(*job);
   else if (scenario == "idle") {
