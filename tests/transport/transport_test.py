@@ -185,6 +185,26 @@ def test_launcher_timeout():
     assert time.monotonic() - start < 6
 
 
+def test_launcher_sigterm_stops_ranks():
+    cmd = [sys.executable, LAUNCH, "--nproc=2", "--timeout=30", "--grace=1", "--", "sh", "-c",
+           "echo pid=$$; exec sleep 60"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pids = []
+    deadline = time.monotonic() + 10
+    while len(pids) < 2 and time.monotonic() < deadline:
+        line = p.stdout.readline().decode()
+        m = re.search(r"pid=(\d+)", line)
+        if m:
+            pids.append(int(m.group(1)))
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=10)
+    assert p.returncode == 130, p.returncode
+    time.sleep(0.2)
+    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
+             open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+    assert len(pids) == 2 and not alive, f"ranks {pids}, still alive {alive}"
+
+
 def test_launcher_redis():
     if shutil.which("redis-server") is None:
         raise Skip("redis-server not installed")
@@ -463,6 +483,7 @@ TESTS = [
     ("recreate_no_fd_leak", test_recreate_no_fd_leak),
     ("launcher_stops_all_on_failure", test_launcher_stops_all_on_failure),
     ("launcher_timeout", test_launcher_timeout),
+    ("launcher_sigterm_stops_ranks", test_launcher_sigterm_stops_ranks),
     ("launcher_redis", test_launcher_redis),
     ("redis_rendezvous", test_redis_rendezvous),
     ("redis_wrong_password", test_redis_wrong_password),
