@@ -38,6 +38,7 @@ enum Op : uint64_t {
   kReduceScatter,
   kBarrier,
   kSplit,
+  kExpectSame,
 };
 
 const char* OpName(uint64_t op) {
@@ -58,6 +59,8 @@ const char* OpName(uint64_t op) {
       return "barrier";
     case kSplit:
       return "split";
+    case kExpectSame:
+      return "expect_same";
   }
   return "unknown";
 }
@@ -287,7 +290,8 @@ absl::Status GlooGroup::Agree(const Descriptor& mine, std::vector<Descriptor>* a
   return s.ok() ? s : Fail(s);
 }
 
-absl::Status GlooGroup::CheckSame(const std::vector<Descriptor>& all, const char* op) const {
+absl::Status GlooGroup::CheckSame(const std::vector<Descriptor>& all, const char* op,
+                                  bool value_is_flags) const {
   // Group ranks by each field; any field with two groups is a mismatch.
   auto split_by = [&](auto field) {
     std::map<uint64_t, std::vector<int>> groups;
@@ -304,10 +308,9 @@ absl::Status GlooGroup::CheckSame(const std::vector<Descriptor>& all, const char
   }
   std::vector<int> bad;
   for (int i = 0; i < size_; ++i) {
-    if (all[i].value & kArgsBad) bad.push_back(world_ranks_[i]);
+    if (value_is_flags && (all[i].value & kArgsBad)) bad.push_back(world_ranks_[i]);
   }
-  if (!bad.empty() && std::string(op) != OpName(kAllgatherU64) &&
-      std::string(op) != OpName(kSplit)) {
+  if (!bad.empty() && value_is_flags) {
     return absl::InvalidArgumentError(absl::StrCat("collective mismatch in ", op, ": ",
                                                    NameRanks(bad), " passed invalid arguments"));
   }
@@ -328,7 +331,8 @@ absl::Status GlooGroup::AllgatherU64(uint64_t value, absl::Span<uint64_t> all) {
   Descriptor mine{kAllgatherU64, 1, 0, value};
   std::vector<Descriptor> descriptors;
   if (absl::Status s = Agree(mine, &descriptors); !s.ok()) return call.Finish(s);
-  if (absl::Status s = CheckSame(descriptors, OpName(kAllgatherU64)); !s.ok()) {
+  if (absl::Status s = CheckSame(descriptors, OpName(kAllgatherU64), /*value_is_flags=*/false);
+      !s.ok()) {
     return call.Finish(s);
   }
   if (all.size() != static_cast<size_t>(size_)) {
@@ -337,6 +341,26 @@ absl::Status GlooGroup::AllgatherU64(uint64_t value, absl::Span<uint64_t> all) {
   }
   for (int i = 0; i < size_; ++i) all[i] = descriptors[i].value;
   return call.Finish(absl::OkStatus());
+}
+
+absl::Status GlooGroup::ExpectSame(uint64_t value, absl::string_view what) {
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  Call call(this, kExpectSame);
+  std::vector<Descriptor> all;
+  if (absl::Status s = Agree(Descriptor{kExpectSame, 0, 0, value}, &all); !s.ok()) {
+    return call.Finish(s);
+  }
+  if (absl::Status s = CheckSame(all, OpName(kExpectSame), /*value_is_flags=*/false); !s.ok())
+    return call.Finish(s);
+  std::map<uint64_t, std::vector<int>> groups;
+  for (int i = 0; i < size_; ++i) groups[all[i].value].push_back(world_ranks_[i]);
+  if (groups.size() == 1) return call.Finish(absl::OkStatus());
+  std::vector<std::string> parts;
+  for (const auto& [v, ranks] : groups) {
+    parts.push_back(absl::StrCat(RanksVerb(ranks, "has", "have"), " 0x", absl::Hex(v)));
+  }
+  return call.Finish(absl::InvalidArgumentError(
+      absl::StrCat("collective mismatch in ", what, ": ", absl::StrJoin(parts, "; "))));
 }
 
 namespace {
@@ -379,7 +403,8 @@ absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine, absl::Span<co
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
-  if (absl::Status s = CheckSame(all, OpName(kAllgatherv)); !s.ok()) return call.Finish(s);
+  if (absl::Status s = CheckSame(all, OpName(kAllgatherv), /*value_is_flags=*/true); !s.ok())
+    return call.Finish(s);
 
   // The size table is now known to be identical everywhere: check the cap
   // here, where every rank reaches the same verdict, and before Gloo posts
@@ -456,7 +481,7 @@ absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uin
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
   // `shared` carries the length: differing lengths are a mismatch.
-  if (absl::Status s = CheckSame(all, OpName(kAllgather)); !s.ok()) {
+  if (absl::Status s = CheckSame(all, OpName(kAllgather), /*value_is_flags=*/true); !s.ok()) {
     std::map<uint64_t, std::vector<int>> by_len;
     for (int i = 0; i < size_; ++i) by_len[all[i].count].push_back(world_ranks_[i]);
     if (by_len.size() > 1 && absl::StrContains(s.message(), "shared")) {
@@ -505,7 +530,7 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
-  if (absl::Status s = CheckSame(all, OpName(op)); !s.ok()) {
+  if (absl::Status s = CheckSame(all, OpName(op), /*value_is_flags=*/true); !s.ok()) {
     std::map<uint64_t, std::vector<int>> by_len;
     for (int i = 0; i < size_; ++i) by_len[all[i].count].push_back(world_ranks_[i]);
     if (by_len.size() > 1 && absl::StrContains(s.message(), "shared")) {
@@ -572,7 +597,8 @@ absl::Status GlooGroup::ReduceScatterSum(absl::Span<float> data,
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
-  if (absl::Status s = CheckSame(all, OpName(kReduceScatter)); !s.ok()) return call.Finish(s);
+  if (absl::Status s = CheckSame(all, OpName(kReduceScatter), /*value_is_flags=*/true); !s.ok())
+    return call.Finish(s);
   if (n == 0 || size_ == 1) return call.Finish(absl::OkStatus());
   const uint64_t moved = (n - counts[rank_]) * sizeof(float);
   call.AddBytes(moved, moved);
@@ -599,7 +625,7 @@ absl::Status GlooGroup::Barrier() {
   if (absl::Status s = Agree(Descriptor{kBarrier, 0, 0, 0}, &all); !s.ok()) {
     return call.Finish(s);
   }
-  return call.Finish(CheckSame(all, OpName(kBarrier)));
+  return call.Finish(CheckSame(all, OpName(kBarrier), /*value_is_flags=*/true));
 }
 
 absl::Status GlooGroup::Close() {
@@ -623,7 +649,8 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Split(uint32_t color) {
     if (absl::Status s = Agree(Descriptor{kSplit, 0, 0, color}, &all); !s.ok()) {
       return call.Finish(s);
     }
-    if (absl::Status s = CheckSame(all, OpName(kSplit)); !s.ok()) return call.Finish(s);
+    if (absl::Status s = CheckSame(all, OpName(kSplit), /*value_is_flags=*/false); !s.ok())
+      return call.Finish(s);
     (void)call.Finish(absl::OkStatus());
   }
   std::vector<int> members;  // our ranks with this color, ascending

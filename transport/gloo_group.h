@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -97,6 +98,12 @@ class GlooGroup {
 
   // all[i] = value of rank i. `all` has size() elements.
   absl::Status AllgatherU64(uint64_t value, absl::Span<uint64_t> all);
+
+  // OK iff every rank passes the same `value` (a fingerprint of settings
+  // that must agree, e.g. a codec spec); otherwise, on every rank,
+  // InvalidArgument "collective mismatch in <what>: ..." naming the ranks
+  // on each side. Leaves the group usable.
+  absl::Status ExpectSame(uint64_t value, absl::string_view what);
 
   // Gathers every rank's bytes in rank order into `out`. `sizes` is the
   // table every rank agreed on (from AllgatherU64): sizes[rank()] must be
@@ -157,8 +164,11 @@ class GlooGroup {
 
   // The agreement round; fills all_ with every rank's descriptor.
   absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
-  // Compares one field across ranks; "collective mismatch" naming ranks.
-  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op) const;
+  // Compares the descriptors across ranks; "collective mismatch" naming
+  // ranks. `value_is_flags`: the value field carries argument flags (not
+  // data, as in AllgatherU64, Split and ExpectSame).
+  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op,
+                         bool value_is_flags) const;
   absl::Status Fail(absl::Status status);
   absl::Status CheckUsable() const;
   uint32_t NextTag() { return ++tag_; }

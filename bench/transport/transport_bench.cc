@@ -90,9 +90,8 @@ int Run(const std::map<std::string, std::string>& args) {
   };
 
   std::vector<float> dense(n, 1.0f);
-  absl::StatusOr<double> ring = MedianMs(reps, [&] {
-    return g.AllreduceSum(absl::MakeSpan(dense), AllreduceAlgorithm::kRing);
-  });
+  absl::StatusOr<double> ring = MedianMs(
+      reps, [&] { return g.AllreduceSum(absl::MakeSpan(dense), AllreduceAlgorithm::kRing); });
   if (!ring.ok()) {
     std::fprintf(stderr, "%s\n", ring.status().ToString().c_str());
     return 1;
@@ -104,9 +103,12 @@ int Run(const std::map<std::string, std::string>& args) {
   }
   report("allreduce ring (baseline)", ring, base,
          absl::StrCat("sent ", g.last_call().bytes_sent / 1e6, " MB/rank"));
-  report("allreduce halving-doubling", MedianMs(reps, [&] {
-           return g.AllreduceSum(absl::MakeSpan(dense), AllreduceAlgorithm::kHalvingDoubling);
-         }),
+  report("allreduce halving-doubling",
+         MedianMs(reps,
+                  [&] {
+                    return g.AllreduceSum(absl::MakeSpan(dense),
+                                          AllreduceAlgorithm::kHalvingDoubling);
+                  }),
          base, "");
 
   for (double density : {0.01, 0.001}) {
@@ -115,19 +117,18 @@ int Run(const std::map<std::string, std::string>& args) {
     std::vector<uint8_t> payload(8 * k, static_cast<uint8_t>(g.rank()));
     std::vector<uint8_t> out;
     std::vector<uint64_t> sizes;
-    report(absl::StrCat("sparse allgather, density ", density), MedianMs(reps, [&] {
-             return g.AllgathervBytes(payload, uint64_t{1} << 31, &out, &sizes);
-           }),
-           base, absl::StrCat("k = ", k, ", ", payload.size() / 1e6, " MB/rank"));
+    report(
+        absl::StrCat("sparse allgather, density ", density),
+        MedianMs(reps, [&] { return g.AllgathervBytes(payload, uint64_t{1} << 31, &out, &sizes); }),
+        base, absl::StrCat("k = ", k, ", ", payload.size() / 1e6, " MB/rank"));
   }
 
   for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{16} << 20, uint64_t{64} << 20}) {
     std::vector<uint8_t> payload(bytes, 1);
     std::vector<uint8_t> out;
     std::vector<uint64_t> sizes;
-    absl::StatusOr<double> ms = MedianMs(reps, [&] {
-      return g.AllgathervBytes(payload, uint64_t{1} << 31, &out, &sizes);
-    });
+    absl::StatusOr<double> ms =
+        MedianMs(reps, [&] { return g.AllgathervBytes(payload, uint64_t{1} << 31, &out, &sizes); });
     const double received = static_cast<double>(bytes) * (g.size() - 1);
     report(absl::StrCat("allgatherv ", bytes >> 20, " MiB/rank"), ms, base,
            ms.ok() ? absl::StrCat(received / (*ms * 1e6), " GB/s received per rank") : "");
