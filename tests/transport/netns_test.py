@@ -27,6 +27,10 @@ import time
 import xml.etree.ElementTree as ET
 
 RANK_BIN = os.path.abspath(sys.argv[1])
+# Under --config=tsan: the one benign Gloo race (see tsan.supp).
+if "TSAN_OPTIONS" in os.environ:
+    supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan.supp")
+    os.environ["TSAN_OPTIONS"] += f" suppressions={supp}"
 BENCH = sys.argv[2:4]
 TAG = f"gwt{os.getpid() % 100000}"
 NS = [f"{TAG}a", f"{TAG}b"]
