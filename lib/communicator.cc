@@ -155,6 +155,7 @@ absl::Status Communicator::Dense(absl::Span<float> data, ExchangeStats* cost) {
 absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
                                         absl::Span<float> data, ExchangeStats* cost) {
   const uint64_t n = data.size();
+  GRADWIRE_RETURN_IF_ERROR(flat_->Agree(*world_, bucket, step, n, cost));
   const int local = node_->size();
   const int me = node_->rank();
   // Shards of ceil(n / local) elements; the last ones take what is left
@@ -176,15 +177,35 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   }
   // 2-3. Compress my shard of the node's sum and average it across nodes.
   absl::Span<float> mine = work.subspan(0, shards_[me]);
-  GRADWIRE_RETURN_IF_ERROR(across_nodes_->Run(*cross_, ef_, key, bucket, step, mine, mine,
-                                               static_cast<float>(world_->size()), cost));
-  // 4. Every rank of the node gets every averaged shard.
+  absl::Status cross = across_nodes_->Run(*cross_, ef_, key, bucket, step, mine, mine,
+                                          static_cast<float>(world_->size()), cost);
   if (local == 1) {
+    GRADWIRE_RETURN_IF_ERROR(cross);
     std::copy(mine.begin(), mine.end(), data.begin());
     return absl::OkStatus();
   }
+  // Each cross-node group sees only its own failures (say, a forged frame
+  // in local rank 1's group): share the verdict inside the node, so every
+  // rank reports the failure instead of waiting for peers that gave up.
+  EnsureSize(&verdicts_, local);
+  absl::Status s = node_->AllgatherU64(static_cast<uint64_t>(cross.code()),
+                                       absl::MakeSpan(verdicts_.data(), local));
+  AddWire(*node_, cost);
+  GRADWIRE_RETURN_IF_ERROR(cross);
+  GRADWIRE_RETURN_IF_ERROR(s);
+  for (int r = 0; r < local; ++r) {
+    if (verdicts_[r] != 0) {
+      return absl::Status(
+          static_cast<absl::StatusCode>(verdicts_[r]),
+          absl::StrCat("rank ", node_->world_ranks()[r], " of this node failed the cross-node ",
+                       "exchange of bucket ", bucket, " step ", step, " (",
+                       absl::StatusCodeToString(static_cast<absl::StatusCode>(verdicts_[r])),
+                       "; see its log): the node discards the result"));
+    }
+  }
+  // 4. Every rank of the node gets every averaged shard.
   for (int r = 0; r < local; ++r) shards_[r] *= sizeof(float);
-  absl::Status s = node_->Allgatherv(
+  s = node_->Allgatherv(
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(mine.data()), mine.size() * 4),
       shards_, absl::MakeSpan(reinterpret_cast<uint8_t*>(data.data()), n * sizeof(float)));
   AddWire(*node_, cost);

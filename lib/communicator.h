@@ -13,7 +13,10 @@
 //                dense reduce-scatter inside the node -> error feedback +
 //                compression of this rank's shard -> CompressedAllreduce
 //                among the ranks with the same local rank (one per node)
-//                -> allgather of the averaged shards inside the node.
+//                -> allgather of the averaged shards inside the node
+//                (after a one-word round in the node sharing each rank's
+//                cross-node verdict, so a failure seen by one cross-node
+//                group is reported by every rank).
 //                Compressed traffic then crosses the slow inter-node
 //                network once per node, not once per GPU.
 //
@@ -141,6 +144,7 @@ class Communicator {
   ExchangeStats totals_;
   std::vector<float> work_;       // hierarchical: reduce-scatter scratch
   std::vector<uint64_t> shards_;  // hierarchical: shard bytes per local rank
+  std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
 };
 
 }  // namespace gradwire

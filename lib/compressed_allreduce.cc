@@ -48,7 +48,7 @@ CompressedAllreduce::CompressedAllreduce(const Codec& codec, const FrameAuthenti
     : codec_(codec), auth_(auth), spec_fingerprint_(SpecFingerprint(codec.spec())) {}
 
 absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
-                                             const Descriptor& mine) const {
+                                             const Descriptor& mine, bool check_frames) const {
   const size_t p = group.size();
   const std::string where =
       absl::StrCat("collective mismatch in compressed allreduce (bucket ", mine.bucket, ", step ",
@@ -74,6 +74,7 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
           absl::StrCat(where, ": ", f.name, " differs across ranks: ", d, hint));
     }
   }
+  if (!check_frames) return absl::OkStatus();
   // Same spec and length everywhere: every frame must fit what the codec
   // can produce for n, plus the MAC trailer. Checked before the
   // allgatherv posts receives of these sizes.
@@ -89,6 +90,23 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket,
+                                        uint64_t step, uint64_t n, ExchangeStats* stats) {
+  const size_t p = group.size();
+  const Descriptor mine{0, n, step, bucket, spec_fingerprint_};
+  EnsureSize(&table_, p);
+  absl::Status s = group.Allgather(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(table_.data()), p * kDescriptorBytes));
+  if (stats != nullptr) {
+    stats->bytes_sent += group.last_call().bytes_sent;
+    stats->bytes_received += group.last_call().bytes_received;
+    stats->wire_time += group.last_call().wire_time;
+  }
+  GRADWIRE_RETURN_IF_ERROR(s);
+  return CheckTable(group, mine, /*check_frames=*/false);
 }
 
 absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,
@@ -134,7 +152,7 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
     if (stats != nullptr) stats->Add(cost);
     return s;
   }
-  GRADWIRE_RETURN_IF_ERROR(CheckTable(group, mine));
+  GRADWIRE_RETURN_IF_ERROR(CheckTable(group, mine, /*check_frames=*/true));
 
   // 4. The frames, in rank order.
   EnsureSize(&sizes_, p);

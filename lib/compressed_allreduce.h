@@ -66,6 +66,14 @@ class CompressedAllreduce {
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
                    absl::Span<float> out, float divisor, ExchangeStats* stats);
 
+  // Only the agreement of step 3 (spec, n, step, bucket; no frames) over
+  // `group`. The hierarchical exchange runs it over the whole world first:
+  // its node-local stages cannot see a disagreement between nodes, and
+  // would otherwise wait for a peer that never comes (a timeout) instead
+  // of reporting the mismatch.
+  absl::Status Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step, uint64_t n,
+                     ExchangeStats* stats);
+
  private:
   struct Descriptor {
     uint64_t frame_bytes;
@@ -77,7 +85,10 @@ class CompressedAllreduce {
   static constexpr size_t kDescriptorBytes = sizeof(Descriptor);
 
   // Checks the gathered descriptor table; identical verdict on every rank.
-  absl::Status CheckTable(const transport::GlooGroup& group, const Descriptor& mine) const;
+  // check_frames: also bound each frame length by what the codec can
+  // produce (not in Agree, which exchanges no frame).
+  absl::Status CheckTable(const transport::GlooGroup& group, const Descriptor& mine,
+                          bool check_frames) const;
 
   const Codec& codec_;
   const FrameAuthenticator& auth_;

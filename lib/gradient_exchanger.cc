@@ -292,7 +292,7 @@ void GradientExchanger::WorkerLoop() {
       total_stats_.Add(comm_->last_call());
     }
     if (!s.ok()) {
-      PoisonLocked(absl::Status(s.code(), absl::StrCat("bucket ", bucket->id, " of step ", step,
+      (void)PoisonLocked(absl::Status(s.code(), absl::StrCat("bucket ", bucket->id, " of step ", step,
                                                        ": ", s.message())));
     }
     bucket->queued = false;
@@ -335,6 +335,21 @@ ExchangeStats GradientExchanger::TotalStats() const {
 size_t GradientExchanger::bucket_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return plan_fixed_ ? buckets_.size() : 0;
+}
+
+std::vector<BucketInfo> GradientExchanger::Plan() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<BucketInfo> out;
+  if (!plan_fixed_) return out;
+  for (const auto& b : buckets_) {
+    BucketInfo info;
+    info.id = b->id;
+    info.path = b->path;
+    info.elements = b->data.size();
+    for (const Member& m : b->members) info.tensors.push_back(m.name);
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 std::string GradientExchanger::DescribePlan() const {

@@ -71,6 +71,14 @@ struct BucketTicket {
   uint64_t step = 0;
 };
 
+// One bucket of the plan: its id, path and tensors in fusion order.
+struct BucketInfo {
+  uint32_t id = 0;
+  ExchangePath path = ExchangePath::kDense;
+  uint64_t elements = 0;
+  std::vector<std::string> tensors;
+};
+
 class GradientExchanger {
  public:
   // Takes the communicator over (it becomes the worker thread's).
@@ -121,6 +129,7 @@ class GradientExchanger {
   // The bucket plan, one line per bucket ("bucket 0: compressed, 3
   // tensors, 2359296 elements"); empty before the first Flush.
   std::string DescribePlan() const;
+  std::vector<BucketInfo> Plan() const;
   size_t bucket_count() const;
 
  private:
