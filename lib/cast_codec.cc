@@ -68,7 +68,7 @@ class CastCodec : public Codec {
                                 absl::Span<float> dense) const override {
     const uint64_t n = dense.size();
     absl::StatusOr<ParsedFrame> parsed =
-        codec_internal::ParseFrameFor(frame, id_, n, MaxEncodedBytes(n));
+        codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
     const absl::string_view name = MethodName(spec_.method);

@@ -33,10 +33,12 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
 }
 
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
-                                          uint64_t dense_length, uint64_t max_frame_bytes) {
+                                          uint64_t dense_length) {
   FrameLimits limits;
   limits.max_dense_length = dense_length;
-  limits.max_frame_bytes = max_frame_bytes;
+  // Widest element: a 5-byte varint index and a 4-byte value (a 1-element
+  // QSGD bucket needs 4 + 1).
+  limits.max_frame_bytes = kFrameHeaderBytes + kFrameChecksumBytes + 9 * dense_length;
   absl::StatusOr<ParsedFrame> parsed = ParseFrame(frame, limits);
   if (!parsed.ok()) return parsed.status();
   const FrameHeader& h = parsed->header;

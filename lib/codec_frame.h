@@ -27,11 +27,13 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
                              size_t out_bytes, uint64_t max_bytes);
 
 // Parses `frame` with caps derived from the receiver's own buffer (dense
-// length = dense.size(), frame no larger than max_frame_bytes) and checks
-// the codec-independent half of "this frame is for me": codec id and dense
-// length.
+// length = dense.size(); frame no larger than any codec's frame for that
+// length, 9 bytes per element plus framing, so that a frame from a
+// differently configured sender reaches the codec's own checks and gets a
+// specific message) and checks the codec-independent half of "this frame
+// is for me": codec id and dense length.
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
-                                          uint64_t dense_length, uint64_t max_frame_bytes);
+                                          uint64_t dense_length);
 
 // InvalidArgument "<codec> frame: <field> is <got>, expected <want> (...)".
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
