@@ -14,6 +14,7 @@ If any rank exits non-zero (or dies from a signal), every other rank is
 stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher
 exits with that rank's status (128 + signal for a signal). If the whole
 job outlives --timeout, all ranks are killed and the launcher exits 124.
+SIGINT/SIGTERM to the launcher stop all ranks too (exit 130).
 """
 import argparse
 import os
@@ -142,6 +143,12 @@ def main(argv):
         parser.error("--nproc must be a multiple of --ranks_per_node")
     out = sys.stdout
 
+    # A launcher killed by SIGTERM (a scheduler, CI timeout) must not leave
+    # its ranks running: turn it into the same cleanup as Ctrl-C.
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
+
     redis = None
     store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
     job_id = args.job_id or f"launch-{os.getpid()}-{secrets.token_hex(4)}"
@@ -191,6 +198,7 @@ def main(argv):
         print(f"[launch] error: {e}", file=out, flush=True)
         status = 1
     except KeyboardInterrupt:
+        print("[launch] interrupted; stopping all ranks", file=out, flush=True)
         status = 130
     finally:
         ranks.stop_all(args.grace)

@@ -24,6 +24,9 @@
 //   - Zero-byte contributions and empty collectives work (they are decided
 //     from the agreed sizes, so all ranks skip the same transfers).
 //
+// Create() sets SIGPIPE to ignored if it still has its default action:
+// otherwise a write to a dead peer kills the surviving process.
+//
 // Not thread-safe: one thread drives a group (collectives must be issued
 // in the same order on every rank anyway).
 #ifndef GRADWIRE_TRANSPORT_GLOO_GROUP_H_
@@ -38,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -65,8 +69,8 @@ struct GroupOptions {
 };
 
 enum class AllreduceAlgorithm {
-  kRing,              // bandwidth-optimal, 2(P-1) steps; any size
-  kHalvingDoubling,   // log2(P) steps; buffers registered once per tensor
+  kRing,             // bandwidth-optimal, 2(P-1) steps; any size
+  kHalvingDoubling,  // log2(P) steps; buffers registered once per tensor
 };
 
 class GlooGroup {
@@ -75,8 +79,9 @@ class GlooGroup {
   // connects to every other rank. `store` should be scoped to this group
   // (e.g. store->Scoped("world")); re-creating a group after a failure
   // needs a fresh scope so stale addresses are never read.
-  static absl::StatusOr<std::unique_ptr<GlooGroup>> Create(
-      int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options);
+  static absl::StatusOr<std::unique_ptr<GlooGroup>> Create(int rank, int size,
+                                                           std::shared_ptr<RendezvousStore> store,
+                                                           const GroupOptions& options);
 
   ~GlooGroup();
   GlooGroup(const GlooGroup&) = delete;
@@ -93,6 +98,12 @@ class GlooGroup {
 
   // all[i] = value of rank i. `all` has size() elements.
   absl::Status AllgatherU64(uint64_t value, absl::Span<uint64_t> all);
+
+  // OK iff every rank passes the same `value` (a fingerprint of settings
+  // that must agree, e.g. a codec spec); otherwise, on every rank,
+  // InvalidArgument "collective mismatch in <what>: ..." naming the ranks
+  // on each side. Leaves the group usable.
+  absl::Status ExpectSame(uint64_t value, absl::string_view what);
 
   // Gathers every rank's bytes in rank order into `out`. `sizes` is the
   // table every rank agreed on (from AllgatherU64): sizes[rank()] must be
@@ -124,6 +135,15 @@ class GlooGroup {
 
   absl::Status Barrier();
 
+  // Collective orderly shutdown: a barrier, then the connections are
+  // closed and the group is unusable (FailedPrecondition). Call it on
+  // every rank before destroying a healthy group: a rank that closes its
+  // sockets while a peer is still finishing the last collective can make
+  // that peer fail with Unavailable (observed with halving-doubling when
+  // groups were dropped right after an allreduce). Destroying a group
+  // without Close() never blocks.
+  absl::Status Close();
+
   // Collective: ranks passing the same `color` form a new group, ordered
   // by rank, with its own Gloo context over the same device and its own
   // store scope. Split by node id gives the intra-node group; split by
@@ -138,14 +158,17 @@ class GlooGroup {
   struct Descriptor;
   class Call;
 
-  GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store,
-            const GroupOptions& options, std::shared_ptr<gloo::transport::Device> device,
-            std::shared_ptr<gloo::Context> context, std::vector<int> world_ranks);
+  GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
+            std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
+            std::vector<int> world_ranks);
 
   // The agreement round; fills all_ with every rank's descriptor.
   absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
-  // Compares one field across ranks; "collective mismatch" naming ranks.
-  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op) const;
+  // Compares the descriptors across ranks; "collective mismatch" naming
+  // ranks. `value_is_flags`: the value field carries argument flags (not
+  // data, as in AllgatherU64, Split and ExpectSame).
+  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op,
+                         bool value_is_flags) const;
   absl::Status Fail(absl::Status status);
   absl::Status CheckUsable() const;
   uint32_t NextTag() { return ++tag_; }

@@ -15,7 +15,6 @@ namespace gradwire {
 namespace transport {
 namespace {
 
-
 // Owns one reply; hiredis hands out malloc'ed trees.
 struct ReplyDeleter {
   void operator()(redisReply* r) const {
@@ -25,7 +24,25 @@ struct ReplyDeleter {
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 std::string ContextError(redisContext* c) {
-  return c == nullptr ? "out of memory" : absl::StrCat(c->errstr, " (code ", c->err, ")");
+  if (c == nullptr) return "out of memory";
+  // hiredis reports a socket timeout as EAGAIN; say "timeout" so callers
+  // (and our exception mapping) see a deadline, not a lost server.
+  if (c->err == REDIS_ERR_IO && absl::StrContains(c->errstr, "temporarily unavailable")) {
+    return "timeout waiting for the Redis server's reply";
+  }
+  return absl::StrCat(c->errstr, " (code ", c->err, ")");
+}
+
+// A command that got no reply: a socket timeout (hiredis reports EAGAIN)
+// means the server is alive but stalled, anything else that it is gone.
+absl::Status CommandFailed(redisContext* c, const std::string& what, absl::Duration timeout) {
+  if (c != nullptr && c->err == REDIS_ERR_IO &&
+      (absl::StrContains(c->errstr, "temporarily unavailable") ||
+       absl::StrContains(c->errstr, "timed out"))) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        what, ": no reply within ", absl::FormatDuration(timeout), " (server stalled?)"));
+  }
+  return absl::UnavailableError(absl::StrCat(what, ": ", ContextError(c)));
 }
 
 }  // namespace
@@ -44,21 +61,21 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStore
   }
   std::unique_ptr<RedisStore> store(new RedisStore(o, c));
   if (!o.password.empty()) {
-    Reply r(static_cast<redisReply*>(
-        redisCommand(c, "AUTH %b", o.password.data(), o.password.size())));
+    Reply r(
+        static_cast<redisReply*>(redisCommand(c, "AUTH %b", o.password.data(), o.password.size())));
     if (r == nullptr) {
-      return absl::UnavailableError(absl::StrCat("AUTH to ", where, " failed: ", ContextError(c)));
+      return CommandFailed(c, absl::StrCat("AUTH to ", where), o.io_timeout);
     }
     if (r->type == REDIS_REPLY_ERROR) {
       // Never echo the password; Redis's own message is safe to show.
-      return absl::PermissionDeniedError(
-          absl::StrCat("Redis authentication failed at ", where, ": ", r->str,
-                       " (check the job's Redis password)"));
+      return absl::PermissionDeniedError(absl::StrCat("Redis authentication failed at ", where,
+                                                      ": ", r->str,
+                                                      " (check the job's Redis password)"));
     }
   }
   Reply pong(static_cast<redisReply*>(redisCommand(c, "PING")));
   if (pong == nullptr) {
-    return absl::UnavailableError(absl::StrCat("PING to ", where, " failed: ", ContextError(c)));
+    return CommandFailed(c, absl::StrCat("PING to ", where), o.io_timeout);
   }
   if (pong->type == REDIS_REPLY_ERROR) {
     const bool noauth = absl::StartsWith(pong->str, "NOAUTH");
@@ -93,8 +110,7 @@ void RedisStore::set(const std::string& key, const std::vector<char>& data) {
 
 bool RedisStore::AllExist(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    Reply r(static_cast<redisReply*>(
-        redisCommand(context_, "EXISTS %b", key.data(), key.size())));
+    Reply r(static_cast<redisReply*>(redisCommand(context_, "EXISTS %b", key.data(), key.size())));
     if (r == nullptr) {
       GLOO_THROW_IO_EXCEPTION("Redis EXISTS ", key, " failed: ", ContextError(context_));
     }

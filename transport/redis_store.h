@@ -38,7 +38,7 @@ namespace transport {
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string password;  // empty: no AUTH
+  std::string password;                           // empty: no AUTH
   absl::Duration io_timeout = absl::Seconds(10);  // connect and each command
   absl::Duration key_ttl = absl::Hours(24);
 };

@@ -42,8 +42,8 @@ absl::Status ReadInt(const EnvLookup& env, const std::string& name, int min_valu
 
 // Fills `*field` (if still unset, i.e. negative) from the first of `names`
 // that is set.
-absl::Status FillInt(const EnvLookup& env, std::initializer_list<const char*> names,
-                     int min_value, int* field) {
+absl::Status FillInt(const EnvLookup& env, std::initializer_list<const char*> names, int min_value,
+                     int* field) {
   if (*field >= 0) return absl::OkStatus();
   for (const char* name : names) {
     bool found = false;
@@ -70,13 +70,12 @@ void FillString(const EnvLookup& env, std::initializer_list<const char*> names,
   }
 }
 
-absl::Status ParseHostPort(const std::string& variable, const std::string& text,
-                           std::string* host, int* port) {
+absl::Status ParseHostPort(const std::string& variable, const std::string& text, std::string* host,
+                           int* port) {
   std::vector<std::string> parts = absl::StrSplit(text, absl::MaxSplits(':', 1));
   int parsed_port = 6379;
-  if (parts[0].empty() ||
-      (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &parsed_port) || parsed_port <= 0 ||
-                             parsed_port > 65535))) {
+  if (parts[0].empty() || (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &parsed_port) ||
+                                                 parsed_port <= 0 || parsed_port > 65535))) {
     return absl::InvalidArgumentError(
         absl::StrCat(variable, "='", text, "' is not host[:port] with port in 1..65535"));
   }
@@ -116,9 +115,9 @@ absl::StatusOr<std::string> AddressOfInterface(const std::string& iface) {
   freeifaddrs(list);
   if (!v4.empty()) return v4;
   if (!v6.empty()) return v6;
-  return absl::NotFoundError(absl::StrCat("network interface '", iface,
-                                          "' has no usable IP address; interfaces with one: ",
-                                          absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(absl::StrCat(
+      "network interface '", iface,
+      "' has no usable IP address; interfaces with one: ", absl::StrJoin(names, ", ")));
 }
 
 // All addresses `host` resolves to, numeric, in resolver order.
@@ -129,8 +128,7 @@ absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host) {
   addrinfo* result = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &result);
   if (rc != 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
+    return absl::NotFoundError(absl::StrCat("cannot resolve '", host, "': ", gai_strerror(rc)));
   }
   std::vector<std::string> out;
   for (addrinfo* it = result; it != nullptr; it = it->ai_next) {
@@ -192,8 +190,8 @@ absl::Status Validate(const RendezvousConfig& c) {
                                                    " is outside [1, ", c.world_size, "]"));
   }
   if (c.local_rank < 0 || c.local_rank >= c.local_world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("local rank ", c.local_rank,
-                                                   " is outside [0, ", c.local_world_size, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("local rank ", c.local_rank, " is outside [0, ", c.local_world_size, ")"));
   }
   if (c.node_id < 0 || c.node_id >= c.world_size) {
     return absl::InvalidArgumentError(

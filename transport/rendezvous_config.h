@@ -67,8 +67,8 @@ EnvLookup ProcessEnvironment();
 
 // Completes `explicit_values` from the environment and validates the
 // result (see Validate). Errors name the variable and the bad value.
-absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(
-    RendezvousConfig explicit_values, const EnvLookup& env = ProcessEnvironment());
+absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig explicit_values,
+                                                       const EnvLookup& env = ProcessEnvironment());
 
 // Checks ranges and consistency: 0 <= rank < world_size, local ranks,
 // node ids, exactly one store, a job id.

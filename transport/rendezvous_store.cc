@@ -4,8 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gloo/common/error.h"
 #include "gloo/rendezvous/file_store.h"
 #include "gradwire/transport/gloo_status.h"
 #include "gradwire/transport/redis_store.h"
@@ -20,8 +23,8 @@ absl::Status MakeDirectories(const std::string& path) {
     if (i != path.size() && path[i] != '/') continue;
     const std::string prefix = path.substr(0, i);
     if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot create rendezvous directory ", prefix, ": ", std::strerror(errno)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create rendezvous directory ", prefix, ": ", std::strerror(errno)));
     }
   }
   struct stat st;
@@ -35,6 +38,30 @@ absl::Status MakeDirectories(const std::string& path) {
 std::chrono::milliseconds ToChrono(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
+
+// Gloo's FileStore overshoots a wait's timeout by about a second
+// (measured: 1000 ms asked, 2004 ms taken), which would break "a missing
+// rank is reported within the store timeout". Poll its check() ourselves.
+class DeadlineFileStore : public gloo::rendezvous::FileStore {
+ public:
+  using FileStore::FileStore;
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto pause = std::chrono::milliseconds(1);
+    while (!check(keys)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        GLOO_THROW_IO_EXCEPTION("Wait timeout for key(s): ", absl::StrJoin(keys, ", "), " after ",
+                                timeout.count(), " ms (a rank never reached rendezvous?)");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+  }
+};
 
 }  // namespace
 
@@ -61,7 +88,7 @@ absl::StatusOr<std::shared_ptr<RendezvousStore>> RendezvousStore::Open(
   if (!s.ok()) return s;
   std::shared_ptr<gloo::rendezvous::Store> file;
   s = CallGloo("opening file store",
-               [&] { file = std::make_shared<gloo::rendezvous::FileStore>(config.store_dir); });
+               [&] { file = std::make_shared<DeadlineFileStore>(config.store_dir); });
   if (!s.ok()) return s;
   return Wrap(std::move(file), config.job_id, timeout);
 }
@@ -72,8 +99,8 @@ std::shared_ptr<RendezvousStore> RendezvousStore::Wrap(
   return std::shared_ptr<RendezvousStore>(new RendezvousStore(std::move(base), job_id, timeout));
 }
 
-RendezvousStore::RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base,
-                                 std::string prefix, absl::Duration timeout)
+RendezvousStore::RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base, std::string prefix,
+                                 absl::Duration timeout)
     : base_(std::move(base)),
       prefix_(std::move(prefix)),
       timeout_(timeout),

@@ -24,8 +24,8 @@ struct CallStats {
   absl::Duration wire_time = absl::ZeroDuration();
 
   std::string ToString() const {
-    return absl::StrFormat("%s: sent %d B, received %d B, %.3f ms", op, bytes_sent,
-                           bytes_received, absl::ToDoubleMilliseconds(wire_time));
+    return absl::StrFormat("%s: sent %d B, received %d B, %.3f ms", op, bytes_sent, bytes_received,
+                           absl::ToDoubleMilliseconds(wire_time));
   }
 };
 
