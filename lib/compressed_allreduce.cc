@@ -50,9 +50,12 @@ CompressedAllreduce::CompressedAllreduce(const Codec& codec, const FrameAuthenti
 absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
                                              const Descriptor& mine, bool check_frames) const {
   const size_t p = group.size();
-  const std::string where =
-      absl::StrCat("collective mismatch in compressed allreduce (bucket ", mine.bucket, ", step ",
-                   mine.step, ")");
+  // The common case (everything agrees) compares integers only; messages
+  // are built, and memory allocated, only on the error path.
+  auto where = [&mine] {
+    return absl::StrCat("collective mismatch in compressed allreduce (bucket ", mine.bucket,
+                        ", step ", mine.step, ")");
+  };
   struct Field {
     const char* name;
     uint64_t Descriptor::*member;
@@ -64,15 +67,16 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
                                       {"bucket", &Descriptor::bucket},
                                       {"step", &Descriptor::step}};
   for (const Field& f : kFields) {
+    bool same = true;
+    for (size_t r = 1; r < p; ++r) same = same && table_[r].*(f.member) == table_[0].*(f.member);
+    if (same) continue;
     std::string d = Disagreement(group, p, [&](size_t r) { return table_[r].*(f.member); });
-    if (!d.empty()) {
-      std::string hint;
-      if (f.member == &Descriptor::spec) {
-        hint = absl::StrCat(" (this rank uses \"", codec_.spec().ToString(), "\")");
-      }
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", f.name, " differs across ranks: ", d, hint));
+    std::string hint;
+    if (f.member == &Descriptor::spec) {
+      hint = absl::StrCat(" (this rank uses \"", codec_.spec().ToString(), "\")");
     }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ": ", f.name, " differs across ranks: ", d, hint));
   }
   if (!check_frames) return absl::OkStatus();
   // Same spec and length everywhere: every frame must fit what the codec
@@ -84,7 +88,7 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
     const uint64_t b = table_[r].frame_bytes;
     if (b > max_bytes || b < min_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": rank ", group.world_ranks()[r], " announced a ", b, "-byte frame for ",
+          where(), ": rank ", group.world_ranks()[r], " announced a ", b, "-byte frame for ",
           mine.n, " elements, outside [", min_bytes, ", ", max_bytes, "] that spec \"",
           codec_.spec().ToString(), "\" can produce"));
     }
@@ -152,7 +156,11 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
     if (stats != nullptr) stats->Add(cost);
     return s;
   }
-  GRADWIRE_RETURN_IF_ERROR(CheckTable(group, mine, /*check_frames=*/true));
+  s = CheckTable(group, mine, /*check_frames=*/true);
+  if (!s.ok()) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  }
 
   // 4. The frames, in rank order.
   EnsureSize(&sizes_, p);

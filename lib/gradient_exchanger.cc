@@ -127,7 +127,7 @@ absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
 absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
                                                        absl::Span<float> grad,
                                                        absl::Span<const int64_t> shape) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
   if (!step_active_ || flushed_) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -168,8 +168,17 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
     }
   }
   ++next_entry_;
-  std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
   member->target = grad;
+  if (plan_fixed_) {
+    // The copy is the bulk of Submit: make it off the lock so the worker
+    // can start the next queued bucket meanwhile. Safe: this bucket is not
+    // queued, so only this call touches its data.
+    lock.unlock();
+    std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
+    lock.lock();
+  } else {
+    std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
+  }
   ++bucket->filled;
   const BucketTicket ticket{bucket->id, step_};
   if (!plan_fixed_) {

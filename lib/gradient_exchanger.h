@@ -34,9 +34,11 @@
 // of time returns DeadlineExceeded and poisons nothing (the bucket may
 // still finish). Every wait has a deadline.
 //
-// The caller-facing methods are meant for one training thread; they are
-// nonetheless safe to call from several. After the first step, Submit and
-// the exchange allocate nothing.
+// Submit, Flush and BeginStep belong to one training thread (their order
+// defines the plan); Wait, WaitAll, the stats and health may be called
+// from any thread. After the first step, Submit and the exchange allocate
+// nothing in gradwire (the codec kernels' scratch and Gloo's per-call
+// bookkeeping are theirs).
 #ifndef GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
 #define GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
 

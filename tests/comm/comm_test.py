@@ -59,6 +59,10 @@ def runfile(rel):
 
 
 def main():
+    # Under --config=tsan: the one benign Gloo race (see tsan.supp).
+    if "TSAN_OPTIONS" in os.environ:
+        supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan.supp")
+        os.environ["TSAN_OPTIONS"] += f" suppressions={supp}"
     parser = argparse.ArgumentParser()
     parser.add_argument("--launch", default=runfile("tools/launch.py"))
     parser.add_argument("--rank", default=runfile("tests/comm/comm_rank"))
