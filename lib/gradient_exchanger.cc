@@ -236,7 +236,7 @@ absl::Status GradientExchanger::Wait(const BucketTicket& ticket, absl::Duration 
   });
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
-  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (!poison_.ok()) return poison_;  // the failure itself, with its code
   if (!finished) {
     return absl::DeadlineExceededError(absl::StrCat(
         "bucket ", ticket.bucket, " of step ", ticket.step, " not exchanged within ",
@@ -257,7 +257,7 @@ absl::Status GradientExchanger::WaitAll(absl::Duration timeout) {
   });
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
-  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (!poison_.ok()) return poison_;
   if (!finished) {
     return absl::DeadlineExceededError(absl::StrCat(in_flight_, " bucket(s) of step ", step_,
                                                     " not exchanged within ",

@@ -29,8 +29,11 @@
 // SaveState / RestoreState (checkpoints).
 //
 // Failures: any failure (transport, mismatch, MAC, a wrong submission)
-// poisons the exchanger; every later call returns FailedPrecondition
-// quoting the first failure until it is re-created. A Wait that runs out
+// poisons the exchanger. Wait / WaitAll / health() return that failure
+// itself (Unavailable for a dead peer, DeadlineExceeded for a stalled one,
+// InvalidArgument for a mismatch, ...); BeginStep, Submit, Flush and the
+// checkpoint calls return FailedPrecondition quoting it, until the
+// exchanger is re-created. A Wait that runs out
 // of time returns DeadlineExceeded and poisons nothing (the bucket may
 // still finish). Every wait has a deadline.
 //

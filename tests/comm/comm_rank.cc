@@ -21,12 +21,17 @@
 //              CPU reference bit for bit; then an error-feedback checkpoint
 //              taken after step 1 and restored into a new exchanger must
 //              reproduce step 2 exactly.
+//   fault      the last rank exits in the middle of a step; survivors'
+//              exchangers must fail (Unavailable / DeadlineExceeded)
+//              within 2x the deadline and stay poisoned.
 //
 // Inputs are multiples of 1/256 in [-4, 4]: sums of up to 64 of them are
 // exact in fp32, so the dense stages (Gloo's reduce-scatter and allreduce,
 // whose summation order is theirs) have order-independent results and the
 // comparison can be bitwise. Output: "CHECK <name> ok|FAILED <why>" lines;
 // exit 0 iff every check passed.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -435,6 +440,58 @@ void ScenarioAsync() {
   Check("checkpoint round trip reproduces the step", same);
 }
 
+// A rank dies (SIGKILL-like: _exit without closing anything cleanly) in
+// the middle of step `die_step`, after submitting half its tensors; every
+// survivor must see its exchanger fail with Unavailable or
+// DeadlineExceeded within 2x the transport deadline, and stay poisoned.
+void ScenarioFault() {
+  const bool hier = IntArg("hier", 0) != 0;
+  const int die_step = IntArg("die_step", 2);
+  const int victim = g_config.world_size - 1;
+  auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  if (!CheckOk("create", comm.status())) return;
+  ExchangerOptions eo;
+  eo.bucket_bytes = 100000;
+  auto ex = GradientExchanger::Create(std::move(*comm), eo);
+  if (!CheckOk("exchanger", ex.status())) return;
+  const absl::Duration deadline = absl::Milliseconds(IntArg("timeout_ms", 20000));
+  absl::Status failure;
+  absl::Time failed_after_start;
+  for (int step = 0; step < die_step + 5 && failure.ok(); ++step) {
+    if (absl::Status s = (*ex)->BeginStep(step); !s.ok()) {
+      failure = s;
+      break;
+    }
+    std::vector<std::vector<float>> grads;
+    for (size_t t = 0; t < std::size(kProfile); ++t) {
+      grads.push_back(Input(g_config.rank, step, 500 + t, kProfile[t].n));
+    }
+    const absl::Time start = absl::Now();
+    for (size_t t = 0; t < std::size(kProfile) && failure.ok(); ++t) {
+      if (step == die_step && g_config.rank == victim && t == std::size(kProfile) / 2) {
+        std::fflush(stdout);
+        _exit(0);
+      }
+      auto ticket = (*ex)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]));
+      if (!ticket.ok()) failure = ticket.status();
+    }
+    if (failure.ok()) failure = (*ex)->Flush();
+    if (failure.ok()) failure = (*ex)->WaitAll(3 * deadline);
+    failed_after_start = start;
+  }
+  const absl::Duration took = absl::Now() - failed_after_start;
+  // Whichever call noticed first, health() holds the root cause.
+  const absl::Status root = (*ex)->health();
+  std::printf("FAULT %s after %.0f ms (first error seen: %s)\n", root.ToString().c_str(),
+              absl::ToDoubleMilliseconds(took), failure.ToString().c_str());
+  Check("survivor sees the failure",
+        absl::IsUnavailable(root) || absl::IsDeadlineExceeded(root), root.ToString());
+  Check("within 2x the deadline", took <= 2 * deadline, absl::FormatDuration(took));
+  absl::Status later = (*ex)->BeginStep(1000);
+  Check("poisoned afterwards", absl::IsFailedPrecondition(later), later.ToString());
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: comm_rank <scenario> [key=value ...]\n");
@@ -465,6 +522,8 @@ int Main(int argc, char** argv) {
     ScenarioAuth();
   } else if (scenario == "async") {
     ScenarioAsync();
+  } else if (scenario == "fault") {
+    ScenarioFault();
   } else {
     std::printf("SETUP unknown scenario %s\n", scenario.c_str());
     return 2;

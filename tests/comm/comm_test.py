@@ -46,6 +46,8 @@ CASES = [
     ("wrong secret hier", 4, 2, "auth", ["kind=secret", "hier=1"]),
     ("async + checkpoint flat", 3, 0, "async", ["spec=topk:ratio=0.05"]),
     ("async + checkpoint hier", 4, 2, "async", ["spec=qsgd:bits=4,bucket=64", "hier=1"]),
+    ("rank dies mid-step", 3, 0, "fault", ["timeout_ms=4000"]),
+    ("rank dies mid-step hier", 4, 2, "fault", ["timeout_ms=4000", "hier=1"]),
 ]
 
 
@@ -88,7 +90,7 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name}: {nproc} ranks, {checks} checks, {secs:.1f} s",
               flush=True)
         for l in out.splitlines():
-            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH")) and l.startswith("[rank 0]"):
+            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH", "FAULT")) and l.startswith("[rank 0]"):
                 print("    " + l, flush=True)
         if not ok:
             failed.append(name)
