@@ -10,6 +10,8 @@ void ExchangeStats::Add(const ExchangeStats& other) {
   elements += other.elements;
   bytes_sent += other.bytes_sent;
   bytes_received += other.bytes_received;
+  intra_node_bytes_sent += other.intra_node_bytes_sent;
+  intra_node_bytes_received += other.intra_node_bytes_received;
   compress_time += other.compress_time;
   auth_time += other.auth_time;
   wire_time += other.wire_time;
@@ -18,10 +20,12 @@ void ExchangeStats::Add(const ExchangeStats& other) {
 
 std::string ExchangeStats::ToString() const {
   return absl::StrFormat(
-      "%d buckets (%d dense, %d compressed), %d elements: sent %d B, received %d B; "
-      "compress %.3f ms, auth %.3f ms, wire %.3f ms, wait %.3f ms",
+      "%d buckets (%d dense, %d compressed), %d elements: sent %d B (%d B intra-node), "
+      "received %d B (%d B intra-node); compress %.3f ms, auth %.3f ms, wire %.3f ms, "
+      "wait %.3f ms",
       dense_buckets + compressed_buckets, dense_buckets, compressed_buckets, elements, bytes_sent,
-      bytes_received, absl::ToDoubleMilliseconds(compress_time),
+      intra_node_bytes_sent, bytes_received, intra_node_bytes_received,
+      absl::ToDoubleMilliseconds(compress_time),
       absl::ToDoubleMilliseconds(auth_time), absl::ToDoubleMilliseconds(wire_time),
       absl::ToDoubleMilliseconds(wait_time));
 }

@@ -255,10 +255,12 @@ int Main() {
   const std::string label = absl::StrCat(
       spec->ToString(), options.hierarchical ? " hierarchical" : " flat", " P=", config->world_size);
   std::printf(
-      "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB; "
-      "compress %.1f ms, auth %.1f ms, wire %.1f ms (medians)\n",
+      "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
+      "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
+      "(medians)\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
+      timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
       Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5));
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
@@ -273,13 +275,16 @@ int Main() {
         "  \"warmup\": %d,\n  \"iters\": %d,\n"
         "  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, \"max\": %.3f},\n"
         "  \"bytes_sent_per_iter\": %.0f,\n  \"bytes_received_per_iter\": %.0f,\n"
+        "  \"intra_node_bytes_sent_per_iter\": %.0f,\n"
+        "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
         "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f\n}\n",
         spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
         config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
         dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
         Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
-        timed.bytes_received / n_it, Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5),
+        timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
+        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5),
         Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }

@@ -369,7 +369,8 @@ void ScenarioAsync() {
     std::printf("STEP %d %s\n", step, st.ToString().c_str());
     Check(absl::StrCat("step ", step, " counters"),
           st.dense_buckets > 0 && st.compressed_buckets > 0 &&
-              (g_config.world_size == 1 || st.bytes_received > 0),
+              (g_config.world_size == 1 || st.bytes_received > 0) &&
+              (hier && g_config.local_world_size > 1) == (st.intra_node_bytes_sent > 0),
           st.ToString());
 
     // The same buckets through the synchronous communicator: rebuild each
