@@ -44,6 +44,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/hash_store.h"
@@ -205,7 +206,7 @@ std::string FirstDifference(absl::Span<const float> got, absl::Span<const float>
   if (got.size() != want.size()) return absl::StrCat("length ", got.size(), " vs ", want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::memcmp(&got[i], &want[i], 4) != 0) {
-      return absl::StrCat("element ", i, ": got ", got[i], ", reference ", want[i]);
+      return absl::StrFormat("element %d: got %.9g, reference %.9g", i, got[i], want[i]);
     }
   }
   return "";
