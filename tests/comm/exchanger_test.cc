@@ -2,7 +2,10 @@
 // no peers: a world of one rank over an in-memory store. Multi-rank
 // behaviour (bitwise equality with the CPU reference, mismatches, MACs)
 // is in comm_test.py.
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,17 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
+
+// Counts heap allocations, to check the steady state allocates nothing.
+std::atomic<long> g_allocations{0};
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size > 0 ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace gradwire {
 namespace {
@@ -161,6 +175,56 @@ TEST(ExchangerTest, CheckpointRoundTripAndValidation) {
   absl::Status s = other->RestoreState(*state);
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_NE(s.message().find("topk"), std::string::npos);
+}
+
+// After the first step, a step allocates nothing in lib/: buckets,
+// frames, descriptor tables and sums are reused. QSGD's CPU codec needs no
+// scratch, so what remains is the transport's per-call bookkeeping (its
+// agreement round), measured on a bare group and subtracted: every
+// compressed bucket makes one Allgather and one Allgatherv, every dense
+// one an AllreduceSum.
+TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
+  auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
+                                                "bare", absl::Seconds(10));
+  auto bare = *transport::GlooGroup::Create(0, 1, store, transport::GroupOptions());
+  std::vector<uint8_t> mine(40), all(40);
+  std::vector<uint64_t> sizes = {40};
+  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());  // warm-up
+  long before = g_allocations.load();
+  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());
+  ASSERT_TRUE(bare->Allgatherv(mine, sizes, absl::MakeSpan(all)).ok());
+  const long transport_per_bucket = g_allocations.load() - before;
+  std::vector<float> floats(100);
+  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  before = g_allocations.load();
+  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  const long transport_per_dense = g_allocations.load() - before;
+
+  ExchangerOptions o;
+  o.bucket_bytes = 100000;
+  auto ex = *GradientExchanger::Create(MakeComm("qsgd:bits=4,bucket=128", /*dense_below=*/1000), o);
+  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(100, 1), Ramp(20000, 1),
+                                       Ramp(50000, 1), Ramp(7, 1)};
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  for (int step = 0; step < 4; ++step) {
+    before = g_allocations.load();
+    ASSERT_TRUE(ex->BeginStep(step).ok());
+    for (size_t i = 0; i < t.size(); ++i) {
+      ASSERT_TRUE(ex->Submit(names[i], absl::MakeSpan(t[i])).ok());
+    }
+    ASSERT_TRUE(ex->Flush().ok());
+    ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+    const long allocations = g_allocations.load() - before;
+    const ExchangeStats stats = ex->StepStats();
+    ASSERT_EQ(stats.compressed_buckets, 2u) << ex->DescribePlan();
+    ASSERT_EQ(stats.dense_buckets, 1u) << ex->DescribePlan();
+    if (step >= 2) {
+      EXPECT_EQ(allocations, static_cast<long>(stats.compressed_buckets) * transport_per_bucket +
+                                 static_cast<long>(stats.dense_buckets) * transport_per_dense)
+          << "step " << step << "; transport makes " << transport_per_bucket
+          << " per compressed bucket, " << transport_per_dense << " per dense one";
+    }
+  }
 }
 
 }  // namespace
