@@ -26,7 +26,10 @@ TEST(HalfTest, EveryHalfRoundTripsExactly) {
     }
     EXPECT_EQ(FloatToHalfBits(f), h) << std::hex << h;
     // Agrees with the compiler's own conversion.
-    EXPECT_EQ(FloatBits(f), FloatBits(static_cast<float>(*reinterpret_cast<const _Float16*>(&h))));
+    const uint16_t h16 = static_cast<uint16_t>(h);
+    _Float16 ref;
+    std::memcpy(&ref, &h16, 2);
+    EXPECT_EQ(FloatBits(f), FloatBits(static_cast<float>(ref)));
   }
 }
 
