@@ -193,7 +193,9 @@ TEST(BitPackingTest, CodesRoundTripAtEveryWidth) {
     }
     for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(ReadPackedCode(packed.data(), i, bits), codes[i]);
     const uint32_t tail = static_cast<uint32_t>(n * bits % 8);
-    if (tail) EXPECT_EQ(packed.back() >> tail, 0);
+    if (tail) {
+      EXPECT_EQ(packed.back() >> tail, 0);
+    }
   }
 }
 
