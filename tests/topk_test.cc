@@ -93,7 +93,9 @@ void CheckValuesAndResidual(const Output& out, const std::vector<float>& acc, bo
   for (size_t j = 0; j < out.indices.size(); ++j) {
     const uint32_t idx = out.indices[j];
     ASSERT_LT(idx, acc.size());
-    if (j > 0) ASSERT_LT(out.indices[j - 1], idx);
+    if (j > 0) {
+      ASSERT_LT(out.indices[j - 1], idx);
+    }
     selected[idx] = 1;
     const float want = RoundToFormat(acc[idx], format);
     const float got = LoadValue(out.values.data(), j, format);

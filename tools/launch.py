@@ -6,7 +6,7 @@
 Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 MASTER_ADDR, MASTER_PORT and gradwire's rendezvous variables
 (GRADWIRE_JOB_ID, GRADWIRE_STORE_DIR or GRADWIRE_REDIS +
-GRADWIRE_REDIS_PASSWORD). With --redis a private redis-server is started
+GRADWIRE_REDIS_PASSWORD_FILE). With --redis a private redis-server is started
 first on a free loopback port, with a random password (requirepass) and no
 persistence. Output lines are forwarded with a "[rank i] " prefix.
 
@@ -158,6 +158,10 @@ def main(argv):
     try:
         if args.redis:
             redis, redis_port = start_redis(password, out)
+            password_file = os.path.join(store_dir, "redis_password")
+            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password)
         master_port = free_port()
         for rank in range(args.nproc):
             env = dict(os.environ)
@@ -170,7 +174,9 @@ def main(argv):
             })
             if redis is not None:
                 env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
-                env["GRADWIRE_REDIS_PASSWORD"] = password
+                # A 0600 file keeps the secret out of the ranks' environment.
+                env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
+                env.pop("GRADWIRE_REDIS_PASSWORD", None)
                 env.pop("GRADWIRE_STORE_DIR", None)
             else:
                 env["GRADWIRE_STORE_DIR"] = store_dir

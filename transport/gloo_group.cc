@@ -65,10 +65,13 @@ const char* OpName(uint64_t op) {
   return "unknown";
 }
 
-// A descriptor whose args_ok is false says "my arguments were bad": every
-// rank then fails together instead of the others waiting for a transfer
-// the bad rank will never start.
+// Flags in Descriptor::value (for ops whose value is not data).
+// kArgsBad: "my arguments were bad": every rank then fails together
+// instead of the others waiting for a transfer the bad rank never starts.
+// kCached: "I hold a built algorithm for this tensor": reused only if every
+// rank does, so all ranks build (and take context slots) in lockstep.
 constexpr uint64_t kArgsBad = 1;
+constexpr uint64_t kCached = 2;
 
 // FNV-1a over a table of u64: the agreement round compares hashes of
 // arguments that must be identical on every rank (size tables, counts).
@@ -526,7 +529,7 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
   const CacheKey key{data.data(), n};
   const bool cached = !ring && allreduce_hd_.count(key) > 0;
   // `shared` carries n: every rank must reduce the same length.
-  Descriptor d{op, n, n, (local.ok() ? 0 : kArgsBad) | (cached ? 2 : 0)};
+  Descriptor d{op, n, n, (local.ok() ? 0 : kArgsBad) | (cached ? kCached : 0)};
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
@@ -559,7 +562,7 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
     });
   } else {
     bool all_cached = true;
-    for (const Descriptor& x : all) all_cached = all_cached && (x.value & 2);
+    for (const Descriptor& x : all) all_cached = all_cached && (x.value & kCached);
     s = CallGloo("allreduce (halving-doubling)", [&] {
       if (!all_cached) {
         // Build on every rank together so context slots stay in lockstep.
@@ -593,7 +596,7 @@ absl::Status GlooGroup::ReduceScatterSum(absl::Span<float> data,
   const uint64_t table = HashTable(counts);
   const bool cached = reduce_scatter_.count({key, table}) > 0;
   Descriptor d{kReduceScatter, n, HashTable(counts) ^ n,
-               (local.ok() ? 0 : kArgsBad) | (cached ? 2 : 0)};
+               (local.ok() ? 0 : kArgsBad) | (cached ? kCached : 0)};
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
@@ -603,7 +606,7 @@ absl::Status GlooGroup::ReduceScatterSum(absl::Span<float> data,
   const uint64_t moved = (n - counts[rank_]) * sizeof(float);
   call.AddBytes(moved, moved);
   bool all_cached = true;
-  for (const Descriptor& x : all) all_cached = all_cached && (x.value & 2);
+  for (const Descriptor& x : all) all_cached = all_cached && (x.value & kCached);
   absl::Status s = CallGloo("reduce_scatter (halving-doubling)", [&] {
     if (!all_cached) {
       if (reduce_scatter_.size() >= 16) reduce_scatter_.clear();

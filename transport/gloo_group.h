@@ -21,6 +21,10 @@
 //     group closes its connections so peers fail fast too.
 //   - Every wait is bounded by GroupOptions::timeout; rendezvous waits by
 //     the store's timeout.
+//   - Teardown is explicit: call Close() on every rank before destroying a
+//     healthy group or exiting. A rank that exits right after the last
+//     collective can reset (TCP RST) a peer still finishing it -- observed
+//     with halving-doubling on 8 ranks as "Connection closed by peer".
 //   - Zero-byte contributions and empty collectives work (they are decided
 //     from the agreed sizes, so all ranks skip the same transfers).
 //
@@ -137,11 +141,12 @@ class GlooGroup {
 
   // Collective orderly shutdown: a barrier, then the connections are
   // closed and the group is unusable (FailedPrecondition). Call it on
-  // every rank before destroying a healthy group: a rank that closes its
-  // sockets while a peer is still finishing the last collective can make
-  // that peer fail with Unavailable (observed with halving-doubling when
-  // groups were dropped right after an allreduce). Destroying a group
-  // without Close() never blocks.
+  // every rank before destroying a healthy group or exiting: a rank that
+  // closes its sockets while a peer is still finishing the last collective
+  // can make that peer fail with Unavailable. The barrier guarantees every
+  // rank finished every earlier collective (and Gloo consumed its last
+  // messages) before any socket closes. Destroying a group without Close()
+  // never blocks.
   absl::Status Close();
 
   // Collective: ranks passing the same `color` form a new group, ordered

@@ -8,7 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -140,6 +144,22 @@ absl::StatusOr<std::vector<std::string>> Resolve(const std::string& host) {
   return out;
 }
 
+// The whole file minus trailing newlines (what `echo pw > file` leaves).
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("GRADWIRE_REDIS_PASSWORD_FILE='", path,
+                                                   "' cannot be read: ", std::strerror(errno)));
+  }
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GRADWIRE_REDIS_PASSWORD_FILE='", path, "' is empty"));
+  }
+  return secret;
+}
+
 }  // namespace
 
 EnvLookup ProcessEnvironment() {
@@ -253,6 +273,14 @@ absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig c, const
     }
   }
   FillString(env, {"GRADWIRE_REDIS_PASSWORD"}, &c.redis_password);
+  if (c.redis_password.empty()) {
+    std::optional<std::string> file = env("GRADWIRE_REDIS_PASSWORD_FILE");
+    if (file.has_value() && !file->empty()) {
+      absl::StatusOr<std::string> secret = ReadSecretFile(*file);
+      if (!secret.ok()) return secret.status();
+      c.redis_password = *secret;
+    }
+  }
   FillString(env, {"GRADWIRE_STORE_DIR"}, &c.store_dir);
   FillString(env, {"GRADWIRE_JOB_ID", "TORCHELASTIC_RUN_ID"}, &c.job_id);
   if (c.job_id.empty()) {

@@ -7,7 +7,9 @@
 //   mpirun:   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   gradwire: GRADWIRE_IFACE, GRADWIRE_BIND_ADDRESS, GRADWIRE_JOB_ID,
 //             GRADWIRE_STORE_DIR, GRADWIRE_REDIS (host:port),
-//             GRADWIRE_REDIS_PASSWORD, GRADWIRE_TIMEOUT_MS
+//             GRADWIRE_REDIS_PASSWORD or GRADWIRE_REDIS_PASSWORD_FILE (a
+//             file keeps the secret out of /proc/<pid>/environ and logs),
+//             GRADWIRE_TIMEOUT_MS
 // Values already set in the struct (by a tool's flags) win over the
 // environment; torchrun variables win over mpirun ones.
 //

@@ -5,8 +5,8 @@
 //   acc[i] = grad[i] + residual[i]   (residual null: acc = grad, no EF)
 //   decoded[i] = what a receiver reconstructs for element i
 //   residual[i] <- ResidualAfter(acc[i], decoded[i])   (element_math.h)
-// all in one call, so grad and residual are each read about twice and the
-// residual written once. n is 64-bit everywhere; indices are u32, so
+// all in one call: grad and residual are read once in full (plus a
+// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere; indices are u32, so
 // n <= 2^32. Preconditions are the caller's (lib/ validates before it
 // calls); kernels do not allocate.
 //

@@ -2,6 +2,8 @@
 // the "never advertise loopback in a multi-host job" guard.
 #include "gradwire/transport/rendezvous_config.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -78,6 +80,26 @@ TEST(RendezvousConfig, SingleMachineDefaultsNeedOnlyRankAndSize) {
   EXPECT_EQ(c->local_rank, 1);
   EXPECT_FALSE(c->store_dir.empty());
   EXPECT_FALSE(SpansHosts(*c));
+}
+
+TEST(RendezvousConfig, ReadsRedisPasswordFromFile) {
+  const std::string path =
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+      "/redis_password";
+  {
+    std::ofstream out(path);
+    out << "s3cret\n";
+  }
+  std::map<std::string, std::string> vars = Torchrun();
+  vars["GRADWIRE_REDIS_PASSWORD_FILE"] = path;
+  auto c = ConfigFromEnvironment(RendezvousConfig(), Env(vars));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->redis_password, "s3cret");
+
+  vars["GRADWIRE_REDIS_PASSWORD_FILE"] = path + ".missing";
+  c = ConfigFromEnvironment(RendezvousConfig(), Env(vars));
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("cannot be read"), absl::string_view::npos) << c.status();
 }
 
 struct BadEnv {
