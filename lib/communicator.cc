@@ -243,6 +243,21 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   return s;
 }
 
+absl::Status Communicator::Close() {
+  if (!poison_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "communicator not closed in order: poisoned by earlier failure: ", poison_.ToString()));
+  }
+  absl::Status result;
+  for (transport::GlooGroup* g : {cross_.get(), node_.get(), world_.get()}) {
+    if (g == nullptr) continue;
+    absl::Status s = g->Close();
+    if (result.ok()) result = s;
+  }
+  poison_ = result.ok() ? absl::FailedPreconditionError("communicator was closed") : result;
+  return result;
+}
+
 absl::StatusOr<std::string> Communicator::SaveState() const {
   if (!poison_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -312,6 +312,22 @@ void GradientExchanger::WorkerLoop() {
   }
 }
 
+absl::Status GradientExchanger::Close(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
+                           [&] { return !poison_.ok() || in_flight_ == 0; })) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Close: ", in_flight_, " bucket(s) still in flight after ", absl::FormatDuration(timeout)));
+  }
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  // The worker is idle (in_flight_ == 0 under the lock) and takes no new
+  // bucket once poisoned below, so the communicator is ours to close.
+  absl::Status s = comm_->Close();
+  (void)PoisonLocked(s.ok() ? absl::FailedPreconditionError("gradient exchanger was closed") : s);
+  return s;
+}
+
 absl::StatusOr<std::string> GradientExchanger::SaveState() {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;

@@ -122,6 +122,11 @@ class GradientExchanger {
   // OK, or the failure that poisoned the exchanger.
   absl::Status health() const;
 
+  // Collective orderly shutdown once the last step is done: waits (up to
+  // `timeout`) for buckets in flight, then Communicator::Close. Call on
+  // every rank before destroying a healthy exchanger or exiting.
+  absl::Status Close(absl::Duration timeout);
+
   // Per-bucket error-feedback residuals (Communicator::SaveState); only
   // between steps (FailedPrecondition while buckets are in flight).
   absl::StatusOr<std::string> SaveState();

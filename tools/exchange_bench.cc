@@ -248,6 +248,8 @@ int Main() {
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
     wait_ms.push_back(absl::ToDoubleMilliseconds(st.wait_time));
   }
+  // Orderly teardown: no rank may reset a peer still finishing the last step.
+  if (absl::Status s = (*ex)->Close(timeout); !s.ok()) return Fail(s);
   const double n_it = std::max(1, iters);
   const std::vector<BucketInfo> plan = (*ex)->Plan();
   int dense_b = 0, comp_b = 0;

@@ -265,6 +265,10 @@ void ScenarioReference() {
                                        t.dense_buckets == static_cast<uint64_t>(steps)),
           t.ToString());
     std::printf("STATS %s %s\n", std::string(text).c_str(), t.ToString().c_str());
+    CheckOk(absl::StrCat(text, " close"), (*comm)->Close());
+    absl::Status after = (*comm)->AllreduceMean(0, steps, {}, ExchangePath::kDense);
+    Check(absl::StrCat(text, " unusable after close"), absl::IsFailedPrecondition(after),
+          after.ToString());
   }
 }
 
@@ -440,6 +444,11 @@ void ScenarioAsync() {
     if (!diff.empty()) Check(absl::StrCat("restored ", kProfile[t].name), false, diff), same = false;
   }
   Check("checkpoint round trip reproduces the step", same);
+  CheckOk("close exchanger", (*ex)->Close(absl::Seconds(30)));
+  CheckOk("close sync", sync.Close());
+  CheckOk("close restored", (*ex2)->Close(absl::Seconds(30)));
+  absl::Status after = (*ex2)->BeginStep(1000);
+  Check("exchanger unusable after close", absl::IsFailedPrecondition(after), after.ToString());
 }
 
 // A rank dies (SIGKILL-like: _exit without closing anything cleanly) in
