@@ -41,6 +41,7 @@ std::vector<std::string> AllSpecs() {
   }
   specs.push_back("qsgd:bits=3,bucket=1");
   specs.push_back("sign:bucket=64");
+  specs.push_back("sign:bucket=7");  // buckets that split bytes
   specs.push_back("sign:bucket=1000000");
   return specs;
 }

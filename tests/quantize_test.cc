@@ -115,8 +115,8 @@ TEST(QsgdTest, ZeroBucketGivesZerosAndNonFiniteIsContained) {
 
 TEST(SignTest, MeanMagnitudeScaleAndExactResidual) {
   GRADWIRE_SEEDED_RNG(rng);
+  for (uint32_t bucket : {128u, 13u}) {
   const uint64_t n = 1000 + rng() % 37;
-  const uint32_t bucket = 128;
   std::vector<float> grad = Normal(n, 1.0f, rng), residual = Normal(n, 0.5f, rng);
   grad[3] = 0.0f;
   residual[3] = 0.0f;
@@ -140,6 +140,7 @@ TEST(SignTest, MeanMagnitudeScaleAndExactResidual) {
   }
   EXPECT_GT(decoded[3], 0.0f);  // sign(0) = +1
   EXPECT_EQ(stats.selected, n);
+  }
 }
 
 TEST(CastTest, RoundTripAndResidualForEachFormat) {
