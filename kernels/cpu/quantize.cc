@@ -164,7 +164,8 @@ void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t
     const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
     const float scale = LoadValue(scales, bucket, ValueFormat::kFp32);
     uint64_t i = start;
-    for (; i < end && (i & 7) != 0; ++i) dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
+    for (; i < end && (i & 7) != 0; ++i)
+      dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
     for (; i + 8 <= end; i += 8) {
       const float* s = signs + packed[i >> 3] * 8;
       float* d = dense + i;
