@@ -195,14 +195,25 @@ def test_launcher_sigterm_stops_ranks():
         line = p.stdout.readline().decode()
         m = re.search(r"pid=(\d+)", line)
         if m:
-            pids.append(int(m.group(1)))
+            pid = int(m.group(1))
+            pids.append((pid, process_start_time(pid)))
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=10)
     assert p.returncode == 130, p.returncode
-    time.sleep(0.2)
-    alive = [pid for pid in pids if os.path.exists(f"/proc/{pid}") and
-             open(f"/proc/{pid}/stat").read().split()[2] != "Z"]
+    # A pid is only "still alive" if the same process (same start time) is
+    # there: on a busy machine a reaped rank's pid can be reused at once.
+    alive = [pid for pid, start in pids if process_start_time(pid) == start]
     assert len(pids) == 2 and not alive, f"ranks {pids}, still alive {alive}"
+
+
+def process_start_time(pid):
+    """Start time of a live, non-zombie process `pid`, else None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
 
 
 def test_launcher_redis():
