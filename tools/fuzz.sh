@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the wire-format fuzzer with clang (libFuzzer + ASan + UBSan) and runs
-# it for SECONDS. Exits non-zero on any finding; the crashing input is left in
-# WORKDIR/artifacts/ (reproduce: WORKDIR/wire_format_fuzzer FILE).
+# Builds the wire-format fuzzer (frame parser, index decoders, frame MAC)
+# with clang (libFuzzer + ASan + UBSan) and runs it for SECONDS. Exits
+# non-zero on any finding; the crashing input is left in WORKDIR/artifacts/
+# (reproduce: WORKDIR/wire_format_fuzzer FILE).
 #
 # Usage: bash tools/fuzz.sh SECONDS [WORKDIR]
 #   WORKDIR defaults to $GRADWIRE_FUZZ_DIR, then $TEST_TMPDIR (under Bazel),
@@ -33,12 +34,14 @@ ln -sfn "$root" "$work/include/gradwire"
 
 common=(-std=c++17 -g -O1 -fno-omit-frame-pointer -I"$work/include")
 libs=(-labsl_statusor -labsl_status -labsl_strings -labsl_str_format_internal
-      -labsl_cord -labsl_int128 -labsl_raw_logging_internal -lxxhash)
+      -labsl_cord -labsl_int128 -labsl_raw_logging_internal -labsl_throw_delegate
+      -lxxhash -lcrypto)
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
 echo "fuzz.sh: building in $work" >&2
 "$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
-  "$root/lib/wire_format.cc" "$root/tests/fuzz/wire_format_fuzzer.cc" \
+  "$root/lib/wire_format.cc" "$root/lib/frame_auth.cc" \
+  "$root/tests/fuzz/wire_format_fuzzer.cc" \
   "${libs[@]}" -o "$work/wire_format_fuzzer"
 "$CXX" "${common[@]}" "${sanitize[@]}" \
   "$root/lib/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
