@@ -8,13 +8,22 @@
 //   EncodeStats stats = *ef.Encode("layer1.weight", grad, step, absl::MakeSpan(frame));
 //   ... send frame[0, stats.frame_bytes) ...
 //   codec->DecodeAccumulate(received, absl::MakeSpan(sum));   // on every peer
+//
+// Or let gradwire run the exchange: Communicator::Connect(config, secret,
+// options) joins the job (torchrun/mpirun environment, a file store or a
+// password-protected Redis), and GradientExchanger takes gradients layer by
+// layer and averages them across ranks in buckets on a background thread.
 #ifndef GRADWIRE_GRADWIRE_H_
 #define GRADWIRE_GRADWIRE_H_
 
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec.h"
+#include "gradwire/lib/communicator.h"
 #include "gradwire/lib/compression_spec.h"
 #include "gradwire/lib/error_feedback.h"
+#include "gradwire/lib/frame_auth.h"
+#include "gradwire/lib/gradient_exchanger.h"
 #include "gradwire/lib/wire_format.h"
+#include "gradwire/transport/rendezvous_config.h"
 
 #endif  // GRADWIRE_GRADWIRE_H_

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 TEST(ConsumerTest, HostBufferDispatchesToTheCpu) {
@@ -31,4 +33,49 @@ TEST(ConsumerTest, EncodesAndDecodesThroughThePublicHeader) {
                   .ok());
   // What was sent plus what error feedback kept is the gradient.
   for (int i = 0; i < 100; ++i) EXPECT_EQ(sum[i] + ef.Residual("w")[i], grad[i]);
+}
+
+// The whole stack links and runs from outside: a one-rank job joins through
+// a file store and averages a compressed gradient (a mean over one rank is
+// what the codec delivered, so nothing may come back as NaN or unchanged
+// garbage: the top-k elements must survive exactly).
+TEST(ConsumerTest, OneRankCommunicatorAveragesThroughTheFullStack) {
+  gradwire::transport::RendezvousConfig config;
+  config.rank = 0;
+  config.world_size = 1;
+  config.store_dir = testing::TempDir();
+  config.job_id = "consumer-test";
+  absl::StatusOr<gradwire::transport::RendezvousConfig> full =
+      gradwire::transport::ConfigFromEnvironment(config, [](const std::string&) {
+        return std::optional<std::string>();  // ignore the test's environment
+      });
+  ASSERT_TRUE(full.ok()) << full.status();
+  absl::StatusOr<gradwire::JobSecret> secret =
+      gradwire::JobSecret::FromValue("a consumer's job secret", "test");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  gradwire::CommunicatorOptions options;
+  options.compression = *gradwire::CompressionSpec::Parse("topk:ratio=0.01");
+  absl::StatusOr<std::unique_ptr<gradwire::Communicator>> comm =
+      gradwire::Communicator::Connect(*full, *secret, options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+
+  std::vector<float> grad(1 << 16);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = (i % 97 == 0) ? 100.0f + i : 0.001f;
+  std::vector<float> data = grad;
+  ASSERT_EQ((*comm)->PathFor(data.size(), /*one_dimensional=*/false),
+            gradwire::ExchangePath::kCompressed);
+  ASSERT_TRUE((*comm)->AllreduceMean(0, 0, absl::MakeSpan(data),
+                                     gradwire::ExchangePath::kCompressed)
+                  .ok());
+  // k = 1 % of 65536 = 655 elements; the 676 spikes are the largest, so the
+  // 655 largest spikes come back exactly and everything else is zero.
+  int kept = 0;
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != 0.0f) {
+      ++kept;
+      EXPECT_EQ(data[i], grad[i]) << "at " << i;
+    }
+  }
+  EXPECT_EQ(kept, 655);
+  EXPECT_TRUE((*comm)->Close().ok());
 }
