@@ -1,0 +1,284 @@
+#include "gradwire/lib/cache/data_cache.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/status_macros.h"
+
+namespace gradwire {
+namespace cache {
+namespace {
+
+constexpr size_t kDiskBatch = 256;
+
+}  // namespace
+
+DataCache::DataCache(std::shared_ptr<DataSource> source, const Options& options)
+    : source_(std::move(source)), options_(options), created_(absl::Now()) {}
+
+absl::StatusOr<std::unique_ptr<DataCache>> DataCache::Create(std::shared_ptr<DataSource> source,
+                                                             const Options& options) {
+  if (source == nullptr) return absl::InvalidArgumentError("data cache: no source");
+  std::unique_ptr<DataCache> cache(new DataCache(source, options));
+  DataCache* self = cache.get();
+  if (options.memory_budget_bytes > 0) {
+    MemoryTier::Options m;
+    m.budget_bytes = options.memory_budget_bytes;
+    m.policy = options.memory_policy;
+    m.shards = options.memory_shards;
+    // Demote what memory evicts so it is not dropped from every local tier.
+    m.on_evict = [self](const std::string& key, const Blob& value) {
+      if (self->disk_ != nullptr && !self->disk_->Contains(key)) self->InsertDisk(key, value);
+    };
+    cache->memory_ = std::make_unique<MemoryTier>(std::move(m));
+  }
+  if (!options.disk_dir.empty()) {
+    DiskTier::Options d;
+    d.dir = options.disk_dir;
+    d.budget_bytes = options.disk_budget_bytes;
+    d.policy = options.disk_policy;
+    d.dataset_version = source->manifest().version();  // the pin
+    d.sync = options.disk_sync;
+    d.verify_on_open = options.disk_verify_on_open;
+    GW_ASSIGN_OR_RETURN(cache->disk_, DiskTier::Open(std::move(d)));
+    if (options.disk_write_queue > 0) {
+      cache->writer_ = std::thread([self] { self->DiskWriterLoop(); });
+    }
+  }
+  return cache;
+}
+
+DataCache::~DataCache() {
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+DataCache::Counters* DataCache::current() {
+  Counters* c = current_.load(std::memory_order_acquire);
+  if (c != nullptr) return c;
+  BeginEpoch(0);
+  return current_.load(std::memory_order_acquire);
+}
+
+void DataCache::BeginEpoch(int epoch) {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  absl::Time now = absl::Now();
+  if (Counters* old = current_.load()) {
+    if (!old->ended) {
+      old->end = now;
+      old->ended = true;
+    }
+  }
+  auto& slot = epochs_[epoch];
+  if (slot == nullptr) {
+    slot = std::make_unique<Counters>();
+    slot->epoch = epoch;
+    slot->begin = now;
+  }
+  current_.store(slot.get(), std::memory_order_release);
+}
+
+void DataCache::EndEpoch() {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  if (Counters* c = current_.load()) {
+    if (!c->ended) {
+      c->end = absl::Now();
+      c->ended = true;
+    }
+  }
+}
+
+void DataCache::AddStall(absl::Duration stall) {
+  current()->stall_ns.fetch_add(absl::ToInt64Nanoseconds(stall), std::memory_order_relaxed);
+}
+
+void DataCache::CountInsert(const absl::Status& s, TierCounters* counters, Warmth* warmth) {
+  int64_t now_ns = absl::ToInt64Nanoseconds(absl::Now() - created_);
+  if (s.ok()) {
+    counters->inserts.fetch_add(1, std::memory_order_relaxed);
+    warmth->last_insert_ns.store(now_ns, std::memory_order_relaxed);
+  } else if (absl::IsResourceExhausted(s)) {
+    counters->rejected_full.fetch_add(1, std::memory_order_relaxed);
+    int64_t unset = -1;
+    warmth->first_full_ns.compare_exchange_strong(unset, now_ns, std::memory_order_relaxed);
+  } else if (absl::IsOutOfRange(s)) {
+    counters->rejected_too_big.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    counters->write_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void DataCache::InsertMemory(const std::string& key, const Blob& value) {
+  if (memory_ == nullptr) return;
+  CountInsert(memory_->Insert(key, value), &current()->memory, &memory_warmth_);
+}
+
+void DataCache::InsertDisk(std::string key, Blob value) {
+  if (disk_ == nullptr) return;
+  if (options_.disk_write_queue == 0) {
+    CountInsert(disk_->Insert(key, value), &current()->disk, &disk_warmth_);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (queue_.size() >= options_.disk_write_queue) {
+      current()->disk.write_dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    queue_.emplace_back(std::move(key), std::move(value));
+  }
+  queue_cv_.notify_one();
+}
+
+void DataCache::DiskWriterLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  while (true) {
+    // Bounded wait: re-checks stopping_ even if a notification is missed.
+    queue_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                       [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) return;
+    if (queue_.empty()) continue;
+    std::vector<std::pair<std::string, Blob>> batch;
+    while (!queue_.empty() && batch.size() < kDiskBatch) {
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    writer_busy_ = true;
+    lock.unlock();
+    // One directory fsync for the whole batch (group commit).
+    std::vector<absl::Status> results = disk_->InsertBatch(batch);
+    for (const absl::Status& s : results) CountInsert(s, &current()->disk, &disk_warmth_);
+    lock.lock();
+    writer_busy_ = false;
+    if (queue_.empty()) drained_cv_.notify_all();
+  }
+}
+
+absl::Status DataCache::FlushDiskWrites(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  bool done = drained_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] {
+    return (queue_.empty() && !writer_busy_) || stopping_;
+  });
+  if (!done) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("data cache: ", queue_.size(), " disk writes still queued after ",
+                     absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Blob> DataCache::Get(absl::string_view key) {
+  absl::Time start = absl::Now();
+  std::string k(key);
+  std::vector<absl::StatusOr<Blob>> result = Fetch(absl::MakeConstSpan(&k, 1));
+  AddStall(absl::Now() - start);
+  return std::move(result[0]);
+}
+
+std::vector<absl::StatusOr<Blob>> DataCache::Fetch(absl::Span<const std::string> keys,
+                                                   size_t* from_source) {
+  Counters* c = current();
+  std::vector<absl::StatusOr<Blob>> out(keys.size(), absl::NotFoundError("not looked up"));
+  std::vector<std::string> missing;
+  std::vector<size_t> missing_at;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    if (memory_ != nullptr) {
+      absl::StatusOr<Blob> hit = memory_->Lookup(key);
+      if (hit.ok()) {
+        c->memory.hits.fetch_add(1, std::memory_order_relaxed);
+        c->memory.hit_bytes.fetch_add((*hit)->size(), std::memory_order_relaxed);
+        out[i] = std::move(hit);
+        continue;
+      }
+      c->memory.misses.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (disk_ != nullptr) {
+      absl::StatusOr<Blob> hit = disk_->Lookup(key);
+      if (hit.ok()) {
+        c->disk.hits.fetch_add(1, std::memory_order_relaxed);
+        c->disk.hit_bytes.fetch_add((*hit)->size(), std::memory_order_relaxed);
+        InsertMemory(key, *hit);
+        out[i] = std::move(hit);
+        continue;
+      }
+      c->disk.misses.fetch_add(1, std::memory_order_relaxed);
+      // Damaged: already quarantined by the tier; refetch below.
+      if (absl::IsDataLoss(hit.status())) c->disk.corrupt.fetch_add(1, std::memory_order_relaxed);
+    }
+    missing.push_back(key);
+    missing_at.push_back(i);
+  }
+  if (from_source != nullptr) *from_source = missing.size();
+  if (!missing.empty()) {
+    std::vector<absl::StatusOr<Blob>> fetched = source_->GetBatch(missing);
+    for (size_t j = 0; j < fetched.size(); ++j) {
+      c->remote_reads.fetch_add(1, std::memory_order_relaxed);
+      if (fetched[j].ok()) {
+        c->remote_bytes.fetch_add((*fetched[j])->size(), std::memory_order_relaxed);
+        InsertMemory(missing[j], *fetched[j]);
+        InsertDisk(missing[j], *fetched[j]);
+      } else {
+        c->remote_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+      out[missing_at[j]] = std::move(fetched[j]);
+    }
+  }
+  for (const absl::StatusOr<Blob>& r : out) {
+    if (r.ok()) {
+      c->reads.fetch_add(1, std::memory_order_relaxed);
+      c->read_bytes.fetch_add((*r)->size(), std::memory_order_relaxed);
+    }
+  }
+  return out;
+}
+
+TierStats DataCache::Snapshot(const TierCounters& c, const Warmth& w, const CacheTier* tier) const {
+  TierStats s;
+  s.hits = c.hits.load();
+  s.misses = c.misses.load();
+  s.hit_bytes = c.hit_bytes.load();
+  s.inserts = c.inserts.load();
+  s.rejected_full = c.rejected_full.load();
+  s.rejected_too_big = c.rejected_too_big.load();
+  s.write_errors = c.write_errors.load();
+  s.write_dropped = c.write_dropped.load();
+  s.corrupt = c.corrupt.load();
+  if (tier != nullptr) {
+    s.used_bytes = tier->used_bytes();
+    s.budget_bytes = tier->budget_bytes();
+  }
+  int64_t full = w.first_full_ns.load(), last = w.last_insert_ns.load();
+  int64_t warm = full >= 0 ? full : last;
+  s.warm_seconds = warm >= 0 ? warm / 1e9 : -1;
+  return s;
+}
+
+std::vector<EpochStats> DataCache::Stats() const {
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  std::vector<EpochStats> out;
+  absl::Time now = absl::Now();
+  for (const auto& [epoch, c] : epochs_) {
+    EpochStats e;
+    e.epoch = epoch;
+    e.reads = c->reads.load();
+    e.read_bytes = c->read_bytes.load();
+    e.memory = Snapshot(c->memory, memory_warmth_, memory_.get());
+    e.disk = Snapshot(c->disk, disk_warmth_, disk_.get());
+    e.remote_reads = c->remote_reads.load();
+    e.remote_bytes = c->remote_bytes.load();
+    e.remote_errors = c->remote_errors.load();
+    e.stall_seconds = c->stall_ns.load() / 1e9;
+    e.wall_seconds = absl::ToDoubleSeconds((c->ended ? c->end : now) - c->begin);
+    out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace cache
+}  // namespace gradwire
