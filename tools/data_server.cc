@@ -29,6 +29,8 @@ ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here on
 ABSL_FLAG(int, max_message_bytes, 4 << 20, "gRPC message cap, both directions");
 ABSL_FLAG(int, chunk_bytes, 1 << 20, "default chunk size for streamed objects");
 ABSL_FLAG(bool, verify_shards, true, "checksum every shard at start");
+ABSL_FLAG(int, response_delay_ms, 0,
+          "benchmarks only: delay each reply, emulating a distant store where tc netem is missing");
 ABSL_FLAG(int, shutdown_grace_ms, 2000, "how long running calls may finish on SIGTERM");
 
 namespace {
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
   options.address = absl::GetFlag(FLAGS_address);
   options.token = token_text;
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (absl::GetFlag(FLAGS_response_delay_ms) < 0) return Fail("--response_delay_ms must be >= 0");
+  options.response_delay = absl::Milliseconds(absl::GetFlag(FLAGS_response_delay_ms));
   if (absl::GetFlag(FLAGS_chunk_bytes) < 1024) return Fail("--chunk_bytes must be >= 1024");
   options.default_chunk_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_chunk_bytes));
   std::shared_ptr<gradwire::cache::DataSource> shared(std::move(*source));

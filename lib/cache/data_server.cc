@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/data_service.grpc.pb.h"
 
@@ -54,6 +55,7 @@ class DataServer::Service final : public proto::DataService::Service {
                            proto::GetManifestReply* reply) override {
     grpc::Status auth = Authorize(context);
     if (!auth.ok()) return auth;
+    EmulateDistance();
     reply->set_manifest(manifest_text_);
     return grpc::Status::OK;
   }
@@ -62,6 +64,7 @@ class DataServer::Service final : public proto::DataService::Service {
                    grpc::ServerWriter<proto::Chunk>* writer) override {
     grpc::Status ok = Check(context, request->dataset_version());
     if (!ok.ok()) return ok;
+    EmulateDistance();
     absl::StatusOr<Blob> blob = source_->Get(request->key());
     if (!blob.ok()) return ToGrpc(blob.status());
     const std::string& data = **blob;
@@ -94,6 +97,7 @@ class DataServer::Service final : public proto::DataService::Service {
                           absl::StrCat("batch of ", request->keys_size(), " keys exceeds the ",
                                        options_.max_batch_keys, " allowed"));
     }
+    EmulateDistance();
     for (const std::string& key : request->keys()) {
       if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
       proto::Item item;
@@ -117,6 +121,10 @@ class DataServer::Service final : public proto::DataService::Service {
   }
 
  private:
+  void EmulateDistance() const {
+    if (options_.response_delay > absl::ZeroDuration()) absl::SleepFor(options_.response_delay);
+  }
+
   grpc::Status Authorize(grpc::ServerContext* context) const {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kTokenHeader);

@@ -27,6 +27,9 @@ class DataServer {
     int max_message_bytes = 4 << 20;
     uint32_t default_chunk_bytes = 1 << 20;
     int max_batch_keys = 16384;
+    // Added before each call's first reply: emulates a distant store where
+    // the kernel cannot (no sch_netem), for benchmarks. Zero in production.
+    absl::Duration response_delay = absl::ZeroDuration();
   };
 
   static absl::StatusOr<std::unique_ptr<DataServer>> Start(std::shared_ptr<DataSource> source,

@@ -57,25 +57,33 @@ void Prefetcher::UpdateDepthLocked(absl::Duration latency, size_t from_source, u
   double bandwidth = options_.bandwidth_bytes_per_second;
   if (bandwidth <= 0) {
     double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-    // Twice the rate achieved so far, so a depth that is too small (and
-    // caps the rate) can grow; at saturation this is 2 x the link's BDP.
-    bandwidth = elapsed > 0 ? 2.0 * fetched_bytes_ / elapsed : 0;
+    bandwidth = elapsed > 0 ? fetched_bytes_ / elapsed : 0;
   }
-  depth_ = DepthFor(min_latency_, bandwidth, double(fetched_bytes_) / fetched_items_,
+  // Twice the bandwidth-delay product: while one batch is still arriving
+  // the next must already be requested, and a measured rate must be able
+  // to grow past itself.
+  depth_ = DepthFor(2 * min_latency_, bandwidth, double(fetched_bytes_) / fetched_items_,
                     options_.min_depth, options_.max_depth);
+}
+
+size_t Prefetcher::BatchLocked() const {
+  const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
+  size_t batch = std::max<size_t>(1, (depth_ + threads - 1) / threads);
+  return std::min({batch, options_.max_batch, order_.size() - std::min(claim_, order_.size())});
 }
 
 void Prefetcher::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    // Wake for a whole batch of room, not for every object the reader
+    // takes: waking eight workers per object would cost more than the
+    // fetch itself once the data is in memory.
     room_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] {
-      return stopping_ || claim_ >= order_.size() || claim_ < next_ + depth_;
+      return stopping_ || claim_ >= order_.size() || claim_ + BatchLocked() <= next_ + depth_;
     });
     if (stopping_ || claim_ >= order_.size()) return;
-    if (claim_ >= next_ + depth_) continue;
-    const int threads = std::max(1, options_.threads);
-    size_t batch = std::max<size_t>(1, (depth_ + threads - 1) / threads);
-    batch = std::min({batch, options_.max_batch, next_ + depth_ - claim_, order_.size() - claim_});
+    if (claim_ + BatchLocked() > next_ + depth_) continue;
+    const size_t batch = BatchLocked();
     const size_t begin = claim_;
     claim_ += batch;
     lock.unlock();
@@ -93,7 +101,7 @@ void Prefetcher::WorkerLoop() {
     lock.lock();
     for (size_t i = 0; i < batch; ++i) slots_[begin + i] = std::move(results[i]);
     UpdateDepthLocked(latency, from_source, bytes, batch);
-    ready_cv_.notify_all();
+    if (reader_waiting_) ready_cv_.notify_one();
   }
 }
 
@@ -101,27 +109,30 @@ absl::StatusOr<Blob> Prefetcher::Next() {
   std::unique_lock<std::mutex> lock(mu_);
   if (next_ >= order_.size()) return absl::OutOfRangeError("prefetcher: end of epoch");
   const size_t at = next_;
-  absl::Time start = absl::Now();
-  bool ready = ready_cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.item_timeout), [&] {
-    return stopping_ || slots_[at].has_value();
-  });
-  absl::Duration waited = absl::Now() - start;
+  absl::Duration waited = absl::ZeroDuration();
   if (!slots_[at].has_value()) {
-    lock.unlock();
-    cache_->AddStall(waited);
-    if (!ready) {
+    absl::Time start = absl::Now();
+    reader_waiting_ = true;
+    ready_cv_.wait_for(lock, absl::ToChronoNanoseconds(options_.item_timeout),
+                       [&] { return stopping_ || slots_[at].has_value(); });
+    reader_waiting_ = false;
+    waited = absl::Now() - start;
+    if (!slots_[at].has_value()) {
+      lock.unlock();
+      cache_->AddStall(waited);
+      if (stopping_) return absl::CancelledError("prefetcher: shut down");
       return absl::DeadlineExceededError(absl::StrCat("prefetcher: '", order_[at], "' (position ",
                                                       at, ") not fetched within ",
                                                       absl::FormatDuration(options_.item_timeout)));
     }
-    return absl::CancelledError("prefetcher: shut down");
   }
   absl::StatusOr<Blob> result = std::move(*slots_[at]);
   slots_[at].reset();
   next_ = at + 1;
+  const bool room = claim_ < order_.size() && claim_ + BatchLocked() <= next_ + depth_;
   lock.unlock();
-  room_cv_.notify_all();
-  cache_->AddStall(waited);
+  if (room) room_cv_.notify_one();
+  if (waited > absl::ZeroDuration()) cache_->AddStall(waited);
   return result;
 }
 

@@ -9,8 +9,8 @@
 // Depth is what keeps the link busy: objects in flight must cover one
 // round trip at full bandwidth, depth = latency x bandwidth / object size.
 // Set it, or leave it 0 and the prefetcher computes it from the smallest
-// round trip it has measured, the bandwidth (configured, or twice what it
-// has measured so it can grow) and the mean object size.
+// round trip it has measured, the bandwidth (configured, or measured) and
+// the mean object size, with a factor 2 of headroom.
 //
 // Every wait is bounded: Next() gives up after item_timeout, workers
 // re-check for shutdown at least every 100 ms, and the destructor joins
@@ -67,6 +67,7 @@ class Prefetcher {
 
  private:
   void WorkerLoop();
+  size_t BatchLocked() const;  // keys the next claim takes
   void UpdateDepthLocked(absl::Duration latency, size_t from_source, uint64_t bytes,
                          size_t items);
 
@@ -83,6 +84,7 @@ class Prefetcher {
   size_t claim_ = 0;  // next position a worker fetches
   size_t depth_;
   bool stopping_ = false;
+  bool reader_waiting_ = false;
   // Measurements for the automatic depth.
   absl::Duration min_latency_ = absl::InfiniteDuration();
   uint64_t fetched_bytes_ = 0;
