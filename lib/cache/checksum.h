@@ -14,6 +14,21 @@ namespace cache {
 
 uint64_t Checksum64(absl::string_view data);
 
+// Checksum64 of the concatenation of everything Update()d, without
+// concatenating.
+class Checksum64Stream {
+ public:
+  Checksum64Stream();
+  ~Checksum64Stream();
+  Checksum64Stream(const Checksum64Stream&) = delete;
+  Checksum64Stream& operator=(const Checksum64Stream&) = delete;
+  void Update(absl::string_view data);
+  uint64_t Digest() const;
+
+ private:
+  void* state_;  // XXH64_state_t, kept out of this header
+};
+
 // 16 lowercase hex digits, and back (false on anything else).
 std::string ChecksumToHex(uint64_t checksum);
 bool ChecksumFromHex(absl::string_view hex, uint64_t* checksum);

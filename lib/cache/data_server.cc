@@ -89,7 +89,7 @@ class DataServer::Service final : public proto::DataService::Service {
   }
 
   grpc::Status GetBatch(grpc::ServerContext* context, const proto::GetBatchRequest* request,
-                        grpc::ServerWriter<proto::Item>* writer) override {
+                        grpc::ServerWriter<proto::Items>* writer) override {
     grpc::Status ok = Check(context, request->dataset_version());
     if (!ok.ok()) return ok;
     if (request->keys_size() > options_.max_batch_keys) {
@@ -98,25 +98,45 @@ class DataServer::Service final : public proto::DataService::Service {
                                        options_.max_batch_keys, " allowed"));
     }
     EmulateDistance();
+    // Messages of up to one chunk, so the client starts receiving (and the
+    // link stays busy) before the whole batch is read.
+    const size_t limit = std::min<size_t>(options_.default_chunk_bytes,
+                                          static_cast<size_t>(options_.max_message_bytes) - 1024);
+    proto::Items items;
+    size_t items_bytes = 0;
+    auto checksum = std::make_unique<Checksum64Stream>();
+    auto flush = [&]() -> bool {
+      if (items.data_size() == 0) return true;
+      items.set_checksum(checksum->Digest());
+      bool written = writer->Write(items);
+      items.Clear();
+      items_bytes = 0;
+      checksum = std::make_unique<Checksum64Stream>();
+      return written;
+    };
     for (const std::string& key : request->keys()) {
       if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
-      proto::Item item;
-      item.set_key(key);
       absl::StatusOr<Blob> blob = source_->Get(key);
-      if (absl::IsNotFound(blob.status())) {
-        item.set_not_found(true);
-      } else if (!blob.ok()) {
-        return ToGrpc(blob.status());
-      } else if ((*blob)->size() + key.size() + 64 > static_cast<size_t>(options_.max_message_bytes)) {
+      if (!blob.ok() && !absl::IsNotFound(blob.status())) return ToGrpc(blob.status());
+      size_t size = blob.ok() ? (*blob)->size() : 0;
+      if (size + 64 > limit) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            absl::StrCat("'", key, "' is ", (*blob)->size(),
-                                         " bytes, over the message cap: fetch it with Get"));
-      } else {
-        item.set_checksum(Checksum64(**blob));
-        item.set_data(**blob);
+                            absl::StrCat("'", key, "' is ", size,
+                                         " bytes, over the batch message limit: fetch it with Get"));
       }
-      if (!writer->Write(item)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      if (items_bytes + size + 16 > limit && !flush()) {
+        return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+      }
+      if (blob.ok()) {
+        checksum->Update(**blob);
+        items.add_data(**blob);
+      } else {
+        items.add_not_found(static_cast<uint32_t>(items.data_size()));
+        items.add_data();
+      }
+      items_bytes += size + 16;
     }
+    if (!flush()) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     return grpc::Status::OK;
   }
 

@@ -165,21 +165,35 @@ class RemoteTier::Impl {
       proto::GetBatchRequest request;
       request.set_dataset_version(manifest_.version());
       for (size_t i : todo) request.add_keys(keys[i]);
-      std::unique_ptr<grpc::ClientReader<proto::Item>> reader = stub_->GetBatch(&context, request);
-      proto::Item item;
+      std::unique_ptr<grpc::ClientReader<proto::Items>> reader =
+          stub_->GetBatch(&context, request);
+      proto::Items items;
       size_t received = 0;
       absl::Status bad;
-      while (bad.ok() && reader->Read(&item)) {
-        if (received >= todo.size() || item.key() != keys[todo[received]]) {
-          bad = absl::DataLossError("server answered out of order");
-        } else if (item.not_found()) {
-          out[todo[received++]] = absl::NotFoundError(
-              absl::StrCat("no key '", item.key(), "' on ", options_.target));
-        } else if (Checksum64(item.data()) != item.checksum()) {
-          bad = absl::DataLossError(absl::StrCat("'", item.key(), "' damaged in transit"));
-        } else {
-          bytes_.fetch_add(item.data().size(), std::memory_order_relaxed);
-          out[todo[received++]] = MakeBlob(std::move(*item.mutable_data()));
+      while (bad.ok() && reader->Read(&items)) {
+        if (received + items.data_size() > todo.size()) {
+          bad = absl::DataLossError("server sent more objects than asked for");
+          break;
+        }
+        Checksum64Stream checksum;
+        for (const std::string& d : items.data()) checksum.Update(d);
+        if (checksum.Digest() != items.checksum()) {
+          bad = absl::DataLossError("batch damaged in transit");
+          break;
+        }
+        std::vector<bool> missing(items.data_size(), false);
+        for (uint32_t m : items.not_found()) {
+          if (m < missing.size()) missing[m] = true;
+        }
+        for (int j = 0; j < items.data_size(); ++j) {
+          const std::string& key = keys[todo[received]];
+          if (missing[j]) {
+            out[todo[received++]] =
+                absl::NotFoundError(absl::StrCat("no key '", key, "' on ", options_.target));
+          } else {
+            bytes_.fetch_add(items.data(j).size(), std::memory_order_relaxed);
+            out[todo[received++]] = MakeBlob(std::move(*items.mutable_data(j)));
+          }
         }
       }
       if (!bad.ok()) context.TryCancel();
