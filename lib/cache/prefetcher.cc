@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/lib/cache/epoch_order.h"
 
 namespace gradwire {
 namespace cache {
@@ -14,6 +15,15 @@ size_t Prefetcher::DepthFor(absl::Duration latency, double bytes_per_second, dou
   double d = std::ceil(absl::ToDoubleSeconds(latency) * bytes_per_second / item_bytes);
   if (!(d < static_cast<double>(hi))) return hi;
   return std::max(lo, static_cast<size_t>(d));
+}
+
+absl::StatusOr<std::unique_ptr<Prefetcher>> Prefetcher::ForEpoch(
+    DataCache* cache, const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch,
+    int rank, int world, const Options& options) {
+  if (cache == nullptr) return absl::InvalidArgumentError("prefetcher: no cache");
+  absl::StatusOr<std::vector<std::string>> order = EpochOrder(keys, seed, epoch, rank, world);
+  if (!order.ok()) return order.status();
+  return std::make_unique<Prefetcher>(cache, *std::move(order), options);
 }
 
 Prefetcher::Prefetcher(DataCache* cache, std::vector<std::string> order, const Options& options)

@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,6 +49,13 @@ class Prefetcher {
   // depth = ceil(latency x bandwidth / item_bytes), clamped to [lo, hi].
   static size_t DepthFor(absl::Duration latency, double bytes_per_second, double item_bytes,
                          size_t lo, size_t hi);
+
+  // This rank's epoch, EpochOrder(keys, seed, epoch, rank, world), prefetched.
+  static absl::StatusOr<std::unique_ptr<Prefetcher>> ForEpoch(DataCache* cache,
+                                                              const std::vector<std::string>& keys,
+                                                              uint64_t seed, uint64_t epoch,
+                                                              int rank, int world,
+                                                              const Options& options);
 
   // Starts fetching `order` through `cache` (which must outlive this).
   Prefetcher(DataCache* cache, std::vector<std::string> order, const Options& options);

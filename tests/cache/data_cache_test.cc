@@ -285,6 +285,41 @@ TEST(DataCacheTest, FullDiskFallsBackWithoutCorruption) {
   if (mounted) umount2(mnt.c_str(), MNT_DETACH);
 }
 
+// An entry LRU evicts from memory is demoted to disk, not dropped from
+// every local tier.
+TEST(DataCacheTest, MemoryEvictionDemotesToDisk) {
+  Fixture f = MakeFixture(300, 0);
+  DataCache::Options o;
+  o.memory_budget_bytes = 50 * 250;  // ~50 entries
+  o.memory_policy = EvictionPolicy::kLru;
+  o.memory_shards = 1;
+  o.disk_dir = MakeTempDir("cache");
+  o.disk_budget_bytes = 1 << 24;
+  o.disk_write_queue = 0;
+  auto cache = MakeCache(f, o);
+  std::vector<std::string> keys = f.manifest.SampleKeys();
+  for (const auto& k : keys) ASSERT_TRUE(cache->Get(k).ok());
+  for (const auto& k : keys) {
+    EXPECT_TRUE(cache->memory()->Contains(k) || cache->disk()->Contains(k)) << k;
+  }
+  EXPECT_LT(cache->memory()->entry_count(), keys.size());
+}
+
+TEST(PrefetcherTest, ForEpochReadsThisRanksShareInOrder) {
+  Fixture f = MakeFixture(1000, 0);
+  DataCache::Options o;
+  o.memory_budget_bytes = 1 << 20;
+  auto cache = MakeCache(f, o);
+  std::vector<std::string> keys = f.manifest.SampleKeys();
+  auto prefetcher = Prefetcher::ForEpoch(cache.get(), keys, 11, 2, 1, 3, Prefetcher::Options());
+  ASSERT_TRUE(prefetcher.ok());
+  std::vector<std::string> expected = *EpochOrder(keys, 11, 2, 1, 3);
+  EXPECT_EQ((*prefetcher)->size(), expected.size());
+  for (const std::string& key : expected) ASSERT_EQ(**(*prefetcher)->Next(), Expected(key));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Prefetcher::ForEpoch(cache.get(), keys, 11, 2, 3, 3, Prefetcher::Options()).status()));
+}
+
 TEST(PrefetcherTest, DeliversOrderAndShutsDownEarly) {
   Fixture f = MakeFixture(3000, 0);
   DataCache::Options o;
