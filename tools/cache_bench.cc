@@ -38,7 +38,7 @@ ABSL_FLAG(int, epochs, 3, "shuffled epochs per configuration");
 ABSL_FLAG(uint64_t, seed, 1, "shuffle seed");
 ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50",
           "comma-separated policy:memory_percent:disk_percent");
-ABSL_FLAG(int, threads, 8, "prefetch threads");
+ABSL_FLAG(int, threads, 16, "prefetch threads");
 ABSL_FLAG(int, depth, 0, "prefetch depth in samples; 0 = latency x bandwidth / sample size");
 ABSL_FLAG(double, link_mbit, 200, "shaped link rate (Mbit/s): the % column and the depth's bandwidth");
 ABSL_FLAG(int, direct_samples, 200, "samples read one round trip each (remote direct baseline)");

@@ -316,57 +316,83 @@ absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes,
   return absl::OkStatus();
 }
 
-absl::Status DiskTier::WriteEntry(const std::string& key, const Blob& value, bool sync_dir) {
+absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, PendingWrite* w) {
   if (value == nullptr) return absl::InvalidArgumentError("disk tier: null value");
-  const uint64_t bytes = EntryBytes(key, value->size());
-  if (bytes > options_.budget_bytes) {
-    return absl::OutOfRangeError(absl::StrCat("disk tier: '", key, "' needs ", bytes,
+  w->key = key;
+  w->bytes = EntryBytes(key, value->size());
+  if (w->bytes > options_.budget_bytes) {
+    return absl::OutOfRangeError(absl::StrCat("disk tier: '", key, "' needs ", w->bytes,
                                               " bytes, more than the tier's whole budget of ",
                                               options_.budget_bytes));
   }
   std::vector<std::string> victims;
-  bool present = false;
-  GW_RETURN_IF_ERROR(Reserve(key, bytes, &victims, &present));
-  if (present) return absl::OkStatus();
+  GW_RETURN_IF_ERROR(Reserve(key, w->bytes, &victims, &w->present));
+  if (w->present) return absl::OkStatus();
   for (const std::string& v : victims) unlink(absl::StrCat(options_.dir, "/", v).c_str());
-
   absl::Status status = [&]() -> absl::Status {
     GW_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
     GW_RETURN_IF_ERROR(temp.Append(EncodeHeader(key, options_.dataset_version, *value)));
     GW_RETURN_IF_ERROR(temp.Append(*value));
-    if (options_.sync) GW_RETURN_IF_ERROR(temp.Sync());
-    GW_RETURN_IF_ERROR(temp.PublishAs(EntryFileName(options_.dataset_version, key)));
-    if (options_.sync && sync_dir) GW_RETURN_IF_ERROR(SyncDirectory(options_.dir));
+    w->temp.emplace(std::move(temp));
     return absl::OkStatus();
   }();
-  std::lock_guard<std::mutex> lock(mu_);
-  pending_ -= bytes;
-  if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("disk tier: writing '", key, "' failed: ",
-                                                    status.message()));
+  if (!status.ok()) FinishWrite(w, status).IgnoreError();
+  return status;
+}
+
+absl::Status DiskTier::FinishWrite(PendingWrite* w, absl::Status status) {
+  if (w->present) return absl::OkStatus();
+  if (status.ok() && w->temp.has_value()) {
+    status = w->temp->PublishAs(EntryFileName(options_.dataset_version, w->key));
   }
-  AddToIndexLocked(key, bytes);
+  w->temp.reset();  // removes the temp file if it was not published
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_ -= w->bytes;
+  w->present = true;  // released: a second Finish is a no-op
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("disk tier: writing '", w->key,
+                                                    "' failed: ", status.message()));
+  }
+  AddToIndexLocked(w->key, w->bytes);
   return absl::OkStatus();
 }
 
 absl::Status DiskTier::Insert(absl::string_view key, const Blob& value) {
-  return WriteEntry(std::string(key), value, /*sync_dir=*/true);
+  PendingWrite w;
+  absl::Status status = StartWrite(std::string(key), value, &w);
+  if (!status.ok() || w.present) return status;
+  if (options_.sync) status = w.temp->Sync();
+  GW_RETURN_IF_ERROR(FinishWrite(&w, status));
+  return options_.sync ? SyncDirectory(options_.dir) : absl::OkStatus();
 }
 
 std::vector<absl::Status> DiskTier::InsertBatch(
     const std::vector<std::pair<std::string, Blob>>& entries) {
+  // Group commit: write every temp file, make all their data durable with
+  // one syncfs instead of one journal commit per file, then rename them
+  // all and sync the directory once.
   std::vector<absl::Status> out;
-  out.reserve(entries.size());
-  bool any_written = false;
-  for (const auto& [key, value] : entries) {
-    out.push_back(WriteEntry(key, value, /*sync_dir=*/false));
-    any_written |= out.back().ok();
+  std::vector<PendingWrite> writes(entries.size());
+  int sync_fd = -1;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    out.push_back(StartWrite(entries[i].first, entries[i].second, &writes[i]));
+    if (out.back().ok() && !writes[i].present && sync_fd < 0) sync_fd = writes[i].temp->fd();
   }
-  if (any_written && options_.sync) {
-    absl::Status synced = SyncDirectory(options_.dir);
-    if (!synced.ok()) {
+  absl::Status synced;
+  if (options_.sync && sync_fd >= 0 && syncfs(sync_fd) != 0) {
+    synced = ErrnoToStatus(absl::StrCat("syncfs on ", options_.dir), errno);
+  }
+  bool published = false;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!out[i].ok() || writes[i].present) continue;
+    out[i] = FinishWrite(&writes[i], synced);
+    published |= out[i].ok();
+  }
+  if (published && options_.sync) {
+    absl::Status dir_synced = SyncDirectory(options_.dir);
+    if (!dir_synced.ok()) {
       for (absl::Status& s : out) {
-        if (s.ok()) s = synced;
+        if (s.ok()) s = dir_synced;
       }
     }
   }

@@ -30,11 +30,13 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/cache_tier.h"
 
 namespace gradwire {
@@ -75,8 +77,8 @@ class DiskTier : public CacheTier {
   uint64_t budget_bytes() const override { return options_.budget_bytes; }
   uint64_t entry_count() const override;
 
-  // Inserts several entries with one directory fsync for all of them (group
-  // commit); one status per entry, as Insert would return.
+  // Inserts several entries with one syncfs and one directory fsync for
+  // all of them (group commit); one status per entry, as Insert returns.
   std::vector<absl::Status> InsertBatch(const std::vector<std::pair<std::string, Blob>>& entries);
 
   const OpenReport& open_report() const { return report_; }
@@ -100,7 +102,17 @@ class DiskTier : public CacheTier {
   // Reserves room for `bytes` (evicting under LRU); returns files to unlink.
   absl::Status Reserve(const std::string& key, uint64_t bytes, std::vector<std::string>* victims,
                        bool* already_present);
-  absl::Status WriteEntry(const std::string& key, const Blob& value, bool sync_dir);
+  // A write in progress: room reserved, temp file written, not yet synced
+  // or published.
+  struct PendingWrite {
+    std::string key;
+    uint64_t bytes = 0;
+    bool present = false;  // already indexed (or released): nothing to do
+    std::optional<TempFile> temp;
+  };
+  absl::Status StartWrite(const std::string& key, const Blob& value, PendingWrite* w);
+  // Publishes (if `status` is OK) and releases the reservation.
+  absl::Status FinishWrite(PendingWrite* w, absl::Status status);
   void AddToIndexLocked(const std::string& key, uint64_t bytes);
   void RemoveFromIndex(const std::string& key);
 

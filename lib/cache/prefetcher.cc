@@ -69,10 +69,12 @@ void Prefetcher::UpdateDepthLocked(absl::Duration latency, size_t from_source, u
     double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
     bandwidth = elapsed > 0 ? fetched_bytes_ / elapsed : 0;
   }
-  // Twice the bandwidth-delay product: while one batch is still arriving
+  // Several bandwidth-delay products: while one batch is still arriving
   // the next must already be requested, and a measured rate must be able
-  // to grow past itself.
-  depth_ = DepthFor(2 * min_latency_, bandwidth, double(fetched_bytes_) / fetched_items_,
+  // to grow past itself. The smallest latency seen is used, not the
+  // latest: latency that grows because our own requests queue on a
+  // saturated link must not grow the depth (it would feed on itself).
+  depth_ = DepthFor(std::max(1.0, options_.headroom) * min_latency_, bandwidth, double(fetched_bytes_) / fetched_items_,
                     options_.min_depth, options_.max_depth);
 }
 

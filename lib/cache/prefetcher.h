@@ -10,7 +10,7 @@
 // round trip at full bandwidth, depth = latency x bandwidth / object size.
 // Set it, or leave it 0 and the prefetcher computes it from the smallest
 // round trip it has measured, the bandwidth (configured, or measured) and
-// the mean object size, with a factor 2 of headroom.
+// the mean object size, times a headroom factor (default 4).
 //
 // Every wait is bounded: Next() gives up after item_timeout, workers
 // re-check for shutdown at least every 100 ms, and the destructor joins
@@ -42,6 +42,10 @@ class Prefetcher {
     size_t max_batch = 512;  // keys per fetch
     absl::Duration item_timeout = absl::Seconds(60);
     double bandwidth_bytes_per_second = 0;  // for depth = 0; 0 = measured
+    // Automatic depth = headroom x latency x bandwidth / object size: 1 would
+    // cover one round trip exactly, with nothing for a batch still being
+    // transferred or a scheduler delay on a busy host.
+    double headroom = 4;
     size_t min_depth = 64;
     size_t max_depth = 1 << 16;
   };
