@@ -36,7 +36,7 @@ ABSL_FLAG(std::string, data_dir, "", "local copy of the packed dataset, for the 
 ABSL_FLAG(std::string, disk_dir, "/var/tmp/gradwire-cache-bench", "scratch directory for disk tiers (emptied)");
 ABSL_FLAG(int, epochs, 3, "shuffled epochs per configuration");
 ABSL_FLAG(uint64_t, seed, 1, "shuffle seed");
-ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50",
+ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50,fill_once:25:100",
           "comma-separated policy:memory_percent:disk_percent");
 ABSL_FLAG(int, threads, 16, "prefetch threads");
 ABSL_FLAG(int, depth, 0, "prefetch depth in samples; 0 = latency x bandwidth / sample size");

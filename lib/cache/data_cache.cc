@@ -139,6 +139,27 @@ void DataCache::InsertDisk(std::string key, Blob value) {
   queue_cv_.notify_one();
 }
 
+void DataCache::InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries) {
+  if (disk_ == nullptr || entries.empty()) return;
+  if (options_.disk_write_queue == 0) {
+    for (auto& [key, value] : entries) InsertDisk(std::move(key), std::move(value));
+    return;
+  }
+  uint64_t dropped = 0;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    for (auto& entry : entries) {
+      if (queue_.size() >= options_.disk_write_queue) {
+        ++dropped;
+      } else {
+        queue_.push_back(std::move(entry));
+      }
+    }
+  }
+  if (dropped > 0) current()->disk.write_dropped.fetch_add(dropped, std::memory_order_relaxed);
+  queue_cv_.notify_one();
+}
+
 void DataCache::DiskWriterLoop() {
   // Fills are background work: on a busy host the reads they would slow
   // down matter more. Per-thread nice value (Linux).
@@ -236,16 +257,18 @@ std::vector<absl::StatusOr<Blob>> DataCache::Fetch(absl::Span<const std::string>
   if (!missing.empty()) {
     std::vector<absl::StatusOr<Blob>> fetched = source_->GetBatch(missing);
     uint64_t remote_bytes = 0, remote_errors = 0;
+    std::vector<std::pair<std::string, Blob>> disk_fills;
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (fetched[j].ok()) {
         remote_bytes += (*fetched[j])->size();
         InsertMemory(missing[j], *fetched[j]);
-        InsertDisk(missing[j], *fetched[j]);
+        if (disk_ != nullptr) disk_fills.emplace_back(missing[j], *fetched[j]);
       } else {
         ++remote_errors;
       }
       out[missing_at[j]] = std::move(fetched[j]);
     }
+    InsertDiskMany(std::move(disk_fills));
     c->remote_reads.fetch_add(fetched.size(), std::memory_order_relaxed);
     c->remote_bytes.fetch_add(remote_bytes, std::memory_order_relaxed);
     c->remote_errors.fetch_add(remote_errors, std::memory_order_relaxed);

@@ -112,6 +112,8 @@ class DataCache {
   void CountInsert(const absl::Status& s, TierCounters* counters, Warmth* warmth);
   void InsertMemory(const std::string& key, const Blob& value);
   void InsertDisk(std::string key, Blob value);
+  // Queues many disk fills under one lock and one wake-up.
+  void InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries);
   void DiskWriterLoop();
   TierStats Snapshot(const TierCounters& c, const Warmth& w, const CacheTier* tier) const;
 

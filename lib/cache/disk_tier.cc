@@ -243,6 +243,11 @@ absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
   // Not in our index: another process sharing the directory may have
   // published it, so look (a failed open is cheap).
   std::string path = absl::StrCat(options_.dir, "/", file);
+  // The common miss, cheaply: no error text formatted for a file that is
+  // simply not there.
+  if (!indexed && access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return absl::NotFoundError("disk tier miss");
+  }
   absl::StatusOr<std::string> bytes = ReadWholeFile(path);
   if (!bytes.ok()) {
     if (indexed) RemoveFromIndex(key);  // evicted by another process
