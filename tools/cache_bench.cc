@@ -66,13 +66,14 @@ struct Row {
   uint64_t samples = 0, bytes = 0;
   double seconds = 0;
   std::string mem_hit = "-", disk_hit = "-";
+  double cached = -1;  // fraction of samples in some tier when the epoch began
   double remote_mb = -1, bound_mb = -1, stall = -1, mem_warm = -1, disk_warm = -1;
 };
 
 void PrintHeader() {
-  std::printf("| mode | mem/disk budget | epoch | samples/s | payload MB/s | %% of link | mem hit | "
-              "disk hit | remote MB | bound MB | stall s | mem warm s | disk warm s |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| mode | mem/disk budget | epoch | samples/s | payload MB/s | %% of link | cached at start | "
+              "mem hit | disk hit | remote MB | bound MB | stall s | mem warm s | disk warm s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
 void PrintRow(const Row& r, double link_bytes_per_s) {
@@ -80,9 +81,9 @@ void PrintRow(const Row& r, double link_bytes_per_s) {
   auto num = [](double v, const char* fmt) {
     return v < 0 ? std::string("-") : absl::StrFormat(fmt, v);
   };
-  std::printf("| %s | %s | %d | %.0f | %.2f | %.1f%% | %s | %s | %s | %s | %s | %s | %s |\n",
+  std::printf("| %s | %s | %d | %.0f | %.2f | %.1f%% | %s | %s | %s | %s | %s | %s | %s | %s |\n",
               r.mode.c_str(), r.budget.c_str(), r.epoch, r.samples / r.seconds, rate / 1e6,
-              100 * rate / link_bytes_per_s, r.mem_hit.c_str(), r.disk_hit.c_str(),
+              100 * rate / link_bytes_per_s, num(100 * r.cached, "%.2f%%").c_str(), r.mem_hit.c_str(), r.disk_hit.c_str(),
               num(r.remote_mb, "%.2f").c_str(), num(r.bound_mb, "%.2f").c_str(),
               num(r.stall, "%.3f").c_str(), num(r.mem_warm, "%.2f").c_str(),
               num(r.disk_warm, "%.2f").c_str());
@@ -261,6 +262,7 @@ int main(int argc, char** argv) {
       double cached_fraction = double(cached_bytes) / keys.size();
       (*cache)->BeginEpoch(e);
       Row row{mode, budget, e};
+      row.cached = cached_fraction;
       absl::Time t0 = absl::Now();
       {
         Prefetcher prefetcher(cache->get(), orders[e - 1], po);

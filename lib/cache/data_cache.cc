@@ -14,7 +14,7 @@ namespace gradwire {
 namespace cache {
 namespace {
 
-constexpr size_t kDiskBatch = 256;
+constexpr size_t kDiskBatch = 512;
 
 }  // namespace
 
@@ -46,7 +46,7 @@ absl::StatusOr<std::unique_ptr<DataCache>> DataCache::Create(std::shared_ptr<Dat
     d.sync = options.disk_sync;
     d.verify_on_open = options.disk_verify_on_open;
     GW_ASSIGN_OR_RETURN(cache->disk_, DiskTier::Open(std::move(d)));
-    if (options.disk_write_queue > 0) {
+    if (options.disk_write_queue_bytes > 0) {
       cache->writer_ = std::thread([self] { self->DiskWriterLoop(); });
     }
   }
@@ -117,41 +117,36 @@ void DataCache::CountInsert(const absl::Status& s, TierCounters* counters, Warmt
   }
 }
 
-void DataCache::InsertMemory(const std::string& key, const Blob& value) {
-  if (memory_ == nullptr) return;
-  CountInsert(memory_->Insert(key, value), &current()->memory, &memory_warmth_);
+bool DataCache::InsertMemory(const std::string& key, const Blob& value) {
+  if (memory_ == nullptr) return false;
+  absl::Status s = memory_->Insert(key, value);
+  CountInsert(s, &current()->memory, &memory_warmth_);
+  return s.ok();
 }
 
 void DataCache::InsertDisk(std::string key, Blob value) {
-  if (disk_ == nullptr) return;
-  if (options_.disk_write_queue == 0) {
-    CountInsert(disk_->Insert(key, value), &current()->disk, &disk_warmth_);
-    return;
-  }
-  {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (queue_.size() >= options_.disk_write_queue) {
-      current()->disk.write_dropped.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    queue_.emplace_back(std::move(key), std::move(value));
-  }
-  queue_cv_.notify_one();
+  std::vector<std::pair<std::string, Blob>> one;
+  one.emplace_back(std::move(key), std::move(value));
+  InsertDiskMany(std::move(one));
 }
 
 void DataCache::InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries) {
   if (disk_ == nullptr || entries.empty()) return;
-  if (options_.disk_write_queue == 0) {
-    for (auto& [key, value] : entries) InsertDisk(std::move(key), std::move(value));
+  if (options_.disk_write_queue_bytes == 0) {
+    for (auto& [key, value] : entries) {
+      CountInsert(disk_->Insert(key, value), &current()->disk, &disk_warmth_);
+    }
     return;
   }
   uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
     for (auto& entry : entries) {
-      if (queue_.size() >= options_.disk_write_queue) {
+      size_t bytes = entry.first.size() + entry.second->size();
+      if (queued_bytes_ + bytes > options_.disk_write_queue_bytes) {
         ++dropped;
       } else {
+        queued_bytes_ += bytes;
         queue_.push_back(std::move(entry));
       }
     }
@@ -173,6 +168,7 @@ void DataCache::DiskWriterLoop() {
     if (queue_.empty()) continue;
     std::vector<std::pair<std::string, Blob>> batch;
     while (!queue_.empty() && batch.size() < kDiskBatch) {
+      queued_bytes_ -= queue_.front().first.size() + queue_.front().second->size();
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -261,8 +257,10 @@ std::vector<absl::StatusOr<Blob>> DataCache::Fetch(absl::Span<const std::string>
     for (size_t j = 0; j < fetched.size(); ++j) {
       if (fetched[j].ok()) {
         remote_bytes += (*fetched[j])->size();
-        InsertMemory(missing[j], *fetched[j]);
-        if (disk_ != nullptr) disk_fills.emplace_back(missing[j], *fetched[j]);
+        bool in_memory = InsertMemory(missing[j], *fetched[j]);
+        if (disk_ != nullptr && (!in_memory || options_.disk_includes_memory)) {
+          disk_fills.emplace_back(missing[j], *fetched[j]);
+        }
       } else {
         ++remote_errors;
       }

@@ -2,8 +2,9 @@
 //
 // A read looks in the memory tier, then the disk tier, then asks the
 // source (a RemoteTier or DirectorySource) and fills the tiers on the way
-// back: memory synchronously, disk through a bounded background writer so
-// fsync latency never stalls the reader. A damaged disk entry is counted,
+// back: memory synchronously, disk (by default only what memory could not
+// take) through a bounded background writer so fsync latency never stalls
+// the reader. A damaged disk entry is counted,
 // quarantined by the tier and refetched; a full or failing tier is counted
 // and skipped. The reader always gets the source's bytes or a clear error.
 //
@@ -52,10 +53,14 @@ class DataCache {
     EvictionPolicy disk_policy = EvictionPolicy::kFillOnce;
     bool disk_sync = true;             // see DiskTier::Options::sync
     bool disk_verify_on_open = true;
-    // Disk fills go through a background writer; when more than this many
-    // are waiting, new ones are dropped (counted) rather than queued
-    // without bound. 0 writes synchronously in the reader's thread.
-    size_t disk_write_queue = 8192;
+    // Disk fills go through a background writer; when this many bytes are
+    // waiting, new ones are dropped (counted) rather than queued without
+    // bound. 0 writes synchronously in the reader's thread.
+    size_t disk_write_queue_bytes = 64 << 20;
+    // false (default): the disk holds what memory could not (rejected or
+    // evicted), so the two budgets add up. true: the disk also keeps a
+    // copy of what memory holds, which survives a restart of the process.
+    bool disk_includes_memory = false;
   };
 
   static absl::StatusOr<std::unique_ptr<DataCache>> Create(std::shared_ptr<DataSource> source,
@@ -110,7 +115,8 @@ class DataCache {
   DataCache(std::shared_ptr<DataSource> source, const Options& options);
   Counters* current();
   void CountInsert(const absl::Status& s, TierCounters* counters, Warmth* warmth);
-  void InsertMemory(const std::string& key, const Blob& value);
+  // True if memory took the entry.
+  bool InsertMemory(const std::string& key, const Blob& value);
   void InsertDisk(std::string key, Blob value);
   // Queues many disk fills under one lock and one wake-up.
   void InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries);
@@ -132,6 +138,7 @@ class DataCache {
   std::condition_variable queue_cv_;   // work arrived, or stopping
   std::condition_variable drained_cv_; // queue empty and writer idle
   std::deque<std::pair<std::string, Blob>> queue_;
+  size_t queued_bytes_ = 0;
   bool writer_busy_ = false;
   bool stopping_ = false;
   std::thread writer_;

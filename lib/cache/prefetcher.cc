@@ -80,8 +80,9 @@ void Prefetcher::UpdateDepthLocked(absl::Duration latency, size_t from_source, u
 
 size_t Prefetcher::BatchLocked() const {
   const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
-  size_t batch = std::max<size_t>(1, (depth_ + threads - 1) / threads);
-  return std::min({batch, options_.max_batch, order_.size() - std::min(claim_, order_.size())});
+  size_t batch = std::max<size_t>(options_.min_batch, (depth_ + threads - 1) / threads);
+  return std::max<size_t>(1, std::min({batch, depth_, options_.max_batch,
+                                       order_.size() - std::min(claim_, order_.size())}));
 }
 
 void Prefetcher::WorkerLoop() {
@@ -118,6 +119,11 @@ void Prefetcher::WorkerLoop() {
 }
 
 absl::StatusOr<Blob> Prefetcher::Next() {
+  if (!taken_.empty()) {
+    absl::StatusOr<Blob> result = std::move(taken_.front());
+    taken_.pop_front();
+    return result;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (next_ >= order_.size()) return absl::OutOfRangeError("prefetcher: end of epoch");
   const size_t at = next_;
@@ -141,9 +147,19 @@ absl::StatusOr<Blob> Prefetcher::Next() {
   absl::StatusOr<Blob> result = std::move(*slots_[at]);
   slots_[at].reset();
   next_ = at + 1;
-  const bool room = claim_ < order_.size() && claim_ + BatchLocked() <= next_ + depth_;
+  // Take the run of objects that are already here.
+  while (next_ < order_.size() && slots_[next_].has_value() && taken_.size() < 1024) {
+    taken_.push_back(std::move(*slots_[next_]));
+    slots_[next_].reset();
+    ++next_;
+  }
+  const size_t batch = BatchLocked();
+  const size_t room = claim_ < order_.size() && claim_ + batch <= next_ + depth_
+                          ? (next_ + depth_ - claim_) / batch
+                          : 0;
   lock.unlock();
-  if (room) room_cv_.notify_one();
+  if (room == 1) room_cv_.notify_one();
+  if (room > 1) room_cv_.notify_all();
   if (waited > absl::ZeroDuration()) cache_->AddStall(waited);
   return result;
 }

@@ -20,6 +20,7 @@
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,13 +41,16 @@ class Prefetcher {
     size_t depth = 0;  // objects ahead of the reader; 0 = from measurements
     int threads = 8;
     size_t max_batch = 512;  // keys per fetch
+    // Fewest keys per fetch (unless the window is smaller): fetches that
+    // hit memory cost mostly their hand-off, so they should not be tiny.
+    size_t min_batch = 32;
     absl::Duration item_timeout = absl::Seconds(60);
     double bandwidth_bytes_per_second = 0;  // for depth = 0; 0 = measured
     // Automatic depth = headroom x latency x bandwidth / object size: 1 would
     // cover one round trip exactly, with nothing for a batch still being
     // transferred or a scheduler delay on a busy host.
     double headroom = 4;
-    size_t min_depth = 64;
+    size_t min_depth = 256;
     size_t max_depth = 1 << 16;
   };
 
@@ -65,7 +69,8 @@ class Prefetcher {
   Prefetcher(DataCache* cache, std::vector<std::string> order, const Options& options);
   ~Prefetcher();
 
-  // The next object in order. OutOfRange after the last one;
+  // The next object in order (call from one reader thread). OutOfRange
+  // after the last one;
   // DeadlineExceeded if it has not arrived within item_timeout; otherwise
   // the fetch's own result (e.g. Unavailable while the server is down: the
   // reader may retry that key with DataCache::Get).
@@ -101,6 +106,10 @@ class Prefetcher {
   absl::Duration min_latency_ = absl::InfiniteDuration();
   uint64_t fetched_bytes_ = 0;
   uint64_t fetched_items_ = 0;
+
+  // Objects the reader already took out of slots_ (reader thread only):
+  // one lock per run of ready objects instead of one per object.
+  std::deque<absl::StatusOr<Blob>> taken_;
 
   std::vector<std::thread> workers_;
 };

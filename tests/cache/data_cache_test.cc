@@ -78,7 +78,7 @@ TEST(DataCacheTest, ConcurrentReadersGetExactSourceBytesFromEveryTier) {
   o.memory_budget_bytes = 60 * 1000;  // ~1/4 of the data: all three levels serve
   o.disk_dir = MakeTempDir("cache");
   o.disk_budget_bytes = 200 * 1000;
-  o.disk_write_queue = 0;  // synchronous, so the second pass hits disk
+  o.disk_write_queue_bytes = 0;  // synchronous, so the second pass hits disk
   auto cache = MakeCache(f, o);
   std::vector<std::string> keys = f.manifest.SampleKeys();
   for (int pass = 0; pass < 2; ++pass) {
@@ -159,7 +159,7 @@ TEST(DataCacheTest, CorruptDiskEntriesAreDetectedQuarantinedAndRefetched) {
   DataCache::Options o;
   o.disk_dir = MakeTempDir("cache");
   o.disk_budget_bytes = 1 << 24;
-  o.disk_write_queue = 0;
+  o.disk_write_queue_bytes = 0;
   auto cache = MakeCache(f, o);
   std::vector<std::string> keys = f.manifest.SampleKeys();
   for (const auto& k : keys) ASSERT_TRUE(cache->Get(k).ok());
@@ -197,7 +197,7 @@ TEST(DataCacheTest, StaleCacheIsNotServedForANewDatasetVersion) {
   DataCache::Options o;
   o.disk_dir = disk_dir;
   o.disk_budget_bytes = 1 << 24;
-  o.disk_write_queue = 0;
+  o.disk_write_queue_bytes = 0;
   {
     PackSynthetic(data_dir, 100, 0, 50, 100);
     auto source = DirectorySource::Open(data_dir);
@@ -221,7 +221,7 @@ TEST(DataCacheTest, ObjectLargerThanEveryBudgetIsServedAndReported) {
   o.memory_budget_bytes = 10 * 1000;
   o.disk_dir = MakeTempDir("cache");
   o.disk_budget_bytes = 10 * 1000;
-  o.disk_write_queue = 0;
+  o.disk_write_queue_bytes = 0;
   auto cache = MakeCache(f, o);
   auto shard = cache->Get("train-00000.gws");
   ASSERT_TRUE(shard.ok()) << shard.status();
@@ -252,7 +252,7 @@ TEST(DataCacheTest, FullDiskFallsBackWithoutCorruption) {
   DataCache::Options o;
   o.disk_dir = mnt + "/cache";
   o.disk_budget_bytes = mounted ? (1 << 24) : 64 * 1024;  // tmpfs: the disk fills first
-  o.disk_write_queue = 0;
+  o.disk_write_queue_bytes = 0;
   {
     auto cache = MakeCache(f, o);
     std::vector<std::string> keys = f.manifest.SampleKeys();
@@ -295,7 +295,7 @@ TEST(DataCacheTest, MemoryEvictionDemotesToDisk) {
   o.memory_shards = 1;
   o.disk_dir = MakeTempDir("cache");
   o.disk_budget_bytes = 1 << 24;
-  o.disk_write_queue = 0;
+  o.disk_write_queue_bytes = 0;
   auto cache = MakeCache(f, o);
   std::vector<std::string> keys = f.manifest.SampleKeys();
   for (const auto& k : keys) ASSERT_TRUE(cache->Get(k).ok());
