@@ -36,8 +36,9 @@ ABSL_FLAG(std::string, data_dir, "", "local copy of the packed dataset, for the 
 ABSL_FLAG(std::string, disk_dir, "/var/tmp/gradwire-cache-bench", "scratch directory for disk tiers (emptied)");
 ABSL_FLAG(int, epochs, 3, "shuffled epochs per configuration");
 ABSL_FLAG(uint64_t, seed, 1, "shuffle seed");
-ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50,fill_once:25:100",
-          "comma-separated policy:memory_percent:disk_percent");
+ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50,fill_once:25:100,"
+          "fill_once:25:100:nosync",
+          "comma-separated policy:memory_percent:disk_percent[:nosync]");
 ABSL_FLAG(int, threads, 16, "prefetch threads");
 ABSL_FLAG(int, depth, 0, "prefetch depth in samples; 0 = latency x bandwidth / sample size");
 ABSL_FLAG(double, link_mbit, 200, "shaped link rate (Mbit/s): the % column and the depth's bandwidth");
@@ -135,6 +136,7 @@ class PageCacheReader {
 struct Config {
   EvictionPolicy policy;
   double memory_percent, disk_percent;
+  bool disk_sync = true;
 };
 
 }  // namespace
@@ -157,6 +159,12 @@ int main(int argc, char** argv) {
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(c, ':');
     Config config;
+    // An optional 4th field "nosync" publishes disk entries without fsync
+    // (rename only), to show what durability costs.
+    if (parts.size() == 4 && parts[3] == "nosync") {
+      config.disk_sync = false;
+      parts.pop_back();
+    }
     absl::StatusOr<EvictionPolicy> policy =
         parts.size() == 3 ? ParseEvictionPolicy(parts[0]) : absl::InvalidArgumentError("");
     if (!policy.ok() || !absl::SimpleAtod(parts[1], &config.memory_percent) ||
@@ -285,6 +293,15 @@ int main(int argc, char** argv) {
       if (options.memory_budget_bytes > 0) row.mem_warm = s.memory.warm_seconds;
       if (!options.disk_dir.empty()) row.disk_warm = s.disk.warm_seconds;
       PrintRow(row, link);
+      if ((*cache)->disk() != nullptr) {
+        std::fprintf(stderr, "  [%s %s epoch %d] disk: %llu entries, %llu inserts, %llu full, %llu dropped, %llu errors\n",
+                     mode.c_str(), budget.c_str(), e,
+                     static_cast<unsigned long long>((*cache)->disk()->entry_count()),
+                     static_cast<unsigned long long>(s.disk.inserts),
+                     static_cast<unsigned long long>(s.disk.rejected_full),
+                     static_cast<unsigned long long>(s.disk.write_dropped),
+                     static_cast<unsigned long long>(s.disk.write_errors));
+      }
     }
     return absl::OkStatus();
   };
@@ -294,23 +311,30 @@ int main(int argc, char** argv) {
     return Fail(s.ToString());
   }
 
-  for (const Config& c : configs) {
+  {
+    // Emptied once: each configuration gets a fresh directory, because
+    // deleting tens of thousands of entries right before creating as many
+    // makes ext4's inode allocator crawl (recently_deleted).
     std::error_code ec;
     std::filesystem::remove_all(disk_root, ec);
     std::filesystem::create_directories(disk_root, ec);
     if (ec) return Fail(absl::StrCat("cannot prepare ", disk_root, ": ", ec.message()));
+  }
+  int config_index = 0;
+  for (const Config& c : configs) {
     DataCache::Options o;
     o.memory_budget_bytes = static_cast<uint64_t>(c.memory_percent / 100 * memory_bytes);
     o.memory_policy = c.policy;
     o.memory_shards = c.policy == EvictionPolicy::kLru ? 1 : 16;
     if (c.disk_percent > 0) {
-      o.disk_dir = disk_root + "/tier";
+      o.disk_dir = absl::StrCat(disk_root, "/config", config_index++);
       o.disk_budget_bytes = static_cast<uint64_t>(c.disk_percent / 100 * disk_bytes);
       o.disk_policy = c.policy;
-      o.disk_sync = absl::GetFlag(FLAGS_disk_sync);
+      o.disk_sync = absl::GetFlag(FLAGS_disk_sync) && c.disk_sync;
     }
     std::string mode = absl::StrCat("cache ", EvictionPolicyName(c.policy));
-    std::string budget = absl::StrFormat("%.0f%%/%.0f%%", c.memory_percent, c.disk_percent);
+    std::string budget = absl::StrFormat("%.0f%%/%.0f%%%s", c.memory_percent, c.disk_percent,
+                                         o.disk_sync || o.disk_dir.empty() ? "" : " (no fsync)");
     if (absl::Status s = run_epochs(mode, budget, o, epochs); !s.ok()) return Fail(s.ToString());
   }
   std::error_code ec;

@@ -8,9 +8,11 @@
 # does not (sch_netem missing, as on the CI machine) the server adds
 # --rtt_ms to every reply instead, and the script says so.
 #
-# Only addresses inside the namespaces this script creates are used
-# (10.253.7.0/24). Everything is removed on exit, Ctrl-C or failure, and
-# leftovers of a crashed run are removed first.
+# The disk tier lives on a dedicated ext4 image mounted on a loop device
+# (a node's local SSD). Only addresses inside the namespaces this script
+# creates are used (10.253.7.0/24). Everything (namespaces, server, mount,
+# image) is removed on exit, Ctrl-C or failure, and leftovers of a crashed
+# run are removed first.
 #
 # Usage: sudo bash tools/cache_bench.sh [--rate_mbit 200] [--rtt_ms 20] [-- cache_bench flags]
 set -euo pipefail
@@ -43,6 +45,10 @@ server_pid=""
 cleanup() {
   set +e
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
+  if mountpoint -q "$work/disk" 2>/dev/null; then umount "$work/disk"; fi
+  # The loop device may outlive the mount (and even the image's name).
+  losetup -a | grep -F "$work/disk.img" | cut -d: -f1 | while read -r dev; do losetup -d "$dev"; done
+  rm -f "$work/disk.img"
   for ns in "$NS_REMOTE" "$NS_CLIENT"; do
     if ip netns list | grep -qw "$ns"; then
       # Processes left inside (a crashed run) keep a namespace alive.
@@ -63,6 +69,14 @@ mkdir -p "$work"
 if [ ! -f "$data_dir/MANIFEST" ]; then
   "$bin/pack_dataset" --out_dir="$data_dir" >&2
 fi
+# The disk tier gets its own ext4 file system (a sparse image on a loop
+# device), standing in for a node's local SSD: on the shared root file
+# system other processes' file churn makes every inode allocation slow.
+mkdir -p "$work/disk"
+truncate -s 4G "$work/disk.img"
+mkfs.ext4 -q -F -N 500000 "$work/disk.img"
+mount -o loop "$work/disk.img" "$work/disk"
+
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 
@@ -106,5 +120,5 @@ done
 
 echo "# cache_bench: $(date -u +%FT%TZ), link ${rate_mbit} Mbit/s, ${rtt_ms} ms RTT ($latency_note)"
 ip netns exec "$NS_CLIENT" "$bin/cache_bench" --target="$SERVER_ADDR:$PORT" \
-  --token_file="$work/token" --data_dir="$data_dir" --disk_dir="$work/disk" \
+  --token_file="$work/token" --data_dir="$data_dir" --disk_dir="$work/disk/cache" \
   --link_mbit="$rate_mbit" "$@"

@@ -1,9 +1,5 @@
 #include "gradwire/lib/cache/data_cache.h"
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +10,9 @@ namespace gradwire {
 namespace cache {
 namespace {
 
-constexpr size_t kDiskBatch = 512;
+// Entries per group commit: one syncfs costs about as much as a few
+// hundred single-file fdatasyncs, so batches are large.
+constexpr size_t kDiskBatch = 2048;
 
 }  // namespace
 
@@ -156,9 +154,8 @@ void DataCache::InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries
 }
 
 void DataCache::DiskWriterLoop() {
-  // Fills are background work: on a busy host the reads they would slow
-  // down matter more. Per-thread nice value (Linux).
-  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  // No lower priority for fills: on a busy host a niced writer is starved
+  // and the disk tier never warms (measured: 2048 entries took 7 s at nice 10).
   std::unique_lock<std::mutex> lock(queue_mu_);
   while (true) {
     // Bounded wait: re-checks stopping_ even if a notification is missed.

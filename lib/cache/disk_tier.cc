@@ -336,8 +336,10 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
   for (const std::string& v : victims) unlink(absl::StrCat(options_.dir, "/", v).c_str());
   absl::Status status = [&]() -> absl::Status {
     GW_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
-    GW_RETURN_IF_ERROR(temp.Append(EncodeHeader(key, options_.dataset_version, *value)));
-    GW_RETURN_IF_ERROR(temp.Append(*value));
+    // One write per entry: header, key and value together.
+    std::string bytes = EncodeHeader(key, options_.dataset_version, *value);
+    bytes += *value;
+    GW_RETURN_IF_ERROR(temp.Append(bytes));
     w->temp.emplace(std::move(temp));
     return absl::OkStatus();
   }();
