@@ -46,7 +46,9 @@ cleanup() {
   set +e
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
   if mountpoint -q "$work/disk" 2>/dev/null; then umount "$work/disk"; fi
-  # The loop device may outlive the mount (and even the image's name).
+  # The loop device may outlive the mount (and even the image's name):
+  # mount namespaces created meanwhile (e.g. bazel sandboxes) hold copies
+  # of the mount; the device is autocleared once they exit.
   losetup -a | grep -F "$work/disk.img" | cut -d: -f1 | while read -r dev; do losetup -d "$dev"; done
   rm -f "$work/disk.img"
   for ns in "$NS_REMOTE" "$NS_CLIENT"; do

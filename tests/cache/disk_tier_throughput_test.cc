@@ -15,7 +15,7 @@ namespace cache {
 namespace {
 
 TEST(DiskTierThroughputTest, GroupCommitVersusOneSyncPerEntry) {
-  const int n = 2000;
+  const int n = 500;
   for (bool batched : {false, true}) {
     DiskTier::Options o;
     o.dir = testing::MakeTempDir("throughput");
