@@ -68,6 +68,7 @@ def gradwire_deps():
         ("openssl", "openssl"),
         ("com_google_protobuf", "protobuf"),
         ("com_github_grpc_grpc", "grpc"),
+        ("zlib", "zlib"),
     ]:
         _declare(
             system_library_repository,

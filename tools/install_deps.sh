@@ -11,6 +11,7 @@ GRADWIRE_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   clang libclang-rt-14-dev
   iproute2
+  zlib1g-dev dataset-fashion-mnist e2fsprogs
 )
 
 missing=()

@@ -1,0 +1,182 @@
+#include "gradwire/lib/cache/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gradwire/lib/cache/status_macros.h"
+
+namespace gradwire {
+namespace cache {
+namespace {
+
+// An exclusive whole-file OFD lock. OFD locks belong to the open file
+// description, so (unlike classic POSIX locks) threads of one process
+// exclude each other too, and they vanish when the last fd closes, i.e. at
+// the latest when the process dies.
+bool TryLockFd(int fd) {
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 0;
+  return fcntl(fd, F_OFD_SETLK, &lock) == 0;
+}
+
+std::string UniqueTempName() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = [] {
+    std::random_device device;
+    return (static_cast<uint64_t>(device()) << 32) ^ device();
+  }();
+  return absl::StrFormat("%s%d.%d.%016x", kTempPrefix, getpid(),
+                         counter.fetch_add(1, std::memory_order_relaxed), salt);
+}
+
+}  // namespace
+
+TempFile::TempFile(std::string dir, std::string path, int fd)
+    : dir_(std::move(dir)), path_(std::move(path)), fd_(fd) {}
+
+TempFile::TempFile(TempFile&& other) noexcept
+    : dir_(std::move(other.dir_)), path_(std::move(other.path_)), fd_(other.fd_) {
+  other.fd_ = -1;
+}
+
+TempFile& TempFile::operator=(TempFile&& other) noexcept {
+  if (this != &other) {
+    Discard();
+    dir_ = std::move(other.dir_);
+    path_ = std::move(other.path_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+TempFile::~TempFile() { Discard(); }
+
+void TempFile::Discard() {
+  if (fd_ >= 0) {
+    unlink(path_.c_str());
+    close(fd_);
+    fd_ = -1;
+  }
+}
+
+absl::StatusOr<TempFile> TempFile::Create(const std::string& dir) {
+  std::string path = absl::StrCat(dir, "/", UniqueTempName());
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoToStatus(absl::StrCat("create temp file ", path), errno);
+  // A cleaner in another process may, in the instant between open and lock,
+  // take the lock and unlink the file. Then PublishAs fails with NotFound
+  // and the caller retries: rare, and never silent.
+  if (!TryLockFd(fd)) {
+    int err = errno;
+    close(fd);
+    unlink(path.c_str());
+    return ErrnoToStatus(absl::StrCat("lock temp file ", path), err);
+  }
+  return TempFile(dir, std::move(path), fd);
+}
+
+absl::Status TempFile::Append(absl::string_view data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    ssize_t n = write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(absl::StrCat("write ", path_), errno);
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::Sync() {
+  if (fdatasync(fd_) != 0) return ErrnoToStatus(absl::StrCat("fdatasync ", path_), errno);
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::PublishAs(const std::string& name) {
+  std::string target = absl::StrCat(dir_, "/", name);
+  if (rename(path_.c_str(), target.c_str()) != 0) {
+    return ErrnoToStatus(absl::StrCat("rename ", path_, " -> ", target), errno);
+  }
+  close(fd_);  // drops the lock; the file now lives under its final name
+  fd_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(absl::StrCat("open directory ", dir), errno);
+  int rc = fsync(fd);
+  int err = errno;
+  close(fd);
+  if (rc != 0) return ErrnoToStatus(absl::StrCat("fsync directory ", dir), err);
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                 absl::string_view data) {
+  GW_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(dir));
+  GW_RETURN_IF_ERROR(temp.Append(data));
+  GW_RETURN_IF_ERROR(temp.Sync());
+  GW_RETURN_IF_ERROR(temp.PublishAs(name));
+  return SyncDirectory(dir);
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoToStatus(absl::StrCat("open ", path), errno);
+  std::string data;
+  struct stat st;
+  if (fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      return ErrnoToStatus(absl::StrCat("read ", path), err);
+    }
+    if (n == 0) break;
+    data.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return data;
+}
+
+bool IsTempFileName(absl::string_view name) { return absl::StartsWith(name, kTempPrefix); }
+
+absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name) {
+  std::string path = absl::StrCat(dir, "/", name);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return true;  // its writer published or removed it
+    return ErrnoToStatus(absl::StrCat("open temp file ", path), errno);
+  }
+  if (!TryLockFd(fd)) {
+    close(fd);
+    return false;  // a live writer holds it
+  }
+  bool removed = unlink(path.c_str()) == 0 || errno == ENOENT;
+  int err = errno;
+  close(fd);
+  if (!removed) return ErrnoToStatus(absl::StrCat("unlink ", path), err);
+  return true;
+}
+
+}  // namespace cache
+}  // namespace gradwire

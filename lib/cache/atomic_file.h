@@ -1,0 +1,76 @@
+// Publishing files so that a reader, or a process restarted after a crash,
+// sees either the old content or the new one, never a torn mix (LevelDB's
+// practice): write a uniquely named temp file, fsync it, rename it over the
+// target, fsync the directory so the rename itself is durable.
+#ifndef GRADWIRE_LIB_CACHE_ATOMIC_FILE_H_
+#define GRADWIRE_LIB_CACHE_ATOMIC_FILE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gradwire {
+namespace cache {
+
+// Temp files are named "<kTempPrefix><pid>.<counter>.<random>" so writers in
+// different processes never collide and cleaners can recognise them.
+inline constexpr absl::string_view kTempPrefix = ".tmp.";
+
+// A temp file open for writing whose OFD lock (fcntl F_OFD_SETLK) is held
+// while it is being written. The lock dies with the process, so a cleaner
+// that can take it knows the writer is gone: no lock *files*, nothing a
+// crash can leave behind that blocks anyone.
+class TempFile {
+ public:
+  // Creates and locks a fresh temp file in `dir`.
+  static absl::StatusOr<TempFile> Create(const std::string& dir);
+  TempFile(TempFile&& other) noexcept;
+  TempFile& operator=(TempFile&& other) noexcept;
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  // Removes the temp file if it was not published.
+  ~TempFile();
+
+  absl::Status Append(absl::string_view data);
+  // fdatasync: the data is durable before the rename makes it visible.
+  absl::Status Sync();
+  // Renames onto dir/name (replacing it) and closes. Does not sync the
+  // directory; call SyncDirectory once after one or more publishes.
+  absl::Status PublishAs(const std::string& name);
+
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+
+ private:
+  TempFile(std::string dir, std::string path, int fd);
+  void Discard();
+
+  std::string dir_;
+  std::string path_;
+  int fd_ = -1;
+};
+
+// fsync on the directory: makes renames and unlinks in it durable.
+absl::Status SyncDirectory(const std::string& dir);
+
+// TempFile + Sync + PublishAs + SyncDirectory in one call.
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
+                                 absl::string_view data);
+
+// Reads a whole file.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// True if `name` is a temp file name (see kTempPrefix).
+bool IsTempFileName(absl::string_view name);
+
+// Removes dir/name if it is a temp file whose writer is gone (its OFD lock
+// can be taken). Returns true if removed, false if a live writer holds it.
+absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name);
+
+}  // namespace cache
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CACHE_ATOMIC_FILE_H_

@@ -1,0 +1,50 @@
+#include "gradwire/lib/cache/dataset_packer.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/shard_format.h"
+#include "gradwire/lib/cache/status_macros.h"
+
+namespace gradwire {
+namespace cache {
+
+absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::string& dataset_id,
+                                     const std::vector<SplitRecords>& splits,
+                                     size_t samples_per_shard) {
+  if (samples_per_shard == 0 || samples_per_shard > UINT32_MAX) {
+    return absl::InvalidArgumentError("samples_per_shard must be in [1, 2^32)");
+  }
+  if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoToStatus(absl::StrCat("create ", out_dir), errno);
+  }
+  std::vector<ShardInfo> shards;
+  for (const SplitRecords& split : splits) {
+    for (size_t first = 0; first < split.records.size(); first += samples_per_shard) {
+      size_t end = std::min(split.records.size(), first + samples_per_shard);
+      std::vector<std::string> records(split.records.begin() + first, split.records.begin() + end);
+      std::string bytes = EncodeShard(first, records);
+      ShardInfo info;
+      info.name = absl::StrFormat("%s-%05d.gws", split.split, first / samples_per_shard);
+      info.split = split.split;
+      info.first_index = first;
+      info.count = records.size();
+      info.bytes = bytes.size();
+      info.checksum = Checksum64(bytes);
+      GW_RETURN_IF_ERROR(WriteFileAtomically(out_dir, info.name, bytes));
+      shards.push_back(std::move(info));
+    }
+  }
+  GW_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Create(dataset_id, std::move(shards)));
+  GW_RETURN_IF_ERROR(
+      WriteFileAtomically(out_dir, std::string(Manifest::kFileName), manifest.Serialize()));
+  return manifest;
+}
+
+}  // namespace cache
+}  // namespace gradwire

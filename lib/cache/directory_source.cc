@@ -1,0 +1,113 @@
+#include "gradwire/lib/cache/directory_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/status_macros.h"
+
+namespace gradwire {
+namespace cache {
+
+DirectorySource::DirectorySource(std::string dir, Manifest manifest)
+    : dir_(std::move(dir)), manifest_(std::move(manifest)) {}
+
+DirectorySource::~DirectorySource() {
+  for (int fd : fds_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std::string& dir,
+                                                                       const Options& options) {
+  GW_ASSIGN_OR_RETURN(std::string text,
+                      ReadWholeFile(absl::StrCat(dir, "/", Manifest::kFileName)));
+  absl::StatusOr<Manifest> manifest = Manifest::Parse(text);
+  if (!manifest.ok()) {
+    return absl::Status(manifest.status().code(),
+                        absl::StrCat(dir, ": ", manifest.status().message()));
+  }
+  std::unique_ptr<DirectorySource> source(new DirectorySource(dir, *std::move(manifest)));
+  for (const ShardInfo& shard : source->manifest_.shards()) {
+    std::string path = absl::StrCat(dir, "/", shard.name);
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus(absl::StrCat("open shard ", path), errno);
+    source->fds_.push_back(fd);
+    size_t i = source->fds_.size() - 1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) return ErrnoToStatus(absl::StrCat("stat ", path), errno);
+    if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
+      return absl::DataLossError(absl::StrCat(path, ": ", st.st_size, " bytes, manifest says ",
+                                              shard.bytes));
+    }
+    GW_ASSIGN_OR_RETURN(std::string head, source->ReadAt(i, 0, kShardHeaderBytes));
+    absl::StatusOr<ShardHeader> header = DecodeShardHeader(head);
+    if (!header.ok()) return absl::DataLossError(absl::StrCat(path, ": ", header.status().message()));
+    if (header->count != shard.count || header->first_index != shard.first_index) {
+      return absl::DataLossError(absl::StrCat(path, ": header disagrees with the manifest"));
+    }
+    GW_ASSIGN_OR_RETURN(std::string index,
+                        source->ReadAt(i, kShardHeaderBytes, header->index_bytes()));
+    absl::StatusOr<std::vector<ShardRecord>> records =
+        DecodeShardIndex(*header, index, shard.bytes);
+    if (!records.ok()) return absl::DataLossError(absl::StrCat(path, ": ", records.status().message()));
+    source->records_.push_back(*std::move(records));
+    if (options.verify_shards) {
+      GW_ASSIGN_OR_RETURN(std::string all, source->ReadAt(i, 0, shard.bytes));
+      if (Checksum64(all) != shard.checksum) {
+        return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
+      }
+    }
+  }
+  return source;
+}
+
+absl::StatusOr<std::string> DirectorySource::ReadAt(size_t shard, uint64_t offset,
+                                                    uint64_t length) const {
+  std::string out(length, '\0');
+  uint64_t done = 0;
+  while (done < length) {
+    ssize_t n = pread(fds_[shard], &out[done], length - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(absl::StrCat("read ", dir_, "/", manifest_.shards()[shard].name), errno);
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat(dir_, "/", manifest_.shards()[shard].name,
+                                              ": shorter than its manifest size"));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return out;
+}
+
+absl::StatusOr<Blob> DirectorySource::Get(absl::string_view key) {
+  if (key.find('/') == absl::string_view::npos) {
+    const ShardInfo* shard = manifest_.FindShard(key);
+    if (shard == nullptr) {
+      return absl::NotFoundError(absl::StrCat("no shard or sample '", key, "' in ", Describe()));
+    }
+    size_t i = static_cast<size_t>(shard - manifest_.shards().data());
+    GW_ASSIGN_OR_RETURN(std::string bytes, ReadAt(i, 0, shard->bytes));
+    if (Checksum64(bytes) != shard->checksum) {
+      return absl::DataLossError(absl::StrCat(dir_, "/", shard->name, ": checksum mismatch"));
+    }
+    return MakeBlob(std::move(bytes));
+  }
+  GW_ASSIGN_OR_RETURN(SampleLocation at, manifest_.LocateSample(key));
+  const ShardRecord& record = records_[at.shard][at.record];
+  GW_ASSIGN_OR_RETURN(std::string bytes, ReadAt(at.shard, record.offset, record.length));
+  if (Checksum64(bytes) != record.checksum) {
+    return absl::DataLossError(absl::StrCat(dir_, "/", manifest_.shards()[at.shard].name,
+                                            ": sample ", key, " fails its checksum"));
+  }
+  return MakeBlob(std::move(bytes));
+}
+
+}  // namespace cache
+}  // namespace gradwire

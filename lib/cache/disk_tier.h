@@ -1,0 +1,132 @@
+// DiskTier: local-disk level of the data cache, one file per entry.
+//
+// Entry file "<32 hex>.gwc", named by a hash of (dataset version, key):
+//   "GWCACHE1" | key length u32 | 0 u32 | dataset version u64 |
+//   value length u64 | XXH64(value) u64 | XXH64(all preceding bytes + key) u64 |
+//   key | value                                    (little-endian)
+// Every lookup verifies the header, the key, the version and the value
+// checksum, so a torn, flipped or stale entry is never served: a damaged
+// one is moved to quarantine/ (kept for inspection until the next Open),
+// reported as DataLoss, and the cache refetches it from the next level.
+//
+// Publishing follows atomic_file.h: uniquely named temp file (held under an
+// OFD lock while written) -> fdatasync -> rename -> fsync of the directory.
+// Readers see the old entry or the new one, never a torn one.
+//
+// Open() rebuilds the index from the directory: abandoned temp files (their
+// writer's lock is gone, i.e. it died) are deleted, entries failing their
+// checksum are quarantined, entries of other dataset versions are deleted.
+//
+// Several processes (one per GPU) may share a directory: no lock files
+// exist, the only locks are OFD locks that die with their process, renames
+// are atomic, and a lookup that misses this process's index probes the
+// directory, so entries published by others are found. Each process
+// enforces the budget on what it has seen, so with N writers the directory
+// can briefly exceed the budget by what the others wrote since.
+#ifndef GRADWIRE_LIB_CACHE_DISK_TIER_H_
+#define GRADWIRE_LIB_CACHE_DISK_TIER_H_
+
+#include <atomic>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/lib/cache/cache_tier.h"
+
+namespace gradwire {
+namespace cache {
+
+class DiskTier : public CacheTier {
+ public:
+  struct Options {
+    std::string dir;
+    uint64_t budget_bytes = 0;  // file bytes (headers included)
+    EvictionPolicy policy = EvictionPolicy::kFillOnce;
+    uint64_t dataset_version = 0;  // Manifest::version(): the only version served
+    // Read and checksum every entry at Open (else headers only; values are
+    // still verified on every lookup).
+    bool verify_on_open = true;
+    // fdatasync + directory fsync per publish. Turning it off keeps
+    // atomicity (rename) but not durability across power loss.
+    bool sync = true;
+  };
+
+  // What Open found and did.
+  struct OpenReport {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+    uint64_t temp_files_removed = 0;
+    uint64_t corrupt_quarantined = 0;
+    uint64_t stale_removed = 0;     // other dataset versions
+    uint64_t over_budget_removed = 0;
+  };
+
+  static absl::StatusOr<std::unique_ptr<DiskTier>> Open(Options options);
+
+  absl::string_view name() const override { return "disk"; }
+  absl::StatusOr<Blob> Lookup(absl::string_view key) override;
+  absl::Status Insert(absl::string_view key, const Blob& value) override;
+  bool Contains(absl::string_view key) override;
+  uint64_t used_bytes() const override;
+  uint64_t budget_bytes() const override { return options_.budget_bytes; }
+  uint64_t entry_count() const override;
+
+  // Inserts several entries with one syncfs and one directory fsync for
+  // all of them (group commit); one status per entry, as Insert returns.
+  std::vector<absl::Status> InsertBatch(const std::vector<std::pair<std::string, Blob>>& entries);
+
+  const OpenReport& open_report() const { return report_; }
+  uint64_t quarantined() const { return quarantined_.load(std::memory_order_relaxed); }
+  const std::string& dir() const { return options_.dir; }
+
+  // The file that holds `key` for dataset `version` (for tests and tools).
+  static std::string EntryFileName(uint64_t version, absl::string_view key);
+  // Bytes a value of `value_bytes` under `key` occupies on disk.
+  static uint64_t EntryBytes(absl::string_view key, uint64_t value_bytes);
+
+ private:
+  struct IndexEntry {
+    uint64_t bytes = 0;
+    std::list<std::string>::iterator lru;
+  };
+
+  explicit DiskTier(Options options);
+  absl::Status Load();
+  absl::Status Quarantine(const std::string& file);
+  // Reserves room for `bytes` (evicting under LRU); returns files to unlink.
+  absl::Status Reserve(const std::string& key, uint64_t bytes, std::vector<std::string>* victims,
+                       bool* already_present);
+  // A write in progress: room reserved, temp file written, not yet synced
+  // or published.
+  struct PendingWrite {
+    std::string key;
+    uint64_t bytes = 0;
+    bool present = false;  // already indexed (or released): nothing to do
+    std::optional<TempFile> temp;
+  };
+  absl::Status StartWrite(const std::string& key, const Blob& value, PendingWrite* w);
+  // Publishes (if `status` is OK) and releases the reservation.
+  absl::Status FinishWrite(PendingWrite* w, absl::Status status);
+  void AddToIndexLocked(const std::string& key, uint64_t bytes);
+  void RemoveFromIndex(const std::string& key);
+
+  const Options options_;
+  OpenReport report_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, IndexEntry> index_;
+  std::list<std::string> lru_;  // front = most recent; every indexed key
+  uint64_t used_ = 0;           // bytes of indexed entries
+  uint64_t pending_ = 0;        // bytes reserved by writes in progress
+  std::atomic<uint64_t> quarantined_{0};
+};
+
+}  // namespace cache
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CACHE_DISK_TIER_H_

@@ -1,0 +1,336 @@
+#include "gradwire/lib/cache/disk_tier.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/tests/cache/test_dataset.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace cache {
+namespace {
+
+using testing::ListDir;
+using testing::MakeTempDir;
+using testing::SampleBytes;
+
+constexpr uint64_t kVersion = 0x1234;
+
+std::unique_ptr<DiskTier> OpenTier(const std::string& dir, uint64_t budget = 1 << 24,
+                                   EvictionPolicy policy = EvictionPolicy::kFillOnce,
+                                   uint64_t version = kVersion) {
+  DiskTier::Options o;
+  o.dir = dir;
+  o.budget_bytes = budget;
+  o.policy = policy;
+  o.dataset_version = version;
+  auto tier = DiskTier::Open(o);
+  EXPECT_TRUE(tier.ok()) << tier.status();
+  return tier.ok() ? *std::move(tier) : nullptr;
+}
+
+std::string Key(int i) { return Manifest::SampleKey("train", i); }
+
+TEST(DiskTierTest, RoundTripAndRebuildIndexOnOpen) {
+  std::string dir = MakeTempDir("disk");
+  {
+    auto tier = OpenTier(dir);
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+    EXPECT_TRUE(absl::IsNotFound(tier->Lookup("train/999").status()));
+  }
+  auto tier = OpenTier(dir);
+  EXPECT_EQ(tier->open_report().entries, 200u);
+  EXPECT_EQ(tier->entry_count(), 200u);
+  for (int i = 0; i < 200; ++i) {
+    auto v = tier->Lookup(Key(i));
+    ASSERT_TRUE(v.ok()) << v.status();
+    ASSERT_EQ(**v, SampleBytes("train", i));
+  }
+}
+
+TEST(DiskTierTest, OtherDatasetVersionIsNeverServed) {
+  std::string dir = MakeTempDir("disk");
+  {
+    auto old_tier = OpenTier(dir, 1 << 24, EvictionPolicy::kFillOnce, 111);
+    ASSERT_TRUE(old_tier->Insert("train/1", MakeBlob("old bytes")).ok());
+  }
+  auto tier = OpenTier(dir, 1 << 24, EvictionPolicy::kFillOnce, 222);
+  EXPECT_EQ(tier->open_report().stale_removed, 1u);
+  EXPECT_TRUE(absl::IsNotFound(tier->Lookup("train/1").status()));
+}
+
+TEST(DiskTierTest, ThousandFlippedBytesAreAllDetectedAndQuarantined) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  const int n = 1000;
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+  // One flipped byte per entry, anywhere: header, key or value.
+  for (int i = 0; i < n; ++i) {
+    std::string path = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(i)));
+    int fd = open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    off_t at = (static_cast<off_t>(i) * 7919) % size;
+    char c;
+    ASSERT_EQ(pread(fd, &c, 1, at), 1);
+    c ^= static_cast<char>(1 << (i % 8));
+    ASSERT_EQ(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+  }
+  int detected = 0;
+  for (int i = 0; i < n; ++i) {
+    auto v = tier->Lookup(Key(i));
+    ASSERT_FALSE(v.ok()) << "corrupt entry " << i << " was served";
+    if (absl::IsDataLoss(v.status())) ++detected;
+  }
+  EXPECT_EQ(detected, n);
+  EXPECT_EQ(tier->quarantined(), static_cast<uint64_t>(n));
+  EXPECT_EQ(ListDir(dir + "/quarantine").size(), static_cast<size_t>(n));
+  EXPECT_EQ(tier->entry_count(), 0u);
+  // Quarantined entries are plain misses now and can be written again.
+  EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(0)).status()));
+  ASSERT_TRUE(tier->Insert(Key(0), MakeBlob(SampleBytes("train", 0))).ok());
+  EXPECT_EQ(**tier->Lookup(Key(0)), SampleBytes("train", 0));
+}
+
+TEST(DiskTierTest, CorruptEntriesFoundAtOpenAreQuarantined) {
+  std::string dir = MakeTempDir("disk");
+  {
+    auto tier = OpenTier(dir);
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+  }
+  std::string path = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(3)));
+  ASSERT_EQ(truncate(path.c_str(), 60), 0);  // a torn file under a final name
+  auto tier = OpenTier(dir);
+  EXPECT_EQ(tier->open_report().corrupt_quarantined, 1u);
+  EXPECT_EQ(tier->entry_count(), 9u);
+  EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(3)).status()));
+}
+
+TEST(DiskTierTest, BudgetFillOnceAndLru) {
+  const uint64_t entry = DiskTier::EntryBytes(Key(0), 100);
+  {
+    auto tier = OpenTier(MakeTempDir("disk"), 10 * entry + 5);
+    int ok = 0;
+    for (int i = 0; i < 10; ++i) ok += tier->Insert(Key(i), MakeBlob(std::string(100, 'x'))).ok();
+    EXPECT_EQ(ok, 10);
+    absl::Status full = tier->Insert(Key(10), MakeBlob(std::string(100, 'x')));
+    EXPECT_TRUE(absl::IsResourceExhausted(full)) << full;
+    EXPECT_TRUE(tier->Lookup(Key(0)).ok());  // fill-once never evicts
+    absl::Status big = tier->Insert("train/99", MakeBlob(std::string(20 * entry, 'x')));
+    EXPECT_TRUE(absl::IsOutOfRange(big)) << big;
+  }
+  {
+    std::string dir = MakeTempDir("disk");
+    auto tier = OpenTier(dir, 10 * entry + 5, EvictionPolicy::kLru);
+    for (int i = 0; i < 15; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(std::string(100, 'x'))).ok());
+    EXPECT_LE(tier->used_bytes(), 10 * entry + 5);
+    EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(0)).status()));
+    EXPECT_TRUE(tier->Lookup(Key(14)).ok());
+    EXPECT_EQ(ListDir(dir).size(), 10u + 1u);  // entries + quarantine/
+  }
+}
+
+TEST(DiskTierTest, ConcurrentReadersNeverSeeTornEntries) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  std::atomic<int> wrong{0}, hits{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int n = 0; n < 600; ++n) {
+        int i = (n * 31 + t * 17) % 150;
+        auto v = tier->Lookup(Key(i));
+        if (v.ok()) {
+          ++hits;
+          if (**v != SampleBytes("train", i)) ++wrong;
+        } else if (absl::IsNotFound(v.status())) {
+          tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).IgnoreError();
+        } else {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(hits.load(), 0);
+}
+
+TEST(DiskTierTest, ProcessesShareOneDirectory) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);  // opened before the other process writes
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    DiskTier::Options o;
+    o.dir = dir;
+    o.budget_bytes = 1 << 24;
+    o.dataset_version = kVersion;
+    auto other = DiskTier::Open(o);
+    if (!other.ok()) _exit(2);
+    for (int i = 0; i < 50; ++i) {
+      if (!(*other)->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok()) _exit(3);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int i = 0; i < 50; ++i) {
+    auto v = tier->Lookup(Key(i));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(**v, SampleBytes("train", i));
+  }
+  EXPECT_EQ(tier->entry_count(), 50u);
+}
+
+// Every truncation of an entry file (a torn write that got a name) is
+// refused, never served short.
+TEST(DiskTierTest, EveryTruncationIsDetected) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  const std::string value = SampleBytes("train", 7, 800);
+  ASSERT_TRUE(tier->Insert(Key(7), MakeBlob(value)).ok());
+  std::string path = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(7)));
+  auto original = ReadWholeFile(path);
+  ASSERT_TRUE(original.ok());
+  for (size_t len = 0; len < original->size(); ++len) {
+    ASSERT_TRUE(WriteFileAtomically(dir, DiskTier::EntryFileName(kVersion, Key(7)),
+                                    original->substr(0, len)).ok());
+    auto v = tier->Lookup(Key(7));
+    ASSERT_FALSE(v.ok()) << "served a " << len << "-byte truncation";
+  }
+}
+
+// Two writer processes and this reader on one directory at the same time:
+// every read is a miss or the exact bytes.
+TEST(DiskTierTest, ConcurrentProcessesNeverServeTornEntries) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  std::vector<pid_t> children;
+  for (int w = 0; w < 2; ++w) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      DiskTier::Options o;
+      o.dir = dir;
+      o.budget_bytes = 1 << 26;
+      o.dataset_version = kVersion;
+      o.sync = false;  // speed: atomicity does not depend on it
+      auto other = DiskTier::Open(o);
+      if (!other.ok()) _exit(2);
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::pair<std::string, Blob>> batch;
+        for (int i = 0; i < 300; ++i) {
+          int k = (i * (w + 1) + round * 7) % 300;
+          batch.emplace_back(Key(k), MakeBlob(SampleBytes("train", k, 1500)));
+          if (batch.size() == 20) {
+            (*other)->InsertBatch(batch);
+            batch.clear();
+          }
+        }
+        // Remove some so later rounds rename over and recreate entries.
+        for (int k = round; k < 300; k += 5) {
+          unlink(absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(k))).c_str());
+        }
+      }
+      _exit(0);
+    }
+    children.push_back(child);
+  }
+  int served = 0;
+  bool running = true;
+  while (running) {
+    for (int k = 0; k < 300; ++k) {
+      auto v = tier->Lookup(Key(k));
+      if (v.ok()) {
+        ++served;
+        ASSERT_EQ(**v, SampleBytes("train", k, 1500)) << "key " << k;
+      } else {
+        ASSERT_TRUE(absl::IsNotFound(v.status())) << v.status();
+      }
+    }
+    running = false;
+    for (pid_t c : children) {
+      if (waitpid(c, nullptr, WNOHANG) == 0) running = true;
+    }
+  }
+  EXPECT_GT(served, 0);
+  EXPECT_EQ(tier->quarantined(), 0u);
+}
+
+// Writers killed at random points during 1000 puts, 20 times: after each
+// kill a fresh Open leaves no temp file and serves only intact entries.
+TEST(DiskTierCrashTest, SigkillDuringPutsLeavesNoTempAndNoCorruptEntry) {
+  std::string dir = MakeTempDir("crash");
+  unsigned seed = 12345;
+  int total_served = 0;
+  for (int round = 0; round < 20; ++round) {
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      DiskTier::Options o;
+      o.dir = dir;
+      o.budget_bytes = 1 << 26;
+      o.dataset_version = kVersion;
+      auto tier = DiskTier::Open(o);
+      if (!tier.ok()) _exit(2);
+      // Odd rounds use the group-commit path (InsertBatch: syncfs, then
+      // renames), even rounds one fdatasync + rename per entry.
+      std::vector<std::pair<std::string, Blob>> batch;
+      for (int i = 0; i < 1000; ++i) {
+        // Rewrites keys other rounds wrote too: renames over live entries.
+        int k = (i + round * 337) % 1500;
+        Blob value = MakeBlob(SampleBytes("train", k, 2000));
+        if (round % 2 == 0) {
+          (*tier)->Insert(Key(k), value).IgnoreError();
+          continue;
+        }
+        batch.emplace_back(Key(k), value);
+        if (batch.size() == 25) {
+          (*tier)->InsertBatch(batch);
+          batch.clear();
+        }
+      }
+      _exit(0);
+    }
+    // Kill anywhere from before Open to near the end of the puts.
+    usleep(rand_r(&seed) % 300000);
+    kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+
+    auto tier = OpenTier(dir, 1 << 26);
+    ASSERT_NE(tier, nullptr);
+    for (const std::string& name : ListDir(dir)) {
+      EXPECT_FALSE(IsTempFileName(name)) << "temp file left after open: " << name;
+    }
+    EXPECT_EQ(tier->open_report().corrupt_quarantined, 0u)
+        << "a published entry was torn (round " << round << ")";
+    for (int k = 0; k < 1500; ++k) {
+      auto v = tier->Lookup(Key(k));
+      if (v.ok()) {
+        ++total_served;
+        ASSERT_EQ(**v, SampleBytes("train", k, 2000)) << "round " << round << " key " << k;
+      } else {
+        ASSERT_TRUE(absl::IsNotFound(v.status())) << v.status();
+      }
+    }
+  }
+  EXPECT_GT(total_served, 0);
+  std::printf("crash test: %d intact entries served across 20 kills\n", total_served);
+}
+
+}  // namespace
+}  // namespace cache
+}  // namespace gradwire

@@ -1,0 +1,216 @@
+// Manifest, shard format, DirectorySource and packing real Fashion-MNIST.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/dataset_packer.h"
+#include "gradwire/lib/cache/directory_source.h"
+#include "gradwire/lib/cache/manifest.h"
+#include "gradwire/lib/cache/shard_format.h"
+#include "gradwire/tests/cache/test_dataset.h"
+#include "gradwire/tools/idx_file.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace cache {
+namespace {
+
+using testing::MakeTempDir;
+using testing::PackSynthetic;
+using testing::SampleBytes;
+
+void FlipByte(const std::string& path, off_t offset) {
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0) << path;
+  char c;
+  ASSERT_EQ(pread(fd, &c, 1, offset), 1);
+  c ^= 0x20;
+  ASSERT_EQ(pwrite(fd, &c, 1, offset), 1);
+  close(fd);
+}
+
+TEST(ManifestTest, RoundTripsAndLocatesSamples) {
+  std::string dir = MakeTempDir("manifest");
+  Manifest m = PackSynthetic(dir, 1000, 300, 128);
+  EXPECT_EQ(m.num_samples(), 1300u);
+  EXPECT_EQ(m.shards().size(), 8u + 3u);
+  absl::StatusOr<Manifest> parsed = Manifest::Parse(m.Serialize());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->version(), m.version());
+  EXPECT_EQ(parsed->Serialize(), m.Serialize());
+
+  absl::StatusOr<SampleLocation> at = m.LocateSample("train/999");
+  ASSERT_TRUE(at.ok());
+  EXPECT_EQ(m.shards()[at->shard].name, "train-00007.gws");
+  EXPECT_EQ(at->record, 999u - 7 * 128);
+  EXPECT_TRUE(absl::IsNotFound(m.LocateSample("train/1000").status()));
+  EXPECT_TRUE(absl::IsNotFound(m.LocateSample("train/007").status()));
+  EXPECT_TRUE(absl::IsNotFound(m.LocateSample("nosuch/1").status()));
+  EXPECT_TRUE(absl::IsNotFound(m.LocateSample("train").status()));
+}
+
+TEST(ManifestTest, TamperedManifestIsRejected) {
+  std::string dir = MakeTempDir("manifest");
+  Manifest m = PackSynthetic(dir, 100, 10, 50);
+  std::string text = m.Serialize();
+  size_t at = text.find("train 0 50");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 10, "train 0 49");
+  absl::StatusOr<Manifest> parsed = Manifest::Parse(text);
+  EXPECT_TRUE(absl::IsDataLoss(parsed.status())) << parsed.status();
+  EXPECT_TRUE(absl::IsDataLoss(Manifest::Parse("garbage").status()));
+}
+
+TEST(ManifestTest, ChangingAnyShardChangesTheVersion) {
+  std::string a = MakeTempDir("va"), b = MakeTempDir("vb");
+  Manifest ma = PackSynthetic(a, 100, 10, 50, 100);
+  Manifest mb = PackSynthetic(b, 100, 10, 50, 101);
+  EXPECT_NE(ma.version(), mb.version());
+}
+
+// Random damage to a manifest: parsed back only if it still describes the
+// same dataset version; never a crash.
+TEST(ManifestTest, RandomDamageNeverYieldsAnotherVersion) {
+  std::string dir = MakeTempDir("manifest");
+  Manifest m = PackSynthetic(dir, 300, 30, 64);
+  const std::string text = m.Serialize();
+  uint64_t state = 42;
+  auto next = [&] { return state = state * 6364136223846793005ULL + 1442695040888963407ULL; };
+  int accepted = 0;
+  for (int i = 0; i < 5000; ++i) {
+    std::string damaged = text;
+    int edits = 1 + next() % 3;
+    for (int e = 0; e < edits; ++e) {
+      size_t at = (next() >> 33) % damaged.size();
+      switch (next() % 3) {
+        case 0: damaged[at] = static_cast<char>(next() >> 56); break;
+        case 1: damaged.erase(at, 1 + (next() >> 60)); break;
+        default: damaged.insert(at, 1, static_cast<char>(next() >> 56)); break;
+      }
+      if (damaged.empty()) damaged = "x";
+    }
+    auto parsed = Manifest::Parse(damaged);
+    if (parsed.ok()) {
+      ++accepted;
+      EXPECT_EQ(parsed->Serialize(), text) << "damage accepted as a different manifest";
+    }
+  }
+  std::printf("%d of 5000 damaged manifests still parsed (all to the original)\n", accepted);
+}
+
+TEST(DirectorySourceTest, ServesExactBytesOfSamplesAndShards) {
+  std::string dir = MakeTempDir("dirsrc");
+  Manifest m = PackSynthetic(dir, 500, 100, 64);
+  DirectorySource::Options options;
+  options.verify_shards = true;
+  auto source = DirectorySource::Open(dir, options);
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (uint64_t i = 0; i < 500; ++i) {
+    auto blob = (*source)->Get(Manifest::SampleKey("train", i));
+    ASSERT_TRUE(blob.ok()) << blob.status();
+    ASSERT_EQ(**blob, SampleBytes("train", i)) << i;
+  }
+  auto shard = (*source)->Get("test-00001.gws");
+  ASSERT_TRUE(shard.ok());
+  EXPECT_EQ(Checksum64(**shard), m.FindShard("test-00001.gws")->checksum);
+  EXPECT_TRUE(absl::IsNotFound((*source)->Get("train/500").status()));
+  EXPECT_TRUE(absl::IsNotFound((*source)->Get("nosuch.gws").status()));
+}
+
+TEST(DirectorySourceTest, FlippedByteIsDataLossNotServed) {
+  std::string dir = MakeTempDir("dirsrc");
+  Manifest m = PackSynthetic(dir, 200, 0, 100);
+  // Last byte of the last record of train-00001: a sample's payload.
+  FlipByte(absl::StrCat(dir, "/train-00001.gws"), m.FindShard("train-00001.gws")->bytes - 1);
+  auto source = DirectorySource::Open(dir);
+  ASSERT_TRUE(source.ok()) << source.status();  // headers are intact
+  EXPECT_TRUE((*source)->Get("train/198").ok());
+  auto bad = (*source)->Get("train/199");
+  EXPECT_TRUE(absl::IsDataLoss(bad.status())) << bad.status();
+  EXPECT_TRUE(absl::IsDataLoss((*source)->Get("train-00001.gws").status()));
+  DirectorySource::Options verify;
+  verify.verify_shards = true;
+  EXPECT_TRUE(absl::IsDataLoss(DirectorySource::Open(dir, verify).status()));
+}
+
+TEST(DirectorySourceTest, TruncatedShardIsRefusedAtOpen) {
+  std::string dir = MakeTempDir("dirsrc");
+  PackSynthetic(dir, 200, 0, 100);
+  ASSERT_EQ(truncate(absl::StrCat(dir, "/train-00000.gws").c_str(), 1000), 0);
+  auto source = DirectorySource::Open(dir);
+  EXPECT_TRUE(absl::IsDataLoss(source.status())) << source.status();
+}
+
+TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
+  std::string shard = EncodeShard(0, {"abc", "defg"});
+  auto header = DecodeShardHeader(shard);
+  ASSERT_TRUE(header.ok());
+  auto records = DecodeShardIndex(
+      *header, absl::string_view(shard).substr(kShardHeaderBytes, header->index_bytes()),
+      shard.size());
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(shard.substr((*records)[1].offset, (*records)[1].length), "defg");
+  EXPECT_TRUE(absl::IsDataLoss(
+      DecodeShardIndex(*header,
+                       absl::string_view(shard).substr(kShardHeaderBytes, header->index_bytes()),
+                       shard.size() - 1)
+          .status()));
+  EXPECT_TRUE(absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
+}
+
+// The real dataset: Debian's dataset-fashion-mnist (tools/install_deps.sh).
+TEST(FashionMnistTest, PackedSamplesMatchTheIdxFiles) {
+  const std::string src = "/usr/share/datasets/fashion-mnist";
+  auto images = tools::ReadIdxFile(src + "/t10k-images-idx3-ubyte");
+  auto labels = tools::ReadIdxFile(src + "/t10k-labels-idx1-ubyte");
+  if (absl::IsNotFound(images.status())) {
+    GTEST_SKIP() << "SKIPPED: dataset-fashion-mnist not installed";
+  }
+  ASSERT_TRUE(images.ok()) << images.status();
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  ASSERT_EQ(images->dims.size(), 3u);
+  EXPECT_EQ(images->dims[0], 10000u);
+  EXPECT_EQ(images->item_bytes(), 784u);
+  SplitRecords test{"test", {}};
+  for (uint32_t i = 0; i < images->dims[0]; ++i) {
+    test.records.push_back(std::string(1, labels->data[i]) + images->data.substr(i * 784, 784));
+  }
+  std::string dir = MakeTempDir("fmnist");
+  auto m = PackDataset(dir, "fashion-mnist-test", {test}, 5000);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto source = DirectorySource::Open(dir);
+  ASSERT_TRUE(source.ok()) << source.status();
+  for (uint32_t i : {0u, 1u, 4999u, 5000u, 9999u}) {
+    auto blob = (*source)->Get(Manifest::SampleKey("test", i));
+    ASSERT_TRUE(blob.ok());
+    EXPECT_EQ((*blob)->size(), 785u);
+    EXPECT_EQ((**blob)[0], labels->data[i]);
+    EXPECT_EQ((*blob)->substr(1), images->data.substr(i * 784, 784));
+  }
+}
+
+TEST(AtomicFileTest, AbandonedTempIsRemovedLiveOneIsKept) {
+  std::string dir = MakeTempDir("atomic");
+  // A temp file nobody holds: its writer is gone.
+  std::string orphan = absl::StrCat(kTempPrefix, "12345.0.dead");
+  ASSERT_TRUE(WriteFileAtomically(dir, orphan, "x").ok());  // named like a temp
+  auto live = TempFile::Create(dir);
+  ASSERT_TRUE(live.ok());
+  std::string live_name = live->path().substr(dir.size() + 1);
+  EXPECT_TRUE(IsTempFileName(live_name));
+  auto removed = RemoveAbandonedTempFile(dir, orphan);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(*removed);
+  auto kept = RemoveAbandonedTempFile(dir, live_name);
+  ASSERT_TRUE(kept.ok());
+  EXPECT_FALSE(*kept);  // the OFD lock of a live writer protects it
+  EXPECT_EQ(access(live->path().c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace cache
+}  // namespace gradwire

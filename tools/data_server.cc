@@ -1,0 +1,104 @@
+// data_server: serves a packed dataset (tools/pack_dataset) over gRPC to
+// the cache's RemoteTier.
+//
+//   data_server --data_dir=/srv/fmnist --address=0.0.0.0:7070 --token_file=/run/job.token
+//
+// The token is read from a file, not a flag, so it does not appear in ps.
+// With port 0 the server picks a free port and, given --port_file, writes
+// it there (atomically) once it is listening. SIGINT/SIGTERM stop it,
+// giving running calls --shutdown_grace_ms to finish.
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gradwire/lib/cache/atomic_file.h"
+#include "gradwire/lib/cache/data_server.h"
+#include "gradwire/lib/cache/directory_source.h"
+
+ABSL_FLAG(std::string, data_dir, "", "packed dataset directory (MANIFEST + shards), required");
+ABSL_FLAG(std::string, address, "127.0.0.1:0", "listen address host:port (port 0 = any free)");
+ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)");
+ABSL_FLAG(std::string, port_file, "", "if set, the bound port is written here once listening");
+ABSL_FLAG(int, max_message_bytes, 4 << 20, "gRPC message cap, both directions");
+ABSL_FLAG(int, chunk_bytes, 1 << 20, "default chunk size for streamed objects");
+ABSL_FLAG(bool, verify_shards, true, "checksum every shard at start");
+ABSL_FLAG(int, response_delay_ms, 0,
+          "benchmarks only: delay each reply, emulating a distant store where tc netem is missing");
+ABSL_FLAG(int, shutdown_grace_ms, 2000, "how long running calls may finish on SIGTERM");
+
+namespace {
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "data_server: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  using gradwire::cache::DataServer;
+  using gradwire::cache::DirectorySource;
+  if (absl::GetFlag(FLAGS_data_dir).empty()) return Fail("--data_dir is required");
+  if (absl::GetFlag(FLAGS_token_file).empty()) return Fail("--token_file is required");
+
+  // Block the stop signals before gRPC starts its threads, so they all
+  // inherit the mask and the signal reaches sigwait below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto token = gradwire::cache::ReadWholeFile(absl::GetFlag(FLAGS_token_file));
+  if (!token.ok()) return Fail(token.status().ToString());
+  std::string token_text(absl::StripAsciiWhitespace(*token));
+  if (token_text.empty()) return Fail("--token_file is empty");
+
+  DirectorySource::Options source_options;
+  source_options.verify_shards = absl::GetFlag(FLAGS_verify_shards);
+  auto source = DirectorySource::Open(absl::GetFlag(FLAGS_data_dir), source_options);
+  if (!source.ok()) return Fail(source.status().ToString());
+
+  DataServer::Options options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.token = token_text;
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  if (absl::GetFlag(FLAGS_response_delay_ms) < 0) return Fail("--response_delay_ms must be >= 0");
+  options.response_delay = absl::Milliseconds(absl::GetFlag(FLAGS_response_delay_ms));
+  if (absl::GetFlag(FLAGS_chunk_bytes) < 1024) return Fail("--chunk_bytes must be >= 1024");
+  options.default_chunk_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_chunk_bytes));
+  std::shared_ptr<gradwire::cache::DataSource> shared(std::move(*source));
+  const std::string described = shared->Describe();
+  const uint64_t version = shared->manifest().version();
+  auto server = DataServer::Start(shared, options);
+  if (!server.ok()) return Fail(server.status().ToString());
+
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    std::string dir = ".", name = port_file;
+    size_t slash = port_file.rfind('/');
+    if (slash != std::string::npos) {
+      dir = port_file.substr(0, slash);
+      name = port_file.substr(slash + 1);
+    }
+    absl::Status written = gradwire::cache::WriteFileAtomically(
+        dir.empty() ? "/" : dir, name, absl::StrCat((*server)->port(), "\n"));
+    if (!written.ok()) return Fail(written.ToString());
+  }
+  std::fprintf(stderr, "data_server: serving %s (version %016llx) on port %d\n", described.c_str(),
+               static_cast<unsigned long long>(version), (*server)->port());
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "data_server: signal %d, shutting down\n", signal_number);
+  (*server)->Shutdown(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  return 0;
+}
