@@ -72,6 +72,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], fallback_srcs = [
             srcs = srcs,
             deps = [":" + name + "_hdrs", "@local_cuda//:cuda_headers"],
             copts = copts,
+            testonly = kwargs.get("testonly", False),
         )
         lib_srcs = [":" + name + "_nvcc"]
         runtime = ["@local_cuda//:cudart_static"]

@@ -1,0 +1,111 @@
+// The CUDA sum of P workers' sparse payloads gives the CPU reference's bits
+// (fixed worker order), for every value type, with and without averaging,
+// for more workers than one launch takes, and over poisoned outputs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gradwire/kernels/cpu/sparse_sum.h"
+#include "gradwire/kernels/cuda/decode_accumulate.h"
+#include "tests/gpu_test_util.h"
+
+namespace gradwire {
+namespace kernels {
+namespace {
+
+using testing::DeviceArray;
+using testing::SameBits;
+
+uint16_t ToBf16Bits(float f) {  // truncation is fine: any bits are valid input
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return static_cast<uint16_t>(b >> 16);
+}
+
+struct Worker {
+  std::vector<uint32_t> idx;
+  std::vector<float> f32;
+  std::vector<uint16_t> u16;
+  std::unique_ptr<DeviceArray<uint32_t>> d_idx;
+  std::unique_ptr<DeviceArray<float>> d_f32;
+  std::unique_ptr<DeviceArray<uint16_t>> d_u16;
+};
+
+void RunCase(uint64_t n, int workers, double density, SparseValueType type, bool accumulate) {
+  SCOPED_TRACE(::testing::Message() << "n=" << n << " P=" << workers << " density=" << density
+                                    << " type=" << int(type) << " accumulate=" << accumulate);
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<float> dist;
+  std::vector<Worker> w(workers);
+  std::vector<SparsePayload> host, dev;
+  for (Worker& x : w) {
+    for (uint64_t i = 0; i < n; ++i) {
+      if (std::uniform_real_distribution<double>()(rng) < density) x.idx.push_back(static_cast<uint32_t>(i));
+    }
+    for (size_t j = 0; j < x.idx.size(); ++j) {
+      float v = dist(rng) * std::exp(dist(rng));  // heavy-ish tails
+      x.f32.push_back(v);
+      x.u16.push_back(type == SparseValueType::kBf16 ? ToBf16Bits(v)
+                                                     : static_cast<uint16_t>(rng() & 0x7BFF));
+    }
+    x.d_idx = std::make_unique<DeviceArray<uint32_t>>(x.idx);
+    x.d_f32 = std::make_unique<DeviceArray<float>>(x.f32);
+    x.d_u16 = std::make_unique<DeviceArray<uint16_t>>(x.u16);
+    const bool f32 = type == SparseValueType::kFp32;
+    host.push_back({x.idx.data(), f32 ? static_cast<const void*>(x.f32.data()) : x.u16.data(), x.idx.size(), type});
+    dev.push_back({x.d_idx->get(), f32 ? static_cast<const void*>(x.d_f32->get()) : x.d_u16->get(),
+                   x.idx.size(), type});
+  }
+  std::vector<float> dense(n);
+  for (float& x : dense) x = dist(rng);
+  DeviceArray<float> d_dense(n);
+  if (accumulate) {
+    ASSERT_EQ(d_dense.Upload(dense), "");
+  } else {
+    ASSERT_EQ(d_dense.Poison(), "");
+  }
+  const SparseSumOptions options{accumulate, workers > 0 ? 1.0f / workers : 1.0f};
+  ASSERT_TRUE(cpu::SparseSumToDense(host, absl::MakeSpan(dense), options).ok());
+  ASSERT_TRUE(cuda::SparseSumToDense(dev, d_dense.get(), n, options, nullptr).ok());
+  ASSERT_EQ(testing::DeviceSynchronize(), "");
+  std::vector<float> got = d_dense.Download();
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(SameBits(got[i], dense[i])) << "at " << i << ": " << got[i] << " vs " << dense[i];
+  }
+}
+
+TEST(GpuDecodeAccumulateTest, Fp32BitIdenticalAcrossSizesAndDensities) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  for (uint64_t n : {1ull, 4095ull, 4096ull, 4097ull, 100003ull, 1ull << 22}) {
+    for (double density : {0.001, 0.01, 0.1, 1.0}) {
+      RunCase(n, 8, density, SparseValueType::kFp32, false);
+    }
+  }
+}
+
+TEST(GpuDecodeAccumulateTest, SixteenBitValuesAndAccumulate) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  RunCase(1 << 20, 4, 0.01, SparseValueType::kFp16, true);
+  RunCase(1 << 20, 4, 0.05, SparseValueType::kBf16, false);
+  RunCase(123457, 3, 0.5, SparseValueType::kBf16, true);
+}
+
+TEST(GpuDecodeAccumulateTest, MoreWorkersThanOneLaunchAndNone) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  RunCase(50000, 70, 0.02, SparseValueType::kFp32, false);
+  RunCase(50000, 129, 0.01, SparseValueType::kFp32, true);
+  RunCase(50000, 0, 0.0, SparseValueType::kFp32, false);
+}
+
+TEST(GpuDecodeAccumulateTest, EmptyDenseIsANoOp) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  EXPECT_TRUE(cuda::SparseSumToDense({}, nullptr, 0, {}, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace gradwire
