@@ -35,7 +35,7 @@ struct Worker {
   std::unique_ptr<DeviceArray<uint16_t>> d_u16;
 };
 
-void RunCase(uint64_t n, int workers, double density, SparseValueType type, bool accumulate) {
+void RunCase(uint64_t n, int workers, double density, ValueFormat type, bool accumulate) {
   SCOPED_TRACE(::testing::Message() << "n=" << n << " P=" << workers << " density=" << density
                                     << " type=" << int(type) << " accumulate=" << accumulate);
   std::mt19937_64 rng(std::random_device{}());
@@ -49,15 +49,20 @@ void RunCase(uint64_t n, int workers, double density, SparseValueType type, bool
     for (size_t j = 0; j < x.idx.size(); ++j) {
       float v = dist(rng) * std::exp(dist(rng));  // heavy-ish tails
       x.f32.push_back(v);
-      x.u16.push_back(type == SparseValueType::kBf16 ? ToBf16Bits(v)
+      x.u16.push_back(type == ValueFormat::kBf16 ? ToBf16Bits(v)
                                                      : static_cast<uint16_t>(rng() & 0x7BFF));
     }
     x.d_idx = std::make_unique<DeviceArray<uint32_t>>(x.idx);
     x.d_f32 = std::make_unique<DeviceArray<float>>(x.f32);
     x.d_u16 = std::make_unique<DeviceArray<uint16_t>>(x.u16);
-    const bool f32 = type == SparseValueType::kFp32;
-    host.push_back({x.idx.data(), f32 ? static_cast<const void*>(x.f32.data()) : x.u16.data(), x.idx.size(), type});
-    dev.push_back({x.d_idx->get(), f32 ? static_cast<const void*>(x.d_f32->get()) : x.d_u16->get(),
+    const bool f32 = type == ValueFormat::kFp32;
+    host.push_back({x.idx.data(),
+                    f32 ? reinterpret_cast<const uint8_t*>(x.f32.data())
+                        : reinterpret_cast<const uint8_t*>(x.u16.data()),
+                    x.idx.size(), type});
+    dev.push_back({x.d_idx->get(),
+                   f32 ? reinterpret_cast<const uint8_t*>(x.d_f32->get())
+                       : reinterpret_cast<const uint8_t*>(x.d_u16->get()),
                    x.idx.size(), type});
   }
   std::vector<float> dense(n);
@@ -82,23 +87,23 @@ TEST(GpuDecodeAccumulateTest, Fp32BitIdenticalAcrossSizesAndDensities) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   for (uint64_t n : {1ull, 4095ull, 4096ull, 4097ull, 100003ull, 1ull << 22}) {
     for (double density : {0.001, 0.01, 0.1, 1.0}) {
-      RunCase(n, 8, density, SparseValueType::kFp32, false);
+      RunCase(n, 8, density, ValueFormat::kFp32, false);
     }
   }
 }
 
 TEST(GpuDecodeAccumulateTest, SixteenBitValuesAndAccumulate) {
   GRADWIRE_SKIP_WITHOUT_GPU();
-  RunCase(1 << 20, 4, 0.01, SparseValueType::kFp16, true);
-  RunCase(1 << 20, 4, 0.05, SparseValueType::kBf16, false);
-  RunCase(123457, 3, 0.5, SparseValueType::kBf16, true);
+  RunCase(1 << 20, 4, 0.01, ValueFormat::kFp16, true);
+  RunCase(1 << 20, 4, 0.05, ValueFormat::kBf16, false);
+  RunCase(123457, 3, 0.5, ValueFormat::kBf16, true);
 }
 
 TEST(GpuDecodeAccumulateTest, MoreWorkersThanOneLaunchAndNone) {
   GRADWIRE_SKIP_WITHOUT_GPU();
-  RunCase(50000, 70, 0.02, SparseValueType::kFp32, false);
-  RunCase(50000, 129, 0.01, SparseValueType::kFp32, true);
-  RunCase(50000, 0, 0.0, SparseValueType::kFp32, false);
+  RunCase(50000, 70, 0.02, ValueFormat::kFp32, false);
+  RunCase(50000, 129, 0.01, ValueFormat::kFp32, true);
+  RunCase(50000, 0, 0.0, ValueFormat::kFp32, false);
 }
 
 TEST(GpuDecodeAccumulateTest, EmptyDenseIsANoOp) {

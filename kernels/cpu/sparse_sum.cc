@@ -3,27 +3,10 @@
 #include <cstring>
 #include <string>
 
-#include "gradwire/kernels/half_bits.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
-namespace {
-
-float ValueAt(const SparsePayload& p, uint64_t j) {
-  switch (p.value_type) {
-    case SparseValueType::kFp16:
-      return HalfBitsToFloat(static_cast<const uint16_t*>(p.values)[j]);
-    case SparseValueType::kBf16:
-      return Bf16BitsToFloat(static_cast<const uint16_t*>(p.values)[j]);
-    case SparseValueType::kFp32:
-    default:
-      return static_cast<const float*>(p.values)[j];
-  }
-}
-
-}  // namespace
-
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Span<float> dense,
                               const SparseSumOptions& options) {
   const uint64_t n = dense.size();
@@ -34,8 +17,8 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
     if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
       return absl::InvalidArgumentError(who + " has null buffers");
     }
-    if (p.value_type != SparseValueType::kFp32 && p.value_type != SparseValueType::kFp16 &&
-        p.value_type != SparseValueType::kBf16) {
+    if (p.format != ValueFormat::kFp32 && p.format != ValueFormat::kFp16 &&
+        p.format != ValueFormat::kBf16) {
       return absl::InvalidArgumentError(who + " has an unknown value type");
     }
     for (uint64_t j = 0; j < p.count; ++j) {
@@ -47,7 +30,7 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
   }
   if (!options.accumulate) std::memset(dense.data(), 0, n * sizeof(float));
   for (const SparsePayload& p : payloads) {
-    for (uint64_t j = 0; j < p.count; ++j) dense[p.indices[j]] += ValueAt(p, j);
+    for (uint64_t j = 0; j < p.count; ++j) dense[p.indices[j]] += LoadValue(p.values, j, p.format);
   }
   for (float& x : dense) x *= options.scale;
   return absl::OkStatus();

@@ -8,20 +8,19 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/element_math.h"
 
 namespace gradwire {
 namespace kernels {
 
-// How the values of a sparse payload are stored.
-enum class SparseValueType : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
-
 // One worker's entries: `count` strictly increasing indices < n and as many
-// values of `value_type` (IEEE half or bfloat16 bits for the 16-bit types).
+// values stored little endian in `format` at any alignment (the layout of
+// a frame's sections; see element_math.h LoadValue).
 struct SparsePayload {
   const uint32_t* indices = nullptr;
-  const void* values = nullptr;
+  const uint8_t* values = nullptr;
   uint64_t count = 0;
-  SparseValueType value_type = SparseValueType::kFp32;
+  ValueFormat format = ValueFormat::kFp32;
 };
 
 struct SparseSumOptions {

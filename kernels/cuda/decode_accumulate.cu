@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "gradwire/kernels/cuda/cuda_status.h"
-#include "gradwire/kernels/half_bits.h"
+#include "gradwire/kernels/element_math.h"
 
 namespace gradwire {
 namespace kernels {
@@ -30,14 +30,6 @@ __device__ uint64_t LowerBound(const uint32_t* idx, uint64_t lo, uint64_t hi, ui
     if (idx[mid] < key) lo = mid + 1; else hi = mid;
   }
   return lo;
-}
-
-__device__ __forceinline__ float LoadValue(const SparsePayload& p, uint64_t j) {
-  switch (p.value_type) {
-    case SparseValueType::kFp16: return HalfBitsToFloat(static_cast<const uint16_t*>(p.values)[j]);
-    case SparseValueType::kBf16: return Bf16BitsToFloat(static_cast<const uint16_t*>(p.values)[j]);
-    default: return static_cast<const float*>(p.values)[j];
-  }
 }
 
 // Block b owns a contiguous run of tiles, so each worker's cursor only moves
@@ -79,7 +71,7 @@ __global__ void __launch_bounds__(kThreads)
       const SparsePayload& p = workers.p[w];
       const uint64_t end = seg_end[w];
       for (uint64_t j = cursor[w] + tid; j < end; j += kThreads) {
-        tile[p.indices[j] - base] += LoadValue(p, j);
+        tile[p.indices[j] - base] += LoadValue(p.values, j, p.format);
       }
       __syncthreads();  // worker w's additions land before worker w+1's
     }
@@ -107,8 +99,8 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
     if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
       return absl::InvalidArgumentError("SparseSumToDense: a worker has null buffers");
     }
-    if (p.value_type != SparseValueType::kFp32 && p.value_type != SparseValueType::kFp16 &&
-        p.value_type != SparseValueType::kBf16) {
+    if (p.format != ValueFormat::kFp32 && p.format != ValueFormat::kFp16 &&
+        p.format != ValueFormat::kBf16) {
       return absl::InvalidArgumentError("SparseSumToDense: unknown value type");
     }
   }
