@@ -187,12 +187,14 @@ void SweepSelector(Selector sel) {
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : {0ull, 1ull, 1000ull, 4097ull, 100003ull, 1ull << 20}) {
     for (Data data : kAllData) {
+      if (testing::QuickMode() && n > 100003) continue;
       for (uint64_t k : Ks(n)) {
         RunSelection(sel, data, n, k, kFormats[rng() % 3], rng() % 2 == 0, rng);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
+  if (testing::QuickMode()) return;
   // A size large enough for many candidate chunks and grid-stride loops.
   RunSelection(sel, Data::kNormal, 25'600'000, 25'600, ValueFormat::kFp32, true, rng);
   RunSelection(sel, Data::kTies, 3'000'001, 300'000, ValueFormat::kBf16, true, rng);
@@ -220,6 +222,7 @@ TEST(GpuCompressTest, SixteenBitTopKMatchesWidenedCpu) {
   for (ValueFormat in : {ValueFormat::kFp16, ValueFormat::kBf16}) {
     for (Data data : kAllData) {
       for (uint64_t n : {1ull, 5000ull, 1ull << 20}) {
+        if (testing::QuickMode() && n > 5000) continue;
         for (uint64_t k : Ks(n)) {
           SCOPED_TRACE(::testing::Message() << "in " << int(in) << " data " << Name(data) << " n " << n << " k " << k);
           const std::vector<float> raw = MakeData(data, n, rng);
@@ -338,6 +341,7 @@ TEST(GpuCompressTest, QsgdMatchesCpuBitForBit) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : {0ull, 1ull, 7ull, 1000ull, 100003ull, 1ull << 20}) {
+    if (testing::QuickMode() && n > 1000) continue;
     for (Data data : kAllData) {
       for (uint32_t bits = 1; bits <= 8; ++bits) {
         // Group path (512, 3, 1), bucket not dividing n, two-pass path (5000, 65536).
@@ -354,6 +358,7 @@ TEST(GpuCompressTest, SignMatchesCpuBitForBit) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : {0ull, 1ull, 7ull, 1000ull, 100003ull, 1ull << 20}) {
+    if (testing::QuickMode() && n > 1000) continue;
     for (Data data : kAllData) {
       for (uint32_t bucket : {512u, 3u, 1u, 5000u, 65536u}) {
         RunQuant(Quant::kSign, data, n, 1, bucket, rng() % 2 == 0, rng);
@@ -368,6 +373,7 @@ TEST(GpuCompressTest, CastsAndSparseDecodeMatchCpu) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : {0ull, 1ull, 1001ull, 1ull << 20}) {
+    if (testing::QuickMode() && n > 1001) continue;
     for (Data data : kAllData) {
       for (ValueFormat f : kFormats) {
         SCOPED_TRACE(::testing::Message() << "cast data " << Name(data) << " n " << n << " format " << int(f));

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -63,6 +64,10 @@ class DeviceArray {
   T* ptr_ = nullptr;
   std::string error_;
 };
+
+// GRADWIRE_GPU_QUICK=1 (set for compute-sanitizer runs, which are 10-100x
+// slower) keeps sweeps to small sizes.
+inline bool QuickMode() { return std::getenv("GRADWIRE_GPU_QUICK") != nullptr; }
 
 // Bitwise float equality (NaN == NaN with the same payload, +0 != -0).
 inline bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
