@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gradwire/kernels/cpu/quantized_sum.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cuda/decode_accumulate.h"
 #include "gradwire/kernels/cuda/device.h"
@@ -308,6 +309,27 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
            CHECK_OK(kernels::cuda::QsgdDecodeAccumulate(scales, packed, n, 4, bucket, dense, nullptr));
          }),
          8.0 * n + n / 2.0 + 4.0 * n / bucket, copy_4n_ms);
+
+  // Sum of 8 workers' 4-bit QSGD payloads (distinct copies, so no L2 reuse).
+  {
+    const int P = 8;
+    const uint64_t sb = 4 * kernels::BucketCount(n, bucket), pb = kernels::PackedBytes(n, 4);
+    std::vector<uint8_t*> bufs;
+    std::vector<kernels::QuantizedPayload> payloads;
+    for (int w = 0; w < P; ++w) {
+      bufs.push_back(Alloc<uint8_t>(sb + pb));
+      CHECK_CUDA(cudaMemcpy(bufs.back(), scales, sb, cudaMemcpyDeviceToDevice));
+      CHECK_CUDA(cudaMemcpy(bufs.back() + sb, packed, pb, cudaMemcpyDeviceToDevice));
+      payloads.push_back({bufs.back(), bufs.back() + sb});
+    }
+    Report("qsgd4_sum_p8", n, 1, n,
+           Time([&] {
+             CHECK_OK(kernels::cuda::QuantizedSumToDense(payloads, {false, 4, bucket}, dense, n, {false, 1.0f / P},
+                                                         nullptr));
+           }),
+           4.0 * n + P * (n / 2.0 + 4.0 * n / bucket), copy_4n_ms);
+    for (uint8_t* b : bufs) CHECK_CUDA(cudaFree(b));
+  }
 
   // Fused SGD over a model-like tensor list: ~160 tensors, sizes from a
   // few hundred elements to a few million, summing to n.

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "gradwire/kernels/cpu/quantize.h"
+#include "gradwire/kernels/cpu/quantized_sum.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cuda/decode_accumulate.h"
 #include "tests/gpu_test_util.h"
@@ -111,6 +113,63 @@ TEST(GpuDecodeAccumulateTest, MoreWorkersThanOneLaunchAndNone) {
 TEST(GpuDecodeAccumulateTest, EmptyDenseIsANoOp) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   EXPECT_TRUE(cuda::SparseSumToDense({}, nullptr, 0, {}, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace gradwire
+
+namespace gradwire {
+namespace kernels {
+namespace {
+
+// Quantized payloads (QSGD of every width, sign), made by the CPU
+// compressors, summed by both sides in worker order.
+void RunQuantizedCase(uint64_t n, int workers, bool sign, uint32_t bits, uint32_t bucket, bool accumulate) {
+  SCOPED_TRACE(::testing::Message() << "n=" << n << " P=" << workers << " sign=" << sign << " bits=" << bits
+                                    << " bucket=" << bucket << " accumulate=" << accumulate);
+  std::mt19937_64 rng(std::random_device{}());
+  std::normal_distribution<float> dist;
+  std::vector<std::vector<uint8_t>> scales(workers), packed(workers);
+  std::vector<std::unique_ptr<DeviceArray<uint8_t>>> d_scales, d_packed;
+  std::vector<QuantizedPayload> host, dev;
+  for (int w = 0; w < workers; ++w) {
+    std::vector<float> g(n);
+    for (float& x : g) x = dist(rng) * std::exp(dist(rng));
+    scales[w].resize(4 * BucketCount(n, bucket));
+    packed[w].resize(PackedBytes(n, bits));
+    if (sign) {
+      cpu::SignCompress(g.data(), nullptr, n, bucket, scales[w].data(), packed[w].data(), nullptr);
+    } else {
+      cpu::QsgdCompress(g.data(), nullptr, n, bits, bucket, rng(), 3, scales[w].data(), packed[w].data(), nullptr);
+    }
+    d_scales.push_back(std::make_unique<DeviceArray<uint8_t>>(scales[w]));
+    d_packed.push_back(std::make_unique<DeviceArray<uint8_t>>(packed[w]));
+    host.push_back({scales[w].data(), packed[w].data()});
+    dev.push_back({d_scales.back()->get(), d_packed.back()->get()});
+  }
+  std::vector<float> dense(n);
+  for (float& x : dense) x = dist(rng);
+  DeviceArray<float> d_dense(n);
+  ASSERT_EQ(accumulate ? d_dense.Upload(dense) : d_dense.Poison(), "");
+  const QuantizedFormat format{sign, sign ? 1u : bits, bucket};
+  const SparseSumOptions options{accumulate, 1.0f / std::max(workers, 1)};
+  ASSERT_TRUE(cpu::QuantizedSumToDense(host, format, absl::MakeSpan(dense), options).ok());
+  ASSERT_TRUE(cuda::QuantizedSumToDense(dev, format, d_dense.get(), n, options, nullptr).ok());
+  ASSERT_EQ(testing::DeviceSynchronize(), "");
+  const std::vector<float> got = d_dense.Download();
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(SameBits(got[i], dense[i])) << "at " << i << ": " << got[i] << " vs " << dense[i];
+  }
+}
+
+TEST(GpuDecodeAccumulateTest, QuantizedPayloadsBitIdentical) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  const uint64_t n = testing::QuickMode() ? 3001 : 1000003;
+  for (uint32_t bits = 1; bits <= 8; ++bits) RunQuantizedCase(n, 8, false, bits, 512, bits % 2 == 0);
+  RunQuantizedCase(n, 8, true, 1, 512, false);
+  RunQuantizedCase(n, 3, false, 3, 7, true);
+  RunQuantizedCase(5000, 70, false, 4, 100, false);
 }
 
 }  // namespace

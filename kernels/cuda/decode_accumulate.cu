@@ -89,7 +89,61 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+struct QuantizedList {
+  QuantizedPayload p[kWorkersPerLaunch];
+  int count;
+};
+
+template <bool kSign>
+__global__ void __launch_bounds__(kThreads)
+    QuantizedSumKernel(const QuantizedList workers, uint32_t bits, uint32_t bucket, float* __restrict__ dense,
+                       uint64_t n, bool accumulate, float scale) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
+    float acc = accumulate ? dense[i] : 0.0f;
+    const uint64_t b = i / bucket;
+    for (int w = 0; w < workers.count; ++w) {
+      const float s = LoadValue(workers.p[w].scales, b, ValueFormat::kFp32);
+      const uint32_t code = ReadPackedCode(workers.p[w].packed, i, bits);
+      acc += kSign ? SignDecode(code, s) : QsgdDequantize(code, s, max_code);
+    }
+    dense[i] = acc * scale;
+  }
+}
+
 }  // namespace
+
+absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads, const QuantizedFormat& format,
+                                 float* dense, uint64_t n, const SparseSumOptions& options, Stream stream) {
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(cpu::ValidateQuantizedSum(payloads, format, n));
+  if (n == 0) return absl::OkStatus();
+  if (dense == nullptr) return absl::InvalidArgumentError("QuantizedSumToDense: dense is null");
+  int device = 0, sms = 0;
+  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const unsigned grid =
+      static_cast<unsigned>(std::min<uint64_t>((n + kThreads - 1) / kThreads, static_cast<uint64_t>(sms) * 8));
+  size_t done = 0;
+  do {
+    QuantizedList list;
+    list.count = static_cast<int>(std::min<size_t>(kWorkersPerLaunch, payloads.size() - done));
+    for (int w = 0; w < list.count; ++w) list.p[w] = payloads[done + w];
+    const bool first = done == 0;
+    done += list.count;
+    const bool last = done == payloads.size();
+    const bool acc = first ? options.accumulate : true;
+    const float scale = last ? options.scale : 1.0f;
+    if (format.sign) {
+      QuantizedSumKernel<true><<<grid, kThreads, 0, stream>>>(list, 1, format.bucket_size, dense, n, acc, scale);
+    } else {
+      QuantizedSumKernel<false><<<grid, kThreads, 0, stream>>>(list, format.bits, format.bucket_size, dense, n, acc,
+                                                               scale);
+    }
+    GRADWIRE_CUDA_CHECK_LAUNCH("QuantizedSumKernel");
+  } while (done < payloads.size());
+  return absl::OkStatus();
+}
 
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
                               const SparseSumOptions& options, Stream stream) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/cpu/quantized_sum.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cuda/stream.h"
 
@@ -36,6 +37,13 @@ namespace cuda {
 // must already be validated (decoded frames are).
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
                               const SparseSumOptions& options, Stream stream);
+
+// The same for quantized payloads (kernels/cpu/quantized_sum.h): one pass
+// over n; each thread decodes its elements from every worker in order.
+// Bytes: P * (nb/8 + 4n/B) read + 4n written (8n when accumulating).
+absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads,
+                                 const QuantizedFormat& format, float* dense, uint64_t n,
+                                 const SparseSumOptions& options, Stream stream);
 
 }  // namespace cuda
 }  // namespace kernels

@@ -28,6 +28,10 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload>, float*, uint64_t,
                               const SparseSumOptions&, Stream) {
   return NoCuda("SparseSumToDense");
 }
+absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload>, const QuantizedFormat&, float*,
+                                 uint64_t, const SparseSumOptions&, Stream) {
+  return NoCuda("QuantizedSumToDense");
+}
 absl::Status TopKCompress(void*, uint64_t*, const float*, float*, uint64_t, uint64_t, ValueFormat,
                           uint32_t*, uint8_t*, FusedStats*, Stream) {
   return NoCuda("TopKCompress");
