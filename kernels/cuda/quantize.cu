@@ -35,6 +35,7 @@ struct QuantParams {
 
 // What a bucket's scale is built from.
 struct QsgdScaleAcc {
+  static constexpr bool kSequential = false;  // a max: any order
   float max = 0.0f;
   __device__ void Add(float a) {
     if (IsFinite(a)) max = fmaxf(max, AbsF(a));
@@ -43,6 +44,7 @@ struct QsgdScaleAcc {
   __device__ float Scale() const { return max; }
 };
 struct SignScaleAcc {
+  static constexpr bool kSequential = true;  // a double sum: the CPU's order
   double sum = 0.0;
   unsigned long long finite = 0;
   __device__ void Add(float a) {
@@ -121,17 +123,29 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
       acc[j] = p.residual != nullptr ? p.grad[i] + p.residual[i] : p.grad[i];
     }
     __syncthreads();
-    // Scales: one warp per bucket.
+    // Scales. QSGD's max is order-free: one warp per bucket. Sign's mean
+    // is a double sum the CPU forms left to right; one thread per bucket
+    // adds in the same order, so the scale is the CPU's to the bit.
     const uint32_t buckets = static_cast<uint32_t>(CeilDiv(len, p.bucket));
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (uint32_t b = warp; b < buckets; b += kWarps) {
-      ScaleAcc s;
-      const uint32_t end = static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
-      for (uint32_t j = b * p.bucket + lane; j < end; j += 32) s.Add(acc[j]);
-      s = WarpMerge(s);
-      if (lane == 0) {
+    if (ScaleAcc::kSequential) {
+      for (uint32_t b = threadIdx.x; b < buckets; b += kThreads) {
+        ScaleAcc s;
+        const uint32_t end = static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
+        for (uint32_t j = b * p.bucket; j < end; ++j) s.Add(acc[j]);
         scale[b] = s.Scale();
         StoreValue(p.scales, start / p.bucket + b, s.Scale(), ValueFormat::kFp32);
+      }
+    } else {
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+      for (uint32_t b = warp; b < buckets; b += kWarps) {
+        ScaleAcc s;
+        const uint32_t end = static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
+        for (uint32_t j = b * p.bucket + lane; j < end; j += 32) s.Add(acc[j]);
+        s = WarpMerge(s);
+        if (lane == 0) {
+          scale[b] = s.Scale();
+          StoreValue(p.scales, start / p.bucket + b, s.Scale(), ValueFormat::kFp32);
+        }
       }
     }
     __syncthreads();
@@ -165,11 +179,29 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
 template <typename ScaleAcc>
 __global__ void __launch_bounds__(kThreads) BucketScaleKernel(QuantParams p) {
   __shared__ ScaleAcc warp_acc[kWarps];
+  __shared__ float stage[kThreads];
   const uint64_t buckets = CeilDiv(p.n, p.bucket);
   for (uint64_t b = blockIdx.x; b < buckets; b += gridDim.x) {
+    const uint64_t begin = b * p.bucket, end = Min64((b + 1) * p.bucket, p.n);
+    if (ScaleAcc::kSequential) {
+      // Coalesced loads staged through shared memory; thread 0 adds them in
+      // index order (the CPU's order).
+      ScaleAcc s;
+      for (uint64_t base = begin; base < end; base += kThreads) {
+        const uint64_t i = base + threadIdx.x;
+        if (i < end) stage[threadIdx.x] = p.residual != nullptr ? p.grad[i] + p.residual[i] : p.grad[i];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          const uint32_t cnt = static_cast<uint32_t>(Min64(kThreads, end - base));
+          for (uint32_t j = 0; j < cnt; ++j) s.Add(stage[j]);
+        }
+        __syncthreads();
+      }
+      if (threadIdx.x == 0) StoreValue(p.scales, b, s.Scale(), ValueFormat::kFp32);
+      continue;
+    }
     ScaleAcc s;
-    const uint64_t end = Min64((b + 1) * p.bucket, p.n);
-    for (uint64_t i = b * p.bucket + threadIdx.x; i < end; i += kThreads) {
+    for (uint64_t i = begin + threadIdx.x; i < end; i += kThreads) {
       s.Add(p.residual != nullptr ? p.grad[i] + p.residual[i] : p.grad[i]);
     }
     s = WarpMerge(s);

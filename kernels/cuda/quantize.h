@@ -14,13 +14,12 @@
 // passes (scales, then codes). Bytes: read grad and residual, write the
 // residual, codes and scales: 12n + nb/8 + 4n/B.
 //
-// Bit-exactness with the CPU: QSGD's scale is a max, casts and codes are
-// per element, so all are identical. The sign scale is a mean whose sum the
-// CPU forms in double, left to right; here each bucket's double sum is a
-// fixed lane-strided tree (deterministic run to run). The two agree
-// whenever the double sum is exact (it is unless a bucket spans more than
-// 2^20 in magnitude), and otherwise differ only if the double results
-// straddle an fp32 rounding boundary.
+// Bit-exactness with the CPU: QSGD's scale is a max (any order), codes and
+// casts are per element. The sign scale is a mean whose sum the CPU forms
+// in double, left to right; here one thread per bucket adds in that same
+// order (a dependent chain of bucket_size double adds: fine for buckets up
+// to a few thousand, slow for very large ones), so every output is the
+// CPU's to the bit.
 #ifndef GRADWIRE_KERNELS_CUDA_QUANTIZE_H_
 #define GRADWIRE_KERNELS_CUDA_QUANTIZE_H_
 
