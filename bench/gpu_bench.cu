@@ -229,6 +229,24 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
                                                   values, stats, nullptr));
            }),
            4.0 * n + 8.0 * k, copy_4n_ms);
+    // The same call captured once in a CUDA graph (it never syncs the host,
+    // so it can be): the difference to topk_exact is launch overhead.
+    {
+      cudaStream_t s;
+      CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+      CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, nullptr, n, k, ValueFormat::kFp32, indices,
+                                           values, stats, s));
+      CHECK_CUDA(cudaStreamEndCapture(s, &graph));
+      CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      Report("topk_exact_graph", n, density, k, Time([&] { CHECK_CUDA(cudaGraphLaunch(exec, nullptr)); }),
+             4.0 * n + 8.0 * k, copy_4n_ms);
+      CHECK_CUDA(cudaGraphExecDestroy(exec));
+      CHECK_CUDA(cudaGraphDestroy(graph));
+      CHECK_CUDA(cudaStreamDestroy(s));
+    }
     Report("topk_exact_ef", n, density, k,
            Time([&] {
              CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, residual, n, k, ValueFormat::kFp32,

@@ -481,7 +481,9 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   const uint64_t max_chunks = std::max<uint64_t>(1, CeilDiv(n, kChunk));
 
   GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(base, 0, l.zeroed, stream));
-  if (n == 0 || k == 0 || k == n) {
+  // Nothing or everything selected: one pass, no selection. (Approximate
+  // top-k with k == n still runs the selection: it reports the band.)
+  if (n == 0 || k == 0 || (k == n && band == nullptr)) {
     if (n != 0) {
       AllOrNoneKernel<<<StreamGrid(shape, n), kStreamThreads, 0, stream>>>(load, n, k == n, out, plan);
       GRADWIRE_CUDA_CHECK_LAUNCH("AllOrNoneKernel");
