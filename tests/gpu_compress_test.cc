@@ -414,3 +414,27 @@ TEST(GpuCompressTest, CastsAndSparseDecodeMatchCpu) {
 }  // namespace
 }  // namespace kernels
 }  // namespace gradwire
+
+namespace gradwire {
+namespace kernels {
+namespace {
+
+// n above 2^31: every offset must be 64-bit. Needs ~30 GB of device and
+// ~45 GB of host memory and a minute of CPU reference time, so it runs only
+// with GRADWIRE_GPU_LARGE=1 (tools/gpu/run_on_device.sh run large).
+TEST(GpuCompressTest, SizesAboveTwoToThe31) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  if (std::getenv("GRADWIRE_GPU_LARGE") == nullptr) {
+    std::printf("SKIPPED: set GRADWIRE_GPU_LARGE=1 to run the n > 2^31 cases\n");
+    GTEST_SKIP() << "GRADWIRE_GPU_LARGE not set";
+  }
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = (uint64_t{1} << 31) + 1001;
+  RunSelection(Selector::kExact, Data::kNormal, n, n / 1000, ValueFormat::kFp16, true, rng);
+  if (HasFatalFailure()) return;
+  RunQuant(Quant::kQsgd, Data::kNormal, (uint64_t{1} << 31) + 9, 4, 512, true, rng);
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace gradwire

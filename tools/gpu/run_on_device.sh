@@ -78,6 +78,13 @@ phase_sanitize() {
   return $status
 }
 
+# n > 2^31 (64-bit offsets): ~30 GB of GPU memory, a few minutes. Not in `all`.
+phase_large() {
+  GRADWIRE_GPU_LARGE=1 timeout "${LARGE_BUDGET:-540}" .device/bin/gpu_compress_test --gtest_color=no \
+    --gtest_filter='*SizesAboveTwoToThe31*' 2>&1 | tee "$OUT/large.log" | tail -n 30
+  return "${PIPESTATUS[0]}"
+}
+
 phase_bench() {
   timeout "${BENCH_BUDGET:-150}" .device/bin/gpu_bench "$@" > "$OUT/bench.csv" 2> "$OUT/bench.txt"
   local s=$?
@@ -102,6 +109,7 @@ case "${1:-}" in
       sanitize) phase_sanitize ;;
       bench) shift; phase_bench "$@" ;;
       torch) phase_torch ;;
+      large) phase_large ;;
       all)
         s=0
         phase_tests || s=1
@@ -110,7 +118,7 @@ case "${1:-}" in
         phase_torch || s=1
         python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
         exit $s ;;
-      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch]" >&2; exit 2 ;;
+      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|large]" >&2; exit 2 ;;
     esac ;;
-  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|large]" >&2; exit 2 ;;
 esac
