@@ -73,28 +73,24 @@ inline constexpr uint16_t kHalfMaxBits = 0x7bff;  // 65504
 inline constexpr uint16_t kBf16MaxBits = 0x7f7f;  // 3.3895314e38
 
 GRADWIRE_HD inline uint16_t FloatToHalfBits(float f) {
+  // Every case is computed and the answer selected, without branches, so
+  // CPU loops vectorize (after F. Giesen's float_to_half_fast3_rtne).
   const uint32_t x = FloatBits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x1ffu));
-  if (a == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  // Normal result: rebias the exponent (127 -> 15), round the 13 dropped
+  // bits to nearest even; a carry into the exponent is the right answer.
+  const uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14 the result is a half subnormal, a multiple of 2^-24: adding
+  // 0.5f makes the FPU round |f| to that multiple (nearest even), and the
+  // sum's low bits are the count of 2^-24 units (0x400 = smallest normal).
+  const uint32_t subnormal = FloatBits(BitsFloat(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = a < 0x38800000u ? subnormal : normal;
   // 65520 (0x477ff000) is halfway between 65504 and 2^16; it and everything
-  // above would round to infinity.
-  if (a >= 0x477ff000u) return static_cast<uint16_t>(sign | kHalfMaxBits);
-  if (a < 0x38800000u) {  // below 2^-14: a half subnormal (unit 2^-24) or zero
-    if (a <= 0x33000000u) return sign;  // <= 2^-25 rounds to 0 (the tie is even)
-    const uint32_t e = a >> 23;
-    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126u - e;  // 14..24
-    uint32_t r = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1u);
-    const uint32_t half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (r & 1u))) ++r;  // may carry into 0x400: fine
-    return static_cast<uint16_t>(sign | r);
-  }
-  uint32_t r = (a - 0x38000000u) >> 13;  // rebias exponent 127 -> 15
-  const uint32_t rem = a & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  // above would round to infinity: saturate instead.
+  r = a >= 0x477ff000u ? kHalfMaxBits : r;
+  r = a == 0x7f800000u ? 0x7c00u : r;
+  r = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x1ffu)) : r;  // stays a NaN
   return static_cast<uint16_t>(sign | r);
 }
 

@@ -97,7 +97,9 @@ TEST(CodecTest, RoundTripAndErrorFeedbackContractForEveryCodec) {
               ASSERT_EQ(FloatBits(decoded[i] + residual[i]), FloatBits(acc[i] + 0.0f)) << i;
             }
           }
-          if (m == Method::kNone) ASSERT_EQ(decoded[i], acc[i]);
+          if (m == Method::kNone) {
+            ASSERT_EQ(decoded[i], acc[i]);
+          }
         }
         if (m == Method::kTopK || m == Method::kApproxTopK || m == Method::kRandomK) {
           EXPECT_EQ(stats->selected, codec->spec().SelectedCount(n));

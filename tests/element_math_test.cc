@@ -26,7 +26,10 @@ TEST(HalfTest, EveryHalfRoundTripsExactly) {
     }
     EXPECT_EQ(FloatToHalfBits(f), h) << std::hex << h;
     // Agrees with the compiler's own conversion.
-    EXPECT_EQ(FloatBits(f), FloatBits(static_cast<float>(*reinterpret_cast<const _Float16*>(&h))));
+    const uint16_t h16 = static_cast<uint16_t>(h);
+    _Float16 ref;
+    std::memcpy(&ref, &h16, 2);
+    EXPECT_EQ(FloatBits(f), FloatBits(static_cast<float>(ref)));
   }
 }
 
@@ -190,7 +193,9 @@ TEST(BitPackingTest, CodesRoundTripAtEveryWidth) {
     }
     for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(ReadPackedCode(packed.data(), i, bits), codes[i]);
     const uint32_t tail = static_cast<uint32_t>(n * bits % 8);
-    if (tail) EXPECT_EQ(packed.back() >> tail, 0);
+    if (tail) {
+      EXPECT_EQ(packed.back() >> tail, 0);
+    }
   }
 }
 

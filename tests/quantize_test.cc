@@ -161,7 +161,9 @@ TEST(CastTest, RoundTripAndResidualForEachFormat) {
       ASSERT_EQ(FloatBits(res[i]), FloatBits(acc - dec));
       ASSERT_EQ(dec + res[i], acc) << i;  // exact: Sterbenz, the cast is within 2x
     }
-    if (f == ValueFormat::kFp16) EXPECT_EQ(res[0], 1e6f - 65504.0f);
+    if (f == ValueFormat::kFp16) {
+      EXPECT_EQ(res[0], 1e6f - 65504.0f);
+    }
   }
 }
 

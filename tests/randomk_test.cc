@@ -49,7 +49,9 @@ TEST(RandomKTest, MatchesReferenceAndIsTheSameOnEveryRank) {
       const std::vector<uint32_t> rank0 = Indices(seed, step, n, k);
       ASSERT_EQ(rank0, Reference(seed, step, n, k));
       ASSERT_EQ(rank0, Indices(seed, step, n, k));  // "another rank"
-      if (k > 10 && k < n) EXPECT_NE(rank0, Indices(seed, step + 1, n, k));
+      if (k > 10 && k < n) {
+        EXPECT_NE(rank0, Indices(seed, step + 1, n, k));
+      }
     }
   }
 }

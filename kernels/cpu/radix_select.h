@@ -1,17 +1,19 @@
 // Internal to kernels/cpu: the radix selection behind exact top-k and
 // random-k. Not part of the API the CUDA kernels mirror.
 //
-// Selection picks the k LARGEST 32-bit keys, ties to the lower index, in
-// three steps a kernel interleaves with its own fused passes:
-//   1. the kernel histograms key >> kTopShift over all n (PickBin finds the
-//      bin holding the k-th largest key);
-//   2. CollectCandidates keeps, in index order, every index whose bin is
-//      at least that bin (typically k plus a fraction of one bin);
-//   3. RefineThreshold runs two 10-bit histogram passes over only the
-//      candidates in that bin and returns the exact k-th key T and how many
-//      keys equal to T to take (the lowest indices first).
-// Then index i is selected iff key > T, or key == T and fewer than
-// take_equal such indices have been taken before it.
+// Selection picks the k LARGEST 32-bit keys, ties to the lower index:
+//   1. a kernel finds a lower bound T0 that about 1.25 k + slack keys reach
+//      (top-k: from a sample of the keys; random-k: from the hash's known
+//      uniform distribution) and, in its one fused pass over n, appends
+//      every index whose key >= T0 to the candidate list (index order);
+//      if fewer than k made it, it recollects with T0 = 0 (everything);
+//   2. SelectAmongCandidates histograms the candidates' top 12 key bits,
+//      finds the bin holding the k-th largest key, and two 10-bit
+//      histogram passes over only that bin's candidates give the exact
+//      k-th key T and how many keys equal to T to take (lowest index first).
+// Then a candidate is selected iff key > T, or key == T and fewer than
+// take_equal such candidates have been taken before it. Only step 1 reads
+// all n elements.
 #ifndef GRADWIRE_KERNELS_CPU_RADIX_SELECT_H_
 #define GRADWIRE_KERNELS_CPU_RADIX_SELECT_H_
 
@@ -26,19 +28,37 @@ namespace internal {
 inline constexpr uint32_t kTopShift = 20;
 inline constexpr uint32_t kTopBins = 1u << (32 - kTopShift);  // 4096
 
-// Histogram, then candidate list of up to n indices.
-inline uint64_t SelectTempBytes(uint64_t n) { return kTopBins * sizeof(uint64_t) + 4 * n; }
+inline constexpr uint64_t kSampleSize = 16384;
+
+
+// Histogram, key sample, then a candidate list of up to n indices.
+inline uint64_t SelectTempBytes(uint64_t n) {
+  return kTopBins * sizeof(uint64_t) + kSampleSize * sizeof(uint32_t) + 4 * n;
+}
 
 struct SelectTemp {
   uint64_t* hist;
+  uint32_t* sample;
   uint32_t* candidates;
 };
 
 inline SelectTemp CarveSelectTemp(void* temp) {
   SelectTemp t;
   t.hist = static_cast<uint64_t*>(temp);
-  t.candidates = reinterpret_cast<uint32_t*>(t.hist + kTopBins);
+  t.sample = reinterpret_cast<uint32_t*>(t.hist + kTopBins);
+  t.candidates = t.sample + kSampleSize;
   return t;
+}
+
+// How many of `population` keys to expect at or above the k-th largest of
+// n, padded so that the true k-th key falls below the estimate's threshold
+// with overwhelming probability (about 5 standard deviations).
+inline uint64_t PaddedRank(uint64_t k, uint64_t n, uint64_t population) {
+  const double expected = static_cast<double>(k) * static_cast<double>(population) /
+                          static_cast<double>(n);
+  double sd = 1.0;  // sqrt(expected), by Newton steps: no <cmath> needed
+  for (int i = 0; i < 40 && expected > 0; ++i) sd = 0.5 * (sd + expected / sd);
+  return static_cast<uint64_t>(expected * 1.25 + 5.0 * sd + 8.0);
 }
 
 struct BinPick {
@@ -59,17 +79,11 @@ inline BinPick PickBin(const uint64_t* hist, uint32_t bins, uint64_t k) {
   return p;  // unreachable when the precondition holds
 }
 
-// Appends to `out`, in index order, each i < n with key(i) >> kTopShift >=
-// bin; returns how many.
-template <typename KeyFn>
-uint64_t CollectCandidates(const KeyFn& key, uint64_t n, uint32_t bin, uint32_t* out) {
-  uint64_t m = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    // Branch-free append: the store is unconditional, the count is not.
-    out[m] = static_cast<uint32_t>(i);
-    m += (key(i) >> kTopShift) >= bin;
-  }
-  return m;
+// Appends each i < n, in index order, to `out`: all of them (a fallback
+// when a threshold was too high).
+inline uint64_t CollectAll(uint64_t n, uint32_t* out) {
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(i);
+  return n;
 }
 
 struct Threshold {
@@ -102,6 +116,16 @@ Threshold RefineThreshold(const KeyFn& key, const uint32_t* cand, uint64_t m, ui
   t.key = (prefix << 10) | low.bin;
   t.take_equal = need - low.above;
   return t;
+}
+
+// Step 2: the exact k-th largest key among the m candidates (1 <= k <= m).
+template <typename KeyFn>
+Threshold SelectAmongCandidates(const KeyFn& key, const uint32_t* cand, uint64_t m, uint64_t k,
+                                uint64_t* hist) {
+  memset(hist, 0, kTopBins * sizeof(uint64_t));
+  for (uint64_t j = 0; j < m; ++j) ++hist[key(cand[j]) >> kTopShift];
+  const BinPick pick = PickBin(hist, kTopBins, k);
+  return RefineThreshold(key, cand, m, pick.bin, k - pick.above);
 }
 
 }  // namespace internal

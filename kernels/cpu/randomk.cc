@@ -9,39 +9,45 @@ namespace kernels {
 namespace cpu {
 namespace {
 
-using internal::kTopBins;
-using internal::kTopShift;
-
 // Selection takes the largest keys; random-k wants the smallest hashes.
 struct InvertedHashKey {
   uint64_t stream_key;
   uint32_t operator()(uint64_t i) const { return ~RandomKKey(stream_key, i); }
 };
 
-// Selects the k indices into `indices` (ascending). `hist` must already
-// hold the histogram of InvertedHashKey bins over all n.
-void SelectFromHistogram(const internal::SelectTemp& t, const InvertedHashKey& key, uint64_t n,
-                         uint64_t k, uint32_t* indices) {
+// Selects the k indices into `indices` (ascending): one hash pass keeps
+// the indices whose hash is below a bound that about 1.25 k + slack of
+// them reach (the hash is uniform, so no sample is needed), then the exact
+// selection runs on those candidates only.
+void Select(const internal::SelectTemp& t, const InvertedHashKey& key, uint64_t n, uint64_t k,
+            uint32_t* indices) {
   if (k == n) {
     // Everything: no need to look at keys.
     for (uint64_t i = 0; i < n; ++i) indices[i] = static_cast<uint32_t>(i);
     return;
   }
-  const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
-  const uint64_t m = internal::CollectCandidates(key, n, pick.bin, t.candidates);
-  const internal::Threshold th =
-      internal::RefineThreshold(key, t.candidates, m, pick.bin, k - pick.above);
+  const double want = static_cast<double>(internal::PaddedRank(k, n, n));
+  const double bound = want / static_cast<double>(n) * 4294967296.0;  // on the raw hash
+  uint64_t m;
+  if (bound >= 4294967295.0) {
+    m = internal::CollectAll(n, t.candidates);
+  } else {
+    // hash <= bound  <=>  ~hash >= ~bound
+    const uint32_t lower = ~static_cast<uint32_t>(bound);
+    m = 0;
+    for (uint64_t i = 0; i < n; ++i) {
+      t.candidates[m] = static_cast<uint32_t>(i);
+      m += key(i) >= lower;
+    }
+    if (m < k) m = internal::CollectAll(n, t.candidates);  // an unlucky draw
+  }
+  const internal::Threshold th = internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
   uint64_t j = 0, taken_equal = 0;
   for (uint64_t c = 0; c < m; ++c) {
     const uint32_t idx = t.candidates[c];
     const uint32_t kk = key(idx);
     if (kk > th.key || (kk == th.key && taken_equal++ < th.take_equal)) indices[j++] = idx;
   }
-}
-
-void HashHistogram(const InvertedHashKey& key, uint64_t n, uint64_t* hist) {
-  memset(hist, 0, kTopBins * sizeof(uint64_t));
-  for (uint64_t i = 0; i < n; ++i) ++hist[key(i) >> kTopShift];
 }
 
 }  // namespace
@@ -55,8 +61,7 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
   if (k == 0) return;
   const internal::SelectTemp t = internal::CarveSelectTemp(temp);
   const InvertedHashKey key{StreamKey(seed, step, kStreamRandomK)};
-  if (k < n) HashHistogram(key, n, t.hist);
-  SelectFromHistogram(t, key, n, k, indices);
+  Select(t, key, n, k, indices);
 }
 
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,

@@ -22,7 +22,7 @@ namespace kernels {
 namespace cpu {
 
 // Writes the k indices for (seed, step, n) to `indices`, ascending.
-// Requires k <= n <= 2^32. temp_bytes is about 4 * n + 16 KiB.
+// Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB.
 void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
                     uint64_t k, uint32_t* indices);
 

@@ -5,8 +5,8 @@
 //   acc[i] = grad[i] + residual[i]   (residual null: acc = grad, no EF)
 //   decoded[i] = what a receiver reconstructs for element i
 //   residual[i] <- ResidualAfter(acc[i], decoded[i])   (element_math.h)
-// all in one call, so grad and residual are each read about twice and the
-// residual written once. n is 64-bit everywhere; indices are u32, so
+// all in one call: grad and residual are read once in full (plus a
+// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere; indices are u32, so
 // n <= 2^32. Preconditions are the caller's (lib/ validates before it
 // calls); kernels do not allocate.
 //
@@ -30,13 +30,15 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
-// Exact top-k: a radix selection, not a sort. One pass over n builds a
-// histogram of the keys' top 11 bits, a second collects the (few)
-// candidates in the bin holding the k-th largest key, and two small
-// histogram passes over those candidates find the exact k-th key. Handles
-// k = 0 (nothing selected, residual = acc), k = n and n = 0.
-// Requires k <= n <= 2^32. temp_bytes is about 4 * n + 16 KiB (the worst
-// case: every element in one bin), of which typically little is touched.
+// Exact top-k: a radix selection, not a sort. A sample of 16K keys gives a
+// lower bound that about 1.25 k (plus slack) elements reach; the one fused
+// pass over n collects those candidates while it writes the residual;
+// radix histograms over only the candidates (top 12 key bits, then 10 and
+// 10 within the k-th key's bin) find the exact k-th key. If the sample
+// misjudged (fewer than k candidates) every element becomes a candidate:
+// slower, never wrong. Handles k = 0 (nothing selected, residual = acc),
+// k = n and n = 0. Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB
+// (the candidate list's worst case), of which typically little is touched.
 void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                   uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                   uint8_t* values, FusedStats* stats);
@@ -46,22 +48,28 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
 struct ApproxTopKBand {
   uint32_t lower_key = 0;
   uint32_t upper_key = 0;
-  uint64_t above = 0;   // elements with key >= upper_key (all selected)
-  uint64_t in_band = 0; // elements with lower_key <= key < upper_key
+  uint64_t above = 0;    // elements with key >= upper_key (all selected)
+  uint64_t in_band = 0;  // candidates counted in the band (the CPU version
+                         // may not count band elements below its sampled
+                         // bound; they are never needed)
 };
 
 // Approximate top-k in the spirit of MSTopK: instead of binary-searching a
-// threshold with one counting pass per candidate, one pass counts every
-// candidate threshold at once (a histogram of the keys' top 11 bits: bins
-// 2^(1/8) wide in magnitude for normal floats). The bin holding the k-th
-// largest key is the band; everything above it is kept and the rest of k
-// is filled from the band in index order. Two passes, no refinement.
+// threshold with one counting pass per candidate, every candidate
+// threshold is counted at once (a histogram of the keys' top 11 bits:
+// exponent plus 3 mantissa bits, so a bin spans a magnitude ratio of at
+// most 1.125 for normal floats). The bin holding the k-th largest key is
+// the band; everything above it is kept and the rest of k is filled from
+// the band in index order, with no refinement inside the band. (The CPU
+// version histograms the candidates of exact top-k's sampled pass, so on a
+// CPU it costs about what exact top-k does; on a GPU the saving is the
+// refinement passes and the sort-free fill.)
 //
 // Tolerance: exactly min(k, n) elements are selected (count error 0).
 // Which ones is approximate only within the band: every selected |acc| is
 // > 1/1.125 (about 0.889) times the exact k-th largest |acc|, and every
 // unselected |acc| is < 1.125 times it, for normal floats. `band`, if
-// non-null, receives the band used. temp_bytes is 16 KiB.
+// non-null, receives the band used. temp_bytes as for TopKCompress.
 void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                         uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                         uint8_t* values, FusedStats* stats, ApproxTopKBand* band);
