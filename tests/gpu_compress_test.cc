@@ -2,7 +2,9 @@
 // random inputs of several sizes and distributions (normal, heavy-tailed,
 // many ties, all zeros, NaN/Inf): outputs poisoned before each run, then
 // compared bit for bit (indices, value bytes, scales, packed codes, new
-// residual, stats, approximate top-k's band). Without a GPU every test
+// residual, stats); approximate top-k, whose CPU version fills the band
+// from a sample-bounded candidate set, is checked against its contract
+// (same band, band filled in index order, EF rule) instead. Without a GPU every test
 // prints SKIPPED.
 #include <gtest/gtest.h>
 
@@ -75,6 +77,45 @@ void ExpectSameStats(const FusedStats& cpu, DeviceArray<FusedStats>& gpu) {
 }
 
 // ---------------------------------------------------------------- top-k --
+// The GPU's approximate top-k contract: everything above the band is
+// selected, the band is filled with its lowest-index elements, nothing
+// below it is taken; values and residuals follow the fused EF rule. Hence
+// every selected |acc| is >= the band's lower key and every unselected one
+// below its upper key (a magnitude ratio of at most 1.125 for normal floats).
+void CheckApprox(const std::vector<float>& grad, const std::vector<float>& residual, uint64_t k,
+                 ValueFormat format, const cpu::ApproxTopKBand& band, const std::vector<uint32_t>& idx,
+                 const std::vector<uint8_t>& val, const std::vector<float>& new_residual) {
+  const uint64_t n = grad.size();
+  const bool ef = !residual.empty();
+  std::vector<float> acc(n);
+  for (uint64_t i = 0; i < n; ++i) acc[i] = ef ? grad[i] + residual[i] : grad[i];
+  std::vector<char> chosen(n, 0);
+  uint64_t want_band = k - (k == 0 ? 0 : band.above);
+  uint64_t j = 0;
+  for (uint64_t i = 0; i < n && k > 0; ++i) {
+    const uint32_t key = MagnitudeKey(acc[i]);
+    const bool above = key >= band.upper_key;
+    const bool in_band = key >= band.lower_key && key < band.upper_key;
+    if (above || (in_band && want_band > 0)) {
+      if (in_band) --want_band;
+      chosen[i] = 1;
+      ASSERT_LT(j, k) << "more than k elements qualify";
+      ASSERT_EQ(idx[j], i) << "selected index " << j;
+      const float v = LoadValue(val.data(), j, format);
+      const float r = RoundToFormat(acc[i], format);
+      ASSERT_EQ(std::memcmp(&v, &r, 4), 0) << "value " << j;
+      ++j;
+    }
+  }
+  ASSERT_EQ(j, k) << "selected count";
+  if (!ef) return;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float want = ResidualAfter(acc[i], chosen[i] ? RoundToFormat(acc[i], format) : 0.0f);
+    ASSERT_EQ(std::memcmp(&want, &new_residual[i], 4), 0) << "residual " << i;
+  }
+}
+
+
 enum class Selector { kExact, kApprox, kRandom };
 
 void RunSelection(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat format, bool ef,
@@ -151,17 +192,23 @@ void RunSelection(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat f
   st = call(temp.get());
   ASSERT_TRUE(st.ok()) << st;
   ASSERT_EQ(testing::DeviceSynchronize(), "");
-  ExpectSameBytes(cpu_idx, d_idx.Download(), "indices");
-  ExpectSameBytes(cpu_val, d_val.Download(), "values");
-  if (ef) ExpectSameBytes(cpu_res, d_res.Download(), "residual");
   ExpectSameStats(cpu_stats, d_stats);
   if (sel == Selector::kApprox) {
+    // The CPU fills the band from its sampled candidates, the GPU from the
+    // whole band in index order: equal bands, both within the tolerance,
+    // not necessarily the same band members. Check the GPU's own contract.
     const cpu::ApproxTopKBand b = d_band.Download()[0];
     EXPECT_EQ(b.lower_key, cpu_band.lower_key);
     EXPECT_EQ(b.upper_key, cpu_band.upper_key);
     EXPECT_EQ(b.above, cpu_band.above);
-    EXPECT_EQ(b.in_band, cpu_band.in_band);
+    EXPECT_GE(b.in_band, cpu_band.in_band);
+    CheckApprox(grad, residual, k, format, b, d_idx.Download(), d_val.Download(),
+                ef ? d_res.Download() : std::vector<float>());
+    return;
   }
+  ExpectSameBytes(cpu_idx, d_idx.Download(), "indices");
+  ExpectSameBytes(cpu_val, d_val.Download(), "values");
+  if (ef) ExpectSameBytes(cpu_res, d_res.Download(), "residual");
   if (sel == Selector::kRandom) {  // receivers derive the same indices
     DeviceArray<uint32_t> d_only(k);
     ASSERT_EQ(d_only.Poison(), "");
@@ -205,7 +252,7 @@ TEST(GpuCompressTest, ExactTopKMatchesCpuBitForBit) {
   SweepSelector(Selector::kExact);
 }
 
-TEST(GpuCompressTest, ApproxTopKMatchesCpuBitForBit) {
+TEST(GpuCompressTest, ApproxTopKMeetsItsContract) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   SweepSelector(Selector::kApprox);
 }

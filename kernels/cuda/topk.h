@@ -42,9 +42,13 @@ absl::Status TopKCompress16(void* temp, uint64_t* temp_bytes, const uint16_t* gr
                             ValueFormat grad_format, uint64_t n, uint64_t k, ValueFormat format,
                             uint32_t* indices, uint8_t* values, FusedStats* stats, Stream stream);
 
-// Approximate top-k (cpu/topk.h ApproxTopKCompress): exactly k selected,
-// everything above the band, the band filled in index order. `band`
-// (device, may be null) receives the band used.
+// Approximate top-k (cpu/topk.h ApproxTopKCompress): exactly k selected:
+// everything above the band (the 11-bit key bin holding the k-th largest
+// key), then the band's lowest-index elements. Same band, same `above` and
+// the same tolerance as the CPU version; the band members chosen can differ
+// from the CPU's, which fills from its sample-bounded candidates. `band`
+// (device, may be null) receives the band; in_band counts the whole band.
+// Two passes over n, no refinement.
 absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
