@@ -109,7 +109,8 @@ template <bool kSign, typename ScaleAcc>
 __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, uint64_t group_elems) {
   extern __shared__ float smem[];
   float* acc = smem;                    // group_elems
-  float* scale = smem + group_elems;    // buckets per group
+  float* scale = smem + group_elems;    // buckets per group (<= group_elems)
+  uint8_t* codes = reinterpret_cast<uint8_t*>(smem + 2 * group_elems);  // group_elems
   __shared__ unsigned long long block_nonfinite;
   if (threadIdx.x == 0) block_nonfinite = 0;
   __syncthreads();
@@ -149,20 +150,22 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
       }
     }
     __syncthreads();
-    // Codes, 8 elements (whole bytes) per thread, and the residual.
+    // Codes and the residual, element-parallel (coalesced residual writes,
+    // conflict-free shared reads); codes staged as bytes in shared memory.
+    for (uint32_t j = threadIdx.x; j < len; j += kThreads) {
+      const float a = acc[j];
+      nonfinite += IsFinite(a) ? 0u : 1u;
+      float decoded;
+      codes[j] = static_cast<uint8_t>(Encode<kSign>(p, start + j, a, scale[j / p.bucket], &decoded));
+      if (p.residual != nullptr) p.residual[start + j] = ResidualAfter(a, decoded);
+    }
+    __syncthreads();
+    // Packing: 8 codes (whole bytes) per thread.
     for (uint32_t u = threadIdx.x; u < CeilDiv(len, 8); u += kThreads) {
       const uint32_t j0 = 8 * u;
       const uint32_t count = static_cast<uint32_t>(Min64(8, len - j0));
       uint64_t word = 0;
-      for (uint32_t e = 0; e < count; ++e) {
-        const uint32_t j = j0 + e;
-        const float a = acc[j];
-        nonfinite += IsFinite(a) ? 0u : 1u;
-        float decoded;
-        const uint32_t c = Encode<kSign>(p, start + j, a, scale[j / p.bucket], &decoded);
-        word |= static_cast<uint64_t>(c) << (e * p.bits);
-        if (p.residual != nullptr) p.residual[start + j] = ResidualAfter(a, decoded);
-      }
+      for (uint32_t e = 0; e < count; ++e) word |= static_cast<uint64_t>(codes[j0 + e]) << (e * p.bits);
       StoreUnit(p.packed, start + j0, p.bits, word, count);
     }
     __syncthreads();  // acc and scale are reused by the next group
@@ -334,8 +337,7 @@ absl::Status Quantize(const char* who, const QuantParams& p, cudaStream_t stream
   while (unit % 8 != 0) unit += p.bucket;
   if (unit <= kGroupMax) {
     const uint64_t group = kGroupMax / unit * unit;
-    const uint64_t buckets_per_group = group / p.bucket;
-    const size_t smem = (group + buckets_per_group) * sizeof(float);
+    const size_t smem = 2 * group * sizeof(float) + group;  // acc, scales (<= group), codes
     unsigned grid = 0;
     GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(CeilDiv(p.n, group) * kThreads, &grid));
     QuantizeGroupsKernel<kSign, ScaleAcc><<<grid, kThreads, smem, stream>>>(p, group);
