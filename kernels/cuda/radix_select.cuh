@@ -18,7 +18,7 @@
 //   4. Levels:    more digits of the key, histogrammed over the candidates
 //                 only (exact selection); approximate selection stops at
 //                 the top digit.
-//   5. Output:    per-chunk counts over the candidates, an exclusive scan,
+//   5. Output:    per-chunk counts over the candidates, one exclusive scan,
 //                 then a block-scan write: selected = key above the
 //                 threshold, or equal to it among the first `need` such
 //                 elements in index order. Writes indices (ascending),
@@ -259,14 +259,24 @@ __global__ void __launch_bounds__(kStreamThreads)
 }
 
 // -------------------------------------------------------------- output --
+// Per-chunk counts, scanned as pairs in one cub::DeviceScan.
+struct ChunkCounts {
+  unsigned long long above;  // candidates whose key beats the threshold
+  unsigned long long ties;   // candidates whose key equals it
+};
+struct AddCounts {
+  __host__ __device__ ChunkCounts operator()(const ChunkCounts& a, const ChunkCounts& b) const {
+    return ChunkCounts{a.above + b.above, a.ties + b.ties};
+  }
+};
+
 // Per chunk of candidates: how many are above the threshold and how many
 // tie with it. Chunks past the candidate count get zeros (the scan reads
 // max_chunks entries).
 template <typename Source>
 __global__ void __launch_bounds__(kChunkThreads)
     ChunkCountKernel(Source src, const uint32_t* __restrict__ cand, int final_shift,
-                     uint64_t max_chunks, unsigned long long* __restrict__ above,
-                     unsigned long long* __restrict__ ties, const Plan* plan) {
+                     uint64_t max_chunks, ChunkCounts* __restrict__ counts, const Plan* plan) {
   using Reduce = cub::BlockReduce<uint32_t, kChunkThreads>;
   __shared__ typename Reduce::TempStorage reduce_storage;
   const uint64_t m = static_cast<uint64_t>(plan->num_cand);
@@ -274,7 +284,7 @@ __global__ void __launch_bounds__(kChunkThreads)
   const uint64_t chunks = CeilDiv(m, kChunk);
   for (uint64_t c = blockIdx.x; c < max_chunks; c += gridDim.x) {
     if (c >= chunks) {
-      if (threadIdx.x == 0) above[c] = ties[c] = 0;
+      if (threadIdx.x == 0) counts[c] = ChunkCounts{0, 0};
       continue;
     }
     uint32_t packed = 0;  // above in the low 16 bits, ties in the high
@@ -284,8 +294,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     }
     const uint32_t total = Reduce(reduce_storage).Sum(packed);
     if (threadIdx.x == 0) {
-      above[c] = total & 0xffffu;
-      ties[c] = total >> 16;
+      counts[c] = ChunkCounts{total & 0xffffu, total >> 16};
     }
     __syncthreads();  // reduce_storage is reused by the next chunk
   }
@@ -298,12 +307,17 @@ struct OutputSpec {
   float* residual;  // null: no error feedback
 };
 
+__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial, int final_shift,
+                                         FusedStats* stats, cpu::ApproxTopKBand* band);
+
+// Writes the output; its first thread also writes stats and band (all
+// known by now), saving a launch.
 template <typename Source>
 __global__ void __launch_bounds__(kChunkThreads)
     ChunkWriteKernel(Source src, const uint32_t* __restrict__ cand, int final_shift,
-                     const unsigned long long* __restrict__ above_before,
-                     const unsigned long long* __restrict__ ties_before, OutputSpec out,
-                     const Plan* plan) {
+                     const ChunkCounts* __restrict__ before, OutputSpec out,
+                     const Plan* plan, uint64_t k, FusedStats* stats, cpu::ApproxTopKBand* band) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) WriteStatsAndBand(plan, k, false, final_shift, stats, band);
   using Scan = cub::BlockScan<uint32_t, kChunkThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   const uint64_t m = static_cast<uint64_t>(plan->num_cand);
@@ -326,7 +340,7 @@ __global__ void __launch_bounds__(kChunkThreads)
     }
     uint32_t excl[kChunkItems];
     Scan(scan_storage).ExclusiveSum(flags, excl);
-    const unsigned long long a0 = above_before[c], t0 = ties_before[c];
+    const unsigned long long a0 = before[c].above, t0 = before[c].ties;
 #pragma unroll
     for (int u = 0; u < kChunkItems; ++u) {
       if (flags[u] == 0) continue;
@@ -355,8 +369,8 @@ __global__ void __launch_bounds__(kStreamThreads)
   }
 }
 
-__global__ void FinishKernel(const Plan* plan, uint64_t k, bool trivial, int final_shift,
-                             FusedStats* stats, cpu::ApproxTopKBand* band) {
+__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial, int final_shift,
+                                         FusedStats* stats, cpu::ApproxTopKBand* band) {
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = plan->nonfinite;
@@ -367,6 +381,11 @@ __global__ void FinishKernel(const Plan* plan, uint64_t k, bool trivial, int fin
     band->above = trivial ? 0u : plan->above0;
     band->in_band = trivial ? 0u : plan->band0;
   }
+}
+
+__global__ void FinishKernel(const Plan* plan, uint64_t k, bool trivial, int final_shift, FusedStats* stats,
+                             cpu::ApproxTopKBand* band) {
+  WriteStatsAndBand(plan, k, trivial, final_shift, stats, band);
 }
 
 // k == 0 or k == n: no selection, one pass.
@@ -399,9 +418,9 @@ __global__ void __launch_bounds__(kStreamThreads)
 // ------------------------------------------------------------ the call --
 // Temp layout, in 256-byte aligned pieces:
 //   plan | hist[level 0] | hist[level 1] | hist[level 2] | cand[n] |
-//   above[max_chunks] | ties[max_chunks] | above_before | ties_before | cub
+//   counts[max_chunks] | counts_before[max_chunks] | cub
 struct Layout {
-  size_t plan, hist[3], cand, above, ties, above_before, ties_before, cub, total, zeroed;
+  size_t plan, hist[3], cand, counts, counts_before, cub, total, zeroed;
 };
 
 inline size_t Align256(size_t x) { return (x + 255) / 256 * 256; }
@@ -419,22 +438,18 @@ absl::Status LayoutFor(uint64_t n, const Levels& levels, Layout* l) {
   l->zeroed = off;  // plan + histograms are cleared at the start of each call
   l->cand = off;
   off += Align256(std::max<uint64_t>(n, 1) * sizeof(uint32_t));
-  l->above = off;
-  off += Align256(max_chunks * 8);
-  l->ties = off;
-  off += Align256(max_chunks * 8);
-  l->above_before = off;
-  off += Align256(max_chunks * 8);
-  l->ties_before = off;
-  off += Align256(max_chunks * 8);
+  l->counts = off;
+  off += Align256(max_chunks * sizeof(ChunkCounts));
+  l->counts_before = off;
+  off += Align256(max_chunks * sizeof(ChunkCounts));
   size_t select_bytes = 0, scan_bytes = 0;
   AtOrAboveTopDigit<Source> pred{Source{}, 0, nullptr};
   GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
       nullptr, select_bytes, thrust::counting_iterator<uint32_t>(0), static_cast<uint32_t*>(nullptr),
       static_cast<long long*>(nullptr), static_cast<int64_t>(std::max<uint64_t>(n, 1)), pred));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(
-      nullptr, scan_bytes, static_cast<unsigned long long*>(nullptr),
-      static_cast<unsigned long long*>(nullptr), static_cast<int64_t>(max_chunks)));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveScan(
+      nullptr, scan_bytes, static_cast<ChunkCounts*>(nullptr), static_cast<ChunkCounts*>(nullptr), AddCounts{},
+      ChunkCounts{0, 0}, static_cast<int64_t>(max_chunks)));
   l->cub = off;
   off += Align256(std::max(select_bytes, scan_bytes));
   l->total = off;
@@ -473,10 +488,8 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   unsigned long long* hist[3];
   for (int L = 0; L < 3; ++L) hist[L] = reinterpret_cast<unsigned long long*>(base + l.hist[L]);
   uint32_t* cand = reinterpret_cast<uint32_t*>(base + l.cand);
-  auto* above = reinterpret_cast<unsigned long long*>(base + l.above);
-  auto* ties = reinterpret_cast<unsigned long long*>(base + l.ties);
-  auto* above_before = reinterpret_cast<unsigned long long*>(base + l.above_before);
-  auto* ties_before = reinterpret_cast<unsigned long long*>(base + l.ties_before);
+  auto* counts = reinterpret_cast<ChunkCounts*>(base + l.counts);
+  auto* counts_before = reinterpret_cast<ChunkCounts*>(base + l.counts_before);
   void* cub_temp = base + l.cub;
   const uint64_t max_chunks = std::max<uint64_t>(1, CeilDiv(n, kChunk));
 
@@ -528,25 +541,19 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   const int final_shift = levels.shift[levels.count - 1];
   const unsigned chunk_grid = static_cast<unsigned>(std::min<uint64_t>(max_chunks, shape.sms * 8ull));
   ChunkCountKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, max_chunks,
-                                                                     above, ties, plan);
+                                                                     counts, plan);
   GRADWIRE_CUDA_CHECK_LAUNCH("ChunkCountKernel");
   cub_bytes = l.total - l.cub;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(cub_temp, cub_bytes, above, above_before,
-                                                              static_cast<int64_t>(max_chunks), stream));
-  cub_bytes = l.total - l.cub;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(cub_temp, cub_bytes, ties, ties_before,
-                                                              static_cast<int64_t>(max_chunks), stream));
-  ChunkWriteKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, above_before,
-                                                                     ties_before, out, plan);
+  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveScan(cub_temp, cub_bytes, counts, counts_before,
+                                                               AddCounts{}, ChunkCounts{0, 0},
+                                                               static_cast<int64_t>(max_chunks), stream));
+  ChunkWriteKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, counts_before, out,
+                                                                     plan, k, stats, band);
   GRADWIRE_CUDA_CHECK_LAUNCH("ChunkWriteKernel");
-  // 6. non-finite residuals, stats, band
+  // 6. non-finite residuals (ChunkWrite already wrote stats and band)
   if (out.residual != nullptr) {
     FixNonFiniteKernel<<<StreamGrid(shape, n), kStreamThreads, 0, stream>>>(out.residual, n, plan);
     GRADWIRE_CUDA_CHECK_LAUNCH("FixNonFiniteKernel");
-  }
-  if (stats != nullptr || band != nullptr) {
-    FinishKernel<<<1, 1, 0, stream>>>(plan, k, /*trivial=*/false, final_shift, stats, band);
-    GRADWIRE_CUDA_CHECK_LAUNCH("FinishKernel");
   }
   return absl::OkStatus();
 }
