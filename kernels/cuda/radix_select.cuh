@@ -54,7 +54,7 @@ namespace cuda {
 namespace radix {
 
 constexpr int kStreamThreads = 512;  // streaming passes over n
-constexpr int kPickThreads = 1024;
+constexpr int kPickThreads = 512;
 constexpr int kChunkThreads = 256;
 constexpr int kChunkItems = 16;
 constexpr uint64_t kChunk = kChunkThreads * kChunkItems;  // candidates per output chunk
