@@ -10,7 +10,8 @@
 //                 error feedback the raw acc is stored into the residual
 //                 buffer so later passes read 4 bytes, not 8), counts
 //                 non-finite acc, and histograms the key's top digit.
-//   2. Pick:      one block finds the digit holding the k-th largest key.
+//   2. Pick:      the last block of pass 1 to finish finds the digit
+//                 holding the k-th largest key (no extra launch).
 //   3. Candidates: cub::DeviceSelect::If over [0, n) keeps, in index order,
 //                 every element whose top digit is >= that digit (the
 //                 selected ones and the band that holds the k-th): a second
@@ -54,7 +55,6 @@ namespace cuda {
 namespace radix {
 
 constexpr int kStreamThreads = 512;  // streaming passes over n
-constexpr int kPickThreads = 512;
 constexpr int kChunkThreads = 256;
 constexpr int kChunkItems = 16;
 constexpr uint64_t kChunk = kChunkThreads * kChunkItems;  // candidates per output chunk
@@ -85,7 +85,7 @@ struct Plan {
   unsigned long long band0;      // elements in the band (top digit == prefix at level 0)
   long long num_cand;            // written by DeviceSelect
   uint32_t prefix;               // key >> shift[level] of the k-th element, so far
-  uint32_t unused;
+  unsigned int tickets[3];       // blocks done with each level's histogram
 };
 
 __host__ __device__ inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -126,6 +126,54 @@ struct RandomSource {
   __device__ float Acc(uint64_t i) const { return acc[i]; }
 };
 
+// ---------------------------------------------------------------- pick --
+using PickScan = cub::BlockScan<unsigned long long, kStreamThreads>;
+
+// Run by one whole block (kStreamThreads): finds digit d with (count of
+// digits > d) < need <= (count of digits >= d) and narrows the plan to it;
+// level 0 starts from need = k. The histogram is read through L2 (__ldcg):
+// the other blocks' atomics live there.
+__device__ void PickDigit(const unsigned long long* hist, int bins, int width, int level, unsigned long long k,
+                          Plan* plan, PickScan::TempStorage& storage) {
+  const unsigned long long need = level == 0 ? k : plan->need;
+  const uint32_t old_prefix = level == 0 ? 0u : plan->prefix;
+  const int per = (bins + kStreamThreads - 1) / kStreamThreads;
+  // Thread t owns bins [top - per, top), counted from the highest bin down.
+  const int top = bins - static_cast<int>(threadIdx.x) * per;
+  unsigned long long sum = 0;
+  for (int b = top - 1; b >= top - per && b >= 0; --b) sum += __ldcg(&hist[b]);
+  unsigned long long before = 0;
+  PickScan(storage).ExclusiveSum(sum, before);
+  if (before < need && need <= before + sum) {
+    unsigned long long acc = before;
+    for (int b = top - 1; b >= top - per && b >= 0; --b) {
+      const unsigned long long h = __ldcg(&hist[b]);
+      if (acc + h >= need) {
+        plan->prefix = (old_prefix << width) | static_cast<uint32_t>(b);
+        plan->need = need - acc;
+        if (level == 0) {
+          plan->above0 = acc;
+          plan->band0 = h;
+        }
+        break;
+      }
+      acc += h;
+    }
+  }
+}
+
+// True in the last block of the grid to get here (threadFenceReduction
+// pattern): every block's histogram atomics are visible to it, so it picks
+// the digit and saves a dependent single-block launch.
+__device__ bool LastBlockDone(unsigned int* ticket) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  return last;
+}
+
 // ------------------------------------------------------------- level 0 --
 // Loader for level 0: reads grad (and residual), stores raw acc into the
 // residual when fusing error feedback, returns acc.
@@ -142,9 +190,10 @@ struct FloatLoader {
 
 template <typename KeyOfAcc, typename Loader>
 __global__ void __launch_bounds__(kStreamThreads)
-    Level0Kernel(Loader load, KeyOfAcc key_of, uint64_t n, int shift, int bins,
+    Level0Kernel(Loader load, KeyOfAcc key_of, uint64_t n, int shift, int bins, int width, unsigned long long k,
                  unsigned long long* __restrict__ hist, Plan* plan) {
   extern __shared__ uint32_t shist[];
+  __shared__ PickScan::TempStorage pick_storage;
   __shared__ unsigned long long block_nonfinite;
   for (int b = threadIdx.x; b < bins; b += blockDim.x) shist[b] = 0;
   if (threadIdx.x == 0) block_nonfinite = 0;
@@ -173,6 +222,7 @@ __global__ void __launch_bounds__(kStreamThreads)
     if (shist[b] != 0) atomicAdd(&hist[b], static_cast<unsigned long long>(shist[b]));
   }
   if (threadIdx.x == 0 && block_nonfinite != 0) atomicAdd(&plan->nonfinite, block_nonfinite);
+  if (LastBlockDone(&plan->tickets[0])) PickDigit(hist, bins, width, 0, k, plan, pick_storage);
 }
 
 struct MagnitudeOfAcc {
@@ -194,40 +244,6 @@ struct Half16KeyOfIndex {
   __device__ uint32_t operator()(uint64_t i, float) const { return src.Key(i); }
 };
 
-// ---------------------------------------------------------------- pick --
-// Finds digit d with (count of digits > d) < need <= (count of digits >= d)
-// and narrows the plan to it. level 0 starts from need = k.
-__global__ void __launch_bounds__(kPickThreads)
-    PickKernel(const unsigned long long* __restrict__ hist, int bins, int width, int level,
-               unsigned long long k, Plan* plan) {
-  using Scan = cub::BlockScan<unsigned long long, kPickThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  const unsigned long long need = level == 0 ? k : plan->need;
-  const uint32_t old_prefix = level == 0 ? 0u : plan->prefix;
-  const int per = (bins + kPickThreads - 1) / kPickThreads;
-  // Thread t owns bins [top - per, top), counted from the highest bin down.
-  const int top = bins - threadIdx.x * per;
-  unsigned long long sum = 0;
-  for (int b = top - 1; b >= top - per && b >= 0; --b) sum += hist[b];
-  unsigned long long before = 0;
-  Scan(scan_storage).ExclusiveSum(sum, before);
-  if (before < need && need <= before + sum) {
-    unsigned long long acc = before;
-    for (int b = top - 1; b >= top - per && b >= 0; --b) {
-      if (acc + hist[b] >= need) {
-        plan->prefix = (old_prefix << width) | static_cast<uint32_t>(b);
-        plan->need = need - acc;
-        if (level == 0) {
-          plan->above0 = acc;
-          plan->band0 = hist[b];
-        }
-        break;
-      }
-      acc += hist[b];
-    }
-  }
-}
-
 // ------------------------------------------------------ candidate pass --
 template <typename Source>
 struct AtOrAboveTopDigit {
@@ -240,9 +256,12 @@ struct AtOrAboveTopDigit {
 // Histogram of digit L over the candidates whose higher digits match.
 template <typename Source>
 __global__ void __launch_bounds__(kStreamThreads)
-    CandidateHistKernel(Source src, const uint32_t* __restrict__ cand, int prev_shift, int shift,
-                        uint32_t mask, int bins, unsigned long long* __restrict__ hist, const Plan* plan) {
+    CandidateHistKernel(Source src, const uint32_t* __restrict__ cand, int prev_shift, int shift, int width,
+                        int level, unsigned long long k, unsigned long long* __restrict__ hist, Plan* plan) {
   extern __shared__ uint32_t shist[];
+  __shared__ PickScan::TempStorage pick_storage;
+  const int bins = 1 << width;
+  const uint32_t mask = static_cast<uint32_t>(bins - 1);
   for (int b = threadIdx.x; b < bins; b += blockDim.x) shist[b] = 0;
   __syncthreads();
   const uint64_t m = static_cast<uint64_t>(plan->num_cand);
@@ -256,6 +275,7 @@ __global__ void __launch_bounds__(kStreamThreads)
   for (int b = threadIdx.x; b < bins; b += blockDim.x) {
     if (shist[b] != 0) atomicAdd(&hist[b], static_cast<unsigned long long>(shist[b]));
   }
+  if (LastBlockDone(&plan->tickets[level])) PickDigit(hist, bins, width, level, k, plan, pick_storage);
 }
 
 // -------------------------------------------------------------- output --
@@ -516,12 +536,10 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
     GRADWIRE_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(level0, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem0)));
   }
+  // 2. the band: picked by Level0's last block
   level0<<<StreamGrid(shape, n), kStreamThreads, smem0, stream>>>(load, key_of, n, levels.shift[0], bins0,
-                                                                  hist[0], plan);
+                                                                  levels.width[0], k, hist[0], plan);
   GRADWIRE_CUDA_CHECK_LAUNCH("Level0Kernel");
-  // 2. the band
-  PickKernel<<<1, kPickThreads, 0, stream>>>(hist[0], bins0, levels.width[0], 0, k, plan);
-  GRADWIRE_CUDA_CHECK_LAUNCH("PickKernel");
   // 3. candidates, in index order
   size_t cub_bytes = l.total - l.cub;
   GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
@@ -532,10 +550,8 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   for (int L = 1; L < levels.count; ++L) {
     const int bins = 1 << levels.width[L];
     CandidateHistKernel<Source><<<cand_grid, kStreamThreads, bins * sizeof(uint32_t), stream>>>(
-        src, cand, levels.shift[L - 1], levels.shift[L], static_cast<uint32_t>(bins - 1), bins, hist[L], plan);
+        src, cand, levels.shift[L - 1], levels.shift[L], levels.width[L], L, k, hist[L], plan);
     GRADWIRE_CUDA_CHECK_LAUNCH("CandidateHistKernel");
-    PickKernel<<<1, kPickThreads, 0, stream>>>(hist[L], bins, levels.width[L], L, k, plan);
-    GRADWIRE_CUDA_CHECK_LAUNCH("PickKernel");
   }
   // 5. output in index order
   const int final_shift = levels.shift[levels.count - 1];
