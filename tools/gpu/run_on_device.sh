@@ -67,10 +67,13 @@ phase_tests() {
 # compute-sanitizer on the quick sizes (10-100x slower than native).
 phase_sanitize() {
   local status=0 end=$(( $(date +%s) + ${SANITIZE_BUDGET:-170} ))
+  local cs
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)"
+  if [ -z "$cs" ]; then echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/sanitizer.log"; return 1; fi
   for tool in memcheck racecheck; do
     for t in gpu_compress_test gpu_decode_accumulate_test gpu_fused_sgd_test; do
       echo "=== $tool $t" >> "$OUT/sanitizer.log"
-      GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool "$tool" --error-exitcode 9 \
         ".device/bin/$t" --gtest_color=no >> "$OUT/sanitizer.log" 2>&1 || { status=1; echo "SANITIZER FAILED: $tool $t" | tee -a "$OUT/sanitizer.log"; }
     done
   done
