@@ -178,6 +178,7 @@ __device__ bool LastBlockDone(unsigned int* ticket) {
 // Loader for level 0: reads grad (and residual), stores raw acc into the
 // residual when fusing error feedback, returns acc.
 struct FloatLoader {
+  static constexpr int kUnroll = 4;
   const float* grad;
   float* residual;  // null: no error feedback
   __device__ float operator()(uint64_t i) const {
@@ -199,16 +200,18 @@ __global__ void __launch_bounds__(kStreamThreads)
   if (threadIdx.x == 0) block_nonfinite = 0;
   __syncthreads();
   uint32_t nonfinite = 0;
-  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x * 4;
-  for (uint64_t i0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x * 4 + threadIdx.x; i0 < n; i0 += stride) {
-    float acc[4];
+  // kUnroll independent loads in flight per thread before the first use.
+  constexpr int kU = Loader::kUnroll;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x * kU;
+  for (uint64_t i0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x * kU + threadIdx.x; i0 < n; i0 += stride) {
+    float acc[kU];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const uint64_t i = i0 + static_cast<uint64_t>(u) * blockDim.x;
       if (i < n) acc[u] = load(i);
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const uint64_t i = i0 + static_cast<uint64_t>(u) * blockDim.x;
       if (i < n) {
         nonfinite += IsFinite(acc[u]) ? 0u : 1u;
@@ -233,9 +236,13 @@ struct RandomOfIndex {
   __device__ uint32_t operator()(uint64_t i, float) const { return ~RandomKKey(stream_key, i); }
 };
 struct NoLoad {
+  static constexpr int kUnroll = 4;
   __device__ float operator()(uint64_t) const { return 0.0f; }
 };
+// 2-byte loads and one 128 KB-histogram block per SM: more loads in flight
+// per thread to cover memory latency.
 struct Half16Loader {
+  static constexpr int kUnroll = 16;
   Half16Source src;
   __device__ float operator()(uint64_t i) const { return src.Acc(i); }
 };
