@@ -31,8 +31,12 @@ def _nvcc_objects_impl(ctx):
         args.add_all(cc.system_includes, before_each = "-isystem")
         args.add("-I.")
         args.add_all(["-c", src, "-o", obj])
-        ctx.actions.run(
-            executable = NVCC,
+        # nvcc names its temporary files after its pid; in Bazel's sandbox
+        # every action is pid 2 in its own namespace while /tmp is shared,
+        # so parallel nvcc actions clobbered each other's files. A private
+        # TMPDIR per action avoids that.
+        ctx.actions.run_shell(
+            command = 'd="$(mktemp -d)" && TMPDIR="$d" "%s" "$@"; s=$?; rm -rf "$d"; exit $s' % NVCC,
             arguments = [args],
             inputs = depset([src], transitive = [cc.headers]),
             outputs = [obj],
@@ -72,6 +76,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], fallback_srcs = [
             srcs = srcs,
             deps = [":" + name + "_hdrs", "@local_cuda//:cuda_headers"],
             copts = copts,
+            testonly = kwargs.get("testonly", False),
         )
         lib_srcs = [":" + name + "_nvcc"]
         runtime = ["@local_cuda//:cudart_static"]

@@ -1,0 +1,43 @@
+// CPU reference of the fused multi-tensor SGD update (the paper's "parallel
+// tensor operator"): one call updates every parameter tensor of a model.
+// The CUDA version (kernels/cuda/fused_sgd.h) produces the same bits; both
+// use SgdUpdate from kernels/sgd_math.h.
+#ifndef GRADWIRE_KERNELS_CPU_FUSED_SGD_H_
+#define GRADWIRE_KERNELS_CPU_FUSED_SGD_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gradwire/kernels/sgd_math.h"
+
+namespace gradwire {
+namespace kernels {
+
+// One parameter tensor: `size` elements of parameters, their gradient and
+// their momentum buffer (may be null when momentum == 0). The same struct
+// describes host tensors here and device tensors in the CUDA version.
+struct SgdTensor {
+  float* param = nullptr;
+  const float* grad = nullptr;
+  float* momentum = nullptr;
+  uint64_t size = 0;
+};
+
+namespace cpu {
+
+// Applies one SGD step to every tensor. InvalidArgument (and nothing
+// updated) if a non-empty tensor lacks param or grad, or lacks its momentum
+// buffer while options.momentum != 0, or if lr/momentum/dampening/
+// weight_decay is not finite, or nesterov is set with momentum == 0 or
+// dampening != 0 (torch's rule).
+absl::Status FusedSgdStep(absl::Span<const SgdTensor> tensors, const SgdOptions& options);
+
+// The checks FusedSgdStep makes, shared with the CUDA entry point.
+absl::Status ValidateSgd(absl::Span<const SgdTensor> tensors, const SgdOptions& options);
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_FUSED_SGD_H_

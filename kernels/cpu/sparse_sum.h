@@ -1,0 +1,47 @@
+// CPU reference for summing P workers' sparse payloads into one dense
+// buffer (the receive side of a sparse allgather), with optional averaging.
+// The CUDA version (kernels/cuda/decode_accumulate.h) gives the same bits.
+#ifndef GRADWIRE_KERNELS_CPU_SPARSE_SUM_H_
+#define GRADWIRE_KERNELS_CPU_SPARSE_SUM_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gradwire/kernels/element_math.h"
+
+namespace gradwire {
+namespace kernels {
+
+// One worker's entries: `count` strictly increasing indices < n and as many
+// values stored little endian in `format` at any alignment (the layout of
+// a frame's sections; see element_math.h LoadValue).
+struct SparsePayload {
+  const uint32_t* indices = nullptr;
+  const uint8_t* values = nullptr;
+  uint64_t count = 0;
+  ValueFormat format = ValueFormat::kFp32;
+};
+
+struct SparseSumOptions {
+  // Start from dense's old contents (true) or from zero (false).
+  bool accumulate = false;
+  // Multiplies each finished sum: 1 sums, 1/P averages (one rounding).
+  float scale = 1.0f;
+};
+
+namespace cpu {
+
+// dense[i] = (start[i] + v_0[i] + v_1[i] + ... + v_{P-1}[i]) * scale, added
+// left to right in worker order (absent entries add nothing; the scale is
+// applied to every element, touched or not). InvalidArgument (dense
+// untouched) for null pointers with count > 0, count > n, an index >= n or
+// indices not strictly increasing.
+absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Span<float> dense,
+                              const SparseSumOptions& options);
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_SPARSE_SUM_H_

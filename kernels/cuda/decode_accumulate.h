@@ -1,0 +1,52 @@
+// Sums P workers' sparse payloads into one dense buffer on the GPU.
+//
+// Deterministic by construction: the dense range is cut into tiles; each
+// block loads a tile into shared memory, adds worker 0's entries for that
+// tile, then worker 1's, ... in the fixed worker order, and writes the tile
+// back once. Indices are strictly increasing within a worker (the wire
+// format guarantees it), so no two threads touch one element in the same
+// round and no atomics are needed; every element sees the additions in the
+// same order on every run, and in the same order as the CPU reference
+// (kernels/cpu/sparse_sum.h), so the results are identical bit for bit.
+//
+// Bytes moved: 8 per entry read (u32 index + fp32 value) plus 4n written
+// (8n when accumulating onto the buffer's old contents): the 4n + 8Pk floor.
+#ifndef GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_
+#define GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gradwire/kernels/cpu/quantized_sum.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
+#include "gradwire/kernels/cuda/stream.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cuda {
+
+// dense[i] = (start[i] + sum over workers w in order of v_w[i]) * scale,
+// where start is dense's old contents if options.accumulate, else 0, and
+// v_w[i] is worker w's value at i (absent entries add nothing). The
+// payloads and `dense` are device memory; the payload descriptors
+// themselves are a host array (passed to the kernel by value, 64 workers
+// per launch; more workers take several launches in order). No temporary
+// storage, no allocation, asynchronous on `stream`. Validates only what it
+// can without reading device memory (counts <= n, null pointers); indices
+// must already be validated (decoded frames are).
+absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
+                              const SparseSumOptions& options, Stream stream);
+
+// The same for quantized payloads (kernels/cpu/quantized_sum.h): one pass
+// over n; each thread decodes its elements from every worker in order.
+// Bytes: P * (nb/8 + 4n/B) read + 4n written (8n when accumulating).
+absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads,
+                                 const QuantizedFormat& format, float* dense, uint64_t n,
+                                 const SparseSumOptions& options, Stream stream);
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_

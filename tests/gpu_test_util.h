@@ -1,0 +1,87 @@
+// Small device-memory helpers for GPU tests, usable from ordinary .cc files
+// (the CUDA calls live in gpu_test_util.cu; a build without CUDA gets stubs
+// that fail). Tests first call GRADWIRE_SKIP_WITHOUT_GPU(), which prints
+// "SKIPPED: no CUDA device (...)" and skips: never a silent pass.
+#ifndef GRADWIRE_TESTS_GPU_TEST_UTIL_H_
+#define GRADWIRE_TESTS_GPU_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gradwire/kernels/cuda/device.h"
+
+namespace gradwire {
+namespace testing {
+
+// Each returns "" on success, else the CUDA error.
+std::string DeviceMalloc(void** ptr, size_t bytes);
+void DeviceFree(void* ptr);
+std::string CopyToDevice(void* dst, const void* src, size_t bytes);
+std::string CopyToHost(void* dst, const void* src, size_t bytes);
+std::string DeviceMemset(void* dst, int byte, size_t bytes);
+// Waits for all work and reports any asynchronous error from a kernel.
+std::string DeviceSynchronize();
+
+// A device array of T that frees itself. Poison() fills it with 0xFF bytes
+// (NaN for floats, all-ones for integers) so unwritten outputs show up.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    error_ = DeviceMalloc(reinterpret_cast<void**>(&ptr_), n == 0 ? 1 : n * sizeof(T));
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    if (error_.empty()) error_ = CopyToDevice(ptr_, host.data(), host.size() * sizeof(T));
+  }
+  ~DeviceArray() { DeviceFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+  const std::string& error() const { return error_; }
+  std::string Poison() { return DeviceMemset(ptr_, 0xFF, n_ * sizeof(T)); }
+  std::string Upload(const std::vector<T>& host) {
+    return CopyToDevice(ptr_, host.data(), std::min(n_, host.size()) * sizeof(T));
+  }
+  std::vector<T> Download() const {
+    std::vector<T> host(n_);
+    std::string e = CopyToHost(host.data(), ptr_, n_ * sizeof(T));
+    if (!e.empty()) ADD_FAILURE() << e;
+    return host;
+  }
+
+ private:
+  size_t n_;
+  T* ptr_ = nullptr;
+  std::string error_;
+};
+
+// GRADWIRE_GPU_QUICK=1 (set for compute-sanitizer runs, which are 10-100x
+// slower) keeps sweeps to small sizes.
+inline bool QuickMode() { return std::getenv("GRADWIRE_GPU_QUICK") != nullptr; }
+
+// Bitwise float equality (NaN == NaN with the same payload, +0 != -0).
+inline bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+}  // namespace testing
+}  // namespace gradwire
+
+#define GRADWIRE_SKIP_WITHOUT_GPU()                                           \
+  do {                                                                        \
+    std::string gradwire_why_;                                                \
+    if (::gradwire::kernels::cuda::DeviceCount(&gradwire_why_) == 0) {        \
+      std::printf("SKIPPED: no CUDA device (%s)\n", gradwire_why_.c_str());   \
+      GTEST_SKIP() << "no CUDA device: " << gradwire_why_;                    \
+    }                                                                         \
+  } while (0)
+
+#endif  // GRADWIRE_TESTS_GPU_TEST_UTIL_H_

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Builds gradwire's GPU tests and benchmark here, then runs them on a lent
+# GPU machine through the `device` tool, bringing results back under $OUT.
+# docs/gpu.md explains it; in short:
+#
+#   here:   bash tools/gpu/run_on_device.sh build
+#   device: run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=600)
+#
+# `build` writes .device/ (ignored by git): stripped binaries linked with
+# static cudart, libstdc++ and libgcc, plus the few shared libraries they
+# need that a CUDA image lacks (Debian's absl). `run` (on the GPU machine)
+# runs every phase below, each within its own budget (200+170+150+60 s), writing 7
+# files to $OUT; `run tests|sanitize|bench|torch` runs one phase.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+
+TESTS=(cuda_device_test gpu_compress_test gpu_decode_accumulate_test gpu_fused_sgd_test dispatch_test)
+
+build() {
+  set -e
+  local targets=()
+  for t in "${TESTS[@]}"; do targets+=("//tests:$t"); done
+  bazel build --jobs="${GRADWIRE_JOBS:-2}" --strip=always "${targets[@]}" //bench:gpu_bench
+  rm -rf .device
+  mkdir -p .device/bin .device/lib
+  for t in "${TESTS[@]}"; do cp "bazel-bin/tests/$t" .device/bin/; done
+  cp bazel-bin/bench/gpu_bench .device/bin/
+  chmod u+w .device/bin/*
+  # Shared libraries other than the C/C++ runtime (a newer one is on the GPU
+  # image: these binaries need glibc >= the build machine's).
+  for b in .device/bin/*; do
+    ldd "$b" | awk '/=> \// {print $3}'
+  done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*) ;;
+      *) cp -L "$lib" .device/lib/ ;;
+    esac
+  done
+  git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
+  echo "built $(ls .device/bin | wc -l) binaries, $(ls .device/lib | wc -l) libraries, $(du -sh .device | cut -f1) in .device/"
+  echo 'now: device run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=600)'
+}
+
+out_dir() {
+  OUT="${OUT:-$root/out}"
+  mkdir -p "$OUT"
+  export LD_LIBRARY_PATH="$root/.device/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -x .device/bin/gpu_bench ] || { echo "no .device/bin: run 'build' here and carry .device" >&2; exit 2; }
+}
+
+# Seconds left before a phase's deadline (at least 1).
+left() { local l=$(( $1 - $(date +%s) )); [ $l -gt 0 ] && echo $l || echo 1; }
+
+# Phase budgets keep `run all` inside the device tool's 600 s per command.
+phase_tests() {
+  local status=0 end=$(( $(date +%s) + ${TESTS_BUDGET:-200} ))
+  { echo "commit $(cat .device/COMMIT 2>/dev/null)"; nvidia-smi 2>&1; } > "$OUT/device.txt"
+  for t in "${TESTS[@]}"; do
+    echo "=== $t" | tee -a "$OUT/gpu_tests.log"
+    timeout "$(left $end)" ".device/bin/$t" --gtest_color=no >> "$OUT/gpu_tests.log" 2>&1 || { status=1; echo "FAILED: $t" | tee -a "$OUT/gpu_tests.log"; }
+  done
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^FAILED: |SKIPPED: no CUDA" "$OUT/gpu_tests.log"
+  return $status
+}
+
+# compute-sanitizer on the quick sizes (10-100x slower than native).
+phase_sanitize() {
+  local status=0 end=$(( $(date +%s) + ${SANITIZE_BUDGET:-170} ))
+  local cs
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)"
+  if [ -z "$cs" ]; then echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/sanitizer.log"; return 1; fi
+  # memcheck on everything; racecheck (slower) on the kernels that share
+  # memory between threads: decode tiles, quantizer groups, selection.
+  local runs=(
+    "memcheck gpu_compress_test *"
+    "memcheck gpu_decode_accumulate_test *"
+    "memcheck gpu_fused_sgd_test *"
+    "racecheck gpu_decode_accumulate_test *"
+    "racecheck gpu_compress_test *Qsgd*:*Sign*:*ExactTopK*"
+  )
+  local r tool t filter
+  for r in "${runs[@]}"; do
+    read -r tool t filter <<< "$r"
+    echo "=== $tool $t $filter" >> "$OUT/sanitizer.log"
+    GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool "$tool" --error-exitcode 9 \
+      ".device/bin/$t" --gtest_color=no --gtest_filter="$filter" >> "$OUT/sanitizer.log" 2>&1 \
+      || { status=1; echo "SANITIZER FAILED: $tool $t" | tee -a "$OUT/sanitizer.log"; }
+  done
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|SANITIZER FAILED" "$OUT/sanitizer.log"
+  return $status
+}
+
+# n > 2^31 (64-bit offsets): ~30 GB of GPU memory, a few minutes. Not in `all`.
+phase_large() {
+  GRADWIRE_GPU_LARGE=1 timeout "${LARGE_BUDGET:-540}" .device/bin/gpu_compress_test --gtest_color=no \
+    --gtest_filter='*SizesAboveTwoToThe31*' 2>&1 | tee "$OUT/large.log" | tail -n 30
+  return "${PIPESTATUS[0]}"
+}
+
+phase_bench() {
+  timeout "${BENCH_BUDGET:-150}" .device/bin/gpu_bench "$@" > "$OUT/bench.csv" 2> "$OUT/bench.txt"
+  local s=$?
+  cat "$OUT/bench.txt"
+  return $s
+}
+
+phase_torch() {
+  PYTHONUNBUFFERED=1 timeout "${TORCH_BUDGET:-60}" python3 tools/gpu/torch_baseline.py > "$OUT/torch.csv" 2> "$OUT/torch.txt"
+  local s=$?
+  tail -n 40 "$OUT/torch.txt"
+  return $s
+}
+
+case "${1:-}" in
+  build) build ;;
+  run)
+    out_dir
+    shift
+    case "${1:-all}" in
+      tests) phase_tests ;;
+      sanitize) phase_sanitize ;;
+      bench) shift; phase_bench "$@" ;;
+      torch) phase_torch ;;
+      large) phase_large ;;
+      all)
+        s=0
+        phase_tests || s=1
+        phase_sanitize || s=1
+        phase_bench || s=1
+        phase_torch || s=1
+        python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
+        exit $s ;;
+      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|large]" >&2; exit 2 ;;
+    esac ;;
+  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|large]" >&2; exit 2 ;;
+esac
