@@ -11,7 +11,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -129,10 +130,10 @@ absl::Status SyncDirectory(const std::string& dir) {
 
 absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
                                  absl::string_view data) {
-  GW_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(dir));
-  GW_RETURN_IF_ERROR(temp.Append(data));
-  GW_RETURN_IF_ERROR(temp.Sync());
-  GW_RETURN_IF_ERROR(temp.PublishAs(name));
+  GRADWIRE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(dir));
+  GRADWIRE_RETURN_IF_ERROR(temp.Append(data));
+  GRADWIRE_RETURN_IF_ERROR(temp.Sync());
+  GRADWIRE_RETURN_IF_ERROR(temp.PublishAs(name));
   return SyncDirectory(dir);
 }
 

@@ -4,7 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/checksum.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<DataCache>> DataCache::Create(std::shared_ptr<Dat
     d.dataset_version = source->manifest().version();  // the pin
     d.sync = options.disk_sync;
     d.verify_on_open = options.disk_verify_on_open;
-    GW_ASSIGN_OR_RETURN(cache->disk_, DiskTier::Open(std::move(d)));
+    GRADWIRE_ASSIGN_OR_RETURN(cache->disk_, DiskTier::Open(std::move(d)));
     if (options.disk_write_queue_bytes > 0) {
       cache->writer_ = std::thread([self] { self->DiskWriterLoop(); });
     }

@@ -9,7 +9,8 @@
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/shard_format.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -36,12 +37,12 @@ absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::stri
       info.count = records.size();
       info.bytes = bytes.size();
       info.checksum = Checksum64(bytes);
-      GW_RETURN_IF_ERROR(WriteFileAtomically(out_dir, info.name, bytes));
+      GRADWIRE_RETURN_IF_ERROR(WriteFileAtomically(out_dir, info.name, bytes));
       shards.push_back(std::move(info));
     }
   }
-  GW_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Create(dataset_id, std::move(shards)));
-  GW_RETURN_IF_ERROR(
+  GRADWIRE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Create(dataset_id, std::move(shards)));
+  GRADWIRE_RETURN_IF_ERROR(
       WriteFileAtomically(out_dir, std::string(Manifest::kFileName), manifest.Serialize()));
   return manifest;
 }

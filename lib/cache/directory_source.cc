@@ -9,7 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -25,7 +26,7 @@ DirectorySource::~DirectorySource() {
 
 absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std::string& dir,
                                                                        const Options& options) {
-  GW_ASSIGN_OR_RETURN(std::string text,
+  GRADWIRE_ASSIGN_OR_RETURN(std::string text,
                       ReadWholeFile(absl::StrCat(dir, "/", Manifest::kFileName)));
   absl::StatusOr<Manifest> manifest = Manifest::Parse(text);
   if (!manifest.ok()) {
@@ -45,20 +46,20 @@ absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std
       return absl::DataLossError(absl::StrCat(path, ": ", st.st_size, " bytes, manifest says ",
                                               shard.bytes));
     }
-    GW_ASSIGN_OR_RETURN(std::string head, source->ReadAt(i, 0, kShardHeaderBytes));
+    GRADWIRE_ASSIGN_OR_RETURN(std::string head, source->ReadAt(i, 0, kShardHeaderBytes));
     absl::StatusOr<ShardHeader> header = DecodeShardHeader(head);
     if (!header.ok()) return absl::DataLossError(absl::StrCat(path, ": ", header.status().message()));
     if (header->count != shard.count || header->first_index != shard.first_index) {
       return absl::DataLossError(absl::StrCat(path, ": header disagrees with the manifest"));
     }
-    GW_ASSIGN_OR_RETURN(std::string index,
+    GRADWIRE_ASSIGN_OR_RETURN(std::string index,
                         source->ReadAt(i, kShardHeaderBytes, header->index_bytes()));
     absl::StatusOr<std::vector<ShardRecord>> records =
         DecodeShardIndex(*header, index, shard.bytes);
     if (!records.ok()) return absl::DataLossError(absl::StrCat(path, ": ", records.status().message()));
     source->records_.push_back(*std::move(records));
     if (options.verify_shards) {
-      GW_ASSIGN_OR_RETURN(std::string all, source->ReadAt(i, 0, shard.bytes));
+      GRADWIRE_ASSIGN_OR_RETURN(std::string all, source->ReadAt(i, 0, shard.bytes));
       if (Checksum64(all) != shard.checksum) {
         return absl::DataLossError(absl::StrCat(path, ": checksum does not match the manifest"));
       }
@@ -93,15 +94,15 @@ absl::StatusOr<Blob> DirectorySource::Get(absl::string_view key) {
       return absl::NotFoundError(absl::StrCat("no shard or sample '", key, "' in ", Describe()));
     }
     size_t i = static_cast<size_t>(shard - manifest_.shards().data());
-    GW_ASSIGN_OR_RETURN(std::string bytes, ReadAt(i, 0, shard->bytes));
+    GRADWIRE_ASSIGN_OR_RETURN(std::string bytes, ReadAt(i, 0, shard->bytes));
     if (Checksum64(bytes) != shard->checksum) {
       return absl::DataLossError(absl::StrCat(dir_, "/", shard->name, ": checksum mismatch"));
     }
     return MakeBlob(std::move(bytes));
   }
-  GW_ASSIGN_OR_RETURN(SampleLocation at, manifest_.LocateSample(key));
+  GRADWIRE_ASSIGN_OR_RETURN(SampleLocation at, manifest_.LocateSample(key));
   const ShardRecord& record = records_[at.shard][at.record];
-  GW_ASSIGN_OR_RETURN(std::string bytes, ReadAt(at.shard, record.offset, record.length));
+  GRADWIRE_ASSIGN_OR_RETURN(std::string bytes, ReadAt(at.shard, record.offset, record.length));
   if (Checksum64(bytes) != record.checksum) {
     return absl::DataLossError(absl::StrCat(dir_, "/", manifest_.shards()[at.shard].name,
                                             ": sample ", key, " fails its checksum"));

@@ -13,7 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -113,7 +114,7 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(Options options) {
     }
   }
   std::unique_ptr<DiskTier> tier(new DiskTier(std::move(options)));
-  GW_RETURN_IF_ERROR(tier->Load());
+  GRADWIRE_RETURN_IF_ERROR(tier->Load());
   return tier;
 }
 
@@ -263,7 +264,7 @@ absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
   }
   if (!valid.ok()) {
     RemoveFromIndex(key);
-    GW_RETURN_IF_ERROR(Quarantine(file));
+    GRADWIRE_RETURN_IF_ERROR(Quarantine(file));
     return absl::DataLossError(absl::StrCat("disk tier: entry for '", key, "' in ", path,
                                             " is damaged (", valid.message(), "); quarantined"));
   }
@@ -331,15 +332,15 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
                                               options_.budget_bytes));
   }
   std::vector<std::string> victims;
-  GW_RETURN_IF_ERROR(Reserve(key, w->bytes, &victims, &w->present));
+  GRADWIRE_RETURN_IF_ERROR(Reserve(key, w->bytes, &victims, &w->present));
   if (w->present) return absl::OkStatus();
   for (const std::string& v : victims) unlink(absl::StrCat(options_.dir, "/", v).c_str());
   absl::Status status = [&]() -> absl::Status {
-    GW_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
+    GRADWIRE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
     // One write per entry: header, key and value together.
     std::string bytes = EncodeHeader(key, options_.dataset_version, *value);
     bytes += *value;
-    GW_RETURN_IF_ERROR(temp.Append(bytes));
+    GRADWIRE_RETURN_IF_ERROR(temp.Append(bytes));
     w->temp.emplace(std::move(temp));
     return absl::OkStatus();
   }();
@@ -369,7 +370,7 @@ absl::Status DiskTier::Insert(absl::string_view key, const Blob& value) {
   absl::Status status = StartWrite(std::string(key), value, &w);
   if (!status.ok() || w.present) return status;
   if (options_.sync) status = w.temp->Sync();
-  GW_RETURN_IF_ERROR(FinishWrite(&w, status));
+  GRADWIRE_RETURN_IF_ERROR(FinishWrite(&w, status));
   return options_.sync ? SyncDirectory(options_.dir) : absl::OkStatus();
 }
 

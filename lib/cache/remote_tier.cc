@@ -10,7 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/data_service.grpc.pb.h"
-#include "gradwire/lib/cache/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
+#include "gradwire/lib/return_if_error.h"
 
 namespace gradwire {
 namespace cache {
@@ -87,12 +88,12 @@ class RemoteTier::Impl {
 
   absl::Status FetchManifest() {
     std::string text;
-    GW_RETURN_IF_ERROR(WithRetries("GetManifest", [&](absl::Time deadline) {
+    GRADWIRE_RETURN_IF_ERROR(WithRetries("GetManifest", [&](absl::Time deadline) {
       grpc::ClientContext context;
       Authorize(&context, deadline);
       proto::GetManifestRequest request;
       proto::GetManifestReply reply;
-      GW_RETURN_IF_ERROR(FromGrpc(stub_->GetManifest(&context, request, &reply), "GetManifest"));
+      GRADWIRE_RETURN_IF_ERROR(FromGrpc(stub_->GetManifest(&context, request, &reply), "GetManifest"));
       text = reply.manifest();
       return absl::OkStatus();
     }));
@@ -136,7 +137,7 @@ class RemoteTier::Impl {
         }
         data += chunk.data();
       }
-      GW_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "stream"));
+      GRADWIRE_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "stream"));
       if (data.size() != total) return absl::DataLossError("stream ended early");
       if (Checksum64(data) != checksum) return absl::DataLossError("checksum mismatch in transit");
       return absl::OkStatus();
@@ -250,7 +251,7 @@ absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Connect(const Options& o
   }
   std::unique_ptr<RemoteTier> tier(new RemoteTier(options));
   tier->impl_ = std::make_unique<Impl>(tier->options_);
-  GW_RETURN_IF_ERROR(tier->impl_->FetchManifest());
+  GRADWIRE_RETURN_IF_ERROR(tier->impl_->FetchManifest());
   return tier;
 }
 
