@@ -24,14 +24,24 @@ std::vector<float> MakeData(Data kind, uint64_t n, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (uint64_t i = 0; i < n; ++i) {
     switch (kind) {
-      case Data::kNormal: v[i] = normal(rng); break;
-      case Data::kHeavyTail: v[i] = normal(rng) / (0.05f + std::fabs(normal(rng))); break;
-      case Data::kTies: v[i] = static_cast<float>(static_cast<int>(rng() % 7) - 3); break;
-      case Data::kAllEqual: v[i] = -0.5f; break;
+      case Data::kNormal:
+        v[i] = normal(rng);
+        break;
+      case Data::kHeavyTail:
+        v[i] = normal(rng) / (0.05f + std::fabs(normal(rng)));
+        break;
+      case Data::kTies:
+        v[i] = static_cast<float>(static_cast<int>(rng() % 7) - 3);
+        break;
+      case Data::kAllEqual:
+        v[i] = -0.5f;
+        break;
       case Data::kNonFinite: {
         const uint64_t r = rng() % 20;
-        v[i] = r == 0 ? std::nanf("") : r == 1 ? std::numeric_limits<float>::infinity()
-             : r == 2 ? -std::numeric_limits<float>::infinity() : normal(rng);
+        v[i] = r == 0   ? std::nanf("")
+               : r == 1 ? std::numeric_limits<float>::infinity()
+               : r == 2 ? -std::numeric_limits<float>::infinity()
+                        : normal(rng);
         break;
       }
     }
@@ -61,7 +71,7 @@ struct Output {
 };
 
 Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<float>* residual,
-           uint64_t k, ValueFormat format) {
+                 uint64_t k, ValueFormat format) {
   Output out;
   const uint64_t n = grad.size();
   uint64_t temp_bytes = 0;
@@ -77,8 +87,8 @@ Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<
   if (residual != nullptr) out.residual = *residual;
   float* res = residual != nullptr ? out.residual.data() : nullptr;
   if (approx) {
-    ApproxTopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format,
-                       out.indices.data(), out.values.data(), &out.stats, &out.band);
+    ApproxTopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, out.indices.data(),
+                       out.values.data(), &out.stats, &out.band);
   } else {
     TopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, out.indices.data(),
                  out.values.data(), &out.stats);
@@ -130,11 +140,9 @@ std::vector<uint64_t> Ks(uint64_t n, std::mt19937_64& rng) {
 
 TEST(TopKTest, ExactlyTheKLargestMagnitudesVersusFullSort) {
   GRADWIRE_SEEDED_RNG(rng);
-  const Case cases[] = {{Data::kNormal, 0},       {Data::kNormal, 1},
-                        {Data::kNormal, 7},       {Data::kNormal, 1000},
-                        {Data::kNormal, 100003},  {Data::kHeavyTail, 65537},
-                        {Data::kTies, 5000},      {Data::kNonFinite, 3001},
-                        {Data::kAllEqual, 2049}};
+  const Case cases[] = {{Data::kNormal, 0},    {Data::kNormal, 1},       {Data::kNormal, 7},
+                        {Data::kNormal, 1000}, {Data::kNormal, 100003},  {Data::kHeavyTail, 65537},
+                        {Data::kTies, 5000},   {Data::kNonFinite, 3001}, {Data::kAllEqual, 2049}};
   for (const Case& c : cases) {
     for (bool with_residual : {false, true}) {
       const std::vector<float> grad = MakeData(c.data, c.n, rng);
@@ -144,9 +152,9 @@ TEST(TopKTest, ExactlyTheKLargestMagnitudesVersusFullSort) {
       for (uint64_t i = 0; i < c.n; ++i) acc[i] = with_residual ? grad[i] + residual[i] : grad[i];
       for (uint64_t k : Ks(c.n, rng)) {
         for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
-          SCOPED_TRACE(::testing::Message() << "data " << static_cast<int>(c.data) << " n "
-                                            << c.n << " k " << k << " format "
-                                            << static_cast<int>(f) << " ef " << with_residual);
+          SCOPED_TRACE(::testing::Message()
+                       << "data " << static_cast<int>(c.data) << " n " << c.n << " k " << k
+                       << " format " << static_cast<int>(f) << " ef " << with_residual);
           const Output out = RunSelect(false, grad, with_residual ? &residual : nullptr, k, f);
           ASSERT_EQ(out.indices, ReferenceTopK(acc, k));
           ASSERT_EQ(out.stats.selected, k);
@@ -209,7 +217,7 @@ TEST(TopKTest, TiesGoToLowerIndexAndNanIsNeverPreferred) {
 
 TEST(ApproxTopKTest, SelectsExactlyKWithinTheStatedBand) {
   GRADWIRE_SEEDED_RNG(rng);
-  const Case cases[] = {{Data::kNormal, 0},     {Data::kNormal, 5},    {Data::kNormal, 300007},
+  const Case cases[] = {{Data::kNormal, 0},        {Data::kNormal, 5},  {Data::kNormal, 300007},
                         {Data::kHeavyTail, 65537}, {Data::kTies, 5000}, {Data::kNonFinite, 3001}};
   for (const Case& c : cases) {
     const std::vector<float> grad = MakeData(c.data, c.n, rng);
