@@ -151,8 +151,8 @@ class Communicator {
   absl::Status poison_;
   ExchangeStats last_call_;
   ExchangeStats totals_;
-  std::vector<float> work_;       // hierarchical: reduce-scatter scratch
-  std::vector<uint64_t> shards_;  // hierarchical: shard bytes per local rank
+  std::vector<float> work_;         // hierarchical: reduce-scatter scratch
+  std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
   std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
 };
 
