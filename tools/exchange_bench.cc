@@ -18,6 +18,10 @@
 // every tensor in backprop (reverse) order, Flush, WaitAll. The time of
 // one iteration is from the first Submit to WaitAll returning, i.e. the
 // exchange as a training step would see it with no compute to overlap.
+// Inside it the exchanger pipelines buckets (--pipeline_depth): "span" is
+// the step's critical path as it ran (first bucket queued to last written
+// back) and "overlap" how much of the shorter of CPU stages (compress +
+// auth + copy) and wire time it hid under the other.
 // Rank 0 prints the summary and writes --json_out; every rank prints a
 // one-line per-rank summary.
 #include <algorithm>
@@ -50,6 +54,9 @@ ABSL_FLAG(std::string, compression, "topk",
 ABSL_FLAG(double, compression_ratio, -1, "density k/n for sparse methods (default: the spec's)");
 ABSL_FLAG(int, quant_bits, -1, "bits per value for qsgd (default: the spec's)");
 ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradient");
+ABSL_FLAG(int, pipeline_depth, 2,
+          "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
+          "and decode one bucket at a time, no overlap)");
 ABSL_FLAG(bool, hierarchical, false, "HiTopKComm: nodes from LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
@@ -70,7 +77,8 @@ ABSL_FLAG(std::string, redis, "", "host:port of the rendezvous Redis (else $GRAD
 ABSL_FLAG(std::string, store_dir, "", "shared rendezvous directory (else $GRADWIRE_STORE_DIR)");
 ABSL_FLAG(std::string, job_id, "", "job id (else $GRADWIRE_JOB_ID)");
 ABSL_FLAG(int64_t, timeout_ms, 60000, "deadline of every collective and wait");
-ABSL_FLAG(std::string, job_secret_file, "", "file holding the job secret (else $GRADWIRE_JOB_SECRET)");
+ABSL_FLAG(std::string, job_secret_file, "",
+          "file holding the job secret (else $GRADWIRE_JOB_SECRET)");
 
 namespace gradwire {
 namespace {
@@ -89,19 +97,19 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
     if (!in) return absl::NotFoundError("cannot read --profile_file");
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } else {
-    const std::string cmd =
-        absl::GetFlag(FLAGS_params) > 0
-            ? absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " --params ",
-                           absl::GetFlag(FLAGS_params))
-            : absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " ",
-                           absl::GetFlag(FLAGS_profile));
+    const std::string cmd = absl::GetFlag(FLAGS_params) > 0
+                                ? absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles),
+                                               " --params ", absl::GetFlag(FLAGS_params))
+                                : absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " ",
+                                               absl::GetFlag(FLAGS_profile));
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
     char buf[4096];
     size_t got;
     while ((got = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
     if (pclose(p) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", cmd, "\" failed (unknown --profile? "
+      return absl::InvalidArgumentError(absl::StrCat("\"", cmd,
+                                                     "\" failed (unknown --profile? "
                                                      "run from the repository root or set "
                                                      "--model_profiles)"));
     }
@@ -125,7 +133,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
 absl::StatusOr<CompressionSpec> SpecFromFlags() {
   absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_compression));
   if (!spec.ok()) return spec.status();
-  if (absl::GetFlag(FLAGS_compression_ratio) > 0) spec->ratio = absl::GetFlag(FLAGS_compression_ratio);
+  if (absl::GetFlag(FLAGS_compression_ratio) > 0)
+    spec->ratio = absl::GetFlag(FLAGS_compression_ratio);
   if (absl::GetFlag(FLAGS_quant_bits) > 0) spec->quant_bits = absl::GetFlag(FLAGS_quant_bits);
   if (absl::Status s = spec->Validate(); !s.ok()) return s;
   return spec;
@@ -142,8 +151,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const transport::Rendezvou
   transport::GroupOptions go;
   go.bind_address = "127.0.0.1";
   go.timeout = config.timeout;
-  auto world = transport::GlooGroup::Create(config.rank, config.world_size,
-                                            (*store)->Scoped("world"), go);
+  auto world =
+      transport::GlooGroup::Create(config.rank, config.world_size, (*store)->Scoped("world"), go);
   if (!world.ok()) return world.status();
   auto auth = FrameAuthenticator::Create(*secret, config.job_id);
   if (!auth.ok()) return auth.status();
@@ -221,12 +230,13 @@ int Main() {
   if (!comm.ok()) return Fail(comm.status());
   ExchangerOptions eo;
   eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
+  eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   auto ex = GradientExchanger::Create(std::move(*comm), eo);
   if (!ex.ok()) return Fail(ex.status());
 
   const absl::Duration timeout = config->timeout;
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
-  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms;
+  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms, copy_ms, span_ms, overlap;
   ExchangeStats timed;
   for (int it = 0; it < warmup + iters; ++it) {
     for (Tensor& t : tensors) std::copy(t.pristine.begin(), t.pristine.end(), t.grad.begin());
@@ -247,6 +257,9 @@ int Main() {
     auth_ms.push_back(absl::ToDoubleMilliseconds(st.auth_time));
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
     wait_ms.push_back(absl::ToDoubleMilliseconds(st.wait_time));
+    copy_ms.push_back(absl::ToDoubleMilliseconds(st.copy_time));
+    span_ms.push_back(absl::ToDoubleMilliseconds(st.span_time));
+    overlap.push_back(st.OverlapFraction());
   }
   // Orderly teardown: no rank may reset a peer still finishing the last step.
   if (absl::Status s = (*ex)->Close(timeout); !s.ok()) return Fail(s);
@@ -254,16 +267,19 @@ int Main() {
   const std::vector<BucketInfo> plan = (*ex)->Plan();
   int dense_b = 0, comp_b = 0;
   for (const BucketInfo& b : plan) (b.path == ExchangePath::kDense ? dense_b : comp_b)++;
-  const std::string label = absl::StrCat(
-      spec->ToString(), options.hierarchical ? " hierarchical" : " flat", " P=", config->world_size);
+  const std::string label =
+      absl::StrCat(spec->ToString(), options.hierarchical ? " hierarchical" : " flat",
+                   " P=", config->world_size);
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(medians)\n",
+      "(medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d)\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
       timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
-      Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5));
+      Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
+      Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
+      eo.pipeline_depth);
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
               tensors.size(), static_cast<int>(params), dense_b, comp_b,
@@ -280,14 +296,18 @@ int Main() {
         "  \"intra_node_bytes_sent_per_iter\": %.0f,\n"
         "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
-        "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f\n}\n",
+        "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
+        "  \"pipeline_depth\": %d,\n  \"copy_ms_median\": %.3f,\n"
+        "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f\n}\n",
         spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
         config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
         dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
         Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
         timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
-        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5),
-        Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5));
+        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
+        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5),
+        eo.pipeline_depth, Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5),
+        Percentile(overlap, 0.5));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }
   return 0;
