@@ -63,7 +63,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     FrameAuthenticator auth, const CommunicatorOptions& options) {
   if (world == nullptr) return absl::InvalidArgumentError("Communicator::Create: no world group");
   GRADWIRE_RETURN_IF_ERROR(options.compression.Validate());
-  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(options.compression);
+  absl::StatusOr<std::unique_ptr<Codec>> codec =
+      MakeCodec(options.compression.ForSender(world->rank()));
   if (!codec.ok()) return codec.status();
   std::unique_ptr<Communicator> c(
       new Communicator(std::move(world), std::move(*codec), std::move(auth), options));

@@ -39,7 +39,11 @@ std::string Disagreement(const transport::GlooGroup& group, size_t count, Get ge
 }  // namespace
 
 uint64_t SpecFingerprint(const CompressionSpec& spec) {
-  const std::string s = spec.ToString();
+  // QSGD senders round with per-rank seeds (CompressionSpec::ForSender);
+  // the seed is not part of what ranks must agree on.
+  CompressionSpec agreed = spec;
+  if (agreed.method == Method::kQsgd) agreed.seed = 0;
+  const std::string s = agreed.ToString();
   return XXH3_64bits(s.data(), s.size());
 }
 

@@ -231,6 +231,18 @@ absl::Status CompressionSpec::Validate() const {
   return absl::OkStatus();
 }
 
+CompressionSpec CompressionSpec::ForSender(int rank) const {
+  CompressionSpec sender = *this;
+  if (method == Method::kQsgd) {
+    // splitmix64's finalizer: nearby ranks get unrelated streams.
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(rank) + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    sender.seed = z ^ (z >> 31);
+  }
+  return sender;
+}
+
 bool CompressionSpec::UsesErrorFeedback() const {
   switch (error_feedback) {
     case ErrorFeedback::kOn:

@@ -44,6 +44,14 @@ struct CompressionSpec {
   // Whether error feedback applies, resolving kDefault.
   bool UsesErrorFeedback() const;
 
+  // The spec rank `rank` encodes with. All ranks agree on one spec, but
+  // QSGD's stochastic rounding must be independent across ranks or its
+  // noise does not average out in the mean (every rank would round the
+  // same elements the same way), so its seed is mixed with the rank.
+  // Receivers never need that seed. Every other method is unchanged:
+  // random-k's indices must come from the shared seed.
+  CompressionSpec ForSender(int rank) const;
+
   // Canonical spec string; Parse(ToString()) returns an equal spec.
   std::string ToString() const;
 

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 namespace gradwire {
@@ -105,6 +106,28 @@ TEST(CompressionSpecTest, SelectedCount) {
   EXPECT_EQ(spec.SelectedCount(25557032), 255570u);
   spec.ratio = 1.0;
   EXPECT_EQ(spec.SelectedCount(77), 77u);
+}
+
+// QSGD senders must round independently (else the noise of P ranks does
+// not average); random-k senders must share the seed (indices are implied).
+TEST(CompressionSpecTest, ForSenderGivesQsgdOneSeedPerRankAndKeepsTheRest) {
+  absl::StatusOr<CompressionSpec> parsed = CompressionSpec::Parse("qsgd:bits=4,seed=7");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const CompressionSpec qsgd = *parsed;
+  std::set<uint64_t> seeds;
+  for (int rank = 0; rank < 64; ++rank) {
+    CompressionSpec sender = qsgd.ForSender(rank);
+    seeds.insert(sender.seed);
+    sender.seed = qsgd.seed;
+    EXPECT_EQ(sender.ToString(), qsgd.ToString()) << "rank " << rank;
+  }
+  EXPECT_EQ(seeds.size(), 64u);
+  EXPECT_EQ(seeds.count(qsgd.seed), 0u);
+  for (const char* text : {"randomk:ratio=0.01,seed=7", "topk:ratio=0.01,seed=7", "sign:seed=7"}) {
+    absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(text);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->ForSender(3).ToString(), spec->ToString()) << text;
+  }
 }
 
 }  // namespace

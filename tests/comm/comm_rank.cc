@@ -133,8 +133,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(const CompressionSpec& sp
 // The CPU reference: what every rank must get.
 class Reference {
  public:
-  Reference(const Codec& codec, int world, int local, bool hier)
-      : codec_(codec), world_(world), local_(hier ? local : 1), hier_(hier) {}
+  Reference(const CompressionSpec& spec, int world, int local, bool hier)
+      : spec_(spec), world_(world), local_(hier ? local : 1), hier_(hier) {}
 
   // Mean over ranks of bucket `bucket` at `step`, n elements, compressed.
   std::vector<float> Compressed(uint32_t bucket, uint64_t step, uint64_t n, std::string* error) {
@@ -158,14 +158,17 @@ class Reference {
         } else {
           in = inputs[s];
         }
-        ErrorFeedback& ef = Ef(s * local_ + q);
-        std::vector<uint8_t> frame(codec_.MaxEncodedBytes(len));
+        // The rank at position q of sender s encodes (s alone when flat).
+        const int encoder = s * local_ + q;
+        ErrorFeedback& ef = Ef(encoder);
+        const Codec& codec = *codecs_[encoder];
+        std::vector<uint8_t> frame(codec.MaxEncodedBytes(len));
         auto enc = ef.Encode(absl::StrCat(bucket), in, step, absl::MakeSpan(frame));
         if (!enc.ok()) {
           *error = enc.status().ToString();
           return {};
         }
-        absl::Status d = codec_.DecodeAccumulate(
+        absl::Status d = codec.DecodeAccumulate(
             absl::MakeConstSpan(frame.data(), enc->frame_bytes), absl::MakeSpan(sum));
         if (!d.ok()) {
           *error = d.ToString();
@@ -189,13 +192,16 @@ class Reference {
   }
 
  private:
-  ErrorFeedback& Ef(int id) {
-    auto& p = efs_[id];
-    if (p == nullptr) p = std::make_unique<ErrorFeedback>(codec_);
+  ErrorFeedback& Ef(int rank) {
+    auto& codec = codecs_[rank];
+    if (codec == nullptr) codec = *MakeCodec(spec_.ForSender(rank));
+    auto& p = efs_[rank];
+    if (p == nullptr) p = std::make_unique<ErrorFeedback>(*codec);
     return *p;
   }
 
-  const Codec& codec_;
+  const CompressionSpec spec_;
+  std::map<int, std::unique_ptr<Codec>> codecs_;
   const int world_, local_;
   const bool hier_;
   std::map<int, std::unique_ptr<ErrorFeedback>> efs_;
@@ -224,8 +230,7 @@ void ScenarioReference() {
     if (!CheckOk(absl::StrCat("parse ", text), spec.status())) continue;
     auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
     if (!CheckOk(absl::StrCat("create ", text), comm.status())) return;
-    auto codec = MakeCodec(*spec);
-    Reference ref(**codec, g_config.world_size, g_config.local_world_size, hier);
+    Reference ref(*spec, g_config.world_size, g_config.local_world_size, hier);
     bool all_ok = true;
     for (int step = 0; step < steps; ++step) {
       for (uint32_t b = 0; b < sizes.size(); ++b) {
