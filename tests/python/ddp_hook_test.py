@@ -25,6 +25,7 @@ import io
 import os
 import subprocess
 import sys
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -35,6 +36,9 @@ CASES = [
     ("topk 5% + EF, background thread", "topk:ratio=0.05", True, 0.6),
     ("qsgd 4-bit + EF, inline", "qsgd:bits=4,bucket=128", False, 0.6),
     ("topk 5% without EF", "topk:ratio=0.05,ef=off", True, 0.8),
+    # auto: whatever it picks on this machine, both ranks must pick the
+    # same, and the result must still equal the reference of that choice.
+    ("auto", "auto", True, 0.6),
 ]
 
 
@@ -61,6 +65,12 @@ def driver(args):
     if os.path.exists(so):
         env["GRADWIRE_EXTENSION"] = so
     failed = 0
+    unit = subprocess.run([args.python, os.path.abspath(__file__), "--unit"], env=env,
+                          capture_output=True, text=True)
+    print(("ok   " if unit.returncode == 0 else "FAIL ") + "choose_auto_plan unit cases")
+    if unit.returncode != 0:
+        failed += 1
+        print(unit.stdout[-3000:], unit.stderr[-3000:])
     for name, spec, overlap, ratio in CASES:
         cmd = [args.python, args.launch, "--nproc=2", "--timeout=240", "--",
                args.python, os.path.abspath(__file__), "--rank_main", "--spec", spec,
@@ -72,8 +82,39 @@ def driver(args):
         if not ok:
             failed += 1
             print(proc.stdout[-6000:], proc.stderr[-3000:])
-    print(f"{len(CASES) - failed} passed, {failed} failed")
+    print(f"{len(CASES) + 1 - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+def unit_main():
+    """choose_auto_plan on made-up measurements (no ranks needed)."""
+    import gradwire.ddp
+    choose = gradwire.ddp.choose_auto_plan
+    # Plenty of backward to hide 2 ms exchanges: all dense.
+    b = [{"index": 0, "elements": 300000, "ready_s": 0.0, "dense_s": 0.002},
+         {"index": 1, "elements": 50000, "ready_s": 0.040, "dense_s": 0.002}]
+    plan, ratio, report = choose(b, 0.050, 4)
+    assert plan == {0: "dense", 1: "dense"} and ratio is None, (plan, ratio)
+    assert "not the bottleneck" in report, report
+    # Bucket 0 takes 100 ms dense but only 10 ms of backward follow it:
+    # needs r * 4 * 0.1 <= 0.01 -> r <= 0.025 -> 0.01 from the ladder.
+    # The last bucket is small and fast: dense.
+    b = [{"index": 0, "elements": 3000000, "ready_s": 0.0, "dense_s": 0.100},
+         {"index": 1, "elements": 50000, "ready_s": 0.010, "dense_s": 0.0005}]
+    plan, ratio, report = choose(b, 0.010, 4)
+    assert plan == {0: 0.01, 1: "dense"} and ratio == 0.01, (plan, ratio, report)
+    # Nothing hides: the floor (5 % of dense time) still misses; density
+    # floor chosen, never below `floor`.
+    b = [{"index": 3, "elements": 3000000, "ready_s": 0.0, "dense_s": 10.0}]
+    plan, ratio, _ = choose(b, 0.001, 8, floor=0.003)
+    assert plan == {3: 0.003} and ratio == 0.003, (plan, ratio)
+    # Density ladder entries with r * P >= 1 are never offered (they would
+    # move more than dense): with 64 ranks only 0.01 and below remain.
+    b = [{"index": 0, "elements": 10**6, "ready_s": 0.0, "dense_s": 1.0}]
+    plan, ratio, _ = choose(b, 0.9, 64)
+    assert ratio == 0.01, (plan, ratio)
+    print("unit PASS")
+    return 0
 
 
 def rank_main(args):
@@ -113,7 +154,8 @@ def rank_main(args):
     dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
     ddp = DDP(model, bucket_cap_mb=0.05)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9)
-    state = gradwire.ddp.GradwireState(args.spec, warmup_iters=2, overlap=bool(args.overlap))
+    state = gradwire.ddp.GradwireState(args.spec, warmup_iters=3 if args.spec == "auto" else 2,
+                                       overlap=bool(args.overlap))
     records = []  # (step, index, segments, input copy, output)
 
     def recording_hook(st, bucket):
@@ -151,14 +193,25 @@ def rank_main(args):
     inputs = torch.cat([r[3] for r in records])
     gathered = [torch.empty_like(inputs) for _ in range(world)]
     dist.all_gather(gathered, inputs)
-    ref = gradwire.ReferenceExchange(args.spec, world)
+    if state.auto:
+        # Both ranks decided alike (from the same averaged measurements).
+        mine = torch.tensor([zlib.crc32(state.auto_report.encode())], dtype=torch.int64)
+        both = [torch.zeros_like(mine) for _ in range(world)]
+        dist.all_gather(both, mine)
+        check(bool(state.auto_report) and all(int(t) == int(mine) for t in both),
+              "auto: ranks chose differently (or not at all)")
+        print(f"rank {rank}: {state.auto_report}", flush=True)
+    ref_spec = (state.auto_spec or "none") if state.auto else args.spec
+    ref = gradwire.ReferenceExchange(ref_spec, world)
     offset, compressed_parts, mismatches = 0, 0, 0
     for step, index, segments, inp, out in records:
         n = inp.numel()
         per_rank = [g[offset:offset + n] for g in gathered]
         offset += n
         expect = torch.empty(n)
-        if step < state.warmup_iters:
+        whole_dense = step < state.warmup_iters or (
+            state.auto and (state.auto_spec is None or state.auto_plan.get(index) == "dense"))
+        if whole_dense:
             ref.average(2 * index, step, [t.numpy() for t in per_rank], expect.numpy(), "dense")
         else:
             for dense in (True, False):
@@ -181,10 +234,10 @@ def rank_main(args):
                 print(f"step {step} bucket {index}: differs from the reference (max {diff})",
                       flush=True)
     check(mismatches == 0, f"{mismatches} of {len(records)} buckets differ from the reference")
-    check(compressed_parts >= iters - state.warmup_iters,
+    check(state.auto or compressed_parts >= iters - state.warmup_iters,
           f"only {compressed_parts} compressed parts checked")
     check(len({r[1] for r in records}) >= 2, "only one bucket per iteration")
-    check(any(any(s[2] for s in r[2]) and any(not s[2] for s in r[2]) for r in records),
+    check(state.auto or any(any(s[2] for s in r[2]) and any(not s[2] for s in r[2]) for r in records),
           "no mixed (dense + compressed) bucket was exercised")
     print(f"rank {rank}: {len(records)} buckets equal the reference bit for bit "
           f"({compressed_parts} compressed parts)", flush=True)
@@ -193,20 +246,24 @@ def rank_main(args):
     blob = io.BytesIO()
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
                 "gradwire": state.state_dict()}, blob)
-    saved_residuals = state.state_dict()["residuals"]
-    uses_ef = gradwire.uses_error_feedback(args.spec)
+    def residuals():
+        sd = state.state_dict()
+        return sd["residuals"] + (sd["auto_residuals"] or b"")
+
+    saved_residuals = residuals()
+    uses_ef = gradwire.uses_error_feedback(ref_spec) and (not state.auto or bool(state.auto_spec))
     check(len(saved_residuals) > 100 or not uses_ef, "no residuals in the checkpoint")
     records.clear()
     train_step(iters)
     after_one = [r[4].clone() for r in records]
-    moved = state.comm.save_state() != saved_residuals
+    moved = residuals() != saved_residuals
     check(moved or not uses_ef, "residuals did not change in a step")
     blob.seek(0)
     ckpt = torch.load(blob)
     model.load_state_dict(ckpt["model"])
     opt.load_state_dict(ckpt["opt"])
     state.load_state_dict(ckpt["gradwire"])
-    check(state.comm.save_state() == saved_residuals, "restored residuals differ from the saved")
+    check(residuals() == saved_residuals, "restored residuals differ from the saved")
     check(state.iteration == iters, f"restored iteration {state.iteration}, expected {iters}")
     records.clear()
     train_step(iters)
@@ -234,10 +291,13 @@ def main():
     parser.add_argument("--launch", default=runfile("tools/launch.py"))
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--rank_main", action="store_true")
+    parser.add_argument("--unit", action="store_true")
     parser.add_argument("--spec", default="topk:ratio=0.05")
     parser.add_argument("--overlap", type=int, default=1)
     parser.add_argument("--loss_ratio", type=float, default=0.6)
     args = parser.parse_args()
+    if args.unit:
+        return unit_main()
     return rank_main(args) if args.rank_main else driver(args)
 
 
