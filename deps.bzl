@@ -13,6 +13,7 @@ with its own abseil or googletest keeps it.
 load(
     "//third_party:repositories.bzl",
     "cuda_configure",
+    "python_configure",
     "shim_repository",
     "system_library_repository",
 )
@@ -76,3 +77,4 @@ def gradwire_deps():
             build_file = "@gradwire//third_party:systemlibs/%s.BUILD" % build,
         )
     _declare(cuda_configure, "local_cuda", build_template = "@gradwire//third_party/cuda:BUILD.tpl")
+    _declare(python_configure, "local_python")

@@ -112,15 +112,15 @@ def netem_available():
         _run(["ip", "netns", "del", probe], check=False)
 
 
-def leftover_namespaces():
+def leftover_namespaces(prefix=PREFIX):
     out = _run(["ip", "netns", "list"], check=False).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return [n for n in names if n.startswith(PREFIX + "-")]
+    return [n for n in names if n.startswith(prefix + "-")]
 
 
-def remove_leftovers():
-    """Deletes every namespace this tool could have made; returns their names."""
-    names = leftover_namespaces()
+def remove_leftovers(prefix=PREFIX):
+    """Deletes every namespace this tool could have made with `prefix`; returns their names."""
+    names = leftover_namespaces(prefix)
     for name in names:
         # Kill processes still inside (a crashed benchmark's ranks) first,
         # otherwise the namespace lingers until they exit.
@@ -160,7 +160,10 @@ class EmulatedCluster:
     """H hosts on a shaped star network. Use as a context manager."""
 
     def __init__(self, hosts, link="1gbit", delay="0us", jitter="0us", loss="0",
-                 subnet=DEFAULT_SUBNET, shaped=True):
+                 subnet=DEFAULT_SUBNET, shaped=True, prefix=PREFIX):
+        # prefix: names of namespaces and links (at most 8 characters, so
+        # veth names stay within 15). Tools that may run beside another
+        # cluster pick their own: up/down remove only their prefix's.
         if not isinstance(hosts, int) or not 1 <= hosts <= 250:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
         self.hosts = hosts
@@ -175,43 +178,47 @@ class EmulatedCluster:
         self._addresses = [str(net.network_address + 1 + i) for i in range(hosts)]
         self._prefixlen = net.prefixlen
         self.shaped = shaped
+        if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", prefix):
+            raise ClusterError(f"prefix must be 1-8 lowercase letters/digits, got {prefix!r}")
+        self.prefix = prefix
+        self.switch = prefix + "-switch"
         self._up = False
         self._old_handlers = {}
 
     # -- names ---------------------------------------------------------
     def namespace(self, host):
-        return f"{PREFIX}-h{host}"
+        return f"{self.prefix}-h{host}"
 
     def address(self, host):
         return self._addresses[host]
 
     # -- lifecycle -----------------------------------------------------
     def up(self):
-        remove_leftovers()
+        remove_leftovers(self.prefix)
         if self.shaped and (self.delay_s > 0 or self.jitter_s > 0 or self.loss_pct > 0):
             ok, why = netem_available()
             if not ok:
                 raise ClusterError("--delay/--jitter/--loss requested but " + why)
         try:
-            _run(["ip", "netns", "add", SWITCH])
-            _run(["ip", "-n", SWITCH, "link", "add", "br0", "type", "bridge"])
-            _run(["ip", "-n", SWITCH, "link", "set", "br0", "up"])
+            _run(["ip", "netns", "add", self.switch])
+            _run(["ip", "-n", self.switch, "link", "add", "br0", "type", "bridge"])
+            _run(["ip", "-n", self.switch, "link", "set", "br0", "up"])
             for h in range(self.hosts):
                 ns = self.namespace(h)
-                port = f"{PREFIX}p{h}"
+                port = f"{self.prefix}p{h}"
                 _run(["ip", "netns", "add", ns])
                 _run(["ip", "-n", ns, "link", "set", "lo", "up"])
-                _run(["ip", "link", "add", port, "netns", SWITCH, "type", "veth",
+                _run(["ip", "link", "add", port, "netns", self.switch, "type", "veth",
                       "peer", "name", "eth0", "netns", ns])
-                _run(["ip", "-n", SWITCH, "link", "set", port, "master", "br0"])
-                _run(["ip", "-n", SWITCH, "link", "set", port, "up"])
+                _run(["ip", "-n", self.switch, "link", "set", port, "master", "br0"])
+                _run(["ip", "-n", self.switch, "link", "set", port, "up"])
                 _run(["ip", "-n", ns, "addr", "add",
                       f"{self.address(h)}/{self._prefixlen}", "dev", "eth0"])
                 _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
                 if self.shaped:
                     for cmd in (_shape_commands(ns, "eth0", self.rate_bps, self.delay_s,
                                                 self.jitter_s, self.loss_pct) +
-                                _shape_commands(SWITCH, port, self.rate_bps, self.delay_s,
+                                _shape_commands(self.switch, port, self.rate_bps, self.delay_s,
                                                 self.jitter_s, self.loss_pct)):
                         _run(cmd)
             self._up = True
@@ -221,7 +228,7 @@ class EmulatedCluster:
         return self
 
     def down(self):
-        remove_leftovers()
+        remove_leftovers(self.prefix)
         self._up = False
 
     def __enter__(self):

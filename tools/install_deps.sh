@@ -12,6 +12,7 @@ GRADWIRE_PACKAGES=(
   clang libclang-rt-14-dev
   iproute2
   zlib1g-dev dataset-fashion-mnist e2fsprogs
+  python3-dev pybind11-dev python3-numpy python3-torch python3-matplotlib
 )
 
 missing=()

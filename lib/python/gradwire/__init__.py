@@ -1,0 +1,65 @@
+"""gradwire: compressed gradient exchange for data-parallel training.
+
+    import gradwire
+    comm = gradwire.Communicator("topk:ratio=0.01")   # RANK/WORLD_SIZE/... from the env
+    comm.allreduce_mean(array_or_tensor.numpy(), bucket=0, step=1)   # in place, averaged
+    state = comm.save_state()                          # error-feedback residuals (bytes)
+
+and, for PyTorch DDP, gradwire.ddp (model.register_comm_hook(state, gradwire.ddp.hook)).
+
+The C++ core is the extension module _gradwire.so (built by Bazel:
+`bazel build //lib/python:_gradwire.so`). This package finds it, in order:
+$GRADWIRE_EXTENSION (a path to the .so), next to this file, in Bazel
+runfiles (lib/python/_gradwire.so), or under the workspace's bazel-bin/.
+"""
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+__all__ = ["Communicator", "ReferenceExchange", "Error", "canonical_spec", "selected_count",
+           "uses_error_feedback", "extension_path"]
+
+
+def _candidates():
+    env = os.environ.get("GRADWIRE_EXTENSION")
+    if env:
+        yield env
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "_gradwire.so")
+    for root in (os.environ.get("TEST_SRCDIR"), os.environ.get("RUNFILES_DIR")):
+        if root:
+            yield os.path.join(root, "gradwire", "lib", "python", "_gradwire.so")
+    # lib/python/gradwire -> workspace root
+    workspace = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    yield os.path.join(workspace, "bazel-bin", "lib", "python", "_gradwire.so")
+    # Inside a Bazel runfiles tree the package itself sits next to the .so.
+    yield os.path.join(os.path.dirname(here), "_gradwire.so")
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        tried.append(path)
+        if os.path.isfile(path):
+            loader = importlib.machinery.ExtensionFileLoader("gradwire._gradwire", path)
+            spec = importlib.util.spec_from_file_location("gradwire._gradwire", path,
+                                                          loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            sys.modules["gradwire._gradwire"] = module
+            return module, path
+    raise ImportError("gradwire: extension _gradwire.so not found (build it with "
+                      "`bazel build //lib/python:_gradwire.so` or set $GRADWIRE_EXTENSION); "
+                      "tried: " + ", ".join(tried))
+
+
+_gradwire, extension_path = _load()
+
+Communicator = _gradwire.Communicator
+ReferenceExchange = _gradwire.ReferenceExchange
+Error = _gradwire.Error
+canonical_spec = _gradwire.canonical_spec
+selected_count = _gradwire.selected_count
+uses_error_feedback = _gradwire.uses_error_feedback

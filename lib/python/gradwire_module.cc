@@ -1,0 +1,358 @@
+// _gradwire: the Python extension over gradwire's C++ API (pybind11).
+//
+// Deliberately independent of PyTorch's C++ ABI: buffers arrive through
+// the Python buffer protocol (numpy arrays, memoryviews, torch's
+// tensor.numpy()) or as a raw (data_ptr, numel) pair, so one build works
+// with any torch version and with none. The Python package around it
+// (lib/python/gradwire/) adds the DDP communication hook.
+//
+// Every call that can block on the network (Connect, allreduce_mean,
+// close) releases the GIL, so other Python threads (data loading, the
+// autograd engine's) keep running during an exchange. Errors become
+// Python exceptions: InvalidArgument -> ValueError, everything else ->
+// gradwire.Error (a RuntimeError) whose message starts with the status
+// code ("UNAVAILABLE: ...").
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/codec.h"
+#include "gradwire/lib/communicator.h"
+#include "gradwire/lib/compression_spec.h"
+#include "gradwire/lib/error_feedback.h"
+#include "gradwire/lib/exchange_stats.h"
+#include "gradwire/lib/frame_auth.h"
+#include "gradwire/transport/rendezvous_config.h"
+
+namespace py = pybind11;
+
+namespace gradwire {
+namespace {
+
+// Set in PYBIND11_MODULE; raised for every non-InvalidArgument status.
+py::handle g_error;
+
+[[noreturn]] void Raise(const absl::Status& status) {
+  if (status.code() == absl::StatusCode::kInvalidArgument) {
+    throw py::value_error(status.ToString());
+  }
+  PyErr_SetString(g_error.ptr(), status.ToString().c_str());
+  throw py::error_already_set();
+}
+
+void Check(const absl::Status& status) {
+  if (!status.ok()) Raise(status);
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(value.status());
+  return *std::move(value);
+}
+
+// A writable, C-contiguous float32 buffer. The buffer_info keeps the
+// Py_buffer (and so the memory) alive while the GIL is released.
+struct FloatBuffer {
+  py::buffer_info info;
+  absl::Span<float> span() {
+    return absl::MakeSpan(static_cast<float*>(info.ptr), static_cast<size_t>(info.size));
+  }
+};
+
+FloatBuffer RequireFloats(const py::buffer& buffer, bool writable, const char* what) {
+  py::buffer_info info = buffer.request(writable);
+  if (info.itemsize != sizeof(float) || info.format != py::format_descriptor<float>::format()) {
+    throw py::value_error(absl::StrCat(what, " must hold float32 (format 'f'), got format '",
+                                       info.format, "' of ", info.itemsize, "-byte items"));
+  }
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] != 1 && info.strides[d] != expected) {
+      throw py::value_error(absl::StrCat(what, " must be C-contiguous"));
+    }
+    expected *= info.shape[d];
+  }
+  return FloatBuffer{std::move(info)};
+}
+
+std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
+  if (!path.has_value() || path->empty() || *path == "auto") return std::nullopt;
+  if (*path == "dense") return ExchangePath::kDense;
+  if (*path == "compressed") return ExchangePath::kCompressed;
+  throw py::value_error(
+      absl::StrCat("path must be 'dense', 'compressed' or None (the size/1-D rule), got '",
+                   *path, "'"));
+}
+
+py::dict StatsDict(const ExchangeStats& s) {
+  py::dict d;
+  d["dense_buckets"] = s.dense_buckets;
+  d["compressed_buckets"] = s.compressed_buckets;
+  d["elements"] = s.elements;
+  d["bytes_sent"] = s.bytes_sent;
+  d["bytes_received"] = s.bytes_received;
+  d["intra_node_bytes_sent"] = s.intra_node_bytes_sent;
+  d["intra_node_bytes_received"] = s.intra_node_bytes_received;
+  d["compress_s"] = absl::ToDoubleSeconds(s.compress_time);
+  d["auth_s"] = absl::ToDoubleSeconds(s.auth_time);
+  d["wire_s"] = absl::ToDoubleSeconds(s.wire_time);
+  d["wait_s"] = absl::ToDoubleSeconds(s.wait_time);
+  return d;
+}
+
+JobSecret ResolveSecret(const py::object& secret) {
+  if (secret.is_none()) return Value(JobSecret::FromEnvironment());
+  std::string bytes;
+  if (py::isinstance<py::bytes>(secret)) {
+    bytes = secret.cast<std::string>();
+  } else if (py::isinstance<py::str>(secret)) {
+    bytes = secret.cast<std::string>();
+  } else {
+    throw py::type_error("secret must be str, bytes or None ($GRADWIRE_JOB_SECRET)");
+  }
+  return Value(JobSecret::FromValue(bytes, "secret argument"));
+}
+
+// A Communicator joined from the environment (rendezvous_config.h).
+class PyCommunicator {
+ public:
+  PyCommunicator(const std::string& spec, const py::object& secret, bool hierarchical,
+                 uint64_t dense_below_elements, bool dense_one_dimensional, double timeout_s,
+                 const std::string& dense_algorithm, const std::string& job_suffix) {
+    CommunicatorOptions options;
+    options.compression = Value(CompressionSpec::Parse(spec));
+    options.hierarchical = hierarchical;
+    options.dense_below_elements = dense_below_elements;
+    options.dense_one_dimensional = dense_one_dimensional;
+    if (dense_algorithm == "ring") {
+      options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
+    } else if (dense_algorithm == "halving_doubling") {
+      options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
+    } else {
+      throw py::value_error("dense_algorithm must be 'ring' or 'halving_doubling'");
+    }
+    transport::RendezvousConfig explicit_values;
+    if (timeout_s > 0) explicit_values.timeout = absl::Seconds(timeout_s);
+    transport::RendezvousConfig config =
+        Value(transport::ConfigFromEnvironment(explicit_values));
+    // A second communicator in the same job (another spec) needs keys of
+    // its own in the store, and frames its peers' MACs keep apart.
+    config.job_id += job_suffix;
+    JobSecret job_secret = ResolveSecret(secret);
+    absl::StatusOr<std::unique_ptr<Communicator>> comm;
+    {
+      py::gil_scoped_release release;
+      comm = Communicator::Connect(config, job_secret, options);
+    }
+    comm_ = Value(std::move(comm));
+  }
+
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  std::string spec() const { return comm_->options().compression.ToString(); }
+
+  std::string PathFor(uint64_t elements, bool one_dimensional) const {
+    return ExchangePathName(comm_->PathFor(elements, one_dimensional));
+  }
+
+  std::string AllreduceMean(const py::buffer& buffer, uint32_t bucket, uint64_t step,
+                            const std::optional<std::string>& path, bool one_dimensional) {
+    FloatBuffer data = RequireFloats(buffer, /*writable=*/true, "buffer");
+    return Run(data.span(), bucket, step, path, one_dimensional);
+  }
+
+  // For tensors reached by address (torch: tensor.data_ptr(), numel()).
+  // The caller guarantees numel float32 elements live at data_ptr, in
+  // host memory, for the duration of the call.
+  std::string AllreduceMeanPtr(uintptr_t data_ptr, uint64_t numel, uint32_t bucket,
+                               uint64_t step, const std::optional<std::string>& path,
+                               bool one_dimensional) {
+    if (data_ptr == 0 && numel != 0) throw py::value_error("data_ptr is null");
+    if (data_ptr % alignof(float) != 0) throw py::value_error("data_ptr is not 4-byte aligned");
+    return Run(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), bucket, step, path,
+               one_dimensional);
+  }
+
+  py::bytes SaveState() const { return py::bytes(Value(comm_->SaveState())); }
+  void RestoreState(const py::bytes& state) {
+    Check(comm_->RestoreState(std::string(state)));
+  }
+
+  py::dict LastCall() const { return StatsDict(comm_->last_call()); }
+  py::dict Totals() const { return StatsDict(comm_->totals()); }
+  std::string Describe(bool totals) const {
+    return (totals ? comm_->totals() : comm_->last_call()).ToString();
+  }
+  void Health() const { Check(comm_->health()); }
+
+  void Close() {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->Close();
+    }
+    Check(s);
+  }
+
+ private:
+  std::string Run(absl::Span<float> data, uint32_t bucket, uint64_t step,
+                  const std::optional<std::string>& path, bool one_dimensional) {
+    const ExchangePath chosen = ParsePath(path).value_or(comm_->PathFor(data.size(), one_dimensional));
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->AllreduceMean(bucket, step, data, chosen);
+    }
+    Check(s);
+    return ExchangePathName(chosen);
+  }
+
+  std::unique_ptr<Communicator> comm_;
+};
+
+// The CPU reference of a flat exchange, in one process: what every rank
+// of a Communicator must compute, bit for bit (docs/communicator.md):
+// compressed: each rank's ErrorFeedback::Encode of its own gradient, the
+// frames decoded in rank order into zeros, then sum / P; dense: the sum
+// in rank order, then / P (equal to Gloo's ring sum for two ranks, where
+// every element is one addition a + b). Keeps one residual per (rank,
+// bucket), like the ranks do, so it can follow a whole training run.
+class ReferenceExchange {
+ public:
+  ReferenceExchange(const std::string& spec, int world_size) {
+    if (world_size < 1) throw py::value_error("world_size must be >= 1");
+    codec_ = Value(MakeCodec(Value(CompressionSpec::Parse(spec))));
+    for (int r = 0; r < world_size; ++r) ef_.push_back(std::make_unique<ErrorFeedback>(*codec_));
+  }
+
+  void Average(uint32_t bucket, uint64_t step, const std::vector<py::buffer>& grads,
+               const py::buffer& out_buffer, const std::string& path) {
+    const size_t p = ef_.size();
+    if (grads.size() != p) {
+      throw py::value_error(absl::StrCat("expected ", p, " gradients (one per rank), got ",
+                                         grads.size()));
+    }
+    FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
+    std::vector<FloatBuffer> in;
+    for (const py::buffer& g : grads) {
+      in.push_back(RequireFloats(g, /*writable=*/false, "gradient"));
+      if (in.back().info.size != out.info.size) {
+        throw py::value_error("every gradient must have out's length");
+      }
+    }
+    const size_t n = out.info.size;
+    std::vector<float> sum(n, 0.0f);
+    if (path == "dense") {
+      for (size_t r = 0; r < p; ++r) {
+        absl::Span<float> g = in[r].span();
+        for (size_t i = 0; i < n; ++i) sum[i] += g[i];
+      }
+    } else if (path == "compressed") {
+      const std::string key = absl::StrCat(bucket);
+      std::vector<uint8_t> frame(codec_->MaxEncodedBytes(n));
+      for (size_t r = 0; r < p; ++r) {
+        EncodeStats st = Value(ef_[r]->Encode(key, in[r].span(), step, absl::MakeSpan(frame)));
+        Check(codec_->DecodeAccumulate(absl::MakeConstSpan(frame.data(), st.frame_bytes),
+                                       absl::MakeSpan(sum)));
+      }
+    } else {
+      throw py::value_error("path must be 'dense' or 'compressed'");
+    }
+    const float divisor = static_cast<float>(p);
+    absl::Span<float> o = out.span();
+    for (size_t i = 0; i < n; ++i) o[i] = sum[i] / divisor;
+  }
+
+  // Bytes of one rank's frame for n elements (what it sends per bucket,
+  // before the MAC trailer); for reports.
+  uint64_t MaxEncodedBytes(uint64_t n) const { return codec_->MaxEncodedBytes(n); }
+
+ private:
+  std::unique_ptr<Codec> codec_;
+  std::vector<std::unique_ptr<ErrorFeedback>> ef_;
+};
+
+}  // namespace
+}  // namespace gradwire
+
+PYBIND11_MODULE(_gradwire, m) {
+  using namespace gradwire;
+  m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
+
+  static py::exception<std::runtime_error> error(m, "Error", PyExc_RuntimeError);
+  g_error = error;
+
+  m.def(
+      "canonical_spec",
+      [](const std::string& spec) { return Value(CompressionSpec::Parse(spec)).ToString(); },
+      py::arg("spec"), "Parses a spec string ('topk:ratio=0.01', ...); returns its canonical form.");
+  m.def(
+      "uses_error_feedback",
+      [](const std::string& spec) { return Value(CompressionSpec::Parse(spec)).UsesErrorFeedback(); },
+      py::arg("spec"));
+  m.def(
+      "selected_count",
+      [](const std::string& spec, uint64_t n) {
+        return Value(CompressionSpec::Parse(spec)).SelectedCount(n);
+      },
+      py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
+
+  py::class_<PyCommunicator>(m, "Communicator", R"doc(
+Joins the job described by the environment (RANK, WORLD_SIZE, LOCAL_RANK,
+LOCAL_WORLD_SIZE, MASTER_ADDR, GRADWIRE_STORE_DIR / GRADWIRE_REDIS,
+GRADWIRE_JOB_ID, GRADWIRE_IFACE, GRADWIRE_TIMEOUT_MS, or mpirun's
+OMPI_COMM_WORLD_*) and averages float32 buffers across its ranks.
+Collective: every rank constructs it, and calls allreduce_mean with the
+same buckets, steps and lengths in the same order.
+secret: str/bytes (>= 16 bytes), or None for $GRADWIRE_JOB_SECRET.
+job_suffix: appended to the job id, so several communicators (e.g. of
+different specs) can share one job's store.)doc")
+        .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
+                    const std::string&, const std::string&>(),
+           py::arg("spec") = "none", py::arg("secret") = py::none(),
+           py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
+           py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
+           py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "")
+      .def_property_readonly("rank", &PyCommunicator::rank)
+      .def_property_readonly("size", &PyCommunicator::size)
+      .def_property_readonly("spec", &PyCommunicator::spec)
+      .def("path_for", &PyCommunicator::PathFor, py::arg("elements"),
+           py::arg("one_dimensional") = false,
+           "'dense' or 'compressed': the path a tensor of this size takes by default.")
+      .def("allreduce_mean", &PyCommunicator::AllreduceMean, py::arg("buffer"), py::arg("bucket"),
+           py::arg("step"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+           R"doc(In place: buffer (writable C-contiguous float32, e.g. tensor.numpy())
+becomes the average over ranks. bucket keys the error-feedback residual;
+step must grow. path: 'dense', 'compressed' or None (size / 1-D rule).
+Returns the path taken. Releases the GIL.)doc")
+      .def("allreduce_mean_ptr", &PyCommunicator::AllreduceMeanPtr, py::arg("data_ptr"),
+           py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
+           py::arg("one_dimensional") = false,
+           "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
+      .def("save_state", &PyCommunicator::SaveState, "Error-feedback residuals as bytes.")
+      .def("restore_state", &PyCommunicator::RestoreState, py::arg("state"))
+      .def("last_call", &PyCommunicator::LastCall)
+      .def("totals", &PyCommunicator::Totals)
+      .def("describe", &PyCommunicator::Describe, py::arg("totals") = true)
+      .def("health", &PyCommunicator::Health, "Raises the failure that poisoned it, if any.")
+      .def("close", &PyCommunicator::Close, "Collective orderly shutdown (every rank).");
+
+  py::class_<ReferenceExchange>(m, "ReferenceExchange",
+                                "One-process CPU reference of a flat exchange (tests).")
+      .def(py::init<const std::string&, int>(), py::arg("spec"), py::arg("world_size"))
+      .def("average", &ReferenceExchange::Average, py::arg("bucket"), py::arg("step"),
+           py::arg("grads"), py::arg("out"), py::arg("path") = "compressed")
+      .def("max_encoded_bytes", &ReferenceExchange::MaxEncodedBytes, py::arg("n"));
+}
