@@ -90,9 +90,9 @@ class Ranks:
     def start(self, rank, cmd, env):
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              start_new_session=True)
+        self.procs.append(p)  # tracked before any of its output can be seen
         t = threading.Thread(target=self.forward, args=(rank, p.stdout), daemon=True)
         t.start()
-        self.procs.append(p)
         self.threads.append(t)
 
     def signal_all(self, sig):
@@ -143,11 +143,16 @@ def main(argv):
         parser.error("--nproc must be a multiple of --ranks_per_node")
     out = sys.stdout
 
-    # A launcher killed by SIGTERM (a scheduler, CI timeout) must not leave
-    # its ranks running: turn it into the same cleanup as Ctrl-C.
-    def on_sigterm(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_sigterm)
+    # A launcher killed by SIGTERM (a scheduler, CI timeout) or Ctrl-C must
+    # not leave its ranks running. The handler only records the request:
+    # raising from it could interrupt start() between Popen and tracking
+    # the rank, orphaning it. The supervision loop below acts on it.
+    stop_requested = []
+
+    def on_stop_signal(signum, frame):
+        stop_requested.append(signum)
+    signal.signal(signal.SIGTERM, on_stop_signal)
+    signal.signal(signal.SIGINT, on_stop_signal)
 
     redis = None
     store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
@@ -184,6 +189,8 @@ def main(argv):
 
         deadline = time.monotonic() + args.timeout
         while True:
+            if stop_requested:
+                raise KeyboardInterrupt
             codes = [p.poll() for p in ranks.procs]
             failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
             if failed:
