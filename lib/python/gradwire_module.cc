@@ -233,8 +233,13 @@ class ReferenceExchange {
  public:
   ReferenceExchange(const std::string& spec, int world_size) {
     if (world_size < 1) throw py::value_error("world_size must be >= 1");
-    codec_ = Value(MakeCodec(Value(CompressionSpec::Parse(spec))));
-    for (int r = 0; r < world_size; ++r) ef_.push_back(std::make_unique<ErrorFeedback>(*codec_));
+    const CompressionSpec agreed = Value(CompressionSpec::Parse(spec));
+    // Each rank encodes with its own sender spec (QSGD rounds with a
+    // per-rank seed), exactly as a Communicator's ranks do.
+    for (int r = 0; r < world_size; ++r) {
+      codecs_.push_back(Value(MakeCodec(agreed.ForSender(r))));
+      ef_.push_back(std::make_unique<ErrorFeedback>(*codecs_.back()));
+    }
   }
 
   void Average(uint32_t bucket, uint64_t step, const std::vector<py::buffer>& grads,
@@ -261,11 +266,11 @@ class ReferenceExchange {
       }
     } else if (path == "compressed") {
       const std::string key = absl::StrCat(bucket);
-      std::vector<uint8_t> frame(codec_->MaxEncodedBytes(n));
+      std::vector<uint8_t> frame(codecs_[0]->MaxEncodedBytes(n));
       for (size_t r = 0; r < p; ++r) {
         EncodeStats st = Value(ef_[r]->Encode(key, in[r].span(), step, absl::MakeSpan(frame)));
-        Check(codec_->DecodeAccumulate(absl::MakeConstSpan(frame.data(), st.frame_bytes),
-                                       absl::MakeSpan(sum)));
+        Check(codecs_[r]->DecodeAccumulate(absl::MakeConstSpan(frame.data(), st.frame_bytes),
+                                           absl::MakeSpan(sum)));
       }
     } else {
       throw py::value_error("path must be 'dense' or 'compressed'");
@@ -277,10 +282,10 @@ class ReferenceExchange {
 
   // Bytes of one rank's frame for n elements (what it sends per bucket,
   // before the MAC trailer); for reports.
-  uint64_t MaxEncodedBytes(uint64_t n) const { return codec_->MaxEncodedBytes(n); }
+  uint64_t MaxEncodedBytes(uint64_t n) const { return codecs_[0]->MaxEncodedBytes(n); }
 
  private:
-  std::unique_ptr<Codec> codec_;
+  std::vector<std::unique_ptr<Codec>> codecs_;  // outlive ef_, which refers to them
   std::vector<std::unique_ptr<ErrorFeedback>> ef_;
 };
 
