@@ -84,13 +84,25 @@ def transformer_base():
     return shapes
 
 
-def synthetic(params, layers=50):
-    """`params` floats split into `layers` equal tensors (the last takes the rest)."""
+def synthetic(params, layers=50, width=1024):
+    """`params` floats as `layers` equal weight matrices of `width` columns,
+    plus a 1-D tensor for what is left (like a bias).
+
+    Matrices, not flat vectors, so that every method compresses them as it
+    would a real layer: gradwire sends 1-D tensors dense, PowerSGD leaves
+    them uncompressed (and torch 1.13's PowerSGD hook hangs on a bucket
+    with nothing to compress: an allreduce of zero elements).
+    """
     if params < 1:
         raise ValueError(f"--params must be >= 1, got {params}")
-    layers = max(1, min(layers, params))
-    each = params // layers
-    return [(each,)] * (layers - 1) + [(params - each * (layers - 1),)]
+    rows = params // (layers * width)
+    if rows == 0:  # too small for matrices: flat tensors
+        layers = max(1, min(layers, params))
+        each = params // layers
+        return [(each,)] * (layers - 1) + [(params - each * (layers - 1),)]
+    shapes = [(rows, width)] * layers
+    rest = params - rows * width * layers
+    return shapes + ([(rest,)] if rest else [])
 
 
 PROFILES = {

@@ -1,0 +1,727 @@
+#!/usr/bin/env python3
+"""End-to-end gradient-exchange benchmark on an emulated Ethernet cluster.
+
+For every profile x link rate x method it brings up an emulated cluster
+(tools/emulated_cluster.py: one network namespace per host, tbf-shaped veth
+links to a switch namespace), starts the ranks of tools/exchange_bench
+inside the hosts (one rank per host, or --ranks_per_host ranks sharing a
+host's loopback as the GPUs of one node), runs warm-up then timed
+iterations, and collects what each rank measured. The PyTorch peers
+(tools/ddp_peer.py: DDP's default allreduce, the fp16 hook and PowerSGD
+rank 1 and 4) run on the same cluster, same profile, same run.
+
+    /usr/bin/python3 tools/cluster_bench.py                    # README defaults
+    /usr/bin/python3 tools/cluster_bench.py --links 1gbit,10gbit \\
+        --methods none,topk=0.01,approx_topk=0.001,topk=0.01+hier --ranks_per_host 2
+
+Methods: "none" (dense Gloo ring allreduce), "CODEC[=X][+hier]" where CODEC
+is topk, approx_topk, randomk (X = density k/n), qsgd (X = bits), sign,
+fp16 or bf16; "+hier" selects the hierarchical (HiTopKComm) exchange.
+Peers: none, fp16, powersgd1, powersgd4 (DDP hooks), or "" for no peers.
+
+Outputs: a table on stdout, a progress line per case on stderr, and in
+--out_dir a JSON file with every figure and the exact configuration
+(machine, date, kernel, netem availability, shaping) and a PNG plot.
+
+Figures, per case (rank 0's medians unless noted):
+  iter       exchange time of one iteration: first Submit .. WaitAll
+  MB/rank    payload bytes on the wire per rank per iteration, the larger
+             of sent and received (links are shaped in each direction)
+  util       MB/rank x 8 / iter / link rate  (wire: / wire time instead)
+  compress   encode + EF + decode-accumulate time inside the run (the
+             ranks share this machine's cores); "alone" is the same
+             codec's time for one rank with the machine to itself
+  floor      max(MB/rank x 8 / link rate, compression time alone)
+  speedup    dense iter / iter (and dense wire / wire)
+Must run as root for namespaces; otherwise ranks run on loopback and the
+results are marked unshaped.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import emulated_cluster  # noqa: E402
+import model_profiles  # noqa: E402
+
+CODECS_DENSITY = ("topk", "approx_topk", "randomk")
+CODECS_BITS = ("qsgd",)
+CODECS_PLAIN = ("sign", "fp16", "bf16")
+PEER_HOOKS = {"none": ("none", None), "fp16": ("fp16", None),
+              "powersgd1": ("powersgd", 1), "powersgd4": ("powersgd", 4)}
+# TCP payload per byte a tbf shaper counts on a 1500-byte MTU Ethernet
+# link (1448 B of payload per 1514 B frame with timestamps): the goodput
+# ceiling of a shaped link.
+TCP_GOODPUT = 1448.0 / 1514.0
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# --- methods ---------------------------------------------------------------
+
+def parse_method(text):
+    """'topk=0.01+hier' -> dict(name, codec, density, bits, hierarchical)."""
+    t = text.strip()
+    hier = t.endswith("+hier")
+    if hier:
+        t = t[: -len("+hier")]
+    codec, _, arg = t.partition("=")
+    m = {"name": text.strip(), "codec": codec, "density": None, "bits": None,
+         "hierarchical": hier}
+    if codec == "none":
+        if arg or hier:
+            raise BenchError(f"method {text!r}: 'none' takes no argument and is never hierarchical")
+    elif codec in CODECS_DENSITY:
+        try:
+            m["density"] = float(arg) if arg else 0.01
+        except ValueError:
+            raise BenchError(f"method {text!r}: density must be a number in (0, 1]")
+        if not 0 < m["density"] <= 1:
+            raise BenchError(f"method {text!r}: density must be in (0, 1]")
+    elif codec in CODECS_BITS:
+        try:
+            m["bits"] = int(arg) if arg else 4
+        except ValueError:
+            raise BenchError(f"method {text!r}: bits must be an integer in [1, 8]")
+        if not 1 <= m["bits"] <= 8:
+            raise BenchError(f"method {text!r}: bits must be in [1, 8]")
+    elif codec in CODECS_PLAIN:
+        if arg:
+            raise BenchError(f"method {text!r}: {codec} takes no argument")
+    else:
+        raise BenchError(f"unknown method {text!r}; use none, "
+                         f"{'/'.join(CODECS_DENSITY)}=DENSITY, qsgd=BITS, "
+                         f"{'/'.join(CODECS_PLAIN)}, each optionally +hier")
+    return m
+
+
+def method_flags(m):
+    flags = [f"--compression={m['codec']}"]
+    if m["density"] is not None:
+        flags.append(f"--compression_ratio={m['density']}")
+    if m["bits"] is not None:
+        flags.append(f"--quant_bits={m['bits']}")
+    if m["hierarchical"]:
+        flags.append("--hierarchical")
+    return flags
+
+
+# --- machine description ---------------------------------------------------
+
+def machine_info():
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal"):
+                    mem_gib = round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    return {
+        "hostname": socket.gethostname(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "git_commit": commit + ("-dirty" if dirty else ""),
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+# --- running ranks ---------------------------------------------------------
+
+class Ranks:
+    """Processes of one case, each in its host's namespace (or local)."""
+
+    def __init__(self, cluster, logdir, label):
+        self.cluster = cluster
+        self.logdir = logdir
+        self.label = label
+        self.procs = []
+        self.logs = []
+
+    def start(self, rank, host, argv, env):
+        path = os.path.join(self.logdir, f"{self.label}.rank{rank}.log")
+        log = open(path, "w")
+        cmd = self.cluster.command(host, argv) if self.cluster is not None else argv
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                             start_new_session=True)
+        self.procs.append(p)
+        self.logs.append((path, log))
+
+    def kill(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            p.wait()
+
+    def wait(self, timeout_s, progress):
+        """Waits for all ranks; kills the rest when one fails or on timeout."""
+        deadline = time.monotonic() + timeout_s
+        t0 = time.monotonic()
+        try:
+            while True:
+                codes = [p.poll() for p in self.procs]
+                bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+                if bad:
+                    self.kill()
+                    r, c = bad[0]
+                    raise BenchError(f"{self.label}: rank {r} exited with status {c}:\n" +
+                                     self.tail(r))
+                if all(c == 0 for c in codes):
+                    return
+                if time.monotonic() > deadline:
+                    self.kill()
+                    raise BenchError(f"{self.label}: timed out after {timeout_s:.0f} s:\n" +
+                                     self.tail(0))
+                progress(time.monotonic() - t0)
+                time.sleep(0.05)
+        finally:
+            for _, log in self.logs:
+                log.close()
+
+    def output(self, rank):
+        with open(self.logs[rank][0], errors="replace") as f:
+            return f.read()
+
+    def tail(self, rank, lines=15):
+        return "\n".join("    " + l for l in self.output(rank).splitlines()[-lines:])
+
+
+RANK_LINE = re.compile(
+    r"rank (\d+): .*iter median ([\d.]+) ms p90 ([\d.]+) ms; per iter sent ([\d.]+) MB "
+    r"received ([\d.]+) MB; compress ([\d.]+) ms, auth ([\d.]+) ms, wire ([\d.]+) ms")
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.run_dir = tempfile.mkdtemp(prefix="gradwire-cluster-bench-")
+        self.secret = secrets.token_hex(32)
+        self.case_no = 0
+        self.total_cases = 0
+        self.tty = sys.stderr.isatty()
+
+    def progress(self, text, elapsed=None, final=False):
+        line = f"[{self.case_no}/{self.total_cases}] {text}"
+        if elapsed is not None:
+            line += f" ... {elapsed:.0f} s"
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line + ("\n" if final else ""))
+        elif final or elapsed is None:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def ticker(self, text):
+        last = [-1.0]
+
+        def tick(elapsed):
+            if self.tty and elapsed - last[0] >= 1.0:
+                last[0] = elapsed
+                self.progress(text, elapsed)
+        return tick
+
+    def rank_env(self, rank, world, per_host, job):
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("GRADWIRE_") or k.startswith("OMPI_COMM_WORLD_"):
+                del env[k]
+        store = os.path.join(self.run_dir, "store-" + job)
+        os.makedirs(store, exist_ok=True)
+        env.update({
+            "RANK": str(rank), "WORLD_SIZE": str(world),
+            "LOCAL_RANK": str(rank % per_host), "LOCAL_WORLD_SIZE": str(per_host),
+            "GROUP_RANK": str(rank // per_host),
+            "GRADWIRE_JOB_ID": job, "GRADWIRE_STORE_DIR": store,
+            "GRADWIRE_JOB_SECRET": self.secret,
+        })
+        return env
+
+    # -- gradwire ----------------------------------------------------------
+    def run_gradwire(self, cluster, profile_file, extra, m, world, per_host, label):
+        a = self.args
+        self.case_no += 1
+        job = f"gw{self.case_no}-{secrets.token_hex(3)}"
+        json_out = os.path.join(self.run_dir, f"case{self.case_no}.json")
+        text = f"{label} gradwire {m['name']} P={world}"
+        self.progress(text)
+        ranks = Ranks(cluster, self.run_dir, f"case{self.case_no}")
+        for rank in range(world):
+            argv = [a.exchange_bench, f"--profile_file={profile_file}",
+                    f"--iters={a.iters}", f"--warmup={a.warmup}",
+                    f"--bucket_size_mb={a.bucket_size_mb}", f"--timeout_ms={a.timeout_ms}"]
+            argv += extra + method_flags(m)
+            if rank == 0:
+                argv.append(f"--json_out={json_out}")
+            if cluster is not None:
+                argv.append(f"--iface={a.iface}")
+            elif per_host < world:
+                argv.append("--emulate_nodes")
+            ranks.start(rank, rank // per_host, argv, self.rank_env(rank, world, per_host, job))
+        t0 = time.monotonic()
+        ranks.wait(a.case_timeout_s, self.ticker(text))
+        with open(json_out) as f:
+            res = json.load(f)
+        per_rank = []
+        for rank in range(world):
+            mt = RANK_LINE.search(ranks.output(rank))
+            if mt:
+                per_rank.append({
+                    "rank": int(mt.group(1)), "iter_ms_median": float(mt.group(2)),
+                    "iter_ms_p90": float(mt.group(3)),
+                    "bytes_sent_per_iter": float(mt.group(4)) * 1e6,
+                    "bytes_received_per_iter": float(mt.group(5)) * 1e6,
+                    "compress_ms_median": float(mt.group(6)),
+                    "auth_ms_median": float(mt.group(7)),
+                    "wire_ms_median": float(mt.group(8))})
+        res["per_rank"] = per_rank
+        self.progress(text + f": {res['iter_ms']['median']:.1f} ms/iter "
+                      f"({time.monotonic() - t0:.0f} s)", final=True)
+        return res
+
+    def compression_alone(self, profile_file, extra, m):
+        """One rank, loopback, machine to itself: the codec's own time."""
+        a = self.args
+        job = f"alone-{secrets.token_hex(3)}"
+        json_out = os.path.join(self.run_dir, f"{job}.json")
+        ranks = Ranks(None, self.run_dir, job)
+        argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
+                f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
+                f"--timeout_ms={a.timeout_ms}", f"--json_out={json_out}"]
+        argv += extra + [f for f in method_flags(m) if f != "--hierarchical"]
+        ranks.start(0, 0, argv, self.rank_env(0, 1, 1, job))
+        ranks.wait(a.case_timeout_s, lambda e: None)
+        with open(json_out) as f:
+            res = json.load(f)
+        return res["compress_ms_median"] + res.get("auth_ms_median", 0.0)
+
+    # -- PyTorch DDP -------------------------------------------------------
+    def run_ddp(self, cluster, profile_args, peer, world, per_host, label):
+        a = self.args
+        hook, rank_r = PEER_HOOKS[peer]
+        self.case_no += 1
+        json_out = os.path.join(self.run_dir, f"case{self.case_no}.json")
+        text = f"{label} pytorch_ddp {peer} P={world}"
+        self.progress(text)
+        ranks = Ranks(cluster, self.run_dir, f"case{self.case_no}")
+        port = 29500 + (self.case_no % 500) if cluster is not None else _free_port()
+        for rank in range(world):
+            argv = [a.python, os.path.join(HERE, "ddp_peer.py"), *profile_args,
+                    f"--hook={hook}", f"--iters={a.iters}", f"--warmup={a.warmup}",
+                    f"--bucket_cap_mb={a.bucket_size_mb}",
+                    f"--timeout_s={a.timeout_ms / 1000.0}"]
+            if rank_r is not None:
+                argv.append(f"--powersgd_rank={rank_r}")
+            if rank == 0:
+                argv.append(f"--json_out={json_out}")
+            env = self.rank_env(rank, world, per_host, "ddp")
+            env.update({"MASTER_ADDR": cluster.address(0) if cluster is not None else "127.0.0.1",
+                        "MASTER_PORT": str(port),
+                        "GLOO_SOCKET_IFNAME": a.iface if cluster is not None else "lo",
+                        "OMP_NUM_THREADS": "1"})
+            ranks.start(rank, rank // per_host, argv, env)
+        t0 = time.monotonic()
+        ranks.wait(a.case_timeout_s, self.ticker(text))
+        with open(json_out) as f:
+            res = json.load(f)
+        self.progress(text + f": {res['exchange_s_median'] * 1e3:.1f} ms/iter exchange "
+                      f"({time.monotonic() - t0:.0f} s)", final=True)
+        return res
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- figures -----------------------------------------------------------------
+
+def derive(case, link_bps, shaped, dense):
+    """Adds utilisation, floor and speedups to one gradwire case."""
+    it = case["iter_ms_median"] / 1e3
+    wire = case["wire_ms_median"] / 1e3
+    b = case["bytes_on_wire_per_rank"]
+    if shaped:
+        case["link_util"] = b * 8 / it / link_bps if it > 0 else None
+        case["wire_util"] = b * 8 / wire / link_bps if wire > 0 else None
+        floor_wire = b * 8 / link_bps
+        case["floor_wire_ms"] = floor_wire * 1e3
+        alone = case.get("compress_alone_ms")
+        case["floor_ms"] = max(floor_wire * 1e3, alone if alone is not None else 0.0)
+        case["x_floor"] = case["iter_ms_median"] / case["floor_ms"] if case["floor_ms"] else None
+    if dense is not None:
+        case["speedup"] = dense["iter_ms_median"] / case["iter_ms_median"]
+        case["wire_speedup"] = (dense["wire_ms_median"] / case["wire_ms_median"]
+                                if case["wire_ms_median"] > 0 else None)
+
+
+def fmt(v, spec, none="-"):
+    return none if v is None else format(v, spec)
+
+
+def print_table(results, out=sys.stdout):
+    head = (f"{'profile':10s} {'link':7s} {'P':>3s} {'system':8s} {'method':22s} "
+            f"{'iter ms':>8s} {'p90 ms':>8s} {'MB/rank':>8s} {'util':>5s} {'w.util':>6s} "
+            f"{'compr ms':>8s} {'alone ms':>8s} {'wire ms':>8s} {'floor ms':>8s} {'xfloor':>6s} "
+            f"{'speedup':>7s} {'wire x':>7s}")
+    print(head, file=out)
+    print("-" * len(head), file=out)
+    for c in results["cases"]:
+        pct = lambda v: None if v is None else 100 * v  # noqa: E731
+        print(f"{c['profile']:10s} {c['link']:7s} {c['world_size']:3d} {c['system']:8s} "
+              f"{c['method']:22s} {c['iter_ms_median']:8.1f} {fmt(c.get('iter_ms_p90'), '8.1f'):>8s} "
+              f"{fmt(c.get('bytes_on_wire_per_rank') and c['bytes_on_wire_per_rank'] / 1e6, '8.2f'):>8s} "
+              f"{fmt(pct(c.get('link_util')), '4.0f'):>4s}% {fmt(pct(c.get('wire_util')), '5.0f'):>5s}% "
+              f"{fmt(c.get('compress_ms_median'), '8.1f'):>8s} {fmt(c.get('compress_alone_ms'), '8.1f'):>8s} "
+              f"{fmt(c.get('wire_ms_median'), '8.1f'):>8s} {fmt(c.get('floor_ms'), '8.1f'):>8s} "
+              f"{fmt(c.get('x_floor'), '6.2f'):>6s} {fmt(c.get('speedup'), '6.2f'):>6s}x "
+              f"{fmt(c.get('wire_speedup'), '6.1f'):>6s}x", file=out)
+    cfg = results["config"]
+    print(f"\n{cfg['cluster']}; {cfg['machine']['cores']} cores ({cfg['machine']['cpu']}), "
+          f"kernel {cfg['machine']['kernel']}, {cfg['date_utc']}; load average "
+          f"{cfg['machine']['loadavg_start'][0]:.1f} at start, "
+          f"{cfg['machine']['loadavg_end'][0]:.1f} at end", file=out)
+    print("iter = exchange time per iteration (gradwire: first Submit..WaitAll; DDP: iteration "
+          "minus the same step without DDP); MB/rank = payload bytes per rank per iteration "
+          "(larger of sent/received); util = MB/rank x 8 / iter / link rate; w.util = the same "
+          "over wire time; floor = max(MB/rank x 8 / link rate, compression time alone); "
+          "speedup = dense gradwire iter / iter.", file=out)
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = results["cases"]
+    links = sorted({c["link"] for c in cases}, key=emulated_cluster.parse_rate)
+    profiles = sorted({c["profile"] for c in cases})
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
+    ax = axes[0]
+    plotted = False
+    for prof in profiles:
+        for link in links:
+            series = {}
+            for c in cases:
+                if (c["system"] == "gradwire" and c["profile"] == prof and c["link"] == link
+                        and c.get("density") is not None and c.get("speedup") is not None):
+                    key = c["codec"] + (" hier" if c["hierarchical"] else "")
+                    series.setdefault(key, []).append((c["density"], c["speedup"]))
+            for key, pts in sorted(series.items()):
+                pts.sort()
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                        label=f"{prof} {link} {key}")
+                plotted = True
+    ax.set_xscale("log")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("density k/n")
+    ax.set_ylabel("speedup over dense Gloo allreduce (per iteration)")
+    ax.set_title("Speedup vs density, per link rate")
+    if plotted:
+        ax.legend(fontsize=7)
+    ax = axes[1]
+    labels, wire, other = [], [], []
+    for c in cases:
+        labels.append(f"{c['profile']} {c['link']} {c['system'][:6]} {c['method']}")
+        total = c["iter_ms_median"]
+        w = min(total, c.get("wire_ms_median") or 0.0) if c["system"] == "gradwire" else 0.0
+        wire.append(w)
+        other.append(total - w)
+    y = range(len(labels))
+    ax.barh(list(y), wire, color="tab:blue", label="wire (gradwire)")
+    ax.barh(list(y), other, left=wire, color="tab:orange",
+            label="compression, auth, waiting / DDP exchange")
+    ax.set_yticks(list(y))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("exchange time per iteration (ms, log)")
+    ax.set_title("Time per iteration per system")
+    ax.legend(fontsize=7)
+    cfg = results["config"]
+    fig.suptitle(f"gradwire cluster_bench: {cfg['cluster']} - {cfg['date_utc']} - "
+                 f"{cfg['machine']['cores']}-core {cfg['machine']['cpu']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --- main --------------------------------------------------------------------
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--profiles", default="resnet50",
+                   help="comma-separated: resnet50, vgg16, bert_base, transformer")
+    p.add_argument("--params", type=int, help="a synthetic profile of N floats instead")
+    p.add_argument("--hosts", type=int, default=4, help="emulated hosts (nodes)")
+    p.add_argument("--ranks_per_host", type=int, default=1,
+                   help="ranks per host (GPUs per node; they share its loopback)")
+    p.add_argument("--links", default="1gbit", help="comma-separated link rates, e.g. 1gbit,10gbit")
+    p.add_argument("--delay", default="0us", help="one-way delay per link (needs sch_netem)")
+    p.add_argument("--methods", default="none,topk=0.01",
+                   help="comma-separated gradwire methods (see above); 'none' is always run")
+    p.add_argument("--peers", default="none,fp16,powersgd1,powersgd4",
+                   help="comma-separated PyTorch DDP peers; empty for none")
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--bucket_size_mb", type=float, default=25.0)
+    p.add_argument("--timeout_ms", type=int, default=120000, help="deadline of every collective")
+    p.add_argument("--case_timeout_s", type=float, default=900)
+    p.add_argument("--no_alone", action="store_true",
+                   help="skip measuring each codec's compression time alone (floor)")
+    p.add_argument("--exchange_bench", default=os.path.join(ROOT, "bazel-bin/tools/exchange_bench"))
+    p.add_argument("--python", default="/usr/bin/python3",
+                   help="interpreter with torch for the DDP peers")
+    p.add_argument("--iface", default="eth0", help="interface inside each emulated host")
+    p.add_argument("--loopback", action="store_true",
+                   help="do not emulate a cluster: all ranks on loopback, unshaped")
+    p.add_argument("--out_dir", default=os.path.join(ROOT, "bench-results"))
+    p.add_argument("--name", default="", help="file name stem (default: cluster_bench-DATE)")
+    p.add_argument("--keep_logs", action="store_true", help="keep per-rank logs")
+    a = p.parse_args(argv)
+    try:
+        a.methods_parsed = [parse_method(t) for t in a.methods.split(",") if t.strip()]
+    except BenchError as e:
+        p.error(str(e))
+    if a.methods_parsed and not any(m["codec"] == "none" for m in a.methods_parsed):
+        a.methods_parsed.insert(0, parse_method("none"))  # the baseline every speedup needs
+    a.peer_list = [t.strip() for t in a.peers.split(",") if t.strip()]
+    for t in a.peer_list:
+        if t not in PEER_HOOKS:
+            p.error(f"unknown peer {t!r}; use {', '.join(PEER_HOOKS)}")
+    a.link_list = [t.strip() for t in a.links.split(",") if t.strip()]
+    try:
+        for t in a.link_list:
+            emulated_cluster.parse_rate(t)
+        emulated_cluster.parse_time(a.delay, "--delay")
+    except emulated_cluster.ClusterError as e:
+        p.error(str(e))
+    a.profile_list = ([f"params={a.params}"] if a.params else
+                      [t.strip() for t in a.profiles.split(",") if t.strip()])
+    for t in a.profile_list:
+        if not t.startswith("params=") and t not in model_profiles.PROFILES:
+            p.error(f"unknown profile {t!r}; choose from {', '.join(model_profiles.PROFILES)}")
+    if a.hosts < 1 or a.ranks_per_host < 1 or a.hosts * a.ranks_per_host < 2:
+        p.error("need --hosts >= 1, --ranks_per_host >= 1 and at least 2 ranks")
+    if a.iters < 1 or a.warmup < 0:
+        p.error("--iters must be >= 1 and --warmup >= 0")
+    return a
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    if a.methods_parsed and not os.access(a.exchange_bench, os.X_OK):
+        print(f"cluster_bench: {a.exchange_bench} not found: build it first "
+              "(bazel build //tools:exchange_bench) or pass --exchange_bench", file=sys.stderr)
+        return 2
+    if a.peer_list and not os.access(a.python, os.X_OK):
+        print(f"cluster_bench: {a.python} not found (the DDP peers need Debian's python3-torch); "
+              "pass --peers= to skip them", file=sys.stderr)
+        return 2
+
+    ns_ok, ns_why = (False, "--loopback given") if a.loopback else emulated_cluster.namespaces_available()
+    netem_ok, netem_why = emulated_cluster.netem_available() if ns_ok else (False, "no namespaces")
+    if not ns_ok:
+        print(f"cluster_bench: network namespaces unavailable ({ns_why}): running every rank on "
+              "loopback; results are UNSHAPED (no link rate applies)", file=sys.stderr)
+    if ns_ok and emulated_cluster.parse_time(a.delay, "--delay") > 0 and not netem_ok:
+        print(f"cluster_bench: --delay {a.delay} needs netem, but {netem_why}", file=sys.stderr)
+        return 2
+
+    world = a.hosts * a.ranks_per_host
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stem = a.name or "cluster_bench-" + now.strftime("%Y%m%dT%H%M%SZ")
+    os.makedirs(a.out_dir, exist_ok=True)
+    json_path = os.path.join(a.out_dir, stem + ".json")
+    png_path = os.path.join(a.out_dir, stem + ".png")
+    bench = Bench(a)
+    gw_methods = a.methods_parsed
+    bench.total_cases = len(a.profile_list) * len(a.link_list) * (len(gw_methods) + len(a.peer_list))
+    links = a.link_list if ns_ok else ["loopback"]
+    if not ns_ok:
+        bench.total_cases = len(a.profile_list) * (len(gw_methods) + len(a.peer_list))
+
+    torch_version = subprocess.run(
+        [a.python, "-c", "import torch; print(torch.__version__)"], stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True).stdout.strip() if a.peer_list else None
+    config = {
+        "date_utc": now.strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "machine": machine_info(),
+        "namespaces": {"available": ns_ok, "why_not": ns_why or None},
+        "netem": {"available": netem_ok, "why_not": netem_why or None},
+        "shaped": ns_ok,
+        "shaping": ("tbf on both ends of every host link (host egress and switch-port egress), "
+                    "burst max(2 ms of traffic, 128 KiB); ranks within a host use its loopback, "
+                    "unshaped" if ns_ok else "none: loopback"),
+        "delay": a.delay, "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
+        "world_size": world, "links": links, "profiles": a.profile_list,
+        "methods": [m["name"] for m in gw_methods], "peers": a.peer_list,
+        "iters": a.iters, "warmup": a.warmup, "bucket_size_mb": a.bucket_size_mb,
+        "torch_version": torch_version, "tcp_goodput_factor": TCP_GOODPUT,
+        "command": " ".join([os.path.basename(sys.argv[0])] + (sys.argv[1:] if argv is None else argv)),
+        "cluster": (f"{a.hosts} emulated hosts x {a.ranks_per_host} ranks, "
+                    f"{'/'.join(links)} links, delay {a.delay if netem_ok else '0 (no netem)'}"
+                    if ns_ok else f"{world} ranks on loopback (UNSHAPED)"),
+    }
+    results = {"config": config, "cases": []}
+    cases = results["cases"]
+    status = 0
+    try:
+        for prof in a.profile_list:
+            if prof.startswith("params="):
+                shapes = model_profiles.profile(None, int(prof.split("=")[1]))
+                profile_args = [f"--params={prof.split('=')[1]}"]
+                extra = []
+            else:
+                shapes = model_profiles.profile(prof)
+                profile_args = [f"--profile={prof}"]
+                extra = []
+            profile_file = os.path.join(bench.run_dir, f"profile-{prof}.txt")
+            with open(profile_file, "w") as f:
+                f.write("\n".join("x".join(str(d) for d in s) for s in shapes) + "\n")
+            n_params = sum(model_profiles.numel(s) for s in shapes)
+            alone = {}
+            if not a.no_alone:
+                for m in gw_methods:
+                    if m["codec"] != "none":
+                        key = m["name"].replace("+hier", "")
+                        if key not in alone:
+                            sys.stderr.write(f"[alone] {prof} {key}: compression time of one rank "
+                                             "with the machine to itself\n")
+                            alone[key] = bench.compression_alone(profile_file, extra, m)
+            for link in links:
+                cluster = None
+                if ns_ok:
+                    cluster = emulated_cluster.EmulatedCluster(
+                        a.hosts, link, delay=a.delay if netem_ok else "0us")
+                    cluster.__enter__()
+                try:
+                    rate = emulated_cluster.parse_rate(link) if ns_ok else None
+                    label = f"{prof} {link}"
+                    dense = None
+                    for m in gw_methods:
+                        res = bench.run_gradwire(cluster, profile_file, extra, m, world,
+                                                 a.ranks_per_host, label)
+                        slow = max(res["per_rank"], key=lambda r: r["iter_ms_median"],
+                                   default=None)
+                        case = {
+                            "system": "gradwire", "profile": prof, "params": n_params,
+                            "link": link, "link_bps": rate, "world_size": world,
+                            "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
+                            "method": m["name"], "codec": m["codec"], "density": m["density"],
+                            "bits": m["bits"], "hierarchical": m["hierarchical"],
+                            "spec": res.get("compression"),
+                            "iter_ms_median": res["iter_ms"]["median"],
+                            "iter_ms_p90": res["iter_ms"]["p90"],
+                            "iter_ms_min": res["iter_ms"]["min"], "iter_ms_max": res["iter_ms"]["max"],
+                            "slowest_rank_iter_ms_median": slow and slow["iter_ms_median"],
+                            "bytes_sent_per_rank": res["bytes_sent_per_iter"],
+                            "bytes_received_per_rank": res["bytes_received_per_iter"],
+                            "bytes_on_wire_per_rank": max(res["bytes_sent_per_iter"],
+                                                          res["bytes_received_per_iter"]),
+                            "compress_ms_median": res["compress_ms_median"],
+                            "auth_ms_median": res.get("auth_ms_median"),
+                            "wire_ms_median": res["wire_ms_median"],
+                            "wait_ms_median": res.get("wait_ms_median"),
+                            "compress_alone_ms": alone.get(m["name"].replace("+hier", "")),
+                            "dense_buckets": res.get("dense_buckets"),
+                            "compressed_buckets": res.get("compressed_buckets"),
+                            "per_rank": res["per_rank"],
+                        }
+                        if m["codec"] == "none":
+                            dense = case
+                        cases.append(case)
+                        derive(case, rate, ns_ok, dense)
+                    for peer in a.peer_list:
+                        res = bench.run_ddp(cluster, profile_args, peer, world,
+                                            a.ranks_per_host, label)
+                        case = {
+                            "system": "pytorch", "profile": prof, "params": n_params,
+                            "link": link, "link_bps": rate, "world_size": world,
+                            "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
+                            "method": "ddp " + res["hook"], "codec": res["hook"],
+                            "density": None, "bits": None, "hierarchical": False,
+                            "iter_ms_median": res["exchange_s_median"] * 1e3,
+                            "iter_ms_p90": res["exchange_s_p90"] * 1e3,
+                            "ddp_iteration_ms_median": res["iteration_s_median"] * 1e3,
+                            "ddp_compute_ms_median": res["compute_s_median"] * 1e3,
+                            "torch_version": res.get("torch_version"),
+                        }
+                        if dense is not None:
+                            case["speedup"] = dense["iter_ms_median"] / case["iter_ms_median"]
+                        cases.append(case)
+                finally:
+                    if cluster is not None:
+                        cluster.__exit__(None, None, None)
+    except BenchError as e:
+        print(f"\ncluster_bench: {e}", file=sys.stderr)
+        status = 1
+    except emulated_cluster.ClusterError as e:
+        print(f"\ncluster_bench: cannot emulate the cluster: {e}", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        print("\ncluster_bench: interrupted; namespaces removed", file=sys.stderr)
+        status = 130
+    finally:
+        if not a.keep_logs:
+            shutil.rmtree(bench.run_dir, ignore_errors=True)
+        else:
+            print(f"cluster_bench: rank logs kept in {bench.run_dir}", file=sys.stderr)
+
+    config["machine"]["loadavg_end"] = list(os.getloadavg())
+    config["complete"] = status == 0
+    with open(json_path, "w") as f:
+        json.dump(results, f, indent=2)
+    if cases:
+        print()
+        print_table(results)
+        try:
+            plot(results, png_path)
+            print(f"\nplot: {png_path}")
+        except Exception as e:  # a missing matplotlib must not lose the figures
+            print(f"\ncluster_bench: no plot ({e}); install python3-matplotlib", file=sys.stderr)
+    print(f"results: {json_path}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
