@@ -8,13 +8,18 @@
 // residual" into one pass.
 //
 // Error-feedback contract, per element i, with acc = fl(g[i] + e_old[i]):
-//   e_new[i] == fl(acc - decode(frame)[i])       (bit for bit, every codec)
+//   e_new[i] == fl(acc - decode(frame)[i])       (bit for bit, every codec,
+//       whenever that is finite; see the non-finite policy)
 //   fl(decode(frame)[i] + e_new[i]) == acc       (bit for bit whenever the
 //       subtraction is exact: always for selection and cast codecs; for
 //       quantizers when the decoded value is within a factor 2 of acc)
-// Non-finite policy: NaN ranks lowest for selection (never chosen), ±Inf
-// highest; a NaN residual element is reset to 0 (so one bad step cannot
-// poison every later one) and counted in EncodeStats.
+// Non-finite policy: NaN ranks lowest for selection (never chosen ahead of
+// a number), ±Inf highest; a residual element that would be NaN or ±Inf is
+// reset to 0 (so one bad step cannot poison every later one), and
+// non-finite acc elements are counted in EncodeStats.
+//
+// Which codec does what: cast_codec.h (none, fp16, bf16), sparse_codec.h
+// (topk, approx_topk, randomk), quantized_codec.h (qsgd, sign).
 #ifndef GRADWIRE_LIB_CODEC_H_
 #define GRADWIRE_LIB_CODEC_H_
 
@@ -45,9 +50,12 @@ class Codec {
   // Largest frame Encode can write for a gradient of n elements.
   virtual size_t MaxEncodedBytes(uint64_t n) const = 0;
 
-  // Encodes gradient `grad` for training step `step` into `out`. If
-  // `residual` is non-empty (same length as grad) the codec encodes
-  // grad + residual and overwrites residual with the new residual.
+  // Encodes gradient `grad` for training step `step` into `out`, which
+  // must hold MaxEncodedBytes(grad.size()). If `residual` is non-empty
+  // (same length as grad) the codec encodes grad + residual and overwrites
+  // residual with the new residual. Arguments are checked before anything
+  // is written: a refused call leaves residual as it was. grad.size() is at
+  // most 2^32.
   virtual absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
                                              absl::Span<float> residual,
                                              absl::Span<uint8_t> out) const = 0;

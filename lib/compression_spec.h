@@ -46,6 +46,11 @@ struct CompressionSpec {
 
   // Canonical spec string; Parse(ToString()) returns an equal spec.
   std::string ToString() const;
+
+  // k, the values a sparse method sends for n elements:
+  // max(1, round(ratio * n)), at most n; 0 when n is 0. Sender and
+  // receiver both compute it, so a frame with another k is refused.
+  uint64_t SelectedCount(uint64_t n) const;
 };
 
 absl::string_view MethodName(Method method);

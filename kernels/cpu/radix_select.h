@@ -1,0 +1,136 @@
+// Internal to kernels/cpu: the radix selection behind exact top-k and
+// random-k. Not part of the API the CUDA kernels mirror.
+//
+// Selection picks the k LARGEST 32-bit keys, ties to the lower index:
+//   1. a kernel finds a lower bound T0 that about 1.25 k + slack keys reach
+//      (top-k: from a sample of the keys; random-k: from the hash's known
+//      uniform distribution) and, in its one fused pass over n, appends
+//      every index whose key >= T0 to the candidate list (index order);
+//      if fewer than k made it, it recollects with T0 = 0 (everything);
+//   2. SelectAmongCandidates histograms the candidates' top 12 key bits,
+//      finds the bin holding the k-th largest key, and two 10-bit
+//      histogram passes over only that bin's candidates give the exact
+//      k-th key T and how many keys equal to T to take (lowest index first).
+// Then a candidate is selected iff key > T, or key == T and fewer than
+// take_equal such candidates have been taken before it. Only step 1 reads
+// all n elements.
+#ifndef GRADWIRE_KERNELS_CPU_RADIX_SELECT_H_
+#define GRADWIRE_KERNELS_CPU_RADIX_SELECT_H_
+
+#include <stdint.h>
+#include <string.h>
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace internal {
+
+inline constexpr uint32_t kTopShift = 20;
+inline constexpr uint32_t kTopBins = 1u << (32 - kTopShift);  // 4096
+
+inline constexpr uint64_t kSampleSize = 16384;
+
+
+// Histogram, key sample, then a candidate list of up to n indices.
+inline uint64_t SelectTempBytes(uint64_t n) {
+  return kTopBins * sizeof(uint64_t) + kSampleSize * sizeof(uint32_t) + 4 * n;
+}
+
+struct SelectTemp {
+  uint64_t* hist;
+  uint32_t* sample;
+  uint32_t* candidates;
+};
+
+inline SelectTemp CarveSelectTemp(void* temp) {
+  SelectTemp t;
+  t.hist = static_cast<uint64_t*>(temp);
+  t.sample = reinterpret_cast<uint32_t*>(t.hist + kTopBins);
+  t.candidates = t.sample + kSampleSize;
+  return t;
+}
+
+// How many of `population` keys to expect at or above the k-th largest of
+// n, padded so that the true k-th key falls below the estimate's threshold
+// with overwhelming probability (about 5 standard deviations).
+inline uint64_t PaddedRank(uint64_t k, uint64_t n, uint64_t population) {
+  const double expected = static_cast<double>(k) * static_cast<double>(population) /
+                          static_cast<double>(n);
+  double sd = 1.0;  // sqrt(expected), by Newton steps: no <cmath> needed
+  for (int i = 0; i < 40 && expected > 0; ++i) sd = 0.5 * (sd + expected / sd);
+  return static_cast<uint64_t>(expected * 1.25 + 5.0 * sd + 8.0);
+}
+
+struct BinPick {
+  uint32_t bin = 0;    // bin holding the k-th largest key
+  uint64_t above = 0;  // keys in higher bins (all selected), < k
+};
+
+// Requires 1 <= k <= sum(hist[0..bins)).
+inline BinPick PickBin(const uint64_t* hist, uint32_t bins, uint64_t k) {
+  BinPick p;
+  for (uint32_t b = bins; b-- > 0;) {
+    if (p.above + hist[b] >= k) {
+      p.bin = b;
+      return p;
+    }
+    p.above += hist[b];
+  }
+  return p;  // unreachable when the precondition holds
+}
+
+// Appends each i < n, in index order, to `out`: all of them (a fallback
+// when a threshold was too high).
+inline uint64_t CollectAll(uint64_t n, uint32_t* out) {
+  for (uint64_t i = 0; i < n; ++i) out[i] = static_cast<uint32_t>(i);
+  return n;
+}
+
+struct Threshold {
+  uint32_t key = 0;         // the k-th largest key
+  uint64_t take_equal = 0;  // how many keys == `key` are selected (>= 1)
+};
+
+// `need` (>= 1) is k minus the candidates above `bin`.
+template <typename KeyFn>
+Threshold RefineThreshold(const KeyFn& key, const uint32_t* cand, uint64_t m, uint32_t bin,
+                          uint64_t need) {
+  uint64_t hist[1024];
+  // Middle 10 bits of the keys in `bin`.
+  memset(hist, 0, sizeof hist);
+  for (uint64_t j = 0; j < m; ++j) {
+    const uint32_t kk = key(cand[j]);
+    if ((kk >> kTopShift) == bin) ++hist[(kk >> 10) & 1023];
+  }
+  const BinPick mid = PickBin(hist, 1024, need);
+  need -= mid.above;
+  const uint32_t prefix = (bin << 10) | mid.bin;
+  // Low 10 bits of the keys sharing the top 22.
+  memset(hist, 0, sizeof hist);
+  for (uint64_t j = 0; j < m; ++j) {
+    const uint32_t kk = key(cand[j]);
+    if ((kk >> 10) == prefix) ++hist[kk & 1023];
+  }
+  const BinPick low = PickBin(hist, 1024, need);
+  Threshold t;
+  t.key = (prefix << 10) | low.bin;
+  t.take_equal = need - low.above;
+  return t;
+}
+
+// Step 2: the exact k-th largest key among the m candidates (1 <= k <= m).
+template <typename KeyFn>
+Threshold SelectAmongCandidates(const KeyFn& key, const uint32_t* cand, uint64_t m, uint64_t k,
+                                uint64_t* hist) {
+  memset(hist, 0, kTopBins * sizeof(uint64_t));
+  for (uint64_t j = 0; j < m; ++j) ++hist[key(cand[j]) >> kTopShift];
+  const BinPick pick = PickBin(hist, kTopBins, k);
+  return RefineThreshold(key, cand, m, pick.bin, k - pick.above);
+}
+
+}  // namespace internal
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_RADIX_SELECT_H_

@@ -1,0 +1,39 @@
+// Random-k with indices every rank can derive from (seed, step).
+//
+// The k chosen indices are those with the k SMALLEST RandomKKey(
+// StreamKey(seed, step, kStreamRandomK), i) (element_math.h), ties to the
+// lower index, found by the same radix selection as exact top-k. Every
+// rank, CPU or GPU, with the same (seed, step, n, k) gets the same set, so
+// indices are never sent: the receiver calls RandomKIndices. Output is
+// strictly ascending. Values are NOT rescaled by n/k: with error feedback
+// the unsent mass stays in the residual instead.
+//
+// Fused error-feedback contract and temp-storage idiom: see topk.h.
+#ifndef GRADWIRE_KERNELS_CPU_RANDOMK_H_
+#define GRADWIRE_KERNELS_CPU_RANDOMK_H_
+
+#include <stdint.h>
+
+#include "gradwire/kernels/cpu/fused_stats.h"
+#include "gradwire/kernels/element_math.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+
+// Writes the k indices for (seed, step, n) to `indices`, ascending.
+// Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB.
+void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
+                    uint64_t k, uint32_t* indices);
+
+// RandomKIndices plus the fused compress: values[j] = acc[indices[j]]
+// rounded to `format`; residual as in topk.h.
+void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                     uint64_t n, uint64_t k, uint64_t seed, uint64_t step, ValueFormat format,
+                     uint32_t* indices, uint8_t* values, FusedStats* stats);
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_RANDOMK_H_

@@ -1,0 +1,206 @@
+#include "gradwire/kernels/cpu/topk.h"
+
+#include <string.h>
+
+#include <algorithm>
+
+#include "gradwire/kernels/cpu/radix_select.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+using internal::kTopBins;
+using internal::kTopShift;
+
+// Tests one block of acc for candidates: writes the magnitude keys to
+// `keys` and returns whether any key is >= lower; adds non-finite acc to
+// *nonfinite. Keys are < 2^31, so signed 32-bit arithmetic (which SSE2
+// compares natively) lets the compiler vectorize this.
+template <bool kHasResidual, uint64_t kLen>
+inline bool ScanBlock(const float* g, float* r, uint64_t len, int32_t lower, int32_t* keys,
+                      uint64_t* nonfinite) {
+  const uint64_t count = kLen > 0 ? kLen : len;
+  int32_t any = 0, nf = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    float a = g[i];
+    if (kHasResidual) {
+      a = g[i] + r[i];
+      r[i] = a;
+    }
+    const int32_t abs = static_cast<int32_t>(FloatBits(a) & 0x7fffffffu);
+    nf += abs >= 0x7f800000;
+    const int32_t key = abs > 0x7f800000 ? 0 : abs + 1;  // MagnitudeKey
+    keys[i] = key;
+    any |= key >= lower;
+  }
+  *nonfinite += static_cast<uint64_t>(nf);
+  return any != 0;
+}
+
+// Pass 1 of exact top-k: acc = grad + residual (stored into the residual,
+// which thereby already holds e_new = acc for every element that will not
+// be selected), counting non-finite acc, and appending (in index order)
+// every index whose key is >= `lower` (<= kMaxMagnitudeKey) to
+// `candidates`. Returns how many. Candidates are rare (about 1.25 k of n),
+// so blocks are tested with vectorized loops and only a block where
+// something passes is walked element by element.
+template <bool kHasResidual>
+uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
+                              uint32_t* candidates, uint64_t* nonfinite) {
+  constexpr uint64_t kBlock = 32;
+  const int32_t lo = static_cast<int32_t>(lower);
+  uint64_t m = 0, bad = 0;
+  int32_t keys[kBlock];
+  for (uint64_t start = 0; start < n; start += kBlock) {
+    const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    float* r = kHasResidual ? residual + start : nullptr;
+    const bool any = len == kBlock
+                         ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
+                         : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
+    if (any) {
+      // Branch-free append: the store is unconditional, the count is not;
+      // the candidate buffer has room for n.
+      for (uint64_t i = 0; i < len; ++i) {
+        candidates[m] = static_cast<uint32_t>(start + i);
+        m += keys[i] >= lo;
+      }
+    }
+  }
+  *nonfinite = bad;
+  return m;
+}
+
+uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
+                              uint32_t* candidates, uint64_t* nonfinite) {
+  return residual != nullptr
+             ? AccumulateAndCollect<true>(grad, residual, n, lower, candidates, nonfinite)
+             : AccumulateAndCollect<false>(grad, residual, n, lower, candidates, nonfinite);
+}
+
+// A key that about 1.25 k + slack of the n elements reach, estimated from
+// kSampleSize evenly spread elements (0, i.e. "everything", when a sample
+// would not narrow things down). Only speed depends on the estimate: a
+// threshold that turns out too high is caught by the caller.
+uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, uint64_t k,
+                          uint32_t* sample) {
+  const uint64_t s = internal::kSampleSize;
+  if (n < 8 * s) return 0;
+  const uint64_t rank = internal::PaddedRank(k, n, s);
+  if (rank >= s / 2) return 0;
+  const uint64_t stride = n / s;
+  for (uint64_t j = 0; j < s; ++j) {
+    // One element per stride, at a scrambled offset so that periodic
+    // structure in the gradient (layer boundaries) cannot line up.
+    const uint64_t i = j * stride + (Mix64(j) % stride);
+    const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
+    sample[j] = MagnitudeKey(a);
+  }
+  std::nth_element(sample, sample + rank, sample + s, [](uint32_t x, uint32_t y) { return x > y; });
+  return sample[rank];
+}
+
+// Emits element `idx` as output j: its value rounded to the format, and its
+// residual acc - decoded.
+inline void Emit(const float* acc, float* residual, uint32_t idx, uint64_t j, ValueFormat format,
+                 uint32_t* indices, uint8_t* values) {
+  const float a = acc[idx];
+  indices[j] = idx;
+  StoreValue(values, j, a, format);
+  if (residual != nullptr) residual[idx] = ResidualAfter(a, RoundToFormat(a, format));
+}
+
+// The residual holds raw acc for unselected elements; make the non-finite
+// ones 0 (ResidualAfter(acc, 0)). Selected ones are already finite.
+void ClearNonFiniteResidual(float* residual, uint64_t n) {
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!IsFinite(residual[i])) residual[i] = 0.0f;
+  }
+}
+
+void Finish(float* residual, uint64_t n, uint64_t k, uint64_t nonfinite, FusedStats* stats) {
+  if (residual != nullptr && nonfinite > 0) ClearNonFiniteResidual(residual, n);
+  if (stats != nullptr) {
+    stats->selected = k;
+    stats->nonfinite = nonfinite;
+  }
+}
+
+}  // namespace
+
+void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                  uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                  uint8_t* values, FusedStats* stats) {
+  if (temp == nullptr) {
+    *temp_bytes = internal::SelectTempBytes(n);
+    return;
+  }
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp);
+  const float* acc = residual != nullptr ? residual : grad;
+  uint64_t nonfinite = 0;
+  if (k == 0) {
+    // Nothing to select: the fused pass only moves acc into the residual.
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t.candidates, &nonfinite);
+  } else {
+    const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample);
+    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t.candidates, &nonfinite);
+    if (m < k) m = internal::CollectAll(n, t.candidates);  // the sample misjudged
+    const auto key = [acc](uint64_t i) { return MagnitudeKey(acc[i]); };
+    const internal::Threshold th =
+        internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
+    uint64_t j = 0, taken_equal = 0;
+    for (uint64_t c = 0; c < m; ++c) {
+      const uint32_t idx = t.candidates[c];
+      const uint32_t kk = key(idx);
+      if (kk > th.key || (kk == th.key && taken_equal++ < th.take_equal)) {
+        Emit(acc, residual, idx, j++, format, indices, values);
+      }
+    }
+  }
+  Finish(residual, n, k, nonfinite, stats);
+}
+
+void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                        uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                        uint8_t* values, FusedStats* stats, ApproxTopKBand* band) {
+  if (temp == nullptr) {
+    *temp_bytes = internal::SelectTempBytes(n);
+    return;
+  }
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp);
+  const float* acc = residual != nullptr ? residual : grad;
+  uint64_t nonfinite = 0;
+  ApproxTopKBand b;
+  if (k == 0) {
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t.candidates, &nonfinite);
+  } else {
+    // The same single fused pass as exact top-k, then one histogram over
+    // the candidates in place of the exact refinement.
+    const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample);
+    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t.candidates, &nonfinite);
+    if (m < k) m = internal::CollectAll(n, t.candidates);
+    memset(t.hist, 0, kTopBins * sizeof(uint64_t));
+    for (uint64_t c = 0; c < m; ++c) ++t.hist[MagnitudeKey(acc[t.candidates[c]]) >> kTopShift];
+    const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
+    const uint64_t fill = k - pick.above;
+    b.lower_key = pick.bin << kTopShift;
+    b.upper_key = (pick.bin + 1) << kTopShift;
+    b.above = pick.above;
+    b.in_band = t.hist[pick.bin];
+    uint64_t j = 0, filled = 0;
+    for (uint64_t c = 0; c < m && j < k; ++c) {
+      const uint32_t idx = t.candidates[c];
+      const uint32_t bin = MagnitudeKey(acc[idx]) >> kTopShift;
+      if (bin > pick.bin || (bin == pick.bin && filled++ < fill)) {
+        Emit(acc, residual, idx, j++, format, indices, values);
+      }
+    }
+  }
+  if (band != nullptr) *band = b;
+  Finish(residual, n, k, nonfinite, stats);
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire

@@ -1,0 +1,81 @@
+// Top-k by magnitude, exact and approximate, with fused error feedback.
+//
+// Common contract of the compress kernels in kernels/cpu/ (the CUDA
+// kernels in kernels/cuda/ mirror it, adding a stream):
+//   acc[i] = grad[i] + residual[i]   (residual null: acc = grad, no EF)
+//   decoded[i] = what a receiver reconstructs for element i
+//   residual[i] <- ResidualAfter(acc[i], decoded[i])   (element_math.h)
+// all in one call: grad and residual are read once in full (plus a
+// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere; indices are u32, so
+// n <= 2^32. Preconditions are the caller's (lib/ validates before it
+// calls); kernels do not allocate.
+//
+// Temp storage follows CUB: call once with temp == nullptr to learn
+// *temp_bytes for (n, k), allocate, call again with the same arguments.
+// The buffer may be reused across calls and gradients of the same size.
+//
+// Selection order: a larger MagnitudeKey(acc) wins (NaN lowest, ±Inf
+// highest); equal keys go to the lower index. Output indices are strictly
+// ascending, values[j] is acc[indices[j]] rounded to `format`, stored
+// little endian (ValueWidth(format) bytes each, any alignment).
+#ifndef GRADWIRE_KERNELS_CPU_TOPK_H_
+#define GRADWIRE_KERNELS_CPU_TOPK_H_
+
+#include <stdint.h>
+
+#include "gradwire/kernels/cpu/fused_stats.h"
+#include "gradwire/kernels/element_math.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+
+// Exact top-k: a radix selection, not a sort. A sample of 16K keys gives a
+// lower bound that about 1.25 k (plus slack) elements reach; the one fused
+// pass over n collects those candidates while it writes the residual;
+// radix histograms over only the candidates (top 12 key bits, then 10 and
+// 10 within the k-th key's bin) find the exact k-th key. If the sample
+// misjudged (fewer than k candidates) every element becomes a candidate:
+// slower, never wrong. Handles k = 0 (nothing selected, residual = acc),
+// k = n and n = 0. Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB
+// (the candidate list's worst case), of which typically little is touched.
+void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                  uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                  uint8_t* values, FusedStats* stats);
+
+// The magnitude-key band an approximate selection drew its last elements
+// from: selected keys are >= lower_key, unselected keys are < upper_key.
+struct ApproxTopKBand {
+  uint32_t lower_key = 0;
+  uint32_t upper_key = 0;
+  uint64_t above = 0;    // elements with key >= upper_key (all selected)
+  uint64_t in_band = 0;  // candidates counted in the band (the CPU version
+                         // may not count band elements below its sampled
+                         // bound; they are never needed)
+};
+
+// Approximate top-k in the spirit of MSTopK: instead of binary-searching a
+// threshold with one counting pass per candidate, every candidate
+// threshold is counted at once (a histogram of the keys' top 11 bits:
+// exponent plus 3 mantissa bits, so a bin spans a magnitude ratio of at
+// most 1.125 for normal floats). The bin holding the k-th largest key is
+// the band; everything above it is kept and the rest of k is filled from
+// the band in index order, with no refinement inside the band. (The CPU
+// version histograms the candidates of exact top-k's sampled pass, so on a
+// CPU it costs about what exact top-k does; on a GPU the saving is the
+// refinement passes and the sort-free fill.)
+//
+// Tolerance: exactly min(k, n) elements are selected (count error 0).
+// Which ones is approximate only within the band: every selected |acc| is
+// > 1/1.125 (about 0.889) times the exact k-th largest |acc|, and every
+// unselected |acc| is < 1.125 times it, for normal floats. `band`, if
+// non-null, receives the band used. temp_bytes as for TopKCompress.
+void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                        uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                        uint8_t* values, FusedStats* stats, ApproxTopKBand* band);
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_TOPK_H_

@@ -1,0 +1,304 @@
+// Per-element math shared by the CPU reference kernels and the CUDA kernels.
+//
+// Everything here is an inline function marked GRADWIRE_HD, which is
+// `__host__ __device__` under nvcc and nothing otherwise, so the CPU tests
+// exercise exactly the arithmetic the GPU runs. Hence: no absl, no std
+// containers, no exceptions, no <cmath> calls whose device and host
+// versions could differ; only integer ops and correctly rounded IEEE
+// single-precision + - * / (nvcc: -prec-div=true, the default).
+//
+// Contents: fp32 <-> fp16/bf16 conversion, the magnitude key that orders
+// elements for top-k, a counter-based hash (random-k indices, stochastic
+// rounding), QSGD levels, sign encoding, bit packing, little-endian value
+// storage, and the error-feedback residual rule.
+#ifndef GRADWIRE_KERNELS_ELEMENT_MATH_H_
+#define GRADWIRE_KERNELS_ELEMENT_MATH_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__CUDACC__)
+#define GRADWIRE_HD __host__ __device__
+#else
+#define GRADWIRE_HD
+#endif
+
+namespace gradwire {
+namespace kernels {
+
+// ---------------------------------------------------------------- bits --
+
+GRADWIRE_HD inline uint32_t FloatBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+GRADWIRE_HD inline float BitsFloat(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+GRADWIRE_HD inline bool IsNan(float f) { return (FloatBits(f) & 0x7fffffffu) > 0x7f800000u; }
+GRADWIRE_HD inline bool IsFinite(float f) { return (FloatBits(f) & 0x7f800000u) != 0x7f800000u; }
+GRADWIRE_HD inline float AbsF(float f) { return BitsFloat(FloatBits(f) & 0x7fffffffu); }
+
+// a * b rounded once. On the device nvcc would otherwise contract a product
+// followed by an add into an FMA, and the decoded value (hence the
+// error-feedback residual) would differ from the CPU's by one rounding.
+GRADWIRE_HD inline float MulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// ------------------------------------------------------- fp16 and bf16 --
+// Round to nearest, ties to even, bit exact. A finite value too large for
+// the format saturates to the largest finite value instead of becoming
+// infinity (an overflowing gradient element then leaves a finite residual
+// for error feedback to carry); ±Inf stays ±Inf, NaN stays a (quiet) NaN.
+
+inline constexpr uint16_t kHalfMaxBits = 0x7bff;  // 65504
+inline constexpr uint16_t kBf16MaxBits = 0x7f7f;  // 3.3895314e38
+
+GRADWIRE_HD inline uint16_t FloatToHalfBits(float f) {
+  // Every case is computed and the answer selected, without branches, so
+  // CPU loops vectorize (after F. Giesen's float_to_half_fast3_rtne).
+  const uint32_t x = FloatBits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t a = x & 0x7fffffffu;
+  // Normal result: rebias the exponent (127 -> 15), round the 13 dropped
+  // bits to nearest even; a carry into the exponent is the right answer.
+  const uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  // Below 2^-14 the result is a half subnormal, a multiple of 2^-24: adding
+  // 0.5f makes the FPU round |f| to that multiple (nearest even), and the
+  // sum's low bits are the count of 2^-24 units (0x400 = smallest normal).
+  const uint32_t subnormal = FloatBits(BitsFloat(a) + 0.5f) - 0x3f000000u;
+  uint32_t r = a < 0x38800000u ? subnormal : normal;
+  // 65520 (0x477ff000) is halfway between 65504 and 2^16; it and everything
+  // above would round to infinity: saturate instead.
+  r = a >= 0x477ff000u ? kHalfMaxBits : r;
+  r = a == 0x7f800000u ? 0x7c00u : r;
+  r = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x1ffu)) : r;  // stays a NaN
+  return static_cast<uint16_t>(sign | r);
+}
+
+GRADWIRE_HD inline float HalfBitsToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  if (e == 0x1fu) return BitsFloat(sign | 0x7f800000u | (m << 13));
+  if (e == 0) {
+    // m * 2^-24: both factors exact, so the product is exact.
+    const float v = static_cast<float>(m) * 5.9604644775390625e-8f;
+    return BitsFloat(FloatBits(v) | sign);
+  }
+  return BitsFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+GRADWIRE_HD inline uint16_t FloatToBf16Bits(float f) {
+  const uint32_t x = FloatBits(f);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // keep it a NaN
+  if (a == 0x7f800000u) return static_cast<uint16_t>(x >> 16);
+  if (a >= 0x7f7f8000u) return static_cast<uint16_t>(((x >> 16) & 0x8000u) | kBf16MaxBits);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+GRADWIRE_HD inline float Bf16BitsToFloat(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
+
+// --------------------------------------------------------- value storage --
+// How a sparse method stores each value on the wire. Numbering matches
+// gradwire's wire-format ValueType for the three float formats.
+enum class ValueFormat : uint8_t { kFp32 = 0, kFp16 = 1, kBf16 = 2 };
+
+GRADWIRE_HD inline uint32_t ValueWidth(ValueFormat f) { return f == ValueFormat::kFp32 ? 4u : 2u; }
+
+// The value a receiver will decode for `x`: x rounded to the format.
+GRADWIRE_HD inline float RoundToFormat(float x, ValueFormat f) {
+  switch (f) {
+    case ValueFormat::kFp16: return HalfBitsToFloat(FloatToHalfBits(x));
+    case ValueFormat::kBf16: return Bf16BitsToFloat(FloatToBf16Bits(x));
+    default: return x;
+  }
+}
+
+// Element i of a little-endian value array at `p` (any alignment: wire
+// sections start at arbitrary byte offsets).
+GRADWIRE_HD inline void StoreValue(uint8_t* p, uint64_t i, float x, ValueFormat f) {
+  if (f == ValueFormat::kFp32) {
+    const uint32_t u = FloatBits(x);
+    uint8_t* q = p + 4 * i;
+    q[0] = static_cast<uint8_t>(u);
+    q[1] = static_cast<uint8_t>(u >> 8);
+    q[2] = static_cast<uint8_t>(u >> 16);
+    q[3] = static_cast<uint8_t>(u >> 24);
+    return;
+  }
+  const uint16_t h = f == ValueFormat::kFp16 ? FloatToHalfBits(x) : FloatToBf16Bits(x);
+  p[2 * i] = static_cast<uint8_t>(h);
+  p[2 * i + 1] = static_cast<uint8_t>(h >> 8);
+}
+
+GRADWIRE_HD inline float LoadValue(const uint8_t* p, uint64_t i, ValueFormat f) {
+  if (f == ValueFormat::kFp32) {
+    const uint8_t* q = p + 4 * i;
+    return BitsFloat(static_cast<uint32_t>(q[0]) | static_cast<uint32_t>(q[1]) << 8 |
+                     static_cast<uint32_t>(q[2]) << 16 | static_cast<uint32_t>(q[3]) << 24);
+  }
+  const uint16_t h = static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8);
+  return f == ValueFormat::kFp16 ? HalfBitsToFloat(h) : Bf16BitsToFloat(h);
+}
+
+// ------------------------------------------------------ error feedback --
+// The new residual for an element whose accumulated value is `acc` and
+// whose decoded value is `decoded`: fl(acc - decoded), except that a
+// non-finite result becomes 0 so one NaN/Inf step cannot poison every
+// later step through the residual.
+GRADWIRE_HD inline float ResidualAfter(float acc, float decoded) {
+  const float r = acc - decoded;
+  return IsFinite(r) ? r : 0.0f;
+}
+
+// ------------------------------------------------------- magnitude key --
+// Orders elements for top-k: a larger key is a larger |x|. NaN is 0, below
+// every number (a NaN is never selected ahead of a finite value, and NaNs
+// are only chosen when k exceeds the count of non-NaN elements); ±0 is 1;
+// ±Inf is the largest key, 0x7f800001. Equal keys are broken by the lower
+// index everywhere in gradwire.
+inline constexpr uint32_t kMaxMagnitudeKey = 0x7f800001u;
+
+GRADWIRE_HD inline uint32_t MagnitudeKey(float x) {
+  const uint32_t a = FloatBits(x) & 0x7fffffffu;
+  return a > 0x7f800000u ? 0u : a + 1u;
+}
+
+// ------------------------------------------------ counter-based hashing --
+// A stateless hash of (seed, step, index): every rank, CPU or GPU, derives
+// the same random numbers without communicating or keeping RNG state.
+// Streams separate independent uses of one (seed, step).
+inline constexpr uint64_t kStreamRandomK = 1;
+inline constexpr uint64_t kStreamRounding = 2;
+inline constexpr uint64_t kGolden64 = 0x9e3779b97f4a7c15ull;
+
+// splitmix64's finalizer: a bijection on 64 bits with full avalanche.
+GRADWIRE_HD inline uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Per-call key: hoist out of element loops.
+GRADWIRE_HD inline uint64_t StreamKey(uint64_t seed, uint64_t step, uint64_t stream) {
+  return Mix64(Mix64(seed ^ (stream * kGolden64)) + step * 0xd6e8feb86659fd93ull + stream);
+}
+
+// The hash of element `index` under `stream_key`.
+GRADWIRE_HD inline uint64_t ElementHash(uint64_t stream_key, uint64_t index) {
+  return Mix64(stream_key + (index + 1) * kGolden64);
+}
+
+GRADWIRE_HD inline uint64_t CounterHash(uint64_t seed, uint64_t step, uint64_t stream,
+                                        uint64_t index) {
+  return ElementHash(StreamKey(seed, step, stream), index);
+}
+
+// Uniform in [0, 1) with 24 random bits (exactly representable).
+GRADWIRE_HD inline float UnitFloat(uint64_t hash) {
+  return static_cast<float>(hash >> 40) * 5.9604644775390625e-8f;
+}
+
+// Random-k selects the k elements with the SMALLEST key (ties: lower index).
+GRADWIRE_HD inline uint32_t RandomKKey(uint64_t stream_key, uint64_t index) {
+  return static_cast<uint32_t>(ElementHash(stream_key, index) >> 32);
+}
+
+// ------------------------------------------------------------------ QSGD --
+// b-bit stochastic quantization (1 <= b <= 8) against a per-bucket scale
+// s = max |x| over the bucket's finite elements. The 2^b codes
+// q = 0 .. M (M = 2^b - 1) stand for the evenly spaced levels
+//   level(q) = s * (2q - M) / M,   i.e. -s, ..., +s,
+// so b = 1 is stochastic sign. Rounding between the two neighbouring levels
+// is stochastic and unbiased: E[decoded] = x (up to float rounding), and
+// |decoded - x| < 2s/M, variance <= (s/M)^2. A bucket whose scale is 0 (all
+// zeros) decodes to exact zeros; no division by the scale happens then.
+
+GRADWIRE_HD inline uint32_t QsgdMaxCode(uint32_t bits) { return (1u << bits) - 1u; }
+
+// The level value of code q, before scaling: (2q - M) / M, exact at ±1.
+GRADWIRE_HD inline float QsgdUnitLevel(uint32_t code, uint32_t max_code) {
+  return static_cast<float>(static_cast<int32_t>(2 * code) - static_cast<int32_t>(max_code)) /
+         static_cast<float>(max_code);
+}
+
+GRADWIRE_HD inline float QsgdDequantize(uint32_t code, float scale, uint32_t max_code) {
+  return MulRn(QsgdUnitLevel(code, max_code), scale);
+}
+
+// Code for x given the bucket scale and a uniform u in [0, 1). NaN maps to
+// code 0 and ±Inf to the extreme codes (their residual is reset anyway).
+GRADWIRE_HD inline uint32_t QsgdQuantize(float x, float scale, uint32_t max_code, float u) {
+  if (!(scale > 0.0f)) return (max_code + 1) / 2;  // level ~0; decodes to 0 * scale = 0
+  if (IsNan(x)) return 0;
+  // Position on the level grid, in [0, M].
+  float t = MulRn(x / scale + 1.0f, 0.5f * static_cast<float>(max_code));
+  if (!(t > 0.0f)) return 0;
+  if (t >= static_cast<float>(max_code)) return max_code;
+  const uint32_t lo = static_cast<uint32_t>(t);  // t > 0, so truncation is floor
+  const float frac = t - static_cast<float>(lo);
+  return lo + (u < frac ? 1u : 0u);
+}
+
+// ------------------------------------------------------------------ sign --
+// EF-signSGD: one bit per element, 1 = negative. sign(0) is +1 (both +0
+// and -0), and NaN encodes as +1 (its residual is reset). The decoded value
+// is ±scale with scale = mean |x| over the bucket's finite elements.
+GRADWIRE_HD inline uint32_t SignCode(float x) { return x < 0.0f ? 1u : 0u; }
+GRADWIRE_HD inline float SignDecode(uint32_t code, float scale) { return code ? -scale : scale; }
+
+// ------------------------------------------------------------ bit packing --
+// Code i (bits wide, 1..8) occupies bits [i*bits, (i+1)*bits) of the byte
+// stream, least significant bit first; a code spans at most two bytes.
+// Unused high bits of the last byte are zero.
+GRADWIRE_HD inline uint64_t PackedBytes(uint64_t n, uint32_t bits) { return (n * bits + 7) / 8; }
+
+GRADWIRE_HD inline uint32_t ReadPackedCode(const uint8_t* p, uint64_t i, uint32_t bits) {
+  const uint64_t bit = i * bits;
+  const uint64_t byte = bit >> 3;
+  const uint32_t off = static_cast<uint32_t>(bit & 7);
+  uint32_t w = p[byte];
+  if (off + bits > 8) w |= static_cast<uint32_t>(p[byte + 1]) << 8;
+  return (w >> off) & ((1u << bits) - 1u);
+}
+
+// ORs code i into `p`, which must start zeroed. Not atomic: on the GPU,
+// build each output byte in one thread (or use atomicOr on 32-bit words).
+GRADWIRE_HD inline void OrPackedCode(uint8_t* p, uint64_t i, uint32_t code, uint32_t bits) {
+  const uint64_t bit = i * bits;
+  const uint64_t byte = bit >> 3;
+  const uint32_t off = static_cast<uint32_t>(bit & 7);
+  const uint32_t w = code << off;
+  p[byte] = static_cast<uint8_t>(p[byte] | (w & 0xffu));
+  if (off + bits > 8) p[byte + 1] = static_cast<uint8_t>(p[byte + 1] | (w >> 8));
+}
+
+// Buckets of `bucket_size` elements covering n; the last may be partial.
+GRADWIRE_HD inline uint64_t BucketCount(uint64_t n, uint32_t bucket_size) {
+  return (n + bucket_size - 1) / bucket_size;
+}
+
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_ELEMENT_MATH_H_

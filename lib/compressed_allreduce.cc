@@ -1,0 +1,221 @@
+#include "gradwire/lib/compressed_allreduce.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "gradwire/lib/return_if_error.h"
+
+namespace gradwire {
+namespace {
+
+template <typename T>
+void EnsureSize(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+}
+
+// "ranks 0, 2 have 1000; rank 1 has 999" for a field whose values differ,
+// empty when every rank agrees. Groups ranks by value so that a single
+// odd rank out is obvious in an 8-rank job. Only runs on the error path.
+template <typename Get>
+std::string Disagreement(const transport::GlooGroup& group, size_t count, Get get) {
+  std::map<uint64_t, std::vector<int>> by_value;
+  for (size_t r = 0; r < count; ++r) by_value[get(r)].push_back(group.world_ranks()[r]);
+  if (by_value.size() <= 1) return "";
+  std::vector<std::string> parts;
+  for (const auto& [value, ranks] : by_value) {
+    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                 absl::StrJoin(ranks, ", "), ranks.size() == 1 ? " has " : " have ",
+                                 value));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace
+
+uint64_t SpecFingerprint(const CompressionSpec& spec) {
+  const std::string s = spec.ToString();
+  return XXH3_64bits(s.data(), s.size());
+}
+
+CompressedAllreduce::CompressedAllreduce(const Codec& codec, const FrameAuthenticator& auth)
+    : codec_(codec), auth_(auth), spec_fingerprint_(SpecFingerprint(codec.spec())) {}
+
+absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
+                                             const Descriptor& mine, bool check_frames) const {
+  const size_t p = group.size();
+  // The common case (everything agrees) compares integers only; messages
+  // are built, and memory allocated, only on the error path.
+  auto where = [&mine] {
+    return absl::StrCat("collective mismatch in compressed allreduce (bucket ", mine.bucket,
+                        ", step ", mine.step, ")");
+  };
+  struct Field {
+    const char* name;
+    uint64_t Descriptor::*member;
+  };
+  // Order matters only for which mismatch is reported first; a spec
+  // difference explains a length difference, so it comes first.
+  static constexpr Field kFields[] = {{"compression spec fingerprint", &Descriptor::spec},
+                                      {"gradient length", &Descriptor::n},
+                                      {"bucket", &Descriptor::bucket},
+                                      {"step", &Descriptor::step}};
+  for (const Field& f : kFields) {
+    bool same = true;
+    for (size_t r = 1; r < p; ++r) same = same && table_[r].*(f.member) == table_[0].*(f.member);
+    if (same) continue;
+    std::string d = Disagreement(group, p, [&](size_t r) { return table_[r].*(f.member); });
+    std::string hint;
+    if (f.member == &Descriptor::spec) {
+      hint = absl::StrCat(" (this rank uses \"", codec_.spec().ToString(), "\")");
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ": ", f.name, " differs across ranks: ", d, hint));
+  }
+  if (!check_frames) return absl::OkStatus();
+  // Same spec and length everywhere: every frame must fit what the codec
+  // can produce for n, plus the MAC trailer. Checked before the
+  // allgatherv posts receives of these sizes.
+  const uint64_t max_bytes = codec_.MaxEncodedBytes(mine.n) + auth_.trailer_bytes();
+  const uint64_t min_bytes = kFrameHeaderBytes + kFrameChecksumBytes + auth_.trailer_bytes();
+  for (size_t r = 0; r < p; ++r) {
+    const uint64_t b = table_[r].frame_bytes;
+    if (b > max_bytes || b < min_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": rank ", group.world_ranks()[r], " announced a ", b, "-byte frame for ",
+          mine.n, " elements, outside [", min_bytes, ", ", max_bytes, "] that spec \"",
+          codec_.spec().ToString(), "\" can produce"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket,
+                                        uint64_t step, uint64_t n, ExchangeStats* stats) {
+  const size_t p = group.size();
+  const Descriptor mine{0, n, step, bucket, spec_fingerprint_};
+  EnsureSize(&table_, p);
+  absl::Status s = group.Allgather(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(table_.data()), p * kDescriptorBytes));
+  if (stats != nullptr) {
+    stats->bytes_sent += group.last_call().bytes_sent;
+    stats->bytes_received += group.last_call().bytes_received;
+    stats->wire_time += group.last_call().wire_time;
+  }
+  GRADWIRE_RETURN_IF_ERROR(s);
+  return CheckTable(group, mine, /*check_frames=*/false);
+}
+
+absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,
+                                      absl::string_view key, uint32_t bucket, uint64_t step,
+                                      absl::Span<const float> in, absl::Span<float> out,
+                                      float divisor, ExchangeStats* stats) {
+  if (in.size() != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input has ", in.size(),
+                                                   " elements, output ", out.size()));
+  }
+  const size_t p = group.size();
+  const uint64_t n = in.size();
+  ExchangeStats cost;
+  auto add_wire = [&cost, &group]() {
+    cost.bytes_sent += group.last_call().bytes_sent;
+    cost.bytes_received += group.last_call().bytes_received;
+    cost.wire_time += group.last_call().wire_time;
+  };
+
+  // 1-2. Encode with error feedback, then sign.
+  const size_t cap = codec_.MaxEncodedBytes(n) + auth_.trailer_bytes();
+  EnsureSize(&send_, cap);
+  absl::Time t0 = absl::Now();
+  absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(send_.data(), cap));
+  absl::Time t1 = absl::Now();
+  cost.compress_time += t1 - t0;
+  if (!encoded.ok()) return encoded.status();
+  const uint32_t my_world_rank = group.world_ranks()[group.rank()];
+  absl::StatusOr<size_t> signed_bytes = auth_.Sign(absl::MakeSpan(send_.data(), cap),
+                                                   encoded->frame_bytes,
+                                                   FrameOrigin{my_world_rank, step, bucket});
+  cost.auth_time += absl::Now() - t1;
+  if (!signed_bytes.ok()) return signed_bytes.status();
+
+  // 3. Descriptors: sizes plus everything that must agree.
+  const Descriptor mine{*signed_bytes, n, step, bucket, spec_fingerprint_};
+  EnsureSize(&table_, p);
+  absl::Status s = group.Allgather(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(table_.data()), p * kDescriptorBytes));
+  add_wire();
+  if (!s.ok()) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  }
+  s = CheckTable(group, mine, /*check_frames=*/true);
+  if (!s.ok()) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  }
+
+  // 4. The frames, in rank order.
+  EnsureSize(&sizes_, p);
+  uint64_t total = 0;
+  for (size_t r = 0; r < p; ++r) {
+    sizes_[r] = table_[r].frame_bytes;
+    total += sizes_[r];
+  }
+  EnsureSize(&recv_, total);
+  s = group.Allgatherv(absl::MakeConstSpan(send_.data(), *signed_bytes),
+                       absl::MakeConstSpan(sizes_.data(), p), absl::MakeSpan(recv_.data(), total));
+  add_wire();
+  if (!s.ok()) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  }
+
+  // 5. Authenticate every frame before any of them is decoded.
+  t0 = absl::Now();
+  EnsureSize(&frames_, p);
+  uint64_t offset = 0;
+  for (size_t r = 0; r < p; ++r) {
+    const int sender = group.world_ranks()[r];
+    absl::StatusOr<absl::Span<const uint8_t>> frame =
+        auth_.Verify(absl::MakeConstSpan(recv_.data() + offset, sizes_[r]),
+                     FrameOrigin{static_cast<uint32_t>(sender), step, bucket});
+    offset += sizes_[r];
+    if (!frame.ok()) {
+      return absl::Status(frame.status().code(),
+                          absl::StrCat("frame from rank ", sender, " (bucket ", bucket, ", step ",
+                                       step, ") rejected: ", frame.status().message()));
+    }
+    frames_[r] = *frame;
+  }
+  t1 = absl::Now();
+  cost.auth_time += t1 - t0;
+
+  // 6. Decode in rank order into zeros, then average.
+  EnsureSize(&sum_, n);
+  absl::Span<float> sum = absl::MakeSpan(sum_.data(), n);
+  std::fill(sum.begin(), sum.end(), 0.0f);
+  for (size_t r = 0; r < p; ++r) {
+    s = codec_.DecodeAccumulate(frames_[r], sum);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("frame from rank ", group.world_ranks()[r],
+                                                 " (bucket ", bucket, ", step ", step,
+                                                 ") could not be decoded: ", s.message()));
+    }
+  }
+  for (uint64_t i = 0; i < n; ++i) out[i] = sum[i] / divisor;
+  cost.compress_time += absl::Now() - t1;
+  cost.compressed_buckets = 1;
+  cost.elements = n;
+  if (stats != nullptr) stats->Add(cost);
+  return absl::OkStatus();
+}
+
+}  // namespace gradwire

@@ -1,0 +1,33 @@
+#include "gradwire/lib/exchange_stats.h"
+
+#include "absl/strings/str_format.h"
+
+namespace gradwire {
+
+void ExchangeStats::Add(const ExchangeStats& other) {
+  dense_buckets += other.dense_buckets;
+  compressed_buckets += other.compressed_buckets;
+  elements += other.elements;
+  bytes_sent += other.bytes_sent;
+  bytes_received += other.bytes_received;
+  intra_node_bytes_sent += other.intra_node_bytes_sent;
+  intra_node_bytes_received += other.intra_node_bytes_received;
+  compress_time += other.compress_time;
+  auth_time += other.auth_time;
+  wire_time += other.wire_time;
+  wait_time += other.wait_time;
+}
+
+std::string ExchangeStats::ToString() const {
+  return absl::StrFormat(
+      "%d buckets (%d dense, %d compressed), %d elements: sent %d B (%d B intra-node), "
+      "received %d B (%d B intra-node); compress %.3f ms, auth %.3f ms, wire %.3f ms, "
+      "wait %.3f ms",
+      dense_buckets + compressed_buckets, dense_buckets, compressed_buckets, elements, bytes_sent,
+      intra_node_bytes_sent, bytes_received, intra_node_bytes_received,
+      absl::ToDoubleMilliseconds(compress_time),
+      absl::ToDoubleMilliseconds(auth_time), absl::ToDoubleMilliseconds(wire_time),
+      absl::ToDoubleMilliseconds(wait_time));
+}
+
+}  // namespace gradwire

@@ -1,0 +1,205 @@
+// GradientExchanger: the asynchronous, bucketed exchange a training stack
+// drives from backprop.
+//
+//   auto ex = GradientExchanger::Create(std::move(communicator), {});
+//   for (step ...) {
+//     ex->BeginStep(step);
+//     for each parameter, in the order backprop produces its gradient:
+//       tickets.push_back(*ex->Submit(name, grad_span, shape));
+//     ex->Flush();                       // end of backprop
+//     ex->WaitAll(absl::Seconds(30));    // or Wait(ticket, ...) per bucket
+//     // every grad_span now holds the average over ranks
+//   }
+//
+// Submit copies the gradient into a bucket (fusion: one collective per
+// ~bucket_bytes instead of one per tensor, like DDP) and returns at once;
+// a full bucket goes to ONE background thread, which exchanges it through
+// the Communicator (compressed or dense, see communicator.h) while the
+// caller keeps submitting, then writes the averaged values back into the
+// submitted spans. Spans must stay valid until their bucket is waited for.
+//
+// The bucket plan (which tensors share a bucket, each bucket's path) is
+// fixed by the first step from the tensors submitted and their order:
+// small and 1-D tensors go to dense buckets, the rest to compressed ones.
+// Later steps must submit the same tensors (names and sizes) in the same
+// order; anything else is refused. Every rank must submit the same
+// sequence, so buckets are exchanged in the same order everywhere, which
+// the single worker thread and Gloo's ordering rules require. Bucket ids
+// key the per-bucket error-feedback residuals, saved and restored with
+// SaveState / RestoreState (checkpoints).
+//
+// Failures: any failure (transport, mismatch, MAC, a wrong submission)
+// poisons the exchanger. Wait / WaitAll / health() return that failure
+// itself (Unavailable for a dead peer, DeadlineExceeded for a stalled one,
+// InvalidArgument for a mismatch, ...); BeginStep, Submit, Flush and the
+// checkpoint calls return FailedPrecondition quoting it, until the
+// exchanger is re-created. A Wait that runs out
+// of time returns DeadlineExceeded and poisons nothing (the bucket may
+// still finish). Every wait has a deadline.
+//
+// Submit, Flush and BeginStep belong to one training thread (their order
+// defines the plan); Wait, WaitAll, the stats and health may be called
+// from any thread. After the first step, Submit and the exchange allocate
+// nothing in gradwire (the codec kernels' scratch and Gloo's per-call
+// bookkeeping are theirs).
+#ifndef GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
+#define GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/communicator.h"
+#include "gradwire/lib/exchange_stats.h"
+
+namespace gradwire {
+
+struct ExchangerOptions {
+  // Bucket fusion threshold in bytes of fp32 gradient (DDP's default).
+  // A bucket closes once it holds at least this much; a larger tensor
+  // gets a bucket of its own.
+  uint64_t bucket_bytes = 25ull << 20;
+};
+
+// Names one bucket of one step; what Wait waits for.
+struct BucketTicket {
+  uint32_t bucket = 0;
+  uint64_t step = 0;
+};
+
+// One bucket of the plan: its id, path and tensors in fusion order.
+struct BucketInfo {
+  uint32_t id = 0;
+  ExchangePath path = ExchangePath::kDense;
+  uint64_t elements = 0;
+  std::vector<std::string> tensors;
+};
+
+class GradientExchanger {
+ public:
+  // Takes the communicator over (it becomes the worker thread's).
+  static absl::StatusOr<std::unique_ptr<GradientExchanger>> Create(
+      std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
+
+  // Stops the worker after the bucket it is exchanging (bounded by the
+  // transport deadline); buckets still queued are not exchanged.
+  ~GradientExchanger();
+
+  GradientExchanger(const GradientExchanger&) = delete;
+  GradientExchanger& operator=(const GradientExchanger&) = delete;
+
+  // Starts training step `step`, greater than every earlier one (frames
+  // are bound to their step, so a reused step would look like a replay).
+  // FailedPrecondition if the previous step still has buckets in flight.
+  absl::Status BeginStep(uint64_t step);
+
+  // Adds one gradient. `shape` decides the dense rule for 1-D tensors
+  // (empty: unknown, only the size rule applies); if given, its product
+  // must be grad.size(). Returns the ticket of the bucket it joined.
+  absl::StatusOr<BucketTicket> Submit(absl::string_view name, absl::Span<float> grad,
+                                      absl::Span<const int64_t> shape = {});
+
+  // Ends the step's submissions: sends partly filled buckets (first step)
+  // or checks every planned tensor was submitted (later steps).
+  absl::Status Flush();
+
+  // Blocks until the bucket is averaged and written back, for at most
+  // `timeout`. Returns the exchange's status.
+  absl::Status Wait(const BucketTicket& ticket, absl::Duration timeout);
+
+  // Wait for every bucket of the current step (after Flush).
+  absl::Status WaitAll(absl::Duration timeout);
+
+  // OK, or the failure that poisoned the exchanger.
+  absl::Status health() const;
+
+  // Per-bucket error-feedback residuals (Communicator::SaveState); only
+  // between steps (FailedPrecondition while buckets are in flight).
+  absl::StatusOr<std::string> SaveState();
+  absl::Status RestoreState(absl::string_view state);
+
+  // Cost of the current (or last finished) step, and of all steps.
+  ExchangeStats StepStats() const;
+  ExchangeStats TotalStats() const;
+
+  // The bucket plan, one line per bucket ("bucket 0: compressed, 3
+  // tensors, 2359296 elements"); empty before the first Flush.
+  std::string DescribePlan() const;
+  std::vector<BucketInfo> Plan() const;
+  size_t bucket_count() const;
+
+ private:
+  struct Member {
+    std::string name;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    absl::Span<float> target;  // the caller's tensor this step
+  };
+  struct Bucket {
+    uint32_t id = 0;
+    ExchangePath path = ExchangePath::kDense;
+    std::vector<float> data;  // fused gradients, in member order
+    std::vector<Member> members;
+    size_t filled = 0;        // members submitted this step
+    bool queued = false;      // handed to the worker this step
+    uint64_t done_step = 0;   // last step exchanged and written back
+    bool done_any = false;
+  };
+  struct PlanEntry {
+    Bucket* bucket;
+    size_t member;
+  };
+
+  GradientExchanger(std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
+
+  void WorkerLoop();
+  // Caller side, mutex held.
+  void EnqueueLocked(Bucket* bucket);
+  absl::Status PoisonLocked(absl::Status status);
+  absl::Status CheckHealthyLocked() const;
+  bool DoneLocked(const Bucket& bucket) const;
+  absl::StatusOr<Bucket*> PlanTensorLocked(absl::string_view name, uint64_t size,
+                                           ExchangePath path);
+
+  std::unique_ptr<Communicator> comm_;  // used by the worker only, after Create
+  const ExchangerOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // worker: queue non-empty or stop
+  std::condition_variable done_cv_;  // callers: a bucket finished or failure
+  bool stop_ = false;
+  absl::Status poison_;
+  std::vector<Bucket*> queue_;  // FIFO: queue_[head_..]
+  size_t head_ = 0;
+  int in_flight_ = 0;           // queued or being exchanged
+
+  // The plan. buckets_ owns Bucket objects by pointer so the worker's
+  // pointers stay valid while the first step adds buckets.
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<PlanEntry> plan_;
+  bool plan_fixed_ = false;
+  Bucket* open_[2] = {nullptr, nullptr};  // first step: bucket filling, per path
+  bool step_active_ = false;
+  bool flushed_ = false;
+  bool any_step_ = false;
+  uint64_t step_ = 0;
+  size_t next_entry_ = 0;  // later steps: index into plan_
+
+  ExchangeStats step_stats_;
+  ExchangeStats total_stats_;
+
+  std::thread worker_;  // last: started after everything above exists
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_GRADIENT_EXCHANGER_H_

@@ -1,0 +1,285 @@
+// Every codec x value type x index encoding: round trip, the
+// error-feedback contract bit for bit, and refusal of frames that do not
+// match the receiver's spec (with `dense` untouched).
+#include "gradwire/lib/codec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gradwire/kernels/element_math.h"
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace {
+
+using ::testing::HasSubstr;
+using kernels::FloatBits;
+
+std::vector<std::string> AllSpecs() {
+  std::vector<std::string> specs = {"none", "none:ef=on", "fp16", "bf16", "fp16:ef=off"};
+  for (const char* m : {"topk", "approx_topk"}) {
+    for (const char* v : {"fp32", "fp16", "bf16"}) {
+      for (const char* i : {"raw", "varint"}) {
+        specs.push_back(std::string(m) + ":ratio=0.05,values=" + v + ",indices=" + i);
+      }
+    }
+  }
+  for (const char* v : {"fp32", "fp16", "bf16"}) {
+    specs.push_back(std::string("randomk:ratio=0.05,seed=11,values=") + v);
+  }
+  specs.push_back("topk:ratio=1");
+  specs.push_back("topk:ratio=0.05,ef=off");
+  for (int bits = 1; bits <= 8; ++bits) {
+    specs.push_back("qsgd:bits=" + std::to_string(bits) + ",bucket=100");
+  }
+  specs.push_back("qsgd:bits=3,bucket=1");
+  specs.push_back("sign:bucket=64");
+  specs.push_back("sign:bucket=1000000");
+  return specs;
+}
+
+std::unique_ptr<Codec> Make(const std::string& text) {
+  absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(text);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(*spec);
+  EXPECT_TRUE(codec.ok()) << codec.status();
+  return std::move(*codec);
+}
+
+std::vector<float> Gradient(uint64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> g(n);
+  for (float& x : g) x = normal(rng) * std::exp(normal(rng));  // heavy-ish tail
+  return g;
+}
+
+bool IsSelectionOrCast(Method m) {
+  return m != Method::kQsgd && m != Method::kSign;
+}
+
+TEST(CodecTest, RoundTripAndErrorFeedbackContractForEveryCodec) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (const std::string& text : AllSpecs()) {
+    for (uint64_t n : {0ull, 1ull, 333ull, 10007ull}) {
+      SCOPED_TRACE(text + " n=" + std::to_string(n));
+      std::unique_ptr<Codec> codec = Make(text);
+      const bool ef = codec->spec().UsesErrorFeedback();
+      std::vector<float> residual = ef ? Gradient(n, rng) : std::vector<float>();
+      for (float& r : residual) r *= 0.1f;
+      for (uint64_t step = 0; step < 3; ++step) {
+        const std::vector<float> grad = Gradient(n, rng);
+        std::vector<float> acc(n);
+        for (uint64_t i = 0; i < n; ++i) acc[i] = ef ? grad[i] + residual[i] : grad[i];
+        std::vector<uint8_t> frame(codec->MaxEncodedBytes(n));
+        absl::StatusOr<EncodeStats> stats =
+            codec->Encode(grad, step, absl::MakeSpan(residual), absl::MakeSpan(frame));
+        ASSERT_TRUE(stats.ok()) << stats.status();
+        ASSERT_LE(stats->frame_bytes, frame.size());
+        frame.resize(stats->frame_bytes);
+        // Decode into zeros: exactly decode(frame).
+        std::vector<float> decoded(n, 0.0f);
+        ASSERT_TRUE(codec->DecodeAccumulate(frame, absl::MakeSpan(decoded)).ok());
+        const Method m = codec->spec().method;
+        uint64_t nonzero = 0;
+        for (uint64_t i = 0; i < n; ++i) {
+          nonzero += decoded[i] != 0.0f;
+          if (ef) {
+            // e_new == fl(acc - decoded), bit for bit.
+            ASSERT_EQ(FloatBits(residual[i]), FloatBits(acc[i] - decoded[i])) << i;
+            if (IsSelectionOrCast(m)) {
+              ASSERT_EQ(FloatBits(decoded[i] + residual[i]), FloatBits(acc[i] + 0.0f)) << i;
+            }
+          }
+          if (m == Method::kNone) {
+            ASSERT_EQ(decoded[i], acc[i]);
+          }
+        }
+        if (m == Method::kTopK || m == Method::kApproxTopK || m == Method::kRandomK) {
+          EXPECT_EQ(stats->selected, codec->spec().SelectedCount(n));
+          EXPECT_LE(nonzero, stats->selected);
+        }
+        // Accumulating adds to what is there.
+        std::vector<float> twice = decoded;
+        ASSERT_TRUE(codec->DecodeAccumulate(frame, absl::MakeSpan(twice)).ok());
+        for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(twice[i], decoded[i] + decoded[i]);
+      }
+    }
+  }
+}
+
+TEST(CodecTest, TopKFrameIsMuchSmallerThanDense) {
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.01,indices=varint,values=fp16");
+  std::vector<float> grad(100000, 1.0f);
+  std::vector<uint8_t> frame(codec->MaxEncodedBytes(grad.size()));
+  absl::StatusOr<EncodeStats> stats = codec->Encode(grad, 0, {}, absl::MakeSpan(frame));
+  ASSERT_TRUE(stats.ok());
+  // 1000 values: 2 bytes each + 1-byte varints (ties pick indices 0..999).
+  EXPECT_LT(stats->frame_bytes, 3200u);
+}
+
+TEST(CodecTest, EncodeRefusesBadArgumentsWithoutTouchingTheResidual) {
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.1");
+  std::vector<float> grad(100, 1.0f), residual(100, 0.5f), short_residual(99, 0.5f);
+  std::vector<uint8_t> small(codec->MaxEncodedBytes(100) - 1);
+  absl::StatusOr<EncodeStats> s =
+      codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(small));
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("MaxEncodedBytes"));
+  EXPECT_EQ(residual, std::vector<float>(100, 0.5f));
+  std::vector<uint8_t> frame(codec->MaxEncodedBytes(100));
+  s = codec->Encode(grad, 0, absl::MakeSpan(short_residual), absl::MakeSpan(frame));
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr("residual has 99"));
+}
+
+// Encodes one frame with `sender`, decodes with `receiver`, expects refusal
+// naming `want`, and checks the dense buffer was not touched.
+void ExpectRefused(const std::string& sender, const std::string& receiver, uint64_t n,
+                   uint64_t receiver_n, const std::string& want) {
+  SCOPED_TRACE(sender + " -> " + receiver);
+  std::unique_ptr<Codec> enc = Make(sender), dec = Make(receiver);
+  std::vector<float> grad(n);
+  for (uint64_t i = 0; i < n; ++i) grad[i] = std::sin(static_cast<float>(i));
+  std::vector<uint8_t> frame(enc->MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> stats = enc->Encode(grad, 5, {}, absl::MakeSpan(frame));
+  ASSERT_TRUE(stats.ok());
+  frame.resize(stats->frame_bytes);
+  std::vector<float> dense(receiver_n, 7.0f);
+  absl::Status s = dec->DecodeAccumulate(frame, absl::MakeSpan(dense));
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr(want));
+  EXPECT_EQ(dense, std::vector<float>(receiver_n, 7.0f));
+}
+
+TEST(CodecTest, DecodeRefusesFramesForAnotherSpec) {
+  ExpectRefused("topk:ratio=0.1", "approx_topk:ratio=0.1", 1000, 1000, "codec id");
+  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.2", 1000, 1000, "element_count");
+  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1,values=fp16", 1000, 1000, "value_type");
+  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1,indices=varint", 1000, 1000, "index_encoding");
+  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1", 1000, 999, "dense_length");
+  ExpectRefused("randomk:ratio=0.1,seed=1", "randomk:ratio=0.1,seed=2", 1000, 1000, "seed");
+  ExpectRefused("qsgd:bits=4", "qsgd:bits=3", 1000, 1000, "quant_bits");
+  ExpectRefused("qsgd:bits=4,bucket=100", "qsgd:bits=4,bucket=50", 1000, 1000, "bucket_size");
+  ExpectRefused("fp16", "bf16", 1000, 1000, "codec id");
+  ExpectRefused("sign", "qsgd:bits=1", 1000, 1000, "codec id");
+}
+
+// Re-seals a frame after patching it, so codec checks (not the checksum)
+// are what refuses it.
+std::vector<uint8_t> Patched(std::vector<uint8_t> frame, size_t at, uint8_t value) {
+  frame[at] = value;
+  absl::StatusOr<size_t> sealed = SealFrame(absl::MakeSpan(frame));
+  EXPECT_TRUE(sealed.ok()) << sealed.status();
+  return frame;
+}
+
+TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
+  const uint64_t n = 1000;
+  std::vector<float> grad(n);
+  for (uint64_t i = 0; i < n; ++i) grad[i] = std::cos(static_cast<float>(i) * 0.37f);
+  // QSGD: a NaN or negative scale, and stray bits after the last code.
+  std::unique_ptr<Codec> q = Make("qsgd:bits=3,bucket=128");
+  std::vector<uint8_t> frame(q->MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> stats = q->Encode(grad, 1, {}, absl::MakeSpan(frame));
+  ASSERT_TRUE(stats.ok());
+  frame.resize(stats->frame_bytes);
+  std::vector<float> dense(n, 7.0f);
+  const size_t scale0 = kFrameHeaderBytes;
+  for (uint8_t top : {uint8_t{0x7f}, uint8_t{0xff}, uint8_t{0x80}}) {
+    std::vector<uint8_t> bad = Patched(frame, scale0 + 3, top);
+    bad = Patched(bad, scale0 + 2, 0xc0);
+    absl::Status s = q->DecodeAccumulate(bad, absl::MakeSpan(dense));
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()), HasSubstr("scale of bucket 0"));
+  }
+  std::unique_ptr<Codec> s3 = Make("qsgd:bits=3,bucket=128");
+  std::vector<float> g999(999, 1.0f);
+  std::vector<uint8_t> f2(s3->MaxEncodedBytes(999));
+  stats = s3->Encode(g999, 1, {}, absl::MakeSpan(f2));  // 2997 bits: 3 spare bits
+  ASSERT_TRUE(stats.ok());
+  f2.resize(stats->frame_bytes);
+  const size_t last = f2.size() - kFrameChecksumBytes - 1;
+  std::vector<uint8_t> bad = Patched(f2, last, f2[last] | 0x80);
+  std::vector<float> d999(999, 7.0f);
+  absl::Status s = s3->DecodeAccumulate(bad, absl::MakeSpan(d999));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unused bits"));
+  EXPECT_EQ(d999, std::vector<float>(999, 7.0f));
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+
+  // Top-k: indices out of order (swap two raw u32 indices).
+  std::unique_ptr<Codec> t = Make("topk:ratio=0.01");
+  std::vector<uint8_t> tf(t->MaxEncodedBytes(n));
+  stats = t->Encode(grad, 1, {}, absl::MakeSpan(tf));
+  ASSERT_TRUE(stats.ok());
+  tf.resize(stats->frame_bytes);
+  std::vector<uint8_t> swapped = tf;
+  for (int b = 0; b < 4; ++b) std::swap(swapped[kFrameHeaderBytes + b], swapped[kFrameHeaderBytes + 4 + b]);
+  ASSERT_TRUE(SealFrame(absl::MakeSpan(swapped)).ok());
+  s = t->DecodeAccumulate(swapped, absl::MakeSpan(dense));
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+  // A flipped payload bit without re-sealing: checksum.
+  std::vector<uint8_t> flipped = tf;
+  flipped[kFrameHeaderBytes + 2] ^= 1;
+  s = t->DecodeAccumulate(flipped, absl::MakeSpan(dense));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+}
+
+TEST(CodecTest, RandomKIndicesAreNotSentButAgreeAcrossRanks) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 5000;
+  std::unique_ptr<Codec> rank0 = Make("randomk:ratio=0.02,seed=42");
+  std::unique_ptr<Codec> rank1 = Make("randomk:ratio=0.02,seed=42");
+  const std::vector<float> g0 = Gradient(n, rng), g1 = Gradient(n, rng);
+  std::vector<uint8_t> f0(rank0->MaxEncodedBytes(n)), f1(rank1->MaxEncodedBytes(n));
+  ASSERT_TRUE(rank0->Encode(g0, 9, {}, absl::MakeSpan(f0)).ok());
+  ASSERT_TRUE(rank1->Encode(g1, 9, {}, absl::MakeSpan(f1)).ok());
+  EXPECT_EQ(f0.size(), kFrameHeaderBytes + kFrameChecksumBytes + 100 * 4);  // values only
+  std::vector<float> d0(n, 0.0f), d1(n, 0.0f);
+  ASSERT_TRUE(rank1->DecodeAccumulate(f0, absl::MakeSpan(d0)).ok());
+  ASSERT_TRUE(rank0->DecodeAccumulate(f1, absl::MakeSpan(d1)).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(d0[i] != 0.0f, d1[i] != 0.0f) << i;  // same support on both ranks
+    if (d0[i] != 0.0f) {
+      ASSERT_EQ(d0[i], g0[i]);
+      ASSERT_EQ(d1[i], g1[i]);
+    }
+  }
+}
+
+TEST(CodecTest, NonFiniteGradientIsCountedAndDoesNotPoisonTheResidual) {
+  for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "randomk:ratio=0.1",
+                           "qsgd:bits=4", "sign", "fp16", "bf16"}) {
+    SCOPED_TRACE(text);
+    std::unique_ptr<Codec> codec = Make(text);
+    std::vector<float> grad(300, 0.25f), residual(300, 0.0f);
+    grad[10] = std::nanf("");
+    grad[20] = std::numeric_limits<float>::infinity();
+    std::vector<uint8_t> frame(codec->MaxEncodedBytes(300));
+    absl::StatusOr<EncodeStats> stats =
+        codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(frame));
+    ASSERT_TRUE(stats.ok());
+    EXPECT_EQ(stats->nonfinite, 2u);
+    for (float r : residual) ASSERT_TRUE(std::isfinite(r));
+  }
+}
+
+TEST(CodecTest, MakeCodecValidatesTheSpec) {
+  CompressionSpec spec;
+  spec.method = Method::kQsgd;
+  spec.quant_bits = 0;
+  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(spec);
+  EXPECT_FALSE(codec.ok());
+  EXPECT_THAT(std::string(codec.status().message()), HasSubstr("--quant_bits"));
+}
+
+}  // namespace
+}  // namespace gradwire

@@ -1,0 +1,539 @@
+// One rank of the multi-process communicator tests (driven by
+// comm_test.py through tools/launch.py).
+//
+//   comm_rank <scenario> [key=value ...]
+//
+// Scenarios:
+//   reference  every spec in specs=a;b;..., every size in sizes=..., for
+//              steps=N steps: Communicator::AllreduceMean must equal, bit
+//              for bit, the CPU reference computed here (every rank's
+//              input is a deterministic function of (rank, step, bucket),
+//              so each rank can encode every rank's frame itself). Flat,
+//              or hierarchical with hier=1 (nodes from LOCAL_WORLD_SIZE).
+//   mismatch   kind=length|spec|step|path: the last rank disagrees; every
+//              rank must get InvalidArgument "collective mismatch" naming
+//              it, then FailedPrecondition (poisoned).
+//   auth       kind=secret|job: rank 1 signs with another secret / job id;
+//              every rank must get Unauthenticated / PermissionDenied
+//              and its data must be unchanged.
+//   async      GradientExchanger over a mixed profile (dense and compressed
+//              buckets) must equal the synchronous Communicator and the
+//              CPU reference bit for bit; then an error-feedback checkpoint
+//              taken after step 1 and restored into a new exchanger must
+//              reproduce step 2 exactly.
+//   fault      the last rank exits in the middle of a step; survivors'
+//              exchangers must fail (Unavailable / DeadlineExceeded)
+//              within 2x the deadline and stay poisoned.
+//
+// Inputs are multiples of 1/256 in [-4, 4]: sums of up to 64 of them are
+// exact in fp32, so the dense stages (Gloo's reduce-scatter and allreduce,
+// whose summation order is theirs) have order-independent results and the
+// comparison can be bitwise. Output: "CHECK <name> ok|FAILED <why>" lines;
+// exit 0 iff every check passed.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gradwire/lib/codec.h"
+#include "gradwire/lib/communicator.h"
+#include "gradwire/lib/error_feedback.h"
+#include "gradwire/lib/frame_auth.h"
+#include "gradwire/lib/gradient_exchanger.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_config.h"
+#include "gradwire/transport/rendezvous_store.h"
+
+namespace gradwire {
+namespace {
+
+using transport::GlooGroup;
+using transport::RendezvousConfig;
+using transport::RendezvousStore;
+
+std::map<std::string, std::string> g_args;
+int g_failures = 0;
+RendezvousConfig g_config;
+std::shared_ptr<RendezvousStore> g_store;
+int g_groups = 0;  // scopes used so far (a fresh one per group)
+
+std::string Arg(const std::string& key, const std::string& fallback) {
+  auto it = g_args.find(key);
+  return it == g_args.end() ? fallback : it->second;
+}
+int64_t IntArg(const std::string& key, int64_t fallback) {
+  int64_t v;
+  return absl::SimpleAtoi(Arg(key, ""), &v) ? v : fallback;
+}
+
+void Check(const std::string& name, bool ok, const std::string& why = "") {
+  if (ok) {
+    std::printf("CHECK %s ok\n", name.c_str());
+  } else {
+    ++g_failures;
+    std::printf("CHECK %s FAILED %s\n", name.c_str(), why.c_str());
+  }
+  std::fflush(stdout);
+}
+bool CheckOk(const std::string& name, const absl::Status& s) {
+  Check(name, s.ok(), s.ToString());
+  return s.ok();
+}
+
+constexpr char kSecret[] = "comm-test-secret-0123456789abcdef";
+
+// The deterministic input of `rank` for (step, bucket): k/256, |k| <= 1024.
+std::vector<float> Input(int rank, uint64_t step, uint32_t bucket, uint64_t n) {
+  std::vector<float> v(n);
+  uint64_t x = (rank + 1) * 0x9E3779B97F4A7C15ull ^ (step + 1) * 0xC2B2AE3D27D4EB4Full ^
+               (bucket + 7) * 0x165667B19E3779F9ull;
+  for (uint64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<float>(static_cast<int>(x % 2049) - 1024) / 256.0f;
+  }
+  return v;
+}
+
+// A fresh communicator on a fresh store scope (every group needs one).
+absl::StatusOr<std::unique_ptr<Communicator>> MakeComm(const CompressionSpec& spec, bool hier,
+                                                       const std::string& secret,
+                                                       const std::string& job) {
+  transport::GroupOptions options;
+  options.bind_address = "127.0.0.1";  // emulated nodes all live on loopback
+  options.timeout = absl::Milliseconds(IntArg("timeout_ms", 20000));
+  auto world = GlooGroup::Create(g_config.rank, g_config.world_size,
+                                 g_store->Scoped(absl::StrCat("comm", g_groups++)), options);
+  if (!world.ok()) return world.status();
+  auto js = JobSecret::FromValue(secret, "test");
+  if (!js.ok()) return js.status();
+  auto auth = FrameAuthenticator::Create(*js, job);
+  if (!auth.ok()) return auth.status();
+  CommunicatorOptions co;
+  co.compression = spec;
+  co.hierarchical = hier;
+  return Communicator::Create(std::move(*world), g_config.node_id, g_config.local_world_size,
+                              std::move(*auth), co);
+}
+
+// The CPU reference: what every rank must get.
+class Reference {
+ public:
+  Reference(const Codec& codec, int world, int local, bool hier)
+      : codec_(codec), world_(world), local_(hier ? local : 1), hier_(hier) {}
+
+  // Mean over ranks of bucket `bucket` at `step`, n elements, compressed.
+  std::vector<float> Compressed(uint32_t bucket, uint64_t step, uint64_t n,
+                                std::string* error) {
+    const int senders = hier_ ? world_ / local_ : world_;
+    std::vector<std::vector<float>> inputs(world_);
+    for (int r = 0; r < world_; ++r) inputs[r] = Input(r, step, bucket, n);
+    std::vector<float> out(n, 0.0f);
+    const uint64_t shard = hier_ ? (n + local_ - 1) / local_ : n;
+    for (int q = 0; q < local_; ++q) {
+      const uint64_t begin = std::min<uint64_t>(n, q * shard);
+      const uint64_t len = std::min<uint64_t>(shard, n - begin);
+      std::vector<float> sum(len, 0.0f);
+      for (int s = 0; s < senders; ++s) {
+        // Sender s: a rank (flat) or a node's sum of shard q (hierarchical).
+        std::vector<float> in(len, 0.0f);
+        if (hier_) {
+          for (int l = 0; l < local_; ++l) {
+            const std::vector<float>& g = inputs[s * local_ + l];
+            for (uint64_t i = 0; i < len; ++i) in[i] += g[begin + i];
+          }
+        } else {
+          in = inputs[s];
+        }
+        ErrorFeedback& ef = Ef(s * local_ + q);
+        std::vector<uint8_t> frame(codec_.MaxEncodedBytes(len));
+        auto enc = ef.Encode(absl::StrCat(bucket), in, step, absl::MakeSpan(frame));
+        if (!enc.ok()) {
+          *error = enc.status().ToString();
+          return {};
+        }
+        absl::Status d = codec_.DecodeAccumulate(
+            absl::MakeConstSpan(frame.data(), enc->frame_bytes), absl::MakeSpan(sum));
+        if (!d.ok()) {
+          *error = d.ToString();
+          return {};
+        }
+      }
+      for (uint64_t i = 0; i < len; ++i) out[begin + i] = sum[i] / static_cast<float>(world_);
+    }
+    return out;
+  }
+
+  // Dense mean: exact sum (dyadic inputs), then one division.
+  std::vector<float> Dense(uint32_t bucket, uint64_t step, uint64_t n) const {
+    std::vector<float> sum(n, 0.0f);
+    for (int r = 0; r < world_; ++r) {
+      std::vector<float> g = Input(r, step, bucket, n);
+      for (uint64_t i = 0; i < n; ++i) sum[i] += g[i];
+    }
+    for (float& x : sum) x /= static_cast<float>(world_);
+    return sum;
+  }
+
+ private:
+  ErrorFeedback& Ef(int id) {
+    auto& p = efs_[id];
+    if (p == nullptr) p = std::make_unique<ErrorFeedback>(codec_);
+    return *p;
+  }
+
+  const Codec& codec_;
+  const int world_, local_;
+  const bool hier_;
+  std::map<int, std::unique_ptr<ErrorFeedback>> efs_;
+};
+
+std::string FirstDifference(absl::Span<const float> got, absl::Span<const float> want) {
+  if (got.size() != want.size()) return absl::StrCat("length ", got.size(), " vs ", want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], 4) != 0) {
+      return absl::StrFormat("element %d: got %.9g, reference %.9g", i, got[i], want[i]);
+    }
+  }
+  return "";
+}
+
+void ScenarioReference() {
+  const bool hier = IntArg("hier", 0) != 0;
+  const int steps = IntArg("steps", 3);
+  std::vector<uint64_t> sizes;
+  for (absl::string_view s : absl::StrSplit(Arg("sizes", "0,1,7,1000,4099"), ',')) {
+    uint64_t v;
+    if (absl::SimpleAtoi(s, &v)) sizes.push_back(v);
+  }
+  for (absl::string_view text : absl::StrSplit(Arg("specs", "topk:ratio=0.01"), ';')) {
+    auto spec = CompressionSpec::Parse(text);
+    if (!CheckOk(absl::StrCat("parse ", text), spec.status())) continue;
+    auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
+    if (!CheckOk(absl::StrCat("create ", text), comm.status())) return;
+    auto codec = MakeCodec(*spec);
+    Reference ref(**codec, g_config.world_size, g_config.local_world_size, hier);
+    bool all_ok = true;
+    for (int step = 0; step < steps; ++step) {
+      for (uint32_t b = 0; b < sizes.size(); ++b) {
+        const uint64_t n = sizes[b];
+        std::vector<float> data = Input(g_config.rank, step, b, n);
+        absl::Status s = (*comm)->AllreduceMean(b, step, absl::MakeSpan(data),
+                                                ExchangePath::kCompressed);
+        const std::string name = absl::StrCat(text, hier ? " hier" : " flat", " step ", step,
+                                              " n=", n);
+        if (!CheckOk(name + " status", s)) return;
+        std::string error;
+        std::vector<float> want = ref.Compressed(b, step, n, &error);
+        if (!error.empty()) {
+          Check(name + " reference", false, error);
+          return;
+        }
+        const std::string diff = FirstDifference(data, want);
+        if (!diff.empty()) {
+          Check(name + " bitwise", false, diff);
+          all_ok = false;
+        }
+      }
+      // One dense bucket per step (the small-tensor path).
+      const uint32_t dense_bucket = 1000;
+      std::vector<float> data = Input(g_config.rank, step, dense_bucket, 5003);
+      absl::Status s = (*comm)->AllreduceMean(dense_bucket, step, absl::MakeSpan(data),
+                                              ExchangePath::kDense);
+      if (!CheckOk(absl::StrCat(text, " dense step ", step), s)) return;
+      const std::string diff = FirstDifference(data, ref.Dense(dense_bucket, step, 5003));
+      if (!diff.empty()) Check(absl::StrCat(text, " dense bitwise"), false, diff), all_ok = false;
+    }
+    const ExchangeStats& t = (*comm)->totals();
+    Check(absl::StrCat(text, hier ? " hier" : " flat", " equals CPU reference"), all_ok);
+    Check(absl::StrCat(text, " counters"),
+          g_config.world_size == 1 || (t.bytes_sent > 0 && t.compressed_buckets > 0 &&
+                                       t.dense_buckets == static_cast<uint64_t>(steps)),
+          t.ToString());
+    std::printf("STATS %s %s\n", std::string(text).c_str(), t.ToString().c_str());
+  }
+}
+
+void ScenarioMismatch() {
+  const std::string kind = Arg("kind", "length");
+  const bool hier = IntArg("hier", 0) != 0;
+  const int odd = g_config.world_size - 1;
+  const bool me_odd = g_config.rank == odd;
+  auto spec = CompressionSpec::Parse(kind == "spec" && me_odd ? "topk:ratio=0.02"
+                                                              : "topk:ratio=0.01");
+  auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  if (!CheckOk("create", comm.status())) return;
+  uint64_t n = 3000, step = 5;
+  ExchangePath path = ExchangePath::kCompressed;
+  if (kind == "length" && me_odd) n = 3001;
+  if (kind == "step" && me_odd) step = 6;
+  if (kind == "path" && me_odd) path = ExchangePath::kDense;
+  std::vector<float> data = Input(g_config.rank, 0, 0, n);
+  const std::vector<float> before = data;
+  absl::Status s = (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
+  Check("mismatch reported", absl::IsInvalidArgument(s) &&
+                                 absl::StrContains(s.message(), "collective mismatch"),
+        s.ToString());
+  std::printf("MISMATCH %s\n", s.ToString().c_str());
+  // Naming the odd rank matters only where the table is ours (the
+  // transport's agreement round names ranks its own way).
+  Check("mismatch names the odd rank",
+        absl::StrContains(s.message(), absl::StrCat(odd)), s.ToString());
+  Check("data unchanged", data == before);
+  absl::Status again = (*comm)->AllreduceMean(0, step + 1, absl::MakeSpan(data), path);
+  Check("poisoned afterwards", absl::IsFailedPrecondition(again), again.ToString());
+}
+
+void ScenarioAuth() {
+  const std::string kind = Arg("kind", "secret");
+  const bool hier = IntArg("hier", 0) != 0;
+  const bool me_odd = g_config.rank == 1;
+  std::string secret = kSecret, job = g_config.job_id;
+  if (me_odd && kind == "secret") secret = "another-secret-entirely-0123456789";
+  if (me_odd && kind == "job") job += "-other";
+  auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  auto comm = MakeComm(*spec, hier, secret, job);
+  if (!CheckOk("create", comm.status())) return;
+  std::vector<float> data = Input(g_config.rank, 3, 2, 4000);
+  const std::vector<float> before = data;
+  absl::Status s = (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kCompressed);
+  const bool want = kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
+  Check(absl::StrCat(kind, " rejected"), want, s.ToString());
+  std::printf("AUTH %s\n", s.ToString().c_str());
+  Check("data unchanged", data == before);
+}
+
+struct TensorSpec {
+  const char* name;
+  uint64_t n;
+  bool one_d;
+};
+// A small "model": small, 1-D, empty and large tensors, in backprop order.
+const TensorSpec kProfile[] = {
+    {"fc.bias", 10, true},         {"fc.weight", 20000, false},  {"bn3.bias", 17000, true},
+    {"conv3.weight", 70000, false}, {"empty", 0, false},          {"conv2.weight", 16384, false},
+    {"bn2.weight", 300, true},     {"conv1.weight", 16383, false}, {"embed", 40001, false},
+};
+
+void ScenarioAsync() {
+  const bool hier = IntArg("hier", 0) != 0;
+  auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  if (!CheckOk("parse", spec.status())) return;
+  auto comm_async = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  auto comm_sync = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  if (!CheckOk("create", comm_async.status()) || !CheckOk("create", comm_sync.status())) return;
+  ExchangerOptions eo;
+  eo.bucket_bytes = IntArg("bucket_bytes", 200000);
+  auto ex = GradientExchanger::Create(std::move(*comm_async), eo);
+  if (!CheckOk("exchanger", ex.status())) return;
+  Communicator& sync = **comm_sync;
+  const int steps = 3;
+  std::string saved;
+  std::vector<std::vector<float>> last_result;
+  // Tensor inputs: distinct "buckets" for Input() by tensor index.
+  auto tensor_input = [](int rank, uint64_t step, size_t t) {
+    return Input(rank, step, 500 + t, kProfile[t].n);
+  };
+  for (int step = 0; step < steps; ++step) {
+    if (!CheckOk("begin", (*ex)->BeginStep(step))) return;
+    std::vector<std::vector<float>> grads;
+    std::vector<BucketTicket> tickets;
+    for (size_t t = 0; t < std::size(kProfile); ++t) grads.push_back(tensor_input(g_config.rank, step, t));
+    for (size_t t = 0; t < std::size(kProfile); ++t) {
+      const int64_t shape2[] = {1, static_cast<int64_t>(kProfile[t].n)};
+      const int64_t shape1[] = {static_cast<int64_t>(kProfile[t].n)};
+      auto ticket = (*ex)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]),
+                                  kProfile[t].one_d ? absl::MakeConstSpan(shape1)
+                                                    : absl::MakeConstSpan(shape2));
+      if (!CheckOk("submit", ticket.status())) return;
+      tickets.push_back(*ticket);
+    }
+    if (!CheckOk("flush", (*ex)->Flush())) return;
+    if (!CheckOk("wait first", (*ex)->Wait(tickets[0], absl::Seconds(30)))) return;
+    if (!CheckOk("wait all", (*ex)->WaitAll(absl::Seconds(30)))) return;
+    if (step == 0) std::printf("PLAN\n%s", (*ex)->DescribePlan().c_str());
+    const ExchangeStats st = (*ex)->StepStats();
+    std::printf("STEP %d %s\n", step, st.ToString().c_str());
+    Check(absl::StrCat("step ", step, " counters"),
+          st.dense_buckets > 0 && st.compressed_buckets > 0 &&
+              (g_config.world_size == 1 || st.bytes_received > 0) &&
+              (hier && g_config.local_world_size > 1) == (st.intra_node_bytes_sent > 0),
+          st.ToString());
+
+    // The same buckets through the synchronous communicator: rebuild each
+    // bucket's fused input from the plan.
+    std::map<std::string, size_t> index;
+    for (size_t t = 0; t < std::size(kProfile); ++t) index[kProfile[t].name] = t;
+    bool equal = true;
+    for (const BucketInfo& b : (*ex)->Plan()) {
+      std::vector<float> fused;
+      for (const std::string& name : b.tensors) {
+        std::vector<float> g = tensor_input(g_config.rank, step, index[name]);
+        fused.insert(fused.end(), g.begin(), g.end());
+      }
+      absl::Status s = sync.AllreduceMean(b.id, step, absl::MakeSpan(fused), b.path);
+      if (!CheckOk("sync", s)) return;
+      size_t off = 0;
+      for (const std::string& name : b.tensors) {
+        const size_t t = index[name];
+        std::string diff = FirstDifference(
+            grads[t], absl::MakeConstSpan(fused.data() + off, kProfile[t].n));
+        if (!diff.empty()) {
+          Check(absl::StrCat("async == sync step ", step, " ", name), false, diff);
+          equal = false;
+        }
+        off += kProfile[t].n;
+      }
+    }
+    Check(absl::StrCat("async == sync step ", step), equal);
+    if (step == 1) {
+      auto state = (*ex)->SaveState();
+      if (!CheckOk("save state", state.status())) return;
+      saved = *state;
+    }
+    if (step == steps - 1) last_result = grads;
+  }
+
+  // Restore the step-1 checkpoint into a new exchanger and replay the last
+  // step: must reproduce it bit for bit (the residuals are the only state).
+  auto comm_restored = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  if (!CheckOk("create restored", comm_restored.status())) return;
+  auto ex2 = GradientExchanger::Create(std::move(*comm_restored), eo);
+  if (!CheckOk("exchanger 2", ex2.status())) return;
+  std::string corrupt = saved;
+  corrupt[corrupt.size() / 2] ^= 1;
+  absl::Status bad = (*ex2)->RestoreState(corrupt);
+  Check("corrupt checkpoint refused", absl::IsDataLoss(bad), bad.ToString());
+  if (!CheckOk("restore", (*ex2)->RestoreState(saved))) return;
+  const int step = steps - 1;
+  if (!CheckOk("begin 2", (*ex2)->BeginStep(step))) return;
+  std::vector<std::vector<float>> grads;
+  for (size_t t = 0; t < std::size(kProfile); ++t) grads.push_back(tensor_input(g_config.rank, step, t));
+  for (size_t t = 0; t < std::size(kProfile); ++t) {
+    const int64_t shape2[] = {1, static_cast<int64_t>(kProfile[t].n)};
+    const int64_t shape1[] = {static_cast<int64_t>(kProfile[t].n)};
+    if (!CheckOk("submit 2", (*ex2)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]),
+                                            kProfile[t].one_d ? absl::MakeConstSpan(shape1)
+                                                              : absl::MakeConstSpan(shape2))
+                                 .status()))
+      return;
+  }
+  if (!CheckOk("flush 2", (*ex2)->Flush())) return;
+  if (!CheckOk("wait 2", (*ex2)->WaitAll(absl::Seconds(30)))) return;
+  bool same = true;
+  for (size_t t = 0; t < std::size(kProfile); ++t) {
+    std::string diff = FirstDifference(grads[t], last_result[t]);
+    if (!diff.empty()) Check(absl::StrCat("restored ", kProfile[t].name), false, diff), same = false;
+  }
+  Check("checkpoint round trip reproduces the step", same);
+}
+
+// A rank dies (SIGKILL-like: _exit without closing anything cleanly) in
+// the middle of step `die_step`, after submitting half its tensors; every
+// survivor must see its exchanger fail with Unavailable or
+// DeadlineExceeded within 2x the transport deadline, and stay poisoned.
+void ScenarioFault() {
+  const bool hier = IntArg("hier", 0) != 0;
+  const int die_step = IntArg("die_step", 2);
+  const int victim = g_config.world_size - 1;
+  auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
+  if (!CheckOk("create", comm.status())) return;
+  ExchangerOptions eo;
+  eo.bucket_bytes = 100000;
+  auto ex = GradientExchanger::Create(std::move(*comm), eo);
+  if (!CheckOk("exchanger", ex.status())) return;
+  const absl::Duration deadline = absl::Milliseconds(IntArg("timeout_ms", 20000));
+  absl::Status failure;
+  absl::Time failed_after_start;
+  for (int step = 0; step < die_step + 5 && failure.ok(); ++step) {
+    if (absl::Status s = (*ex)->BeginStep(step); !s.ok()) {
+      failure = s;
+      break;
+    }
+    std::vector<std::vector<float>> grads;
+    for (size_t t = 0; t < std::size(kProfile); ++t) {
+      grads.push_back(Input(g_config.rank, step, 500 + t, kProfile[t].n));
+    }
+    const absl::Time start = absl::Now();
+    for (size_t t = 0; t < std::size(kProfile) && failure.ok(); ++t) {
+      if (step == die_step && g_config.rank == victim && t == std::size(kProfile) / 2) {
+        std::fflush(stdout);
+        _exit(0);
+      }
+      auto ticket = (*ex)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]));
+      if (!ticket.ok()) failure = ticket.status();
+    }
+    if (failure.ok()) failure = (*ex)->Flush();
+    if (failure.ok()) failure = (*ex)->WaitAll(3 * deadline);
+    failed_after_start = start;
+  }
+  const absl::Duration took = absl::Now() - failed_after_start;
+  // Whichever call noticed first, health() holds the root cause.
+  const absl::Status root = (*ex)->health();
+  std::printf("FAULT %s after %.0f ms (first error seen: %s)\n", root.ToString().c_str(),
+              absl::ToDoubleMilliseconds(took), failure.ToString().c_str());
+  Check("survivor sees the failure",
+        absl::IsUnavailable(root) || absl::IsDeadlineExceeded(root), root.ToString());
+  Check("within 2x the deadline", took <= 2 * deadline, absl::FormatDuration(took));
+  absl::Status later = (*ex)->BeginStep(1000);
+  Check("poisoned afterwards", absl::IsFailedPrecondition(later), later.ToString());
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: comm_rank <scenario> [key=value ...]\n");
+    return 2;
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    if (kv.size() == 2) g_args[kv[0]] = kv[1];
+  }
+  auto config = transport::ConfigFromEnvironment(RendezvousConfig());
+  if (!config.ok()) {
+    std::printf("SETUP %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  g_config = *config;
+  auto store = RendezvousStore::Open(g_config);
+  if (!store.ok()) {
+    std::printf("SETUP %s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  g_store = *store;
+  const std::string scenario = argv[1];
+  if (scenario == "reference") {
+    ScenarioReference();
+  } else if (scenario == "mismatch") {
+    ScenarioMismatch();
+  } else if (scenario == "auth") {
+    ScenarioAuth();
+  } else if (scenario == "async") {
+    ScenarioAsync();
+  } else if (scenario == "fault") {
+    ScenarioFault();
+  } else {
+    std::printf("SETUP unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  return g_failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gradwire
+
+int main(int argc, char** argv) { return gradwire::Main(argc, argv); }

@@ -1,0 +1,231 @@
+// In-process tests of GradientExchanger and Communicator rules that need
+// no peers: a world of one rank over an in-memory store. Multi-rank
+// behaviour (bitwise equality with the CPU reference, mismatches, MACs)
+// is in comm_test.py.
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "gloo/rendezvous/hash_store.h"
+#include "gradwire/lib/communicator.h"
+#include "gradwire/lib/frame_auth.h"
+#include "gradwire/lib/gradient_exchanger.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_store.h"
+#include "gtest/gtest.h"
+
+// Counts heap allocations, to check the steady state allocates nothing.
+std::atomic<long> g_allocations{0};
+
+void* operator new(size_t size) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size > 0 ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace gradwire {
+namespace {
+
+std::unique_ptr<Communicator> MakeComm(const std::string& spec_text,
+                                       uint64_t dense_below = 16384) {
+  static int scope = 0;
+  static auto store = transport::RendezvousStore::Wrap(
+      std::make_shared<gloo::rendezvous::HashStore>(), "job", absl::Seconds(10));
+  auto world = transport::GlooGroup::Create(0, 1, store->Scoped(std::to_string(scope++)),
+                                            transport::GroupOptions());
+  EXPECT_TRUE(world.ok()) << world.status();
+  auto secret = JobSecret::FromValue("0123456789abcdef0123", "test");
+  auto auth = FrameAuthenticator::Create(*secret, "job");
+  CommunicatorOptions options;
+  options.compression = *CompressionSpec::Parse(spec_text);
+  options.dense_below_elements = dense_below;
+  auto comm = Communicator::Create(std::move(*world), 0, 1, std::move(*auth), options);
+  EXPECT_TRUE(comm.ok()) << comm.status();
+  return std::move(*comm);
+}
+
+std::unique_ptr<GradientExchanger> MakeExchanger(const std::string& spec,
+                                                 uint64_t bucket_bytes = 1 << 20) {
+  ExchangerOptions o;
+  o.bucket_bytes = bucket_bytes;
+  auto ex = GradientExchanger::Create(MakeComm(spec), o);
+  EXPECT_TRUE(ex.ok()) << ex.status();
+  return std::move(*ex);
+}
+
+std::vector<float> Ramp(size_t n, float scale) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = scale * static_cast<float>((i * 37) % 101) - 50.0f;
+  return v;
+}
+
+TEST(CommunicatorTest, PathRuleFollowsSizeShapeAndMethod) {
+  auto topk = MakeComm("topk:ratio=0.01");
+  EXPECT_EQ(topk->PathFor(16383, false), ExchangePath::kDense);
+  EXPECT_EQ(topk->PathFor(16384, false), ExchangePath::kCompressed);
+  EXPECT_EQ(topk->PathFor(1 << 20, true), ExchangePath::kDense);  // 1-D: biases, norms
+  auto none = MakeComm("none");
+  EXPECT_EQ(none->PathFor(1 << 20, false), ExchangePath::kDense);
+}
+
+TEST(CommunicatorTest, SingleRankCompressedMeanIsTheDecodedFrame) {
+  auto comm = MakeComm("topk:ratio=0.1");
+  std::vector<float> g = Ramp(1000, 1.0f);
+  std::vector<float> data = g;
+  ASSERT_TRUE(comm->AllreduceMean(0, 1, absl::MakeSpan(data), ExchangePath::kCompressed).ok());
+  // Top-k keeps 100 values exactly and zeroes the rest.
+  int kept = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (data[i] != 0.0f) {
+      EXPECT_EQ(data[i], g[i]);
+      ++kept;
+    }
+  }
+  EXPECT_LE(kept, 100);
+  EXPECT_EQ(comm->last_call().compressed_buckets, 1u);
+  EXPECT_NE(comm->totals().ToString().find("1 compressed"), std::string::npos);
+}
+
+TEST(ExchangerTest, PlanFusesTensorsIntoDenseAndCompressedBuckets) {
+  // 80 KB buckets: 20000 floats.
+  auto ex = MakeExchanger("topk:ratio=0.01", 80000);
+  ASSERT_TRUE(ex->BeginStep(0).ok());
+  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(10, 1), Ramp(20000, 1),
+                                       Ramp(20000, 1), Ramp(100, 1), Ramp(0, 1)};
+  const int64_t one_d[] = {10};
+  ASSERT_TRUE(ex->Submit("big", absl::MakeSpan(t[0])).ok());
+  ASSERT_TRUE(ex->Submit("bias", absl::MakeSpan(t[1]), one_d).ok());
+  ASSERT_TRUE(ex->Submit("w1", absl::MakeSpan(t[2])).ok());
+  ASSERT_TRUE(ex->Submit("w2", absl::MakeSpan(t[3])).ok());
+  ASSERT_TRUE(ex->Submit("small", absl::MakeSpan(t[4])).ok());
+  ASSERT_TRUE(ex->Submit("empty", absl::MakeSpan(t[5])).ok());
+  ASSERT_TRUE(ex->Flush().ok());
+  ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+  std::vector<BucketInfo> plan = ex->Plan();
+  ASSERT_EQ(plan.size(), 4u) << ex->DescribePlan();
+  EXPECT_EQ(plan[0].path, ExchangePath::kCompressed);  // big, alone: over the cap
+  EXPECT_EQ(plan[0].tensors, std::vector<std::string>({"big"}));
+  EXPECT_EQ(plan[1].path, ExchangePath::kDense);  // bias, small, empty
+  EXPECT_EQ(plan[1].tensors, std::vector<std::string>({"bias", "small", "empty"}));
+  EXPECT_EQ(plan[2].tensors, std::vector<std::string>({"w1"}));  // reaches the cap
+  EXPECT_EQ(plan[3].tensors, std::vector<std::string>({"w2"}));
+  // Dense buckets with one rank: the mean is the input.
+  EXPECT_EQ(t[1], Ramp(10, 1));
+}
+
+TEST(ExchangerTest, LaterStepsMustSubmitThePlannedTensors) {
+  auto ex = MakeExchanger("topk:ratio=0.01");
+  std::vector<float> a = Ramp(20000, 1), b = Ramp(20000, 2);
+  ASSERT_TRUE(ex->BeginStep(0).ok());
+  ASSERT_TRUE(ex->Submit("a", absl::MakeSpan(a)).ok());
+  ASSERT_TRUE(ex->Submit("b", absl::MakeSpan(b)).ok());
+  ASSERT_TRUE(ex->Flush().ok());
+  ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+  ASSERT_TRUE(ex->BeginStep(1).ok());
+  auto bad = ex->Submit("b", absl::MakeSpan(b));  // out of order
+  EXPECT_TRUE(absl::IsFailedPrecondition(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find("same order"), std::string::npos);
+  // Poisoned from now on.
+  EXPECT_TRUE(absl::IsFailedPrecondition(ex->BeginStep(2)));
+  EXPECT_FALSE(ex->health().ok());
+}
+
+TEST(ExchangerTest, StepsMustIncreaseAndWaitsHaveDeadlines) {
+  auto ex = MakeExchanger("topk:ratio=0.01");
+  std::vector<float> a = Ramp(20000, 1);
+  ASSERT_TRUE(ex->BeginStep(5).ok());
+  auto ticket = ex->Submit("a", absl::MakeSpan(a));
+  ASSERT_TRUE(ticket.ok());
+  // Not flushed yet: the bucket is not full, the wait must end in time.
+  const absl::Time t0 = absl::Now();
+  absl::Status s = ex->Wait(*ticket, absl::Milliseconds(100));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(2));
+  EXPECT_TRUE(ex->health().ok());  // a caller's deadline poisons nothing
+  ASSERT_TRUE(ex->Flush().ok());
+  ASSERT_TRUE(ex->Wait(*ticket, absl::Seconds(10)).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ex->BeginStep(5)));  // replayed step
+  EXPECT_GT(ex->StepStats().wait_time, absl::ZeroDuration());
+}
+
+TEST(ExchangerTest, CheckpointRoundTripAndValidation) {
+  auto ex = MakeExchanger("topk:ratio=0.01");
+  std::vector<float> a = Ramp(20000, 1);
+  ASSERT_TRUE(ex->BeginStep(0).ok());
+  ASSERT_TRUE(ex->Submit("a", absl::MakeSpan(a)).ok());
+  ASSERT_TRUE(ex->Flush().ok());
+  ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+  auto state = ex->SaveState();
+  ASSERT_TRUE(state.ok()) << state.status();
+
+  auto fresh = MakeExchanger("topk:ratio=0.01");
+  std::string corrupt = *state;
+  corrupt[corrupt.size() - 20] ^= 0x40;
+  EXPECT_TRUE(absl::IsDataLoss(fresh->RestoreState(corrupt)));
+  EXPECT_FALSE(fresh->RestoreState(state->substr(0, 10)).ok());
+  EXPECT_TRUE(fresh->RestoreState(*state).ok());
+  EXPECT_EQ(*fresh->SaveState(), *state);
+
+  auto other = MakeExchanger("topk:ratio=0.02");
+  absl::Status s = other->RestoreState(*state);
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_NE(s.message().find("topk"), std::string::npos);
+}
+
+// After the first step, a step allocates nothing in lib/: buckets,
+// frames, descriptor tables and sums are reused. QSGD's CPU codec needs no
+// scratch, so what remains is the transport's per-call bookkeeping (its
+// agreement round), measured on a bare group and subtracted: every
+// compressed bucket makes one Allgather and one Allgatherv, every dense
+// one an AllreduceSum.
+TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
+  auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
+                                                "bare", absl::Seconds(10));
+  auto bare = *transport::GlooGroup::Create(0, 1, store, transport::GroupOptions());
+  std::vector<uint8_t> mine(40), all(40);
+  std::vector<uint64_t> sizes = {40};
+  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());  // warm-up
+  long before = g_allocations.load();
+  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());
+  ASSERT_TRUE(bare->Allgatherv(mine, sizes, absl::MakeSpan(all)).ok());
+  const long transport_per_bucket = g_allocations.load() - before;
+  std::vector<float> floats(100);
+  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  before = g_allocations.load();
+  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  const long transport_per_dense = g_allocations.load() - before;
+
+  ExchangerOptions o;
+  o.bucket_bytes = 100000;
+  auto ex = *GradientExchanger::Create(MakeComm("qsgd:bits=4,bucket=128", /*dense_below=*/1000), o);
+  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(100, 1), Ramp(20000, 1),
+                                       Ramp(50000, 1), Ramp(7, 1)};
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  for (int step = 0; step < 4; ++step) {
+    before = g_allocations.load();
+    ASSERT_TRUE(ex->BeginStep(step).ok());
+    for (size_t i = 0; i < t.size(); ++i) {
+      ASSERT_TRUE(ex->Submit(names[i], absl::MakeSpan(t[i])).ok());
+    }
+    ASSERT_TRUE(ex->Flush().ok());
+    ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+    const long allocations = g_allocations.load() - before;
+    const ExchangeStats stats = ex->StepStats();
+    ASSERT_EQ(stats.compressed_buckets, 2u) << ex->DescribePlan();
+    ASSERT_EQ(stats.dense_buckets, 1u) << ex->DescribePlan();
+    if (step >= 2) {
+      EXPECT_EQ(allocations, static_cast<long>(stats.compressed_buckets) * transport_per_bucket +
+                                 static_cast<long>(stats.dense_buckets) * transport_per_dense)
+          << "step " << step << "; transport makes " << transport_per_bucket
+          << " per compressed bucket, " << transport_per_dense << " per dense one";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gradwire

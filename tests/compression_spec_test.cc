@@ -1,0 +1,111 @@
+#include "gradwire/lib/compression_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gradwire {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(CompressionSpecTest, ParsesEveryMethodAndSetting) {
+  absl::StatusOr<CompressionSpec> s =
+      CompressionSpec::Parse("topk:ratio=0.001,values=fp16,indices=varint,ef=off,seed=9");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->method, Method::kTopK);
+  EXPECT_EQ(s->ratio, 0.001);
+  EXPECT_EQ(s->values, ValueType::kFp16);
+  EXPECT_EQ(s->indices, IndexEncoding::kDeltaVarint);
+  EXPECT_EQ(s->seed, 9u);
+  EXPECT_FALSE(s->UsesErrorFeedback());
+  s = CompressionSpec::Parse("qsgd:bits=2,bucket=128");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->quant_bits, 2);
+  EXPECT_EQ(s->bucket_size, 128u);
+  EXPECT_TRUE(s->UsesErrorFeedback());  // default on for lossy methods
+  for (const char* m : {"none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "sign"}) {
+    absl::StatusOr<CompressionSpec> p = CompressionSpec::Parse(m);
+    ASSERT_TRUE(p.ok()) << m;
+    EXPECT_EQ(MethodName(p->method), m);
+    EXPECT_EQ(p->UsesErrorFeedback(), std::string(m) != "none");
+    // Canonical string round trip.
+    absl::StatusOr<CompressionSpec> again = CompressionSpec::Parse(p->ToString());
+    ASSERT_TRUE(again.ok()) << p->ToString();
+    EXPECT_EQ(again->ToString(), p->ToString());
+  }
+}
+
+TEST(CompressionSpecTest, ToStringRoundTripsOddRatios) {
+  CompressionSpec spec;
+  spec.method = Method::kRandomK;
+  spec.ratio = 1.0 / 3.0;
+  spec.seed = 18446744073709551615ull;
+  spec.error_feedback = CompressionSpec::ErrorFeedback::kOn;
+  absl::StatusOr<CompressionSpec> back = CompressionSpec::Parse(spec.ToString());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->ratio, spec.ratio);
+  EXPECT_EQ(back->seed, spec.seed);
+  EXPECT_EQ(back->error_feedback, spec.error_feedback);
+}
+
+TEST(CompressionSpecTest, ErrorsNameTheFlagAndTheRange) {
+  struct Bad {
+    const char* text;
+    const char* want;
+  } cases[] = {
+      {"gzip", "--compression"},
+      {"gzip", "none, fp16, bf16, topk, approx_topk, randomk, qsgd, sign"},
+      {"topk:ratio=1.5", "--compression_ratio must be in (0, 1], got 1.5"},
+      {"topk:ratio=0", "--compression_ratio must be in (0, 1], got 0"},
+      {"topk:ratio=-0.1", "--compression_ratio"},
+      {"topk:ratio=nan", "--compression_ratio"},
+      {"topk:ratio=abc", "--compression_ratio"},
+      {"qsgd:bits=9", "--quant_bits must be in 1..8, got 9"},
+      {"qsgd:bits=0", "--quant_bits must be in 1..8, got 0"},
+      {"qsgd:bucket=0", "--bucket_size must be in 1..4294967295, got 0"},
+      {"qsgd:bucket=-4", "--bucket_size"},
+      {"topk:values=fp8", "--values"},
+      {"topk:indices=zip", "--indices"},
+      {"topk:ef=maybe", "--error_feedback"},
+      {"randomk:seed=-1", "--seed"},
+      {"topk:colour=red", "unknown setting \"colour\""},
+      {"topk:ratio", "needs a value"},
+      {"topk:ratio=0.1,ratio=0.2", "given twice"},
+  };
+  for (const Bad& c : cases) {
+    absl::StatusOr<CompressionSpec> s = CompressionSpec::Parse(c.text);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.want)) << c.text;
+  }
+}
+
+TEST(CompressionSpecTest, ValidateCatchesFieldsSetFromFlags) {
+  CompressionSpec spec;
+  spec.method = Method::kTopK;
+  EXPECT_TRUE(spec.Validate().ok());
+  spec.ratio = 2.0;
+  EXPECT_THAT(std::string(spec.Validate().message()), HasSubstr("--compression_ratio"));
+  spec.ratio = 0.5;
+  spec.quant_bits = 12;
+  EXPECT_THAT(std::string(spec.Validate().message()), HasSubstr("--quant_bits"));
+  spec.quant_bits = 8;
+  spec.values = ValueType::kPacked;
+  EXPECT_THAT(std::string(spec.Validate().message()), HasSubstr("--values"));
+}
+
+TEST(CompressionSpecTest, SelectedCount) {
+  CompressionSpec spec;
+  spec.ratio = 0.01;
+  EXPECT_EQ(spec.SelectedCount(0), 0u);
+  EXPECT_EQ(spec.SelectedCount(1), 1u);  // at least one
+  EXPECT_EQ(spec.SelectedCount(1000), 10u);
+  EXPECT_EQ(spec.SelectedCount(25557032), 255570u);
+  spec.ratio = 1.0;
+  EXPECT_EQ(spec.SelectedCount(77), 77u);
+}
+
+}  // namespace
+}  // namespace gradwire

@@ -1,0 +1,186 @@
+// QSGD, sign and cast kernels: error bounds, unbiasedness, fused EF.
+#include "gradwire/kernels/cpu/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/cpu/sparse.h"
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+std::vector<float> Normal(uint64_t n, float sd, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Quantized {
+  std::vector<uint8_t> scales, packed;
+  std::vector<float> residual, decoded;
+};
+
+Quantized RunQsgd(const std::vector<float>& grad, const std::vector<float>* residual,
+                  uint32_t bits, uint32_t bucket, uint64_t seed) {
+  const uint64_t n = grad.size();
+  Quantized q;
+  q.scales.assign(4 * BucketCount(n, bucket) + 1, 0xee);
+  q.packed.assign(PackedBytes(n, bits) + 1, 0xee);  // sentinel byte after the end
+  if (residual) q.residual = *residual;
+  QsgdCompress(grad.data(), residual ? q.residual.data() : nullptr, n, bits, bucket, seed, 7,
+               q.scales.data(), q.packed.data(), nullptr);
+  EXPECT_EQ(q.packed.back(), 0xee);
+  EXPECT_EQ(q.scales.back(), 0xee);
+  q.decoded.assign(n, 0.0f);
+  QsgdDecodeAccumulate(q.scales.data(), q.packed.data(), n, bits, bucket, q.decoded.data());
+  return q;
+}
+
+TEST(QsgdTest, ErrorBoundedByOneLevelAndResidualExact) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    for (uint32_t bucket : {1u, 7u, 512u}) {
+      const uint64_t n = 3000 + rng() % 100;  // not a multiple of the bucket
+      const std::vector<float> grad = Normal(n, 1.0f, rng);
+      const std::vector<float> residual = Normal(n, 0.3f, rng);
+      const Quantized q = RunQsgd(grad, &residual, bits, bucket, rng());
+      const uint32_t m = QsgdMaxCode(bits);
+      for (uint64_t i = 0; i < n; ++i) {
+        const float acc = grad[i] + residual[i];
+        const uint64_t b = i / bucket;
+        float scale = 0;
+        for (uint64_t j = b * bucket; j < std::min<uint64_t>(n, (b + 1) * bucket); ++j) {
+          scale = std::max(scale, std::fabs(grad[j] + residual[j]));
+        }
+        ASSERT_EQ(LoadValue(q.scales.data(), b, ValueFormat::kFp32), scale);
+        ASSERT_LE(std::fabs(q.decoded[i] - acc), 2 * scale / m * 1.0001f)
+            << "bits " << bits << " i " << i;
+        ASSERT_EQ(FloatBits(q.residual[i]), FloatBits(ResidualAfter(acc, q.decoded[i])));
+      }
+    }
+  }
+}
+
+TEST(QsgdTest, UnbiasedInExpectationOverSeeds) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 600;
+  const uint32_t bucket = 64;
+  const std::vector<float> grad = Normal(n, 1.0f, rng);
+  for (uint32_t bits : {1u, 2u, 4u, 8u}) {
+    const int kTrials = 2000;
+    std::vector<double> mean(n, 0.0);
+    std::vector<float> scales(BucketCount(n, bucket));
+    for (int t = 0; t < kTrials; ++t) {
+      const Quantized q = RunQsgd(grad, nullptr, bits, bucket, rng());
+      for (uint64_t i = 0; i < n; ++i) mean[i] += q.decoded[i] / kTrials;
+      if (t == 0) {
+        for (size_t b = 0; b < scales.size(); ++b) {
+          scales[b] = LoadValue(q.scales.data(), b, ValueFormat::kFp32);
+        }
+      }
+    }
+    const uint32_t m = QsgdMaxCode(bits);
+    for (uint64_t i = 0; i < n; ++i) {
+      // sd of one draw <= scale/m; 5 standard errors of the mean.
+      const double tol = 5.0 * scales[i / bucket] / m / std::sqrt(double{kTrials}) + 1e-6;
+      ASSERT_NEAR(mean[i], grad[i], tol) << "bits " << bits << " i " << i;
+    }
+  }
+}
+
+TEST(QsgdTest, ZeroBucketGivesZerosAndNonFiniteIsContained) {
+  std::vector<float> grad(10, 0.0f);
+  grad[7] = std::nanf("");
+  grad[8] = std::numeric_limits<float>::infinity();
+  grad[9] = 2.0f;
+  std::vector<float> residual(10, 0.0f);
+  const Quantized q = RunQsgd(grad, &residual, 4, 5, 1);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(q.decoded[i], 0.0f) << i;
+    EXPECT_EQ(q.residual[i], 0.0f);
+  }
+  for (int i = 5; i < 10; ++i) EXPECT_TRUE(std::isfinite(q.decoded[i])) << i;
+  for (float r : q.residual) EXPECT_TRUE(std::isfinite(r));
+  EXPECT_EQ(q.decoded[9], 2.0f);  // the bucket maximum is a level
+}
+
+TEST(SignTest, MeanMagnitudeScaleAndExactResidual) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 1000 + rng() % 37;
+  const uint32_t bucket = 128;
+  std::vector<float> grad = Normal(n, 1.0f, rng), residual = Normal(n, 0.5f, rng);
+  grad[3] = 0.0f;
+  residual[3] = 0.0f;
+  std::vector<float> res = residual;
+  std::vector<uint8_t> scales(4 * BucketCount(n, bucket)), packed(PackedBytes(n, 1));
+  FusedStats stats;
+  SignCompress(grad.data(), res.data(), n, bucket, scales.data(), packed.data(), &stats);
+  std::vector<float> decoded(n, 0.0f);
+  SignDecodeAccumulate(scales.data(), packed.data(), n, bucket, decoded.data());
+  for (uint64_t b = 0; b < BucketCount(n, bucket); ++b) {
+    double sum = 0;
+    const uint64_t end = std::min<uint64_t>(n, (b + 1) * bucket);
+    for (uint64_t i = b * bucket; i < end; ++i) sum += std::fabs(grad[i] + residual[i]);
+    const float scale = static_cast<float>(sum / (end - b * bucket));
+    ASSERT_EQ(LoadValue(scales.data(), b, ValueFormat::kFp32), scale);
+    for (uint64_t i = b * bucket; i < end; ++i) {
+      const float acc = grad[i] + residual[i];
+      ASSERT_EQ(decoded[i], acc < 0 ? -scale : scale) << i;
+      ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc, decoded[i])));
+    }
+  }
+  EXPECT_GT(decoded[3], 0.0f);  // sign(0) = +1
+  EXPECT_EQ(stats.selected, n);
+}
+
+TEST(CastTest, RoundTripAndResidualForEachFormat) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 4099;
+  std::vector<float> grad = Normal(n, 100.0f, rng), residual = Normal(n, 1.0f, rng);
+  grad[0] = 1e6f;  // beyond fp16: saturates, the excess stays in the residual
+  residual[0] = 0.0f;
+  for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+    std::vector<float> res = residual;
+    std::vector<uint8_t> values(n * ValueWidth(f));
+    CastCompress(grad.data(), res.data(), n, f, values.data(), nullptr);
+    std::vector<float> decoded(n, 1.0f);
+    CastDecodeAccumulate(values.data(), n, f, decoded.data());
+    for (uint64_t i = 0; i < n; ++i) {
+      const float acc = grad[i] + residual[i];
+      const float dec = RoundToFormat(acc, f);
+      ASSERT_EQ(decoded[i], 1.0f + dec);
+      ASSERT_EQ(FloatBits(res[i]), FloatBits(acc - dec));
+      ASSERT_EQ(dec + res[i], acc) << i;  // exact: Sterbenz, the cast is within 2x
+    }
+    if (f == ValueFormat::kFp16) {
+      EXPECT_EQ(res[0], 1e6f - 65504.0f);
+    }
+  }
+}
+
+TEST(SparseTest, ScatterAddsAtIndices) {
+  std::vector<uint8_t> values(3 * 4);
+  const float v[3] = {1.5f, -2.0f, 4.0f};
+  for (int j = 0; j < 3; ++j) StoreValue(values.data(), j, v[j], ValueFormat::kFp32);
+  const uint32_t idx[3] = {0, 4, 9};
+  std::vector<float> dense(10, 1.0f);
+  SparseDecodeAccumulate(idx, values.data(), 3, ValueFormat::kFp32, dense.data());
+  EXPECT_EQ(dense[0], 2.5f);
+  EXPECT_EQ(dense[4], -1.0f);
+  EXPECT_EQ(dense[9], 5.0f);
+  EXPECT_EQ(dense[1], 1.0f);
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire

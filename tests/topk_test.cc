@@ -1,0 +1,258 @@
+// Exact and approximate top-k kernels against a full sort.
+#include "gradwire/kernels/cpu/topk.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+enum class Data { kNormal, kHeavyTail, kTies, kNonFinite, kAllEqual };
+
+std::vector<float> MakeData(Data kind, uint64_t n, std::mt19937_64& rng) {
+  std::vector<float> v(n);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (uint64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case Data::kNormal: v[i] = normal(rng); break;
+      case Data::kHeavyTail: v[i] = normal(rng) / (0.05f + std::fabs(normal(rng))); break;
+      case Data::kTies: v[i] = static_cast<float>(static_cast<int>(rng() % 7) - 3); break;
+      case Data::kAllEqual: v[i] = -0.5f; break;
+      case Data::kNonFinite: {
+        const uint64_t r = rng() % 20;
+        v[i] = r == 0 ? std::nanf("") : r == 1 ? std::numeric_limits<float>::infinity()
+             : r == 2 ? -std::numeric_limits<float>::infinity() : normal(rng);
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+// The reference: stable sort of indices by key descending (so ties keep
+// the lower index first), first k, then ascending.
+std::vector<uint32_t> ReferenceTopK(const std::vector<float>& acc, uint64_t k) {
+  std::vector<uint32_t> idx(acc.size());
+  std::iota(idx.begin(), idx.end(), 0u);
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
+    return MagnitudeKey(acc[a]) > MagnitudeKey(acc[b]);
+  });
+  idx.resize(k);
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+struct Output {
+  std::vector<uint32_t> indices;
+  std::vector<uint8_t> values;
+  std::vector<float> residual;
+  FusedStats stats;
+  ApproxTopKBand band;
+};
+
+Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<float>* residual,
+           uint64_t k, ValueFormat format) {
+  Output out;
+  const uint64_t n = grad.size();
+  uint64_t temp_bytes = 0;
+  if (approx) {
+    ApproxTopKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, format, nullptr, nullptr,
+                       nullptr, nullptr);
+  } else {
+    TopKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, format, nullptr, nullptr, nullptr);
+  }
+  std::vector<uint64_t> temp(temp_bytes / 8 + 1);
+  out.indices.assign(k, 0xffffffffu);
+  out.values.assign(k * ValueWidth(format), 0);
+  if (residual != nullptr) out.residual = *residual;
+  float* res = residual != nullptr ? out.residual.data() : nullptr;
+  if (approx) {
+    ApproxTopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format,
+                       out.indices.data(), out.values.data(), &out.stats, &out.band);
+  } else {
+    TopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, out.indices.data(),
+                 out.values.data(), &out.stats);
+  }
+  return out;
+}
+
+// Checks values and the fused residual for a selection `chosen` (ascending).
+void CheckValuesAndResidual(const Output& out, const std::vector<float>& acc, bool has_residual,
+                            ValueFormat format) {
+  std::vector<char> selected(acc.size(), 0);
+  for (size_t j = 0; j < out.indices.size(); ++j) {
+    const uint32_t idx = out.indices[j];
+    ASSERT_LT(idx, acc.size());
+    if (j > 0) {
+      ASSERT_LT(out.indices[j - 1], idx);
+    }
+    selected[idx] = 1;
+    const float want = RoundToFormat(acc[idx], format);
+    const float got = LoadValue(out.values.data(), j, format);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(got));
+    } else {
+      ASSERT_EQ(FloatBits(got), FloatBits(want)) << "j=" << j;
+    }
+  }
+  if (!has_residual) return;
+  for (size_t i = 0; i < acc.size(); ++i) {
+    const float decoded = selected[i] ? RoundToFormat(acc[i], format) : 0.0f;
+    // e_new == fl(acc - decoded), non-finite reset to 0.
+    const float want = ResidualAfter(acc[i], decoded);
+    ASSERT_EQ(FloatBits(out.residual[i]), FloatBits(want)) << "i=" << i;
+    if (std::isfinite(acc[i]) && format == ValueFormat::kFp32) {
+      ASSERT_EQ(FloatBits(decoded + out.residual[i]), FloatBits(acc[i] + 0.0f)) << i;
+    }
+  }
+}
+
+struct Case {
+  Data data;
+  uint64_t n;
+};
+
+std::vector<uint64_t> Ks(uint64_t n, std::mt19937_64& rng) {
+  std::vector<uint64_t> ks = {0, n};
+  if (n > 0) ks.insert(ks.end(), {1, n / 1000 + 1, n / 100 + 1, n / 2, n - 1, rng() % n});
+  return ks;
+}
+
+TEST(TopKTest, ExactlyTheKLargestMagnitudesVersusFullSort) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const Case cases[] = {{Data::kNormal, 0},       {Data::kNormal, 1},
+                        {Data::kNormal, 7},       {Data::kNormal, 1000},
+                        {Data::kNormal, 100003},  {Data::kHeavyTail, 65537},
+                        {Data::kTies, 5000},      {Data::kNonFinite, 3001},
+                        {Data::kAllEqual, 2049}};
+  for (const Case& c : cases) {
+    for (bool with_residual : {false, true}) {
+      const std::vector<float> grad = MakeData(c.data, c.n, rng);
+      std::vector<float> residual = MakeData(Data::kNormal, c.n, rng);
+      for (float& r : residual) r *= 0.1f;
+      std::vector<float> acc(c.n);
+      for (uint64_t i = 0; i < c.n; ++i) acc[i] = with_residual ? grad[i] + residual[i] : grad[i];
+      for (uint64_t k : Ks(c.n, rng)) {
+        for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+          SCOPED_TRACE(::testing::Message() << "data " << static_cast<int>(c.data) << " n "
+                                            << c.n << " k " << k << " format "
+                                            << static_cast<int>(f) << " ef " << with_residual);
+          const Output out = RunSelect(false, grad, with_residual ? &residual : nullptr, k, f);
+          ASSERT_EQ(out.indices, ReferenceTopK(acc, k));
+          ASSERT_EQ(out.stats.selected, k);
+          CheckValuesAndResidual(out, acc, with_residual, f);
+        }
+      }
+    }
+  }
+}
+
+// Above 128K elements the kernels estimate a candidate bound from a
+// sample; the result must not depend on how good the estimate was.
+TEST(TopKTest, SampledPathMatchesFullSortIncludingWhenTheSampleMisleads) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = (1 << 21) + 77;
+  std::vector<float> grad = MakeData(Data::kHeavyTail, n, rng);
+  for (uint64_t k : {uint64_t{1}, n / 1000, n / 100}) {
+    SCOPED_TRACE(::testing::Message() << "heavy tail, k " << k);
+    const Output out = RunSelect(false, grad, nullptr, k, ValueFormat::kFp32);
+    ASSERT_EQ(out.indices, ReferenceTopK(grad, k));
+  }
+  // Make exactly the sampled positions (16384 of them, see topk.cc) the
+  // largest: the sampled bound then admits fewer than k candidates, and the
+  // kernel must fall back to considering everything.
+  std::normal_distribution<float> normal;
+  for (float& g : grad) g = normal(rng);
+  const uint64_t stride = n / 16384;
+  for (uint64_t j = 0; j < 16384; ++j) grad[j * stride + Mix64(j) % stride] = 1000.0f + j;
+  std::vector<float> residual(n, 0.0f);
+  for (uint64_t k : {uint64_t{100}, uint64_t{20000}}) {
+    SCOPED_TRACE(::testing::Message() << "adversarial, k " << k);
+    const Output out = RunSelect(false, grad, &residual, k, ValueFormat::kFp32);
+    ASSERT_EQ(out.indices, ReferenceTopK(grad, k));
+    CheckValuesAndResidual(out, grad, true, ValueFormat::kFp32);
+    const Output approx = RunSelect(true, grad, &residual, k, ValueFormat::kFp32);
+    ASSERT_EQ(approx.indices.size(), k);
+  }
+}
+
+TEST(TopKTest, TiesGoToLowerIndexAndNanIsNeverPreferred) {
+  // Four equal magnitudes, k = 2: the two lowest indices win, whatever the sign.
+  std::vector<float> g = {1.0f, -2.0f, 2.0f, std::nanf(""), -2.0f, 2.0f, 0.0f};
+  Output out = RunSelect(false, g, nullptr, 2, ValueFormat::kFp32);
+  EXPECT_EQ(out.indices, (std::vector<uint32_t>{1, 2}));
+  // k = 6: everything but the NaN (zero outranks it).
+  out = RunSelect(false, g, nullptr, 6, ValueFormat::kFp32);
+  EXPECT_EQ(out.indices, (std::vector<uint32_t>{0, 1, 2, 4, 5, 6}));
+  // Inf outranks everything; its residual (Inf - Inf) is reset to 0.
+  std::vector<float> h = {1.0f, std::numeric_limits<float>::infinity(), 5.0f};
+  std::vector<float> r = {0.0f, 0.0f, 0.0f};
+  out = RunSelect(false, h, &r, 1, ValueFormat::kFp32);
+  EXPECT_EQ(out.indices, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(out.residual, (std::vector<float>{1.0f, 0.0f, 5.0f}));
+  EXPECT_EQ(out.stats.nonfinite, 1u);
+  // A NaN residual does not survive the step.
+  std::vector<float> rn = {std::nanf(""), 0.0f, 0.0f};
+  out = RunSelect(false, h, &rn, 2, ValueFormat::kFp32);
+  EXPECT_EQ(out.residual[0], 0.0f);
+}
+
+TEST(ApproxTopKTest, SelectsExactlyKWithinTheStatedBand) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const Case cases[] = {{Data::kNormal, 0},     {Data::kNormal, 5},    {Data::kNormal, 300007},
+                        {Data::kHeavyTail, 65537}, {Data::kTies, 5000}, {Data::kNonFinite, 3001}};
+  for (const Case& c : cases) {
+    const std::vector<float> grad = MakeData(c.data, c.n, rng);
+    std::vector<float> residual = MakeData(Data::kNormal, c.n, rng);
+    std::vector<float> acc(c.n);
+    for (uint64_t i = 0; i < c.n; ++i) acc[i] = grad[i] + residual[i];
+    for (uint64_t k : Ks(c.n, rng)) {
+      SCOPED_TRACE(::testing::Message() << "n " << c.n << " k " << k);
+      const Output out = RunSelect(true, grad, &residual, k, ValueFormat::kFp32);
+      ASSERT_EQ(out.indices.size(), k);
+      ASSERT_EQ(out.stats.selected, k);
+      CheckValuesAndResidual(out, acc, true, ValueFormat::kFp32);
+      if (k == 0) continue;
+      std::vector<char> selected(c.n, 0);
+      for (uint32_t idx : out.indices) selected[idx] = 1;
+      for (uint64_t i = 0; i < c.n; ++i) {
+        const uint32_t key = MagnitudeKey(acc[i]);
+        if (selected[i]) {
+          ASSERT_GE(key, out.band.lower_key) << i;
+        } else {
+          ASSERT_LT(key, out.band.upper_key) << i;
+        }
+      }
+      // The stated magnitude tolerance against the exact k-th largest.
+      const std::vector<uint32_t> exact = ReferenceTopK(acc, k);
+      uint32_t kth_key = kMaxMagnitudeKey + 1;
+      for (uint32_t idx : exact) kth_key = std::min(kth_key, MagnitudeKey(acc[idx]));
+      const float kth = BitsFloat(kth_key - 1);
+      if (std::isfinite(kth) && kth >= std::numeric_limits<float>::min()) {
+        for (uint64_t i = 0; i < c.n; ++i) {
+          if (!std::isfinite(acc[i])) continue;
+          if (selected[i]) {
+            ASSERT_GT(std::fabs(acc[i]) * 1.1251f, kth) << i;
+          } else {
+            ASSERT_LT(std::fabs(acc[i]), kth * 1.1251f) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire

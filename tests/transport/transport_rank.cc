@@ -1,0 +1,416 @@
+// One rank of the multi-process transport tests (driven by
+// transport_test.py). Measurements live in bench/transport.
+//
+//   transport_rank <scenario> [key=value ...]
+//
+// Where the rank sits in the job comes from the environment, exactly as a
+// training process would get it (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, GRADWIRE_STORE_DIR or GRADWIRE_REDIS,
+// GRADWIRE_REDIS_PASSWORD, GRADWIRE_JOB_ID, GRADWIRE_TIMEOUT_MS). Test
+// binaries define no flags (flags live in tools/), so options are plain
+// key=value arguments.
+//
+// Output protocol, one line each, parsed by the driver:
+//   READY t_ms=<epoch ms>                       group formed
+//   STATUS code=<absl code> t_ms=<epoch ms> call_ms=<ms> msg=<message>
+//   CHECK <name> ok | CHECK <name> FAILED <why>
+// Exit status: 0 when every check passed (or the expected error came),
+// 1 on a failed check, 2 when setup failed (STATUS printed first).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_config.h"
+#include "gradwire/transport/rendezvous_store.h"
+
+namespace gradwire {
+namespace transport {
+namespace {
+
+std::map<std::string, std::string> g_args;
+int g_failures = 0;
+
+int64_t Arg(const std::string& key, int64_t fallback) {
+  auto it = g_args.find(key);
+  int64_t v = 0;
+  if (it == g_args.end() || !absl::SimpleAtoi(it->second, &v)) return fallback;
+  return v;
+}
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+void Print(const std::string& line) {
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void PrintStatus(const absl::Status& s, absl::Duration call) {
+  Print(absl::StrCat("STATUS code=", absl::StatusCodeToString(s.code()), " t_ms=", NowMs(),
+                     " call_ms=", absl::ToInt64Milliseconds(call), " msg=", s.message()));
+}
+
+void Check(const std::string& name, bool ok, const std::string& why = "") {
+  if (ok) {
+    Print(absl::StrCat("CHECK ", name, " ok"));
+  } else {
+    ++g_failures;
+    Print(absl::StrCat("CHECK ", name, " FAILED ", why));
+  }
+}
+
+bool CheckOk(const std::string& name, const absl::Status& s) {
+  Check(name, s.ok(), std::string(s.ToString()));
+  return s.ok();
+}
+
+uint8_t PatternByte(int rank, uint64_t j, int iteration) {
+  return static_cast<uint8_t>(rank * 31 + j * 7 + iteration * 13 + (j >> 8));
+}
+
+// Per-rank payload sizes for allgatherv iteration `it`: all zero, one
+// rank only, uneven with zeros, large, then pseudo-random.
+uint64_t PayloadSize(int rank, int size, int it) {
+  switch (it) {
+    case 0:
+      return 0;
+    case 1:
+      return rank == 0 ? 5 : 0;
+    case 2:
+      return rank == 1 ? 0 : 1000 * rank + 1;
+    case 3:
+      return (rank % 2 == 0) ? (1 << 20) + 3 * rank : 17;
+    default: {
+      uint64_t x = (rank + 1) * 2654435761u + it * 40503u;
+      x ^= x >> 13;
+      return (x % 7 == 0) ? 0 : x % 70000;
+    }
+  }
+}
+
+struct Job {
+  RendezvousConfig config;
+  std::shared_ptr<RendezvousStore> store;
+  std::unique_ptr<GlooGroup> group;
+};
+
+// Reads the environment, opens the store, forms the world group. On
+// failure prints STATUS and returns null.
+std::unique_ptr<Job> Setup() {
+  auto job = std::make_unique<Job>();
+  const absl::Time start = absl::Now();
+  absl::StatusOr<RendezvousConfig> config = ConfigFromEnvironment(RendezvousConfig());
+  if (!config.ok()) {
+    PrintStatus(config.status(), absl::Now() - start);
+    return nullptr;
+  }
+  job->config = *config;
+  absl::StatusOr<std::shared_ptr<RendezvousStore>> store = RendezvousStore::Open(*config);
+  if (!store.ok()) {
+    PrintStatus(store.status(), absl::Now() - start);
+    return nullptr;
+  }
+  job->store = *store;
+  GroupOptions options;
+  // Hierarchical tests emulate several nodes on loopback, which the
+  // multi-host guard would (rightly) refuse; they bind loopback directly.
+  if (Arg("emulate_nodes", 0) == 0) {
+    absl::StatusOr<std::string> address = ResolveBindAddress(*config);
+    if (!address.ok()) {
+      PrintStatus(address.status(), absl::Now() - start);
+      return nullptr;
+    }
+    options.bind_address = *address;
+  }
+  options.timeout =
+      absl::Milliseconds(Arg("timeout_ms", absl::ToInt64Milliseconds(config->timeout)));
+  options.max_bytes_per_rank = Arg("cap", options.max_bytes_per_rank);
+  absl::StatusOr<std::unique_ptr<GlooGroup>> group =
+      GlooGroup::Create(config->rank, config->world_size, job->store->Scoped("world"), options);
+  if (!group.ok()) {
+    PrintStatus(group.status(), absl::Now() - start);
+    return nullptr;
+  }
+  job->group = std::move(*group);
+  Print(absl::StrCat("READY t_ms=", NowMs(),
+                     " rendezvous_ms=", absl::ToInt64Milliseconds(absl::Now() - start)));
+  return job;
+}
+
+void RunAllgatherv(GlooGroup& g) {
+  const int iterations = static_cast<int>(Arg("iters", 12));
+  for (int it = 0; it < iterations; ++it) {
+    std::vector<uint8_t> mine(PayloadSize(g.rank(), g.size(), it));
+    for (uint64_t j = 0; j < mine.size(); ++j) mine[j] = PatternByte(g.rank(), j, it);
+    std::vector<uint8_t> out;
+    std::vector<uint64_t> sizes;
+    const std::string name = absl::StrCat("allgatherv_iter", it);
+    if (!CheckOk(name, g.AllgathervBytes(mine, uint64_t{1} << 30, &out, &sizes))) return;
+    std::vector<uint8_t> expected;
+    for (int r = 0; r < g.size(); ++r) {
+      const uint64_t n = PayloadSize(r, g.size(), it);
+      Check(name + "_size", sizes[r] == n, absl::StrCat("rank ", r, " size ", sizes[r]));
+      for (uint64_t j = 0; j < n; ++j) expected.push_back(PatternByte(r, j, it));
+    }
+    Check(name + "_bytes", out == expected,
+          absl::StrCat("got ", out.size(), " bytes, expected ", expected.size()));
+  }
+  // Equal-size allgather, including zero bytes.
+  for (size_t len : {size_t{0}, size_t{1}, size_t{4096}}) {
+    std::vector<uint8_t> mine(len, static_cast<uint8_t>(g.rank() + 1));
+    std::vector<uint8_t> out(len * g.size());
+    const std::string name = absl::StrCat("allgather_", len);
+    if (!CheckOk(name, g.Allgather(mine, absl::MakeSpan(out)))) return;
+    bool ok = true;
+    for (size_t i = 0; i < out.size(); ++i) ok = ok && out[i] == static_cast<uint8_t>(i / len + 1);
+    Check(name + "_bytes", ok);
+  }
+  CheckOk("barrier", g.Barrier());
+  Print(absl::StrCat("STATS ", g.totals().ToString()));
+}
+
+// Integer-valued floats well below 2^24: every summation order is exact,
+// so the result must equal the sum bit for bit.
+float Value(int rank, uint64_t i) { return static_cast<float>((rank + 1) * ((i % 97) + 1)); }
+
+void RunAllreduce(GlooGroup& g) {
+  const uint64_t sizes[] = {0, 1, 7, 1000, 4099, (1 << 18) + 5};
+  for (AllreduceAlgorithm algo :
+       {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling}) {
+    const char* algo_name = algo == AllreduceAlgorithm::kRing ? "ring" : "hd";
+    for (uint64_t n : sizes) {
+      std::vector<float> data(n);
+      // Twice on the same buffer: the second halving-doubling run reuses
+      // the cached algorithm and its registered buffers.
+      for (int rep = 0; rep < 2; ++rep) {
+        for (uint64_t i = 0; i < n; ++i) data[i] = Value(g.rank(), i);
+        const std::string name = absl::StrCat("allreduce_", algo_name, "_", n, "_rep", rep);
+        if (!CheckOk(name, g.AllreduceSum(absl::MakeSpan(data), algo))) return;
+        const float ranks_sum = g.size() * (g.size() + 1) / 2.0f;
+        uint64_t bad = n;
+        for (uint64_t i = 0; i < n && bad == n; ++i) {
+          if (data[i] != ranks_sum * ((i % 97) + 1)) bad = i;
+        }
+        Check(name + "_exact", bad == n, absl::StrCat("first wrong element ", bad));
+      }
+    }
+  }
+  Print(absl::StrCat("STATS ", g.totals().ToString()));
+}
+
+// The hierarchical data path with dense stand-ins: reduce-scatter inside a
+// node, allreduce of each shard across nodes (same local rank), allgatherv
+// inside the node; the result must be the global sum.
+void RunHierarchical(Job& job) {
+  GlooGroup& world = *job.group;
+  absl::StatusOr<std::unique_ptr<GlooGroup>> node = world.Split(job.config.node_id);
+  if (!CheckOk("split_node", node.status())) return;
+  absl::StatusOr<std::unique_ptr<GlooGroup>> cross = world.Split(job.config.local_rank);
+  if (!CheckOk("split_cross", cross.status())) return;
+  GlooGroup& in_node = **node;
+  GlooGroup& across = **cross;
+  Check("node_group_size", in_node.size() == job.config.local_world_size,
+        absl::StrCat(in_node.size()));
+  Check("cross_group_size", across.size() == job.config.world_size / job.config.local_world_size,
+        absl::StrCat(across.size()));
+  for (uint64_t n : {uint64_t{0}, uint64_t{5}, uint64_t{1000}, uint64_t{100003}}) {
+    std::vector<float> data(n);
+    for (uint64_t i = 0; i < n; ++i) data[i] = Value(world.rank(), i);
+    std::vector<uint64_t> counts(in_node.size(), n / in_node.size());
+    for (uint64_t i = 0; i < n % in_node.size(); ++i) ++counts[i];
+    const std::string name = absl::StrCat("hier_", n);
+    if (!CheckOk(name + "_reduce_scatter", in_node.ReduceScatterSum(absl::MakeSpan(data), counts)))
+      return;
+    std::vector<float> shard(data.begin(), data.begin() + counts[in_node.rank()]);
+    if (!CheckOk(name + "_cross_allreduce",
+                 across.AllreduceSum(absl::MakeSpan(shard), AllreduceAlgorithm::kRing)))
+      return;
+    std::vector<uint8_t> out;
+    std::vector<uint64_t> sizes;
+    absl::Span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(shard.data()),
+                                    shard.size() * sizeof(float));
+    if (!CheckOk(name + "_node_allgatherv",
+                 in_node.AllgathervBytes(bytes, uint64_t{1} << 30, &out, &sizes)))
+      return;
+    std::vector<float> result(n);
+    if (n > 0) std::memcpy(result.data(), out.data(), n * sizeof(float));
+    const float ranks_sum = world.size() * (world.size() + 1) / 2.0f;
+    uint64_t bad = n;
+    for (uint64_t i = 0; i < n && bad == n; ++i) {
+      if (out.size() != n * sizeof(float) || result[i] != ranks_sum * ((i % 97) + 1)) bad = i;
+    }
+    Check(name + "_exact", bad == n, absl::StrCat("first wrong element ", bad));
+  }
+  CheckOk("close_node_group", in_node.Close());
+  CheckOk("close_cross_group", across.Close());
+}
+
+// Collectives in a loop until one fails (a peer was killed or stopped),
+// then report how the failure surfaced and that the group is poisoned.
+void RunLoop(GlooGroup& g) {
+  const absl::Time limit = absl::Now() + absl::Milliseconds(Arg("loop_ms", 20000));
+  std::vector<float> dense(Arg("n", 1 << 16), 1.0f);
+  for (int it = 0; absl::Now() < limit; ++it) {
+    std::vector<uint8_t> mine(PayloadSize(g.rank(), g.size(), 4 + it));
+    std::vector<uint8_t> out;
+    std::vector<uint64_t> sizes;
+    absl::Time start = absl::Now();
+    absl::Status s = g.AllgathervBytes(mine, uint64_t{1} << 30, &out, &sizes);
+    if (s.ok()) {
+      start = absl::Now();
+      s = g.AllreduceSum(absl::MakeSpan(dense),
+                         it % 2 ? AllreduceAlgorithm::kRing : AllreduceAlgorithm::kHalvingDoubling);
+    }
+    if (!s.ok()) {
+      PrintStatus(s, absl::Now() - start);
+      absl::Status again = g.Barrier();
+      Check("poisoned_after_failure",
+            again.code() == absl::StatusCode::kFailedPrecondition &&
+                absl::StrContains(again.message(), "poisoned by earlier failure"),
+            std::string(again.ToString()));
+      Check("health_reports_failure", !g.health().ok());
+      return;
+    }
+  }
+  Check("loop_saw_failure", false, "no collective failed before loop_ms");
+}
+
+// Disagreeing ranks: every rank must get "collective mismatch" naming the
+// culprits, and the group must stay usable (all ranks detected it alike).
+void RunMismatch(GlooGroup& g) {
+  const std::string kind = g_args["kind"];
+  const int culprit = g.size() - 1;
+  absl::Status s;
+  if (kind == "count") {
+    std::vector<float> data(g.rank() == culprit ? 50 : 100, 1.0f);
+    s = g.AllreduceSum(absl::MakeSpan(data), AllreduceAlgorithm::kRing);
+  } else if (kind == "cap") {
+    std::vector<uint8_t> mine(g.rank() == culprit ? 5000 : 100, 1);
+    std::vector<uint8_t> out;
+    std::vector<uint64_t> sizes;
+    s = g.AllgathervBytes(mine, 4096, &out, &sizes);
+  } else if (kind == "table") {
+    // A stale size table on one rank: allgatherv must not post receives.
+    std::vector<uint8_t> mine(10, 1);
+    std::vector<uint64_t> sizes(g.size(), 10);
+    if (g.rank() == 0) sizes[culprit] = 11;  // rank 0 believes culprit sends 11
+    std::vector<uint8_t> out(std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}));
+    s = g.Allgatherv(mine, sizes, absl::MakeSpan(out));
+  } else if (kind == "op") {
+    std::vector<float> data(100, 1.0f);
+    std::vector<uint8_t> out(100 * g.size());
+    s = g.rank() == culprit ? g.AllreduceSum(absl::MakeSpan(data), AllreduceAlgorithm::kRing)
+                            : g.Allgather(absl::MakeSpan(out).subspan(0, 100), absl::MakeSpan(out));
+  } else if (kind == "fingerprint") {
+    s = g.ExpectSame(g.rank() == culprit ? 0xbad : 0x600d, "codec spec");
+  } else {
+    Check("known_kind", false, kind);
+    return;
+  }
+  PrintStatus(s, absl::ZeroDuration());
+  Check("mismatch_reported", absl::StrContains(s.message(), "collective mismatch"),
+        std::string(s.ToString()));
+  std::vector<float> after(64, 1.0f);
+  CheckOk("usable_after_mismatch",
+          g.AllreduceSum(absl::MakeSpan(after), AllreduceAlgorithm::kRing));
+  Check("sum_after_mismatch", after[63] == static_cast<float>(g.size()));
+}
+
+int CountOpenFds() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
+  return n;
+}
+
+// Re-creating a group (the way out of a poisoned one) must not leak file
+// descriptors (a known complaint about Gloo front ends): build and drop
+// groups under fresh store scopes and compare descriptor counts.
+void RunRecreate(Job& job) {
+  GroupOptions options;
+  options.timeout = absl::Milliseconds(Arg("timeout_ms", 10000));
+  int fds_after_first = -1;
+  const int generations = static_cast<int>(Arg("generations", 8));
+  for (int gen = 0; gen < generations; ++gen) {
+    absl::StatusOr<std::unique_ptr<GlooGroup>> g =
+        GlooGroup::Create(job.config.rank, job.config.world_size,
+                          job.store->Scoped(absl::StrCat("gen", gen)), options);
+    if (!CheckOk(absl::StrCat("create_gen", gen), g.status())) return;
+    std::vector<float> data(1000, 1.0f);
+    if (!CheckOk("allreduce",
+                 (*g)->AllreduceSum(absl::MakeSpan(data), AllreduceAlgorithm::kHalvingDoubling)))
+      return;
+    if (!CheckOk("close", (*g)->Close())) return;
+    g->reset();
+    if (gen == 0) fds_after_first = CountOpenFds();
+  }
+  const int fds_at_end = CountOpenFds();
+  Print(absl::StrCat("FDS after_first_group=", fds_after_first, " after_", generations,
+                     "_groups=", fds_at_end));
+  Check("no_fd_leak", fds_at_end <= fds_after_first,
+        absl::StrCat(fds_after_first, " fds after the first group, ", fds_at_end, " after ",
+                     generations));
+}
+
+}  // namespace
+}  // namespace transport
+}  // namespace gradwire
+
+int main(int argc, char** argv) {
+  using namespace gradwire::transport;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <scenario> [key=value ...]\n", argv[0]);
+    return 2;
+  }
+  const std::string scenario = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
+    g_args[kv[0]] = kv.size() > 1 ? kv[1] : "";
+  }
+  std::unique_ptr<Job> job = Setup();
+  if (job == nullptr) return 2;
+  GlooGroup& g = *job->group;
+  if (scenario == "allgatherv")
+    RunAllgatherv(g);
+  else if (scenario == "allreduce")
+    RunAllreduce(g);
+  else if (scenario == "hier")
+    RunHierarchical(*job);
+  else if (scenario == "loop")
+    RunLoop(g);
+  else if (scenario == "mismatch")
+    RunMismatch(g);
+  else if (scenario == "recreate")
+    RunRecreate(*job);
+  else if (scenario == "idle") {
+    // Hold the group open (garbage-connection test probes it), then check
+    // it still works.
+    usleep(static_cast<useconds_t>(Arg("idle_ms", 1000)) * 1000);
+    RunAllgatherv(g);
+  } else {
+    std::fprintf(stderr, "unknown scenario %s\n", scenario.c_str());
+    return 2;
+  }
+  // Orderly teardown (see GlooGroup::Close): exiting straight after the
+  // last collective can reset a peer that is still finishing it.
+  if (scenario != "loop" && g.health().ok()) CheckOk("close", g.Close());
+  return g_failures == 0 ? 0 : 1;
+}

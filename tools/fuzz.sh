@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds the wire-format fuzzer (frame parser, index decoders, frame MAC)
+# with clang (libFuzzer + ASan + UBSan) and runs it for SECONDS. Exits
+# non-zero on any finding; the crashing input is left in WORKDIR/artifacts/
+# (reproduce: WORKDIR/wire_format_fuzzer FILE).
+#
+# Usage: bash tools/fuzz.sh SECONDS [WORKDIR]
+#   WORKDIR defaults to $GRADWIRE_FUZZ_DIR, then $TEST_TMPDIR (under Bazel),
+#   then .fuzz/ in the repository; its corpus/ persists between runs.
+#
+# Built outside Bazel on purpose: libFuzzer needs clang, and the project's
+# Bazel toolchain is gcc. Needs clang and libclang-rt-14-dev
+# (tools/install_deps.sh).
+set -euo pipefail
+
+seconds="${1:?usage: tools/fuzz.sh SECONDS [WORKDIR]}"
+case "$seconds" in
+  ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a positive integer, got '$seconds'" >&2; exit 2 ;;
+esac
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+work="${2:-${GRADWIRE_FUZZ_DIR:-${TEST_TMPDIR:-$root/.fuzz}}}"
+mkdir -p "$work/include" "$work/corpus" "$work/seeds" "$work/artifacts"
+work="$(cd "$work" && pwd)"
+
+CXX="${CXX_FUZZ:-clang++}"
+if ! command -v "$CXX" >/dev/null; then
+  echo "fuzz.sh: $CXX not found; run tools/install_deps.sh (clang, libclang-rt-14-dev)" >&2
+  exit 2
+fi
+
+# Our headers are included as "gradwire/lib/...": mirror Bazel's
+# include_prefix with a symlink.
+ln -sfn "$root" "$work/include/gradwire"
+
+common=(-std=c++17 -g -O1 -fno-omit-frame-pointer -I"$work/include")
+libs=(-labsl_statusor -labsl_status -labsl_strings -labsl_str_format_internal
+      -labsl_cord -labsl_int128 -labsl_raw_logging_internal -labsl_throw_delegate
+      -lxxhash -lcrypto)
+sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
+
+echo "fuzz.sh: building in $work" >&2
+"$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
+  "$root/lib/wire_format.cc" "$root/lib/frame_auth.cc" \
+  "$root/tests/fuzz/wire_format_fuzzer.cc" \
+  "${libs[@]}" -o "$work/wire_format_fuzzer"
+"$CXX" "${common[@]}" "${sanitize[@]}" \
+  "$root/lib/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
+  "${libs[@]}" -o "$work/make_seeds"
+"$work/make_seeds" "$work/seeds"
+
+# The magic and a few header values as a dictionary speed up reaching the
+# deeper checks.
+cat > "$work/wire_format.dict" <<'DICT'
+magic="GWF1"
+version="\x01"
+cap="\x00\x00\x00\x00\x01\x00\x00\x00"
+varint_max="\xff\xff\xff\xff\x0f"
+DICT
+
+echo "fuzz.sh: fuzzing for ${seconds}s" >&2
+set +e
+"$work/wire_format_fuzzer" \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+  -print_final_stats=1 -dict="$work/wire_format.dict" \
+  -artifact_prefix="$work/artifacts/" \
+  "$work/corpus" "$work/seeds"
+rc=$?
+set -e
+if [ $rc -ne 0 ] || [ -n "$(ls -A "$work/artifacts")" ]; then
+  echo "fuzz.sh: FINDING (exit $rc); inputs in $work/artifacts/" >&2
+  exit 1
+fi
+echo "fuzz.sh: no finding in ${seconds}s" >&2

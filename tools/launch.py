@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Starts N local ranks of a command, the way torchrun would.
+
+    python3 tools/launch.py --nproc=4 [--redis] [--timeout=600] -- CMD ARGS...
+
+Each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+MASTER_ADDR, MASTER_PORT and gradwire's rendezvous variables
+(GRADWIRE_JOB_ID, GRADWIRE_STORE_DIR or GRADWIRE_REDIS +
+GRADWIRE_REDIS_PASSWORD_FILE). With --redis a private redis-server is started
+first on a free loopback port, with a random password (requirepass) and no
+persistence. Output lines are forwarded with a "[rank i] " prefix.
+
+If any rank exits non-zero (or dies from a signal), every other rank is
+stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher
+exits with that rank's status (128 + signal for a signal). If the whole
+job outlives --timeout, all ranks are killed and the launcher exits 124.
+SIGINT/SIGTERM to the launcher stop all ranks too (exit 130).
+"""
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_ping(port, password, deadline):
+    """Waits until the server answers an authenticated PING."""
+    auth = f"*2\r\n$4\r\nAUTH\r\n${len(password)}\r\n{password}\r\n".encode()
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(auth + b"*1\r\n$4\r\nPING\r\n")
+                data = b""
+                while b"PONG" not in data and len(data) < 1024:
+                    chunk = s.recv(1024)
+                    if not chunk:
+                        break
+                    data += chunk
+                if b"PONG" in data:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def start_redis(password, out):
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise RuntimeError("redis-server not found (Debian package redis-server)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--requirepass", password,
+         "--save", "", "--appendonly", "no", "--protected-mode", "yes"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    if not redis_ping(port, password, time.monotonic() + 10):
+        proc.kill()
+        raise RuntimeError("redis-server did not come up within 10 s")
+    print(f"[launch] redis-server on 127.0.0.1:{port} (pid {proc.pid})", file=out, flush=True)
+    return proc, port
+
+
+class Ranks:
+    def __init__(self, out):
+        self.procs = []
+        self.lock = threading.Lock()
+        self.out = out
+        self.threads = []
+
+    def forward(self, rank, stream):
+        # Line by line so ranks' lines never interleave mid-line.
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.lock:
+                print(f"[rank {rank}] {line}", file=self.out, flush=True)
+        stream.close()
+
+    def start(self, rank, cmd, env):
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        t = threading.Thread(target=self.forward, args=(rank, p.stdout), daemon=True)
+        t.start()
+        self.procs.append(p)
+        self.threads.append(t)
+
+    def signal_all(self, sig):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)  # the rank and anything it started
+                except ProcessLookupError:
+                    pass
+
+    def stop_all(self, grace):
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
+            time.sleep(0.02)
+        self.signal_all(signal.SIGKILL)
+        for p in self.procs:
+            p.wait()
+        for t in self.threads:
+            t.join(timeout=2)
+
+
+def exit_code(returncode):
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nproc", type=int, required=True, help="number of local ranks")
+    parser.add_argument("--ranks_per_node", type=int, default=0,
+                        help="emulate nodes of this many ranks (LOCAL_WORLD_SIZE); default all")
+    parser.add_argument("--redis", action="store_true",
+                        help="start a password-protected redis-server for rendezvous")
+    parser.add_argument("--redis_password", default="",
+                        help="password for --redis (default: random)")
+    parser.add_argument("--job_id", default="", help="default: unique per launch")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds for the whole job")
+    parser.add_argument("--grace", type=float, default=3, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        parser.error("no command given (put it after --)")
+    if args.nproc < 1:
+        parser.error("--nproc must be >= 1")
+    per_node = args.ranks_per_node or args.nproc
+    if args.nproc % per_node != 0:
+        parser.error("--nproc must be a multiple of --ranks_per_node")
+    out = sys.stdout
+
+    # A launcher killed by SIGTERM (a scheduler, CI timeout) must not leave
+    # its ranks running: turn it into the same cleanup as Ctrl-C.
+    def on_sigterm(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+    redis = None
+    store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
+    job_id = args.job_id or f"launch-{os.getpid()}-{secrets.token_hex(4)}"
+    password = args.redis_password or secrets.token_hex(16)
+    ranks = Ranks(out)
+    status = 0
+    try:
+        if args.redis:
+            redis, redis_port = start_redis(password, out)
+            password_file = os.path.join(store_dir, "redis_password")
+            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(password)
+        master_port = free_port()
+        for rank in range(args.nproc):
+            env = dict(os.environ)
+            env.update({
+                "RANK": str(rank), "WORLD_SIZE": str(args.nproc),
+                "LOCAL_RANK": str(rank % per_node), "LOCAL_WORLD_SIZE": str(per_node),
+                "GROUP_RANK": str(rank // per_node),
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+                "GRADWIRE_JOB_ID": job_id,
+            })
+            if redis is not None:
+                env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
+                # A 0600 file keeps the secret out of the ranks' environment.
+                env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
+                env.pop("GRADWIRE_REDIS_PASSWORD", None)
+                env.pop("GRADWIRE_STORE_DIR", None)
+            else:
+                env["GRADWIRE_STORE_DIR"] = store_dir
+            ranks.start(rank, cmd, env)
+
+        deadline = time.monotonic() + args.timeout
+        while True:
+            codes = [p.poll() for p in ranks.procs]
+            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if failed:
+                rank, code = failed[0]
+                print(f"[launch] rank {rank} exited with status {exit_code(code)}; stopping all ranks",
+                      file=out, flush=True)
+                status = exit_code(code)
+                break
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                print(f"[launch] job exceeded --timeout={args.timeout}s; killing all ranks",
+                      file=out, flush=True)
+                status = 124
+                break
+            time.sleep(0.02)
+    except (RuntimeError, OSError) as e:
+        print(f"[launch] error: {e}", file=out, flush=True)
+        status = 1
+    except KeyboardInterrupt:
+        print("[launch] interrupted; stopping all ranks", file=out, flush=True)
+        status = 130
+    finally:
+        ranks.stop_all(args.grace)
+        if redis is not None:
+            redis.kill()
+            redis.wait()
+        shutil.rmtree(store_dir, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,206 @@
+// A group of ranks joined by Gloo's TCP transport, with byte- and
+// float-level collectives that return absl::Status.
+//
+// GlooGroup knows nothing of codecs: it moves bytes and sums floats.
+//
+// Safety properties (each is a bug users hit in other Gloo front ends):
+//   - Nothing throws. Gloo's exceptions become Unavailable (a peer died or
+//     closed the connection) or DeadlineExceeded (a peer stalled past the
+//     timeout); a broken Gloo invariant becomes Internal.
+//   - Every collective starts with an agreement round: all ranks exchange
+//     a fixed-size descriptor (operation, element count, a hash of shared
+//     arguments such as the size table). If ranks disagree, every rank
+//     returns InvalidArgument "collective mismatch ..." naming the ranks,
+//     before any variable-size receive is posted: Gloo terminates the
+//     process when a message is larger than the posted receive. Because
+//     every rank sees the same descriptors, a mismatch is detected by all
+//     ranks together and leaves the group usable.
+//   - Any transport failure poisons the group: every later call returns
+//     FailedPrecondition "poisoned by earlier failure: ..." until the
+//     caller builds a new group (under a fresh store scope). The poisoned
+//     group closes its connections so peers fail fast too.
+//   - Every wait is bounded by GroupOptions::timeout; rendezvous waits by
+//     the store's timeout.
+//   - Teardown is explicit: call Close() on every rank before destroying a
+//     healthy group or exiting. A rank that exits right after the last
+//     collective can reset (TCP RST) a peer still finishing it -- observed
+//     with halving-doubling on 8 ranks as "Connection closed by peer".
+//   - Zero-byte contributions and empty collectives work (they are decided
+//     from the agreed sizes, so all ranks skip the same transfers).
+//
+// Create() sets SIGPIPE to ignored if it still has its default action:
+// otherwise a write to a dead peer kills the surviving process.
+//
+// Not thread-safe: one thread drives a group (collectives must be issued
+// in the same order on every rank anyway).
+#ifndef GRADWIRE_TRANSPORT_GLOO_GROUP_H_
+#define GRADWIRE_TRANSPORT_GLOO_GROUP_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gradwire/transport/rendezvous_store.h"
+#include "gradwire/transport/transfer_stats.h"
+
+namespace gloo {
+class Context;
+class Algorithm;
+namespace transport {
+class Device;
+}  // namespace transport
+}  // namespace gloo
+
+namespace gradwire {
+namespace transport {
+
+struct GroupOptions {
+  // Numeric address to listen on and advertise (see ResolveBindAddress).
+  std::string bind_address = "127.0.0.1";
+  // Deadline of each collective, and of TCP connect during rendezvous.
+  absl::Duration timeout = absl::Seconds(30);
+  // Largest contribution one rank may make to an allgatherv; larger sizes
+  // are refused on every rank before any receive is posted.
+  uint64_t max_bytes_per_rank = uint64_t{1} << 31;
+};
+
+enum class AllreduceAlgorithm {
+  kRing,             // bandwidth-optimal, 2(P-1) steps; any size
+  kHalvingDoubling,  // log2(P) steps; buffers registered once per tensor
+};
+
+class GlooGroup {
+ public:
+  // Rendezvous: rank `rank` of `size` publishes its address in `store` and
+  // connects to every other rank. `store` should be scoped to this group
+  // (e.g. store->Scoped("world")); re-creating a group after a failure
+  // needs a fresh scope so stale addresses are never read.
+  static absl::StatusOr<std::unique_ptr<GlooGroup>> Create(int rank, int size,
+                                                           std::shared_ptr<RendezvousStore> store,
+                                                           const GroupOptions& options);
+
+  ~GlooGroup();
+  GlooGroup(const GlooGroup&) = delete;
+  GlooGroup& operator=(const GlooGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Rank numbers in the top-level group, indexed by rank in this group
+  // (identity for a top-level group); errors name ranks by these numbers.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
+
+  // OK, or the failure that poisoned the group.
+  absl::Status health() const;
+
+  // all[i] = value of rank i. `all` has size() elements.
+  absl::Status AllgatherU64(uint64_t value, absl::Span<uint64_t> all);
+
+  // OK iff every rank passes the same `value` (a fingerprint of settings
+  // that must agree, e.g. a codec spec); otherwise, on every rank,
+  // InvalidArgument "collective mismatch in <what>: ..." naming the ranks
+  // on each side. Leaves the group usable.
+  absl::Status ExpectSame(uint64_t value, absl::string_view what);
+
+  // Gathers every rank's bytes in rank order into `out`. `sizes` is the
+  // table every rank agreed on (from AllgatherU64): sizes[rank()] must be
+  // mine.size() and `out` must hold their sum. Every size is checked
+  // against max_bytes_per_rank and the tables compared across ranks before
+  // any receive is posted.
+  absl::Status Allgatherv(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
+                          absl::Span<uint8_t> out);
+
+  // Convenience: exchanges sizes, checks them against `max_bytes_per_rank`
+  // (and the group cap), then gathers. `out` is resized to the total,
+  // `sizes` to size().
+  absl::Status AllgathervBytes(absl::Span<const uint8_t> mine, uint64_t max_bytes_per_rank,
+                               std::vector<uint8_t>* out, std::vector<uint64_t>* sizes);
+
+  // Equal-size allgather: out = size() * mine.size() bytes, rank order.
+  absl::Status Allgather(absl::Span<const uint8_t> mine, absl::Span<uint8_t> out);
+
+  // In place: data = elementwise sum over ranks. Every rank passes the
+  // same number of elements.
+  absl::Status AllreduceSum(absl::Span<float> data, AllreduceAlgorithm algorithm);
+
+  // Reduce-scatter of the sum: rank r receives the elements
+  // [offset_r, offset_r + counts[r]) of the summed vector, where offset_r
+  // is the sum of counts before r, written to data[0, counts[r]). The rest
+  // of `data` is scratch. counts (same on every rank) must sum to
+  // data.size(). Uses Gloo's halving-doubling reduce-scatter.
+  absl::Status ReduceScatterSum(absl::Span<float> data, absl::Span<const uint64_t> counts);
+
+  absl::Status Barrier();
+
+  // Collective orderly shutdown: a barrier, then the connections are
+  // closed and the group is unusable (FailedPrecondition). Call it on
+  // every rank before destroying a healthy group or exiting: a rank that
+  // closes its sockets while a peer is still finishing the last collective
+  // can make that peer fail with Unavailable. The barrier guarantees every
+  // rank finished every earlier collective (and Gloo consumed its last
+  // messages) before any socket closes. Destroying a group without Close()
+  // never blocks.
+  absl::Status Close();
+
+  // Collective: ranks passing the same `color` form a new group, ordered
+  // by rank, with its own Gloo context over the same device and its own
+  // store scope. Split by node id gives the intra-node group; split by
+  // local rank the cross-node group of the hierarchical exchange.
+  absl::StatusOr<std::unique_ptr<GlooGroup>> Split(uint32_t color);
+
+  // Counters.
+  const CallStats& last_call() const { return last_call_; }
+  const TransferTotals& totals() const { return totals_; }
+
+ private:
+  struct Descriptor;
+  class Call;
+
+  GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
+            std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
+            std::vector<int> world_ranks);
+
+  // The agreement round; fills all_ with every rank's descriptor.
+  absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
+  // Compares the descriptors across ranks; "collective mismatch" naming
+  // ranks. `value_is_flags`: the value field carries argument flags (not
+  // data, as in AllgatherU64, Split and ExpectSame).
+  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op,
+                         bool value_is_flags) const;
+  absl::Status Fail(absl::Status status);
+  absl::Status CheckUsable() const;
+  uint32_t NextTag() { return ++tag_; }
+
+  const int rank_;
+  const int size_;
+  std::shared_ptr<RendezvousStore> store_;
+  const GroupOptions options_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;  // null when size_ == 1
+  std::vector<int> world_ranks_;
+
+  absl::Status poison_;
+  uint32_t tag_ = 0;
+  uint32_t splits_ = 0;
+  CallStats last_call_;
+  TransferTotals totals_;
+
+  // Halving-doubling algorithms bind (register) their buffers when built,
+  // so they are cached per (tensor, length) and reused; all ranks agree on
+  // reuse in the agreement round so slot numbers stay in lockstep.
+  using CacheKey = std::pair<const void*, uint64_t>;
+  std::map<CacheKey, std::unique_ptr<gloo::Algorithm>> allreduce_hd_;
+  std::map<std::pair<CacheKey, uint64_t>, std::unique_ptr<gloo::Algorithm>> reduce_scatter_;
+};
+
+}  // namespace transport
+}  // namespace gradwire
+
+#endif  // GRADWIRE_TRANSPORT_GLOO_GROUP_H_
