@@ -5,7 +5,7 @@ A data-parallel step exchanges one gradient per parameter tensor, produced
 in reverse layer order by backprop. The benchmark and the PyTorch peers read
 the same profile so both move exactly the same tensors. Parameter counts
 match the reference implementations (torchvision ResNet-50 25,557,032;
-VGG-16 138,357,544; BERT-base-uncased 109,482,240; Transformer-base with a
+VGG-16 138,357,544; BERT-base-uncased 109,482,240; BERT-large-uncased 335,141,888; Transformer-base with a
 shared 37,000-token vocabulary 63,084,544 — the paper quotes ~65M).
 
     model_profiles.py resnet50            # one "d0xd1x..." shape per line
@@ -60,14 +60,18 @@ def _layernorm(d):
     return [(d,), (d,)]
 
 
-def bert_base():
-    d, ff, vocab, positions, types, layers = 768, 3072, 30522, 512, 2, 12
+def bert_base(d=768, ff=3072, layers=12):
+    vocab, positions, types = 30522, 512, 2
     shapes = [(vocab, d), (positions, d), (types, d)] + _layernorm(d)
     for _ in range(layers):
         shapes += _linear(d, d) * 3 + _linear(d, d) + _layernorm(d)  # q, k, v, out
         shapes += _linear(d, ff) + _linear(ff, d) + _layernorm(d)
     shapes += _linear(d, d)  # pooler
     return shapes
+
+
+def bert_large():
+    return bert_base(d=1024, ff=4096, layers=24)
 
 
 def transformer_base():
@@ -109,6 +113,7 @@ PROFILES = {
     "resnet50": resnet50,
     "vgg16": vgg16,
     "bert_base": bert_base,
+    "bert_large": bert_large,
     "transformer": transformer_base,
 }
 
