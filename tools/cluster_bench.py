@@ -58,6 +58,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import emulated_cluster  # noqa: E402
 import model_profiles  # noqa: E402
+import planner  # noqa: E402
 
 CODECS_DENSITY = ("topk", "approx_topk", "randomk")
 CODECS_BITS = ("qsgd",)
@@ -514,6 +515,8 @@ def parse_args(argv):
     p.add_argument("--iface", default="eth0", help="interface inside each emulated host")
     p.add_argument("--loopback", action="store_true",
                    help="do not emulate a cluster: all ranks on loopback, unshaped")
+    p.add_argument("--alpha_us", type=float, default=50.0,
+                   help="per-message latency the planner's validation assumes")
     p.add_argument("--out_dir", default=os.path.join(ROOT, "bench-results"))
     p.add_argument("--name", default="", help="file name stem (default: cluster_bench-DATE)")
     p.add_argument("--keep_logs", action="store_true", help="keep per-rank logs")
@@ -709,11 +712,20 @@ def main(argv=None):
 
     config["machine"]["loadavg_end"] = list(os.getloadavg())
     config["complete"] = status == 0
+    # The performance model checks itself against this run (tools/planner.py).
+    results["planner_validation"] = []
+    try:
+        results["planner_validation"], _ = planner.validate(results, a.alpha_us * 1e-6)
+    except (KeyError, ValueError, ZeroDivisionError) as e:
+        results["planner_error"] = str(e)
     with open(json_path, "w") as f:
         json.dump(results, f, indent=2)
     if cases:
         print()
         print_table(results)
+        if results["planner_validation"]:
+            print(f"\nPlanner (tools/planner.py, alpha {a.alpha_us:g} us) against this run:")
+            planner.print_validation(results["planner_validation"])
         try:
             plot(results, png_path)
             print(f"\nplot: {png_path}")

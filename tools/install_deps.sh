@@ -11,6 +11,7 @@ GRADWIRE_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   clang libclang-rt-14-dev
   iproute2
+  python3-torch python3-matplotlib
 )
 
 missing=()
