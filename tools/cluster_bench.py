@@ -25,8 +25,9 @@ Outputs: a table on stdout, a progress line per case on stderr, and in
 
 Figures, per case (rank 0's medians unless noted):
   iter       exchange time of one iteration: first Submit .. WaitAll
-  MB/rank    payload bytes on the wire per rank per iteration, the larger
-             of sent and received (links are shaped in each direction)
+  MB/rank    payload bytes on the host's link per rank per iteration, the
+             larger of sent and received (links are shaped in each direction;
+             intra-node bytes, on the host's loopback, excluded)
   util       MB/rank x 8 / iter / link rate  (wire: / wire time instead)
   compress   encode + EF + decode-accumulate time inside the run (the
              ranks share this machine's cores); "alone" is the same
@@ -227,7 +228,11 @@ class Ranks:
 
 RANK_LINE = re.compile(
     r"rank (\d+): .*iter median ([\d.]+) ms p90 ([\d.]+) ms; per iter sent ([\d.]+) MB "
-    r"received ([\d.]+) MB; compress ([\d.]+) ms, auth ([\d.]+) ms, wire ([\d.]+) ms")
+    r"received ([\d.]+) MB(?: \(of which intra-node [\d.]+ / [\d.]+ MB\))?; "
+    r"compress ([\d.]+) ms, auth ([\d.]+) ms, wire ([\d.]+) ms")
+
+
+TRANSPORT_LINE = re.compile(r"^(\S.*?)\s{2,}([\d.]+) ms\s+([\d.]+)x dense ring\s*(.*)$")
 
 
 class Bench:
@@ -332,6 +337,44 @@ class Bench:
             res = json.load(f)
         return res["compress_ms_median"] + res.get("auth_ms_median", 0.0)
 
+    # -- transport only ----------------------------------------------------
+    def run_transport(self, cluster, n, hosts, label, link_bps):
+        """bench/transport/transport_bench on the cluster, one rank per host:
+        dense ring vs the sparse allgather alone (no codec) and allgatherv
+        throughput on large payloads."""
+        a = self.args
+        self.case_no += 1
+        job = f"tb{self.case_no}-{secrets.token_hex(3)}"
+        text = f"{label} transport_bench (no codec) P={hosts}"
+        self.progress(text)
+        ranks = Ranks(cluster, self.run_dir, f"case{self.case_no}")
+        for rank in range(hosts):
+            env = self.rank_env(rank, hosts, 1, job)
+            if cluster is not None:
+                env["GRADWIRE_IFACE"] = a.iface
+            ranks.start(rank, rank, [a.transport_bench, f"n={n}", f"reps={a.transport_reps}"], env)
+        t0 = time.monotonic()
+        ranks.wait(a.case_timeout_s, self.ticker(text))
+        rows = []
+        for line in ranks.output(0).splitlines():
+            mt = TRANSPORT_LINE.match(line)
+            if not mt:
+                continue
+            row = {"name": mt.group(1).strip(), "ms": float(mt.group(2)),
+                   "x_dense_ring": float(mt.group(3)), "note": mt.group(4).strip()}
+            mb = re.match(r"allgatherv (\d+) MiB/rank", row["name"])
+            if mb:
+                row["payload_bytes_per_rank"] = int(mb.group(1)) << 20
+                row["bytes_received_per_rank"] = row["payload_bytes_per_rank"] * (hosts - 1)
+                if link_bps:
+                    row["link_util"] = (row["bytes_received_per_rank"] * 8 /
+                                        (row["ms"] / 1e3) / link_bps)
+            if row["name"].startswith("sparse allgather") and row["x_dense_ring"] > 0:
+                row["wire_speedup_vs_dense_ring"] = 1.0 / row["x_dense_ring"]
+            rows.append(row)
+        self.progress(text + f": {len(rows)} figures ({time.monotonic() - t0:.0f} s)", final=True)
+        return {"n": n, "world_size": hosts, "rows": rows}
+
     # -- PyTorch DDP -------------------------------------------------------
     def run_ddp(self, cluster, profile_args, peer, world, per_host, label):
         a = self.args
@@ -385,12 +428,22 @@ def derive(case, link_bps, shaped, dense):
         floor_wire = b * 8 / link_bps
         case["floor_wire_ms"] = floor_wire * 1e3
         alone = case.get("compress_alone_ms")
+        # The issue's floor: compression measured alone (one rank, machine to
+        # itself). With P ranks sharing this machine's cores compression
+        # cannot run that fast in the run, so the in-run floor uses the
+        # compression time the run measured.
         case["floor_ms"] = max(floor_wire * 1e3, alone if alone is not None else 0.0)
         case["x_floor"] = case["iter_ms_median"] / case["floor_ms"] if case["floor_ms"] else None
+        inrun = case.get("compress_ms_median") if case["codec"] != "none" else 0.0
+        case["floor_inrun_ms"] = max(floor_wire * 1e3, inrun or 0.0)
+        case["x_floor_inrun"] = (case["iter_ms_median"] / case["floor_inrun_ms"]
+                                 if case["floor_inrun_ms"] else None)
     if dense is not None:
         case["speedup"] = dense["iter_ms_median"] / case["iter_ms_median"]
         case["wire_speedup"] = (dense["wire_ms_median"] / case["wire_ms_median"]
                                 if case["wire_ms_median"] > 0 else None)
+        case["wire_speedup_min_rank"] = (dense["wire_ms_min_rank"] / case["wire_ms_min_rank"]
+                                         if case.get("wire_ms_min_rank") else None)
 
 
 def fmt(v, spec, none="-"):
@@ -400,8 +453,8 @@ def fmt(v, spec, none="-"):
 def print_table(results, out=sys.stdout):
     head = (f"{'profile':10s} {'link':7s} {'P':>3s} {'system':8s} {'method':22s} "
             f"{'iter ms':>8s} {'p90 ms':>8s} {'MB/rank':>8s} {'util':>5s} {'w.util':>6s} "
-            f"{'compr ms':>8s} {'alone ms':>8s} {'wire ms':>8s} {'floor ms':>8s} {'xfloor':>6s} "
-            f"{'speedup':>7s} {'wire x':>7s}")
+            f"{'compr ms':>8s} {'alone ms':>8s} {'wire ms':>8s} {'wire min':>8s} {'floor ms':>8s} "
+            f"{'xfloor':>6s} {'xfl.run':>7s} {'speedup':>7s} {'wire x':>7s} {'wmin x':>7s}")
     print(head, file=out)
     print("-" * len(head), file=out)
     for c in results["cases"]:
@@ -411,9 +464,12 @@ def print_table(results, out=sys.stdout):
               f"{fmt(c.get('bytes_on_wire_per_rank') and c['bytes_on_wire_per_rank'] / 1e6, '8.2f'):>8s} "
               f"{fmt(pct(c.get('link_util')), '4.0f'):>4s}% {fmt(pct(c.get('wire_util')), '5.0f'):>5s}% "
               f"{fmt(c.get('compress_ms_median'), '8.1f'):>8s} {fmt(c.get('compress_alone_ms'), '8.1f'):>8s} "
-              f"{fmt(c.get('wire_ms_median'), '8.1f'):>8s} {fmt(c.get('floor_ms'), '8.1f'):>8s} "
-              f"{fmt(c.get('x_floor'), '6.2f'):>6s} {fmt(c.get('speedup'), '6.2f'):>6s}x "
-              f"{fmt(c.get('wire_speedup'), '6.1f'):>6s}x", file=out)
+              f"{fmt(c.get('wire_ms_median'), '8.1f'):>8s} {fmt(c.get('wire_ms_min_rank'), '8.1f'):>8s} "
+              f"{fmt(c.get('floor_ms'), '8.1f'):>8s} "
+              f"{fmt(c.get('x_floor'), '6.2f'):>6s} {fmt(c.get('x_floor_inrun'), '7.2f'):>7s} "
+              f"{fmt(c.get('speedup'), '6.2f'):>6s}x "
+              f"{fmt(c.get('wire_speedup'), '6.1f'):>6s}x "
+              f"{fmt(c.get('wire_speedup_min_rank'), '6.1f'):>6s}x", file=out)
     cfg = results["config"]
     print(f"\n{cfg['cluster']}; {cfg['machine']['cores']} cores ({cfg['machine']['cpu']}), "
           f"kernel {cfg['machine']['kernel']}, {cfg['date_utc']}; load average "
@@ -422,8 +478,11 @@ def print_table(results, out=sys.stdout):
     print("iter = exchange time per iteration (gradwire: first Submit..WaitAll; DDP: iteration "
           "minus the same step without DDP); MB/rank = payload bytes per rank per iteration "
           "(larger of sent/received); util = MB/rank x 8 / iter / link rate; w.util = the same "
-          "over wire time; floor = max(MB/rank x 8 / link rate, compression time alone); "
-          "speedup = dense gradwire iter / iter.", file=out)
+          "over wire time; wire = rank 0's time inside transport calls (waiting for slower peers "
+          "included), wire min = the least of all ranks'; floor = max(MB/rank x 8 / link rate, "
+          "compression time alone), xfl.run = iter / max(MB/rank x 8 / link rate, compression "
+          "time in the run); speedup = dense gradwire iter / iter; wire x / wmin x = dense wire / "
+          "wire (rank 0 / least-waiting rank).", file=out)
 
 
 def plot(results, path):
@@ -507,16 +566,24 @@ def parse_args(argv):
     p.add_argument("--bucket_size_mb", type=float, default=25.0)
     p.add_argument("--timeout_ms", type=int, default=120000, help="deadline of every collective")
     p.add_argument("--case_timeout_s", type=float, default=900)
+    p.add_argument("--no_latency_probe", action="store_true",
+                   help="skip measuring per-message latency (the planner then assumes --alpha_us)")
     p.add_argument("--no_alone", action="store_true",
                    help="skip measuring each codec's compression time alone (floor)")
     p.add_argument("--exchange_bench", default=os.path.join(ROOT, "bazel-bin/tools/exchange_bench"))
+    p.add_argument("--transport_bench",
+                   default=os.path.join(ROOT, "bazel-bin/bench/transport/transport_bench"),
+                   help="transport-only figures (sparse allgather without codec, allgatherv "
+                   "throughput); empty to skip")
+    p.add_argument("--transport_reps", type=int, default=3)
     p.add_argument("--python", default="/usr/bin/python3",
                    help="interpreter with torch for the DDP peers")
     p.add_argument("--iface", default="eth0", help="interface inside each emulated host")
     p.add_argument("--loopback", action="store_true",
                    help="do not emulate a cluster: all ranks on loopback, unshaped")
     p.add_argument("--alpha_us", type=float, default=50.0,
-                   help="per-message latency the planner's validation assumes")
+                   help="per-message latency the planner's validation assumes where no "
+                   "latency probe ran")
     p.add_argument("--out_dir", default=os.path.join(ROOT, "bench-results"))
     p.add_argument("--name", default="", help="file name stem (default: cluster_bench-DATE)")
     p.add_argument("--keep_logs", action="store_true", help="keep per-rank logs")
@@ -580,6 +647,15 @@ def main(argv=None):
     gw_methods = a.methods_parsed
     bench.total_cases = len(a.profile_list) * len(a.link_list) * (len(gw_methods) + len(a.peer_list))
     links = a.link_list if ns_ok else ["loopback"]
+    run_transport = bool(a.transport_bench) and a.hosts >= 2
+    if run_transport and not os.access(a.transport_bench, os.X_OK):
+        print(f"cluster_bench: no {a.transport_bench} (bazel build //bench/transport:"
+              "transport_bench): skipping the transport-only figures", file=sys.stderr)
+        run_transport = False
+    if run_transport:
+        bench.total_cases += len(a.profile_list) * len(links)
+    if ns_ok and not a.no_latency_probe and gw_methods:
+        bench.total_cases += len(links)
     if not ns_ok:
         bench.total_cases = len(a.profile_list) * (len(gw_methods) + len(a.peer_list))
 
@@ -605,7 +681,10 @@ def main(argv=None):
                     f"{'/'.join(links)} links, delay {a.delay if netem_ok else '0 (no netem)'}"
                     if ns_ok else f"{world} ranks on loopback (UNSHAPED)"),
     }
-    results = {"config": config, "cases": []}
+    results = {"config": config, "cases": [], "latency_probe": {}, "transport": {}}
+    probe_file = os.path.join(bench.run_dir, "profile-latency-probe.txt")
+    with open(probe_file, "w") as f:
+        f.write("64\n")
     cases = results["cases"]
     status = 0
     try:
@@ -641,6 +720,17 @@ def main(argv=None):
                     rate = emulated_cluster.parse_rate(link) if ns_ok else None
                     label = f"{prof} {link}"
                     dense = None
+                    if ns_ok and not a.no_latency_probe and link not in results["latency_probe"]:
+                        # A 64-float dense allreduce: 2(P-1) ring steps of one
+                        # tiny message each, so iter / (2(P-1)) is the per-message
+                        # latency (alpha) of this cluster as loaded right now.
+                        res = bench.run_gradwire(cluster, probe_file, [], parse_method("none"),
+                                                 world, a.ranks_per_host, label + " latency probe")
+                        hops = 2 * (world - 1)
+                        results["latency_probe"][link] = {
+                            "iter_ms_median": res["iter_ms"]["median"],
+                            "iter_ms_p90": res["iter_ms"]["p90"], "ring_steps": hops,
+                            "alpha_us": res["iter_ms"]["median"] * 1e3 / hops}
                     for m in gw_methods:
                         res = bench.run_gradwire(cluster, profile_file, extra, m, world,
                                                  a.ranks_per_host, label)
@@ -659,11 +749,22 @@ def main(argv=None):
                             "slowest_rank_iter_ms_median": slow and slow["iter_ms_median"],
                             "bytes_sent_per_rank": res["bytes_sent_per_iter"],
                             "bytes_received_per_rank": res["bytes_received_per_iter"],
-                            "bytes_on_wire_per_rank": max(res["bytes_sent_per_iter"],
-                                                          res["bytes_received_per_iter"]),
+                            "intra_node_bytes_sent_per_rank":
+                                res.get("intra_node_bytes_sent_per_iter", 0),
+                            # What crosses the host's shaped link: intra-node
+                            # traffic stays on its loopback.
+                            "bytes_on_wire_per_rank": max(
+                                res["bytes_sent_per_iter"] -
+                                res.get("intra_node_bytes_sent_per_iter", 0),
+                                res["bytes_received_per_iter"] -
+                                res.get("intra_node_bytes_received_per_iter", 0)),
                             "compress_ms_median": res["compress_ms_median"],
                             "auth_ms_median": res.get("auth_ms_median"),
                             "wire_ms_median": res["wire_ms_median"],
+                            # Wire time includes waiting for slower peers; the
+                            # rank that waited least bounds the transfer itself.
+                            "wire_ms_min_rank": min((r["wire_ms_median"] for r in res["per_rank"]),
+                                                    default=res["wire_ms_median"]),
                             "wait_ms_median": res.get("wait_ms_median"),
                             "compress_alone_ms": alone.get(m["name"].replace("+hier", "")),
                             "dense_buckets": res.get("dense_buckets"),
@@ -674,6 +775,9 @@ def main(argv=None):
                             dense = case
                         cases.append(case)
                         derive(case, rate, ns_ok, dense)
+                    if run_transport:
+                        results["transport"].setdefault(prof, {})[link] = bench.run_transport(
+                            cluster, n_params, a.hosts, label, rate)
                     for peer in a.peer_list:
                         res = bench.run_ddp(cluster, profile_args, peer, world,
                                             a.ranks_per_host, label)
@@ -723,6 +827,17 @@ def main(argv=None):
     if cases:
         print()
         print_table(results)
+        for prof, per_link in results["transport"].items():
+            for link, t in per_link.items():
+                print(f"\nTransport only (bench/transport/transport_bench, no codec), {prof} "
+                      f"n={t['n']}, {link}, P={t['world_size']}:")
+                for row in t["rows"]:
+                    extra = ""
+                    if "link_util" in row:
+                        extra = f"  {100 * row['link_util']:.0f}% of the link rate"
+                    if "wire_speedup_vs_dense_ring" in row:
+                        extra = f"  {row['wire_speedup_vs_dense_ring']:.1f}x faster than dense ring"
+                    print(f"  {row['name']:34s} {row['ms']:9.2f} ms  {row['note']}{extra}")
         if results["planner_validation"]:
             print(f"\nPlanner (tools/planner.py, alpha {a.alpha_us:g} us) against this run:")
             planner.print_validation(results["planner_validation"])

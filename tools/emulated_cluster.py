@@ -51,6 +51,7 @@ PREFIX = "gwc"  # every namespace and link this tool makes starts with it
 # names "gwc-h0".., which only `up` and `down` remove.
 _OWNED = re.compile(PREFIX + r"([0-9a-f]{8})-")
 LOCK_DIR = "/run/gradwire-emulated-cluster"
+TBF_LATENCY = "100ms"  # how long a packet may queue in a shaper (tbf drops beyond)
 DEFAULT_SUBNET = "10.251.0.0/16"
 
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
@@ -189,7 +190,7 @@ def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
     # tbf needs a bucket of at least one GSO super-packet (64 KiB) or it
     # stalls; beyond that ~2 ms of traffic keeps the rate accurate.
     burst = max(int(rate_bps / 8 * 0.002), 128 * 1024)
-    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
+    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]
     cmds = []
     if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
         netem = ["netem", "limit", "100000"]

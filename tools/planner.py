@@ -271,8 +271,10 @@ def validate(results, alpha_s):
         else:
             continue
         key = c["method"].replace("+hier", "")
+        probe = results.get("latency_probe", {}).get(c["link"])
+        alpha = probe["alpha_us"] * 1e-6 if probe else alpha_s
         share = max(1.0, c["world_size"] / cores)  # every rank of the run shares this machine
-        pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha_s,
+        pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
                      cpu_ns_per_element=cal.get(key), cpu_share=share)
         if m["codec"] == "none":
             pred = pr["wire_s"]
@@ -293,7 +295,8 @@ def validate(results, alpha_s):
                "measured_wire_ms": c.get("wire_ms_median"),
                "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3,
                "measured_compress_ms": c.get("compress_ms_median"),
-               "host_overhead_ms": host * 1e3, "cpu_share": share}
+               "host_overhead_ms": host * 1e3, "cpu_share": share,
+               "alpha_us": alpha * 1e6}
         if c.get("bytes_on_wire_per_rank"):
             row["predicted_mb_per_rank"] = pr["nic_bytes_per_iter"] / 1e6
             row["measured_mb_per_rank"] = c["bytes_on_wire_per_rank"] / 1e6
