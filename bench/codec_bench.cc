@@ -12,6 +12,7 @@
 // top-k selection against std::nth_element on the magnitudes at k = 0.1%
 // n and reports `speedup_vs_nth_element` from both timed here.
 #include <benchmark/benchmark.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -21,8 +22,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <time.h>
 
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/lib/codec.h"
@@ -168,8 +167,7 @@ void BM_TopKSelect(benchmark::State& state) {
   const double t0 = ThreadCpuSeconds();
   for (auto _ : state) {
     kernels::cpu::TopKCompress(temp.get(), &temp_bytes, grad.data(), nullptr, n, k,
-                               kernels::ValueFormat::kFp32, indices.data(), values.data(),
-                               nullptr);
+                               kernels::ValueFormat::kFp32, indices.data(), values.data(), nullptr);
     benchmark::DoNotOptimize(indices.data());
   }
   const double ours = (ThreadCpuSeconds() - t0) / state.iterations();
@@ -205,11 +203,17 @@ void RegisterCodecBenchmarks() {
   }
   for (const std::string& spec : specs) {
     benchmark::RegisterBenchmark(("Encode/" + spec).c_str(), EncodeBench, spec)
-        ->Arg(kSmall)->Arg(kResNet50)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Arg(kSmall)
+        ->Arg(kResNet50)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   for (const std::string& spec : specs) {
     benchmark::RegisterBenchmark(("DecodeAccumulate/" + spec).c_str(), DecodeBench, spec)
-        ->Arg(kSmall)->Arg(kResNet50)->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Arg(kSmall)
+        ->Arg(kResNet50)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 

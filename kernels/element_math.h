@@ -116,7 +116,9 @@ GRADWIRE_HD inline uint16_t FloatToBf16Bits(float f) {
   return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-GRADWIRE_HD inline float Bf16BitsToFloat(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
+GRADWIRE_HD inline float Bf16BitsToFloat(uint16_t b) {
+  return BitsFloat(static_cast<uint32_t>(b) << 16);
+}
 
 // --------------------------------------------------------- value storage --
 // How a sparse method stores each value on the wire. Numbering matches
@@ -128,9 +130,12 @@ GRADWIRE_HD inline uint32_t ValueWidth(ValueFormat f) { return f == ValueFormat:
 // The value a receiver will decode for `x`: x rounded to the format.
 GRADWIRE_HD inline float RoundToFormat(float x, ValueFormat f) {
   switch (f) {
-    case ValueFormat::kFp16: return HalfBitsToFloat(FloatToHalfBits(x));
-    case ValueFormat::kBf16: return Bf16BitsToFloat(FloatToBf16Bits(x));
-    default: return x;
+    case ValueFormat::kFp16:
+      return HalfBitsToFloat(FloatToHalfBits(x));
+    case ValueFormat::kBf16:
+      return Bf16BitsToFloat(FloatToBf16Bits(x));
+    default:
+      return x;
   }
 }
 

@@ -38,7 +38,10 @@ class CastCodec : public Codec {
   absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
                                      absl::Span<float> residual,
                                      absl::Span<uint8_t> out) const override {
-    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(), MaxEncodedBytes(grad.size())); !s.ok()) return s;
+    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
+                                                         MaxEncodedBytes(grad.size()));
+        !s.ok())
+      return s;
     const uint64_t n = grad.size();
     FrameHeader h;
     h.codec = id_;
@@ -67,8 +70,7 @@ class CastCodec : public Codec {
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
                                 absl::Span<float> dense) const override {
     const uint64_t n = dense.size();
-    absl::StatusOr<ParsedFrame> parsed =
-        codec_internal::ParseFrameFor(frame, id_, n);
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
     const absl::string_view name = MethodName(spec_.method);
@@ -82,9 +84,11 @@ class CastCodec : public Codec {
     }
     if (h.bucket_size != 0) return FieldMismatch(name, "bucket_size", h.bucket_size, 0, "unused");
     if (h.element_count != n) {
-      return FieldMismatch(name, "element_count", h.element_count, n, "dense frames carry n values");
+      return FieldMismatch(name, "element_count", h.element_count, n,
+                           "dense frames carry n values");
     }
-    if (h.scale_bytes != 0) return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
+    if (h.scale_bytes != 0)
+      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
     if (h.value_bytes != n * kernels::ValueWidth(format_)) {
       return FieldMismatch(name, "value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
                            "n values of the codec's width");

@@ -7,22 +7,24 @@ namespace codec_internal {
 
 kernels::ValueFormat ToFormat(ValueType type) {
   switch (type) {
-    case ValueType::kFp16: return kernels::ValueFormat::kFp16;
-    case ValueType::kBf16: return kernels::ValueFormat::kBf16;
-    default: return kernels::ValueFormat::kFp32;
+    case ValueType::kFp16:
+      return kernels::ValueFormat::kFp16;
+    case ValueType::kBf16:
+      return kernels::ValueFormat::kBf16;
+    default:
+      return kernels::ValueFormat::kFp32;
   }
 }
 
 absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> residual,
                              size_t out_bytes, uint64_t max_bytes) {
   if (grad.size() > kMaxDenseLength) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient of ", grad.size(),
-                                                   " elements exceeds the 2^32 a frame can index"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient of ", grad.size(), " elements exceeds the 2^32 a frame can index"));
   }
   if (!residual.empty() && residual.size() != grad.size()) {
     return absl::InvalidArgumentError(absl::StrCat("residual has ", residual.size(),
-                                                   " elements but the gradient has ",
-                                                   grad.size()));
+                                                   " elements but the gradient has ", grad.size()));
   }
   if (out_bytes < max_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("output buffer of ", out_bytes,
@@ -44,21 +46,20 @@ absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, Codec
   const FrameHeader& h = parsed->header;
   if (h.codec != codec) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "frame was encoded by codec id ", static_cast<int>(h.codec),
-        " but this codec is id ", static_cast<int>(codec), " (sender and receiver specs differ)"));
+        "frame was encoded by codec id ", static_cast<int>(h.codec), " but this codec is id ",
+        static_cast<int>(codec), " (sender and receiver specs differ)"));
   }
   if (h.dense_length != dense_length) {
-    return absl::InvalidArgumentError(absl::StrCat("frame describes ", h.dense_length,
-                                                   " elements but the dense buffer has ",
-                                                   dense_length));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame describes ", h.dense_length, " elements but the dense buffer has ", dense_length));
   }
   return parsed;
 }
 
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
                            uint64_t want, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(codec, " frame: ", field, " is ", got,
-                                                 ", expected ", want, " (", why, ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(codec, " frame: ", field, " is ", got, ", expected ", want, " (", why, ")"));
 }
 
 }  // namespace codec_internal

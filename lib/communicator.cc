@@ -71,9 +71,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (!options.hierarchical) return c;
 
   if (node_id < 0 || local_world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "hierarchical exchange needs node id and local world size, got ", node_id, " and ",
-        local_world_size, " (set LOCAL_WORLD_SIZE or --local_world_size)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("hierarchical exchange needs node id and local world size, got ", node_id,
+                     " and ", local_world_size, " (set LOCAL_WORLD_SIZE or --local_world_size)"));
   }
   // Split is collective: node group first, then the cross-node group of
   // ranks with the same position in their node, on every rank alike.
@@ -93,9 +93,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     }
   }
   if (c->node_->size() != local_world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rank ", c->world_->rank(), ": local world size is ", local_world_size, " but ",
-        c->node_->size(), " ranks share node id ", node_id));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", c->world_->rank(), ": local world size is ", local_world_size,
+                     " but ", c->node_->size(), " ranks share node id ", node_id));
   }
   absl::StatusOr<std::unique_ptr<transport::GlooGroup>> cross =
       c->world_->Split(static_cast<uint32_t>(c->node_->rank()));
@@ -210,8 +210,8 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   // 4. Every rank of the node gets every averaged shard.
   for (int r = 0; r < local; ++r) shards_[r] *= sizeof(float);
   s = node_->Allgatherv(
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(mine.data()), mine.size() * 4),
-      shards_, absl::MakeSpan(reinterpret_cast<uint8_t*>(data.data()), n * sizeof(float)));
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(mine.data()), mine.size() * 4), shards_,
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(data.data()), n * sizeof(float)));
   AddWire(*node_, cost);
   return s;
 }
@@ -241,6 +241,21 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   totals_.Add(cost);
   if (!s.ok()) poison_ = s;
   return s;
+}
+
+absl::Status Communicator::Close() {
+  if (!poison_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "communicator not closed in order: poisoned by earlier failure: ", poison_.ToString()));
+  }
+  absl::Status result;
+  for (transport::GlooGroup* g : {cross_.get(), node_.get(), world_.get()}) {
+    if (g == nullptr) continue;
+    absl::Status s = g->Close();
+    if (result.ok()) result = s;
+  }
+  poison_ = result.ok() ? absl::FailedPreconditionError("communicator was closed") : result;
+  return result;
 }
 
 absl::StatusOr<std::string> Communicator::SaveState() const {
@@ -288,13 +303,12 @@ absl::Status Communicator::RestoreState(absl::string_view state) {
   const uint64_t spec_len = GetLE(state, 24, 4);
   const uint32_t my_node = node_ != nullptr ? node_->size() : 1;
   if (world != static_cast<uint32_t>(world_->size()) ||
-      rank != static_cast<uint32_t>(world_->rank()) ||
-      hier != (options_.hierarchical ? 1u : 0u) || node != my_node) {
+      rank != static_cast<uint32_t>(world_->rank()) || hier != (options_.hierarchical ? 1u : 0u) ||
+      node != my_node) {
     return absl::FailedPreconditionError(absl::StrCat(
         "communicator checkpoint was saved by rank ", rank, " of ", world, " (",
-        hier ? "hierarchical, " : "flat, ", node, " ranks per node); this is rank ",
-        world_->rank(), " of ", world_->size(), " (",
-        options_.hierarchical ? "hierarchical, " : "flat, ", my_node,
+        hier ? "hierarchical, " : "flat, ", node, " ranks per node); this is rank ", world_->rank(),
+        " of ", world_->size(), " (", options_.hierarchical ? "hierarchical, " : "flat, ", my_node,
         " ranks per node): residuals are per rank and per shard layout"));
   }
   if (state.size() - 8 < kFixed + spec_len + 8) {

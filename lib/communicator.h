@@ -106,6 +106,15 @@ class Communicator {
   // OK, or the failure that poisoned the communicator.
   absl::Status health() const { return poison_; }
 
+  // Collective orderly shutdown: GlooGroup::Close (a barrier, then the
+  // connections close) on the cross-node, node and world groups, in that
+  // order on every rank. Call it on every rank before destroying a healthy
+  // communicator or exiting: a rank that closes its sockets while a peer
+  // is still finishing the last exchange can make that peer fail with
+  // Unavailable. Afterwards every call returns FailedPrecondition.
+  // Destroying a communicator without Close never blocks.
+  absl::Status Close();
+
   // Error-feedback residuals of every bucket as bytes (per rank: each
   // rank saves its own), with the layout they depend on (world size,
   // rank, hierarchy, spec) and a checksum.
@@ -142,8 +151,8 @@ class Communicator {
   absl::Status poison_;
   ExchangeStats last_call_;
   ExchangeStats totals_;
-  std::vector<float> work_;       // hierarchical: reduce-scatter scratch
-  std::vector<uint64_t> shards_;  // hierarchical: shard bytes per local rank
+  std::vector<float> work_;         // hierarchical: reduce-scatter scratch
+  std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
   std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
 };
 

@@ -30,9 +30,8 @@ std::string Disagreement(const transport::GlooGroup& group, size_t count, Get ge
   if (by_value.size() <= 1) return "";
   std::vector<std::string> parts;
   for (const auto& [value, ranks] : by_value) {
-    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                                 absl::StrJoin(ranks, ", "), ranks.size() == 1 ? " has " : " have ",
-                                 value));
+    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "),
+                                 ranks.size() == 1 ? " has " : " have ", value));
   }
   return absl::StrJoin(parts, "; ");
 }
@@ -87,17 +86,17 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
   for (size_t r = 0; r < p; ++r) {
     const uint64_t b = table_[r].frame_bytes;
     if (b > max_bytes || b < min_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where(), ": rank ", group.world_ranks()[r], " announced a ", b, "-byte frame for ",
-          mine.n, " elements, outside [", min_bytes, ", ", max_bytes, "] that spec \"",
-          codec_.spec().ToString(), "\" can produce"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": rank ", group.world_ranks()[r], " announced a ", b,
+                       "-byte frame for ", mine.n, " elements, outside [", min_bytes, ", ",
+                       max_bytes, "] that spec \"", codec_.spec().ToString(), "\" can produce"));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket,
-                                        uint64_t step, uint64_t n, ExchangeStats* stats) {
+absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                                        uint64_t n, ExchangeStats* stats) {
   const size_t p = group.size();
   const Descriptor mine{0, n, step, bucket, spec_fingerprint_};
   EnsureSize(&table_, p);
@@ -139,9 +138,9 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
   cost.compress_time += t1 - t0;
   if (!encoded.ok()) return encoded.status();
   const uint32_t my_world_rank = group.world_ranks()[group.rank()];
-  absl::StatusOr<size_t> signed_bytes = auth_.Sign(absl::MakeSpan(send_.data(), cap),
-                                                   encoded->frame_bytes,
-                                                   FrameOrigin{my_world_rank, step, bucket});
+  absl::StatusOr<size_t> signed_bytes =
+      auth_.Sign(absl::MakeSpan(send_.data(), cap), encoded->frame_bytes,
+                 FrameOrigin{my_world_rank, step, bucket});
   cost.auth_time += absl::Now() - t1;
   if (!signed_bytes.ok()) return signed_bytes.status();
 
@@ -205,9 +204,9 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
   for (size_t r = 0; r < p; ++r) {
     s = codec_.DecodeAccumulate(frames_[r], sum);
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("frame from rank ", group.world_ranks()[r],
-                                                 " (bucket ", bucket, ", step ", step,
-                                                 ") could not be decoded: ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("frame from rank ", group.world_ranks()[r], " (bucket ", bucket,
+                                 ", step ", step, ") could not be decoded: ", s.message()));
     }
   }
   for (uint64_t i = 0; i < n; ++i) out[i] = sum[i] / divisor;

@@ -20,10 +20,14 @@ struct MethodEntry {
   absl::string_view name;
 };
 constexpr MethodEntry kMethods[] = {
-    {Method::kNone, "none"},     {Method::kFp16, "fp16"},
-    {Method::kBf16, "bf16"},     {Method::kTopK, "topk"},
-    {Method::kApproxTopK, "approx_topk"}, {Method::kRandomK, "randomk"},
-    {Method::kQsgd, "qsgd"},     {Method::kSign, "sign"},
+    {Method::kNone, "none"},
+    {Method::kFp16, "fp16"},
+    {Method::kBf16, "bf16"},
+    {Method::kTopK, "topk"},
+    {Method::kApproxTopK, "approx_topk"},
+    {Method::kRandomK, "randomk"},
+    {Method::kQsgd, "qsgd"},
+    {Method::kSign, "sign"},
 };
 constexpr absl::string_view kMethodList =
     "none, fp16, bf16, topk, approx_topk, randomk, qsgd, sign";
@@ -47,19 +51,26 @@ absl::Status Bad(absl::string_view key, absl::string_view flag, absl::string_vie
 
 absl::string_view ValueTypeName(ValueType v) {
   switch (v) {
-    case ValueType::kFp32: return "fp32";
-    case ValueType::kFp16: return "fp16";
-    case ValueType::kBf16: return "bf16";
-    case ValueType::kPacked: return "packed";
+    case ValueType::kFp32:
+      return "fp32";
+    case ValueType::kFp16:
+      return "fp16";
+    case ValueType::kBf16:
+      return "bf16";
+    case ValueType::kPacked:
+      return "packed";
   }
   return "?";
 }
 
 absl::string_view IndexEncodingName(IndexEncoding e) {
   switch (e) {
-    case IndexEncoding::kNone: return "none";
-    case IndexEncoding::kRawU32: return "raw";
-    case IndexEncoding::kDeltaVarint: return "varint";
+    case IndexEncoding::kNone:
+      return "none";
+    case IndexEncoding::kRawU32:
+      return "raw";
+    case IndexEncoding::kDeltaVarint:
+      return "varint";
   }
   return "?";
 }
@@ -78,7 +89,8 @@ std::string ExactDouble(double v) {
 absl::Status SetKey(absl::string_view key, absl::string_view value, CompressionSpec* spec) {
   if (key == "ratio") {
     double r;
-    if (!absl::SimpleAtod(value, &r)) return Bad(key, "--compression_ratio", "a number in (0, 1]", value);
+    if (!absl::SimpleAtod(value, &r))
+      return Bad(key, "--compression_ratio", "a number in (0, 1]", value);
     spec->ratio = r;
   } else if (key == "bits") {
     int b;
@@ -92,7 +104,8 @@ absl::Status SetKey(absl::string_view key, absl::string_view value, CompressionS
     spec->bucket_size = b;
   } else if (key == "seed") {
     uint64_t s;
-    if (!absl::SimpleAtoi(value, &s)) return Bad(key, "--seed", "an unsigned 64-bit integer", value);
+    if (!absl::SimpleAtoi(value, &s))
+      return Bad(key, "--seed", "an unsigned 64-bit integer", value);
     spec->seed = s;
   } else if (key == "ef") {
     if (value == "on") {
@@ -149,8 +162,7 @@ absl::StatusOr<CompressionSpec> CompressionSpec::Parse(absl::string_view text) {
   }
   if (!known) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "compression method (--compression) must be one of ", kMethodList, ", got \"", name,
-        "\""));
+        "compression method (--compression) must be one of ", kMethodList, ", got \"", name, "\""));
   }
   const bool has_settings = text.find(':') != absl::string_view::npos;
   std::set<std::string> seen;
@@ -166,17 +178,17 @@ absl::StatusOr<CompressionSpec> CompressionSpec::Parse(absl::string_view text) {
         if (k.key == key) known_key = &k;
       }
       if (known_key == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unknown setting \"", key, "\" in compression spec \"", text,
-            "\" (known: ratio, bits, bucket, ef, seed, values, indices)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("unknown setting \"", key, "\" in compression spec \"", text,
+                         "\" (known: ratio, bits, bucket, ef, seed, values, indices)"));
       }
       if (item.find('=') == absl::string_view::npos || value.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat("setting ", key, " (", known_key->flag,
-                                                       ") needs a value: ", key, "=..."));
+        return absl::InvalidArgumentError(
+            absl::StrCat("setting ", key, " (", known_key->flag, ") needs a value: ", key, "=..."));
       }
       if (!seen.insert(std::string(key)).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("setting ", key, " (", known_key->flag, ") given twice in \"", text, "\""));
+        return absl::InvalidArgumentError(absl::StrCat("setting ", key, " (", known_key->flag,
+                                                       ") given twice in \"", text, "\""));
       }
       if (absl::Status s = SetKey(key, value, &spec); !s.ok()) return s;
     }
@@ -205,14 +217,12 @@ absl::Status CompressionSpec::Validate() const {
         absl::StrCat("--bucket_size must be in 1..4294967295, got ", bucket_size));
   }
   if (values != ValueType::kFp32 && values != ValueType::kFp16 && values != ValueType::kBf16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--values must be one of fp32, fp16, bf16, got value type #",
-                     static_cast<int>(values)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--values must be one of fp32, fp16, bf16, got value type #", static_cast<int>(values)));
   }
   if (indices != IndexEncoding::kRawU32 && indices != IndexEncoding::kDeltaVarint) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--indices must be one of raw, varint, got index encoding #",
-                     static_cast<int>(indices)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--indices must be one of raw, varint, got index encoding #", static_cast<int>(indices)));
   }
   if (error_feedback != ErrorFeedback::kDefault && error_feedback != ErrorFeedback::kOn &&
       error_feedback != ErrorFeedback::kOff) {
@@ -223,9 +233,12 @@ absl::Status CompressionSpec::Validate() const {
 
 bool CompressionSpec::UsesErrorFeedback() const {
   switch (error_feedback) {
-    case ErrorFeedback::kOn: return true;
-    case ErrorFeedback::kOff: return false;
-    case ErrorFeedback::kDefault: break;
+    case ErrorFeedback::kOn:
+      return true;
+    case ErrorFeedback::kOff:
+      return false;
+    case ErrorFeedback::kDefault:
+      break;
   }
   // Lossless "none" has nothing to feed back; every other method loses
   // something each step and converges badly without it.
@@ -233,10 +246,10 @@ bool CompressionSpec::UsesErrorFeedback() const {
 }
 
 std::string CompressionSpec::ToString() const {
-  std::string out = absl::StrCat(MethodName(method), ":ratio=", ExactDouble(ratio),
-                                 ",bits=", quant_bits, ",bucket=", bucket_size, ",seed=", seed,
-                                 ",values=", ValueTypeName(values),
-                                 ",indices=", IndexEncodingName(indices));
+  std::string out =
+      absl::StrCat(MethodName(method), ":ratio=", ExactDouble(ratio), ",bits=", quant_bits,
+                   ",bucket=", bucket_size, ",seed=", seed, ",values=", ValueTypeName(values),
+                   ",indices=", IndexEncodingName(indices));
   if (error_feedback != ErrorFeedback::kDefault) {
     absl::StrAppend(&out, ",ef=", error_feedback == ErrorFeedback::kOn ? "on" : "off");
   }

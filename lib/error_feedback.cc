@@ -53,8 +53,8 @@ class Reader {
 
  private:
   absl::Status Truncated(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("error-feedback state truncated reading ",
-                                                   what, " at byte ", pos_, " of ", in_.size()));
+    return absl::InvalidArgumentError(absl::StrCat("error-feedback state truncated reading ", what,
+                                                   " at byte ", pos_, " of ", in_.size()));
   }
 
   absl::string_view in_;
@@ -156,9 +156,9 @@ absl::Status ErrorFeedback::RestoreState(absl::string_view state) {
     if (absl::Status s = r.Bytes("residual", n * 4, &raw); !s.ok()) return s;
     auto existing = residuals_.find(key);
     if (existing != residuals_.end() && existing->second.size() != n) {
-      return absl::InvalidArgumentError(absl::StrCat("error-feedback state: residual \"", key,
-                                                     "\" has ", n, " elements but this model's has ",
-                                                     existing->second.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("error-feedback state: residual \"", key, "\" has ", n,
+                       " elements but this model's has ", existing->second.size()));
     }
     std::vector<float> values(n);
     if (n > 0) std::memcpy(values.data(), raw.data(), n * 4);  // little-endian host

@@ -25,9 +25,8 @@ std::string ExchangeStats::ToString() const {
       "wait %.3f ms",
       dense_buckets + compressed_buckets, dense_buckets, compressed_buckets, elements, bytes_sent,
       intra_node_bytes_sent, bytes_received, intra_node_bytes_received,
-      absl::ToDoubleMilliseconds(compress_time),
-      absl::ToDoubleMilliseconds(auth_time), absl::ToDoubleMilliseconds(wire_time),
-      absl::ToDoubleMilliseconds(wait_time));
+      absl::ToDoubleMilliseconds(compress_time), absl::ToDoubleMilliseconds(auth_time),
+      absl::ToDoubleMilliseconds(wire_time), absl::ToDoubleMilliseconds(wait_time));
 }
 
 }  // namespace gradwire

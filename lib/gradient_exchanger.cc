@@ -71,9 +71,9 @@ absl::Status GradientExchanger::BeginStep(uint64_t step) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
   if (in_flight_ > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "step ", step, " begun while ", in_flight_, " bucket(s) of step ", step_,
-        " are still in flight: wait for them first"));
+    return absl::FailedPreconditionError(absl::StrCat("step ", step, " begun while ", in_flight_,
+                                                      " bucket(s) of step ", step_,
+                                                      " are still in flight: wait for them first"));
   }
   if (step_active_ && !flushed_) {
     return absl::FailedPreconditionError(
@@ -151,10 +151,10 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
     member = &bucket->members.back();
   } else {
     if (next_entry_ >= plan_.size()) {
-      return PoisonLocked(absl::FailedPreconditionError(absl::StrCat(
-          "step ", step_, ": tensor \"", name, "\" is number ", next_entry_ + 1,
-          " but the bucket plan fixed at the first step has only ", plan_.size(),
-          ": submit the same tensors in the same order every step")));
+      return PoisonLocked(absl::FailedPreconditionError(
+          absl::StrCat("step ", step_, ": tensor \"", name, "\" is number ", next_entry_ + 1,
+                       " but the bucket plan fixed at the first step has only ", plan_.size(),
+                       ": submit the same tensors in the same order every step")));
     }
     const PlanEntry& e = plan_[next_entry_];
     bucket = e.bucket;
@@ -231,9 +231,8 @@ absl::Status GradientExchanger::Wait(const BucketTicket& ticket, absl::Duration 
                                                    ticket.step, " (current step ", step_, ")"));
   }
   const Bucket& bucket = *buckets_[ticket.bucket];
-  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout), [&] {
-    return !poison_.ok() || DoneLocked(bucket);
-  });
+  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout),
+                                            [&] { return !poison_.ok() || DoneLocked(bucket); });
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
   if (!poison_.ok()) return poison_;  // the failure itself, with its code
@@ -252,9 +251,8 @@ absl::Status GradientExchanger::WaitAll(absl::Duration timeout) {
   if (!step_active_ || !flushed_) {
     return absl::FailedPreconditionError("WaitAll before Flush: buckets would never fill");
   }
-  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout), [&] {
-    return !poison_.ok() || in_flight_ == 0;
-  });
+  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout),
+                                            [&] { return !poison_.ok() || in_flight_ == 0; });
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
   if (!poison_.ok()) return poison_;
@@ -301,8 +299,8 @@ void GradientExchanger::WorkerLoop() {
       total_stats_.Add(comm_->last_call());
     }
     if (!s.ok()) {
-      (void)PoisonLocked(absl::Status(s.code(), absl::StrCat("bucket ", bucket->id, " of step ", step,
-                                                       ": ", s.message())));
+      (void)PoisonLocked(absl::Status(
+          s.code(), absl::StrCat("bucket ", bucket->id, " of step ", step, ": ", s.message())));
     }
     bucket->queued = false;
     bucket->done_step = step;
@@ -310,6 +308,22 @@ void GradientExchanger::WorkerLoop() {
     --in_flight_;
     done_cv_.notify_all();
   }
+}
+
+absl::Status GradientExchanger::Close(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
+                           [&] { return !poison_.ok() || in_flight_ == 0; })) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Close: ", in_flight_, " bucket(s) still in flight after ", absl::FormatDuration(timeout)));
+  }
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  // The worker is idle (in_flight_ == 0 under the lock) and takes no new
+  // bucket once poisoned below, so the communicator is ours to close.
+  absl::Status s = comm_->Close();
+  (void)PoisonLocked(s.ok() ? absl::FailedPreconditionError("gradient exchanger was closed") : s);
+  return s;
 }
 
 absl::StatusOr<std::string> GradientExchanger::SaveState() {
@@ -325,8 +339,7 @@ absl::Status GradientExchanger::RestoreState(absl::string_view state) {
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
   if (in_flight_ > 0) {
-    return absl::FailedPreconditionError(
-        "RestoreState while buckets are in flight: WaitAll first");
+    return absl::FailedPreconditionError("RestoreState while buckets are in flight: WaitAll first");
   }
   return comm_->RestoreState(state);
 }

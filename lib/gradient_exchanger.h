@@ -122,6 +122,11 @@ class GradientExchanger {
   // OK, or the failure that poisoned the exchanger.
   absl::Status health() const;
 
+  // Collective orderly shutdown once the last step is done: waits (up to
+  // `timeout`) for buckets in flight, then Communicator::Close. Call on
+  // every rank before destroying a healthy exchanger or exiting.
+  absl::Status Close(absl::Duration timeout);
+
   // Per-bucket error-feedback residuals (Communicator::SaveState); only
   // between steps (FailedPrecondition while buckets are in flight).
   absl::StatusOr<std::string> SaveState();
@@ -149,9 +154,9 @@ class GradientExchanger {
     ExchangePath path = ExchangePath::kDense;
     std::vector<float> data;  // fused gradients, in member order
     std::vector<Member> members;
-    size_t filled = 0;        // members submitted this step
-    bool queued = false;      // handed to the worker this step
-    uint64_t done_step = 0;   // last step exchanged and written back
+    size_t filled = 0;       // members submitted this step
+    bool queued = false;     // handed to the worker this step
+    uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
   };
   struct PlanEntry {
@@ -180,7 +185,7 @@ class GradientExchanger {
   absl::Status poison_;
   std::vector<Bucket*> queue_;  // FIFO: queue_[head_..]
   size_t head_ = 0;
-  int in_flight_ = 0;           // queued or being exchanged
+  int in_flight_ = 0;  // queued or being exchanged
 
   // The plan. buckets_ owns Bucket objects by pointer so the worker's
   // pointers stay valid while the first step adds buckets.

@@ -49,8 +49,8 @@ class QuantizedCodec : public Codec {
     float* res = residual.empty() ? nullptr : residual.data();
     kernels::FusedStats fs;
     if (id_ == CodecId::kSign) {
-      kernels::cpu::SignCompress(grad.data(), res, n, spec_.bucket_size,
-                                 sections->scales.data(), sections->values.data(), &fs);
+      kernels::cpu::SignCompress(grad.data(), res, n, spec_.bucket_size, sections->scales.data(),
+                                 sections->values.data(), &fs);
     } else {
       kernels::cpu::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed, step,
                                  sections->scales.data(), sections->values.data(), &fs);
@@ -67,8 +67,7 @@ class QuantizedCodec : public Codec {
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
                                 absl::Span<float> dense) const override {
     const uint64_t n = dense.size();
-    absl::StatusOr<ParsedFrame> parsed =
-        codec_internal::ParseFrameFor(frame, id_, n);
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
     const absl::string_view name = MethodName(spec_.method);
@@ -106,9 +105,8 @@ class QuantizedCodec : public Codec {
       // finite magnitudes); anything else would spread NaN/Inf over a bucket.
       const float s = kernels::LoadValue(scales, b, kernels::ValueFormat::kFp32);
       if (!kernels::IsFinite(s) || (kernels::FloatBits(s) >> 31) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " frame: scale of bucket ", b,
-                                                       " is ", s,
-                                                       ", expected finite and >= 0"));
+        return absl::InvalidArgumentError(absl::StrCat(name, " frame: scale of bucket ", b, " is ",
+                                                       s, ", expected finite and >= 0"));
       }
     }
     const uint32_t tail = static_cast<uint32_t>(n * bits_ % 8);
@@ -119,16 +117,13 @@ class QuantizedCodec : public Codec {
     if (id_ == CodecId::kSign) {
       kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
     } else {
-      kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size,
-                                         dense.data());
+      kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
     }
     return absl::OkStatus();
   }
 
  private:
-  uint64_t ScaleBytes(uint64_t n) const {
-    return 4 * kernels::BucketCount(n, spec_.bucket_size);
-  }
+  uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }
 
   CompressionSpec spec_;
   CodecId id_;

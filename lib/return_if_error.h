@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 
-#define GRADWIRE_RETURN_IF_ERROR(expr)                  \
-  do {                                                  \
-    ::absl::Status gradwire_status_ = (expr);           \
+#define GRADWIRE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status gradwire_status_ = (expr);            \
     if (!gradwire_status_.ok()) return gradwire_status_; \
   } while (0)
 

@@ -28,9 +28,15 @@ class SparseCodec : public Codec {
         format_(codec_internal::ToFormat(spec.values)),
         encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {
     switch (spec.method) {
-      case Method::kApproxTopK: id_ = CodecId::kApproxTopK; break;
-      case Method::kRandomK: id_ = CodecId::kRandomK; break;
-      default: id_ = CodecId::kTopK; break;
+      case Method::kApproxTopK:
+        id_ = CodecId::kApproxTopK;
+        break;
+      case Method::kRandomK:
+        id_ = CodecId::kRandomK;
+        break;
+      default:
+        id_ = CodecId::kTopK;
+        break;
     }
   }
 
@@ -45,7 +51,10 @@ class SparseCodec : public Codec {
   absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
                                      absl::Span<float> residual,
                                      absl::Span<uint8_t> out) const override {
-    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(), MaxEncodedBytes(grad.size())); !s.ok()) return s;
+    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
+                                                         MaxEncodedBytes(grad.size()));
+        !s.ok())
+      return s;
     const uint64_t n = grad.size();
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
@@ -54,8 +63,7 @@ class SparseCodec : public Codec {
     auto values = Scratch<uint8_t>(k * width);
     kernels::FusedStats fs;
     uint64_t temp_bytes = 0;
-    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, indices.get(), values.get(),
-              &fs);
+    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, indices.get(), values.get(), &fs);
     auto temp = Scratch<uint64_t>(temp_bytes / 8 + 1);
     RunKernel(temp.get(), &temp_bytes, grad.data(), res, n, k, step, indices.get(), values.get(),
               &fs);
@@ -67,8 +75,8 @@ class SparseCodec : public Codec {
     if (encoding_ != IndexEncoding::kNone) {
       const uint64_t cap = MaxIndexBytes(encoding_, k);
       index_bytes = Scratch<uint8_t>(cap);
-      absl::StatusOr<size_t> len = EncodeIndices(
-          encoding_, absl::MakeConstSpan(indices.get(), k), absl::MakeSpan(index_bytes.get(), cap));
+      absl::StatusOr<size_t> len = EncodeIndices(encoding_, absl::MakeConstSpan(indices.get(), k),
+                                                 absl::MakeSpan(index_bytes.get(), cap));
       if (!len.ok()) return len.status();
       index_len = *len;
     }
@@ -99,8 +107,7 @@ class SparseCodec : public Codec {
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
                                 absl::Span<float> dense) const override {
     const uint64_t n = dense.size();
-    absl::StatusOr<ParsedFrame> parsed =
-        codec_internal::ParseFrameFor(frame, id_, n);
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
     const absl::string_view name = MethodName(spec_.method);
@@ -119,7 +126,8 @@ class SparseCodec : public Codec {
       return FieldMismatch(name, "element_count", h.element_count, k,
                            "k = round(ratio * n) for this spec's ratio");
     }
-    if (h.scale_bytes != 0) return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
+    if (h.scale_bytes != 0)
+      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
     if (h.value_bytes != k * width) {
       return FieldMismatch(name, "value_bytes", h.value_bytes, k * width, "k values");
     }
@@ -134,13 +142,13 @@ class SparseCodec : public Codec {
       auto temp = Scratch<uint64_t>(temp_bytes / 8 + 1);
       kernels::cpu::RandomKIndices(temp.get(), &temp_bytes, h.seed, h.step, n, k, indices.get());
     } else {
-      absl::Status s = DecodeIndices(encoding_, parsed->sections.indices, n,
-                                     absl::MakeSpan(indices.get(), k));
+      absl::Status s =
+          DecodeIndices(encoding_, parsed->sections.indices, n, absl::MakeSpan(indices.get(), k));
       if (!s.ok()) return s;
     }
     // Everything is valid: only now touch `dense`.
-    kernels::cpu::SparseDecodeAccumulate(indices.get(), parsed->sections.values.data(), k,
-                                         format_, dense.data());
+    kernels::cpu::SparseDecodeAccumulate(indices.get(), parsed->sections.values.data(), k, format_,
+                                         dense.data());
     return absl::OkStatus();
   }
 
@@ -154,12 +162,11 @@ class SparseCodec : public Codec {
                                          values, fs, nullptr);
         break;
       case CodecId::kRandomK:
-        kernels::cpu::RandomKCompress(temp, temp_bytes, grad, res, n, k, spec_.seed, step,
-                                      format_, indices, values, fs);
+        kernels::cpu::RandomKCompress(temp, temp_bytes, grad, res, n, k, spec_.seed, step, format_,
+                                      indices, values, fs);
         break;
       default:
-        kernels::cpu::TopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices, values,
-                                   fs);
+        kernels::cpu::TopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices, values, fs);
         break;
     }
   }

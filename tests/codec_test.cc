@@ -19,8 +19,8 @@
 namespace gradwire {
 namespace {
 
-using ::testing::HasSubstr;
 using kernels::FloatBits;
+using ::testing::HasSubstr;
 
 std::vector<std::string> AllSpecs() {
   std::vector<std::string> specs = {"none", "none:ef=on", "fp16", "bf16", "fp16:ef=off"};
@@ -41,6 +41,7 @@ std::vector<std::string> AllSpecs() {
   }
   specs.push_back("qsgd:bits=3,bucket=1");
   specs.push_back("sign:bucket=64");
+  specs.push_back("sign:bucket=7");  // buckets that split bytes
   specs.push_back("sign:bucket=1000000");
   return specs;
 }
@@ -60,9 +61,7 @@ std::vector<float> Gradient(uint64_t n, std::mt19937_64& rng) {
   return g;
 }
 
-bool IsSelectionOrCast(Method m) {
-  return m != Method::kQsgd && m != Method::kSign;
-}
+bool IsSelectionOrCast(Method m) { return m != Method::kQsgd && m != Method::kSign; }
 
 TEST(CodecTest, RoundTripAndErrorFeedbackContractForEveryCodec) {
   GRADWIRE_SEEDED_RNG(rng);
@@ -220,7 +219,8 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
   ASSERT_TRUE(stats.ok());
   tf.resize(stats->frame_bytes);
   std::vector<uint8_t> swapped = tf;
-  for (int b = 0; b < 4; ++b) std::swap(swapped[kFrameHeaderBytes + b], swapped[kFrameHeaderBytes + 4 + b]);
+  for (int b = 0; b < 4; ++b)
+    std::swap(swapped[kFrameHeaderBytes + b], swapped[kFrameHeaderBytes + 4 + b]);
   ASSERT_TRUE(SealFrame(absl::MakeSpan(swapped)).ok());
   s = t->DecodeAccumulate(swapped, absl::MakeSpan(dense));
   EXPECT_FALSE(s.ok());

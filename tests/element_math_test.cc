@@ -38,7 +38,8 @@ TEST(HalfTest, MatchesCompilerRoundToNearestEvenBelowOverflow) {
   for (int i = 0; i < 2000000; ++i) {
     float f = RandomBitsFloat(rng);
     if (i & 1) {  // half the draws in fp16's own range
-      f = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng), static_cast<int>(rng() % 42) - 26);
+      f = std::ldexp(std::uniform_real_distribution<float>(-1, 1)(rng),
+                     static_cast<int>(rng() % 42) - 26);
     }
     if (std::isnan(f) || std::fabs(f) >= 65520.0f) continue;
     const _Float16 ref = static_cast<_Float16>(f);

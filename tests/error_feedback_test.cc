@@ -44,8 +44,9 @@ TEST(ErrorFeedbackTest, ConservesTheGradientMassOverSteps) {
       absl::StatusOr<EncodeStats> stats = ef.Encode("w", grad, step, absl::MakeSpan(frame));
       ASSERT_TRUE(stats.ok()) << stats.status();
       std::vector<float> decoded(n, 0.0f);
-      ASSERT_TRUE(codec->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes),
-                                          absl::MakeSpan(decoded))
+      ASSERT_TRUE(codec
+                      ->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes),
+                                         absl::MakeSpan(decoded))
                       .ok());
       absl::Span<const float> after = ef.Residual("w");
       ASSERT_EQ(after.size(), n);
@@ -130,7 +131,8 @@ TEST(ErrorFeedbackTest, SaveRestoreRoundTripAndClearErrors) {
   std::vector<float> g(5, 1.0f);
   ASSERT_TRUE(mismatched.Encode("fc", g, 0, absl::MakeSpan(frame)).ok());
   s = mismatched.RestoreState(state);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("\"fc\" has 1000 elements but this model's has 5"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("\"fc\" has 1000 elements but this model's has 5"));
   EXPECT_EQ(mismatched.Residual("fc").size(), 5u);
 }
 

@@ -29,8 +29,8 @@ struct Quantized {
   std::vector<float> residual, decoded;
 };
 
-Quantized RunQsgd(const std::vector<float>& grad, const std::vector<float>* residual,
-                  uint32_t bits, uint32_t bucket, uint64_t seed) {
+Quantized RunQsgd(const std::vector<float>& grad, const std::vector<float>* residual, uint32_t bits,
+                  uint32_t bucket, uint64_t seed) {
   const uint64_t n = grad.size();
   Quantized q;
   q.scales.assign(4 * BucketCount(n, bucket) + 1, 0xee);
@@ -115,31 +115,32 @@ TEST(QsgdTest, ZeroBucketGivesZerosAndNonFiniteIsContained) {
 
 TEST(SignTest, MeanMagnitudeScaleAndExactResidual) {
   GRADWIRE_SEEDED_RNG(rng);
-  const uint64_t n = 1000 + rng() % 37;
-  const uint32_t bucket = 128;
-  std::vector<float> grad = Normal(n, 1.0f, rng), residual = Normal(n, 0.5f, rng);
-  grad[3] = 0.0f;
-  residual[3] = 0.0f;
-  std::vector<float> res = residual;
-  std::vector<uint8_t> scales(4 * BucketCount(n, bucket)), packed(PackedBytes(n, 1));
-  FusedStats stats;
-  SignCompress(grad.data(), res.data(), n, bucket, scales.data(), packed.data(), &stats);
-  std::vector<float> decoded(n, 0.0f);
-  SignDecodeAccumulate(scales.data(), packed.data(), n, bucket, decoded.data());
-  for (uint64_t b = 0; b < BucketCount(n, bucket); ++b) {
-    double sum = 0;
-    const uint64_t end = std::min<uint64_t>(n, (b + 1) * bucket);
-    for (uint64_t i = b * bucket; i < end; ++i) sum += std::fabs(grad[i] + residual[i]);
-    const float scale = static_cast<float>(sum / (end - b * bucket));
-    ASSERT_EQ(LoadValue(scales.data(), b, ValueFormat::kFp32), scale);
-    for (uint64_t i = b * bucket; i < end; ++i) {
-      const float acc = grad[i] + residual[i];
-      ASSERT_EQ(decoded[i], acc < 0 ? -scale : scale) << i;
-      ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc, decoded[i])));
+  for (uint32_t bucket : {128u, 13u}) {
+    const uint64_t n = 1000 + rng() % 37;
+    std::vector<float> grad = Normal(n, 1.0f, rng), residual = Normal(n, 0.5f, rng);
+    grad[3] = 0.0f;
+    residual[3] = 0.0f;
+    std::vector<float> res = residual;
+    std::vector<uint8_t> scales(4 * BucketCount(n, bucket)), packed(PackedBytes(n, 1));
+    FusedStats stats;
+    SignCompress(grad.data(), res.data(), n, bucket, scales.data(), packed.data(), &stats);
+    std::vector<float> decoded(n, 0.0f);
+    SignDecodeAccumulate(scales.data(), packed.data(), n, bucket, decoded.data());
+    for (uint64_t b = 0; b < BucketCount(n, bucket); ++b) {
+      double sum = 0;
+      const uint64_t end = std::min<uint64_t>(n, (b + 1) * bucket);
+      for (uint64_t i = b * bucket; i < end; ++i) sum += std::fabs(grad[i] + residual[i]);
+      const float scale = static_cast<float>(sum / (end - b * bucket));
+      ASSERT_EQ(LoadValue(scales.data(), b, ValueFormat::kFp32), scale);
+      for (uint64_t i = b * bucket; i < end; ++i) {
+        const float acc = grad[i] + residual[i];
+        ASSERT_EQ(decoded[i], acc < 0 ? -scale : scale) << i;
+        ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc, decoded[i])));
+      }
     }
+    EXPECT_GT(decoded[3], 0.0f);  // sign(0) = +1
+    EXPECT_EQ(stats.selected, n);
   }
-  EXPECT_GT(decoded[3], 0.0f);  // sign(0) = +1
-  EXPECT_EQ(stats.selected, n);
 }
 
 TEST(CastTest, RoundTripAndResidualForEachFormat) {

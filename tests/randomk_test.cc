@@ -30,9 +30,8 @@ std::vector<uint32_t> Reference(uint64_t seed, uint64_t step, uint64_t n, uint64
   const uint64_t key = StreamKey(seed, step, kStreamRandomK);
   std::vector<uint32_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0u);
-  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t b) {
-    return RandomKKey(key, a) < RandomKKey(key, b);
-  });
+  std::stable_sort(idx.begin(), idx.end(),
+                   [&](uint32_t a, uint32_t b) { return RandomKKey(key, a) < RandomKKey(key, b); });
   idx.resize(k);
   std::sort(idx.begin(), idx.end());
   return idx;

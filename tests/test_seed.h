@@ -19,17 +19,17 @@ inline uint64_t FreshSeed() {
 }
 
 inline std::string SeedMessage(uint64_t seed) {
-  return "random seed " + std::to_string(seed) + " (replay: GRADWIRE_TEST_SEED=" +
-         std::to_string(seed) + ")";
+  return "random seed " + std::to_string(seed) +
+         " (replay: GRADWIRE_TEST_SEED=" + std::to_string(seed) + ")";
 }
 
 }  // namespace testing
 }  // namespace gradwire
 
 // Declares `rng` seeded freshly and traces the seed in every failure below.
-#define GRADWIRE_SEEDED_RNG(rng)                                  \
-  const uint64_t rng##_seed = ::gradwire::testing::FreshSeed();   \
-  SCOPED_TRACE(::gradwire::testing::SeedMessage(rng##_seed));     \
+#define GRADWIRE_SEEDED_RNG(rng)                                \
+  const uint64_t rng##_seed = ::gradwire::testing::FreshSeed(); \
+  SCOPED_TRACE(::gradwire::testing::SeedMessage(rng##_seed));   \
   std::mt19937_64 rng(rng##_seed)
 
 #endif  // GRADWIRE_TESTS_TEST_SEED_H_

@@ -55,8 +55,8 @@ std::vector<uint64_t> ResNet50LayerSizes() {
   for (const auto& stage : stages) {
     const uint64_t planes = stage[0];
     for (int block = 0; block < stage[1]; ++block) {
-      sizes.insert(sizes.end(), {inplanes * planes, planes, planes,        // 1x1 conv, bn
-                                 planes * planes * 9, planes, planes,      // 3x3 conv, bn
+      sizes.insert(sizes.end(), {inplanes * planes, planes, planes,              // 1x1 conv, bn
+                                 planes * planes * 9, planes, planes,            // 3x3 conv, bn
                                  planes * planes * 4, planes * 4, planes * 4});  // 1x1, bn
       if (block == 0) sizes.insert(sizes.end(), {inplanes * planes * 4, planes * 4, planes * 4});
       inplanes = planes * 4;
@@ -81,7 +81,8 @@ class GradientSource {
     std::normal_distribution<float> normal;
     uint64_t at = 0;
     for (uint64_t s : sizes) {
-      const float scale = 1e-3f * std::pow(10.0f, 2.0f * std::uniform_real_distribution<float>()(rng));
+      const float scale =
+          1e-3f * std::pow(10.0f, 2.0f * std::uniform_real_distribution<float>()(rng));
       for (uint64_t i = 0; i < s; ++i, ++at) {
         float chi2 = 0;  // chi-square with 3 degrees of freedom, over 3
         for (int d = 0; d < 3; ++d) {
@@ -138,11 +139,13 @@ std::string ShortSpec(const CompressionSpec& spec) {
   switch (spec.method) {
     case Method::kTopK:
     case Method::kApproxTopK:
-      absl::StrAppend(&out, ":ratio=", spec.ratio, ",values=", values[static_cast<int>(spec.values)],
+      absl::StrAppend(&out, ":ratio=", spec.ratio,
+                      ",values=", values[static_cast<int>(spec.values)],
                       spec.indices == IndexEncoding::kDeltaVarint ? ",indices=varint" : "");
       break;
     case Method::kRandomK:
-      absl::StrAppend(&out, ":ratio=", spec.ratio, ",values=", values[static_cast<int>(spec.values)]);
+      absl::StrAppend(&out, ":ratio=", spec.ratio,
+                      ",values=", values[static_cast<int>(spec.values)]);
       break;
     case Method::kQsgd:
       absl::StrAppend(&out, ":bits=", spec.quant_bits, ",bucket=", spec.bucket_size);
@@ -183,8 +186,9 @@ Row RunCodec(const CompressionSpec& spec, const std::vector<uint64_t>& sizes,
         std::fprintf(stderr, "codec_demo: encode failed: %s\n", stats.status().ToString().c_str());
         std::exit(1);
       }
-      absl::Status s = codec->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes),
-                                               absl::MakeSpan(decoded.data() + offset, sizes[layer]));
+      absl::Status s =
+          codec->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes),
+                                  absl::MakeSpan(decoded.data() + offset, sizes[layer]));
       const auto t2 = Clock::now();
       if (!s.ok()) {
         std::fprintf(stderr, "codec_demo: decode failed: %s\n", s.ToString().c_str());
@@ -211,7 +215,8 @@ Row RunCodec(const CompressionSpec& spec, const std::vector<uint64_t>& sizes,
   row.sum_error = DiffNorm(sent_sum, grad_sum) / Norm(grad_sum);
   double residual = 0;
   for (size_t layer = 0; layer < sizes.size(); ++layer) {
-    for (float r : ef.Residual(absl::StrCat("layer", layer))) residual += static_cast<double>(r) * r;
+    for (float r : ef.Residual(absl::StrCat("layer", layer)))
+      residual += static_cast<double>(r) * r;
   }
   row.residual = std::sqrt(residual) / Norm(grad_sum);
   return row;
@@ -237,9 +242,9 @@ CompressionSpec SpecFromFlags(Method method) {
     FlagError("--seed must be an unsigned 64-bit integer, got \"" + seed + "\"");
   }
   // The remaining enumerations share the spec parser's names and messages.
-  const std::string settings = absl::StrCat(
-      "none:ef=", absl::GetFlag(FLAGS_error_feedback), ",values=", absl::GetFlag(FLAGS_values),
-      ",indices=", absl::GetFlag(FLAGS_indices));
+  const std::string settings = absl::StrCat("none:ef=", absl::GetFlag(FLAGS_error_feedback),
+                                            ",values=", absl::GetFlag(FLAGS_values),
+                                            ",indices=", absl::GetFlag(FLAGS_indices));
   absl::StatusOr<CompressionSpec> parsed = CompressionSpec::Parse(settings);
   if (!parsed.ok()) FlagError(std::string(parsed.status().message()));
   spec.error_feedback = parsed->error_feedback;
@@ -258,8 +263,10 @@ int Main() {
   } else {
     absl::StatusOr<CompressionSpec> parsed = CompressionSpec::Parse(name);
     if (!parsed.ok() || name.find(':') != std::string::npos) {
-      FlagError("--compression must be one of none, fp16, bf16, topk, approx_topk, randomk, "
-                "qsgd, sign, got \"" + name + "\"");
+      FlagError(
+          "--compression must be one of none, fp16, bf16, topk, approx_topk, randomk, "
+          "qsgd, sign, got \"" +
+          name + "\"");
     }
     methods = {parsed->method};
   }
@@ -277,8 +284,8 @@ int Main() {
   const GradientSource source(sizes, specs[0].seed);
   std::printf("%llu parameters (%.1f MB fp32), %d steps, error feedback per tensor.\n\n",
               static_cast<unsigned long long>(source.size()), source.size() * 4 / 1e6, steps);
-  std::printf("%-40s %12s %9s %10s %10s %9s %9s %9s\n", "codec", "wire bytes",
-              "ratio", "encode ms", "decode ms", "step err", "sum err", "resid");
+  std::printf("%-40s %12s %9s %10s %10s %9s %9s %9s\n", "codec", "wire bytes", "ratio", "encode ms",
+              "decode ms", "step err", "sum err", "resid");
   for (const CompressionSpec& spec : specs) {
     const Row r = RunCodec(spec, sizes, source, steps);
     std::printf("%-40s %12.0f %8.1fx %10.1f %10.1f %9.4f %9.4f %9.4f\n", r.spec.c_str(), r.bytes,
@@ -303,8 +310,8 @@ int main(int argc, char** argv) {
   // absl exits with status 1 on an unknown flag; this tool promises 2 and
   // a list of what it does know.
   static const char* const kKnown[] = {
-      "compression", "compression_ratio", "quant_bits", "bucket_size", "error_feedback",
-      "seed", "values", "indices", "steps",
+      "compression", "compression_ratio", "quant_bits", "bucket_size", "error_feedback", "seed",
+      "values", "indices", "steps",
       // absl's own
       "help", "helpfull", "helpshort", "helppackage", "version", "only_check_args", "flagfile",
       "fromenv", "tryfromenv", "undefok"};

@@ -70,7 +70,8 @@ ABSL_FLAG(std::string, redis, "", "host:port of the rendezvous Redis (else $GRAD
 ABSL_FLAG(std::string, store_dir, "", "shared rendezvous directory (else $GRADWIRE_STORE_DIR)");
 ABSL_FLAG(std::string, job_id, "", "job id (else $GRADWIRE_JOB_ID)");
 ABSL_FLAG(int64_t, timeout_ms, 60000, "deadline of every collective and wait");
-ABSL_FLAG(std::string, job_secret_file, "", "file holding the job secret (else $GRADWIRE_JOB_SECRET)");
+ABSL_FLAG(std::string, job_secret_file, "",
+          "file holding the job secret (else $GRADWIRE_JOB_SECRET)");
 
 namespace gradwire {
 namespace {
@@ -89,19 +90,19 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
     if (!in) return absl::NotFoundError("cannot read --profile_file");
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } else {
-    const std::string cmd =
-        absl::GetFlag(FLAGS_params) > 0
-            ? absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " --params ",
-                           absl::GetFlag(FLAGS_params))
-            : absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " ",
-                           absl::GetFlag(FLAGS_profile));
+    const std::string cmd = absl::GetFlag(FLAGS_params) > 0
+                                ? absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles),
+                                               " --params ", absl::GetFlag(FLAGS_params))
+                                : absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " ",
+                                               absl::GetFlag(FLAGS_profile));
     FILE* p = popen(cmd.c_str(), "r");
     if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
     char buf[4096];
     size_t got;
     while ((got = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
     if (pclose(p) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", cmd, "\" failed (unknown --profile? "
+      return absl::InvalidArgumentError(absl::StrCat("\"", cmd,
+                                                     "\" failed (unknown --profile? "
                                                      "run from the repository root or set "
                                                      "--model_profiles)"));
     }
@@ -125,7 +126,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
 absl::StatusOr<CompressionSpec> SpecFromFlags() {
   absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_compression));
   if (!spec.ok()) return spec.status();
-  if (absl::GetFlag(FLAGS_compression_ratio) > 0) spec->ratio = absl::GetFlag(FLAGS_compression_ratio);
+  if (absl::GetFlag(FLAGS_compression_ratio) > 0)
+    spec->ratio = absl::GetFlag(FLAGS_compression_ratio);
   if (absl::GetFlag(FLAGS_quant_bits) > 0) spec->quant_bits = absl::GetFlag(FLAGS_quant_bits);
   if (absl::Status s = spec->Validate(); !s.ok()) return s;
   return spec;
@@ -142,8 +144,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const transport::Rendezvou
   transport::GroupOptions go;
   go.bind_address = "127.0.0.1";
   go.timeout = config.timeout;
-  auto world = transport::GlooGroup::Create(config.rank, config.world_size,
-                                            (*store)->Scoped("world"), go);
+  auto world =
+      transport::GlooGroup::Create(config.rank, config.world_size, (*store)->Scoped("world"), go);
   if (!world.ok()) return world.status();
   auto auth = FrameAuthenticator::Create(*secret, config.job_id);
   if (!auth.ok()) return auth.status();
@@ -248,12 +250,15 @@ int Main() {
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
     wait_ms.push_back(absl::ToDoubleMilliseconds(st.wait_time));
   }
+  // Orderly teardown: no rank may reset a peer still finishing the last step.
+  if (absl::Status s = (*ex)->Close(timeout); !s.ok()) return Fail(s);
   const double n_it = std::max(1, iters);
   const std::vector<BucketInfo> plan = (*ex)->Plan();
   int dense_b = 0, comp_b = 0;
   for (const BucketInfo& b : plan) (b.path == ExchangePath::kDense ? dense_b : comp_b)++;
-  const std::string label = absl::StrCat(
-      spec->ToString(), options.hierarchical ? " hierarchical" : " flat", " P=", config->world_size);
+  const std::string label =
+      absl::StrCat(spec->ToString(), options.hierarchical ? " hierarchical" : " flat",
+                   " P=", config->world_size);
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
@@ -284,8 +289,8 @@ int Main() {
         dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
         Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
         timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
-        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5),
-        Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5));
+        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
+        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }
   return 0;

@@ -149,15 +149,29 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 
 void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                           uint32_t bucket_size, float* dense) {
+  // For each byte value, the eight signs as ±1.0f: sign * scale is exactly
+  // SignDecode(code, scale) (flipping a sign is exact), and whole bytes of
+  // eight elements then decode with constant shifts in a loop that
+  // vectorizes.
+  static const float* signs = [] {
+    float* t = new float[256 * 8];
+    for (uint32_t byte = 0; byte < 256; ++byte) {
+      for (uint32_t b = 0; b < 8; ++b) t[byte * 8 + b] = SignDecode((byte >> b) & 1u, 1.0f);
+    }
+    return t;
+  }();
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
     const float scale = LoadValue(scales, bucket, ValueFormat::kFp32);
-    // Straight from the bit index (no reader state), so the loop
-    // vectorizes: SignDecode(code, s) is ±s.
-    for (uint64_t i = start; i < end; ++i) {
-      const uint32_t code = (packed[i >> 3] >> (i & 7)) & 1u;
-      dense[i] += SignDecode(code, scale);
+    uint64_t i = start;
+    for (; i < end && (i & 7) != 0; ++i)
+      dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
+    for (; i + 8 <= end; i += 8) {
+      const float* s = signs + packed[i >> 3] * 8;
+      float* d = dense + i;
+      for (uint32_t b = 0; b < 8; ++b) d[b] += s[b] * scale;
     }
+    for (; i < end; ++i) dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
   }
 }
 

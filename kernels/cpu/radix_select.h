@@ -30,7 +30,6 @@ inline constexpr uint32_t kTopBins = 1u << (32 - kTopShift);  // 4096
 
 inline constexpr uint64_t kSampleSize = 16384;
 
-
 // Histogram, key sample, then a candidate list of up to n indices.
 inline uint64_t SelectTempBytes(uint64_t n) {
   return kTopBins * sizeof(uint64_t) + kSampleSize * sizeof(uint32_t) + 4 * n;
@@ -54,8 +53,8 @@ inline SelectTemp CarveSelectTemp(void* temp) {
 // n, padded so that the true k-th key falls below the estimate's threshold
 // with overwhelming probability (about 5 standard deviations).
 inline uint64_t PaddedRank(uint64_t k, uint64_t n, uint64_t population) {
-  const double expected = static_cast<double>(k) * static_cast<double>(population) /
-                          static_cast<double>(n);
+  const double expected =
+      static_cast<double>(k) * static_cast<double>(population) / static_cast<double>(n);
   double sd = 1.0;  // sqrt(expected), by Newton steps: no <cmath> needed
   for (int i = 0; i < 40 && expected > 0; ++i) sd = 0.5 * (sd + expected / sd);
   return static_cast<uint64_t>(expected * 1.25 + 5.0 * sd + 8.0);

@@ -129,9 +129,9 @@ void Finish(float* residual, uint64_t n, uint64_t k, uint64_t nonfinite, FusedSt
 
 }  // namespace
 
-void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
-                  uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
-                  uint8_t* values, FusedStats* stats) {
+void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
+                  uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
+                  FusedStats* stats) {
   if (temp == nullptr) {
     *temp_bytes = internal::SelectTempBytes(n);
     return;
@@ -147,8 +147,7 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t.candidates, &nonfinite);
     if (m < k) m = internal::CollectAll(n, t.candidates);  // the sample misjudged
     const auto key = [acc](uint64_t i) { return MagnitudeKey(acc[i]); };
-    const internal::Threshold th =
-        internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
+    const internal::Threshold th = internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
     uint64_t j = 0, taken_equal = 0;
     for (uint64_t c = 0; c < m; ++c) {
       const uint32_t idx = t.candidates[c];

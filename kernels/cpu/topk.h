@@ -6,9 +6,9 @@
 //   decoded[i] = what a receiver reconstructs for element i
 //   residual[i] <- ResidualAfter(acc[i], decoded[i])   (element_math.h)
 // all in one call: grad and residual are read once in full (plus a
-// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere; indices are u32, so
-// n <= 2^32. Preconditions are the caller's (lib/ validates before it
-// calls); kernels do not allocate.
+// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere;
+// indices are u32, so n <= 2^32. Preconditions are the caller's (lib/ validates before it calls);
+// kernels do not allocate.
 //
 // Temp storage follows CUB: call once with temp == nullptr to learn
 // *temp_bytes for (n, k), allocate, call again with the same arguments.
@@ -39,9 +39,9 @@ namespace cpu {
 // slower, never wrong. Handles k = 0 (nothing selected, residual = acc),
 // k = n and n = 0. Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB
 // (the candidate list's worst case), of which typically little is touched.
-void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
-                  uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
-                  uint8_t* values, FusedStats* stats);
+void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
+                  uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
+                  FusedStats* stats);
 
 // The magnitude-key band an approximate selection drew its last elements
 // from: selected keys are >= lower_key, unselected keys are < upper_key.

@@ -137,8 +137,7 @@ class Reference {
       : codec_(codec), world_(world), local_(hier ? local : 1), hier_(hier) {}
 
   // Mean over ranks of bucket `bucket` at `step`, n elements, compressed.
-  std::vector<float> Compressed(uint32_t bucket, uint64_t step, uint64_t n,
-                                std::string* error) {
+  std::vector<float> Compressed(uint32_t bucket, uint64_t step, uint64_t n, std::string* error) {
     const int senders = hier_ ? world_ / local_ : world_;
     std::vector<std::vector<float>> inputs(world_);
     for (int r = 0; r < world_; ++r) inputs[r] = Input(r, step, bucket, n);
@@ -232,10 +231,10 @@ void ScenarioReference() {
       for (uint32_t b = 0; b < sizes.size(); ++b) {
         const uint64_t n = sizes[b];
         std::vector<float> data = Input(g_config.rank, step, b, n);
-        absl::Status s = (*comm)->AllreduceMean(b, step, absl::MakeSpan(data),
-                                                ExchangePath::kCompressed);
-        const std::string name = absl::StrCat(text, hier ? " hier" : " flat", " step ", step,
-                                              " n=", n);
+        absl::Status s =
+            (*comm)->AllreduceMean(b, step, absl::MakeSpan(data), ExchangePath::kCompressed);
+        const std::string name =
+            absl::StrCat(text, hier ? " hier" : " flat", " step ", step, " n=", n);
         if (!CheckOk(name + " status", s)) return;
         std::string error;
         std::vector<float> want = ref.Compressed(b, step, n, &error);
@@ -252,8 +251,8 @@ void ScenarioReference() {
       // One dense bucket per step (the small-tensor path).
       const uint32_t dense_bucket = 1000;
       std::vector<float> data = Input(g_config.rank, step, dense_bucket, 5003);
-      absl::Status s = (*comm)->AllreduceMean(dense_bucket, step, absl::MakeSpan(data),
-                                              ExchangePath::kDense);
+      absl::Status s =
+          (*comm)->AllreduceMean(dense_bucket, step, absl::MakeSpan(data), ExchangePath::kDense);
       if (!CheckOk(absl::StrCat(text, " dense step ", step), s)) return;
       const std::string diff = FirstDifference(data, ref.Dense(dense_bucket, step, 5003));
       if (!diff.empty()) Check(absl::StrCat(text, " dense bitwise"), false, diff), all_ok = false;
@@ -265,6 +264,10 @@ void ScenarioReference() {
                                        t.dense_buckets == static_cast<uint64_t>(steps)),
           t.ToString());
     std::printf("STATS %s %s\n", std::string(text).c_str(), t.ToString().c_str());
+    CheckOk(absl::StrCat(text, " close"), (*comm)->Close());
+    absl::Status after = (*comm)->AllreduceMean(0, steps, {}, ExchangePath::kDense);
+    Check(absl::StrCat(text, " unusable after close"), absl::IsFailedPrecondition(after),
+          after.ToString());
   }
 }
 
@@ -273,8 +276,8 @@ void ScenarioMismatch() {
   const bool hier = IntArg("hier", 0) != 0;
   const int odd = g_config.world_size - 1;
   const bool me_odd = g_config.rank == odd;
-  auto spec = CompressionSpec::Parse(kind == "spec" && me_odd ? "topk:ratio=0.02"
-                                                              : "topk:ratio=0.01");
+  auto spec =
+      CompressionSpec::Parse(kind == "spec" && me_odd ? "topk:ratio=0.02" : "topk:ratio=0.01");
   auto comm = MakeComm(*spec, hier, kSecret, g_config.job_id);
   if (!CheckOk("create", comm.status())) return;
   uint64_t n = 3000, step = 5;
@@ -285,14 +288,14 @@ void ScenarioMismatch() {
   std::vector<float> data = Input(g_config.rank, 0, 0, n);
   const std::vector<float> before = data;
   absl::Status s = (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
-  Check("mismatch reported", absl::IsInvalidArgument(s) &&
-                                 absl::StrContains(s.message(), "collective mismatch"),
+  Check("mismatch reported",
+        absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
         s.ToString());
   std::printf("MISMATCH %s\n", s.ToString().c_str());
   // Naming the odd rank matters only where the table is ours (the
   // transport's agreement round names ranks its own way).
-  Check("mismatch names the odd rank",
-        absl::StrContains(s.message(), absl::StrCat(odd)), s.ToString());
+  Check("mismatch names the odd rank", absl::StrContains(s.message(), absl::StrCat(odd)),
+        s.ToString());
   Check("data unchanged", data == before);
   absl::Status again = (*comm)->AllreduceMean(0, step + 1, absl::MakeSpan(data), path);
   Check("poisoned afterwards", absl::IsFailedPrecondition(again), again.ToString());
@@ -324,9 +327,11 @@ struct TensorSpec {
 };
 // A small "model": small, 1-D, empty and large tensors, in backprop order.
 const TensorSpec kProfile[] = {
-    {"fc.bias", 10, true},         {"fc.weight", 20000, false},  {"bn3.bias", 17000, true},
-    {"conv3.weight", 70000, false}, {"empty", 0, false},          {"conv2.weight", 16384, false},
-    {"bn2.weight", 300, true},     {"conv1.weight", 16383, false}, {"embed", 40001, false},
+    {"fc.bias", 10, true},     {"fc.weight", 20000, false},
+    {"bn3.bias", 17000, true}, {"conv3.weight", 70000, false},
+    {"empty", 0, false},       {"conv2.weight", 16384, false},
+    {"bn2.weight", 300, true}, {"conv1.weight", 16383, false},
+    {"embed", 40001, false},
 };
 
 void ScenarioAsync() {
@@ -352,13 +357,14 @@ void ScenarioAsync() {
     if (!CheckOk("begin", (*ex)->BeginStep(step))) return;
     std::vector<std::vector<float>> grads;
     std::vector<BucketTicket> tickets;
-    for (size_t t = 0; t < std::size(kProfile); ++t) grads.push_back(tensor_input(g_config.rank, step, t));
+    for (size_t t = 0; t < std::size(kProfile); ++t)
+      grads.push_back(tensor_input(g_config.rank, step, t));
     for (size_t t = 0; t < std::size(kProfile); ++t) {
       const int64_t shape2[] = {1, static_cast<int64_t>(kProfile[t].n)};
       const int64_t shape1[] = {static_cast<int64_t>(kProfile[t].n)};
-      auto ticket = (*ex)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]),
-                                  kProfile[t].one_d ? absl::MakeConstSpan(shape1)
-                                                    : absl::MakeConstSpan(shape2));
+      auto ticket = (*ex)->Submit(
+          kProfile[t].name, absl::MakeSpan(grads[t]),
+          kProfile[t].one_d ? absl::MakeConstSpan(shape1) : absl::MakeConstSpan(shape2));
       if (!CheckOk("submit", ticket.status())) return;
       tickets.push_back(*ticket);
     }
@@ -390,8 +396,8 @@ void ScenarioAsync() {
       size_t off = 0;
       for (const std::string& name : b.tensors) {
         const size_t t = index[name];
-        std::string diff = FirstDifference(
-            grads[t], absl::MakeConstSpan(fused.data() + off, kProfile[t].n));
+        std::string diff =
+            FirstDifference(grads[t], absl::MakeConstSpan(fused.data() + off, kProfile[t].n));
         if (!diff.empty()) {
           Check(absl::StrCat("async == sync step ", step, " ", name), false, diff);
           equal = false;
@@ -422,13 +428,15 @@ void ScenarioAsync() {
   const int step = steps - 1;
   if (!CheckOk("begin 2", (*ex2)->BeginStep(step))) return;
   std::vector<std::vector<float>> grads;
-  for (size_t t = 0; t < std::size(kProfile); ++t) grads.push_back(tensor_input(g_config.rank, step, t));
+  for (size_t t = 0; t < std::size(kProfile); ++t)
+    grads.push_back(tensor_input(g_config.rank, step, t));
   for (size_t t = 0; t < std::size(kProfile); ++t) {
     const int64_t shape2[] = {1, static_cast<int64_t>(kProfile[t].n)};
     const int64_t shape1[] = {static_cast<int64_t>(kProfile[t].n)};
-    if (!CheckOk("submit 2", (*ex2)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]),
-                                            kProfile[t].one_d ? absl::MakeConstSpan(shape1)
-                                                              : absl::MakeConstSpan(shape2))
+    if (!CheckOk("submit 2", (*ex2)
+                                 ->Submit(kProfile[t].name, absl::MakeSpan(grads[t]),
+                                          kProfile[t].one_d ? absl::MakeConstSpan(shape1)
+                                                            : absl::MakeConstSpan(shape2))
                                  .status()))
       return;
   }
@@ -437,9 +445,15 @@ void ScenarioAsync() {
   bool same = true;
   for (size_t t = 0; t < std::size(kProfile); ++t) {
     std::string diff = FirstDifference(grads[t], last_result[t]);
-    if (!diff.empty()) Check(absl::StrCat("restored ", kProfile[t].name), false, diff), same = false;
+    if (!diff.empty())
+      Check(absl::StrCat("restored ", kProfile[t].name), false, diff), same = false;
   }
   Check("checkpoint round trip reproduces the step", same);
+  CheckOk("close exchanger", (*ex)->Close(absl::Seconds(30)));
+  CheckOk("close sync", sync.Close());
+  CheckOk("close restored", (*ex2)->Close(absl::Seconds(30)));
+  absl::Status after = (*ex2)->BeginStep(1000);
+  Check("exchanger unusable after close", absl::IsFailedPrecondition(after), after.ToString());
 }
 
 // A rank dies (SIGKILL-like: _exit without closing anything cleanly) in
@@ -487,8 +501,8 @@ void ScenarioFault() {
   const absl::Status root = (*ex)->health();
   std::printf("FAULT %s after %.0f ms (first error seen: %s)\n", root.ToString().c_str(),
               absl::ToDoubleMilliseconds(took), failure.ToString().c_str());
-  Check("survivor sees the failure",
-        absl::IsUnavailable(root) || absl::IsDeadlineExceeded(root), root.ToString());
+  Check("survivor sees the failure", absl::IsUnavailable(root) || absl::IsDeadlineExceeded(root),
+        root.ToString());
   Check("within 2x the deadline", took <= 2 * deadline, absl::FormatDuration(took));
   absl::Status later = (*ex)->BeginStep(1000);
   Check("poisoned afterwards", absl::IsFailedPrecondition(later), later.ToString());

@@ -31,8 +31,7 @@ void operator delete(void* p, size_t) noexcept { std::free(p); }
 namespace gradwire {
 namespace {
 
-std::unique_ptr<Communicator> MakeComm(const std::string& spec_text,
-                                       uint64_t dense_below = 16384) {
+std::unique_ptr<Communicator> MakeComm(const std::string& spec_text, uint64_t dense_below = 16384) {
   static int scope = 0;
   static auto store = transport::RendezvousStore::Wrap(
       std::make_shared<gloo::rendezvous::HashStore>(), "job", absl::Seconds(10));
@@ -95,7 +94,7 @@ TEST(ExchangerTest, PlanFusesTensorsIntoDenseAndCompressedBuckets) {
   // 80 KB buckets: 20000 floats.
   auto ex = MakeExchanger("topk:ratio=0.01", 80000);
   ASSERT_TRUE(ex->BeginStep(0).ok());
-  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(10, 1), Ramp(20000, 1),
+  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(10, 1),  Ramp(20000, 1),
                                        Ramp(20000, 1), Ramp(100, 1), Ramp(0, 1)};
   const int64_t one_d[] = {10};
   ASSERT_TRUE(ex->Submit("big", absl::MakeSpan(t[0])).ok());
@@ -195,16 +194,18 @@ TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
   ASSERT_TRUE(bare->Allgatherv(mine, sizes, absl::MakeSpan(all)).ok());
   const long transport_per_bucket = g_allocations.load() - before;
   std::vector<float> floats(100);
-  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  ASSERT_TRUE(
+      bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
   before = g_allocations.load();
-  ASSERT_TRUE(bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  ASSERT_TRUE(
+      bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
   const long transport_per_dense = g_allocations.load() - before;
 
   ExchangerOptions o;
   o.bucket_bytes = 100000;
   auto ex = *GradientExchanger::Create(MakeComm("qsgd:bits=4,bucket=128", /*dense_below=*/1000), o);
-  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(100, 1), Ramp(20000, 1),
-                                       Ramp(50000, 1), Ramp(7, 1)};
+  std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(100, 1), Ramp(20000, 1), Ramp(50000, 1),
+                                       Ramp(7, 1)};
   const char* names[] = {"a", "b", "c", "d", "e"};
   for (int step = 0; step < 4; ++step) {
     before = g_allocations.load();
