@@ -454,7 +454,8 @@ def print_table(results, out=sys.stdout):
     head = (f"{'profile':10s} {'link':7s} {'P':>3s} {'system':8s} {'method':22s} "
             f"{'iter ms':>8s} {'p90 ms':>8s} {'MB/rank':>8s} {'util':>5s} {'w.util':>6s} "
             f"{'compr ms':>8s} {'alone ms':>8s} {'wire ms':>8s} {'wire min':>8s} {'floor ms':>8s} "
-            f"{'xfloor':>6s} {'xfl.run':>7s} {'speedup':>7s} {'wire x':>7s} {'wmin x':>7s}")
+            f"{'xfloor':>6s} {'xfl.run':>7s} {'speedup':>7s} {'x best':>7s} {'wire x':>7s} "
+            f"{'wmin x':>7s}")
     print(head, file=out)
     print("-" * len(head), file=out)
     for c in results["cases"]:
@@ -468,6 +469,7 @@ def print_table(results, out=sys.stdout):
               f"{fmt(c.get('floor_ms'), '8.1f'):>8s} "
               f"{fmt(c.get('x_floor'), '6.2f'):>6s} {fmt(c.get('x_floor_inrun'), '7.2f'):>7s} "
               f"{fmt(c.get('speedup'), '6.2f'):>6s}x "
+              f"{fmt(c.get('speedup_vs_best_dense'), '6.2f'):>6s}x "
               f"{fmt(c.get('wire_speedup'), '6.1f'):>6s}x "
               f"{fmt(c.get('wire_speedup_min_rank'), '6.1f'):>6s}x", file=out)
     cfg = results["config"]
@@ -481,7 +483,8 @@ def print_table(results, out=sys.stdout):
           "over wire time; wire = rank 0's time inside transport calls (waiting for slower peers "
           "included), wire min = the least of all ranks'; floor = max(MB/rank x 8 / link rate, "
           "compression time alone), xfl.run = iter / max(MB/rank x 8 / link rate, compression "
-          "time in the run); speedup = dense gradwire iter / iter; wire x / wmin x = dense wire / "
+          "time in the run); speedup = dense gradwire iter / iter; x best = the faster dense "
+          "path (gradwire dense or DDP default) / iter; wire x / wmin x = dense wire / "
           "wire (rank 0 / least-waiting rank).", file=out)
 
 
@@ -491,7 +494,8 @@ def plot(results, path):
     import matplotlib.pyplot as plt
 
     cases = results["cases"]
-    links = sorted({c["link"] for c in cases}, key=emulated_cluster.parse_rate)
+    links = sorted({c["link"] for c in cases},
+                   key=lambda l: emulated_cluster.parse_rate(l) if l != "loopback" else 0)
     profiles = sorted({c["profile"] for c in cases})
     fig, axes = plt.subplots(1, 2, figsize=(14, 5.5))
     ax = axes[0]
@@ -796,6 +800,17 @@ def main(argv=None):
                         if dense is not None:
                             case["speedup"] = dense["iter_ms_median"] / case["iter_ms_median"]
                         cases.append(case)
+                    # REFERENCE.md: compare against the optimized dense path, the
+                    # faster of gradwire's dense allreduce and DDP's default.
+                    here = [c for c in cases if c["profile"] == prof and c["link"] == link]
+                    denses = [c["iter_ms_median"] for c in here
+                              if c["codec"] == "none" and c["iter_ms_median"] > 0]
+                    if denses:
+                        best = min(denses)
+                        for c in here:
+                            c["best_dense_ms"] = best
+                            c["speedup_vs_best_dense"] = (best / c["iter_ms_median"]
+                                                          if c["iter_ms_median"] > 0 else None)
                 finally:
                     if cluster is not None:
                         cluster.__exit__(None, None, None)
@@ -839,7 +854,11 @@ def main(argv=None):
                         extra = f"  {row['wire_speedup_vs_dense_ring']:.1f}x faster than dense ring"
                     print(f"  {row['name']:34s} {row['ms']:9.2f} ms  {row['note']}{extra}")
         if results["planner_validation"]:
-            print(f"\nPlanner (tools/planner.py, alpha {a.alpha_us:g} us) against this run:")
+            alphas = ", ".join(f"{k} {v['alpha_us']:.0f} us"
+                               for k, v in results["latency_probe"].items())
+            print("\nPlanner (tools/planner.py; per-message latency "
+                  f"{'from the latency probe: ' + alphas if alphas else f'assumed {a.alpha_us:g} us'}"
+                  ") against this run:")
             planner.print_validation(results["planner_validation"])
         try:
             plot(results, png_path)
