@@ -29,6 +29,9 @@ bytes/s, alpha per message):
                               does today: one worker thread, no overlap);
                               pipelined: max(compress, wire) + one bucket's smaller
                               part (compression of bucket i+1 during wire of bucket i)
+Validation uses the run's own link figures: per-message latency from its
+latency probe and, where the transport-only bench ran, the goodput its
+largest allgatherv achieved (if below the nominal rate x TCP goodput).
 Validation adds the host-side cost of the dense gradwire run of the same
 profile and link (iter - wire - averaging, per element: copying gradients
 into buckets and back), which every gradwire method pays.
@@ -158,7 +161,7 @@ def ring_allgather_s(p, nbytes_per_rank, bw, alpha):
 
 def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TCP_GOODPUT,
             intra_bytes_per_s=None, cpu_ns_per_element=None, cpu_share=1.0,
-            bucket_bytes=25 << 20):
+            bucket_bytes=25 << 20, measured_bytes_per_s=None):
     """Predicted exchange of one iteration. Returns a dict of seconds/bytes.
 
     nodes x gpus_per_node ranks; link_bps is each node's NIC; intra-node
@@ -166,6 +169,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     """
     p = nodes * gpus_per_node
     bw = link_bps / 8 * goodput
+    if measured_bytes_per_s:  # what this host really moves per direction (may be CPU-bound)
+        bw = min(bw, measured_bytes_per_s)
     compressing = m["codec"] != "none"
     dense_b, comp_b = bucket_plan(shapes, bucket_bytes, compressing=compressing)
     intra = intra_bytes_per_s
@@ -253,6 +258,20 @@ def host_overhead_ns(results):
     return out
 
 
+def link_goodput(results, profile, link):
+    """Bytes/s per direction the run's transport-only bench achieved with
+    its largest allgatherv (the link figure: on a 2-core host, 10 Gbit/s
+    veth + tbf is CPU-bound well below the nominal rate), or None."""
+    t = results.get("transport", {}).get(profile, {}).get(link)
+    if not t:
+        return None
+    rows = [r for r in t["rows"] if r.get("bytes_received_per_rank")]
+    if not rows:
+        return None
+    big = max(rows, key=lambda r: r["bytes_received_per_rank"])
+    return big["bytes_received_per_rank"] / (big["ms"] / 1e3)
+
+
 def validate(results, alpha_s):
     cfg = results["config"]
     cores = cfg["machine"].get("cores") or 1
@@ -272,10 +291,12 @@ def validate(results, alpha_s):
             continue
         key = c["method"].replace("+hier", "")
         probe = results.get("latency_probe", {}).get(c["link"])
+        measured_bw = link_goodput(results, c["profile"], c["link"])
         alpha = probe["alpha_us"] * 1e-6 if probe else alpha_s
         share = max(1.0, c["world_size"] / cores)  # every rank of the run shares this machine
         pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
-                     cpu_ns_per_element=cal.get(key), cpu_share=share)
+                     cpu_ns_per_element=cal.get(key), cpu_share=share,
+                     measured_bytes_per_s=measured_bw)
         if m["codec"] == "none":
             pred = pr["wire_s"]
         elif "cpu_serial_s" in pr:
@@ -296,7 +317,9 @@ def validate(results, alpha_s):
                "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3,
                "measured_compress_ms": c.get("compress_ms_median"),
                "host_overhead_ms": host * 1e3, "cpu_share": share,
-               "alpha_us": alpha * 1e6}
+               "alpha_us": alpha * 1e6,
+               "link_goodput_gbit": (min(c["link_bps"] * TCP_GOODPUT / 8, measured_bw)
+                                     if measured_bw else c["link_bps"] * TCP_GOODPUT / 8) * 8e-9}
         if c.get("bytes_on_wire_per_rank"):
             row["predicted_mb_per_rank"] = pr["nic_bytes_per_iter"] / 1e6
             row["measured_mb_per_rank"] = c["bytes_on_wire_per_rank"] / 1e6
