@@ -488,6 +488,63 @@ def print_table(results, out=sys.stdout):
           "wire (rank 0 / least-waiting rank).", file=out)
 
 
+def markdown(results):
+    """The run as Markdown (README / docs): table, transport figures, planner."""
+    cfg = results["config"]
+    m = cfg["machine"]
+    out = [f"{cfg['cluster']}; {m['cores']}-core {m['cpu']}, {m.get('memory_gib')} GiB, kernel "
+           f"{m['kernel']}; {cfg['date_utc']}; load average {m['loadavg_start'][0]:.1f} at "
+           f"start, {m.get('loadavg_end', [0])[0]:.1f} at end; netem "
+           f"{'available' if cfg['netem']['available'] else 'unavailable (delay 0)'}; "
+           f"{cfg['iters']} timed iterations after {cfg['warmup']} warm-up; gradwire "
+           f"{m['git_commit']}, torch {cfg.get('torch_version')}.", "",
+           "| profile | link | P | system | method | iter ms (median) | p90 ms | MB/rank on link "
+           "| link util | compress ms (in run / alone) | wire ms (rank 0 / least) | floor ms | "
+           "x floor | speedup vs gradwire dense | vs best dense | wire speedup (rank 0 / least) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    for c in results["cases"]:
+        b = c.get("bytes_on_wire_per_rank")
+        util = c.get("link_util")
+        out.append(
+            f"| {c['profile']} | {c['link']} | {c['world_size']} | {c['system']} | {c['method']} | "
+            f"{c['iter_ms_median']:.1f} | {f(c.get('iter_ms_p90'), '.1f')} | "
+            f"{f(b and b / 1e6, '.2f')} | {f(util and 100 * util, '.0f')}% | "
+            f"{f(c.get('compress_ms_median'), '.1f')} / {f(c.get('compress_alone_ms'), '.1f')} | "
+            f"{f(c.get('wire_ms_median'), '.1f')} / {f(c.get('wire_ms_min_rank'), '.1f')} | "
+            f"{f(c.get('floor_ms'), '.1f')} | {f(c.get('x_floor'), '.2f')} | "
+            f"{f(c.get('speedup'), '.2f')}x | {f(c.get('speedup_vs_best_dense'), '.2f')}x | "
+            f"{f(c.get('wire_speedup'), '.1f')}x / {f(c.get('wire_speedup_min_rank'), '.1f')}x |")
+    for prof, per_link in results.get("transport", {}).items():
+        for link, t in per_link.items():
+            out += ["", f"Transport only (no codec; bench/transport/transport_bench), {prof} "
+                    f"n = {t['n']}, {link}, P = {t['world_size']}:", "",
+                    "| collective | ms | note |", "|---|---|---|"]
+            for r in t["rows"]:
+                note = r["note"]
+                if "link_util" in r:
+                    note += f"; {100 * r['link_util']:.0f}% of the link rate"
+                if "wire_speedup_vs_dense_ring" in r:
+                    note += f"; {r['wire_speedup_vs_dense_ring']:.1f}x faster than the dense ring"
+                out.append(f"| {r['name']} | {r['ms']:.2f} | {note} |")
+    rows = results.get("planner_validation") or []
+    if rows:
+        out += ["", "Planner (tools/planner.py) against this run:", "",
+                "| system | link | method | measured ms | predicted ms | error | wire m/p | "
+                "compress m/p | MB/rank m/p |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            out.append(
+                f"| {r['system']} | {r['link']} | {r['method']} | {r['measured_ms']:.1f} | "
+                f"{r['predicted_ms']:.1f} | {r['error_pct']:+.1f}% | "
+                f"{f(r.get('measured_wire_ms'), '.0f')} / {r['predicted_wire_ms']:.0f} | "
+                f"{f(r.get('measured_compress_ms'), '.0f')} / {r['predicted_compress_ms']:.0f} | "
+                f"{f(r.get('measured_mb_per_rank'), '.1f')} / "
+                f"{f(r.get('predicted_mb_per_rank'), '.1f')} |")
+        errs = [abs(r["error_pct"]) for r in rows]
+        out.append(f"\nMean |error| {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %.")
+    return "\n".join(out) + "\n"
+
+
 def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -839,6 +896,9 @@ def main(argv=None):
         results["planner_error"] = str(e)
     with open(json_path, "w") as f:
         json.dump(results, f, indent=2)
+    if cases:
+        with open(os.path.join(a.out_dir, stem + ".md"), "w") as f:
+            f.write(markdown(results))
     if cases:
         print()
         print_table(results)
