@@ -578,22 +578,30 @@ def plot(results, path):
     if plotted:
         ax.legend(fontsize=7)
     ax = axes[1]
-    labels, wire, other = [], [], []
+    labels, wire, other, ddp = [], [], [], []
     for c in cases:
-        labels.append(f"{c['profile']} {c['link']} {c['system'][:6]} {c['method']}")
+        system = "gradwire" if c["system"] == "gradwire" else "DDP"
+        method = c["method"][4:] if c["method"].startswith("ddp ") else c["method"]
+        labels.append(f"{c['profile']} {c['link']} {system} {method}")
         total = c["iter_ms_median"]
-        w = min(total, c.get("wire_ms_median") or 0.0) if c["system"] == "gradwire" else 0.0
-        wire.append(w)
-        other.append(total - w)
-    y = range(len(labels))
-    ax.barh(list(y), wire, color="tab:blue", label="wire (gradwire)")
-    ax.barh(list(y), other, left=wire, color="tab:orange",
-            label="compression, auth, waiting / DDP exchange")
-    ax.set_yticks(list(y))
+        if c["system"] == "gradwire":
+            w = min(total, c.get("wire_ms_median") or 0.0)
+            wire.append(w)
+            other.append(total - w)
+            ddp.append(0.0)
+        else:
+            wire.append(0.0)
+            other.append(0.0)
+            ddp.append(total)
+    y = list(range(len(labels)))
+    ax.barh(y, wire, color="tab:blue", label="gradwire: in transport calls (wire + waiting)")
+    ax.barh(y, other, left=wire, color="tab:orange",
+            label="gradwire: compression, MAC, copies")
+    ax.barh(y, ddp, color="tab:green", label="PyTorch DDP: exchange")
+    ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlabel("exchange time per iteration (ms, log)")
+    ax.set_xlabel("exchange time per iteration (ms, median)")
     ax.set_title("Time per iteration per system")
     ax.legend(fontsize=7)
     cfg = results["config"]
