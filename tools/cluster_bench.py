@@ -214,6 +214,9 @@ class Ranks:
                                      self.tail(0))
                 progress(time.monotonic() - t0)
                 time.sleep(0.05)
+        except BaseException:
+            self.kill()  # Ctrl-C or a signal: no rank outlives the benchmark
+            raise
         finally:
             for _, log in self.logs:
                 log.close()
