@@ -491,6 +491,66 @@ def print_table(results, out=sys.stdout):
           "wire (rank 0 / least-waiting rank).", file=out)
 
 
+def evaluate_targets(results):
+    """Issue 5's targets, judged on this run's figures (where it has them)."""
+    out = []
+
+    def add(name, value, goal, ok, note=""):
+        out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "note": note})
+
+    for c in results["cases"]:
+        if c["system"] != "gradwire" or not c.get("link_bps"):
+            continue
+        where = f"{c['profile']} {c['link']} P={c['world_size']} {c['method']}"
+        if c.get("x_floor") is not None:
+            add(f"{where}: iter within 1.5x of its floor", round(c["x_floor"], 2), "<= 1.5",
+                c["x_floor"] <= 1.5,
+                f"floor {c['floor_ms']:.0f} ms (in-run compression: x{c['x_floor_inrun']:.2f})")
+        goals = {("topk", 0.01): (10, 20), ("approx_topk", 0.001): (25, 100)}
+        g = goals.get((c["codec"], c["density"]))
+        if g and not c["hierarchical"] and c.get("speedup") is not None:
+            add(f"{where}: end-to-end speedup over dense", round(c["speedup"], 2), f">= {g[0]}",
+                c["speedup"] >= g[0], f"vs best dense path {c.get('speedup_vs_best_dense', 0):.2f}x")
+            ws = max(c.get("wire_speedup") or 0, c.get("wire_speedup_min_rank") or 0)
+            add(f"{where}: wire-time speedup over dense", round(ws, 1), f">= {g[1]}", ws >= g[1],
+                "in-exchange wire time (includes waiting for slower peers)")
+            t = results.get("transport", {}).get(c["profile"], {}).get(c["link"])
+            if t:
+                for r in t["rows"]:
+                    if r["name"] == f"sparse allgather, density {c['density']:g}":
+                        v = r.get("wire_speedup_vs_dense_ring", 0)
+                        add(f"{c['profile']} {c['link']}: sparse allgather alone (no codec) at "
+                            f"{c['density']:g} vs dense ring", round(v, 1), f">= {g[1]}", v >= g[1],
+                            "transport only: sizes round + allgatherv of k pairs")
+    for prof in {c["profile"] for c in results["cases"]}:
+        for link in {c["link"] for c in results["cases"] if c["profile"] == prof}:
+            here = [c for c in results["cases"] if c["profile"] == prof and c["link"] == link]
+            psgd = [c for c in here if c["method"] == "ddp powersgd_rank4"]
+            comp = [c for c in here if c["system"] == "gradwire" and c["codec"] != "none"]
+            if psgd and comp:
+                best = min(comp, key=lambda c: c["iter_ms_median"])
+                worst = max(comp, key=lambda c: c["iter_ms_median"])
+                add(f"{prof} {link}: gradwire faster than DDP + PowerSGD rank 4",
+                    f"{worst['iter_ms_median']:.0f} ms ({worst['method']}) .. "
+                    f"{best['iter_ms_median']:.0f} ms ({best['method']}) vs "
+                    f"{psgd[0]['iter_ms_median']:.0f} ms", "faster",
+                    worst["iter_ms_median"] < psgd[0]["iter_ms_median"])
+            t = results.get("transport", {}).get(prof, {}).get(link)
+            if t:
+                big = [r for r in t["rows"] if "link_util" in r]
+                if big:
+                    r = max(big, key=lambda r: r["payload_bytes_per_rank"])
+                    add(f"{prof} {link}: allgatherv {r['payload_bytes_per_rank'] >> 20} MiB/rank "
+                        "link utilisation", f"{100 * r['link_util']:.0f}%", ">= 85%",
+                        r["link_util"] >= 0.85)
+    rows = results.get("planner_validation") or []
+    if rows:
+        worst = max(abs(r["error_pct"]) for r in rows)
+        add("planner within 20 % of every measured case", f"worst {worst:.1f}%", "<= 20%",
+            worst <= 20)
+    return out
+
+
 def markdown(results):
     """The run as Markdown (README / docs): table, transport figures, planner."""
     cfg = results["config"]
@@ -545,6 +605,12 @@ def markdown(results):
                 f"{f(r.get('predicted_mb_per_rank'), '.1f')} |")
         errs = [abs(r["error_pct"]) for r in rows]
         out.append(f"\nMean |error| {sum(errs) / len(errs):.1f} %, worst {max(errs):.1f} %.")
+    if results.get("targets"):
+        out += ["", "Issue 5 targets on this run:", "", "| target | value | goal | met | note |",
+                "|---|---|---|---|---|"]
+        for t in results["targets"]:
+            out.append(f"| {t['target']} | {t['value']} | {t['goal']} | "
+                       f"{'yes' if t['met'] else '**no**'} | {t['note']} |")
     return "\n".join(out) + "\n"
 
 
@@ -905,6 +971,7 @@ def main(argv=None):
         results["planner_validation"], _ = planner.validate(results, a.alpha_us * 1e-6)
     except (KeyError, ValueError, ZeroDivisionError) as e:
         results["planner_error"] = str(e)
+    results["targets"] = evaluate_targets(results) if cases else []
     with open(json_path, "w") as f:
         json.dump(results, f, indent=2)
     if cases:
@@ -924,6 +991,11 @@ def main(argv=None):
                     if "wire_speedup_vs_dense_ring" in row:
                         extra = f"  {row['wire_speedup_vs_dense_ring']:.1f}x faster than dense ring"
                     print(f"  {row['name']:34s} {row['ms']:9.2f} ms  {row['note']}{extra}")
+        if results["targets"]:
+            print("\nIssue 5 targets on this run:")
+            for t in results["targets"]:
+                print(f"  [{'MET' if t['met'] else 'MISSED':6s}] {t['target']}: {t['value']} "
+                      f"(goal {t['goal']}){'; ' + t['note'] if t['note'] else ''}")
         if results["planner_validation"]:
             alphas = ", ".join(f"{k} {v['alpha_us']:.0f} us"
                                for k, v in results["latency_probe"].items())
