@@ -6,6 +6,33 @@
 
 namespace gradwire {
 
+uint8_t* CodecScratch::Get(size_t bytes) {
+  if (bytes > capacity_) {
+    // Round up to whole cache lines; operator new[] of uint64_t aligns to
+    // 16, the extra line lets us hand out a 64-byte aligned pointer.
+    const size_t words = (bytes + 63) / 64 * 8 + 8;
+    storage_.reset(new uint64_t[words]);
+    capacity_ = bytes;
+  }
+  const uintptr_t p = reinterpret_cast<uintptr_t>(storage_.get());
+  return reinterpret_cast<uint8_t*>((p + 63) & ~uintptr_t{63});
+}
+
+absl::StatusOr<EncodeStats> Codec::Encode(absl::Span<const float> grad, uint64_t step,
+                                          absl::Span<float> residual, absl::Span<uint8_t> out,
+                                          CodecScratch* scratch) const {
+  if (scratch != nullptr) return EncodeWith(grad, step, residual, out, *scratch);
+  CodecScratch own;
+  return EncodeWith(grad, step, residual, out, own);
+}
+
+absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
+                                     CodecScratch* scratch) const {
+  if (scratch != nullptr) return DecodeAccumulateWith(frame, dense, *scratch);
+  CodecScratch own;
+  return DecodeAccumulateWith(frame, dense, own);
+}
+
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CompressionSpec& spec) {
   if (absl::Status s = spec.Validate(); !s.ok()) return s;
   switch (spec.method) {

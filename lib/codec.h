@@ -20,6 +20,13 @@
 //
 // Which codec does what: cast_codec.h (none, fp16, bf16), sparse_codec.h
 // (topk, approx_topk, randomk), quantized_codec.h (qsgd, sign).
+//
+// Working memory: a codec is immutable and thread-safe, so it keeps no
+// scratch of its own. Selection codecs need some (candidate lists, index
+// and value staging): pass a CodecScratch, owned by the caller and reused
+// across calls, and Encode / DecodeAccumulate allocate nothing once it has
+// grown to the largest gradient seen. Without one, the call allocates and
+// frees its own (fine for one-off use and tests).
 #ifndef GRADWIRE_LIB_CODEC_H_
 #define GRADWIRE_LIB_CODEC_H_
 
@@ -41,6 +48,31 @@ struct EncodeStats {
   uint64_t nonfinite = 0;     // NaN/Inf elements seen in g + e_old
 };
 
+// Reusable working memory for Codec calls: one buffer, grown on demand to
+// the largest request and never shrunk. Thread-compatible: one thread at
+// a time (an ErrorFeedback owns one for its encodes, a
+// CompressedAllreduce one for its decodes).
+class CodecScratch {
+ public:
+  CodecScratch() = default;
+  CodecScratch(const CodecScratch&) = delete;
+  CodecScratch& operator=(const CodecScratch&) = delete;
+
+  // At least `bytes` bytes, 64-byte aligned, contents unspecified. Valid
+  // until the next Get; allocates only when `bytes` exceeds every earlier
+  // request.
+  uint8_t* Get(size_t bytes);
+
+  // Bytes held (what the largest request so far needed).
+  size_t capacity() const { return capacity_; }
+
+ private:
+  // uint64_t-typed storage, default-initialized: growing does not write
+  // the buffer (the selection kernels touch little of their worst case).
+  std::unique_ptr<uint64_t[]> storage_;
+  size_t capacity_ = 0;
+};
+
 class Codec {
  public:
   virtual ~Codec() = default;
@@ -55,17 +87,28 @@ class Codec {
   // (same length as grad) the codec encodes grad + residual and overwrites
   // residual with the new residual. Arguments are checked before anything
   // is written: a refused call leaves residual as it was. grad.size() is at
-  // most 2^32.
-  virtual absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
-                                             absl::Span<float> residual,
-                                             absl::Span<uint8_t> out) const = 0;
+  // most 2^32. `scratch`: working memory reused across calls (see above);
+  // null: the call uses its own.
+  absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
+                                     absl::Span<float> residual, absl::Span<uint8_t> out,
+                                     CodecScratch* scratch = nullptr) const;
 
   // Validates `frame` completely (wire format, codec id and settings match
   // this codec, lengths, indices), then adds its decoded values to `dense`,
   // whose length must equal the frame's dense length. Nothing in `dense`
-  // changes unless the whole frame is valid.
-  virtual absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
-                                        absl::Span<float> dense) const = 0;
+  // changes unless the whole frame is valid. `scratch` as for Encode.
+  absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
+                                CodecScratch* scratch = nullptr) const;
+
+ protected:
+  // What each codec implements; the public calls supply the scratch.
+  virtual absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                                 absl::Span<float> residual,
+                                                 absl::Span<uint8_t> out,
+                                                 CodecScratch& scratch) const = 0;
+  virtual absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame,
+                                            absl::Span<float> dense,
+                                            CodecScratch& scratch) const = 0;
 };
 
 // Builds the codec for `spec` (validated first).

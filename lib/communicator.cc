@@ -243,6 +243,22 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   return s;
 }
 
+absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step,
+                                       absl::Span<const float> data,
+                                       CompressedAllreduce::InFlight& f, ExchangeStats* cost) {
+  const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
+  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, f, cost);
+}
+
+absl::Status Communicator::TransferStage(CompressedAllreduce::InFlight& f, ExchangeStats* cost) {
+  return flat_->Transfer(*world_, f, cost);
+}
+
+absl::Status Communicator::FinishStage(CompressedAllreduce::InFlight& f, absl::Span<float> data,
+                                       ExchangeStats* cost) {
+  return flat_->Finish(*world_, f, data, static_cast<float>(world_->size()), cost);
+}
+
 absl::Status Communicator::Close() {
   if (!poison_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

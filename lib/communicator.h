@@ -28,7 +28,8 @@
 // step are not trustworthy; restore them from a checkpoint).
 //
 // Not thread-safe: one thread at a time (collectives must be issued in the
-// same order on every rank anyway).
+// same order on every rank anyway), except for the staged calls below,
+// whose CPU stages may run on a second thread.
 #ifndef GRADWIRE_LIB_COMMUNICATOR_H_
 #define GRADWIRE_LIB_COMMUNICATOR_H_
 
@@ -102,6 +103,31 @@ class Communicator {
   // is the training step (frames of another step are refused as replays).
   absl::Status AllreduceMean(uint32_t bucket, uint64_t step, absl::Span<float> data,
                              ExchangePath path);
+
+  // The staged form of a flat compressed AllreduceMean, for a caller that
+  // pipelines buckets (GradientExchanger): while TransferStage has bucket
+  // i on the wire, EncodeStage can prepare bucket i+1 and FinishStage
+  // average bucket i-1. Together they are exactly AllreduceMean (same
+  // frames, same floats). Only where CanStage(path) (flat, compressed).
+  //   EncodeStage  error feedback + encode + sign; CPU only.
+  //   TransferStage  descriptors, agreement, allgatherv; the collectives.
+  //   FinishStage  verify MACs, decode-accumulate, average into `data`;
+  //                CPU only.
+  // Threads: EncodeStage and FinishStage from one thread (they share the
+  // residuals and decode scratch); TransferStage, AllreduceMean, Close and
+  // the checkpoint calls from one other (the group's owner) or with the
+  // first idle. An InFlight is used by one stage at a time and handed on
+  // under a mutex. The staged calls neither check nor set the poison nor
+  // count in last_call()/totals(): their caller owns failure handling
+  // (stop at the first failure) and adds `*cost`.
+  bool CanStage(ExchangePath path) const {
+    return path == ExchangePath::kCompressed && !options_.hierarchical;
+  }
+  absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<const float> data,
+                           CompressedAllreduce::InFlight& f, ExchangeStats* cost);
+  absl::Status TransferStage(CompressedAllreduce::InFlight& f, ExchangeStats* cost);
+  absl::Status FinishStage(CompressedAllreduce::InFlight& f, absl::Span<float> data,
+                           ExchangeStats* cost);
 
   // OK, or the failure that poisoned the communicator.
   absl::Status health() const { return poison_; }

@@ -47,6 +47,7 @@ CompressedAllreduce::CompressedAllreduce(const Codec& codec, const FrameAuthenti
     : codec_(codec), auth_(auth), spec_fingerprint_(SpecFingerprint(codec.spec())) {}
 
 absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
+                                             absl::Span<const Descriptor> table,
                                              const Descriptor& mine, bool check_frames) const {
   const size_t p = group.size();
   // The common case (everything agrees) compares integers only; messages
@@ -67,9 +68,9 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
                                       {"step", &Descriptor::step}};
   for (const Field& f : kFields) {
     bool same = true;
-    for (size_t r = 1; r < p; ++r) same = same && table_[r].*(f.member) == table_[0].*(f.member);
+    for (size_t r = 1; r < p; ++r) same = same && table[r].*(f.member) == table[0].*(f.member);
     if (same) continue;
-    std::string d = Disagreement(group, p, [&](size_t r) { return table_[r].*(f.member); });
+    std::string d = Disagreement(group, p, [&](size_t r) { return table[r].*(f.member); });
     std::string hint;
     if (f.member == &Descriptor::spec) {
       hint = absl::StrCat(" (this rank uses \"", codec_.spec().ToString(), "\")");
@@ -84,7 +85,7 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
   const uint64_t max_bytes = codec_.MaxEncodedBytes(mine.n) + auth_.trailer_bytes();
   const uint64_t min_bytes = kFrameHeaderBytes + kFrameChecksumBytes + auth_.trailer_bytes();
   for (size_t r = 0; r < p; ++r) {
-    const uint64_t b = table_[r].frame_bytes;
+    const uint64_t b = table[r].frame_bytes;
     if (b > max_bytes || b < min_bytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(where(), ": rank ", group.world_ranks()[r], " announced a ", b,
@@ -99,17 +100,17 @@ absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bu
                                         uint64_t n, ExchangeStats* stats) {
   const size_t p = group.size();
   const Descriptor mine{0, n, step, bucket, spec_fingerprint_};
-  EnsureSize(&table_, p);
+  EnsureSize(&agree_, p);
   absl::Status s = group.Allgather(
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(table_.data()), p * kDescriptorBytes));
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(agree_.data()), p * kDescriptorBytes));
   if (stats != nullptr) {
     stats->bytes_sent += group.last_call().bytes_sent;
     stats->bytes_received += group.last_call().bytes_received;
     stats->wire_time += group.last_call().wire_time;
   }
   GRADWIRE_RETURN_IF_ERROR(s);
-  return CheckTable(group, mine, /*check_frames=*/false);
+  return CheckTable(group, absl::MakeConstSpan(agree_.data(), p), mine, /*check_frames=*/false);
 }
 
 absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,
@@ -120,81 +121,121 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
     return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input has ", in.size(),
                                                    " elements, output ", out.size()));
   }
-  const size_t p = group.size();
+  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, run_, stats));
+  GRADWIRE_RETURN_IF_ERROR(Transfer(group, run_, stats));
+  return Finish(group, run_, out, divisor, stats);
+}
+
+absl::Status CompressedAllreduce::Encode(const transport::GlooGroup& group, ErrorFeedback& ef,
+                                         absl::string_view key, uint32_t bucket, uint64_t step,
+                                         absl::Span<const float> in, InFlight& f,
+                                         ExchangeStats* stats) {
+  // 1-2. Encode with error feedback, then sign.
+  ExchangeStats cost;
   const uint64_t n = in.size();
+  f.bucket_ = bucket;
+  f.step_ = step;
+  f.n_ = n;
+  f.frame_bytes_ = 0;
+  const size_t cap = codec_.MaxEncodedBytes(n) + auth_.trailer_bytes();
+  EnsureSize(&f.send_, cap);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<EncodeStats> encoded =
+      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap));
+  const absl::Time t1 = absl::Now();
+  cost.compress_time += t1 - t0;
+  absl::Status s = encoded.status();
+  if (s.ok()) {
+    const uint32_t my_world_rank = group.world_ranks()[group.rank()];
+    absl::StatusOr<size_t> signed_bytes =
+        auth_.Sign(absl::MakeSpan(f.send_.data(), cap), encoded->frame_bytes,
+                   FrameOrigin{my_world_rank, step, bucket});
+    cost.auth_time += absl::Now() - t1;
+    s = signed_bytes.status();
+    if (s.ok()) f.frame_bytes_ = *signed_bytes;
+  }
+  if (stats != nullptr) stats->Add(cost);
+  return s;
+}
+
+absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight& f,
+                                           ExchangeStats* stats) {
+  const size_t p = group.size();
   ExchangeStats cost;
   auto add_wire = [&cost, &group]() {
     cost.bytes_sent += group.last_call().bytes_sent;
     cost.bytes_received += group.last_call().bytes_received;
     cost.wire_time += group.last_call().wire_time;
   };
-
-  // 1-2. Encode with error feedback, then sign.
-  const size_t cap = codec_.MaxEncodedBytes(n) + auth_.trailer_bytes();
-  EnsureSize(&send_, cap);
-  absl::Time t0 = absl::Now();
-  absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(send_.data(), cap));
-  absl::Time t1 = absl::Now();
-  cost.compress_time += t1 - t0;
-  if (!encoded.ok()) return encoded.status();
-  const uint32_t my_world_rank = group.world_ranks()[group.rank()];
-  absl::StatusOr<size_t> signed_bytes =
-      auth_.Sign(absl::MakeSpan(send_.data(), cap), encoded->frame_bytes,
-                 FrameOrigin{my_world_rank, step, bucket});
-  cost.auth_time += absl::Now() - t1;
-  if (!signed_bytes.ok()) return signed_bytes.status();
+  auto finish = [&](absl::Status s) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  };
 
   // 3. Descriptors: sizes plus everything that must agree.
-  const Descriptor mine{*signed_bytes, n, step, bucket, spec_fingerprint_};
-  EnsureSize(&table_, p);
+  const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_};
+  EnsureSize(&f.table_, p);
   absl::Status s = group.Allgather(
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(table_.data()), p * kDescriptorBytes));
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(f.table_.data()), p * kDescriptorBytes));
   add_wire();
-  if (!s.ok()) {
-    if (stats != nullptr) stats->Add(cost);
-    return s;
-  }
-  s = CheckTable(group, mine, /*check_frames=*/true);
-  if (!s.ok()) {
-    if (stats != nullptr) stats->Add(cost);
-    return s;
-  }
+  if (!s.ok()) return finish(s);
+  s = CheckTable(group, absl::MakeConstSpan(f.table_.data(), p), mine, /*check_frames=*/true);
+  if (!s.ok()) return finish(s);
 
   // 4. The frames, in rank order.
-  EnsureSize(&sizes_, p);
+  EnsureSize(&f.sizes_, p);
   uint64_t total = 0;
   for (size_t r = 0; r < p; ++r) {
-    sizes_[r] = table_[r].frame_bytes;
-    total += sizes_[r];
+    f.sizes_[r] = f.table_[r].frame_bytes;
+    total += f.sizes_[r];
   }
-  EnsureSize(&recv_, total);
-  s = group.Allgatherv(absl::MakeConstSpan(send_.data(), *signed_bytes),
-                       absl::MakeConstSpan(sizes_.data(), p), absl::MakeSpan(recv_.data(), total));
+  EnsureSize(&f.recv_, total);
+  f.received_ = total;
+  s = group.Allgatherv(absl::MakeConstSpan(f.send_.data(), f.frame_bytes_),
+                       absl::MakeConstSpan(f.sizes_.data(), p),
+                       absl::MakeSpan(f.recv_.data(), total));
   add_wire();
-  if (!s.ok()) {
+  return finish(s);
+}
+
+absl::Status CompressedAllreduce::Finish(const transport::GlooGroup& group, InFlight& f,
+                                         absl::Span<float> out, float divisor,
+                                         ExchangeStats* stats) {
+  const size_t p = group.size();
+  const uint64_t n = f.n_;
+  const uint32_t bucket = f.bucket_;
+  const uint64_t step = f.step_;
+  if (out.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input had ", n,
+                                                   " elements, output has ", out.size()));
+  }
+  ExchangeStats cost;
+  auto finish = [&](absl::Status s) {
     if (stats != nullptr) stats->Add(cost);
     return s;
-  }
+  };
 
   // 5. Authenticate every frame before any of them is decoded.
-  t0 = absl::Now();
+  absl::Time t0 = absl::Now();
   EnsureSize(&frames_, p);
   uint64_t offset = 0;
   for (size_t r = 0; r < p; ++r) {
     const int sender = group.world_ranks()[r];
     absl::StatusOr<absl::Span<const uint8_t>> frame =
-        auth_.Verify(absl::MakeConstSpan(recv_.data() + offset, sizes_[r]),
+        auth_.Verify(absl::MakeConstSpan(f.recv_.data() + offset, f.sizes_[r]),
                      FrameOrigin{static_cast<uint32_t>(sender), step, bucket});
-    offset += sizes_[r];
+    offset += f.sizes_[r];
     if (!frame.ok()) {
-      return absl::Status(frame.status().code(),
-                          absl::StrCat("frame from rank ", sender, " (bucket ", bucket, ", step ",
-                                       step, ") rejected: ", frame.status().message()));
+      cost.auth_time += absl::Now() - t0;
+      return finish(absl::Status(
+          frame.status().code(), absl::StrCat("frame from rank ", sender, " (bucket ", bucket,
+                                              ", step ", step,
+                                              ") rejected: ", frame.status().message())));
     }
     frames_[r] = *frame;
   }
-  t1 = absl::Now();
+  const absl::Time t1 = absl::Now();
   cost.auth_time += t1 - t0;
 
   // 6. Decode in rank order into zeros, then average.
@@ -202,19 +243,19 @@ absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback
   absl::Span<float> sum = absl::MakeSpan(sum_.data(), n);
   std::fill(sum.begin(), sum.end(), 0.0f);
   for (size_t r = 0; r < p; ++r) {
-    s = codec_.DecodeAccumulate(frames_[r], sum);
+    absl::Status s = codec_.DecodeAccumulate(frames_[r], sum, &decode_scratch_);
     if (!s.ok()) {
-      return absl::Status(
+      cost.compress_time += absl::Now() - t1;
+      return finish(absl::Status(
           s.code(), absl::StrCat("frame from rank ", group.world_ranks()[r], " (bucket ", bucket,
-                                 ", step ", step, ") could not be decoded: ", s.message()));
+                                 ", step ", step, ") could not be decoded: ", s.message())));
     }
   }
   for (uint64_t i = 0; i < n; ++i) out[i] = sum[i] / divisor;
   cost.compress_time += absl::Now() - t1;
   cost.compressed_buckets = 1;
   cost.elements = n;
-  if (stats != nullptr) stats->Add(cost);
-  return absl::OkStatus();
+  return finish(absl::OkStatus());
 }
 
 }  // namespace gradwire

@@ -19,10 +19,25 @@
 // Steps 5-6 fix the arithmetic: the result equals, bit for bit, decoding
 // every rank's frame into zeros in rank order and dividing by `divisor`.
 //
-// Buffers are owned here, grown to the largest call seen and then reused:
-// after warm-up the exchange allocates nothing (the codec's own kernel
-// scratch is the codec's business). Not thread-safe; one thread drives it
-// together with its group.
+// The same call in three stages, for callers that pipeline buckets
+// (GradientExchanger, through Communicator's staged calls):
+//   Encode    steps 1-2, CPU only (no collective);
+//   Transfer  steps 3-4, the collectives only;
+//   Finish    steps 5-6, CPU only.
+// Run is exactly Encode, Transfer, Finish in a row, so a staged exchange
+// sends the same frames and computes the same floats as Run. One bucket's
+// frames live in an InFlight (owned by the caller: one per bucket in
+// flight), so bucket i+1 can be encoded while bucket i is on the wire.
+//
+// Buffers are grown to the largest call seen and then reused: after
+// warm-up the exchange allocates nothing (encode scratch lives in the
+// ErrorFeedback, decode scratch here). Threads: Encode and Finish may run
+// on one thread while Transfer runs on another, for different InFlights
+// (they share no member of this object: Encode uses the ErrorFeedback and
+// its InFlight, Transfer the group and its InFlight, Finish the sum and
+// decode scratch here). Calls of one stage must not overlap, and an
+// InFlight must be handed from stage to stage with a happens-before edge
+// (a mutex). Agree belongs with Transfer's thread.
 #ifndef GRADWIRE_LIB_COMPRESSED_ALLREDUCE_H_
 #define GRADWIRE_LIB_COMPRESSED_ALLREDUCE_H_
 
@@ -45,7 +60,37 @@ namespace gradwire {
 uint64_t SpecFingerprint(const CompressionSpec& spec);
 
 class CompressedAllreduce {
+ private:
+  struct Descriptor {
+    uint64_t frame_bytes;
+    uint64_t n;
+    uint64_t step;
+    uint64_t bucket;
+    uint64_t spec;
+  };
+
  public:
+  // One bucket's exchange between the stages: this rank's signed frame,
+  // the descriptor table and the frames received. Reusable.
+  class InFlight {
+   public:
+    InFlight() = default;
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    friend class CompressedAllreduce;
+    uint32_t bucket_ = 0;
+    uint64_t step_ = 0;
+    uint64_t n_ = 0;
+    size_t frame_bytes_ = 0;  // this rank's signed frame
+    uint64_t received_ = 0;   // bytes of recv_ holding frames
+    std::vector<uint8_t> send_;
+    std::vector<uint8_t> recv_;
+    std::vector<Descriptor> table_;
+    std::vector<uint64_t> sizes_;
+  };
+
   // `codec` and `auth` must outlive this object.
   CompressedAllreduce(const Codec& codec, const FrameAuthenticator& auth);
 
@@ -66,6 +111,17 @@ class CompressedAllreduce {
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
                    absl::Span<float> out, float divisor, ExchangeStats* stats);
 
+  // Run's stages (see the top of this file); the same arguments and
+  // errors. `group` in Encode and Finish is only read for rank numbers
+  // (immutable), so they may run while Transfer uses the group. Each
+  // stage adds what it cost to `stats`; Finish counts the bucket.
+  absl::Status Encode(const transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
+                      uint32_t bucket, uint64_t step, absl::Span<const float> in, InFlight& f,
+                      ExchangeStats* stats);
+  absl::Status Transfer(transport::GlooGroup& group, InFlight& f, ExchangeStats* stats);
+  absl::Status Finish(const transport::GlooGroup& group, InFlight& f, absl::Span<float> out,
+                      float divisor, ExchangeStats* stats);
+
   // Only the agreement of step 3 (spec, n, step, bucket; no frames) over
   // `group`. The hierarchical exchange runs it over the whole world first:
   // its node-local stages cannot see a disagreement between nodes, and
@@ -75,32 +131,24 @@ class CompressedAllreduce {
                      ExchangeStats* stats);
 
  private:
-  struct Descriptor {
-    uint64_t frame_bytes;
-    uint64_t n;
-    uint64_t step;
-    uint64_t bucket;
-    uint64_t spec;
-  };
   static constexpr size_t kDescriptorBytes = sizeof(Descriptor);
 
   // Checks the gathered descriptor table; identical verdict on every rank.
   // check_frames: also bound each frame length by what the codec can
   // produce (not in Agree, which exchanges no frame).
-  absl::Status CheckTable(const transport::GlooGroup& group, const Descriptor& mine,
-                          bool check_frames) const;
+  absl::Status CheckTable(const transport::GlooGroup& group, absl::Span<const Descriptor> table,
+                          const Descriptor& mine, bool check_frames) const;
 
   const Codec& codec_;
   const FrameAuthenticator& auth_;
   const uint64_t spec_fingerprint_;
 
   // Reused across calls (grown, never shrunk).
-  std::vector<uint8_t> send_;
-  std::vector<uint8_t> recv_;
-  std::vector<Descriptor> table_;
-  std::vector<uint64_t> sizes_;
-  std::vector<absl::Span<const uint8_t>> frames_;
-  std::vector<float> sum_;
+  InFlight run_;                     // Run's own
+  std::vector<Descriptor> agree_;    // Agree's table (Transfer's thread)
+  std::vector<absl::Span<const uint8_t>> frames_;  // Finish
+  std::vector<float> sum_;                         // Finish
+  CodecScratch decode_scratch_;                    // Finish
 };
 
 }  // namespace gradwire

@@ -66,7 +66,7 @@ class Reader {
 absl::StatusOr<EncodeStats> ErrorFeedback::Encode(absl::string_view key,
                                                   absl::Span<const float> grad, uint64_t step,
                                                   absl::Span<uint8_t> out) {
-  if (!codec_.spec().UsesErrorFeedback()) return codec_.Encode(grad, step, {}, out);
+  if (!codec_.spec().UsesErrorFeedback()) return codec_.Encode(grad, step, {}, out, &scratch_);
   auto it = residuals_.find(key);
   if (it == residuals_.end()) {
     // Check the call first so a refused one does not leave a residual behind.
@@ -79,7 +79,7 @@ absl::StatusOr<EncodeStats> ErrorFeedback::Encode(absl::string_view key,
                                                    grad.size(), " elements, but its residual has ",
                                                    it->second.size()));
   }
-  return codec_.Encode(grad, step, absl::MakeSpan(it->second), out);
+  return codec_.Encode(grad, step, absl::MakeSpan(it->second), out, &scratch_);
 }
 
 absl::Span<const float> ErrorFeedback::Residual(absl::string_view key) const {

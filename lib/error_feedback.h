@@ -8,6 +8,10 @@
 // A residual is created as zeros the first time its key is encoded and its
 // length is fixed from then on.
 //
+// It also owns the codec's working memory (a CodecScratch, grown to the
+// largest gradient encoded and reused), so steady-state encodes allocate
+// nothing.
+//
 // Not thread-safe: use one per thread, or serialize calls.
 #ifndef GRADWIRE_LIB_ERROR_FEEDBACK_H_
 #define GRADWIRE_LIB_ERROR_FEEDBACK_H_
@@ -62,6 +66,7 @@ class ErrorFeedback {
  private:
   const Codec& codec_;
   std::map<std::string, std::vector<float>, std::less<>> residuals_;
+  CodecScratch scratch_;
 };
 
 }  // namespace gradwire

@@ -10,7 +10,15 @@
 //   auth_time      signing and verifying frame MACs;
 //   wire_time      inside transport calls (network, and slower peers);
 //   wait_time      the training thread blocked waiting for results (the
-//                  part of the exchange that did not overlap backprop).
+//                  part of the exchange that did not overlap backprop);
+//   copy_time      writing averaged buckets back into the caller's
+//                  tensors (GradientExchanger);
+//   span_time      GradientExchanger: wall time from the step's first
+//                  bucket entering the pipeline to its last bucket written
+//                  back: the step's critical path as it ran. With the CPU
+//                  stages (compress + auth + copy) overlapping the wire,
+//                  it approaches max(cpu, wire) instead of their sum;
+//                  OverlapFraction() says how close it came.
 #ifndef GRADWIRE_LIB_EXCHANGE_STATS_H_
 #define GRADWIRE_LIB_EXCHANGE_STATS_H_
 
@@ -36,12 +44,25 @@ struct ExchangeStats {
   absl::Duration auth_time = absl::ZeroDuration();
   absl::Duration wire_time = absl::ZeroDuration();
   absl::Duration wait_time = absl::ZeroDuration();
+  absl::Duration copy_time = absl::ZeroDuration();
+  absl::Duration span_time = absl::ZeroDuration();
 
   void Add(const ExchangeStats& other);
 
+  // CPU-stage time: compress + auth + copy.
+  absl::Duration cpu_time() const { return compress_time + auth_time + copy_time; }
+
+  // How much of the shorter of cpu_time() and wire_time ran hidden under
+  // the other: (cpu + wire - span) / min(cpu, wire), clamped to [0, 1].
+  // 0 when run back to back (span = cpu + wire), 1 when span = max(cpu,
+  // wire). Idle time in the span (waiting for submissions) counts against
+  // it. 0 without a span or when either part is zero.
+  double OverlapFraction() const;
+
   // One line, e.g. "3 buckets (1 dense, 2 compressed), 1200000 elements:
   // sent 1500000 B (0 B intra-node), received 4400000 B (0 B intra-node);
-  // compress 3.100 ms, auth 0.200 ms, wire 12.000 ms, wait 4.000 ms".
+  // compress 3.100 ms, auth 0.200 ms, wire 12.000 ms, wait 4.000 ms",
+  // then "; copy 1.000 ms, span 13.000 ms, overlap 80%" when it has a span.
   std::string ToString() const;
 };
 

@@ -10,7 +10,7 @@
 namespace gradwire {
 namespace {
 
-// How often an idle worker re-checks for shutdown even without a
+// How often an idle pipeline thread re-checks for shutdown even without a
 // notification: every wait has a deadline, including the idle one.
 constexpr std::chrono::milliseconds kIdlePoll(500);
 
@@ -32,12 +32,20 @@ absl::StatusOr<std::unique_ptr<GradientExchanger>> GradientExchanger::Create(
   if (options.bucket_bytes == 0) {
     return absl::InvalidArgumentError("bucket size must be positive (--bucket_size_mb)");
   }
+  if (options.pipeline_depth < 1 || options.pipeline_depth > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("pipeline depth must be in 1..64, got ",
+                                                   options.pipeline_depth, " (--pipeline_depth)"));
+  }
   if (absl::Status h = communicator->health(); !h.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("communicator already poisoned: ", h.ToString()));
   }
   std::unique_ptr<GradientExchanger> ex(new GradientExchanger(std::move(communicator), options));
-  ex->worker_ = std::thread([raw = ex.get()] { raw->WorkerLoop(); });
+  for (int i = 0; i < options.pipeline_depth; ++i) {
+    ex->slots_.push_back(std::make_unique<CompressedAllreduce::InFlight>());
+  }
+  ex->compute_thread_ = std::thread([raw = ex.get()] { raw->ComputeLoop(); });
+  ex->comm_thread_ = std::thread([raw = ex.get()] { raw->CommLoop(); });
   return ex;
 }
 
@@ -46,8 +54,10 @@ GradientExchanger::~GradientExchanger() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  compute_cv_.notify_all();
+  comm_cv_.notify_all();
+  if (compute_thread_.joinable()) compute_thread_.join();
+  if (comm_thread_.joinable()) comm_thread_.join();
 }
 
 absl::Status GradientExchanger::PoisonLocked(absl::Status status) {
@@ -94,14 +104,31 @@ absl::Status GradientExchanger::BeginStep(uint64_t step) {
     b->filled = 0;
     b->queued = false;
   }
+  // Nothing is in flight: the pipeline starts the step empty. clear()
+  // keeps the capacity, so later steps do not allocate.
+  queue_.clear();
+  encode_at_ = transfer_at_ = finish_at_ = 0;
+  staged_started_ = staged_finished_ = 0;
+  span_started_ = false;
   return absl::OkStatus();
 }
 
 void GradientExchanger::EnqueueLocked(Bucket* bucket) {
+  if (!span_started_) {
+    span_start_ = absl::Now();
+    span_started_ = true;
+  }
   bucket->queued = true;
+  bucket->staged = comm_->CanStage(bucket->path);
+  bucket->stage = bucket->staged ? Stage::kEncode : Stage::kTransfer;
+  bucket->slot = -1;
   queue_.push_back(bucket);
   ++in_flight_;
-  work_cv_.notify_one();
+  if (bucket->staged) {
+    compute_cv_.notify_one();
+  } else {
+    comm_cv_.notify_one();
+  }
 }
 
 absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
@@ -264,49 +291,136 @@ absl::Status GradientExchanger::WaitAll(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-void GradientExchanger::WorkerLoop() {
+GradientExchanger::Bucket* GradientExchanger::NextComputeJobLocked() {
+  if (!poison_.ok()) return nullptr;  // a failed step goes no further
+  // Unstaged buckets (dense, hierarchical) skip stage (a).
+  while (encode_at_ < queue_.size() && !queue_[encode_at_]->staged) ++encode_at_;
+  const uint64_t depth = static_cast<uint64_t>(options_.pipeline_depth);
+  if (encode_at_ < queue_.size() && staged_started_ - staged_finished_ < depth) {
+    Bucket* b = queue_[encode_at_++];
+    // Round robin is safe: stage (c) finishes staged buckets in order, so
+    // the previous user of this slot (staged bucket number started - depth)
+    // is done once fewer than `depth` are in flight.
+    b->slot = static_cast<int>(staged_started_++ % depth);
+    return b;
+  }
+  if (finish_at_ < queue_.size() && queue_[finish_at_]->stage == Stage::kFinish) {
+    return queue_[finish_at_++];
+  }
+  return nullptr;
+}
+
+void GradientExchanger::WriteBack(const Bucket& bucket) {
+  for (const Member& m : bucket.members) {
+    std::copy(bucket.data.begin() + m.offset, bucket.data.begin() + m.offset + m.size,
+              m.target.begin());
+  }
+}
+
+void GradientExchanger::StageDoneLocked(Bucket* bucket, const absl::Status& s,
+                                        const ExchangeStats& cost, const char* what) {
+  step_stats_.Add(cost);
+  total_stats_.Add(cost);
+  if (!s.ok()) {
+    (void)PoisonLocked(absl::Status(s.code(), absl::StrCat("bucket ", bucket->id, " of step ",
+                                                           step_, " (", what, "): ", s.message())));
+    return;  // the bucket stays where it is; the pipeline stops here
+  }
+  switch (bucket->stage) {
+    case Stage::kEncode:
+      bucket->stage = Stage::kTransfer;
+      comm_cv_.notify_one();
+      break;
+    case Stage::kTransfer:
+      bucket->stage = Stage::kFinish;
+      compute_cv_.notify_one();
+      break;
+    case Stage::kFinish:
+    case Stage::kDone:
+      bucket->stage = Stage::kDone;
+      bucket->queued = false;
+      bucket->done_step = step_;
+      bucket->done_any = true;
+      if (bucket->staged) ++staged_finished_;  // frees its slot
+      if (--in_flight_ == 0) {
+        // The step's span so far: first bucket queued to last written back.
+        const absl::Duration span = absl::Now() - span_start_;
+        total_stats_.span_time += span - step_stats_.span_time;
+        step_stats_.span_time = span;
+      }
+      done_cv_.notify_all();
+      break;
+  }
+}
+
+// Stages (a) and (c): CPU only, never the transport. The step cannot
+// change under a running stage (BeginStep needs nothing in flight), so
+// step_ is read under the lock and used off it.
+void GradientExchanger::ComputeLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    work_cv_.wait_for(lock, kIdlePoll, [&] { return stop_ || head_ < queue_.size(); });
+    Bucket* bucket = nullptr;
+    compute_cv_.wait_for(lock, kIdlePoll,
+                         [&] { return stop_ || (bucket = NextComputeJobLocked()) != nullptr; });
     if (stop_) return;
-    if (head_ >= queue_.size()) continue;
-    Bucket* bucket = queue_[head_++];
-    if (head_ == queue_.size()) {  // keep the capacity, drop the consumed
-      queue_.clear();
-      head_ = 0;
-    }
+    if (bucket == nullptr) continue;
     const uint64_t step = step_;
-    const bool healthy = poison_.ok();
+    const bool encode = bucket->stage == Stage::kEncode;
     lock.unlock();
 
-    // Off the lock: the caller keeps submitting while this bucket is on
-    // the wire. The bucket's data and members are not touched by the
-    // caller while it is queued.
-    absl::Status s = absl::OkStatus();
-    if (healthy) {
-      s = comm_->AllreduceMean(bucket->id, step, absl::MakeSpan(bucket->data), bucket->path);
+    // Off the lock. The caller does not touch a queued bucket, the comm
+    // thread does not touch it in these stages, and the slot is this
+    // bucket's alone until (c) ends.
+    ExchangeStats cost;
+    absl::Status s;
+    if (encode) {
+      s = comm_->EncodeStage(bucket->id, step, bucket->data, *slots_[bucket->slot], &cost);
+    } else {
+      if (bucket->staged) {
+        s = comm_->FinishStage(*slots_[bucket->slot], absl::MakeSpan(bucket->data), &cost);
+      }
       if (s.ok()) {
-        for (const Member& m : bucket->members) {
-          std::copy(bucket->data.begin() + m.offset, bucket->data.begin() + m.offset + m.size,
-                    m.target.begin());
-        }
+        const absl::Time t0 = absl::Now();
+        WriteBack(*bucket);
+        cost.copy_time += absl::Now() - t0;
       }
     }
 
     lock.lock();
-    if (healthy) {
-      step_stats_.Add(comm_->last_call());
-      total_stats_.Add(comm_->last_call());
+    StageDoneLocked(bucket, s, cost, encode ? "encode" : "decode");
+  }
+}
+
+// Stage (b): the only thread that uses the transport, in queue order
+// (the same on every rank), which Gloo's ordering rules require.
+void GradientExchanger::CommLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    comm_cv_.wait_for(lock, kIdlePoll, [&] {
+      return stop_ || (poison_.ok() && transfer_at_ < queue_.size() &&
+                       queue_[transfer_at_]->stage == Stage::kTransfer);
+    });
+    if (stop_) return;
+    if (!poison_.ok() || transfer_at_ >= queue_.size() ||
+        queue_[transfer_at_]->stage != Stage::kTransfer) {
+      continue;
     }
-    if (!s.ok()) {
-      (void)PoisonLocked(absl::Status(
-          s.code(), absl::StrCat("bucket ", bucket->id, " of step ", step, ": ", s.message())));
+    Bucket* bucket = queue_[transfer_at_++];
+    const uint64_t step = step_;
+    lock.unlock();
+
+    ExchangeStats cost;
+    absl::Status s;
+    if (bucket->staged) {
+      s = comm_->TransferStage(*slots_[bucket->slot], &cost);
+    } else {
+      // Dense or hierarchical: the whole exchange here, in place.
+      s = comm_->AllreduceMean(bucket->id, step, absl::MakeSpan(bucket->data), bucket->path);
+      cost = comm_->last_call();
     }
-    bucket->queued = false;
-    bucket->done_step = step;
-    bucket->done_any = s.ok() && healthy;
-    --in_flight_;
-    done_cv_.notify_all();
+
+    lock.lock();
+    StageDoneLocked(bucket, s, cost, "exchange");
   }
 }
 
@@ -319,8 +433,8 @@ absl::Status GradientExchanger::Close(absl::Duration timeout) {
         "Close: ", in_flight_, " bucket(s) still in flight after ", absl::FormatDuration(timeout)));
   }
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
-  // The worker is idle (in_flight_ == 0 under the lock) and takes no new
-  // bucket once poisoned below, so the communicator is ours to close.
+  // The pipeline is idle (in_flight_ == 0 under the lock) and takes no
+  // new bucket once poisoned below, so the communicator is ours to close.
   absl::Status s = comm_->Close();
   (void)PoisonLocked(s.ok() ? absl::FailedPreconditionError("gradient exchanger was closed") : s);
   return s;

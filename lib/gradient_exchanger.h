@@ -13,10 +13,23 @@
 //
 // Submit copies the gradient into a bucket (fusion: one collective per
 // ~bucket_bytes instead of one per tensor, like DDP) and returns at once;
-// a full bucket goes to ONE background thread, which exchanges it through
-// the Communicator (compressed or dense, see communicator.h) while the
-// caller keeps submitting, then writes the averaged values back into the
-// submitted spans. Spans must stay valid until their bucket is waited for.
+// a full bucket enters a pipeline of two background threads, which
+// exchange it through the Communicator (compressed or dense, see
+// communicator.h) while the caller keeps submitting, then write the
+// averaged values back into the submitted spans. Spans must stay valid
+// until their bucket is waited for.
+//
+// The pipeline (docs/communicator.md, "Pipelining"): a flat compressed
+// bucket goes through three stages, (a) error feedback + encode + sign,
+// (b) the collectives, (c) MAC checks + decode + average + write-back.
+// The COMM thread owns the transport and runs (b) for every bucket in
+// submission order (dense and hierarchical buckets: their whole exchange);
+// the COMPUTE thread runs (a) and (c), so bucket i+1 is encoded, and
+// bucket i-1 decoded, while bucket i is on the wire. At most
+// `pipeline_depth` compressed buckets are between (a) and (c) at once
+// (each holds its frames). Results are bit for bit those of running the
+// buckets one at a time: the arithmetic of each bucket is unchanged and
+// error-feedback residuals are per bucket.
 //
 // The bucket plan (which tensors share a bucket, each bucket's path) is
 // fixed by the first step from the tensors submitted and their order:
@@ -24,7 +37,7 @@
 // Later steps must submit the same tensors (names and sizes) in the same
 // order; anything else is refused. Every rank must submit the same
 // sequence, so buckets are exchanged in the same order everywhere, which
-// the single worker thread and Gloo's ordering rules require. Bucket ids
+// the single comm thread and Gloo's ordering rules require. Bucket ids
 // key the per-bucket error-feedback residuals, saved and restored with
 // SaveState / RestoreState (checkpoints).
 //
@@ -68,6 +81,11 @@ struct ExchangerOptions {
   // A bucket closes once it holds at least this much; a larger tensor
   // gets a bucket of its own.
   uint64_t bucket_bytes = 25ull << 20;
+  // Flat compressed buckets in flight between encode and write-back (each
+  // holds its frame and the P frames received). 2 lets bucket i+1 be
+  // encoded while bucket i is on the wire; 1 runs encode, exchange and
+  // decode of one bucket at a time (no overlap). 1..64.
+  int pipeline_depth = 2;
 };
 
 // Names one bucket of one step; what Wait waits for.
@@ -86,12 +104,12 @@ struct BucketInfo {
 
 class GradientExchanger {
  public:
-  // Takes the communicator over (it becomes the worker thread's).
+  // Takes the communicator over (it becomes the pipeline threads').
   static absl::StatusOr<std::unique_ptr<GradientExchanger>> Create(
       std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
 
-  // Stops the worker after the bucket it is exchanging (bounded by the
-  // transport deadline); buckets still queued are not exchanged.
+  // Stops the pipeline after the stage each thread is running (bounded by
+  // the transport deadline); buckets still queued are not exchanged.
   ~GradientExchanger();
 
   GradientExchanger(const GradientExchanger&) = delete;
@@ -149,13 +167,18 @@ class GradientExchanger {
     uint64_t size = 0;
     absl::Span<float> target;  // the caller's tensor this step
   };
+  // Where a queued bucket is in the pipeline: the stage it waits for.
+  enum class Stage { kEncode, kTransfer, kFinish, kDone };
   struct Bucket {
     uint32_t id = 0;
     ExchangePath path = ExchangePath::kDense;
+    bool staged = false;      // flat compressed: stages (a) and (c) on the compute thread
     std::vector<float> data;  // fused gradients, in member order
     std::vector<Member> members;
     size_t filled = 0;       // members submitted this step
-    bool queued = false;     // handed to the worker this step
+    bool queued = false;     // in the pipeline this step
+    Stage stage = Stage::kDone;
+    int slot = -1;           // staged: its InFlight in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
   };
@@ -166,7 +189,17 @@ class GradientExchanger {
 
   GradientExchanger(std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
 
-  void WorkerLoop();
+  void ComputeLoop();  // stages (a) and (c)
+  void CommLoop();     // stage (b)
+  // The compute thread's next job, mutex held: (a) of the next bucket
+  // while a slot is free (it feeds the wire), else (c) of the oldest
+  // transferred one. Null if none.
+  Bucket* NextComputeJobLocked();
+  // Copies a bucket's averaged data into its members' tensors.
+  void WriteBack(const Bucket& bucket);
+  // Bookkeeping of a finished stage, mutex held: stats, poison, next stage.
+  void StageDoneLocked(Bucket* bucket, const absl::Status& s, const ExchangeStats& cost,
+                       const char* what);
   // Caller side, mutex held.
   void EnqueueLocked(Bucket* bucket);
   absl::Status PoisonLocked(absl::Status status);
@@ -175,17 +208,33 @@ class GradientExchanger {
   absl::StatusOr<Bucket*> PlanTensorLocked(absl::string_view name, uint64_t size,
                                            ExchangePath path);
 
-  std::unique_ptr<Communicator> comm_;  // used by the worker only, after Create
+  // After Create: the comm thread's (collectives, AllreduceMean), the
+  // compute thread's (staged (a)/(c), see Communicator), and the caller's
+  // for Close and checkpoints while nothing is in flight.
+  std::unique_ptr<Communicator> comm_;
   const ExchangerOptions options_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // worker: queue non-empty or stop
-  std::condition_variable done_cv_;  // callers: a bucket finished or failure
+  std::condition_variable compute_cv_;  // compute thread: a job or stop
+  std::condition_variable comm_cv_;     // comm thread: a job or stop
+  std::condition_variable done_cv_;     // callers: a bucket finished or failure
   bool stop_ = false;
   absl::Status poison_;
-  std::vector<Bucket*> queue_;  // FIFO: queue_[head_..]
-  size_t head_ = 0;
-  int in_flight_ = 0;  // queued or being exchanged
+  // This step's buckets in the order they were queued (the same on every
+  // rank). Each stage walks it in order with its own cursor, so stages
+  // need no queues of their own: a bucket waits at a cursor until the
+  // previous stage is done with it.
+  std::vector<Bucket*> queue_;
+  size_t encode_at_ = 0;    // compute thread, stage (a)
+  size_t transfer_at_ = 0;  // comm thread, stage (b)
+  size_t finish_at_ = 0;    // compute thread, stage (c)
+  uint64_t staged_started_ = 0;   // staged buckets this step that began (a)
+  uint64_t staged_finished_ = 0;  // ... that finished (c): slots in use = difference
+  int in_flight_ = 0;             // queued, not yet written back
+  absl::Time span_start_;         // first bucket of the step queued
+  bool span_started_ = false;
+  // One per pipeline slot; staged bucket j of a step uses slot j % depth.
+  std::vector<std::unique_ptr<CompressedAllreduce::InFlight>> slots_;
 
   // The plan. buckets_ owns Bucket objects by pointer so the worker's
   // pointers stay valid while the first step adds buckets.
@@ -202,7 +251,9 @@ class GradientExchanger {
   ExchangeStats step_stats_;
   ExchangeStats total_stats_;
 
-  std::thread worker_;  // last: started after everything above exists
+  // Last: started after everything above exists.
+  std::thread compute_thread_;
+  std::thread comm_thread_;
 };
 
 }  // namespace gradwire

@@ -22,9 +22,9 @@ class QuantizedCodec : public Codec {
     return kFrameHeaderBytes + kFrameChecksumBytes + ScaleBytes(n) + kernels::PackedBytes(n, bits_);
   }
 
-  absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
-                                     absl::Span<float> residual,
-                                     absl::Span<uint8_t> out) const override {
+  absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                         absl::Span<float> residual, absl::Span<uint8_t> out,
+                                         CodecScratch& /*scratch: none needed*/) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok()) {
@@ -64,8 +64,8 @@ class QuantizedCodec : public Codec {
     return stats;
   }
 
-  absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
-                                absl::Span<float> dense) const override {
+  absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
+                                    CodecScratch& /*scratch: none needed*/) const override {
     const uint64_t n = dense.size();
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();

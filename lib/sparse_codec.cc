@@ -14,12 +14,28 @@ namespace {
 
 using codec_internal::FieldMismatch;
 
-// Uninitialized scratch: value-initializing ~4n bytes of selection temp
-// storage would cost a pass over memory the kernel mostly never touches.
-template <typename T>
-std::unique_ptr<T[]> Scratch(uint64_t count) {
-  return std::unique_ptr<T[]>(new T[count > 0 ? count : 1]);
-}
+// Carves one CodecScratch buffer into the arrays a call needs, each
+// 64-byte aligned: sizes first (Add), then one Get, then the pointers.
+// The buffer is reused across calls, so after the first call of the
+// largest size nothing is allocated.
+class ScratchLayout {
+ public:
+  // Returns the array's offset; call before Place.
+  size_t Add(uint64_t bytes) {
+    const size_t at = total_;
+    total_ += (bytes + 63) / 64 * 64;
+    return at;
+  }
+  void Place(CodecScratch& scratch) { base_ = scratch.Get(total_ > 0 ? total_ : 64); }
+  template <typename T>
+  T* At(size_t offset) const {
+    return reinterpret_cast<T*>(base_ + offset);
+  }
+
+ private:
+  size_t total_ = 0;
+  uint8_t* base_ = nullptr;
+};
 
 class SparseCodec : public Codec {
  public:
@@ -48,9 +64,9 @@ class SparseCodec : public Codec {
            k * kernels::ValueWidth(format_);
   }
 
-  absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
-                                     absl::Span<float> residual,
-                                     absl::Span<uint8_t> out) const override {
+  absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                         absl::Span<float> residual, absl::Span<uint8_t> out,
+                                         CodecScratch& scratch) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok())
@@ -59,24 +75,28 @@ class SparseCodec : public Codec {
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
     float* res = residual.empty() ? nullptr : residual.data();
-    auto indices = Scratch<uint32_t>(k);
-    auto values = Scratch<uint8_t>(k * width);
     kernels::FusedStats fs;
     uint64_t temp_bytes = 0;
-    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, indices.get(), values.get(), &fs);
-    auto temp = Scratch<uint64_t>(temp_bytes / 8 + 1);
-    RunKernel(temp.get(), &temp_bytes, grad.data(), res, n, k, step, indices.get(), values.get(),
+    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, nullptr, nullptr, &fs);
+    // The varint length is only known once encoded, and the header (which
+    // StartFrame writes) holds it: indices and values are staged aside.
+    const uint64_t index_cap = encoding_ != IndexEncoding::kNone ? MaxIndexBytes(encoding_, k) : 0;
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
+    const size_t at_values = layout.Add(k * width);
+    const size_t at_index_bytes = layout.Add(index_cap);
+    const size_t at_temp = layout.Add(temp_bytes);
+    layout.Place(scratch);
+    uint32_t* indices = layout.At<uint32_t>(at_indices);
+    uint8_t* values = layout.At<uint8_t>(at_values);
+    uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
+    RunKernel(layout.At<void>(at_temp), &temp_bytes, grad.data(), res, n, k, step, indices, values,
               &fs);
 
-    // The varint length is only known once encoded, and the header (which
-    // StartFrame writes) holds it: encode the indices aside first.
-    std::unique_ptr<uint8_t[]> index_bytes;
     size_t index_len = 0;
     if (encoding_ != IndexEncoding::kNone) {
-      const uint64_t cap = MaxIndexBytes(encoding_, k);
-      index_bytes = Scratch<uint8_t>(cap);
-      absl::StatusOr<size_t> len = EncodeIndices(encoding_, absl::MakeConstSpan(indices.get(), k),
-                                                 absl::MakeSpan(index_bytes.get(), cap));
+      absl::StatusOr<size_t> len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
+                                                 absl::MakeSpan(index_bytes, index_cap));
       if (!len.ok()) return len.status();
       index_len = *len;
     }
@@ -93,8 +113,8 @@ class SparseCodec : public Codec {
     h.value_bytes = k * width;
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();
-    if (index_len > 0) std::memcpy(sections->indices.data(), index_bytes.get(), index_len);
-    if (k > 0) std::memcpy(sections->values.data(), values.get(), k * width);
+    if (index_len > 0) std::memcpy(sections->indices.data(), index_bytes, index_len);
+    if (k > 0) std::memcpy(sections->values.data(), values, k * width);
     absl::StatusOr<size_t> bytes = SealFrame(out);
     if (!bytes.ok()) return bytes.status();
     EncodeStats stats;
@@ -104,8 +124,8 @@ class SparseCodec : public Codec {
     return stats;
   }
 
-  absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame,
-                                absl::Span<float> dense) const override {
+  absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
+                                    CodecScratch& scratch) const override {
     const uint64_t n = dense.size();
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
@@ -135,19 +155,25 @@ class SparseCodec : public Codec {
       return FieldMismatch(name, "seed", h.seed, spec_.seed,
                            "random-k indices derive from the shared seed");
     }
-    auto indices = Scratch<uint32_t>(k);
+    uint64_t temp_bytes = 0;
     if (id_ == CodecId::kRandomK) {
-      uint64_t temp_bytes = 0;
       kernels::cpu::RandomKIndices(nullptr, &temp_bytes, h.seed, h.step, n, k, nullptr);
-      auto temp = Scratch<uint64_t>(temp_bytes / 8 + 1);
-      kernels::cpu::RandomKIndices(temp.get(), &temp_bytes, h.seed, h.step, n, k, indices.get());
+    }
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
+    const size_t at_temp = layout.Add(temp_bytes);
+    layout.Place(scratch);
+    uint32_t* indices = layout.At<uint32_t>(at_indices);
+    if (id_ == CodecId::kRandomK) {
+      kernels::cpu::RandomKIndices(layout.At<void>(at_temp), &temp_bytes, h.seed, h.step, n, k,
+                                   indices);
     } else {
       absl::Status s =
-          DecodeIndices(encoding_, parsed->sections.indices, n, absl::MakeSpan(indices.get(), k));
+          DecodeIndices(encoding_, parsed->sections.indices, n, absl::MakeSpan(indices, k));
       if (!s.ok()) return s;
     }
     // Everything is valid: only now touch `dense`.
-    kernels::cpu::SparseDecodeAccumulate(indices.get(), parsed->sections.values.data(), k, format_,
+    kernels::cpu::SparseDecodeAccumulate(indices, parsed->sections.values.data(), k, format_,
                                          dense.data());
     return absl::OkStatus();
   }

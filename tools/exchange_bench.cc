@@ -18,6 +18,10 @@
 // every tensor in backprop (reverse) order, Flush, WaitAll. The time of
 // one iteration is from the first Submit to WaitAll returning, i.e. the
 // exchange as a training step would see it with no compute to overlap.
+// Inside it the exchanger pipelines buckets (--pipeline_depth): "span" is
+// the step's critical path as it ran (first bucket queued to last written
+// back) and "overlap" how much of the shorter of CPU stages (compress +
+// auth + copy) and wire time it hid under the other.
 // Rank 0 prints the summary and writes --json_out; every rank prints a
 // one-line per-rank summary.
 #include <algorithm>
@@ -50,6 +54,9 @@ ABSL_FLAG(std::string, compression, "topk",
 ABSL_FLAG(double, compression_ratio, -1, "density k/n for sparse methods (default: the spec's)");
 ABSL_FLAG(int, quant_bits, -1, "bits per value for qsgd (default: the spec's)");
 ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradient");
+ABSL_FLAG(int, pipeline_depth, 2,
+          "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
+          "and decode one bucket at a time, no overlap)");
 ABSL_FLAG(bool, hierarchical, false, "HiTopKComm: nodes from LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
@@ -223,12 +230,13 @@ int Main() {
   if (!comm.ok()) return Fail(comm.status());
   ExchangerOptions eo;
   eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
+  eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   auto ex = GradientExchanger::Create(std::move(*comm), eo);
   if (!ex.ok()) return Fail(ex.status());
 
   const absl::Duration timeout = config->timeout;
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
-  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms;
+  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms, copy_ms, span_ms, overlap;
   ExchangeStats timed;
   for (int it = 0; it < warmup + iters; ++it) {
     for (Tensor& t : tensors) std::copy(t.pristine.begin(), t.pristine.end(), t.grad.begin());
@@ -249,6 +257,9 @@ int Main() {
     auth_ms.push_back(absl::ToDoubleMilliseconds(st.auth_time));
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
     wait_ms.push_back(absl::ToDoubleMilliseconds(st.wait_time));
+    copy_ms.push_back(absl::ToDoubleMilliseconds(st.copy_time));
+    span_ms.push_back(absl::ToDoubleMilliseconds(st.span_time));
+    overlap.push_back(st.OverlapFraction());
   }
   // Orderly teardown: no rank may reset a peer still finishing the last step.
   if (absl::Status s = (*ex)->Close(timeout); !s.ok()) return Fail(s);
@@ -262,11 +273,13 @@ int Main() {
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(medians)\n",
+      "(medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d)\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
       timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
-      Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5));
+      Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
+      Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
+      eo.pipeline_depth);
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
               tensors.size(), static_cast<int>(params), dense_b, comp_b,
@@ -283,14 +296,18 @@ int Main() {
         "  \"intra_node_bytes_sent_per_iter\": %.0f,\n"
         "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
-        "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f\n}\n",
+        "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
+        "  \"pipeline_depth\": %d,\n  \"copy_ms_median\": %.3f,\n"
+        "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f\n}\n",
         spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
         config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
         dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
         Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
         timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
         timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
-        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5));
+        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5),
+        eo.pipeline_depth, Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5),
+        Percentile(overlap, 0.5));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }
   return 0;

@@ -49,9 +49,11 @@ std::unique_ptr<Communicator> MakeComm(const std::string& spec_text, uint64_t de
 }
 
 std::unique_ptr<GradientExchanger> MakeExchanger(const std::string& spec,
-                                                 uint64_t bucket_bytes = 1 << 20) {
+                                                 uint64_t bucket_bytes = 1 << 20,
+                                                 int pipeline_depth = 2) {
   ExchangerOptions o;
   o.bucket_bytes = bucket_bytes;
+  o.pipeline_depth = pipeline_depth;
   auto ex = GradientExchanger::Create(MakeComm(spec), o);
   EXPECT_TRUE(ex.ok()) << ex.status();
   return std::move(*ex);
@@ -176,13 +178,80 @@ TEST(ExchangerTest, CheckpointRoundTripAndValidation) {
   EXPECT_NE(s.message().find("topk"), std::string::npos);
 }
 
+// The pipeline reorders work across threads, never the arithmetic: any
+// depth gives, bit for bit, what the synchronous Communicator gives for
+// the same buckets in the same order, step after step (error feedback
+// carries state from one step to the next, so a mixed-up residual or
+// frame would show).
+TEST(ExchangerTest, PipelineDepthDoesNotChangeResults) {
+  const char* names[] = {"a", "b", "c", "d", "e"};
+  const size_t n = 20000;  // one bucket per tensor (80 KB buckets)
+  auto input = [](int step, int t) { return Ramp(n, 0.5f + 0.25f * step + t); };
+  auto reference = MakeComm("topk:ratio=0.05");
+  std::vector<std::vector<std::vector<float>>> want(4);
+  for (int step = 0; step < 4; ++step) {
+    for (int t = 0; t < 5; ++t) {
+      want[step].push_back(input(step, t));
+      ASSERT_TRUE(reference
+                      ->AllreduceMean(t, step, absl::MakeSpan(want[step][t]),
+                                      ExchangePath::kCompressed)
+                      .ok());
+    }
+  }
+  for (int depth : {1, 2, 3}) {
+    auto ex = MakeExchanger("topk:ratio=0.05", 80000, depth);
+    for (int step = 0; step < 4; ++step) {
+      std::vector<std::vector<float>> grads;
+      for (int t = 0; t < 5; ++t) grads.push_back(input(step, t));
+      ASSERT_TRUE(ex->BeginStep(step).ok());
+      for (int t = 0; t < 5; ++t) ASSERT_TRUE(ex->Submit(names[t], absl::MakeSpan(grads[t])).ok());
+      ASSERT_TRUE(ex->Flush().ok());
+      ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+      ASSERT_EQ(ex->bucket_count(), 5u) << ex->DescribePlan();
+      for (int t = 0; t < 5; ++t) {
+        EXPECT_EQ(grads[t], want[step][t]) << "depth " << depth << " step " << step << " tensor "
+                                           << names[t];
+      }
+      const ExchangeStats st = ex->StepStats();
+      EXPECT_EQ(st.compressed_buckets, 5u);
+      EXPECT_EQ(st.elements, 5 * n);
+      EXPECT_GT(st.span_time, absl::ZeroDuration());
+      EXPECT_GT(st.copy_time, absl::ZeroDuration());
+      EXPECT_GE(st.OverlapFraction(), 0.0);
+      EXPECT_LE(st.OverlapFraction(), 1.0);
+    }
+  }
+  ExchangerOptions bad;
+  bad.pipeline_depth = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(GradientExchanger::Create(MakeComm("topk"), bad).status()));
+}
+
+TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
+  ExchangeStats s;
+  s.compress_time = absl::Milliseconds(30);
+  s.wire_time = absl::Milliseconds(100);
+  s.span_time = absl::Milliseconds(130);  // back to back
+  EXPECT_DOUBLE_EQ(s.OverlapFraction(), 0.0);
+  s.span_time = absl::Milliseconds(100);  // compression fully hidden
+  EXPECT_DOUBLE_EQ(s.OverlapFraction(), 1.0);
+  s.span_time = absl::Milliseconds(115);
+  EXPECT_NEAR(s.OverlapFraction(), 0.5, 1e-9);
+  s.span_time = absl::ZeroDuration();
+  EXPECT_DOUBLE_EQ(s.OverlapFraction(), 0.0);
+  s.span_time = absl::Milliseconds(115);
+  EXPECT_NE(s.ToString().find("overlap 50%"), std::string::npos) << s.ToString();
+}
+
 // After the first step, a step allocates nothing in lib/: buckets,
-// frames, descriptor tables and sums are reused. QSGD's CPU codec needs no
-// scratch, so what remains is the transport's per-call bookkeeping (its
-// agreement round), measured on a bare group and subtracted: every
-// compressed bucket makes one Allgather and one Allgatherv, every dense
-// one an AllreduceSum.
-TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
+// frames, descriptor tables, sums and codec scratch (the selection
+// codecs' candidate lists and staging, owned by the ErrorFeedback and the
+// CompressedAllreduce) are reused. What remains is the transport's
+// per-call bookkeeping (its agreement round), measured on a bare group
+// and subtracted: every compressed bucket makes one Allgather and one
+// Allgatherv, every dense one an AllreduceSum.
+class SteadyStateTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
   auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
                                                 "bare", absl::Seconds(10));
   auto bare = *transport::GlooGroup::Create(0, 1, store, transport::GroupOptions());
@@ -203,7 +272,7 @@ TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
 
   ExchangerOptions o;
   o.bucket_bytes = 100000;
-  auto ex = *GradientExchanger::Create(MakeComm("qsgd:bits=4,bucket=128", /*dense_below=*/1000), o);
+  auto ex = *GradientExchanger::Create(MakeComm(GetParam(), /*dense_below=*/1000), o);
   std::vector<std::vector<float>> t = {Ramp(30000, 1), Ramp(100, 1), Ramp(20000, 1), Ramp(50000, 1),
                                        Ramp(7, 1)};
   const char* names[] = {"a", "b", "c", "d", "e"};
@@ -227,6 +296,12 @@ TEST(ExchangerTest, SteadyStateStepsAllocateNothingInLib) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Codecs, SteadyStateTest,
+                         ::testing::Values("qsgd:bits=4,bucket=128", "topk:ratio=0.01",
+                                           "approx_topk:ratio=0.01",
+                                           "randomk:ratio=0.05,seed=3",
+                                           "topk:ratio=0.02,values=fp16,indices=varint"));
 
 }  // namespace
 }  // namespace gradwire
