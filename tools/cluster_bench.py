@@ -296,6 +296,8 @@ class Bench:
                     f"--iters={a.iters}", f"--warmup={a.warmup}",
                     f"--bucket_size_mb={a.bucket_size_mb}", f"--timeout_ms={a.timeout_ms}"]
             argv += extra + method_flags(m)
+            if a.pipeline_depth:
+                argv.append(f"--pipeline_depth={a.pipeline_depth}")
             if rank == 0:
                 argv.append(f"--json_out={json_out}")
             if cluster is not None:
@@ -573,7 +575,8 @@ def markdown(results):
             f"| {c['profile']} | {c['link']} | {c['world_size']} | {c['system']} | {c['method']} | "
             f"{c['iter_ms_median']:.1f} | {f(c.get('iter_ms_p90'), '.1f')} | "
             f"{f(b and b / 1e6, '.2f')} | {f(util and 100 * util, '.0f')}% | "
-            f"{f(c.get('compress_ms_median'), '.1f')} / {f(c.get('compress_alone_ms'), '.1f')} | "
+            f"{f(c.get('compress_ms_median'), '.1f')} / {f(c.get('compress_alone_ms'), '.1f')}"
+            f"{'' if c.get('overlap_fraction_median') is None else ' (overlap %.0f%%)' % (100 * c['overlap_fraction_median'])} | "
             f"{f(c.get('wire_ms_median'), '.1f')} / {f(c.get('wire_ms_min_rank'), '.1f')} | "
             f"{f(c.get('floor_ms'), '.1f')} | {f(c.get('x_floor'), '.2f')} | "
             f"{f(c.get('speedup'), '.2f')}x | {f(c.get('speedup_vs_best_dense'), '.2f')}x | "
@@ -702,6 +705,9 @@ def parse_args(argv):
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--bucket_size_mb", type=float, default=25.0)
+    p.add_argument("--pipeline_depth", type=int, default=0,
+                   help="exchanger pipeline slots (1 = no overlap of compression with the "
+                   "wire); 0 = exchange_bench's default")
     p.add_argument("--timeout_ms", type=int, default=120000, help="deadline of every collective")
     p.add_argument("--case_timeout_s", type=float, default=900)
     p.add_argument("--no_latency_probe", action="store_true",
@@ -813,6 +819,7 @@ def main(argv=None):
         "world_size": world, "links": links, "profiles": a.profile_list,
         "methods": [m["name"] for m in gw_methods], "peers": a.peer_list,
         "iters": a.iters, "warmup": a.warmup, "bucket_size_mb": a.bucket_size_mb,
+        "pipeline_depth": a.pipeline_depth or "exchange_bench default",
         "torch_version": torch_version, "tcp_goodput_factor": TCP_GOODPUT,
         "command": " ".join([os.path.basename(sys.argv[0])] + (sys.argv[1:] if argv is None else argv)),
         "cluster": (f"{a.hosts} emulated hosts x {a.ranks_per_host} ranks, "
@@ -904,6 +911,10 @@ def main(argv=None):
                             "wire_ms_min_rank": min((r["wire_ms_median"] for r in res["per_rank"]),
                                                     default=res["wire_ms_median"]),
                             "wait_ms_median": res.get("wait_ms_median"),
+                            "copy_ms_median": res.get("copy_ms_median"),
+                            "span_ms_median": res.get("span_ms_median"),
+                            "overlap_fraction_median": res.get("overlap_fraction_median"),
+                            "pipeline_depth": res.get("pipeline_depth"),
                             "compress_alone_ms": alone.get(m["name"].replace("+hier", "")),
                             "dense_buckets": res.get("dense_buckets"),
                             "compressed_buckets": res.get("compressed_buckets"),

@@ -25,10 +25,11 @@ bytes/s, alpha per message):
                               (x ranks/cores when ranks share this machine's cores);
                               GPU: PREDICTED from byte floors at 3.0 TB/s
                               (REFERENCE.md), not measured in this project yet
-  iteration                   serial: compression + wire (what GradientExchanger
-                              does today: one worker thread, no overlap);
+  iteration                   serial: compression + wire (no overlap: hierarchical
+                              buckets, or pipeline_depth 1);
                               pipelined: max(compress, wire) + one bucket's smaller
-                              part (compression of bucket i+1 during wire of bucket i)
+                              part (compression of bucket i+1 during wire of bucket i:
+                              GradientExchanger's flat buckets at pipeline_depth >= 2)
 Validation uses the run's own link figures: per-message latency from its
 latency probe and, where the transport-only bench ran, the goodput its
 largest allgatherv or dense ring achieved (if below the nominal rate x
@@ -307,10 +308,13 @@ def validate(results, alpha_s):
         pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
                      cpu_ns_per_element=cal.get(key), cpu_share=share,
                      measured_bytes_per_s=measured_bw)
+        pipelined = ((c.get("pipeline_depth") or 1) >= 2 and not m["hierarchical"])
         if m["codec"] == "none":
             pred = pr["wire_s"]
         elif "cpu_serial_s" in pr:
-            pred = pr["cpu_serial_s"]
+            # GradientExchanger pipelines flat compressed buckets (pipeline_depth
+            # >= 2): compression of bucket i+1 overlaps the wire of bucket i.
+            pred = pr["cpu_pipelined_s"] if pipelined else pr["cpu_serial_s"]
         else:
             continue
         host = 0.0
@@ -327,6 +331,7 @@ def validate(results, alpha_s):
                "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3,
                "measured_compress_ms": c.get("compress_ms_median"),
                "host_overhead_ms": host * 1e3, "cpu_share": share,
+               "composition": ("pipelined" if pipelined and m["codec"] != "none" else "serial"),
                "alpha_us": alpha * 1e6,
                "link_goodput_gbit": (min(c["link_bps"] * TCP_GOODPUT / 8, measured_bw)
                                      if measured_bw else c["link_bps"] * TCP_GOODPUT / 8) * 8e-9}
@@ -394,9 +399,9 @@ def scale_table(profiles, methods, nodes, gpus, links, alpha_s, cal, intra, out=
               f"{('%.0f' % (r['cpu_serial_s'] * 1e3)) if cpu is not None else '-':>8s}", file=out)
     print("* GPU columns are PREDICTED from byte floors at 3.0 TB/s (no GPU kernel timings are "
           "measured in this project yet); CPU columns use compression per element measured "
-          "alone on this machine (one core per rank). ser = compression + wire (today's "
-          "GradientExchanger: no overlap); pipe = compression of bucket i+1 overlapping the "
-          "wire of bucket i.", file=out)
+          "alone on this machine (one core per rank). ser = compression + wire (no overlap); "
+          "pipe = compression of bucket i+1 overlapping the wire of bucket i (GradientExchanger "
+          "pipelines flat buckets since comm 06bee87).", file=out)
     return rows
 
 
