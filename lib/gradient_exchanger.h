@@ -53,8 +53,8 @@
 // Submit, Flush and BeginStep belong to one training thread (their order
 // defines the plan); Wait, WaitAll, the stats and health may be called
 // from any thread. After the first step, Submit and the exchange allocate
-// nothing in gradwire (the codec kernels' scratch and Gloo's per-call
-// bookkeeping are theirs).
+// nothing in gradwire: buckets, pipeline slots and codec scratch are
+// reused (Gloo's per-call bookkeeping is Gloo's).
 #ifndef GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
 #define GRADWIRE_LIB_GRADIENT_EXCHANGER_H_
 
