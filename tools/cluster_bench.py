@@ -866,12 +866,13 @@ def main(argv=None):
                     label = f"{prof} {link}"
                     dense = None
                     if ns_ok and not a.no_latency_probe and link not in results["latency_probe"]:
-                        # A 64-float dense allreduce: 2(P-1) ring steps of one
-                        # tiny message each, so iter / (2(P-1)) is the per-message
+                        # A 64-float dense allreduce: gradwire's agreement
+                        # allgather (P-1 steps) then the ring (2(P-1) steps) of one
+                        # tiny message each, so iter / (3(P-1)) is the per-message
                         # latency (alpha) of this cluster as loaded right now.
                         res = bench.run_gradwire(cluster, probe_file, [], parse_method("none"),
                                                  world, a.ranks_per_host, label + " latency probe")
-                        hops = 2 * (world - 1)
+                        hops = 3 * (world - 1)
                         results["latency_probe"][link] = {
                             "iter_ms_median": res["iter_ms"]["median"],
                             "iter_ms_p90": res["iter_ms"]["p90"], "ring_steps": hops,

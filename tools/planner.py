@@ -14,7 +14,9 @@ and checks itself against tools/cluster_bench.py's measurements.
 The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
   dense ring allreduce        2(P-1) alpha + 2(P-1)/P * 4n / B
-  sparse ring allgather       (P-1) alpha + (P-1) * s / B,  s = payload per rank
+                              (+ (P-1) alpha: gradwire's agreement round per collective)
+  sparse ring allgather       4(P-1) alpha + (P-1) * s / B,  s = payload per rank
+                              (descriptors, then frames, each after an agreement round)
                               (top-k: 8k + frame; random-k: 4k; qsgd: nb/8 + 4n/512)
   flat at scale               every one of the N*G ranks is a ring member; a NIC
                               carries one ring edge per direction
@@ -166,7 +168,7 @@ def ring_allgather_s(p, nbytes_per_rank, bw, alpha):
 
 def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TCP_GOODPUT,
             intra_bytes_per_s=None, cpu_ns_per_element=None, cpu_share=1.0,
-            bucket_bytes=25 << 20, measured_bytes_per_s=None):
+            bucket_bytes=25 << 20, measured_bytes_per_s=None, agreement=True):
     """Predicted exchange of one iteration. Returns a dict of seconds/bytes.
 
     nodes x gpus_per_node ranks; link_bps is each node's NIC; intra-node
@@ -185,6 +187,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     # Dense buckets: one ring over all p ranks; a NIC carries one ring edge.
     for n in dense_b:
         wire += ring_allreduce_s(p, 4 * n, bw, alpha_s)
+        if agreement and p > 1:  # gradwire's agreement allgather before every collective
+            wire += (p - 1) * alpha_s
         nic_bytes += 2 * (p - 1) / p * 4 * n if p > 1 else 0
     cpu_elements = 0
     gpu_s = 0.0
@@ -196,7 +200,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # reduce-scatter half
             s = payload_bytes(m, shard)
             # g parallel cross-node rings share the NIC: it carries g * s per step.
-            wire += (nodes - 1) * alpha_s * 2 + (nodes - 1) * g * s / bw
+            # world-wide agreement (2 ring allgathers), then descriptors and
+            # frames across nodes (each with its agreement round).
+            wire += 2 * (p - 1) * alpha_s + 4 * (nodes - 1) * alpha_s + (nodes - 1) * g * s / bw
             nic_bytes += (nodes - 1) * g * s
             if g > 1 and intra:
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
@@ -205,7 +211,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
         else:
             s = payload_bytes(m, n)
             # size agreement (tiny) + allgatherv; one ring edge per NIC direction.
-            wire += (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
+            # descriptor allgather + frames allgatherv, each preceded by
+            # gradwire's agreement allgather: 4(P-1) messages in a row.
+            wire += 3 * (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
             nic_bytes += (p - 1) * s
             cpu_elements += n
             gpu_s += gpu_compress_s(m, n, p)
@@ -307,7 +315,7 @@ def validate(results, alpha_s):
         share = max(1.0, c["world_size"] / cores)  # every rank of the run shares this machine
         pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
                      cpu_ns_per_element=cal.get(key), cpu_share=share,
-                     measured_bytes_per_s=measured_bw)
+                     measured_bytes_per_s=measured_bw, agreement=c["system"] == "gradwire")
         # Overlap shortens the critical path only when a rank's wire time is
         # idle CPU. With more ranks than cores (4 on 2 here) every rank's
         # transfer waits for the others' compression, which is CPU-bound:
