@@ -20,7 +20,7 @@ volume 2(P-1)/P x 4n for DDP's dense allreduce on loopback.
 Data: Debian's dataset-fashion-mnist IDX files, read directly with numpy
 (gradwire's data cache, lib/cache, has no Python binding yet).
 --emulate runs each rank in its own network namespace of an emulated
-cluster (tools/emulated_cluster.py, namespaces "gwtrain-*", links shaped to
+cluster (tools/emulated_cluster.py, its own lock-owned "gwc<token>-*" namespaces, links shaped to
 --link); otherwise ranks share loopback. Run with Debian's /usr/bin/python3
 (python3-torch) after `bazel build //lib/python:_gradwire.so`.
 """
@@ -459,7 +459,7 @@ def main(argv=None):
         sys.path.insert(0, HERE)
         import emulated_cluster
         cluster = emulated_cluster.EmulatedCluster(args.nproc, link=args.link, delay=args.delay,
-                                                   subnet="10.252.0.0/16", prefix="gwtrain")
+                                                   subnet="10.252.0.0/16")
         cluster.__enter__()
         print(f"[convergence] {cluster.describe()}", flush=True)
     try:

@@ -59,6 +59,9 @@ def main(argv=None):
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    import faulthandler
+    import signal
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # stacks of a hung peer
     torch.set_num_threads(1)  # ranks share the machine's cores
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -92,7 +95,21 @@ def main(argv=None):
 
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=args.timeout_s))
-    ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
+    bucket_cap_mb = args.bucket_cap_mb
+    if args.hook == "powersgd":
+        # torch 1.13's PowerSGD hook issues its second and third allreduce
+        # from INSIDE future callbacks on Gloo's worker threads. With two or
+        # more buckets in flight that deadlocks (both worker threads block
+        # in such waits; seen on the emulated cluster), and with more
+        # worker threads the callbacks race, so ranks issue allreduces in
+        # different orders and Gloo aborts on a size mismatch. One bucket
+        # for the whole model (DDP's documented _DEFAULT_FIRST_BUCKET_BYTES
+        # knob plus the cap) keeps PowerSGD correct; backward here is
+        # nearly free, so the lost overlap costs it nothing.
+        model_mb = sum(model_profiles.numel(s) for s in shapes) * 4 / 2**20
+        bucket_cap_mb = max(bucket_cap_mb, model_mb + 1)
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(bucket_cap_mb * 2**20)
+    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
     if args.hook == "fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif args.hook == "powersgd":
@@ -125,7 +142,7 @@ def main(argv=None):
             "params": sum(model_profiles.numel(s) for s in shapes),
             "tensors": len(shapes),
             "world_size": world,
-            "bucket_cap_mb": args.bucket_cap_mb,
+            "bucket_cap_mb": bucket_cap_mb,
             "warmup": args.warmup,
             "iters": args.iters,
             "iteration_s_median": statistics.median(iteration),

@@ -24,22 +24,34 @@ Command line:
     emulated_cluster.py exec --host 2 -- CMD...
     emulated_cluster.py down
     emulated_cluster.py check          # prints whether namespaces can be made
+Concurrent clusters (other worktrees, CI beside a benchmark) coexist: see _OWNED.
 Python:
     with EmulatedCluster(hosts=4, link="1gbit", delay="100us") as c:
         c.popen(0, ["./rank", ...]); c.address(0)
 """
 
 import argparse
+import fcntl
 import ipaddress
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 
 PREFIX = "gwc"  # every namespace and link this tool makes starts with it
-SWITCH = PREFIX + "-switch"
+# A cluster made from Python is owned by its process: its namespaces are
+# "gwc<token>-h0".. and "gwc<token>-switch", and the process holds an flock
+# on LOCK_DIR/<token>.lock while it lives. Concurrent runs (two worktrees'
+# tests, a benchmark beside CI, callers in other PID namespaces) never tear
+# each other's down: leftovers are the namespaces whose lock nobody holds.
+# The command line's `up` outlives its process, so it uses the unowned
+# names "gwc-h0".., which only `up` and `down` remove.
+_OWNED = re.compile(PREFIX + r"([0-9a-f]{8})-")
+LOCK_DIR = "/run/gradwire-emulated-cluster"
+TBF_LATENCY = "100ms"  # how long a packet may queue in a shaper (tbf drops beyond)
 DEFAULT_SUBNET = "10.251.0.0/16"
 
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
@@ -87,7 +99,7 @@ def namespaces_available():
         return False, "not root (network namespaces need CAP_SYS_ADMIN)"
     if shutil.which("ip") is None or shutil.which("tc") is None:
         return False, "iproute2 (ip, tc) is not installed"
-    probe = PREFIX + "-probe"
+    probe = f"{PREFIX}{os.getpid()}-probe"
     proc = _run(["ip", "netns", "add", probe], check=False)
     if proc.returncode != 0:
         return False, "ip netns add failed: " + proc.stderr.strip()
@@ -97,7 +109,7 @@ def namespaces_available():
 
 def netem_available():
     """(True, '') if the kernel has sch_netem (delay, jitter, loss), else (False, why)."""
-    probe = PREFIX + "-probe"
+    probe = f"{PREFIX}{os.getpid()}-probe"
     _run(["ip", "netns", "add", probe], check=False)
     try:
         _run(["ip", "-n", probe, "link", "add", "v0", "type", "veth", "peer", "name", "v1"])
@@ -112,15 +124,54 @@ def netem_available():
         _run(["ip", "netns", "del", probe], check=False)
 
 
-def leftover_namespaces(prefix=PREFIX):
+def _owner_alive(token):
+    """True while some process holds token's lock (see _OWNED)."""
+    path = os.path.join(LOCK_DIR, token + ".lock")
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return False
+
+
+def _take_lock(token):
+    os.makedirs(LOCK_DIR, exist_ok=True)
+    fd = os.open(os.path.join(LOCK_DIR, token + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def leftover_namespaces(owner=None, everything=False):
+    """This tool's namespaces that may be removed: those of `owner` (a
+    token), those whose owning process is gone, the unowned command-line
+    ones (owner == "") and, with everything=True, all of them."""
     out = _run(["ip", "netns", "list"], check=False).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return [n for n in names if n.startswith(prefix + "-")]
+    picked = []
+    for n in names:
+        m = _OWNED.match(n)
+        if m:
+            token = m.group(1)
+            if everything or token == owner or not _owner_alive(token):
+                picked.append(n)
+        elif n.startswith(PREFIX + "-") and (everything or owner == ""):
+            picked.append(n)
+    return picked
 
 
-def remove_leftovers(prefix=PREFIX):
-    """Deletes every namespace this tool could have made with `prefix`; returns their names."""
-    names = leftover_namespaces(prefix)
+def remove_leftovers(owner=None, everything=False):
+    """Deletes namespaces picked by leftover_namespaces; returns their names."""
+    names = leftover_namespaces(owner, everything)
     for name in names:
         # Kill processes still inside (a crashed benchmark's ranks) first,
         # otherwise the namespace lingers until they exit.
@@ -139,7 +190,7 @@ def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
     # tbf needs a bucket of at least one GSO super-packet (64 KiB) or it
     # stalls; beyond that ~2 ms of traffic keeps the rate accurate.
     burst = max(int(rate_bps / 8 * 0.002), 128 * 1024)
-    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", "100ms"]
+    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]
     cmds = []
     if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
         netem = ["netem", "limit", "100000"]
@@ -160,10 +211,7 @@ class EmulatedCluster:
     """H hosts on a shaped star network. Use as a context manager."""
 
     def __init__(self, hosts, link="1gbit", delay="0us", jitter="0us", loss="0",
-                 subnet=DEFAULT_SUBNET, shaped=True, prefix=PREFIX):
-        # prefix: names of namespaces and links (at most 8 characters, so
-        # veth names stay within 15). Tools that may run beside another
-        # cluster pick their own: up/down remove only their prefix's.
+                 subnet=DEFAULT_SUBNET, shaped=True, owned=True):
         if not isinstance(hosts, int) or not 1 <= hosts <= 250:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
         self.hosts = hosts
@@ -178,10 +226,11 @@ class EmulatedCluster:
         self._addresses = [str(net.network_address + 1 + i) for i in range(hosts)]
         self._prefixlen = net.prefixlen
         self.shaped = shaped
-        if not re.fullmatch(r"[a-z][a-z0-9]{0,7}", prefix):
-            raise ClusterError(f"prefix must be 1-8 lowercase letters/digits, got {prefix!r}")
-        self.prefix = prefix
-        self.switch = prefix + "-switch"
+        # Owned: names carry our pid (see _OWNED); else the unowned CLI names.
+        self.owner = secrets.token_hex(4) if owned else ""
+        self._lock_fd = None
+        self.prefix = f"{PREFIX}{self.owner}" if owned else PREFIX
+        self.switch = self.prefix + "-switch"
         self._up = False
         self._old_handlers = {}
 
@@ -194,7 +243,9 @@ class EmulatedCluster:
 
     # -- lifecycle -----------------------------------------------------
     def up(self):
-        remove_leftovers(self.prefix)
+        if self.owner and self._lock_fd is None:
+            self._lock_fd = _take_lock(self.owner)
+        remove_leftovers(self.owner)
         if self.shaped and (self.delay_s > 0 or self.jitter_s > 0 or self.loss_pct > 0):
             ok, why = netem_available()
             if not ok:
@@ -205,7 +256,7 @@ class EmulatedCluster:
             _run(["ip", "-n", self.switch, "link", "set", "br0", "up"])
             for h in range(self.hosts):
                 ns = self.namespace(h)
-                port = f"{self.prefix}p{h}"
+                port = f"{PREFIX}p{h}"
                 _run(["ip", "netns", "add", ns])
                 _run(["ip", "-n", ns, "link", "set", "lo", "up"])
                 _run(["ip", "link", "add", port, "netns", self.switch, "type", "veth",
@@ -228,7 +279,14 @@ class EmulatedCluster:
         return self
 
     def down(self):
-        remove_leftovers(self.prefix)
+        remove_leftovers(self.owner)
+        if self._lock_fd is not None:
+            try:
+                os.unlink(os.path.join(LOCK_DIR, self.owner + ".lock"))
+            except OSError:
+                pass
+            os.close(self._lock_fd)
+            self._lock_fd = None
         self._up = False
 
     def __enter__(self):
@@ -287,7 +345,7 @@ def main(argv=None):
                 print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
             return 0 if ok else 1
         if args.cmd == "down":
-            names = remove_leftovers()
+            names = remove_leftovers(everything=True)
             print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
             return 0
         if args.cmd == "up":
@@ -295,7 +353,7 @@ def main(argv=None):
             if not ok:
                 raise ClusterError(f"cannot emulate a cluster: {why}")
             c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                                args.subnet).up()
+                                args.subnet, owned=False).up()
             print(c.describe())
             for h in range(c.hosts):
                 print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")

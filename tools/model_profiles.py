@@ -5,7 +5,7 @@ A data-parallel step exchanges one gradient per parameter tensor, produced
 in reverse layer order by backprop. The benchmark and the PyTorch peers read
 the same profile so both move exactly the same tensors. Parameter counts
 match the reference implementations (torchvision ResNet-50 25,557,032;
-VGG-16 138,357,544; BERT-base-uncased 109,482,240; Transformer-base with a
+VGG-16 138,357,544; BERT-base-uncased 109,482,240; BERT-large-uncased 335,141,888; Transformer-base with a
 shared 37,000-token vocabulary 63,084,544 — the paper quotes ~65M).
 
     model_profiles.py resnet50            # one "d0xd1x..." shape per line
@@ -60,14 +60,18 @@ def _layernorm(d):
     return [(d,), (d,)]
 
 
-def bert_base():
-    d, ff, vocab, positions, types, layers = 768, 3072, 30522, 512, 2, 12
+def bert_base(d=768, ff=3072, layers=12):
+    vocab, positions, types = 30522, 512, 2
     shapes = [(vocab, d), (positions, d), (types, d)] + _layernorm(d)
     for _ in range(layers):
         shapes += _linear(d, d) * 3 + _linear(d, d) + _layernorm(d)  # q, k, v, out
         shapes += _linear(d, ff) + _linear(ff, d) + _layernorm(d)
     shapes += _linear(d, d)  # pooler
     return shapes
+
+
+def bert_large():
+    return bert_base(d=1024, ff=4096, layers=24)
 
 
 def transformer_base():
@@ -84,19 +88,32 @@ def transformer_base():
     return shapes
 
 
-def synthetic(params, layers=50):
-    """`params` floats split into `layers` equal tensors (the last takes the rest)."""
+def synthetic(params, layers=50, width=1024):
+    """`params` floats as `layers` equal weight matrices of `width` columns,
+    plus a 1-D tensor for what is left (like a bias).
+
+    Matrices, not flat vectors, so that every method compresses them as it
+    would a real layer: gradwire sends 1-D tensors dense, PowerSGD leaves
+    them uncompressed (and torch 1.13's PowerSGD hook hangs on a bucket
+    with nothing to compress: an allreduce of zero elements).
+    """
     if params < 1:
         raise ValueError(f"--params must be >= 1, got {params}")
-    layers = max(1, min(layers, params))
-    each = params // layers
-    return [(each,)] * (layers - 1) + [(params - each * (layers - 1),)]
+    rows = params // (layers * width)
+    if rows == 0:  # too small for matrices: flat tensors
+        layers = max(1, min(layers, params))
+        each = params // layers
+        return [(each,)] * (layers - 1) + [(params - each * (layers - 1),)]
+    shapes = [(rows, width)] * layers
+    rest = params - rows * width * layers
+    return shapes + ([(rest,)] if rest else [])
 
 
 PROFILES = {
     "resnet50": resnet50,
     "vgg16": vgg16,
     "bert_base": bert_base,
+    "bert_large": bert_large,
     "transformer": transformer_base,
 }
 

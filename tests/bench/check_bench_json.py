@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Asserts that a cluster_bench JSON holds sane figures (not timings):
+every case present, bytes on the wire equal to what the algorithms must
+send, utilisation within the link's capacity, the configuration recorded,
+the planner's validation present, and a real PNG next to it."""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print(f"FAIL: {what}")
+    return cond
+
+
+def finite_positive(v):
+    return isinstance(v, (int, float)) and math.isfinite(v) and v > 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("json")
+    p.add_argument("--png")
+    p.add_argument("--methods", required=True)
+    p.add_argument("--peers", default="")
+    a = p.parse_args()
+    with open(a.json) as f:
+        r = json.load(f)
+    cfg = r["config"]
+    methods = [m for m in a.methods.split(",") if m]
+    peers = [m for m in a.peers.split(",") if m]
+
+    check(cfg.get("complete") is True, "run completed")
+    for key in ("date_utc", "machine", "namespaces", "netem", "shaping", "world_size", "links"):
+        check(key in cfg, f"config records {key}")
+    check(cfg["machine"].get("kernel") and cfg["machine"].get("cores"), "machine: kernel and cores")
+    check(isinstance(cfg["netem"].get("available"), bool), "netem availability recorded")
+    shaped = cfg["shaped"]
+    print(f"cluster: {cfg['cluster']}; shaped={shaped}")
+
+    cases = r["cases"]
+    gw = {c["method"]: c for c in cases if c["system"] == "gradwire"}
+    ddp = [c for c in cases if c["system"] == "pytorch"]
+    check(sorted(gw) == sorted(methods), f"gradwire cases {sorted(gw)} == {sorted(methods)}")
+    check(len(ddp) == len(peers), f"{len(ddp)} DDP cases, want {len(peers)}")
+
+    P = cfg["world_size"]
+    dense = gw.get("none")
+    for name, c in gw.items():
+        check(finite_positive(c["iter_ms_median"]), f"{name}: iter median > 0")
+        check(c["iter_ms_p90"] >= c["iter_ms_median"], f"{name}: p90 >= median")
+        check(finite_positive(c["bytes_on_wire_per_rank"]), f"{name}: bytes on the wire > 0")
+        check(len(c["per_rank"]) == P, f"{name}: a summary line from each of {P} ranks")
+        check(c["wire_ms_median"] >= 0, f"{name}: wire time >= 0")
+        if shaped:
+            # Payload cannot cross a link faster than its rate (10 % slack for
+            # tbf's burst and clock granularity on short runs).
+            check(0 < c["wire_util"] <= 1.10, f"{name}: wire utilisation {c['wire_util']:.2f} in (0, 1.1]")
+            check(c["link_util"] <= c["wire_util"] + 1e-9, f"{name}: link util <= wire util")
+            check(finite_positive(c["floor_ms"]), f"{name}: floor > 0")
+        if name != "none":
+            check(finite_positive(c["compress_ms_median"]), f"{name}: compression time > 0")
+            check(finite_positive(c.get("compress_alone_ms")), f"{name}: compression alone > 0")
+            check(c["compressed_buckets"] >= 1, f"{name}: at least one compressed bucket")
+            check(finite_positive(c.get("speedup")), f"{name}: speedup recorded")
+    if dense is not None:
+        n = dense["params"]
+        want = 2 * (P - 1) / P * 4 * n  # ring allreduce, bandwidth term
+        got = dense["bytes_on_wire_per_rank"]
+        check(abs(got - want) <= 0.01 * want + 4096,
+              f"dense: {got:.0f} B/rank on the wire, ring allreduce needs {want:.0f}")
+        check(dense["compressed_buckets"] == 0, "dense: no compressed bucket")
+        for name, c in gw.items():
+            if c.get("density"):
+                # k pairs of 8 B from each of P-1 peers, plus the dense 1-D rest:
+                # far below dense, above the bare pairs.
+                pairs = (P - 1) * 8 * c["density"] * n * 0.9
+                check(pairs <= c["bytes_on_wire_per_rank"] <= want * max(4 * c["density"], 0.1),
+                      f"{name}: {c['bytes_on_wire_per_rank']:.0f} B/rank between {pairs:.0f} "
+                      f"and {want * max(4 * c['density'], 0.1):.0f}")
+    for c in ddp:
+        check(c["iter_ms_median"] >= 0 and c.get("torch_version"), f"{c['method']}: figures")
+    rows = r.get("planner_validation")
+    if check(isinstance(rows, list) and (rows or not shaped), "planner validation present"):
+        for row in rows:
+            check(math.isfinite(row["error_pct"]), f"planner {row['method']}: finite error")
+    if a.png:
+        ok = os.path.exists(a.png)
+        if check(ok, f"plot {a.png} exists"):
+            with open(a.png, "rb") as f:
+                head = f.read(8)
+            check(head == b"\x89PNG\r\n\x1a\n", "plot is a PNG")
+            check(os.path.getsize(a.png) > 10000, "plot is not empty")
+    if failures:
+        print(f"{len(failures)} checks failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,501 @@
+#!/usr/bin/env python3
+"""Performance model of gradwire's gradient exchange: alpha-beta costs of
+ring allreduce and ring allgather, plus measured compression time.
+
+It answers "what would an iteration's exchange cost on MY cluster?" for
+scales this machine cannot run (e.g. 16 nodes x 8 GPUs at 10/25 Gbit/s),
+and checks itself against tools/cluster_bench.py's measurements.
+
+    planner.py --validate bench-results/X.json       # error % per measured case
+    planner.py --calibrate bench-results/X.json \\
+        --nodes 16 --gpus_per_node 8 --links 10gbit,25gbit \\
+        --profiles resnet50,bert_large --methods none,topk=0.01,approx_topk=0.001
+
+The model (P ranks, n fp32 elements, density rho, B link goodput in
+bytes/s, alpha per message):
+  dense ring allreduce        2(P-1) alpha + 2(P-1)/P * 4n / B
+                              (+ (P-1) alpha: gradwire's agreement round per collective)
+  sparse ring allgather       4(P-1) alpha + (P-1) * s / B,  s = payload per rank
+                              (descriptors, then frames, each after an agreement round)
+                              (top-k: 8k + frame; random-k: 4k; qsgd: nb/8 + 4n/512)
+  flat at scale               every one of the N*G ranks is a ring member; a NIC
+                              carries one ring edge per direction
+  hierarchical (HiTopKComm)   intra-node reduce-scatter, compression of a 1/G
+                              shard, G parallel cross-node allgathers sharing the
+                              NIC: (N-1) * s_node / B, intra-node allgather
+  compression                 CPU: per-element cost measured alone by cluster_bench
+                              (x ranks/cores when ranks share this machine's cores);
+                              GPU: PREDICTED from byte floors at 3.0 TB/s
+                              (REFERENCE.md), not measured in this project yet
+  iteration                   serial: compression + wire (no overlap: hierarchical
+                              buckets, or pipeline_depth 1);
+                              pipelined: max(compress, wire) + one bucket's smaller
+                              part (compression of bucket i+1 during wire of bucket i:
+                              GradientExchanger's flat buckets at pipeline_depth >= 2)
+Validation uses the run's own link figures: per-message latency from its
+latency probe and, where the transport-only bench ran, the goodput its
+largest allgatherv or dense ring achieved (if below the nominal rate x
+TCP goodput). Intra-node transfers (hierarchical mode's reduce-scatter and
+allgather over a host's loopback) are modelled as free; on this 2-core
+machine they are not (memory copies by the kernel), so hierarchical runs
+here are under-predicted.
+Validation adds the host-side cost of the dense gradwire run of the same
+profile and link (iter - wire - averaging, per element: copying gradients
+into buckets and back), which every gradwire method pays.
+Buckets follow exchange_bench's plan: tensors < 16384 elements or 1-D go
+dense; the rest fuse into 25 MiB buckets, one codec call each.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import model_profiles  # noqa: E402
+
+# TCP payload per byte on a 1500-byte-MTU Ethernet link (1448/1514 with
+# TCP timestamps): what a shaper's or NIC's line rate leaves for data.
+TCP_GOODPUT = 1448.0 / 1514.0
+FRAME_OVERHEAD = 72 + 8 + 32 + 64  # header, checksum, MAC, descriptor (approx.)
+GPU_BYTES_PER_S = 3.0e12  # H100 achievable (REFERENCE.md); a prediction, not a measurement
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+
+
+def parse_rate(text):
+    for unit in sorted(_RATE_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            try:
+                v = float(text[: -len(unit)])
+            except ValueError:
+                break
+            if v > 0:
+                return v * _RATE_UNITS[unit]
+    raise ValueError(f"link rate must look like 1gbit or 25gbit, got {text!r}")
+
+
+def parse_method(text):
+    t = text.strip()
+    hier = t.endswith("+hier")
+    if hier:
+        t = t[:-5]
+    codec, _, arg = t.partition("=")
+    m = {"name": text.strip(), "codec": codec, "density": None, "bits": None,
+         "hierarchical": hier}
+    if codec in ("topk", "approx_topk", "randomk"):
+        m["density"] = float(arg) if arg else 0.01
+    elif codec == "qsgd":
+        m["bits"] = int(arg) if arg else 4
+    elif codec not in ("none", "sign", "fp16", "bf16"):
+        raise ValueError(f"unknown method {text!r}")
+    return m
+
+
+# --- the plan: which elements go dense, which through the codec -------------
+
+def bucket_plan(shapes, bucket_bytes=25 << 20, dense_below=16384, dense_1d=True,
+                compressing=True):
+    """(dense bucket sizes, compressed bucket sizes) in elements, as
+    GradientExchanger fuses them (backprop order, one open bucket per path)."""
+    open_ = {"dense": 0, "comp": 0}
+    done = {"dense": [], "comp": []}
+    for s in reversed(shapes):
+        n = model_profiles.numel(s)
+        path = "dense"
+        if compressing and n >= dense_below and not (dense_1d and len(s) == 1):
+            path = "comp"
+        open_[path] += n
+        if open_[path] * 4 >= bucket_bytes:
+            done[path].append(open_[path])
+            open_[path] = 0
+    for path in open_:
+        if open_[path]:
+            done[path].append(open_[path])
+    return done["dense"], done["comp"]
+
+
+def payload_bytes(m, n):
+    """Bytes one rank contributes for a compressed bucket of n elements."""
+    c = m["codec"]
+    if c in ("topk", "approx_topk"):
+        k = max(1, round(m["density"] * n)) if n else 0
+        return 8 * k + FRAME_OVERHEAD
+    if c == "randomk":
+        k = max(1, round(m["density"] * n)) if n else 0
+        return 4 * k + FRAME_OVERHEAD
+    if c == "qsgd":
+        return math.ceil(n * m["bits"] / 8) + 4 * math.ceil(n / 512) + FRAME_OVERHEAD
+    if c == "sign":
+        return math.ceil(n / 8) + 4 * math.ceil(n / 512) + FRAME_OVERHEAD
+    if c in ("fp16", "bf16"):
+        return 2 * n + FRAME_OVERHEAD
+    raise ValueError(c)
+
+
+def gpu_compress_s(m, n, contributions):
+    """PREDICTED GPU time: encode (+EF) and decode-accumulate byte floors
+    at GPU_BYTES_PER_S (REFERENCE.md byte floors)."""
+    c = m["codec"]
+    if c in ("topk", "approx_topk", "randomk"):
+        k = max(1, round(m["density"] * n))
+        enc = 12 * n + 8 * k          # read g, read e, write e + selected pairs
+        dec = 4 * n + 8 * contributions * k
+    elif c in ("qsgd", "sign"):
+        bits = m["bits"] or 1
+        enc = 12 * n + n * bits / 8 + 4 * n / 512
+        dec = 4 * n + contributions * (n * bits / 8 + 4 * n / 512)
+    else:  # fp16/bf16 casts
+        enc = 4 * n + 2 * n
+        dec = 4 * n + contributions * 2 * n
+    return (enc + dec) / GPU_BYTES_PER_S
+
+
+# --- alpha-beta costs --------------------------------------------------------
+
+def ring_allreduce_s(p, nbytes, bw, alpha):
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes / bw
+
+
+def ring_allgather_s(p, nbytes_per_rank, bw, alpha):
+    if p <= 1:
+        return 0.0
+    return (p - 1) * alpha + (p - 1) * nbytes_per_rank / bw
+
+
+def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TCP_GOODPUT,
+            intra_bytes_per_s=None, cpu_ns_per_element=None, cpu_share=1.0,
+            bucket_bytes=25 << 20, measured_bytes_per_s=None, agreement=True):
+    """Predicted exchange of one iteration. Returns a dict of seconds/bytes.
+
+    nodes x gpus_per_node ranks; link_bps is each node's NIC; intra-node
+    transfers use intra_bytes_per_s (None: free, as loopback is here).
+    """
+    p = nodes * gpus_per_node
+    bw = link_bps / 8 * goodput
+    if measured_bytes_per_s:  # what this host really moves per direction (may be CPU-bound)
+        bw = min(bw, measured_bytes_per_s)
+    compressing = m["codec"] != "none"
+    dense_b, comp_b = bucket_plan(shapes, bucket_bytes, compressing=compressing)
+    intra = intra_bytes_per_s
+    wire = 0.0
+    nic_bytes = 0.0
+
+    # Dense buckets: one ring over all p ranks; a NIC carries one ring edge.
+    for n in dense_b:
+        wire += ring_allreduce_s(p, 4 * n, bw, alpha_s)
+        if agreement and p > 1:  # gradwire's agreement allgather before every collective
+            wire += (p - 1) * alpha_s
+        nic_bytes += 2 * (p - 1) / p * 4 * n if p > 1 else 0
+    cpu_elements = 0
+    gpu_s = 0.0
+    for n in comp_b:
+        if m["hierarchical"]:
+            g = gpus_per_node
+            shard = math.ceil(n / g)
+            if g > 1 and intra:
+                wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # reduce-scatter half
+            s = payload_bytes(m, shard)
+            # g parallel cross-node rings share the NIC: it carries g * s per step.
+            # world-wide agreement (2 ring allgathers), then descriptors and
+            # frames across nodes (each with its agreement round).
+            wire += 2 * (p - 1) * alpha_s + 4 * (nodes - 1) * alpha_s + (nodes - 1) * g * s / bw
+            nic_bytes += (nodes - 1) * g * s
+            if g > 1 and intra:
+                wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
+            cpu_elements += shard
+            gpu_s += gpu_compress_s(m, shard, nodes)
+        else:
+            s = payload_bytes(m, n)
+            # size agreement (tiny) + allgatherv; one ring edge per NIC direction.
+            # descriptor allgather + frames allgatherv, each preceded by
+            # gradwire's agreement allgather: 4(P-1) messages in a row.
+            wire += 3 * (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
+            nic_bytes += (p - 1) * s
+            cpu_elements += n
+            gpu_s += gpu_compress_s(m, n, p)
+    out = {"wire_s": wire, "nic_bytes_per_iter": nic_bytes,
+           "dense_buckets": len(dense_b), "compressed_buckets": len(comp_b),
+           "gpu_compress_s_predicted": gpu_s if compressing else 0.0}
+    if compressing and cpu_ns_per_element is not None:
+        cpu = cpu_elements * cpu_ns_per_element * 1e-9 * cpu_share
+        out["cpu_compress_s"] = cpu
+        out["cpu_serial_s"] = cpu + wire
+        last = max(comp_b) if comp_b else 0
+        frac = last / max(1, sum(comp_b))
+        out["cpu_pipelined_s"] = max(cpu, wire) + min(cpu, wire) * frac
+    out["gpu_serial_s"] = gpu_s + wire
+    out["gpu_pipelined_s"] = max(gpu_s, wire) + min(gpu_s, wire) * (
+        max(comp_b) / max(1, sum(comp_b)) if comp_b else 0)
+    return out
+
+
+def shapes_for(profile):
+    if profile.startswith("params="):
+        return model_profiles.profile(None, int(profile.split("=", 1)[1]))
+    return model_profiles.profile(profile)
+
+
+def compressed_elements(shapes, m):
+    return sum(bucket_plan(shapes, compressing=True)[1]) if m["codec"] != "none" else 0
+
+
+# --- validation against cluster_bench ----------------------------------------
+
+def calibration(results):
+    """CPU ns per compressed element (alone) per method name (without +hier)."""
+    cal = {}
+    for c in results["cases"]:
+        if c["system"] != "gradwire" or c.get("compress_alone_ms") is None:
+            continue
+        key = c["method"].replace("+hier", "")
+        m = parse_method(key)
+        n = compressed_elements(shapes_for(c["profile"]), m)
+        if n:
+            cal[key] = c["compress_alone_ms"] * 1e6 / n
+    return cal
+
+
+def host_overhead_ns(results):
+    """Per-element host cost outside codec and wire (copying gradients into
+    buckets and back, thread hand-off), from each dense gradwire run:
+    (iter - wire - averaging) / n. Keyed by (profile, link)."""
+    out = {}
+    for c in results["cases"]:
+        if c["system"] == "gradwire" and c["codec"] == "none":
+            rest = c["iter_ms_median"] - c["wire_ms_median"] - (c.get("compress_ms_median") or 0)
+            out[(c["profile"], c["link"])] = max(0.0, rest) * 1e6 / c["params"]
+    return out
+
+
+def link_goodput(results, profile, link):
+    """Bytes/s per direction the run's transport-only bench achieved (the
+    better of its largest allgatherv and its dense ring; the link figure: on a 2-core host, 10 Gbit/s
+    veth + tbf is CPU-bound well below the nominal rate), or None."""
+    t = results.get("transport", {}).get(profile, {}).get(link)
+    if not t:
+        return None
+    rates = []
+    rows = [r for r in t["rows"] if r.get("bytes_received_per_rank")]
+    if rows:
+        big = max(rows, key=lambda r: r["bytes_received_per_rank"])
+        rates.append(big["bytes_received_per_rank"] / (big["ms"] / 1e3))
+    p = t["world_size"]
+    for r in t["rows"]:
+        if r["name"].startswith("allreduce ring") and r["ms"] > 0 and p > 1:
+            rates.append(2 * (p - 1) / p * 4 * t["n"] / (r["ms"] / 1e3))
+    # The best the link demonstrated in this run (either collective).
+    return max(rates) if rates else None
+
+
+def validate(results, alpha_s):
+    cfg = results["config"]
+    cores = cfg["machine"].get("cores") or 1
+    cal = calibration(results)
+    overhead = host_overhead_ns(results)
+    rows = []
+    for c in results["cases"]:
+        if not c.get("link_bps"):
+            continue  # unshaped: no link rate to model
+        shapes = shapes_for(c["profile"])
+        hosts, rph = c["hosts"], c["ranks_per_host"]
+        if c["system"] == "gradwire":
+            m = parse_method(c["method"])
+        elif c["codec"] == "none":  # DDP's default allreduce: a dense ring too
+            m = parse_method("none")
+        else:
+            continue
+        key = c["method"].replace("+hier", "")
+        probe = results.get("latency_probe", {}).get(c["link"])
+        measured_bw = link_goodput(results, c["profile"], c["link"])
+        alpha = probe["alpha_us"] * 1e-6 if probe else alpha_s
+        share = max(1.0, c["world_size"] / cores)  # every rank of the run shares this machine
+        pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
+                     cpu_ns_per_element=cal.get(key), cpu_share=share,
+                     measured_bytes_per_s=measured_bw, agreement=c["system"] == "gradwire")
+        # Overlap shortens the critical path only when a rank's wire time is
+        # idle CPU. With more ranks than cores (4 on 2 here) every rank's
+        # transfer waits for the others' compression, which is CPU-bound:
+        # the CPU is the bottleneck and the serial composition applies.
+        pipelined = ((c.get("pipeline_depth") or 1) >= 2 and not m["hierarchical"]
+                     and c["world_size"] <= cores)
+        if m["codec"] == "none":
+            pred = pr["wire_s"]
+        elif "cpu_serial_s" in pr:
+            # GradientExchanger pipelines flat compressed buckets (pipeline_depth
+            # >= 2): compression of bucket i+1 overlaps the wire of bucket i.
+            pred = pr["cpu_pipelined_s"] if pipelined else pr["cpu_serial_s"]
+        else:
+            continue
+        host = 0.0
+        if c["system"] == "gradwire":
+            host = overhead.get((c["profile"], c["link"]), 0.0) * c["params"] * 1e-9
+        pred += host
+        # The same model fed the compression time the run itself measured
+        # (ranks contending for 2 cores and memory bandwidth): checks the
+        # wire and composition part of the model on its own.
+        pred_inrun = None
+        if m["codec"] != "none" and c.get("compress_ms_median") is not None:
+            comp = (c["compress_ms_median"] + (c.get("auth_ms_median") or 0)) / 1e3
+            w = pr["wire_s"]
+            if pipelined:
+                comp_b = bucket_plan(shapes, compressing=True)[1]
+                frac = max(comp_b) / max(1, sum(comp_b)) if comp_b else 0
+                pred_inrun = host + max(comp, w) + min(comp, w) * frac
+            else:
+                pred_inrun = host + comp + w
+        meas = c["iter_ms_median"] / 1e3
+        row = {"system": c["system"], "profile": c["profile"], "link": c["link"],
+               "world_size": c["world_size"], "method": c["method"],
+               "measured_ms": meas * 1e3, "predicted_ms": pred * 1e3,
+               "error_pct": 100 * (pred - meas) / meas,
+               "predicted_inrun_ms": None if pred_inrun is None else pred_inrun * 1e3,
+               "error_inrun_pct": None if pred_inrun is None else 100 * (pred_inrun - meas) / meas,
+               "predicted_wire_ms": pr["wire_s"] * 1e3,
+               "measured_wire_ms": c.get("wire_ms_median"),
+               "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3,
+               "measured_compress_ms": c.get("compress_ms_median"),
+               "host_overhead_ms": host * 1e3, "cpu_share": share,
+               "composition": ("pipelined" if pipelined and m["codec"] != "none" else "serial"),
+               "alpha_us": alpha * 1e6,
+               "link_goodput_gbit": (min(c["link_bps"] * TCP_GOODPUT / 8, measured_bw)
+                                     if measured_bw else c["link_bps"] * TCP_GOODPUT / 8) * 8e-9}
+        if c.get("bytes_on_wire_per_rank"):
+            row["predicted_mb_per_rank"] = pr["nic_bytes_per_iter"] / 1e6
+            row["measured_mb_per_rank"] = c["bytes_on_wire_per_rank"] / 1e6
+        rows.append(row)
+    return rows, cal
+
+
+def print_validation(rows, out=sys.stdout):
+    print(f"{'system':8s} {'profile':10s} {'link':6s} {'P':>2s} {'method':20s} {'measured':>9s} "
+          f"{'predicted':>9s} {'error':>7s} {'wire m/p':>15s} {'compr m/p':>15s} {'MB m/p':>15s} "
+          f"{'pred(in-run compr)':>18s}", file=out)
+    for r in rows:
+        wm = r.get("measured_wire_ms")
+        cm = r.get("measured_compress_ms")
+        print(f"{r['system']:8s} {r['profile']:10s} {r['link']:6s} {r['world_size']:2d} "
+              f"{r['method']:20s} {r['measured_ms']:8.1f}m {r['predicted_ms']:8.1f}m "
+              f"{r['error_pct']:+6.1f}% "
+              f"{(f'{wm:.0f}' if wm is not None else '-'):>7s}/{r['predicted_wire_ms']:<7.0f} "
+              f"{(f'{cm:.0f}' if cm is not None else '-'):>7s}/{r['predicted_compress_ms']:<7.0f} "
+              f"{r.get('measured_mb_per_rank', 0):7.1f}/"
+              f"{r.get('predicted_mb_per_rank', 0):<7.1f} "
+              + (f"{r['predicted_inrun_ms']:8.1f}m {r['error_inrun_pct']:+6.1f}%"
+                 if r.get("predicted_inrun_ms") is not None else f"{'-':>17s}"), file=out)
+    if rows:
+        worst = max(abs(r["error_pct"]) for r in rows)
+        mean = sum(abs(r["error_pct"]) for r in rows) / len(rows)
+        print(f"planner error: mean |error| {mean:.1f} %, worst {worst:.1f} % over {len(rows)} "
+              "cases (m = measured, p = predicted; compression from the codec's time alone x "
+              "ranks/cores)", file=out)
+        inrun = [abs(r["error_inrun_pct"] if r.get("error_inrun_pct") is not None else
+                     r["error_pct"]) for r in rows]
+        print(f"with the run's own compression times: mean |error| {sum(inrun) / len(inrun):.1f} "
+              f"%, worst {max(inrun):.1f} %", file=out)
+
+
+# --- scale-out predictions ----------------------------------------------------
+
+def scale_table(profiles, methods, nodes, gpus, links, alpha_s, cal, intra, out=sys.stdout):
+    rows = []
+    for prof in profiles:
+        shapes = shapes_for(prof)
+        dense = {}
+        for link in links:
+            rate = parse_rate(link)
+            for mt in methods:
+                m = parse_method(mt)
+                pr = predict(shapes, m, nodes, gpus, rate, alpha_s=alpha_s,
+                             intra_bytes_per_s=intra,
+                             cpu_ns_per_element=cal.get(mt.replace("+hier", "")))
+                if m["codec"] == "none":
+                    dense[link] = pr["wire_s"]
+                row = {"profile": prof, "nodes": nodes, "gpus_per_node": gpus, "link": link,
+                       "method": mt, **pr}
+                d = dense.get(link)
+                best = pr["wire_s"] if m["codec"] == "none" else pr["gpu_pipelined_s"]
+                row["gpu_pipelined_speedup_vs_dense"] = d / best if d else None
+                rows.append(row)
+    print(f"{'profile':10s} {'scale':>6s} {'link':7s} {'method':22s} {'NIC MB':>8s} {'wire ms':>8s} "
+          f"{'GPU comp*':>9s} {'GPU ser*':>9s} {'GPU pipe*':>9s} {'x dense':>7s} "
+          f"{'CPU comp':>9s} {'CPU ser':>8s}", file=out)
+    for r in rows:
+        cpu = r.get("cpu_compress_s")
+        print(f"{r['profile']:10s} {r['nodes']:>2d}x{r['gpus_per_node']:<3d} {r['link']:7s} "
+              f"{r['method']:22s} {r['nic_bytes_per_iter'] / 1e6:8.1f} {r['wire_s'] * 1e3:8.1f} "
+              f"{r['gpu_compress_s_predicted'] * 1e3:9.2f} {r['gpu_serial_s'] * 1e3:9.1f} "
+              f"{r['gpu_pipelined_s'] * 1e3:9.1f} "
+              f"{(r['gpu_pipelined_speedup_vs_dense'] or 0):6.2f}x "
+              f"{('%.0f' % (cpu * 1e3)) if cpu is not None else '-':>9s} "
+              f"{('%.0f' % (r['cpu_serial_s'] * 1e3)) if cpu is not None else '-':>8s}", file=out)
+    print("* GPU columns are PREDICTED from byte floors at 3.0 TB/s (no GPU kernel timings are "
+          "measured in this project yet); CPU columns use compression per element measured "
+          "alone on this machine (one core per rank). ser = compression + wire (no overlap); "
+          "pipe = compression of bucket i+1 overlapping the wire of bucket i (GradientExchanger "
+          "pipelines flat buckets since comm 06bee87).", file=out)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("--validate", help="cluster_bench JSON: compare predictions with it")
+    p.add_argument("--calibrate", help="cluster_bench JSON whose per-element compression "
+                   "times (alone) feed the CPU columns (default: --validate's)")
+    p.add_argument("--nodes", type=int, default=16)
+    p.add_argument("--gpus_per_node", type=int, default=8)
+    p.add_argument("--links", default="10gbit,25gbit")
+    p.add_argument("--profiles", default="resnet50,bert_large")
+    p.add_argument("--methods", default="none,topk=0.01,approx_topk=0.001,topk=0.01+hier,"
+                   "approx_topk=0.001+hier")
+    p.add_argument("--alpha_us", type=float, default=50.0,
+                   help="per-message latency (TCP over veth here ~50 us; datacenter ~25 us)")
+    p.add_argument("--intra_gbytes", type=float, default=100.0,
+                   help="intra-node GB/s at scale (NVLink-class); 0 = free")
+    p.add_argument("--json_out")
+    a = p.parse_args(argv)
+    alpha = a.alpha_us * 1e-6
+    report = {"alpha_us": a.alpha_us, "tcp_goodput": TCP_GOODPUT,
+              "gpu_bytes_per_s_predicted": GPU_BYTES_PER_S}
+    cal = {}
+    cal_src = a.calibrate or a.validate
+    if cal_src:
+        with open(cal_src) as f:
+            cal = calibration(json.load(f))
+    if a.validate:
+        with open(a.validate) as f:
+            results = json.load(f)
+        rows, _ = validate(results, alpha)
+        print("Validation against", a.validate)
+        print_validation(rows)
+        report["validation"] = rows
+        print()
+    try:
+        profiles = [t for t in a.profiles.split(",") if t]
+        methods = [t for t in a.methods.split(",") if t]
+        links = [t for t in a.links.split(",") if t]
+        for t in methods:
+            parse_method(t)
+        for t in links:
+            parse_rate(t)
+        print(f"Predicted exchange per iteration at {a.nodes} nodes x {a.gpus_per_node} GPUs "
+              f"(alpha {a.alpha_us:g} us, TCP goodput {TCP_GOODPUT:.3f} of line rate)")
+        report["scale"] = scale_table(profiles, methods, a.nodes, a.gpus_per_node, links, alpha,
+                                      cal, a.intra_gbytes * 1e9 if a.intra_gbytes > 0 else None)
+        report["cpu_ns_per_element"] = cal
+    except ValueError as e:
+        print(f"planner: {e}", file=sys.stderr)
+        return 2
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
