@@ -58,13 +58,7 @@ class CastCodec : public Codec {
     kernels::FusedStats fs;
     kernels::cpu::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
                                format_, sections->values.data(), &fs);
-    absl::StatusOr<size_t> bytes = SealFrame(out);
-    if (!bytes.ok()) return bytes.status();
-    EncodeStats stats;
-    stats.frame_bytes = *bytes;
-    stats.selected = fs.selected;
-    stats.nonfinite = fs.nonfinite;
-    return stats;
+    return codec_internal::SealWithStats(out, fs);
   }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,

@@ -1,5 +1,7 @@
 #include "gradwire/lib/codec_frame.h"
 
+#include "gradwire/lib/codec.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace gradwire {
@@ -32,6 +34,17 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
                                                    grad.size(), ") = ", max_bytes));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
+                                          const kernels::FusedStats& counts) {
+  absl::StatusOr<size_t> bytes = SealFrame(out);
+  if (!bytes.ok()) return bytes.status();
+  EncodeStats stats;
+  stats.frame_bytes = *bytes;
+  stats.selected = counts.selected;
+  stats.nonfinite = counts.nonfinite;
+  return stats;
 }
 
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,

@@ -9,10 +9,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/cpu/fused_stats.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/wire_format.h"
 
 namespace gradwire {
+struct EncodeStats;  // codec.h
+
 namespace codec_internal {
 
 // Largest gradient a frame can describe: indices are u32.
@@ -34,6 +37,11 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
 // is for me": codec id and dense length.
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
                                           uint64_t dense_length);
+
+// The last step of every Encode: checksums the filled frame in `out` and
+// reports it with the kernel's counts.
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
+                                          const kernels::FusedStats& counts);
 
 // InvalidArgument "<codec> frame: <field> is <got>, expected <want> (...)".
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,

@@ -55,13 +55,7 @@ class QuantizedCodec : public Codec {
       kernels::cpu::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed, step,
                                  sections->scales.data(), sections->values.data(), &fs);
     }
-    absl::StatusOr<size_t> bytes = SealFrame(out);
-    if (!bytes.ok()) return bytes.status();
-    EncodeStats stats;
-    stats.frame_bytes = *bytes;
-    stats.selected = fs.selected;
-    stats.nonfinite = fs.nonfinite;
-    return stats;
+    return codec_internal::SealWithStats(out, fs);
   }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,

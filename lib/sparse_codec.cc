@@ -115,13 +115,7 @@ class SparseCodec : public Codec {
     if (!sections.ok()) return sections.status();
     if (index_len > 0) std::memcpy(sections->indices.data(), index_bytes, index_len);
     if (k > 0) std::memcpy(sections->values.data(), values, k * width);
-    absl::StatusOr<size_t> bytes = SealFrame(out);
-    if (!bytes.ok()) return bytes.status();
-    EncodeStats stats;
-    stats.frame_bytes = *bytes;
-    stats.selected = fs.selected;
-    stats.nonfinite = fs.nonfinite;
-    return stats;
+    return codec_internal::SealWithStats(out, fs);
   }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
