@@ -38,7 +38,10 @@ CASES = [
     ("topk 5% without EF", "topk:ratio=0.05,ef=off", True, 0.8),
     # auto: whatever it picks on this machine, both ranks must pick the
     # same, and the result must still equal the reference of that choice.
-    ("auto", "auto", True, 0.6),
+    # Its pick depends on measured timings: on a quiet machine it keeps
+    # every bucket dense, and 30 dense steps reach ~0.63 (seen in CI), so
+    # its bar must hold for dense as well as for compression.
+    ("auto", "auto", True, 0.75),
 ]
 
 
