@@ -15,7 +15,13 @@ def count(roots):
         base = pathlib.Path(root)
         if not base.exists():
             continue
-        for xml in base.resolve().rglob("test.xml"):
+        found = set(base.resolve().rglob("test.xml"))
+        for xml in sorted(found):
+            # A target's own test.xml is this run's; run_N_of_M/ or
+            # shard_N_of_M/ folders beside it are left from an earlier
+            # --runs_per_test or sharded run, and would be counted twice.
+            if any((d / "test.xml") in found for d in xml.parent.parents):
+                continue
             try:
                 tree = ET.parse(xml)
             except ET.ParseError:
