@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
 # Data-cache benchmark on an emulated remote store (needs root).
 #
-# Two network namespaces joined by a veth pair: "gdc-remote" runs
-# tools/data_server over Fashion-MNIST, "gdc-client" runs tools/cache_bench.
-# Both veth ends are rate-shaped with tc tbf. Latency: tc netem where the
-# kernel has it (--delay one way on each end, so RTT = 2 x delay); where it
-# does not (sch_netem missing, as on the CI machine) the server adds
-# --rtt_ms to every reply instead, and the script says so.
+# Two emulated hosts (tools/emulated_cluster.py run: network namespaces on a
+# tbf-shaped star, removed when the run ends): host 0 runs tools/data_server
+# over Fashion-MNIST, host 1 runs tools/cache_bench. Latency: netem where the
+# kernel has it (the cluster's per-link delay, a quarter of the round trip:
+# two links each way); where it does not (sch_netem missing, as on the CI
+# machine) the server adds --rtt_ms to every reply instead, and says so.
 #
 # The disk tier lives on a dedicated ext4 image mounted on a loop device
-# (a node's local SSD). Only addresses inside the namespaces this script
-# creates are used (10.253.7.0/24). Everything (namespaces, server, mount,
-# image) is removed on exit, Ctrl-C or failure, and leftovers of a crashed
-# run are removed first.
+# (a node's local SSD). Only addresses inside the emulated hosts are used
+# (10.253.7.0/24). Everything (hosts, server, mount, image) is removed on
+# exit, Ctrl-C or failure, and leftovers of a crashed run are removed first.
 #
 # Usage: sudo bash tools/cache_bench.sh [--rate_mbit 200] [--rtt_ms 20] [-- cache_bench flags]
 set -euo pipefail
@@ -33,31 +32,18 @@ done
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-NS_REMOTE=gdc-remote
-NS_CLIENT=gdc-client
-SERVER_ADDR=10.253.7.1
-CLIENT_ADDR=10.253.7.2
 PORT=7070
 work="${GDC_WORK:-/var/tmp/gradwire-cache-bench-work}"
 data_dir="$work/fashion-mnist"
-server_pid=""
 
 cleanup() {
   set +e
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null; wait "$server_pid" 2>/dev/null; fi
   if mountpoint -q "$work/disk" 2>/dev/null; then umount "$work/disk"; fi
   # The loop device may outlive the mount (and even the image's name):
   # mount namespaces created meanwhile (e.g. bazel sandboxes) hold copies
   # of the mount; the device is autocleared once they exit.
   losetup -a | grep -F "$work/disk.img" | cut -d: -f1 | while read -r dev; do losetup -d "$dev"; done
   rm -f "$work/disk.img"
-  for ns in "$NS_REMOTE" "$NS_CLIENT"; do
-    if ip netns list | grep -qw "$ns"; then
-      # Processes left inside (a crashed run) keep a namespace alive.
-      for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
-      ip netns del "$ns"
-    fi
-  done
   rm -f "$work/token" "$work/port"
 }
 trap cleanup EXIT
@@ -82,45 +68,37 @@ mount -o loop "$work/disk.img" "$work/disk"
 umask 077
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 
-ip netns add "$NS_REMOTE"
-ip netns add "$NS_CLIENT"
-ip link add gdc-r0 type veth peer name gdc-c0
-ip link set gdc-r0 netns "$NS_REMOTE"
-ip link set gdc-c0 netns "$NS_CLIENT"
-ip -n "$NS_REMOTE" addr add "$SERVER_ADDR/24" dev gdc-r0
-ip -n "$NS_CLIENT" addr add "$CLIENT_ADDR/24" dev gdc-c0
-for ns in "$NS_REMOTE" "$NS_CLIENT"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_REMOTE" link set gdc-r0 up
-ip -n "$NS_CLIENT" link set gdc-c0 up
-
-# tbf's bucket must hold at least one 64 KiB GSO packet or it stalls.
-tbf="tbf rate ${rate_mbit}mbit burst 131072 latency 100ms"
-server_delay=0
-if tc -n "$NS_REMOTE" qdisc add dev gdc-r0 root handle 1: netem limit 100000 delay "$((rtt_ms * 500))us" 2>/dev/null; then
-  tc -n "$NS_REMOTE" qdisc add dev gdc-r0 parent 1: handle 2: $tbf
-  tc -n "$NS_CLIENT" qdisc add dev gdc-c0 root handle 1: netem limit 100000 delay "$((rtt_ms * 500))us"
-  tc -n "$NS_CLIENT" qdisc add dev gdc-c0 parent 1: handle 2: $tbf
-  latency_note="netem: ${rtt_ms} ms round trip on the link"
+# The hosts exist only while the inner script runs; emulated_cluster.py
+# owns them (and kills anything left inside) however the run ends.
+if python3 tools/emulated_cluster.py check | grep -q '^netem: available'; then
+  delay_args=(--delay "$((rtt_ms * 250))us")
+  server_delay=0
+  latency_note="netem: ${rtt_ms} ms round trip on the links"
 else
-  tc -n "$NS_REMOTE" qdisc add dev gdc-r0 root $tbf
-  tc -n "$NS_CLIENT" qdisc add dev gdc-c0 root $tbf
+  delay_args=()
   server_delay="$rtt_ms"
   latency_note="no sch_netem in this kernel: the server delays each reply by ${rtt_ms} ms"
 fi
 echo "link: tbf ${rate_mbit} Mbit/s each way; $latency_note" >&2
+export bin work data_dir server_delay rate_mbit rtt_ms latency_note PORT
 
+inner='
+set -euo pipefail
 rm -f "$work/port"
-ip netns exec "$NS_REMOTE" "$bin/data_server" --data_dir="$data_dir" --token_file="$work/token" \
-  --address="$SERVER_ADDR:$PORT" --port_file="$work/port" --response_delay_ms="$server_delay" &
+ip netns exec "$GWC_NS_0" "$bin/data_server" --data_dir="$data_dir" --token_file="$work/token" \
+  --address="$GWC_ADDR_0:$PORT" --port_file="$work/port" --response_delay_ms="$server_delay" &
 server_pid=$!
+trap "kill $server_pid 2>/dev/null; wait $server_pid 2>/dev/null" EXIT
 for _ in $(seq 1 300); do
   [ -s "$work/port" ] && break
   kill -0 "$server_pid" 2>/dev/null || { echo "data_server exited" >&2; exit 1; }
   sleep 0.1
 done
 [ -s "$work/port" ] || { echo "data_server did not start within 30 s" >&2; exit 1; }
-
 echo "# cache_bench: $(date -u +%FT%TZ), link ${rate_mbit} Mbit/s, ${rtt_ms} ms RTT ($latency_note)"
-ip netns exec "$NS_CLIENT" "$bin/cache_bench" --target="$SERVER_ADDR:$PORT" \
+ip netns exec "$GWC_NS_1" "$bin/cache_bench" --target="$GWC_ADDR_0:$PORT" \
   --token_file="$work/token" --data_dir="$data_dir" --disk_dir="$work/disk/cache" \
   --link_mbit="$rate_mbit" "$@"
+'
+python3 tools/emulated_cluster.py run --hosts 2 --link "${rate_mbit}mbit" \
+  --subnet 10.253.7.0/24 "${delay_args[@]}" -- bash -c "$inner" cache_bench_inner "$@"

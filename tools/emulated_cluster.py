@@ -22,6 +22,7 @@ with this tool's prefix).
 Command line:
     emulated_cluster.py up --hosts 4 --link 1gbit --delay 100us
     emulated_cluster.py exec --host 2 -- CMD...
+    emulated_cluster.py run --hosts 2 --link 200mbit -- CMD...   # up for CMD's lifetime
     emulated_cluster.py down
     emulated_cluster.py check          # prints whether namespaces can be made
 Concurrent clusters (other worktrees, CI beside a benchmark) coexist: see _OWNED.
@@ -330,6 +331,13 @@ def main(argv=None):
     up.add_argument("--jitter", default="0us")
     up.add_argument("--loss", default="0")
     up.add_argument("--subnet", default=DEFAULT_SUBNET)
+    run = sub.add_parser("run", help="bring a cluster up for one command's lifetime (run in "
+                         "this namespace, with GWC_HOSTS, GWC_NS_<i>, GWC_ADDR_<i> set), "
+                         "then tear it down")
+    for flag, default in (("--hosts", 4), ("--link", "1gbit"), ("--delay", "0us"),
+                          ("--jitter", "0us"), ("--loss", "0"), ("--subnet", DEFAULT_SUBNET)):
+        run.add_argument(flag, type=type(default), default=default)
+    run.add_argument("argv", nargs=argparse.REMAINDER)
     ex = sub.add_parser("exec", help="run a command inside a host")
     ex.add_argument("--host", type=int, required=True)
     ex.add_argument("argv", nargs=argparse.REMAINDER)
@@ -358,6 +366,27 @@ def main(argv=None):
             for h in range(c.hosts):
                 print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
             return 0
+        if args.cmd == "run":
+            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+            if not argv:
+                raise ClusterError("run needs a command after --")
+            ok, why = namespaces_available()
+            if not ok:
+                raise ClusterError(f"cannot emulate a cluster: {why}")
+            env = dict(os.environ)
+            try:
+                # Owned (per-run names, removed on exit, Ctrl-C or kill), so
+                # a script never needs its own namespace or tc code.
+                with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                                     args.subnet) as c:
+                    env["GWC_HOSTS"] = str(c.hosts)
+                    for h in range(c.hosts):
+                        env[f"GWC_NS_{h}"] = c.namespace(h)
+                        env[f"GWC_ADDR_{h}"] = c.address(h)
+                    print(c.describe(), file=sys.stderr, flush=True)
+                    return subprocess.call(argv, env=env)
+            except KeyboardInterrupt:
+                return 130
         if args.cmd == "exec":
             argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
             if not argv:
