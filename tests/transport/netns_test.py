@@ -9,7 +9,7 @@ multi-host paths loopback cannot exercise:
   - the loopback guard: a rank of a multi-host job told to bind 127.0.0.1
     must refuse with a clear error instead of advertising loopback.
 
-    netns_test.py <transport_rank> [<transport_bench> RATE]
+    netns_test.py <transport_rank> <emulated_cluster.py> [<transport_bench> RATE]
 
 With a bench binary and a rate (e.g. 1gbit) the link is shaped with tc tbf
 and the bench runs across the two hosts instead of the tests.
@@ -31,39 +31,18 @@ RANK_BIN = os.path.abspath(sys.argv[1])
 if "TSAN_OPTIONS" in os.environ:
     supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsan.supp")
     os.environ["TSAN_OPTIONS"] += f" suppressions={supp}"
-BENCH = sys.argv[2:4]
-TAG = f"gwt{os.getpid() % 100000}"
-NS = [f"{TAG}a", f"{TAG}b"]
-DEV = [f"{TAG}va", f"{TAG}vb"]
-ADDR = ["10.77.0.1", "10.77.0.2"]
+BENCH = sys.argv[3:5]
+# The project's emulated hosts (tools/emulated_cluster.py: owned namespaces
+# on a bridge, removed however the test ends); each host's link is eth0.
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[2])))
+import emulated_cluster  # noqa: E402
 
-
-def sh(*cmd, check=True):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=check)
-
-
-def setup(rate=None):
-    sh("ip", "netns", "add", NS[0])
-    sh("ip", "netns", "add", NS[1])
-    sh("ip", "link", "add", DEV[0], "type", "veth", "peer", "name", DEV[1])
-    for i in range(2):
-        sh("ip", "link", "set", DEV[i], "netns", NS[i])
-        sh("ip", "-n", NS[i], "addr", "add", f"{ADDR[i]}/24", "dev", DEV[i])
-        sh("ip", "-n", NS[i], "link", "set", DEV[i], "up")
-        sh("ip", "-n", NS[i], "link", "set", "lo", "up")
-        if rate:
-            sh("tc", "-n", NS[i], "qdisc", "add", "dev", DEV[i], "root", "tbf", "rate", rate,
-               "burst", "1mb", "latency", "100ms")
-
-
-def teardown():
-    for ns in NS:
-        sh("ip", "netns", "delete", ns, check=False)
+IFACE = "eth0"
+CLUSTER = None  # set in main()
 
 
 def in_ns(i, cmd, env):
-    return subprocess.Popen(["ip", "netns", "exec", NS[i], *cmd], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return CLUSTER.popen(i, cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def run_job(binary, args, tmp, password, extra_env=None, ranks=range(4), timeout=120):
@@ -74,10 +53,10 @@ def run_job(binary, args, tmp, password, extra_env=None, ranks=range(4), timeout
         env = dict(os.environ)
         env.update({"RANK": str(rank), "WORLD_SIZE": "4", "LOCAL_RANK": str(rank % 2),
                     "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": str(node),
-                    "GRADWIRE_REDIS": f"{ADDR[0]}:6379",
+                    "GRADWIRE_REDIS": f"{CLUSTER.address(0)}:6379",
                     "GRADWIRE_REDIS_PASSWORD_FILE": password,
                     "GRADWIRE_JOB_ID": job_id,
-                    "GRADWIRE_IFACE": DEV[node], "GRADWIRE_TIMEOUT_MS": "20000"})
+                    "GRADWIRE_IFACE": IFACE, "GRADWIRE_TIMEOUT_MS": "20000"})
         env.update(extra_env or {})
         procs.append(in_ns(node, [binary, *args], env))
     outs = []
@@ -88,6 +67,7 @@ def run_job(binary, args, tmp, password, extra_env=None, ranks=range(4), timeout
 
 
 def main():
+    global CLUSTER
     results = []
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("redis-server") is None:
         print("SKIPPED: needs root, iproute2 and redis-server")
@@ -98,12 +78,15 @@ def main():
         f.write(os.urandom(12).hex())
     redis = None
     try:
-        try:
-            setup(BENCH[1] if len(BENCH) == 2 else None)
-        except subprocess.CalledProcessError as e:
-            print(f"SKIPPED: cannot create network namespaces: {e.stdout.decode().strip()}")
+        ok, why = emulated_cluster.namespaces_available()
+        if not ok:
+            print(f"SKIPPED: cannot create network namespaces: {why}")
             return write_xml([("netns_multi_host", "skipped", "no network namespaces here")])
-        redis = in_ns(0, ["redis-server", "--bind", ADDR[0], "--port", "6379", "--requirepass",
+        rate = BENCH[1] if len(BENCH) == 2 else None
+        CLUSTER = emulated_cluster.EmulatedCluster(2, link=rate or "1gbit", subnet="10.77.0.0/24",
+                                                   shaped=rate is not None).__enter__()
+        redis = in_ns(0, ["redis-server", "--bind", CLUSTER.address(0), "--port", "6379",
+                          "--requirepass",
                           open(password).read(), "--save", "", "--appendonly", "no"], None)
         time.sleep(0.5)
         if len(BENCH) == 2:
@@ -127,7 +110,8 @@ def main():
         if redis is not None:
             redis.kill()
             redis.wait()
-        teardown()
+        if CLUSTER is not None:
+            CLUSTER.__exit__(None, None, None)
         shutil.rmtree(tmp, ignore_errors=True)
     return write_xml(results)
 
