@@ -38,10 +38,11 @@ CASES = [
     ("topk 5% without EF", "topk:ratio=0.05,ef=off", True, 0.8),
     # auto: whatever it picks on this machine, both ranks must pick the
     # same, and the result must still equal the reference of that choice.
-    # Its pick depends on measured timings: on a quiet machine it keeps
-    # every bucket dense, and 30 dense steps reach ~0.63 (seen in CI), so
-    # its bar must hold for dense as well as for compression.
-    ("auto", "auto", True, 0.75),
+    # Its pick depends on measured timings, anything from all-dense (30
+    # steps reach ~0.63) to its floor, top-k 0.1 % + EF (~0.80; both seen
+    # in CI runs), so its bar is set by the sparsest plan it may choose.
+    # The fixed-spec cases above carry the learning-quality checks.
+    ("auto", "auto", True, 0.9),
 ]
 
 
