@@ -63,7 +63,24 @@ class CastCodec : public Codec {
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                     CodecScratch& /*scratch: none needed*/) const override {
-    const uint64_t n = dense.size();
+    absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, dense.size());
+    if (!parsed.ok()) return parsed.status();
+    Apply(*parsed, dense);
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                 absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
+                                 size_t* bad_frame) const override {
+    return codec_internal::AverageDenseFrames(
+        frames, divisor, out, bad_frame,
+        [this](absl::Span<const uint8_t> f, uint64_t n) { return CheckFrame(f, n); },
+        [this](const ParsedFrame& p, absl::Span<float> dense) { Apply(p, dense); });
+  }
+
+ private:
+  // Everything DecodeAccumulate checks, for a dense length of n.
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
@@ -87,11 +104,14 @@ class CastCodec : public Codec {
       return FieldMismatch(name, "value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
                            "n values of the codec's width");
     }
-    kernels::cpu::CastDecodeAccumulate(parsed->sections.values.data(), n, format_, dense.data());
-    return absl::OkStatus();
+    return parsed;
   }
 
- private:
+  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const {
+    kernels::cpu::CastDecodeAccumulate(parsed.sections.values.data(), dense.size(), format_,
+                                       dense.data());
+  }
+
   CompressionSpec spec_;
   CodecId id_;
   ValueType type_;

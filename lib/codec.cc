@@ -1,5 +1,8 @@
 #include "gradwire/lib/codec.h"
 
+#include <limits>
+
+#include "absl/strings/str_cat.h"
 #include "gradwire/lib/cast_codec.h"
 #include "gradwire/lib/quantized_codec.h"
 #include "gradwire/lib/sparse_codec.h"
@@ -31,6 +34,23 @@ absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span
   if (scratch != nullptr) return DecodeAccumulateWith(frame, dense, *scratch);
   CodecScratch own;
   return DecodeAccumulateWith(frame, dense, own);
+}
+
+absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames,
+                                  float divisor, absl::Span<float> out, CodecScratch* scratch,
+                                  size_t* bad_frame) const {
+  size_t ignored = 0;
+  if (bad_frame == nullptr) bad_frame = &ignored;
+  // A NaN divisor fails both comparisons; a negative one would turn the
+  // untouched zeros of a sparse sum into -0.
+  if (!(divisor > 0.0f) || !(divisor <= std::numeric_limits<float>::max())) {
+    *bad_frame = frames.size();
+    return absl::InvalidArgumentError(
+        absl::StrCat("DecodeAverage: divisor must be positive and finite, got ", divisor));
+  }
+  if (scratch != nullptr) return DecodeAverageWith(frames, divisor, out, *scratch, bad_frame);
+  CodecScratch own;
+  return DecodeAverageWith(frames, divisor, out, own, bad_frame);
 }
 
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CompressionSpec& spec) {

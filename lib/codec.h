@@ -100,6 +100,25 @@ class Codec {
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                 CodecScratch* scratch = nullptr) const;
 
+  // The receive side of a compressed allreduce: averages P frames into
+  // `out` (every frame's dense length must be out.size()):
+  //   out[i] = (((0 + d_0[i]) + d_1[i]) + ... + d_{P-1}[i]) / divisor
+  // added left to right in frame order, then divided once: bit for bit
+  // what DecodeAccumulate of each frame, in order, into zeros followed by
+  // a division of every element by `divisor` gives. Every frame is
+  // validated before `out` is touched: on error `out` is unchanged and
+  // `*bad_frame` (if not null) is the index of the first invalid frame
+  // (frames.size() when the arguments themselves are refused). `divisor`
+  // must be positive and finite. `scratch` as for Encode.
+  //
+  // Why not DecodeAccumulate in a loop: that needs a sum buffer (out must
+  // survive a bad frame) and two more dense passes (zero it, divide it
+  // into out). Validating first lets the sum live in `out`, and a sparse
+  // codec divides only the elements some frame touched.
+  absl::Status DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                             absl::Span<float> out, CodecScratch* scratch = nullptr,
+                             size_t* bad_frame = nullptr) const;
+
  protected:
   // What each codec implements; the public calls supply the scratch.
   virtual absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
@@ -109,6 +128,11 @@ class Codec {
   virtual absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame,
                                             absl::Span<float> dense,
                                             CodecScratch& scratch) const = 0;
+  // Called with checked arguments (divisor positive and finite); reports
+  // the first invalid frame's index in *bad_frame (never null here).
+  virtual absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames,
+                                         float divisor, absl::Span<float> out,
+                                         CodecScratch& scratch, size_t* bad_frame) const = 0;
 };
 
 // Builds the codec for `spec` (validated first).

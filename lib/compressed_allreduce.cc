@@ -242,20 +242,18 @@ absl::Status CompressedAllreduce::Finish(const transport::GlooGroup& group, InFl
   const absl::Time t1 = absl::Now();
   cost.auth_time += t1 - t0;
 
-  // 6. Decode in rank order into zeros, then average.
-  EnsureSize(&sum_, n);
-  absl::Span<float> sum = absl::MakeSpan(sum_.data(), n);
-  std::fill(sum.begin(), sum.end(), 0.0f);
-  for (size_t r = 0; r < p; ++r) {
-    absl::Status s = codec_.DecodeAccumulate(frames_[r], sum, &decode_scratch_);
-    if (!s.ok()) {
-      cost.compress_time += absl::Now() - t1;
-      return finish(absl::Status(
-          s.code(), absl::StrCat("frame from rank ", group.world_ranks()[r], " (bucket ", bucket,
-                                 ", step ", step, ") could not be decoded: ", s.message())));
-    }
+  // 6. Decode in rank order into zeros, then average. DecodeAverage
+  // validates every frame before it writes `out`.
+  size_t bad = 0;
+  absl::Status s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out,
+                                        &decode_scratch_, &bad);
+  if (!s.ok()) {
+    cost.compress_time += absl::Now() - t1;
+    if (bad >= p) return finish(s);
+    return finish(absl::Status(
+        s.code(), absl::StrCat("frame from rank ", group.world_ranks()[bad], " (bucket ", bucket,
+                               ", step ", step, ") could not be decoded: ", s.message())));
   }
-  for (uint64_t i = 0; i < n; ++i) out[i] = sum[i] / divisor;
   cost.compress_time += absl::Now() - t1;
   cost.compressed_buckets = 1;
   cost.elements = n;

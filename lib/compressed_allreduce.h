@@ -14,8 +14,8 @@
 //   4. allgatherv the frames;
 //   5. verify every rank's MAC; any failure returns before `out` is
 //      touched (a forged, cross-job or replayed frame changes nothing);
-//   6. decode-accumulate the frames in rank order into a scratch sum and
-//      write sum / divisor to `out`.
+//   6. Codec::DecodeAverage: validate every frame, then decode-accumulate
+//      them in rank order into `out` (zeroed) and divide by `divisor`.
 // Steps 5-6 fix the arithmetic: the result equals, bit for bit, decoding
 // every rank's frame into zeros in rank order and dividing by `divisor`.
 //
@@ -34,8 +34,8 @@
 // ErrorFeedback, decode scratch here). Threads: Encode and Finish may run
 // on one thread while Transfer runs on another, for different InFlights
 // (they share no member of this object: Encode uses the ErrorFeedback and
-// its InFlight, Transfer the group and its InFlight, Finish the sum and
-// decode scratch here). Calls of one stage must not overlap, and an
+// its InFlight, Transfer the group and its InFlight, Finish the decode
+// scratch here). Calls of one stage must not overlap, and an
 // InFlight must be handed from stage to stage with a happens-before edge
 // (a mutex). Agree belongs with Transfer's thread.
 #ifndef GRADWIRE_LIB_COMPRESSED_ALLREDUCE_H_
@@ -147,7 +147,6 @@ class CompressedAllreduce {
   InFlight run_;                     // Run's own
   std::vector<Descriptor> agree_;    // Agree's table (Transfer's thread)
   std::vector<absl::Span<const uint8_t>> frames_;  // Finish
-  std::vector<float> sum_;                         // Finish
   CodecScratch decode_scratch_;                    // Finish
 };
 

@@ -60,7 +60,24 @@ class QuantizedCodec : public Codec {
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                     CodecScratch& /*scratch: none needed*/) const override {
-    const uint64_t n = dense.size();
+    absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, dense.size());
+    if (!parsed.ok()) return parsed.status();
+    Apply(*parsed, dense);
+    return absl::OkStatus();
+  }
+
+  absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                 absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
+                                 size_t* bad_frame) const override {
+    return codec_internal::AverageDenseFrames(
+        frames, divisor, out, bad_frame,
+        [this](absl::Span<const uint8_t> f, uint64_t n) { return CheckFrame(f, n); },
+        [this](const ParsedFrame& p, absl::Span<float> dense) { Apply(p, dense); });
+  }
+
+ private:
+  // Everything DecodeAccumulate checks, for a dense length of n.
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
@@ -108,15 +125,20 @@ class QuantizedCodec : public Codec {
       return absl::InvalidArgumentError(
           absl::StrCat(name, " frame: unused bits after the last code are not zero"));
     }
+    return parsed;
+  }
+
+  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const {
+    const uint8_t* scales = parsed.sections.scales.data();
+    const uint8_t* packed = parsed.sections.values.data();
+    const uint64_t n = dense.size();
     if (id_ == CodecId::kSign) {
       kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
     } else {
       kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
     }
-    return absl::OkStatus();
   }
 
- private:
   uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }
 
   CompressionSpec spec_;

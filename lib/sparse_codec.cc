@@ -1,8 +1,10 @@
 #include "gradwire/lib/sparse_codec.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
@@ -121,6 +123,90 @@ class SparseCodec : public Codec {
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                     CodecScratch& scratch) const override {
     const uint64_t n = dense.size();
+    absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, n);
+    if (!parsed.ok()) return parsed.status();
+    const uint64_t k = spec_.SelectedCount(n);
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
+    const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
+    layout.Place(scratch);
+    uint32_t* indices = layout.At<uint32_t>(at_indices);
+    if (absl::Status s = DecodeFrameIndices(*parsed, n, k, layout.At<void>(at_temp), indices);
+        !s.ok())
+      return s;
+    // Everything is valid: only now touch `dense`.
+    kernels::cpu::SparseDecodeAccumulate(indices, parsed->sections.values.data(), k, format_,
+                                         dense.data());
+    return absl::OkStatus();
+  }
+
+  // The sum lives in `out`: zero it, scatter-add every frame, then divide
+  // only the elements some frame touched (the others are 0 / divisor = +0
+  // already). A bitmap of n bits makes each touched element divided once.
+  absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                 absl::Span<float> out, CodecScratch& scratch,
+                                 size_t* bad_frame) const override {
+    const uint64_t n = out.size();
+    const uint64_t k = spec_.SelectedCount(n);
+    const size_t p = frames.size();
+    const uint64_t bitmap_words = (n + 63) / 64;
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(p * k * sizeof(uint32_t));
+    const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
+    const size_t at_bitmap = layout.Add(bitmap_words * sizeof(uint64_t));
+    layout.Place(scratch);
+    // Validate everything first; `out` is not written until all frames pass.
+    absl::InlinedVector<ParsedFrame, 16> parsed;
+    absl::InlinedVector<const uint32_t*, 16> indices;
+    parsed.reserve(p);
+    indices.reserve(p);
+    for (size_t r = 0; r < p; ++r) {
+      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
+      if (!f.ok()) {
+        *bad_frame = r;
+        return f.status();
+      }
+      parsed.push_back(*std::move(f));
+      // Random-k frames of the same step carry the same indices (derived
+      // from the shared seed): derive them once.
+      if (id_ == CodecId::kRandomK && r > 0 &&
+          parsed[r].header.step == parsed[r - 1].header.step) {
+        indices.push_back(indices[r - 1]);
+        continue;
+      }
+      uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
+      if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
+          !s.ok()) {
+        *bad_frame = r;
+        return s;
+      }
+      indices.push_back(mine);
+    }
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (size_t r = 0; r < p; ++r) {
+      kernels::cpu::SparseDecodeAccumulate(indices[r], parsed[r].sections.values.data(), k,
+                                           format_, out.data());
+    }
+    if (divisor == 1.0f) return absl::OkStatus();  // x / 1 == x: skip the pass
+    uint64_t* touched = layout.At<uint64_t>(at_bitmap);
+    std::fill(touched, touched + bitmap_words, uint64_t{0});
+    for (size_t r = 0; r < p; ++r) {
+      if (r > 0 && indices[r] == indices[r - 1]) continue;
+      for (uint64_t j = 0; j < k; ++j) {
+        const uint32_t i = indices[r][j];
+        const uint64_t bit = uint64_t{1} << (i & 63);
+        if ((touched[i >> 6] & bit) != 0) continue;
+        touched[i >> 6] |= bit;
+        out[i] /= divisor;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Everything DecodeAccumulate checks before the indices, for a dense
+  // length of n.
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
@@ -149,30 +235,31 @@ class SparseCodec : public Codec {
       return FieldMismatch(name, "seed", h.seed, spec_.seed,
                            "random-k indices derive from the shared seed");
     }
-    uint64_t temp_bytes = 0;
-    if (id_ == CodecId::kRandomK) {
-      kernels::cpu::RandomKIndices(nullptr, &temp_bytes, h.seed, h.step, n, k, nullptr);
-    }
-    ScratchLayout layout;
-    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
-    const size_t at_temp = layout.Add(temp_bytes);
-    layout.Place(scratch);
-    uint32_t* indices = layout.At<uint32_t>(at_indices);
-    if (id_ == CodecId::kRandomK) {
-      kernels::cpu::RandomKIndices(layout.At<void>(at_temp), &temp_bytes, h.seed, h.step, n, k,
-                                   indices);
-    } else {
-      absl::Status s =
-          DecodeIndices(encoding_, parsed->sections.indices, n, absl::MakeSpan(indices, k));
-      if (!s.ok()) return s;
-    }
-    // Everything is valid: only now touch `dense`.
-    kernels::cpu::SparseDecodeAccumulate(indices, parsed->sections.values.data(), k, format_,
-                                         dense.data());
-    return absl::OkStatus();
+    return parsed;
   }
 
- private:
+  uint64_t RandomKTempBytes(uint64_t n, uint64_t k) const {
+    uint64_t temp_bytes = 0;
+    if (id_ == CodecId::kRandomK) {
+      kernels::cpu::RandomKIndices(nullptr, &temp_bytes, spec_.seed, 0, n, k, nullptr);
+    }
+    return temp_bytes;
+  }
+
+  // The frame's k indices into `indices`: decoded and checked (< n,
+  // strictly increasing, exact consumption), or derived from seed and step
+  // for random-k. `temp`: RandomKTempBytes(n, k) bytes.
+  absl::Status DecodeFrameIndices(const ParsedFrame& parsed, uint64_t n, uint64_t k, void* temp,
+                                  uint32_t* indices) const {
+    if (id_ == CodecId::kRandomK) {
+      uint64_t temp_bytes = RandomKTempBytes(n, k);
+      kernels::cpu::RandomKIndices(temp, &temp_bytes, parsed.header.seed, parsed.header.step, n, k,
+                                   indices);
+      return absl::OkStatus();
+    }
+    return DecodeIndices(encoding_, parsed.sections.indices, n, absl::MakeSpan(indices, k));
+  }
+
   void RunKernel(void* temp, uint64_t* temp_bytes, const float* grad, float* res, uint64_t n,
                  uint64_t k, uint64_t step, uint32_t* indices, uint8_t* values,
                  kernels::FusedStats* fs) const {

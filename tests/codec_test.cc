@@ -172,6 +172,89 @@ TEST(CodecTest, DecodeRefusesFramesForAnotherSpec) {
 
 // Re-seals a frame after patching it, so codec checks (not the checksum)
 // are what refuses it.
+// DecodeAverage is the reference's arithmetic (decode each frame into
+// zeros in order, then divide every element) bit for bit, for P frames
+// from P different senders (distinct gradients, and for random-k mixed
+// steps), and checks every frame before it writes anything.
+TEST(CodecTest, DecodeAverageEqualsDecodeIntoZerosThenDivide) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (const std::string& text : AllSpecs()) {
+    for (uint64_t n : {0ull, 1ull, 333ull, 10007ull}) {
+      for (size_t p : {1u, 2u, 3u, 5u}) {
+        SCOPED_TRACE(text + " n=" + std::to_string(n) + " P=" + std::to_string(p));
+        std::unique_ptr<Codec> codec = Make(text);
+        std::vector<std::vector<uint8_t>> frames(p);
+        std::vector<absl::Span<const uint8_t>> views;
+        for (size_t r = 0; r < p; ++r) {
+          const std::vector<float> grad = Gradient(n, rng);
+          frames[r].resize(codec->MaxEncodedBytes(n));
+          // Random-k: rank 2 on another step gives other indices.
+          const uint64_t step = r == 2 ? 8 : 7;
+          absl::StatusOr<EncodeStats> st = codec->Encode(grad, step, {}, absl::MakeSpan(frames[r]));
+          ASSERT_TRUE(st.ok()) << st.status();
+          frames[r].resize(st->frame_bytes);
+          views.push_back(frames[r]);
+        }
+        for (float divisor : {1.0f, static_cast<float>(p), 3.0f, 0.7f}) {
+          std::vector<float> want(n, 0.0f);
+          for (size_t r = 0; r < p; ++r) {
+            ASSERT_TRUE(codec->DecodeAccumulate(frames[r], absl::MakeSpan(want)).ok());
+          }
+          for (float& x : want) x /= divisor;
+          std::vector<float> got(n, 42.0f);  // stale contents must not leak through
+          CodecScratch scratch;
+          size_t bad = 99;
+          ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got), &scratch, &bad).ok());
+          for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+          // Reusing the scratch (stale bitmap and indices) changes nothing.
+          std::fill(got.begin(), got.end(), -1.0f);
+          ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got), &scratch).ok());
+          for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+        }
+        // A damaged last frame: refused, named, nothing written.
+        std::vector<uint8_t> broken = frames[p - 1];
+        broken[broken.size() / 2] ^= 0x10;
+        std::vector<absl::Span<const uint8_t>> with_bad = views;
+        with_bad[p - 1] = broken;
+        std::vector<float> untouched(n, 7.0f);
+        size_t bad = 99;
+        absl::Status s = codec->DecodeAverage(with_bad, 2.0f, absl::MakeSpan(untouched), nullptr,
+                                              &bad);
+        EXPECT_FALSE(s.ok());
+        EXPECT_EQ(bad, p - 1);
+        EXPECT_EQ(untouched, std::vector<float>(n, 7.0f));
+      }
+    }
+  }
+}
+
+TEST(CodecTest, DecodeAverageRefusesBadDivisorsAndForeignLengths) {
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.05");
+  std::vector<float> grad(100, 1.0f);
+  std::vector<uint8_t> frame(codec->MaxEncodedBytes(100));
+  absl::StatusOr<EncodeStats> st = codec->Encode(grad, 0, {}, absl::MakeSpan(frame));
+  ASSERT_TRUE(st.ok());
+  frame.resize(st->frame_bytes);
+  std::vector<absl::Span<const uint8_t>> views = {frame, frame};
+  std::vector<float> out(100, 7.0f);
+  for (float d : {0.0f, -2.0f, std::numeric_limits<float>::quiet_NaN(),
+                  std::numeric_limits<float>::infinity()}) {
+    size_t bad = 99;
+    absl::Status s = codec->DecodeAverage(views, d, absl::MakeSpan(out), nullptr, &bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << d;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("divisor must be positive and finite"));
+    EXPECT_EQ(bad, views.size());
+  }
+  // A frame for 100 elements into 99: the first frame is named.
+  std::vector<float> short_out(99, 7.0f);
+  size_t bad = 99;
+  absl::Status s = codec->DecodeAverage(views, 2.0f, absl::MakeSpan(short_out), nullptr, &bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(out, std::vector<float>(100, 7.0f));
+  EXPECT_EQ(short_out, std::vector<float>(99, 7.0f));
+}
+
 std::vector<uint8_t> Patched(std::vector<uint8_t> frame, size_t at, uint8_t value) {
   frame[at] = value;
   absl::StatusOr<size_t> sealed = SealFrame(absl::MakeSpan(frame));
