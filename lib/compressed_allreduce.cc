@@ -176,7 +176,11 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
     return s;
   };
 
-  // 3. Descriptors: sizes plus everything that must agree.
+  // 3. Descriptors: sizes plus everything that must agree. The table
+  // rides in GlooGroup's agreement round (an Allgather this small needs no
+  // round of its own), so Transfer costs two rounds of P-1 messages.
+  static_assert(kDescriptorBytes <= transport::GlooGroup::kInlineAllgatherBytes,
+                "the descriptor must fit in the agreement round");
   const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_};
   EnsureSize(&f.table_, p);
   absl::Status s = group.Allgather(
@@ -196,9 +200,11 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
   }
   EnsureSize(&f.recv_, total);
   f.received_ = total;
-  s = group.Allgatherv(absl::MakeConstSpan(f.send_.data(), f.frame_bytes_),
-                       absl::MakeConstSpan(f.sizes_.data(), p),
-                       absl::MakeSpan(f.recv_.data(), total));
+  // The table was gathered and checked identically on every rank just
+  // now: no second agreement round.
+  s = group.AllgathervOfGatheredTable(absl::MakeConstSpan(f.send_.data(), f.frame_bytes_),
+                                      absl::MakeConstSpan(f.sizes_.data(), p),
+                                      absl::MakeSpan(f.recv_.data(), total));
   add_wire();
   return finish(s);
 }

@@ -170,22 +170,32 @@ __attribute__((noinline)) void RunBoundBufferAlgorithm(gloo::Algorithm* algorith
 }  // namespace
 
 // The fixed-size record every rank contributes to the agreement round.
-// Always 32 bytes, so this exchange itself can never mismatch in size.
+// Always kDescriptorBytes, so this exchange itself can never mismatch in
+// size. An Allgather of at most kInlineAllgatherBytes per rank travels in
+// `payload`: one round instead of two, which matters for the small
+// per-bucket tables of the compressed exchange (each round is P-1
+// sequential messages).
 struct GlooGroup::Descriptor {
   uint64_t op = 0;
   uint64_t count = 0;   // elements or bytes this rank passes
   uint64_t shared = 0;  // hash of arguments that must agree across ranks
   uint64_t value = 0;   // op-specific: the u64 being gathered, flags, ...
+  uint8_t payload[kInlineAllgatherBytes] = {};
 };
-static_assert(sizeof(uint64_t) * 4 == 32, "descriptor layout");
+static_assert(sizeof(GlooGroup::Descriptor) == 32 + GlooGroup::kInlineAllgatherBytes,
+              "descriptor layout");
 
 // Times one collective and books its bytes into the counters.
 class GlooGroup::Call {
  public:
-  Call(GlooGroup* group, uint64_t op) : group_(group), start_(absl::Now()) {
+  // `agreement_round`: the call exchanges descriptors first (all but
+  // AllgathervOfGatheredTable do).
+  Call(GlooGroup* group, uint64_t op, bool agreement_round = true)
+      : group_(group), start_(absl::Now()) {
     stats_.op = OpName(op);
-    // The agreement round is a ring allgather of 32-byte descriptors.
-    const uint64_t round = 32 * static_cast<uint64_t>(group->size_ - 1);
+    // The agreement round is a ring allgather of descriptors.
+    const uint64_t round =
+        agreement_round ? sizeof(Descriptor) * static_cast<uint64_t>(group->size_ - 1) : 0;
     stats_.bytes_sent = round;
     stats_.bytes_received = round;
   }
@@ -399,15 +409,34 @@ absl::Status CheckLocalAllgatherv(int rank, int size, absl::Span<const uint8_t> 
 
 absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
                                    absl::Span<uint8_t> out) {
+  return AllgathervImpl(mine, sizes, out, /*agree=*/true);
+}
+
+absl::Status GlooGroup::AllgathervOfGatheredTable(absl::Span<const uint8_t> mine,
+                                                  absl::Span<const uint64_t> sizes,
+                                                  absl::Span<uint8_t> out) {
+  return AllgathervImpl(mine, sizes, out, /*agree=*/false);
+}
+
+absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
+                                       absl::Span<const uint64_t> sizes, absl::Span<uint8_t> out,
+                                       bool agree) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  Call call(this, kAllgatherv);
+  Call call(this, kAllgatherv, /*agreement_round=*/agree);
   const absl::Status local = CheckLocalAllgatherv(rank_, size_, mine, sizes, out.size());
-  Descriptor d{kAllgatherv, mine.size(), HashTable(sizes), local.ok() ? 0 : kArgsBad};
-  std::vector<Descriptor> all;
-  if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
-  if (!local.ok()) return call.Finish(local);
-  if (absl::Status s = CheckSame(all, OpName(kAllgatherv), /*value_is_flags=*/true); !s.ok())
-    return call.Finish(s);
+  if (agree) {
+    Descriptor d{kAllgatherv, mine.size(), HashTable(sizes), local.ok() ? 0 : kArgsBad};
+    std::vector<Descriptor> all;
+    if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
+    if (!local.ok()) return call.Finish(local);
+    if (absl::Status s = CheckSame(all, OpName(kAllgatherv), /*value_is_flags=*/true); !s.ok())
+      return call.Finish(s);
+  } else {
+    // A local error here is a caller bug (the table was not this rank's
+    // gathered one): the peers are already posting receives, so the group
+    // cannot stay consistent. Poison it; they fail within the timeout.
+    if (!local.ok()) return call.Finish(Fail(local));
+  }
 
   // The size table is now known to be identical everywhere: check the cap
   // here, where every rank reaches the same verdict, and before Gloo posts
@@ -480,6 +509,9 @@ absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uin
                                                     " bytes, need ", size_, " x ", mine.size()));
   }
   Descriptor d{kAllgather, mine.size(), mine.size(), local.ok() ? 0 : kArgsBad};
+  if (mine.size() <= kInlineAllgatherBytes && !mine.empty()) {
+    std::memcpy(d.payload, mine.data(), mine.size());
+  }
   std::vector<Descriptor> all;
   if (absl::Status s = Agree(d, &all); !s.ok()) return call.Finish(s);
   if (!local.ok()) return call.Finish(local);
@@ -499,6 +531,13 @@ absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uin
   if (mine.empty()) return call.Finish(absl::OkStatus());
   if (size_ == 1) {
     std::memcpy(out.data(), mine.data(), mine.size());
+    return call.Finish(absl::OkStatus());
+  }
+  if (mine.size() <= kInlineAllgatherBytes) {
+    // The data came with the agreement round.
+    for (int i = 0; i < size_; ++i) {
+      std::memcpy(out.data() + i * mine.size(), all[i].payload, mine.size());
+    }
     return call.Finish(absl::OkStatus());
   }
   call.AddBytes(mine.size() * (size_ - 1), mine.size() * (size_ - 1));

@@ -79,6 +79,10 @@ enum class AllreduceAlgorithm {
 
 class GlooGroup {
  public:
+  // Bytes per rank an Allgather carries inside its agreement round.
+  static constexpr size_t kInlineAllgatherBytes = 48;
+  struct Descriptor;  // the agreement round's record (gloo_group.cc)
+
   // Rendezvous: rank `rank` of `size` publishes its address in `store` and
   // connects to every other rank. `store` should be scoped to this group
   // (e.g. store->Scoped("world")); re-creating a group after a failure
@@ -117,6 +121,18 @@ class GlooGroup {
   absl::Status Allgatherv(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
                           absl::Span<uint8_t> out);
 
+  // Allgatherv without its agreement round, for a caller whose `sizes`
+  // table is the result of this group's previous collective (an Allgather
+  // of per-rank descriptors that every rank checked the same way), so it
+  // is identical everywhere by construction: one round of P-1 messages
+  // less per call. Every rank must call it next, with that table. The
+  // local checks still run, and the cap is still enforced identically on
+  // every rank; a table that fails the local checks is a caller bug and
+  // poisons the group (peers may already be waiting for this rank).
+  absl::Status AllgathervOfGatheredTable(absl::Span<const uint8_t> mine,
+                                         absl::Span<const uint64_t> sizes,
+                                         absl::Span<uint8_t> out);
+
   // Convenience: exchanges sizes, checks them against `max_bytes_per_rank`
   // (and the group cap), then gathers. `out` is resized to the total,
   // `sizes` to size().
@@ -124,6 +140,8 @@ class GlooGroup {
                                std::vector<uint8_t>* out, std::vector<uint64_t>* sizes);
 
   // Equal-size allgather: out = size() * mine.size() bytes, rank order.
+  // Up to kInlineAllgatherBytes per rank ride in the agreement round (one
+  // round of messages instead of two).
   absl::Status Allgather(absl::Span<const uint8_t> mine, absl::Span<uint8_t> out);
 
   // In place: data = elementwise sum over ranks. Every rank passes the
@@ -160,13 +178,14 @@ class GlooGroup {
   const TransferTotals& totals() const { return totals_; }
 
  private:
-  struct Descriptor;
   class Call;
 
   GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
             std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
             std::vector<int> world_ranks);
 
+  absl::Status AllgathervImpl(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
+                              absl::Span<uint8_t> out, bool agree);
   // The agreement round; fills all_ with every rank's descriptor.
   absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
   // Compares the descriptors across ranks; "collective mismatch" naming

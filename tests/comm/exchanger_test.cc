@@ -248,7 +248,7 @@ TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
 // CompressedAllreduce) are reused. What remains is the transport's
 // per-call bookkeeping (its agreement round), measured on a bare group
 // and subtracted: every compressed bucket makes one Allgather and one
-// Allgatherv, every dense one an AllreduceSum.
+// AllgathervOfGatheredTable, every dense one an AllreduceSum.
 class SteadyStateTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
@@ -260,7 +260,7 @@ TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
   ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());  // warm-up
   long before = g_allocations.load();
   ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());
-  ASSERT_TRUE(bare->Allgatherv(mine, sizes, absl::MakeSpan(all)).ok());
+  ASSERT_TRUE(bare->AllgathervOfGatheredTable(mine, sizes, absl::MakeSpan(all)).ok());
   const long transport_per_bucket = g_allocations.load() - before;
   std::vector<float> floats(100);
   ASSERT_TRUE(

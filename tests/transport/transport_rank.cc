@@ -174,8 +174,10 @@ void RunAllgatherv(GlooGroup& g) {
     Check(name + "_bytes", out == expected,
           absl::StrCat("got ", out.size(), " bytes, expected ", expected.size()));
   }
-  // Equal-size allgather, including zero bytes.
-  for (size_t len : {size_t{0}, size_t{1}, size_t{4096}}) {
+  // Equal-size allgather, including zero bytes, and both sides of the
+  // size up to which the data rides in the agreement round.
+  for (size_t len : {size_t{0}, size_t{1}, GlooGroup::kInlineAllgatherBytes,
+                     GlooGroup::kInlineAllgatherBytes + 1, size_t{4096}}) {
     std::vector<uint8_t> mine(len, static_cast<uint8_t>(g.rank() + 1));
     std::vector<uint8_t> out(len * g.size());
     const std::string name = absl::StrCat("allgather_", len);
@@ -183,6 +185,31 @@ void RunAllgatherv(GlooGroup& g) {
     bool ok = true;
     for (size_t i = 0; i < out.size(); ++i) ok = ok && out[i] == static_cast<uint8_t>(i / len + 1);
     Check(name + "_bytes", ok);
+  }
+  // The compressed exchange's pattern: a size table gathered by an
+  // Allgather, then the payloads without a second agreement round.
+  for (int it = 0; it < 3; ++it) {
+    std::vector<uint8_t> mine(PayloadSize(g.rank(), g.size(), it));
+    for (uint64_t j = 0; j < mine.size(); ++j) mine[j] = PatternByte(g.rank(), j, it);
+    const uint64_t my_size = mine.size();
+    std::vector<uint64_t> sizes(g.size());
+    const std::string name = absl::StrCat("gathered_table_iter", it);
+    if (!CheckOk(name + "_sizes",
+                 g.Allgather(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&my_size), 8),
+                             absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()),
+                                            8 * sizes.size())))) {
+      return;
+    }
+    std::vector<uint8_t> out(std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}));
+    if (!CheckOk(name, g.AllgathervOfGatheredTable(mine, sizes, absl::MakeSpan(out)))) return;
+    std::vector<uint8_t> expected;
+    for (int r = 0; r < g.size(); ++r) {
+      for (uint64_t j = 0; j < PayloadSize(r, g.size(), it); ++j) {
+        expected.push_back(PatternByte(r, j, it));
+      }
+    }
+    Check(name + "_bytes", out == expected,
+          absl::StrCat("got ", out.size(), " bytes, expected ", expected.size()));
   }
   CheckOk("barrier", g.Barrier());
   Print(absl::StrCat("STATS ", g.totals().ToString()));
@@ -320,6 +347,11 @@ void RunMismatch(GlooGroup& g) {
     std::vector<uint8_t> out(100 * g.size());
     s = g.rank() == culprit ? g.AllreduceSum(absl::MakeSpan(data), AllreduceAlgorithm::kRing)
                             : g.Allgather(absl::MakeSpan(out).subspan(0, 100), absl::MakeSpan(out));
+  } else if (kind == "inline_length") {
+    // Lengths that would ride in the agreement round still must agree.
+    std::vector<uint8_t> mine(g.rank() == culprit ? 8 : 16, 1);
+    std::vector<uint8_t> out(mine.size() * g.size());
+    s = g.Allgather(mine, absl::MakeSpan(out));
   } else if (kind == "fingerprint") {
     s = g.ExpectSame(g.rank() == culprit ? 0xbad : 0x600d, "codec spec");
   } else {

@@ -490,7 +490,7 @@ TESTS = [
     *[(f"allgatherv_{n}_ranks", test_allgatherv(n)) for n in (2, 3, 5, 8)],
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
-    *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op", "fingerprint")],
+    *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op", "inline_length", "fingerprint")],
     ("recreate_no_fd_leak", test_recreate_no_fd_leak),
     ("launcher_stops_all_on_failure", test_launcher_stops_all_on_failure),
     ("launcher_timeout", test_launcher_timeout),
