@@ -34,7 +34,9 @@
 #include "gradwire/lib/error_feedback.h"
 #include "gradwire/lib/exchange_stats.h"
 #include "gradwire/lib/frame_auth.h"
+#include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
+#include "gradwire/transport/rendezvous_store.h"
 
 namespace py = pybind11;
 
@@ -130,7 +132,8 @@ class PyCommunicator {
  public:
   PyCommunicator(const std::string& spec, const py::object& secret, bool hierarchical,
                  uint64_t dense_below_elements, bool dense_one_dimensional, double timeout_s,
-                 const std::string& dense_algorithm, const std::string& job_suffix) {
+                 const std::string& dense_algorithm, const std::string& job_suffix,
+                 bool emulate_nodes) {
     CommunicatorOptions options;
     options.compression = Value(CompressionSpec::Parse(spec));
     options.hierarchical = hierarchical;
@@ -154,7 +157,8 @@ class PyCommunicator {
     absl::StatusOr<std::unique_ptr<Communicator>> comm;
     {
       py::gil_scoped_release release;
-      comm = Communicator::Connect(config, job_secret, options);
+      comm = emulate_nodes ? ConnectEmulatedNodes(config, job_secret, options)
+                           : Communicator::Connect(config, job_secret, options);
     }
     comm_ = Value(std::move(comm));
   }
@@ -219,6 +223,30 @@ class PyCommunicator {
     return ExchangePathName(chosen);
   }
 
+  // Communicator::Connect, but binding loopback although the job "spans
+  // hosts" (LOCAL_WORLD_SIZE < WORLD_SIZE): nodes emulated on one machine,
+  // as tools/exchange_bench's --emulate_nodes, so the hierarchical
+  // exchange can be tested on one host. Connect refuses loopback there,
+  // rightly for real multi-host jobs.
+  static absl::StatusOr<std::unique_ptr<Communicator>> ConnectEmulatedNodes(
+      const transport::RendezvousConfig& config, const JobSecret& secret,
+      const CommunicatorOptions& options) {
+    if (absl::Status s = transport::Validate(config); !s.ok()) return s;
+    absl::StatusOr<std::shared_ptr<transport::RendezvousStore>> store =
+        transport::RendezvousStore::Open(config);
+    if (!store.ok()) return store.status();
+    transport::GroupOptions group_options;
+    group_options.bind_address = "127.0.0.1";
+    if (config.timeout > absl::ZeroDuration()) group_options.timeout = config.timeout;
+    absl::StatusOr<std::unique_ptr<transport::GlooGroup>> world = transport::GlooGroup::Create(
+        config.rank, config.world_size, (*store)->Scoped("world"), group_options);
+    if (!world.ok()) return world.status();
+    absl::StatusOr<FrameAuthenticator> auth = FrameAuthenticator::Create(secret, config.job_id);
+    if (!auth.ok()) return auth.status();
+    return Communicator::Create(std::move(*world), config.node_id, config.local_world_size,
+                                std::move(*auth), options);
+  }
+
   std::unique_ptr<Communicator> comm_;
 };
 
@@ -242,8 +270,12 @@ class ReferenceExchange {
     }
   }
 
+  // divisor: 0 for the world size; the hierarchical exchange averages its
+  // cross-node sum of node sums by the whole world size, not the number of
+  // nodes (tests feed one such reference per shard, one gradient per node).
   void Average(uint32_t bucket, uint64_t step, const std::vector<py::buffer>& grads,
-               const py::buffer& out_buffer, const std::string& path) {
+               const py::buffer& out_buffer, const std::string& path, double divisor_arg) {
+    if (divisor_arg < 0) throw py::value_error("divisor must be >= 0 (0: the world size)");
     const size_t p = ef_.size();
     if (grads.size() != p) {
       throw py::value_error(absl::StrCat("expected ", p, " gradients (one per rank), got ",
@@ -275,7 +307,7 @@ class ReferenceExchange {
     } else {
       throw py::value_error("path must be 'dense' or 'compressed'");
     }
-    const float divisor = static_cast<float>(p);
+    const float divisor = divisor_arg > 0 ? static_cast<float>(divisor_arg) : static_cast<float>(p);
     absl::Span<float> o = out.span();
     for (size_t i = 0; i < n; ++i) o[i] = sum[i] / divisor;
   }
@@ -323,13 +355,16 @@ Collective: every rank constructs it, and calls allreduce_mean with the
 same buckets, steps and lengths in the same order.
 secret: str/bytes (>= 16 bytes), or None for $GRADWIRE_JOB_SECRET.
 job_suffix: appended to the job id, so several communicators (e.g. of
-different specs) can share one job's store.)doc")
+different specs) can share one job's store.
+emulate_nodes: bind 127.0.0.1 although LOCAL_WORLD_SIZE < WORLD_SIZE
+(hierarchical tests with nodes emulated on one machine).)doc")
         .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
-                    const std::string&, const std::string&>(),
+                    const std::string&, const std::string&, bool>(),
            py::arg("spec") = "none", py::arg("secret") = py::none(),
            py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
            py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
-           py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "")
+           py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "",
+           py::arg("emulate_nodes") = false)
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("size", &PyCommunicator::size)
       .def_property_readonly("spec", &PyCommunicator::spec)
@@ -358,6 +393,7 @@ Returns the path taken. Releases the GIL.)doc")
                                 "One-process CPU reference of a flat exchange (tests).")
       .def(py::init<const std::string&, int>(), py::arg("spec"), py::arg("world_size"))
       .def("average", &ReferenceExchange::Average, py::arg("bucket"), py::arg("step"),
-           py::arg("grads"), py::arg("out"), py::arg("path") = "compressed")
+           py::arg("grads"), py::arg("out"), py::arg("path") = "compressed",
+           py::arg("divisor") = 0.0)
       .def("max_encoded_bytes", &ReferenceExchange::MaxEncodedBytes, py::arg("n"));
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The DDP communication hook (lib/python/gradwire/ddp.py) on 2 real ranks.
+"""The DDP communication hook (lib/python/gradwire/ddp.py) on real ranks.
 
-Driver (what Bazel runs): launches 2 ranks of this script with
-tools/launch.py, once per case, and requires both to print PASS.
+Driver (what Bazel runs): launches the ranks of this script with
+tools/launch.py, once per case (2 ranks flat; 4 ranks as 2 emulated nodes x
+2 local ranks for the hierarchical case), and requires each to print PASS.
 Each rank trains a small MLP with DistributedDataParallel + gradwire's
 hook on a fixed synthetic classification task (its own shard) and checks:
   (a) the loss decreases (last 5 iterations' mean < 0.6 x the first 5's,
@@ -13,9 +14,22 @@ hook on a fixed synthetic classification task (its own shard) and checks:
       the whole run (residuals carried from step to step), for the dense
       warm-up, the dense parts (biases, small tensors) and the compressed
       parts of mixed buckets;
+      Hierarchical (2 nodes x 2): the compressed parts equal the
+      reference of HiTopKComm's arithmetic in lib/communicator.cc: node
+      sum (a + b, one addition, exact whatever the reduce-scatter's
+      order), shards of ceil(n/2) per local rank, each shard exchanged
+      between the 2 nodes by the flat reference (each node's own residual,
+      decode in node order) divided by the world size 4. Dense parts go
+      through Gloo's 4-rank ring, whose summation order differs per chunk:
+      every element must equal, bit for bit, the sum in one of the ring's
+      orders (rank s, s+-1, s+-2, s+-3) / 4;
   (c) checkpoints: state_dict() -> torch.save/load -> load_state_dict()
       round-trips the residuals byte for byte, and a restored run repeats
-      the next step bit for bit; a checkpoint of another rank is refused.
+      the next step bit for bit; a checkpoint of another rank is refused;
+  (d) every rank ends with bit-identical parameters.
+Mismatch cases (4 ranks): one rank flat while the others are hierarchical,
+or a node layout of 3 + 1 ranks: every rank must fail promptly with the
+C++ layer's "collective mismatch" error, not hang.
 Prints SKIPPED (and passes) only where torch cannot be imported.
 
     ddp_hook_test.py [--launch tools/launch.py] [--python /usr/bin/python3]
@@ -25,9 +39,14 @@ import io
 import os
 import subprocess
 import sys
+import time
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Hierarchical top-k 1 % + EF over 4 ranks reaches about 0.50 in 30
+# steps (the exchange is deterministic, so this does not drift run to run).
+HIER_LOSS_RATIO = 0.6
 
 CASES = [
     # (name, spec, overlap, required loss ratio last/first). Without error
@@ -43,6 +62,18 @@ CASES = [
     # in CI runs), so its bar is set by the sparsest plan it may choose.
     # The fixed-spec cases above carry the learning-quality checks.
     ("auto", "auto", True, 0.9),
+    # HiTopKComm through the hook: 4 ranks as 2 emulated nodes x 2.
+    ("hierarchical 2 nodes x 2, topk 1% + EF", "topk:ratio=0.01", True, HIER_LOSS_RATIO,
+     {"nproc": 4, "ranks_per_node": 2, "hierarchical": True}),
+]
+
+# Mismatched hierarchy settings (4 ranks, 2 per node), and the substrings
+# every rank's error must contain.
+MISMATCHES = [
+    ("rank 3 flat, others hierarchical", "flat",
+     ["collective mismatch", "rank 3 called allreduce_ring", "called split"]),
+    ("rank 3 claims node 0 (nodes of 3 + 1)", "layout",
+     ["collective mismatch", "hierarchical exchange needs equal nodes"]),
 ]
 
 
@@ -75,18 +106,31 @@ def driver(args):
     if unit.returncode != 0:
         failed += 1
         print(unit.stdout[-3000:], unit.stderr[-3000:])
-    for name, spec, overlap, ratio in CASES:
-        cmd = [args.python, args.launch, "--nproc=2", "--timeout=240", "--",
-               args.python, os.path.abspath(__file__), "--rank_main", "--spec", spec,
-               "--overlap", str(int(overlap)), "--loss_ratio", str(ratio)]
+    runs = [(name, spec, overlap, ratio, extra[0] if extra else {}, None)
+            for name, spec, overlap, ratio, *extra in CASES]
+    runs += [(name, "topk:ratio=0.01", True, 1.0,
+              {"nproc": 4, "ranks_per_node": 2, "hierarchical": True}, (kind, expect))
+             for name, kind, expect in MISMATCHES]
+    for name, spec, overlap, ratio, extra, mismatch in runs:
+        nproc = extra.get("nproc", 2)
+        cmd = [args.python, args.launch, f"--nproc={nproc}",
+               f"--timeout={60 if mismatch else 240}"]
+        if extra.get("ranks_per_node"):
+            cmd.append(f"--ranks_per_node={extra['ranks_per_node']}")
+        cmd += ["--", args.python, os.path.abspath(__file__), "--rank_main", "--spec", spec,
+                "--overlap", str(int(overlap)), "--loss_ratio", str(ratio),
+                "--hierarchical", str(int(extra.get("hierarchical", False)))]
+        if mismatch:
+            cmd += ["--mismatch", mismatch[0], "--expect_error", "|".join(mismatch[1])]
+        t0 = time.monotonic()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         passes = proc.stdout.count("PASS")
-        ok = proc.returncode == 0 and passes == 2
-        print(f"{'ok  ' if ok else 'FAIL'} {name}")
+        ok = proc.returncode == 0 and passes == nproc
+        print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - t0:.1f} s)")
         if not ok:
             failed += 1
             print(proc.stdout[-6000:], proc.stderr[-3000:])
-    print(f"{len(CASES) + 1 - failed} passed, {failed} failed")
+    print(f"{len(runs) + 1 - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
@@ -132,6 +176,8 @@ def rank_main(args):
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    if args.mismatch:
+        return mismatch_main(args, rank)
     failures = []
 
     def check(cond, what):
@@ -158,8 +204,10 @@ def rank_main(args):
     dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
     ddp = DDP(model, bucket_cap_mb=0.05)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9)
+    hier = bool(args.hierarchical)
     state = gradwire.ddp.GradwireState(args.spec, warmup_iters=3 if args.spec == "auto" else 2,
-                                       overlap=bool(args.overlap))
+                                       overlap=bool(args.overlap), hierarchical=hier,
+                                       emulate_nodes=hier)
     records = []  # (step, index, segments, input copy, output)
 
     def recording_hook(st, bucket):
@@ -207,16 +255,60 @@ def rank_main(args):
         print(f"rank {rank}: {state.auto_report}", flush=True)
     ref_spec = (state.auto_spec or "none") if state.auto else args.spec
     ref = gradwire.ReferenceExchange(ref_spec, world)
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", world)) if hier else 1
+    nodes = world // local
+    # Hierarchical: one flat reference per local rank (its shard), with one
+    # gradient (the node's sum) and one residual per node.
+    shard_refs = [gradwire.ReferenceExchange(ref_spec, nodes) for _ in range(local)]
+    assert not hier or local == 2, "the node-sum reference is exact for 2 ranks per node"
+
+    def reference(bucket_id, step, ins, out, path):
+        """out = what the hook's exchange of ins (one tensor per rank) must give."""
+        if not hier:
+            ref.average(bucket_id, step, [t.numpy() for t in ins], out.numpy(), path)
+            return True
+        if path == "compressed":
+            node_sums = [ins[j * local] + ins[j * local + 1] for j in range(nodes)]
+            n = out.numel()
+            shard = (n + local - 1) // local
+            for l in range(local):
+                a, b = min(n, l * shard), min(n, (l + 1) * shard)
+                o = torch.empty(b - a)
+                shard_refs[l].average(bucket_id, step,
+                                      [s[a:b].contiguous().numpy() for s in node_sums],
+                                      o.numpy(), "compressed", divisor=float(world))
+                out[a:b] = o
+            return True
+        # Dense: Gloo's ring sums each chunk in its own cyclic order. Keep
+        # the first candidate and report whether every element equals one.
+        cands = []
+        for start in range(world):
+            for d in (1, -1):
+                acc = ins[start].clone()
+                for j in range(1, world):
+                    acc = acc + ins[(start + d * j) % world]
+                cands.append(acc / world)
+        out.copy_(cands[0])
+        return cands
+
+    def dense_matches(cands, got):
+        hit = torch.zeros(got.numel(), dtype=torch.bool)
+        for c in cands:
+            hit |= c.view(torch.int32) == got.view(torch.int32)
+        return bool(hit.all())
     offset, compressed_parts, mismatches = 0, 0, 0
     for step, index, segments, inp, out in records:
         n = inp.numel()
         per_rank = [g[offset:offset + n] for g in gathered]
         offset += n
         expect = torch.empty(n)
+        dense_cands = []  # hierarchical: (start, stop, candidates) of dense parts
         whole_dense = step < state.warmup_iters or (
             state.auto and (state.auto_spec is None or state.auto_plan.get(index) == "dense"))
         if whole_dense:
-            ref.average(2 * index, step, [t.numpy() for t in per_rank], expect.numpy(), "dense")
+            c = reference(2 * index, step, per_rank, expect, "dense")
+            if c is not True:
+                dense_cands.append((torch.arange(n), c))
         else:
             for dense in (True, False):
                 parts = [s for s in segments if s[2] == dense]
@@ -224,14 +316,30 @@ def rank_main(args):
                     continue
                 ins = [torch.cat([t[a:b] for a, b, _ in parts]) for t in per_rank]
                 o = torch.empty(ins[0].numel())
-                ref.average(2 * index + (0 if dense else 1), step, [t.numpy() for t in ins],
-                            o.numpy(), "dense" if dense else "compressed")
+                c = reference(2 * index + (0 if dense else 1), step, ins, o,
+                              "dense" if dense else "compressed")
+                if c is not True:
+                    pos = torch.cat([torch.arange(a, b) for a, b, _ in parts])
+                    dense_cands.append((pos, c))
                 compressed_parts += 0 if dense else 1
                 k = 0
                 for a, b, _ in parts:
                     expect[a:b] = o[k:k + b - a]
                     k += b - a
-        if out is None or not torch.equal(out.view(torch.int32), expect.view(torch.int32)):
+        if out is not None and dense_cands:
+            # Dense parts: each element one of the ring orders; elsewhere exact.
+            got = out.clone()
+            ok = True
+            for pos, c in dense_cands:
+                ok = ok and dense_matches(c, got[torch.as_tensor(pos)])
+                got[torch.as_tensor(pos)] = expect[torch.as_tensor(pos)]
+            if ok:
+                out_cmp = got
+            else:
+                out_cmp = None
+        else:
+            out_cmp = out
+        if out_cmp is None or not torch.equal(out_cmp.view(torch.int32), expect.view(torch.int32)):
             mismatches += 1
             if mismatches <= 3:
                 diff = (out - expect).abs().max() if out is not None else "no output"
@@ -277,17 +385,52 @@ def rank_main(args):
               for a, b in zip(again, after_one)),
           "the step after a restore differs from the step after the save")
     other = dict(ckpt["gradwire"])
-    other["rank"] = 1 - rank
+    other["rank"] = (rank + 1) % world
     try:
         state.load_state_dict(other)
         check(False, "a checkpoint of another rank was accepted")
     except ValueError as e:
         print(f"rank {rank}: refused as expected: {e}", flush=True)
 
+    # (d) every rank holds the same parameters, bit for bit.
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).view(torch.int32)
+    all_params = [torch.empty_like(params) for _ in range(world)]
+    dist.all_gather(all_params, params)
+    check(all(torch.equal(params, q) for q in all_params), "ranks ended with different parameters")
+
     state.close()
     print("PASS" if not failures else f"FAILED: {failures}", flush=True)
     sys.stdout.flush()
     os._exit(0 if not failures else 1)  # Debian torch's teardown can abort
+
+
+def mismatch_main(args, rank):
+    """One rank's hierarchy settings disagree with the others': every rank
+    must raise the C++ layer's error (constructing the state, or in the
+    first exchange), promptly, and name the mismatch."""
+    import torch
+    import gradwire.ddp
+    hier = True
+    if args.mismatch == "flat" and rank == 3:
+        hier = False
+    if args.mismatch == "layout" and rank == 3:
+        os.environ["GROUP_RANK"] = "0"  # node 0 then has 3 ranks, node 1 one
+    t0 = time.monotonic()
+    error = None
+    try:
+        state = gradwire.ddp.GradwireState(args.spec, warmup_iters=1, overlap=False,
+                                           hierarchical=hier, emulate_nodes=True, timeout_s=20)
+        buf = torch.ones(1000)
+        fut = state.comm.allreduce_mean(buf.numpy(), bucket=0, step=0, path="dense")
+        error = f"no error (exchange returned {fut!r})"
+    except (ValueError, gradwire.Error) as e:
+        error = str(e)
+    elapsed = time.monotonic() - t0
+    print(f"rank {rank}: {error} ({elapsed:.2f} s)", flush=True)
+    missing = [m for m in args.expect_error.split("|") if m not in error]
+    ok = not missing and elapsed < 15
+    print("PASS" if ok else f"FAILED: missing {missing} or slow ({elapsed:.1f} s)", flush=True)
+    os._exit(0 if ok else 1)
 
 
 def main():
@@ -299,6 +442,9 @@ def main():
     parser.add_argument("--spec", default="topk:ratio=0.05")
     parser.add_argument("--overlap", type=int, default=1)
     parser.add_argument("--loss_ratio", type=float, default=0.6)
+    parser.add_argument("--hierarchical", type=int, default=0)
+    parser.add_argument("--mismatch", default="", help="flat | layout")
+    parser.add_argument("--expect_error", default="", help="|-separated substrings")
     args = parser.parse_args()
     if args.unit:
         return unit_main()
