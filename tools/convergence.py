@@ -5,6 +5,7 @@ dense allreduce vs gradwire's compressed exchanges vs PyTorch's PowerSGD.
     convergence.py all --out DIR [--seeds 0,1,2] [--epochs 3] [--emulate --link 1gbit]
     convergence.py run --method topk1 --seed 0 --out DIR ...   (one run)
     convergence.py report --out DIR                             (table + PNG curves)
+    convergence.py prepare --data_dir DIR                      (pack + check the data)
     convergence.py rank ...                                      (one rank; internal)
 
 Every run uses the same seed-dependent initialization, data order and
@@ -17,15 +18,29 @@ host's interface (all traffic, TCP/IP headers included) with --emulate,
 from gradwire's own counters for gradwire runs, and as the analytic ring
 volume 2(P-1)/P x 4n for DDP's dense allreduce on loopback.
 
-Data: Debian's dataset-fashion-mnist IDX files, read directly with numpy
-(gradwire's data cache, lib/cache, has no Python binding yet).
+Data: Debian's dataset-fashion-mnist, read through gradwire's data cache
+(lib/cache, Python side lib/python/gradwire/data.py). `prepare` (run first by
+`run` and `all`) packs the IDX files once into OUT/fashion-mnist-packed
+(--data_dir; shards + MANIFEST, one 785-byte record per example) and checks
+that the cached, decoded, normalized images and labels equal the IDX files'
+for 1000 random indices per split, exactly (bit for bit), so accuracies stay
+comparable with runs from before the cache. Each rank reads its training
+examples through a DataCache: a memory tier (--cache_memory_mb), a disk tier
+in its own temp dir (--cache_disk_mb), then the packed directory; a
+Prefetcher reads ahead in the epoch's order, which is the same
+torch.randperm order as before. The test set is read once from the packed
+directory. Each run's JSON holds the cache statistics per rank and epoch
+(reads, memory/disk hits, reads and bytes from the source, time spent
+reading) and table.md sums them per method. The source is the directory
+even with --emulate (the namespaces share the file system): a data server
+on rank 0's host would put the dataset on the same shaped links whose
+interface counters measure the gradient exchange.
 --emulate runs each rank in its own network namespace of an emulated
 cluster (tools/emulated_cluster.py, its own lock-owned "gwc<token>-*" namespaces, links shaped to
 --link); otherwise ranks share loopback. Run with Debian's /usr/bin/python3
 (python3-torch) after `bazel build //lib/python:_gradwire.so`.
 """
 import argparse
-import gzip
 import json
 import os
 import secrets
@@ -55,32 +70,54 @@ DEFAULT_METHODS = list(METHODS)
 
 
 # ---------------------------------------------------------------- data
-def read_idx(path):
+def gradwire_data():
+    sys.path.insert(0, os.path.join(ROOT, "lib", "python"))
+    import gradwire.data
+    return gradwire.data
+
+
+def prepare_main(args):
+    """Packs the IDX files into args.data_dir once (kept if a valid pack is there), then
+    checks that what the cache serves, decoded and normalized as the ranks do, equals
+    the IDX files' images and labels for a sample of indices of both splits."""
     import numpy as np
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if data[0] != 0 or data[1] != 0 or data[2] != 8:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        raise ValueError(f"{path}: {body.size} bytes of data for dims {dims}")
-    return body.reshape(dims)
-
-
-def load_split(split):
-    prefix = "train" if split == "train" else "t10k"
-    def find(kind):
-        for name in (f"{prefix}-{kind}-idx{3 if kind == 'images' else 1}-ubyte.gz",
-                     f"{prefix}-{kind}-idx{3 if kind == 'images' else 1}-ubyte"):
-            p = os.path.join(DATA_DIR, name)
-            if os.path.exists(p):
-                return p
-        raise FileNotFoundError(f"Fashion-MNIST {split} {kind} not in {DATA_DIR} "
-                                "(apt-get install dataset-fashion-mnist)")
-    return read_idx(find("images")), read_idx(find("labels"))
+    data = gradwire_data()
+    try:
+        cache = data.DataCache(path=args.data_dir, verify_shards=True)
+        if cache.dataset_id != "fashion-mnist" or cache.num_samples() != 70000:
+            raise ValueError(f"{cache.dataset_id}, {cache.num_samples()} samples")
+        print(f"[convergence] using packed Fashion-MNIST in {args.data_dir} "
+              f"(version {cache.version})", flush=True)
+    except (OSError, ValueError) as e:
+        if os.path.exists(os.path.join(args.data_dir, "MANIFEST")):
+            print(f"[convergence] repacking {args.data_dir}: {e}", flush=True)
+        summary = data.pack_fashion_mnist(args.idx_dir, args.data_dir)
+        print(f"[convergence] packed Fashion-MNIST from {args.idx_dir} into {args.data_dir}: "
+              f"{summary['shards']} shards, {summary['samples']} samples, version "
+              f"{summary['version']}", flush=True)
+    rng = np.random.default_rng(12345)
+    checked = 0
+    for split in ("train", "test"):
+        images, labels = data.fashion_mnist_idx(args.idx_dir, split)
+        ds = data.FashionMnist.open(split, path=args.data_dir)
+        if len(ds) != len(labels):
+            raise SystemExit(f"packed {split} has {len(ds)} samples, IDX {len(labels)}")
+        sample = np.concatenate([[0, len(labels) - 1],
+                                 rng.choice(len(labels), args.check_samples, replace=False)])
+        x, y = ds.read(sample)
+        # What the ranks train and evaluate on, against what they did before the cache:
+        # numpy over the whole IDX array, then indexed.
+        before_x = ((images.astype(np.float32) / 255 - data.FASHION_MNIST_MEAN)
+                    / data.FASHION_MNIST_STD)[:, None][sample]
+        before_y = labels.astype(np.int64)[sample]
+        if not (np.array_equal(data.normalize(x), before_x)
+                and np.array_equal(y.astype(np.int64), before_y)):
+            raise SystemExit(f"packed {split} data differs from the IDX files in "
+                             f"{args.data_dir}; delete it to repack")
+        checked += len(sample)
+    print(f"[convergence] cached images/labels equal the IDX files' for {checked} sampled "
+          "indices", flush=True)
+    return 0
 
 
 # ---------------------------------------------------------------- one rank
@@ -99,14 +136,22 @@ def rank_main(args):
     dist.init_process_group("gloo", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=300))
 
-    xtr, ytr = load_split("train")
-    xte, yte = load_split("test")
-    mean, std = 0.2860, 0.3530
-    xtr = torch.from_numpy(((xtr.astype(np.float32) / 255 - mean) / std)[:, None])
-    ytr = torch.from_numpy(ytr.astype(np.int64))
-    n_test = min(args.test_samples, len(yte))
-    xte = torch.from_numpy(((xte[:n_test].astype(np.float32) / 255 - mean) / std)[:, None])
-    yte = torch.from_numpy(yte[:n_test].astype(np.int64))
+    # Training examples through gradwire's DataCache: memory tier, then a disk
+    # tier in this rank's own temp dir, then the packed directory.
+    data = gradwire_data()
+    cache_dir = tempfile.mkdtemp(prefix=f"gradwire-conv-cache-r{rank}-")
+    # disk_sync off: a scratch cache that dies with the run need not survive a crash.
+    train = data.FashionMnist.open("train", path=args.data_dir,
+                                   memory_budget_bytes=int(args.cache_memory_mb * 2**20),
+                                   disk_dir=cache_dir if args.cache_disk_mb > 0 else "",
+                                   disk_budget_bytes=int(args.cache_disk_mb * 2**20),
+                                   disk_sync=False)
+    # The test set is read once, in full, straight from the source.
+    test = data.FashionMnist.open("test", path=args.data_dir)
+    n_test = min(args.test_samples, len(test))
+    xte, yte = test.read(range(n_test))
+    xte = torch.from_numpy(data.normalize(xte))
+    yte = torch.from_numpy(yte.astype(np.int64))
 
     class Net(nn.Module):
         # conv 1->32 (800) and 32->64 (51200), fc 1024->256 (262144),
@@ -154,7 +199,7 @@ def rank_main(args):
         ddp.register_comm_hook(ps, serialized_powersgd)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
 
-    per_epoch = len(ytr) // (args.batch * world)
+    per_epoch = len(train) // (args.batch * world)
     iters = args.iters or int(args.epochs * per_epoch)
 
     def evaluate():
@@ -181,19 +226,30 @@ def rank_main(args):
     curve = []
     train_s = 0.0
     tx_at_warmup = None
-    order = None
+    batches = None
+    data_s = 0.0
     dist.barrier()
     for it in range(iters):
         epoch, pos = divmod(it, per_epoch)
+        t_data = time.perf_counter()
         if pos == 0:
+            # The same order as ever (so accuracies stay comparable), prefetched
+            # by the cache in that order: batch pos is order[pos*B:(pos+1)*B].
             g = torch.Generator().manual_seed(args.seed * 1000 + epoch)
-            order = torch.randperm(len(ytr), generator=g)[rank::world]
-        idx = order[pos * args.batch:(pos + 1) * args.batch]
+            order = torch.randperm(len(train), generator=g)[rank::world]
+            train.cache.begin_epoch(epoch + 1)
+            if batches is not None:
+                batches.close()
+            batches = train.batches(order[:per_epoch * args.batch].tolist(), args.batch)
+        images, labels = next(batches)
+        xb = torch.from_numpy(data.normalize(images))
+        yb = torch.from_numpy(labels.astype(np.int64))
+        data_s += time.perf_counter() - t_data
         if it == args.warmup:
             tx_at_warmup = tx_bytes()
         t0 = time.perf_counter()
         opt.zero_grad()
-        loss = F.cross_entropy(ddp(xtr[idx]), ytr[idx])
+        loss = F.cross_entropy(ddp(xb), yb)
         loss.backward()
         opt.step()
         train_s += time.perf_counter() - t0
@@ -204,6 +260,13 @@ def rank_main(args):
             if rank == 0:
                 print(f"{args.method} seed {args.seed}: iter {it + 1}/{iters} "
                       f"{train_s:.1f}s acc {acc:.4f} loss {test_loss:.4f}", flush=True)
+    batches.close()
+    train.cache.end_epoch()
+    cache_summary = data.summarize_stats(train.cache.stats())
+    cache_summary["data_s"] = data_s
+    per_rank = [None] * world
+    dist.all_gather_object(per_rank, cache_summary)
+    shutil.rmtree(cache_dir, ignore_errors=True)
     result = None
     if rank == 0:
         result = {
@@ -213,6 +276,14 @@ def rank_main(args):
             "curve": curve, "final_accuracy": curve[-1]["accuracy"],
             "train_s": train_s, "s_per_epoch": train_s / iters * per_epoch,
             "torch": torch.__version__,
+            "data_cache": {
+                "source": train.cache.source, "version": train.cache.version,
+                "memory_budget_bytes": int(args.cache_memory_mb * 2**20),
+                "disk_budget_bytes": int(args.cache_disk_mb * 2**20),
+                "ranks": per_rank,
+                "total": {k: sum(r[k] for r in per_rank) for k in per_rank[0]
+                          if k != "epochs"},
+            },
         }
         if state is not None:
             t = state.totals()
@@ -253,9 +324,9 @@ def run_one(args, method, seed, cluster=None):
     json_out = os.path.join(args.out, f"{method}.seed{seed}.json")
     python = args.python
     rank_cmd = [python, os.path.abspath(__file__), "rank", "--method", method,
-                "--seed", str(seed), "--json_out", json_out]
+                "--seed", str(seed), "--json_out", json_out, "--data_dir", args.data_dir]
     for flag in ("epochs", "iters", "batch", "lr", "warmup", "eval_every", "test_samples",
-                 "bucket_cap_mb"):
+                 "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb"):
         rank_cmd += [f"--{flag}", str(getattr(args, flag))]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "lib", "python") + os.pathsep + env.get("PYTHONPATH", "")
@@ -326,6 +397,34 @@ def wire_bytes(r):
     return None, "n/a"
 
 
+def data_cache_table(runs, order):
+    """Where the ranks' training reads came from (gradwire's DataCache), per method:
+    all ranks together, mean over seeds."""
+    import statistics
+    lines = []
+    for m in order:
+        totals = [r["data_cache"]["total"] for r in runs[m] if "data_cache" in r]
+        if not totals:
+            continue
+        def mean(key):
+            return statistics.mean(t[key] for t in totals)
+        reads = mean("reads")
+        pct = lambda key: f"{100 * mean(key) / reads:.1f} %" if reads else "n/a"
+        lines.append(f"| {runs[m][0]['label']} | {len(totals)} | {reads:.0f} | "
+                     f"{pct('memory_hits')} | {pct('disk_hits')} | {pct('source_reads')} | "
+                     f"{mean('source_bytes') / 1e6:.1f} | {mean('corrupt') + mean('source_errors'):.0f} | "
+                     f"{mean('data_s'):.1f} |")
+    if not lines:
+        return ""
+    first = next(r for m in order for r in runs[m] if "data_cache" in r)["data_cache"]
+    return (f"\nTraining data through gradwire's DataCache ({first['source']}, version "
+            f"{first['version']}; per rank: memory tier {first['memory_budget_bytes'] / 2**20:.0f} MiB, "
+            f"disk tier {first['disk_budget_bytes'] / 2**20:.0f} MiB); all ranks, mean over seeds:\n\n"
+            "| method | seeds | reads | memory hits | disk hits | from source | source MB | "
+            "errors | rank-s reading data |\n|---|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(lines) + "\n")
+
+
 def report(args):
     import statistics
     runs = {}
@@ -375,6 +474,7 @@ def report(args):
             f" epochs) of batch {first['batch_per_rank']}/rank, {first['params']} parameters, "
             f"torch {first['torch']}")
     text = head + "\n\n" + "\n".join(lines) + "\n"
+    text += data_cache_table(runs, order)
     for m in order:
         for r in runs[m]:
             if "auto_report" in r:
@@ -420,6 +520,12 @@ def add_training_flags(p):
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)
+    # Smaller than the ~27 MB a rank touches in 3 epochs, so the disk tier
+    # serves part of the reads too; the report shows hits per tier.
+    p.add_argument("--cache_memory_mb", type=float, default=16.0,
+                   help="per rank's data cache memory tier (0: none)")
+    p.add_argument("--cache_disk_mb", type=float, default=256.0,
+                   help="per rank's disk tier in a temp dir (0: none)")
 
 
 def main(argv=None):
@@ -429,7 +535,13 @@ def main(argv=None):
     r.add_argument("--method", choices=list(METHODS), required=True)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json_out", required=True)
+    r.add_argument("--data_dir", required=True, help="packed Fashion-MNIST (prepare)")
     add_training_flags(r)
+    pr = sub.add_parser("prepare")
+    pr.add_argument("--data_dir", required=True)
+    pr.add_argument("--idx_dir", default=DATA_DIR)
+    pr.add_argument("--check_samples", type=int, default=1000,
+                    help="random indices per split compared with the IDX files")
     for name in ("run", "all"):
         p = sub.add_parser(name)
         p.add_argument("--out", required=True)
@@ -439,6 +551,9 @@ def main(argv=None):
         p.add_argument("--emulate", action="store_true", help="one emulated host per rank")
         p.add_argument("--link", default="1gbit")
         p.add_argument("--delay", default="0us", help="needs sch_netem in the kernel")
+        p.add_argument("--data_dir", default="",
+                       help="packed Fashion-MNIST (default OUT/fashion-mnist-packed; packed once)")
+        p.add_argument("--idx_dir", default=DATA_DIR, help="Fashion-MNIST IDX files to pack")
         add_training_flags(p)
         if name == "run":
             p.add_argument("--method", choices=list(METHODS), required=True)
@@ -452,8 +567,18 @@ def main(argv=None):
 
     if args.cmd == "rank":
         return rank_main(args)
+    if args.cmd == "prepare":
+        return prepare_main(args)
     if args.cmd == "report":
         return report(args)
+    args.data_dir = os.path.abspath(args.data_dir or os.path.join(args.out, "fashion-mnist-packed"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "lib", "python") + os.pathsep + env.get("PYTHONPATH", "")
+    rc = subprocess.call([args.python, os.path.abspath(__file__), "prepare", "--data_dir",
+                          args.data_dir, "--idx_dir", args.idx_dir], env=env)
+    if rc != 0:
+        print(f"[convergence] preparing the data failed (status {rc})", flush=True)
+        return 1
     cluster = None
     if args.emulate:
         sys.path.insert(0, HERE)

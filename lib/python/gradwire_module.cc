@@ -4,7 +4,9 @@
 // the Python buffer protocol (numpy arrays, memoryviews, torch's
 // tensor.numpy()) or as a raw (data_ptr, numel) pair, so one build works
 // with any torch version and with none. The Python package around it
-// (lib/python/gradwire/) adds the DDP communication hook.
+// (lib/python/gradwire/) adds the DDP communication hook. The data
+// cache's part (DataCache, Prefetcher, pack_dataset) is in
+// data_cache_binding.cc.
 //
 // Every call that can block on the network (Connect, allreduce_mean,
 // close) releases the GIL, so other Python threads (data loading, the
@@ -37,6 +39,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
+#include "data_cache_binding.h"
 
 namespace py = pybind11;
 
@@ -326,10 +329,11 @@ class ReferenceExchange {
 
 PYBIND11_MODULE(_gradwire, m) {
   using namespace gradwire;
-  m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
+  m.doc() = "gradwire: compressed gradient exchange and data cache (C++ core; see the gradwire package)";
 
   static py::exception<std::runtime_error> error(m, "Error", PyExc_RuntimeError);
   g_error = error;
+  gradwire::python::DefineDataCache(m, error);
 
   m.def(
       "canonical_spec",

@@ -6,6 +6,8 @@
     state = comm.save_state()                          # error-feedback residuals (bytes)
 
 and, for PyTorch DDP, gradwire.ddp (model.register_comm_hook(state, gradwire.ddp.hook)).
+Training data through gradwire's data cache (memory -> disk -> directory or
+data server): gradwire.data (DataCache, FashionMnist batches for numpy/torch).
 
 The C++ core is the extension module _gradwire.so (built by Bazel:
 `bazel build //lib/python:_gradwire.so`). This package finds it, in order:

@@ -1,0 +1,406 @@
+#include "data_cache_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gradwire/lib/cache/cache_stats.h"
+#include "gradwire/lib/cache/cache_tier.h"
+#include "gradwire/lib/cache/data_cache.h"
+#include "gradwire/lib/cache/dataset_packer.h"
+#include "gradwire/lib/cache/directory_source.h"
+#include "gradwire/lib/cache/epoch_order.h"
+#include "gradwire/lib/cache/manifest.h"
+#include "gradwire/lib/cache/prefetcher.h"
+#include "gradwire/lib/cache/remote_tier.h"
+
+namespace py = pybind11;
+
+namespace gradwire {
+namespace python {
+namespace {
+
+using cache::Blob;
+
+py::handle g_error;
+
+// Bad arguments -> ValueError; a missing dataset or key -> FileNotFoundError
+// (an OSError); damaged bytes and unreachable sources -> OSError; the rest
+// -> gradwire.Error. The message is the Status's, code first.
+[[noreturn]] void Raise(const absl::Status& status) {
+  const std::string message = status.ToString();
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      throw py::value_error(message);
+    case absl::StatusCode::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
+      throw py::error_already_set();
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kResourceExhausted:
+      PyErr_SetString(PyExc_OSError, message.c_str());
+      throw py::error_already_set();
+    default:
+      PyErr_SetString(g_error.ptr(), message.c_str());
+      throw py::error_already_set();
+  }
+}
+
+template <typename T>
+T Value(absl::StatusOr<T> value) {
+  if (!value.ok()) Raise(value.status());
+  return *std::move(value);
+}
+
+// Copies fixed-size records into one bytes object (n x record size), so a
+// batch crosses into Python as a single buffer numpy can view.
+py::bytes Concatenate(const std::vector<Blob>& blobs) {
+  if (blobs.empty()) return py::bytes();
+  const size_t each = blobs[0]->size();
+  for (const Blob& b : blobs) {
+    if (b->size() != each) {
+      throw py::value_error(absl::StrCat("records differ in size (", each, " and ", b->size(),
+                                         " bytes); read them one by one with get()"));
+    }
+  }
+  PyObject* out = PyBytes_FromStringAndSize(nullptr, static_cast<py::ssize_t>(each * blobs.size()));
+  if (out == nullptr) throw py::error_already_set();
+  char* dst = PyBytes_AS_STRING(out);
+  for (const Blob& b : blobs) {
+    std::memcpy(dst, b->data(), each);
+    dst += each;
+  }
+  return py::reinterpret_steal<py::bytes>(out);
+}
+
+py::dict TierDict(const cache::TierStats& t) {
+  py::dict d;
+  d["hits"] = t.hits;
+  d["misses"] = t.misses;
+  d["hit_bytes"] = t.hit_bytes;
+  d["inserts"] = t.inserts;
+  d["rejected_full"] = t.rejected_full;
+  d["rejected_too_big"] = t.rejected_too_big;
+  d["write_errors"] = t.write_errors;
+  d["write_dropped"] = t.write_dropped;
+  d["corrupt"] = t.corrupt;
+  d["used_bytes"] = t.used_bytes;
+  d["budget_bytes"] = t.budget_bytes;
+  d["warm_seconds"] = t.warm_seconds;
+  return d;
+}
+
+py::dict EpochDict(const cache::EpochStats& e) {
+  py::dict d;
+  d["epoch"] = e.epoch;
+  d["reads"] = e.reads;
+  d["read_bytes"] = e.read_bytes;
+  d["memory"] = TierDict(e.memory);
+  d["disk"] = TierDict(e.disk);
+  d["source_reads"] = e.remote_reads;
+  d["source_bytes"] = e.remote_bytes;
+  d["source_errors"] = e.remote_errors;
+  d["stall_s"] = e.stall_seconds;
+  d["wall_s"] = e.wall_seconds;
+  d["cache_hit_rate"] = e.cache_hit_rate();
+  return d;
+}
+
+// A prefetching reader of `keys` in the given order (Prefetcher). Holds
+// the cache, so the cache outlives it whatever Python frees first.
+class PyPrefetcher {
+ public:
+  PyPrefetcher(std::shared_ptr<cache::DataCache> cache, std::vector<std::string> keys,
+               const cache::Prefetcher::Options& options)
+      : cache_(std::move(cache)) {
+    prefetcher_ = std::make_unique<cache::Prefetcher>(cache_.get(), std::move(keys), options);
+  }
+  ~PyPrefetcher() { Shutdown(); }
+
+  size_t size() const { return prefetcher_->size(); }
+  size_t position() const { return position_; }
+  size_t depth() const { return prefetcher_->depth(); }
+
+  py::bytes Next() {
+    std::vector<Blob> got = Take(1);
+    if (got.empty()) throw py::stop_iteration();
+    return py::bytes(got[0]->data(), got[0]->size());
+  }
+
+  // The next n objects (fewer at the end; empty bytes when done), joined.
+  py::bytes NextBatch(size_t n) { return Concatenate(Take(n)); }
+
+  void Shutdown() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(mu_);
+    prefetcher_->Shutdown();
+  }
+
+ private:
+  std::vector<Blob> Take(size_t n) {
+    std::vector<Blob> out;
+    absl::Status error;
+    {
+      py::gil_scoped_release release;
+      // Prefetcher::Next is for one reader thread at a time.
+      std::lock_guard<std::mutex> lock(mu_);
+      while (out.size() < n && position_ < prefetcher_->size()) {
+        absl::StatusOr<Blob> blob = prefetcher_->Next();
+        if (!blob.ok()) {
+          error = blob.status();
+          break;
+        }
+        ++position_;
+        out.push_back(*std::move(blob));
+      }
+    }
+    if (!error.ok()) Raise(error);
+    return out;
+  }
+
+  std::shared_ptr<cache::DataCache> cache_;
+  std::mutex mu_;
+  std::unique_ptr<cache::Prefetcher> prefetcher_;
+  size_t position_ = 0;
+};
+
+class PyDataCache {
+ public:
+  PyDataCache(const std::optional<std::string>& path, const std::optional<std::string>& remote,
+              const std::optional<std::string>& token, uint64_t memory_budget_bytes,
+              const std::string& memory_policy, const std::string& disk_dir,
+              uint64_t disk_budget_bytes, const std::string& disk_policy, bool disk_sync,
+              bool verify_shards, double read_timeout_s) {
+    if (path.has_value() == remote.has_value()) {
+      throw py::value_error("give exactly one of path (a packed directory) or remote ('host:port')");
+    }
+    cache::DataCache::Options options;
+    options.memory_budget_bytes = memory_budget_bytes;
+    options.memory_policy = Value(cache::ParseEvictionPolicy(memory_policy));
+    options.disk_dir = disk_dir;
+    options.disk_budget_bytes = disk_budget_bytes;
+    options.disk_policy = Value(cache::ParseEvictionPolicy(disk_policy));
+    options.disk_sync = disk_sync;
+    if (!disk_dir.empty() && disk_budget_bytes == 0) {
+      throw py::value_error("disk_dir needs a disk_budget_bytes > 0");
+    }
+    absl::Status error;
+    {
+      py::gil_scoped_release release;
+      std::shared_ptr<cache::DataSource> source;
+      if (path.has_value()) {
+        cache::DirectorySource::Options so;
+        so.verify_shards = verify_shards;
+        auto dir = cache::DirectorySource::Open(*path, so);
+        if (dir.ok()) source = std::move(*dir);
+        error = dir.status();
+      } else {
+        cache::RemoteTier::Options ro;
+        ro.target = *remote;
+        ro.token = token.value_or("");
+        if (read_timeout_s > 0) ro.read_timeout = absl::Seconds(read_timeout_s);
+        auto tier = cache::RemoteTier::Connect(ro);
+        if (tier.ok()) source = std::move(*tier);
+        error = tier.status();
+      }
+      if (error.ok()) {
+        auto created = cache::DataCache::Create(std::move(source), options);
+        if (created.ok()) cache_ = std::move(*created);
+        error = created.status();
+      }
+    }
+    if (!error.ok()) Raise(error);
+  }
+
+  std::string DatasetId() const { return cache_->manifest().dataset_id(); }
+  std::string Version() const {
+    return absl::StrCat(absl::Hex(cache_->manifest().version(), absl::kZeroPad16));
+  }
+  std::string Source() const { return cache_->source()->Describe(); }
+  std::vector<std::string> Keys(const std::string& split) const {
+    return cache_->manifest().SampleKeys(split);
+  }
+  uint64_t NumSamples(const std::string& split) const {
+    if (split.empty()) return cache_->manifest().num_samples();
+    uint64_t n = 0;
+    for (const auto& s : cache_->manifest().shards()) {
+      if (s.split == split) n += s.count;
+    }
+    return n;
+  }
+  std::vector<std::string> Splits() const {
+    std::vector<std::string> out;
+    for (const auto& s : cache_->manifest().shards()) {
+      if (std::find(out.begin(), out.end(), s.split) == out.end()) out.push_back(s.split);
+    }
+    return out;
+  }
+
+  py::bytes Get(const std::string& key) {
+    absl::StatusOr<Blob> blob;
+    {
+      py::gil_scoped_release release;
+      blob = cache_->Get(key);
+    }
+    Blob b = Value(std::move(blob));
+    return py::bytes(b->data(), b->size());
+  }
+
+  // Samples split/index for each index, fetched as one batch (misses go
+  // to the source in one call), joined into one bytes object.
+  py::bytes Read(const std::string& split, const std::vector<uint64_t>& indices) {
+    std::vector<std::string> keys;
+    keys.reserve(indices.size());
+    for (uint64_t i : indices) keys.push_back(cache::Manifest::SampleKey(split, i));
+    std::vector<absl::StatusOr<Blob>> got;
+    {
+      py::gil_scoped_release release;
+      got = cache_->Fetch(keys);
+    }
+    std::vector<Blob> blobs;
+    blobs.reserve(got.size());
+    for (const absl::StatusOr<Blob>& g : got) {
+      if (!g.ok()) Raise(g.status());
+      blobs.push_back(*g);
+    }
+    return Concatenate(blobs);
+  }
+
+  std::unique_ptr<PyPrefetcher> Prefetch(std::vector<std::string> keys, size_t depth, int threads) {
+    if (threads < 1) throw py::value_error("threads must be >= 1");
+    cache::Prefetcher::Options options;
+    options.depth = depth;
+    options.threads = threads;
+    return std::make_unique<PyPrefetcher>(cache_, std::move(keys), options);
+  }
+
+  void BeginEpoch(int epoch) { cache_->BeginEpoch(epoch); }
+  void EndEpoch() { cache_->EndEpoch(); }
+  py::list Stats() const {
+    py::list out;
+    for (const cache::EpochStats& e : cache_->Stats()) out.append(EpochDict(e));
+    return out;
+  }
+  std::string FormatStats() const { return cache_->FormatStats(); }
+  void FlushDiskWrites(double timeout_s) {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = cache_->FlushDiskWrites(absl::Seconds(timeout_s));
+    }
+    if (!s.ok()) Raise(s);
+  }
+
+ private:
+  std::shared_ptr<cache::DataCache> cache_;
+};
+
+}  // namespace
+
+void DefineDataCache(py::module_& m, py::handle error) {
+  g_error = error;
+
+  py::class_<PyPrefetcher>(m, "Prefetcher", R"doc(
+Reads keys in the order given, ahead of the reader, through a DataCache
+(lib/cache/prefetcher.h). Iterating yields each object's bytes; next_batch(n)
+returns the next n fixed-size objects joined. Made by DataCache.prefetch().)doc")
+      .def("__len__", &PyPrefetcher::size)
+      .def_property_readonly("position", &PyPrefetcher::position)
+      .def_property_readonly("depth", &PyPrefetcher::depth)
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &PyPrefetcher::Next)
+      .def("next_batch", &PyPrefetcher::NextBatch, py::arg("n"),
+           "The next n objects (fewer at the end, b'' when done) as one bytes object.")
+      .def("shutdown", &PyPrefetcher::Shutdown, "Stops the workers; idempotent.");
+
+  py::class_<PyDataCache>(m, "DataCache", R"doc(
+A packed dataset read through gradwire's cache: memory tier -> disk tier ->
+source (lib/cache/data_cache.h). The source is a packed directory (path=)
+or a data server (remote='host:port', token=). memory_budget_bytes=0 or
+disk_dir='' leave that tier out. Samples are keyed '<split>/<index>'.
+Reads release the GIL. Errors: ValueError (bad argument),
+FileNotFoundError (no dataset / no such key), OSError (damaged data,
+source unreachable), gradwire.Error (other).)doc")
+      .def(py::init<const std::optional<std::string>&, const std::optional<std::string>&,
+                    const std::optional<std::string>&, uint64_t, const std::string&,
+                    const std::string&, uint64_t, const std::string&, bool, bool, double>(),
+           py::arg("path") = py::none(), py::arg("remote") = py::none(),
+           py::arg("token") = py::none(), py::arg("memory_budget_bytes") = 0,
+           py::arg("memory_policy") = "fill_once", py::arg("disk_dir") = "",
+           py::arg("disk_budget_bytes") = 0, py::arg("disk_policy") = "fill_once",
+           py::arg("disk_sync") = true, py::arg("verify_shards") = false,
+           py::arg("read_timeout_s") = 0.0)
+      .def_property_readonly("dataset_id", &PyDataCache::DatasetId)
+      .def_property_readonly("version", &PyDataCache::Version, "The manifest version (hex).")
+      .def_property_readonly("source", &PyDataCache::Source)
+      .def("splits", &PyDataCache::Splits)
+      .def("keys", &PyDataCache::Keys, py::arg("split") = "",
+           "Sample keys of split (all if ''), in index order.")
+      .def("num_samples", &PyDataCache::NumSamples, py::arg("split") = "")
+      .def("get", &PyDataCache::Get, py::arg("key"), "One object's bytes ('train/7', or a shard).")
+      .def("read", &PyDataCache::Read, py::arg("split"), py::arg("indices"),
+           "Samples split/i for i in indices, fetched as one batch, joined (equal sizes).")
+      .def("prefetch", &PyDataCache::Prefetch, py::arg("keys"), py::arg("depth") = 0,
+           py::arg("threads") = 2, "A Prefetcher over keys, in that order.")
+      .def("begin_epoch", &PyDataCache::BeginEpoch, py::arg("epoch"),
+           "Starts a statistics epoch (ends the previous one).")
+      .def("end_epoch", &PyDataCache::EndEpoch)
+      .def("stats", &PyDataCache::Stats,
+           "Per-epoch statistics: a list of dicts (reads, memory/disk tier hits, "
+           "source_reads/source_bytes, stall_s, ...).")
+      .def("format_stats", &PyDataCache::FormatStats)
+      .def("flush_disk_writes", &PyDataCache::FlushDiskWrites, py::arg("timeout_s") = 30.0);
+
+  m.def(
+      "epoch_order",
+      [](const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch, int rank,
+         int world) { return Value(cache::EpochOrder(keys, seed, epoch, rank, world)); },
+      py::arg("keys"), py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world"),
+      "This rank's share of the shuffled epoch (lib/cache/epoch_order.h).");
+
+  m.def(
+      "pack_dataset",
+      [](const std::string& out_dir, const std::string& dataset_id,
+         const std::vector<std::pair<std::string, std::vector<std::string>>>& splits,
+         size_t samples_per_shard) {
+        if (samples_per_shard == 0) throw py::value_error("samples_per_shard must be > 0");
+        std::vector<cache::SplitRecords> records;
+        for (const auto& [split, recs] : splits) records.push_back({split, recs});
+        absl::StatusOr<cache::Manifest> manifest;
+        {
+          py::gil_scoped_release release;
+          manifest = cache::PackDataset(out_dir, dataset_id, records, samples_per_shard);
+        }
+        const cache::Manifest m = Value(std::move(manifest));
+        py::dict d;
+        d["dataset_id"] = m.dataset_id();
+        d["version"] = absl::StrCat(absl::Hex(m.version(), absl::kZeroPad16));
+        d["shards"] = m.shards().size();
+        d["samples"] = m.num_samples();
+        d["bytes"] = m.total_bytes();
+        return d;
+      },
+      py::arg("out_dir"), py::arg("dataset_id"), py::arg("splits"),
+      py::arg("samples_per_shard") = 5000,
+      "Packs [(split, [record bytes, ...]), ...] into shards + MANIFEST in out_dir "
+      "(lib/cache/dataset_packer.h). Returns a summary dict.");
+}
+
+}  // namespace python
+}  // namespace gradwire

@@ -1,0 +1,241 @@
+"""The data-cache binding (_gradwire.DataCache, ...) and gradwire.data, on tiny
+packed datasets: bytes equal the packed records, a second epoch is served by
+the memory (or disk) tier, bad datasets raise clear errors, and a data
+server serves the same bytes. With Debian's Fashion-MNIST installed, the
+cached batches equal the IDX files' images and labels."""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+ARGS = None
+
+
+def import_gradwire():
+    sys.path.insert(0, ARGS.package_dir)
+    import gradwire  # noqa: F401
+    import gradwire.data
+    return gradwire, gradwire.data
+
+
+class DataCacheTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.gradwire, cls.data = import_gradwire()
+        cls.tmp = tempfile.mkdtemp(prefix="gradwire-datacache-test-")
+        rng = random.Random(7)
+        # Distinct, variable-size records in "mixed"; fixed 16-byte ones in "fixed".
+        cls.mixed = [rng.randbytes(rng.randint(20, 90)) + b"#%d" % i for i in range(230)]
+        cls.fixed = [rng.randbytes(12) + i.to_bytes(4, "little") for i in range(64)]
+        cls.packed = os.path.join(cls.tmp, "packed")
+        summary = cls.data.pack_dataset(cls.packed, "tiny",
+                                        [("mixed", cls.mixed), ("fixed", cls.fixed)], 50)
+        assert summary["samples"] == 294 and summary["shards"] == 5 + 2, summary
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def cache(self, **options):
+        return self.data.DataCache(path=self.packed, **options)
+
+    def test_bytes_equal_source_and_second_epoch_hits_memory(self):
+        c = self.cache(memory_budget_bytes=1 << 20,
+                       disk_dir=os.path.join(self.tmp, "disk-mem"), disk_budget_bytes=1 << 20,
+                       disk_sync=False)
+        self.assertEqual(c.dataset_id, "tiny")
+        self.assertEqual(sorted(c.splits()), ["fixed", "mixed"])
+        self.assertEqual(c.num_samples("mixed"), len(self.mixed))
+        c.begin_epoch(1)
+        for i, want in enumerate(self.mixed):
+            self.assertEqual(c.get(f"mixed/{i}"), want)
+        c.begin_epoch(2)
+        order = c.keys("mixed")
+        random.Random(3).shuffle(order)
+        got = list(c.prefetch(order, threads=2))
+        self.assertEqual(got, [self.mixed[int(k.split("/")[1])] for k in order])
+        e1, e2 = c.stats()
+        self.assertEqual((e1["epoch"], e1["reads"], e1["source_reads"]), (1, 230, 230))
+        self.assertEqual(e1["memory"]["hits"], 0)
+        self.assertEqual(e1["source_bytes"], sum(map(len, self.mixed)))
+        self.assertEqual((e2["epoch"], e2["reads"], e2["memory"]["hits"]), (2, 230, 230))
+        self.assertEqual((e2["source_reads"], e2["source_bytes"], e2["disk"]["hits"]), (0, 0, 0))
+        self.assertIn("mem_hit", c.format_stats())
+
+    def test_memory_less_cache_hits_disk(self):
+        c = self.cache(disk_dir=os.path.join(self.tmp, "disk-only"), disk_budget_bytes=1 << 20,
+                       disk_sync=False)
+        c.begin_epoch(1)
+        self.assertEqual(c.read("fixed", range(64)), b"".join(self.fixed))
+        c.flush_disk_writes(10)
+        c.begin_epoch(2)
+        self.assertEqual(c.read("fixed", [5, 1, 63]), self.fixed[5] + self.fixed[1] + self.fixed[63])
+        e2 = c.stats()[-1]
+        self.assertEqual((e2["disk"]["hits"], e2["source_reads"]), (3, 0))
+
+    def test_prefetcher_batches_and_end(self):
+        c = self.cache(memory_budget_bytes=1 << 20)
+        p = c.prefetch([f"fixed/{i}" for i in range(10)], depth=4)
+        self.assertEqual(len(p), 10)
+        self.assertEqual(p.next_batch(4), b"".join(self.fixed[:4]))
+        self.assertEqual(p.next_batch(100), b"".join(self.fixed[4:10]))
+        self.assertEqual(p.next_batch(1), b"")
+        with self.assertRaises(StopIteration):
+            next(p)
+
+    def test_epoch_order_partitions_the_keys(self):
+        keys = [f"mixed/{i}" for i in range(230)]
+        parts = [self.data.epoch_order(keys, 5, 2, r, 3) for r in range(3)]
+        self.assertEqual(sorted(sum(parts, [])), sorted(keys))
+        self.assertNotEqual(parts[0], self.data.epoch_order(keys, 5, 3, 0, 3))
+        with self.assertRaises(ValueError):
+            self.data.epoch_order(keys, 5, 2, 3, 3)
+
+    def test_bad_arguments(self):
+        c = self.cache()
+        with self.assertRaisesRegex(ValueError, "differ in size"):
+            c.read("mixed", [0, 1])
+        with self.assertRaisesRegex(FileNotFoundError, "mixed/230"):
+            c.get("mixed/230")
+        with self.assertRaises(ValueError):
+            self.data.DataCache(path=self.packed, remote="127.0.0.1:1")
+        with self.assertRaisesRegex(ValueError, "policy"):
+            self.cache(memory_budget_bytes=1, memory_policy="mru")
+
+    def test_missing_dataset(self):
+        with self.assertRaisesRegex(FileNotFoundError, "MANIFEST"):
+            self.data.DataCache(path=os.path.join(self.tmp, "nothing-here"))
+
+    def copy(self, name):
+        dst = os.path.join(self.tmp, name)
+        shutil.copytree(self.packed, dst)
+        return dst
+
+    def test_corrupt_record_is_data_loss(self):
+        d = self.copy("corrupt-record")
+        target = self.mixed[77]
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                raw = bytearray(f.read())
+            at = raw.find(target)
+            if at >= 0:
+                raw[at + 5] ^= 0xFF
+                with open(path, "wb") as f:
+                    f.write(raw)
+                break
+        else:
+            self.fail("record not found in any shard")
+        c = self.data.DataCache(path=d, memory_budget_bytes=1 << 20)
+        self.assertEqual(c.get("mixed/76"), self.mixed[76])
+        with self.assertRaisesRegex(OSError, "DATA_LOSS"):
+            c.get("mixed/77")
+        with self.assertRaisesRegex(OSError, "DATA_LOSS"):
+            list(c.prefetch(["mixed/76", "mixed/77"]))
+
+    def test_truncated_shard_and_edited_manifest_refused(self):
+        d = self.copy("truncated")
+        shard = sorted(n for n in os.listdir(d) if n.endswith(".gws"))[0]
+        with open(os.path.join(d, shard), "r+b") as f:
+            f.truncate(os.path.getsize(os.path.join(d, shard)) - 10)
+        with self.assertRaisesRegex(OSError, "DATA_LOSS.*" + shard.replace(".", r"\.")):
+            self.data.DataCache(path=d)
+        d = self.copy("edited")
+        with open(os.path.join(d, "MANIFEST")) as f:
+            text = f.read()
+        with open(os.path.join(d, "MANIFEST"), "w") as f:
+            f.write(text.replace("tiny", "tinY"))
+        with self.assertRaisesRegex(OSError, "DATA_LOSS"):
+            self.data.DataCache(path=d)
+
+    def test_fashion_mnist_batches_decode(self):
+        # 785-byte records laid out as pack_fashion_mnist / tools/pack_dataset write them.
+        rng = np.random.default_rng(1)
+        images = rng.integers(0, 256, size=(90, 28, 28), dtype=np.uint8)
+        labels = rng.integers(0, 10, size=90, dtype=np.uint8)
+        records = [bytes([labels[i]]) + images[i].tobytes() for i in range(90)]
+        d = os.path.join(self.tmp, "fmnist-like")
+        self.data.pack_dataset(d, "fashion-mnist", [("train", records)], 40)
+        train = self.data.FashionMnist.open("train", path=d, memory_budget_bytes=1 << 20)
+        self.assertEqual(len(train), 90)
+        order = rng.permutation(90)
+        got = list(train.batches(order, 32))
+        self.assertEqual(len(got), 2)  # full batches only
+        for b, (x, y) in enumerate(got):
+            idx = order[b * 32:(b + 1) * 32]
+            np.testing.assert_array_equal(x, images[idx])
+            np.testing.assert_array_equal(y, labels[idx])
+        x, y = train.read([3, 0])
+        np.testing.assert_array_equal(x, images[[3, 0]])
+        old = ((images[[3, 0]].astype(np.float32) / 255 - 0.2860) / 0.3530)[:, None]
+        self.assertTrue(np.array_equal(self.data.normalize(x), old))
+        summary = self.data.summarize_stats(train.cache.stats())
+        self.assertEqual(summary["reads"], 64 + 2)
+
+    def test_data_server(self):
+        if not ARGS.data_server:
+            self.skipTest("no --data_server")
+        token = os.path.join(self.tmp, "token")
+        with open(token, "w") as f:
+            f.write("0123456789abcdef0123456789abcdef")
+        port_file = os.path.join(self.tmp, "port")
+        server = subprocess.Popen([ARGS.data_server, f"--data_dir={self.packed}",
+                                   "--address=127.0.0.1:0", f"--token_file={token}",
+                                   f"--port_file={port_file}"])
+        try:
+            deadline = time.time() + 30
+            def port():
+                if not os.path.exists(port_file):
+                    return ""
+                with open(port_file) as f:
+                    return f.read().strip()
+            while not port():
+                self.assertIsNone(server.poll(), "data server exited")
+                self.assertLess(time.time(), deadline, "data server did not start")
+                time.sleep(0.05)
+            target = "127.0.0.1:" + port()
+            c = self.data.DataCache(remote=target, token="0123456789abcdef0123456789abcdef",
+                                    memory_budget_bytes=1 << 20)
+            self.assertEqual(c.source, "grpc://" + target)
+            self.assertEqual(c.version, self.cache().version)
+            c.begin_epoch(1)
+            self.assertEqual(c.read("fixed", range(64)), b"".join(self.fixed))
+            self.assertEqual(c.stats()[-1]["source_reads"], 64)
+            with self.assertRaises(OSError):
+                self.data.DataCache(remote=target, token="wrong-token-wrong-token-wrong",
+                                    read_timeout_s=5)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+
+    def test_real_fashion_mnist_matches_idx(self):
+        idx_dir = "/usr/share/datasets/fashion-mnist"
+        if not os.path.isdir(idx_dir):
+            print("SKIPPED: Debian's dataset-fashion-mnist is not installed")
+            self.skipTest("no Fashion-MNIST")
+        d = os.path.join(self.tmp, "fashion-mnist")
+        summary = self.data.pack_fashion_mnist(idx_dir, d)
+        self.assertEqual(summary["samples"], 70000)
+        for split in ("train", "test"):
+            images, labels = self.data.fashion_mnist_idx(idx_dir, split)
+            ds = self.data.FashionMnist.open(split, path=d, memory_budget_bytes=8 << 20)
+            self.assertEqual(len(ds), len(labels))
+            sample = np.random.default_rng(0).choice(len(labels), 500, replace=False)
+            x, y = ds.read(sample)
+            np.testing.assert_array_equal(x, images[sample])
+            np.testing.assert_array_equal(y, labels[sample])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--package_dir", required=True)
+    parser.add_argument("--data_server", default="")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
