@@ -151,6 +151,20 @@ absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
   return open;
 }
 
+absl::StatusOr<absl::Span<float>> GradientExchanger::GradientSlot(absl::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!plan_fixed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "GradientSlot(\"", name, "\"): slots exist once the first step fixed the bucket plan"));
+  }
+  for (const PlanEntry& e : plan_) {
+    Member& m = e.bucket->members[e.member];
+    if (m.name == name) return absl::MakeSpan(e.bucket->data.data() + m.offset, m.size);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("GradientSlot(\"", name, "\"): no tensor of that name in the bucket plan"));
+}
+
 absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
                                                        absl::Span<float> grad,
                                                        absl::Span<const int64_t> shape) {
@@ -197,12 +211,15 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
   ++next_entry_;
   member->target = grad;
   if (plan_fixed_) {
-    // The copy is the bulk of Submit: make it off the lock so the worker
-    // can start the next queued bucket meanwhile. Safe: this bucket is not
-    // queued, so only this call touches its data.
-    lock.unlock();
-    std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
-    lock.lock();
+    // A gradient written into its slot (GradientSlot) is already in place.
+    if (grad.data() != bucket->data.data() + member->offset) {
+      // The copy is the bulk of Submit: make it off the lock so the worker
+      // can start the next queued bucket meanwhile. Safe: this bucket is
+      // not queued, so only this call touches its data.
+      lock.unlock();
+      std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
+      lock.lock();
+    }
   } else {
     std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
   }
@@ -312,6 +329,7 @@ GradientExchanger::Bucket* GradientExchanger::NextComputeJobLocked() {
 
 void GradientExchanger::WriteBack(const Bucket& bucket) {
   for (const Member& m : bucket.members) {
+    if (m.target.data() == bucket.data.data() + m.offset) continue;  // a slot: in place
     std::copy(bucket.data.begin() + m.offset, bucket.data.begin() + m.offset + m.size,
               m.target.begin());
   }

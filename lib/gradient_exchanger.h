@@ -12,7 +12,8 @@
 //   }
 //
 // Submit copies the gradient into a bucket (fusion: one collective per
-// ~bucket_bytes instead of one per tensor, like DDP) and returns at once;
+// ~bucket_bytes instead of one per tensor, like DDP; no copy for a
+// gradient written into its GradientSlot) and returns at once;
 // a full bucket enters a pipeline of two background threads, which
 // exchange it through the Communicator (compressed or dense, see
 // communicator.h) while the caller keeps submitting, then write the
@@ -125,6 +126,16 @@ class GradientExchanger {
   // must be grad.size(). Returns the ticket of the bucket it joined.
   absl::StatusOr<BucketTicket> Submit(absl::string_view name, absl::Span<float> grad,
                                       absl::Span<const int64_t> shape = {});
+
+  // Zero-copy submission (DDP's gradient_as_bucket_view): the span inside
+  // the bucket where tensor `name`'s gradient travels, valid for the
+  // exchanger's lifetime. A caller that writes the gradient there and
+  // Submits that very span skips Submit's copy in, and finds the average
+  // there afterwards (no copy out). Write it only between WaitAll and the
+  // next Submit of that tensor: while its bucket is in flight the slot is
+  // the exchange's. FailedPrecondition before the first step's Flush
+  // fixed the plan; NotFound for a name not in the plan.
+  absl::StatusOr<absl::Span<float>> GradientSlot(absl::string_view name);
 
   // Ends the step's submissions: sends partly filled buckets (first step)
   // or checks every planned tensor was submitted (later steps).

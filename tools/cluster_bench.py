@@ -296,6 +296,7 @@ class Bench:
                     f"--iters={a.iters}", f"--warmup={a.warmup}",
                     f"--bucket_size_mb={a.bucket_size_mb}", f"--timeout_ms={a.timeout_ms}"]
             argv += extra + method_flags(m)
+            argv.append(f"--bucket_views={'true' if a.bucket_views else 'false'}")
             if a.pipeline_depth:
                 argv.append(f"--pipeline_depth={a.pipeline_depth}")
             if rank == 0:
@@ -393,7 +394,7 @@ class Bench:
         for rank in range(world):
             argv = [a.python, os.path.join(HERE, "ddp_peer.py"), *profile_args,
                     f"--hook={hook}", f"--iters={a.iters}", f"--warmup={a.warmup}",
-                    f"--bucket_cap_mb={a.bucket_size_mb}",
+                    f"--bucket_cap_mb={a.bucket_size_mb}", f"--bucket_view={a.bucket_views}",
                     f"--timeout_s={a.timeout_ms / 1000.0}"]
             if rank_r is not None:
                 argv.append(f"--powersgd_rank={rank_r}")
@@ -705,6 +706,10 @@ def parse_args(argv):
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--bucket_size_mb", type=float, default=25.0)
+    p.add_argument("--bucket_views", type=int, choices=[0, 1], default=1,
+                   help="1: gradients are written into bucket slots on both sides (gradwire "
+                        "GradientSlot, DDP gradient_as_bucket_view): no copy in or out; "
+                        "0: both copy")
     p.add_argument("--pipeline_depth", type=int, default=0,
                    help="exchanger pipeline slots (1 = no overlap of compression with the "
                    "wire); 0 = exchange_bench's default")
@@ -820,6 +825,7 @@ def main(argv=None):
         "methods": [m["name"] for m in gw_methods], "peers": a.peer_list,
         "iters": a.iters, "warmup": a.warmup, "bucket_size_mb": a.bucket_size_mb,
         "pipeline_depth": a.pipeline_depth or "exchange_bench default",
+        "bucket_views": bool(a.bucket_views),
         "torch_version": torch_version, "tcp_goodput_factor": TCP_GOODPUT,
         "command": " ".join([os.path.basename(sys.argv[0])] + (sys.argv[1:] if argv is None else argv)),
         "cluster": (f"{a.hosts} emulated hosts x {a.ranks_per_host} ranks, "

@@ -41,6 +41,9 @@ def main(argv=None):
     parser.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none")
     parser.add_argument("--powersgd_rank", type=int, default=4)
     parser.add_argument("--bucket_cap_mb", type=float, default=25.0)
+    parser.add_argument("--bucket_view", type=int, choices=[0, 1], default=1,
+                        help="DDP gradient_as_bucket_view (gradwire's exchange_bench "
+                             "--bucket_views is the same zero-copy setting)")
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--timeout_s", type=float, default=120.0)
@@ -109,7 +112,8 @@ def main(argv=None):
         model_mb = sum(model_profiles.numel(s) for s in shapes) * 4 / 2**20
         bucket_cap_mb = max(bucket_cap_mb, model_mb + 1)
         dist._DEFAULT_FIRST_BUCKET_BYTES = int(bucket_cap_mb * 2**20)
-    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
+    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb,
+              gradient_as_bucket_view=bool(args.bucket_view))
     if args.hook == "fp16":
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif args.hook == "powersgd":

@@ -57,6 +57,10 @@ ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradien
 ABSL_FLAG(int, pipeline_depth, 2,
           "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
           "and decode one bucket at a time, no overlap)");
+ABSL_FLAG(bool, bucket_views, true,
+          "after the first step write each gradient into its bucket slot (zero-copy, like "
+          "DDP's gradient_as_bucket_view, which tools/ddp_peer.py also sets); false: "
+          "Submit copies in and the exchange copies out");
 ABSL_FLAG(bool, hierarchical, false, "HiTopKComm: nodes from LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
@@ -238,12 +242,27 @@ int Main() {
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
   std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms, copy_ms, span_ms, overlap;
   ExchangeStats timed;
+  // Where each gradient is written before a step ("backward", untimed):
+  // its own buffer, or from the second step on its bucket slot.
+  std::vector<absl::Span<float>> target(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) target[i] = absl::MakeSpan(tensors[i].grad);
+  const bool bucket_views = absl::GetFlag(FLAGS_bucket_views);
   for (int it = 0; it < warmup + iters; ++it) {
-    for (Tensor& t : tensors) std::copy(t.pristine.begin(), t.pristine.end(), t.grad.begin());
+    if (it == 1 && bucket_views) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        absl::StatusOr<absl::Span<float>> slot = (*ex)->GradientSlot(tensors[i].name);
+        if (!slot.ok()) return Fail(slot.status());
+        target[i] = *slot;
+      }
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      std::copy(tensors[i].pristine.begin(), tensors[i].pristine.end(), target[i].begin());
+    }
     const absl::Time t0 = absl::Now();
     if (absl::Status s = (*ex)->BeginStep(it); !s.ok()) return Fail(s);
-    for (Tensor& t : tensors) {
-      auto ticket = (*ex)->Submit(t.name, absl::MakeSpan(t.grad), t.shape);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      Tensor& t = tensors[i];
+      auto ticket = (*ex)->Submit(t.name, target[i], t.shape);
       if (!ticket.ok()) return Fail(ticket.status());
     }
     if (absl::Status s = (*ex)->Flush(); !s.ok()) return Fail(s);
@@ -297,7 +316,7 @@ int Main() {
         "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
         "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
-        "  \"pipeline_depth\": %d,\n  \"copy_ms_median\": %.3f,\n"
+        "  \"pipeline_depth\": %d,\n  \"bucket_views\": %s,\n  \"copy_ms_median\": %.3f,\n"
         "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f\n}\n",
         spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
         config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
@@ -306,8 +325,8 @@ int Main() {
         timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
         timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
         Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5),
-        eo.pipeline_depth, Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5),
-        Percentile(overlap, 0.5));
+        eo.pipeline_depth, bucket_views ? "true" : "false", Percentile(copy_ms, 0.5),
+        Percentile(span_ms, 0.5), Percentile(overlap, 0.5));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }
   return 0;

@@ -226,6 +226,52 @@ TEST(ExchangerTest, PipelineDepthDoesNotChangeResults) {
   EXPECT_TRUE(absl::IsInvalidArgument(GradientExchanger::Create(MakeComm("topk"), bad).status()));
 }
 
+// Gradients written into their slots travel without the copies in and
+// out, and give the same bits as the copying path. Tensors "b" and "c"
+// share a bucket, so a slot is an inner part of a bucket too.
+TEST(ExchangerTest, GradientSlotsSkipTheCopiesAndChangeNoResult) {
+  const char* names[] = {"a", "b", "c"};
+  const size_t sizes[] = {30000, 20000, 20000};
+  auto input = [&](int step, int t) { return Ramp(sizes[t], 0.75f + 0.5f * step + t); };
+  auto copying = MakeExchanger("topk:ratio=0.05", 150000);
+  auto slotted = MakeExchanger("topk:ratio=0.05", 150000);
+  EXPECT_TRUE(absl::IsFailedPrecondition(slotted->GradientSlot("a").status()));
+  for (int step = 0; step < 4; ++step) {
+    std::vector<std::vector<float>> want, grads;
+    for (int t = 0; t < 3; ++t) {
+      want.push_back(input(step, t));
+      grads.push_back(input(step, t));
+    }
+    ASSERT_TRUE(copying->BeginStep(step).ok());
+    for (int t = 0; t < 3; ++t) ASSERT_TRUE(copying->Submit(names[t], absl::MakeSpan(want[t])).ok());
+    ASSERT_TRUE(copying->Flush().ok());
+    ASSERT_TRUE(copying->WaitAll(absl::Seconds(10)).ok());
+
+    ASSERT_TRUE(slotted->BeginStep(step).ok());
+    std::vector<absl::Span<float>> used;
+    for (int t = 0; t < 3; ++t) {
+      absl::Span<float> span = absl::MakeSpan(grads[t]);
+      if (step > 0) {  // the plan is fixed: write the gradient into its slot
+        absl::StatusOr<absl::Span<float>> slot = slotted->GradientSlot(names[t]);
+        ASSERT_TRUE(slot.ok()) << slot.status();
+        ASSERT_EQ(slot->size(), sizes[t]);
+        std::copy(grads[t].begin(), grads[t].end(), slot->begin());
+        span = *slot;
+      }
+      used.push_back(span);
+      ASSERT_TRUE(slotted->Submit(names[t], span).ok());
+    }
+    ASSERT_TRUE(slotted->Flush().ok());
+    ASSERT_TRUE(slotted->WaitAll(absl::Seconds(10)).ok());
+    ASSERT_EQ(slotted->bucket_count(), 2u) << slotted->DescribePlan();
+    for (int t = 0; t < 3; ++t) {
+      EXPECT_TRUE(std::equal(used[t].begin(), used[t].end(), want[t].begin(), want[t].end()))
+          << "step " << step << " tensor " << names[t];
+    }
+  }
+  EXPECT_TRUE(absl::IsNotFound(slotted->GradientSlot("nope").status()));
+}
+
 TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
   ExchangeStats s;
   s.compress_time = absl::Milliseconds(30);
