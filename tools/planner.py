@@ -15,8 +15,8 @@ The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
   dense ring allreduce        2(P-1) alpha + 2(P-1)/P * 4n / B
                               (+ (P-1) alpha: gradwire's agreement round per collective)
-  sparse ring allgather       4(P-1) alpha + (P-1) * s / B,  s = payload per rank
-                              (descriptors, then frames, each after an agreement round)
+  sparse ring allgather       2(P-1) alpha + (P-1) * s / B,  s = payload per rank
+                              (descriptors inside the agreement round, then frames)
                               (top-k: 8k + frame; random-k: 4k; qsgd: nb/8 + 4n/512)
   flat at scale               every one of the N*G ranks is a ring member; a NIC
                               carries one ring edge per direction
@@ -200,9 +200,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # reduce-scatter half
             s = payload_bytes(m, shard)
             # g parallel cross-node rings share the NIC: it carries g * s per step.
-            # world-wide agreement (2 ring allgathers), then descriptors and
-            # frames across nodes (each with its agreement round).
-            wire += 2 * (p - 1) * alpha_s + 4 * (nodes - 1) * alpha_s + (nodes - 1) * g * s / bw
+            # world-wide agreement (descriptors inside one agreement round),
+            # then descriptors and frames across nodes (one round each).
+            wire += (p - 1) * alpha_s + 2 * (nodes - 1) * alpha_s + (nodes - 1) * g * s / bw
             nic_bytes += (nodes - 1) * g * s
             if g > 1 and intra:
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
@@ -210,10 +210,10 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             gpu_s += gpu_compress_s(m, shard, nodes)
         else:
             s = payload_bytes(m, n)
-            # size agreement (tiny) + allgatherv; one ring edge per NIC direction.
-            # descriptor allgather + frames allgatherv, each preceded by
-            # gradwire's agreement allgather: 4(P-1) messages in a row.
-            wire += 3 * (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
+            # one ring edge per NIC direction. The descriptors ride in
+            # GlooGroup's agreement round, and the frames' allgatherv skips
+            # its own (the table was just gathered): 2(P-1) messages in a row.
+            wire += (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
             nic_bytes += (p - 1) * s
             cpu_elements += n
             gpu_s += gpu_compress_s(m, n, p)
