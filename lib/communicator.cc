@@ -244,6 +244,11 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   return s;
 }
 
+absl::Span<const float> Communicator::Residual(uint32_t bucket) const {
+  const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
+  return ef_.Residual(key.Piece());
+}
+
 absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step,
                                        absl::Span<const float> data,
                                        CompressedAllreduce::InFlight& f, ExchangeStats* cost) {

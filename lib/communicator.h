@@ -151,6 +151,15 @@ class Communicator {
   // (FailedPrecondition, saying which).
   absl::Status RestoreState(absl::string_view state);
 
+  // The error-feedback residual of compressed bucket `bucket` after its
+  // last exchange (this rank's; its node shard in hierarchical mode);
+  // empty before the first compressed exchange of the bucket or with
+  // error feedback off. Valid until the next exchange or RestoreState.
+  // A residual element is exactly 0 where this rank's last frame carried
+  // it in full (selection codecs with fp32 values), which is how a DDP
+  // hook applies DGC's momentum factor masking.
+  absl::Span<const float> Residual(uint32_t bucket) const;
+
   // Cost of the last AllreduceMean, and the running total.
   const ExchangeStats& last_call() const { return last_call_; }
   const ExchangeStats& totals() const { return totals_; }

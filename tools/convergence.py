@@ -9,7 +9,9 @@ dense allreduce vs gradwire's compressed exchanges vs PyTorch's PowerSGD.
     convergence.py rank ...                                      (one rank; internal)
 
 Every run uses the same seed-dependent initialization, data order and
-hyperparameters; only the gradient exchange differs (METHODS). Rank 0
+hyperparameters; only the gradient exchange differs (METHODS). The *_mc
+methods move SGD's momentum and weight decay (same values) from the
+optimizer into the hook, for DGC's momentum correction (gradwire.ddp). Rank 0
 evaluates test accuracy every --eval_every iterations (evaluation time is
 not counted in the wall clock) and writes run.json: the curve
 (iteration, training seconds, accuracy, loss), final accuracy, seconds per
@@ -63,10 +65,16 @@ METHODS = {
     "qsgd4": ("QSGD 4-bit + EF", "gradwire", "qsgd:bits=4,bucket=512"),
     "sign": ("sign + EF", "gradwire", "sign:bucket=1024,ef=on"),
     "topk1_noef": ("top-k 1 % without EF", "gradwire", "topk:ratio=0.01,ef=off"),
+    # DGC's momentum correction and masking in the hook (gradwire.ddp
+    # momentum=): the same SGD momentum and weight decay, applied by the
+    # hook instead of the optimizer (see lib/python/gradwire/ddp.py).
+    "topk1_mc": ("top-k 1 % + EF + momentum correction", "gradwire", "topk:ratio=0.01"),
+    "topk0.1_mc": ("top-k 0.1 % + EF + momentum correction", "gradwire", "topk:ratio=0.001"),
     "powersgd2": ("PyTorch PowerSGD rank 2", "powersgd", 2),
     "auto": ("gradwire auto", "gradwire", "auto"),
 }
 DEFAULT_METHODS = list(METHODS)
+MOMENTUM, WEIGHT_DECAY = 0.9, 5e-4  # every run's SGD
 
 
 # ---------------------------------------------------------------- data
@@ -176,7 +184,10 @@ def rank_main(args):
     state = None
     if kind == "gradwire":
         import gradwire.ddp
-        state = gradwire.ddp.GradwireState(setting, warmup_iters=args.warmup)
+        extra = {}
+        if args.method.endswith("_mc"):
+            extra = {"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
+        state = gradwire.ddp.GradwireState(setting, warmup_iters=args.warmup, **extra)
         ddp.register_comm_hook(state, gradwire.ddp.hook)
     elif kind == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
@@ -197,7 +208,11 @@ def rank_main(args):
             last[0] = powerSGD_hook.powerSGD_hook(st, bucket)
             return last[0]
         ddp.register_comm_hook(ps, serialized_powersgd)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    if args.method.endswith("_mc"):  # the hook applies momentum and weight decay
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=MOMENTUM,
+                              weight_decay=WEIGHT_DECAY)
 
     per_epoch = len(train) // (args.batch * world)
     iters = args.iters or int(args.epochs * per_epoch)

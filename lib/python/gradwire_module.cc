@@ -192,6 +192,20 @@ class PyCommunicator {
                one_dimensional);
   }
 
+  // Copies bucket's residual into `out` (same length) and returns true;
+  // false, leaving out alone, when the bucket has no residual yet.
+  bool CopyResidual(uint32_t bucket, const py::buffer& out_buffer) const {
+    FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
+    absl::Span<const float> r = comm_->Residual(bucket);
+    if (r.empty()) return false;
+    if (static_cast<size_t>(out.info.size) != r.size()) {
+      throw py::value_error(absl::StrCat("bucket ", bucket, "'s residual has ", r.size(),
+                                         " elements, out has ", out.info.size));
+    }
+    std::copy(r.begin(), r.end(), out.span().begin());
+    return true;
+  }
+
   py::bytes SaveState() const { return py::bytes(Value(comm_->SaveState())); }
   void RestoreState(const py::bytes& state) {
     Check(comm_->RestoreState(std::string(state)));
@@ -315,6 +329,23 @@ class ReferenceExchange {
     for (size_t i = 0; i < n; ++i) o[i] = sum[i] / divisor;
   }
 
+  // Rank `rank`'s residual of `bucket` into out, as Communicator's
+  // copy_residual: false when it has none yet.
+  bool CopyResidual(int rank, uint32_t bucket, const py::buffer& out_buffer) const {
+    if (rank < 0 || static_cast<size_t>(rank) >= ef_.size()) {
+      throw py::value_error(absl::StrCat("rank ", rank, " out of range"));
+    }
+    FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
+    absl::Span<const float> r = ef_[rank]->Residual(absl::StrCat(bucket));
+    if (r.empty()) return false;
+    if (static_cast<size_t>(out.info.size) != r.size()) {
+      throw py::value_error(absl::StrCat("bucket ", bucket, "'s residual has ", r.size(),
+                                         " elements, out has ", out.info.size));
+    }
+    std::copy(r.begin(), r.end(), out.span().begin());
+    return true;
+  }
+
   // Bytes of one rank's frame for n elements (what it sends per bucket,
   // before the MAC trailer); for reports.
   uint64_t MaxEncodedBytes(uint64_t n) const { return codecs_[0]->MaxEncodedBytes(n); }
@@ -385,6 +416,9 @@ Returns the path taken. Releases the GIL.)doc")
            py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
            py::arg("one_dimensional") = false,
            "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
+      .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
+           "Copies the bucket's error-feedback residual into out (float32, same length); "
+           "False if it has none yet.")
       .def("save_state", &PyCommunicator::SaveState, "Error-feedback residuals as bytes.")
       .def("restore_state", &PyCommunicator::RestoreState, py::arg("state"))
       .def("last_call", &PyCommunicator::LastCall)
@@ -399,5 +433,7 @@ Returns the path taken. Releases the GIL.)doc")
       .def("average", &ReferenceExchange::Average, py::arg("bucket"), py::arg("step"),
            py::arg("grads"), py::arg("out"), py::arg("path") = "compressed",
            py::arg("divisor") = 0.0)
-      .def("max_encoded_bytes", &ReferenceExchange::MaxEncodedBytes, py::arg("n"));
+      .def("max_encoded_bytes", &ReferenceExchange::MaxEncodedBytes, py::arg("n"))
+      .def("copy_residual", &ReferenceExchange::CopyResidual, py::arg("rank"), py::arg("bucket"),
+           py::arg("out"));
 }

@@ -62,6 +62,9 @@ CASES = [
     # in CI runs), so its bar is set by the sparsest plan it may choose.
     # The fixed-spec cases above carry the learning-quality checks.
     ("auto", "auto", True, 0.9),
+    # DGC momentum correction + masking in the hook (plain SGD optimizer):
+    # its own bit-exact simulation (momentum_reference below).
+    ("topk 5% + EF + momentum correction", "topk:ratio=0.05", True, 0.6, {"momentum": 0.9}),
     # HiTopKComm through the hook: 4 ranks as 2 emulated nodes x 2.
     ("hierarchical 2 nodes x 2, topk 1% + EF", "topk:ratio=0.01", True, HIER_LOSS_RATIO,
      {"nproc": 4, "ranks_per_node": 2, "hierarchical": True}),
@@ -119,7 +122,8 @@ def driver(args):
             cmd.append(f"--ranks_per_node={extra['ranks_per_node']}")
         cmd += ["--", args.python, os.path.abspath(__file__), "--rank_main", "--spec", spec,
                 "--overlap", str(int(overlap)), "--loss_ratio", str(ratio),
-                "--hierarchical", str(int(extra.get("hierarchical", False)))]
+                "--hierarchical", str(int(extra.get("hierarchical", False))),
+                "--momentum", str(extra.get("momentum", 0.0))]
         if mismatch:
             cmd += ["--mismatch", mismatch[0], "--expect_error", "|".join(mismatch[1])]
         t0 = time.monotonic()
@@ -203,19 +207,25 @@ def rank_main(args):
     # hold the whole model): several buckets exercise the per-index state.
     dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
     ddp = DDP(model, bucket_cap_mb=0.05)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9)
     hier = bool(args.hierarchical)
+    corrected = args.momentum > 0
+    extra = {"momentum": args.momentum, "weight_decay": MC_WEIGHT_DECAY} if corrected else {}
+    # With momentum correction the hook applies momentum and weight decay.
+    opt = (torch.optim.SGD(ddp.parameters(), lr=0.2) if corrected else
+           torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9))
     state = gradwire.ddp.GradwireState(args.spec, warmup_iters=3 if args.spec == "auto" else 2,
                                        overlap=bool(args.overlap), hierarchical=hier,
-                                       emulate_nodes=hier)
-    records = []  # (step, index, segments, input copy, output)
+                                       emulate_nodes=hier, **extra)
+    records = []  # (step, index, segments, input copy, output, weights or None)
 
     def recording_hook(st, bucket):
         step, index = st.iteration, bucket.index()
         inp = bucket.buffer().clone()
+        w = (torch.cat([p.detach().reshape(-1) for p in bucket.parameters()])
+             if corrected else None)
         fut = gradwire.ddp.hook(st, bucket)
         segments = [(s.start, s.stop, s.dense) for s in st._layout(bucket)]
-        entry = [step, index, segments, inp, None]
+        entry = [step, index, segments, inp, None, w]
         records.append(entry)
 
         def keep(f):
@@ -291,13 +301,26 @@ def rank_main(args):
         out.copy_(cands[0])
         return cands
 
+    if corrected:
+        mismatches, compressed_parts = momentum_reference(
+            gradwire, torch, args, state, records, gathered, world, rank)
+        check(mismatches == 0, f"{mismatches} of {len(records)} buckets differ from the "
+              "momentum-correction simulation")
+        check(compressed_parts >= iters - state.warmup_iters,
+              f"only {compressed_parts} compressed parts checked")
+        print(f"rank {rank}: {len(records)} buckets equal the momentum-correction simulation "
+              f"bit for bit ({compressed_parts} compressed parts)", flush=True)
+        records_to_check = []
+    else:
+        records_to_check = records
+
     def dense_matches(cands, got):
         hit = torch.zeros(got.numel(), dtype=torch.bool)
         for c in cands:
             hit |= c.view(torch.int32) == got.view(torch.int32)
         return bool(hit.all())
     offset, compressed_parts, mismatches = 0, 0, 0
-    for step, index, segments, inp, out in records:
+    for step, index, segments, inp, out, _ in records_to_check:
         n = inp.numel()
         per_rank = [g[offset:offset + n] for g in gathered]
         offset += n
@@ -346,7 +369,7 @@ def rank_main(args):
                 print(f"step {step} bucket {index}: differs from the reference (max {diff})",
                       flush=True)
     check(mismatches == 0, f"{mismatches} of {len(records)} buckets differ from the reference")
-    check(state.auto or compressed_parts >= iters - state.warmup_iters,
+    check(state.auto or corrected or compressed_parts >= iters - state.warmup_iters,
           f"only {compressed_parts} compressed parts checked")
     check(len({r[1] for r in records}) >= 2, "only one bucket per iteration")
     check(state.auto or any(any(s[2] for s in r[2]) and any(not s[2] for s in r[2]) for r in records),
@@ -404,6 +427,73 @@ def rank_main(args):
     os._exit(0 if not failures else 1)  # Debian torch's teardown can abort
 
 
+MC_WEIGHT_DECAY = 1e-3
+
+
+def momentum_reference(gradwire, torch, args, state, records, gathered, world, rank):
+    """Replays DGC momentum correction (gradwire.ddp, module doc) for every
+    rank in one process, with the same torch operations on the same slices
+    and gradwire.ReferenceExchange for the exchanges (2 ranks: Gloo's ring
+    sum a + b is the reference's rank-order sum), and compares this rank's
+    hook outputs bit for bit. Returns (mismatches, compressed parts)."""
+    m, wd = args.momentum, MC_WEIGHT_DECAY
+    ref = gradwire.ReferenceExchange(args.spec, world)
+    velocity = {}  # (rank, bucket index) -> u
+    offset, mismatches, compressed_parts = 0, 0, 0
+    for step, index, segments, inp, out, w in records:
+        n = inp.numel()
+        d = [g[offset:offset + n].clone() for g in gathered]
+        offset += n
+        for t in d:
+            t.add_(w, alpha=wd)  # DDP keeps the weights equal on every rank
+        u = [velocity.setdefault((r, index), torch.zeros(n)) for r in range(world)]
+        comp = [s for s in segments if not s[2]] if step >= state.warmup_iters else []
+        expect = torch.empty(n)
+        if not comp:
+            o = torch.empty(n)
+            ref.average(2 * index, step, [t.numpy() for t in d], o.numpy(), "dense")
+            for r in range(world):
+                u[r].mul_(m).add_(o)
+            expect.copy_(u[rank])
+        else:
+            compressed_parts += 1
+            for r in range(world):
+                for a, b, _ in comp:
+                    u[r][a:b].mul_(m).add_(d[r][a:b])
+            ins = [torch.cat([u[r][a:b] for a, b, _ in comp]) for r in range(world)]
+            o = torch.empty(ins[0].numel())
+            ref.average(2 * index + 1, step, [t.numpy() for t in ins], o.numpy(), "compressed")
+            for r in range(world):
+                res = torch.empty(o.numel())
+                masked = ref.copy_residual(r, 2 * index + 1, res.numpy())
+                c = 0
+                for a, b, _ in comp:
+                    if masked:
+                        u[r][a:b].masked_fill_(res[c:c + b - a] == 0, 0.0)
+                    if r == rank:
+                        expect[a:b] = o[c:c + b - a]
+                    c += b - a
+            dense = [s for s in segments if s[2]]
+            if dense:
+                ins = [torch.cat([d[r][a:b] for a, b, _ in dense]) for r in range(world)]
+                od = torch.empty(ins[0].numel())
+                ref.average(2 * index, step, [t.numpy() for t in ins], od.numpy(), "dense")
+                for r in range(world):
+                    k = 0
+                    for a, b, _ in dense:
+                        u[r][a:b].mul_(m).add_(od[k:k + b - a])
+                        k += b - a
+                for a, b, _ in dense:
+                    expect[a:b] = u[rank][a:b]
+        if out is None or not torch.equal(out.view(torch.int32), expect.view(torch.int32)):
+            mismatches += 1
+            if mismatches <= 3:
+                diff = (out - expect).abs().max() if out is not None else "no output"
+                print(f"step {step} bucket {index}: differs from the simulation (max {diff})",
+                      flush=True)
+    return mismatches, compressed_parts
+
+
 def mismatch_main(args, rank):
     """One rank's hierarchy settings disagree with the others': every rank
     must raise the C++ layer's error (constructing the state, or in the
@@ -443,6 +533,7 @@ def main():
     parser.add_argument("--overlap", type=int, default=1)
     parser.add_argument("--loss_ratio", type=float, default=0.6)
     parser.add_argument("--hierarchical", type=int, default=0)
+    parser.add_argument("--momentum", type=float, default=0.0)
     parser.add_argument("--mismatch", default="", help="flat | layout")
     parser.add_argument("--expect_error", default="", help="|-separated substrings")
     args = parser.parse_args()

@@ -29,6 +29,20 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   remaining layers continues meanwhile. overlap=False exchanges inline and
   returns a completed Future.
 
+momentum=m (> 0, with weight_decay=wd): DGC's momentum correction (Lin et
+al., ICLR 2018). Sparsifying the gradient and applying momentum after the
+exchange delays and distorts the momentum of every dropped coordinate;
+instead the hook takes over SGD's momentum and weight decay: per tensor
+d = g + wd * w, then compressed tensors accumulate the velocity locally,
+u = m * u + d, and send u through the error-feedback exchange (the
+residual accumulates velocity, not gradient), after which u is zeroed
+where this rank's frame carried it in full (momentum factor masking);
+dense tensors average d and then u = m * u + avg(d), which is exactly
+torch.optim.SGD's momentum. The bucket returns the update direction, so
+the optimizer must be plain SGD: torch.optim.SGD(params, lr) with no
+momentum and no weight decay. The velocities are part of state_dict().
+Flat exchanges with top-k/approx top-k/random-k only.
+
 spec "auto" (or "auto:ratio=0.01" for the floor): warm-up iterations also
 measure the backward pass and each bucket's dense exchange (averaged over
 ranks, so every rank decides the same), then decide per bucket: dense if
@@ -75,6 +89,8 @@ class GradwireState:
     warmup_iters: dense iterations before compression starts (>= 1).
     dense_below_elements, dense_one_dimensional: the dense rule.
     overlap: exchange on a background thread (see module doc).
+    momentum, weight_decay: DGC momentum correction (see module doc);
+        momentum=0 (default) leaves momentum to the optimizer.
     auto_tail_fraction: auto mode: the last bucket's exchange (nothing can
         hide it) may take at most this fraction of the backward time.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
@@ -83,7 +99,7 @@ class GradwireState:
 
     def __init__(self, spec="topk:ratio=0.01", secret=None, warmup_iters=1,
                  dense_below_elements=16384, dense_one_dimensional=True, overlap=True,
-                 auto_tail_fraction=0.1, **communicator_args):
+                 auto_tail_fraction=0.1, momentum=0.0, weight_decay=0.0, **communicator_args):
         if warmup_iters < 1:
             raise ValueError("warmup_iters must be >= 1 (DDP rebuilds its buckets after "
                              "the first iteration)")
@@ -103,6 +119,25 @@ class GradwireState:
             self.spec = "none"
         else:
             self.spec = gradwire.canonical_spec(spec)
+        if not 0.0 <= momentum < 1.0 or weight_decay < 0.0:
+            raise ValueError(f"momentum must be in [0, 1) and weight_decay >= 0, got "
+                             f"{momentum!r} and {weight_decay!r}")
+        if momentum > 0.0:
+            if self.auto:
+                raise ValueError("momentum correction is not available with spec 'auto'")
+            if communicator_args.get("hierarchical"):
+                raise ValueError("momentum correction needs the flat exchange (its mask is "
+                                 "this rank's own selection)")
+            method = spec.split(":", 1)[0]
+            if method not in ("topk", "approx_topk", "randomk"):
+                raise ValueError(f"momentum correction needs a selection codec (topk, "
+                                 f"approx_topk, randomk), got {spec!r}")
+        elif weight_decay > 0.0:
+            raise ValueError("weight_decay here belongs to momentum correction; with "
+                             "momentum=0 leave weight decay to the optimizer")
+        self.momentum = float(momentum)
+        self.weight_decay = float(weight_decay)
+        self._velocity = {}        # momentum correction: bucket index -> u
         self.warmup_iters = warmup_iters
         self.dense_below_elements = dense_below_elements
         self.dense_one_dimensional = dense_one_dimensional
@@ -167,8 +202,11 @@ class GradwireState:
             return True
         return one_dimensional and self.dense_one_dimensional
 
-    def _exchange(self, index, step, tensor, segments):
-        """Averages `tensor` (the bucket's flat buffer) in place."""
+    def _exchange(self, index, step, tensor, segments, weights=None):
+        """Averages `tensor` (the bucket's flat buffer) in place (with
+        momentum correction: replaces it by the update direction)."""
+        if self.momentum > 0.0:
+            return self._exchange_corrected(index, step, tensor, segments, weights)
         warm = step < self.warmup_iters
         flat = tensor.numpy()
         if warm:
@@ -206,12 +244,53 @@ class GradwireState:
                 tensor[s.start:s.stop].copy_(sparse[c:c + n])
                 c += n
 
+    def _exchange_corrected(self, index, step, tensor, segments, weights):
+        """DGC momentum correction and masking (module doc), in place."""
+        m = self.momentum
+        if weights is not None and self.weight_decay > 0.0:
+            tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
+        u = self._velocity.get(index)
+        if u is None or u.numel() != tensor.numel():
+            u = torch.zeros_like(tensor)
+            self._velocity[index] = u
+        compressed = [s for s in segments if not s.dense] if step >= self.warmup_iters else []
+        if not compressed or self.spec == "none":
+            self.comm.allreduce_mean(tensor.numpy(), bucket=2 * index, step=step, path="dense")
+            u.mul_(m).add_(tensor)
+            tensor.copy_(u)
+            return
+        dense = [s for s in segments if s.dense]
+        # Compressed tensors: accumulate the velocity locally and send it.
+        for s in compressed:
+            u[s.start:s.stop].mul_(m).add_(tensor[s.start:s.stop])
+        sparse = torch.cat([u[s.start:s.stop] for s in compressed])
+        self.comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
+                                 path="compressed")
+        residual = torch.empty(sparse.numel(), dtype=torch.float32)
+        masked = self.comm.copy_residual(2 * index + 1, residual.numpy())
+        c = 0
+        for s in compressed:
+            n = s.stop - s.start
+            if masked:  # momentum factor masking: drop what this rank sent in full
+                u[s.start:s.stop].masked_fill_(residual[c:c + n] == 0, 0.0)
+            tensor[s.start:s.stop].copy_(sparse[c:c + n])
+            c += n
+        if dense:
+            flat = torch.cat([tensor[s.start:s.stop] for s in dense])
+            self.comm.allreduce_mean(flat.numpy(), bucket=2 * index, step=step, path="dense")
+            d = 0
+            for s in dense:
+                n = s.stop - s.start
+                u[s.start:s.stop].mul_(m).add_(flat[d:d + n])
+                tensor[s.start:s.stop].copy_(u[s.start:s.stop])
+                d += n
+
     def _work(self):
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            index, step, tensor, segments, fut = item
+            index, step, tensor, segments, weights, fut = item
             if tensor is None:  # _drain's marker: everything before it is done
                 fut.set_result(None)
                 continue
@@ -219,7 +298,7 @@ class GradwireState:
                 fut.set_exception(self._failure)
                 continue
             try:
-                self._exchange(index, step, tensor, segments)
+                self._exchange(index, step, tensor, segments, weights)
             except Exception as e:  # noqa: BLE001 - handed to DDP through the future
                 self._failure = e
                 fut.set_exception(e)
@@ -239,13 +318,22 @@ class GradwireState:
             self._ready.setdefault(index, []).append(now - self._t_first)
             self._sizes[index] = tensor.numel()
         segments = self._layout(bucket)
+        weights = None
+        if self.weight_decay > 0.0:
+            # The weights as one flat vector in the bucket's layout (DDP
+            # waits for every Future before the optimizer steps, so they
+            # do not change while the exchange uses them).
+            weights = torch.cat([p.detach().reshape(-1) for p in bucket.parameters()])
+            if weights.numel() != tensor.numel():
+                raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
+                                   "bucket's buffer; weight decay needs it")
         fut = torch.futures.Future()
         if self.overlap:
             if self._failure is not None:
                 raise self._failure
-            self._queue.put((index, step, tensor, segments, fut))
+            self._queue.put((index, step, tensor, segments, weights, fut))
         else:
-            self._exchange(index, step, tensor, segments)
+            self._exchange(index, step, tensor, segments, weights)
             fut.set_result(tensor)
         if bucket.is_last():
             self._end_iteration(step)
@@ -268,7 +356,7 @@ class GradwireState:
             done = threading.Event()
             fut = torch.futures.Future()
             fut.add_done_callback(lambda _: done.set())
-            self._queue.put((-1, -1, None, None, fut))
+            self._queue.put((-1, -1, None, None, None, fut))
             done.wait()
 
     # -- auto mode -----------------------------------------------------
@@ -316,6 +404,8 @@ class GradwireState:
             "auto_plan": self.auto_plan, "auto_spec": self.auto_spec,
             "auto_report": self.auto_report,
             "auto_residuals": self.auto_comm.save_state() if self.auto_comm else None,
+            "momentum": self.momentum, "weight_decay": self.weight_decay,
+            "velocity": {i: u.clone() for i, u in self._velocity.items()},
         }
 
     def load_state_dict(self, state):
@@ -325,9 +415,11 @@ class GradwireState:
         (every rank builds that communicator)."""
         if state.get("version") != 1:
             raise ValueError(f"gradwire.ddp: unknown state version {state.get('version')!r}")
-        for key in ("rank", "world_size", "spec"):
-            if state[key] != getattr(self, key):
-                raise ValueError(f"gradwire.ddp: checkpoint has {key}={state[key]!r}, "
+        for key in ("rank", "world_size", "spec", "momentum", "weight_decay"):
+            # Checkpoints from before momentum correction hold neither: 0.
+            saved = state.get(key, 0.0 if key in ("momentum", "weight_decay") else None)
+            if saved != getattr(self, key):
+                raise ValueError(f"gradwire.ddp: checkpoint has {key}={saved!r}, "
                                  f"this state {getattr(self, key)!r}")
         self._drain()
         self.comm.restore_state(state["residuals"])
@@ -339,6 +431,7 @@ class GradwireState:
                 **self._args)
         if state.get("auto_residuals") is not None:
             self.auto_comm.restore_state(state["auto_residuals"])
+        self._velocity = {int(i): u.clone() for i, u in (state.get("velocity") or {}).items()}
         self.auto_plan = state.get("auto_plan")
         self.auto_report = state.get("auto_report", "")
         self.iteration = state["iteration"]
