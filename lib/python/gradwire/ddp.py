@@ -138,6 +138,8 @@ class GradwireState:
         self.momentum = float(momentum)
         self.weight_decay = float(weight_decay)
         self._velocity = {}        # momentum correction: bucket index -> u
+        self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
+        self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
         self.warmup_iters = warmup_iters
         self.dense_below_elements = dense_below_elements
         self.dense_one_dimensional = dense_one_dimensional
@@ -202,11 +204,11 @@ class GradwireState:
             return True
         return one_dimensional and self.dense_one_dimensional
 
-    def _exchange(self, index, step, tensor, segments, weights=None):
+    def _exchange(self, index, step, tensor, segments, mc=None):
         """Averages `tensor` (the bucket's flat buffer) in place (with
         momentum correction: replaces it by the update direction)."""
         if self.momentum > 0.0:
-            return self._exchange_corrected(index, step, tensor, segments, weights)
+            return self._exchange_corrected(index, step, tensor, segments, *mc)
         warm = step < self.warmup_iters
         flat = tensor.numpy()
         if warm:
@@ -244,15 +246,24 @@ class GradwireState:
                 tensor[s.start:s.stop].copy_(sparse[c:c + n])
                 c += n
 
-    def _exchange_corrected(self, index, step, tensor, segments, weights):
+    def _exchange_corrected(self, index, step, tensor, segments, weights, params):
         """DGC momentum correction and masking (module doc), in place."""
         m = self.momentum
-        if weights is not None and self.weight_decay > 0.0:
+        if weights is not None:
             tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
         u = self._velocity.get(index)
         if u is None or u.numel() != tensor.numel():
+            # A new bucket, or DDP's rebuild after iteration 0: the
+            # parameters' velocities carry over (_end_iteration).
             u = torch.zeros_like(tensor)
+            off = 0
+            for p in params:
+                v = self._param_velocity.pop(id(p), None)
+                if v is not None:
+                    u[off:off + v.numel()].copy_(v)
+                off += p.numel()
             self._velocity[index] = u
+            self._bucket_params[index] = params
         compressed = [s for s in segments if not s.dense] if step >= self.warmup_iters else []
         if not compressed or self.spec == "none":
             self.comm.allreduce_mean(tensor.numpy(), bucket=2 * index, step=step, path="dense")
@@ -290,7 +301,7 @@ class GradwireState:
             item = self._queue.get()
             if item is None:
                 return
-            index, step, tensor, segments, weights, fut = item
+            index, step, tensor, segments, mc, fut = item
             if tensor is None:  # _drain's marker: everything before it is done
                 fut.set_result(None)
                 continue
@@ -298,7 +309,7 @@ class GradwireState:
                 fut.set_exception(self._failure)
                 continue
             try:
-                self._exchange(index, step, tensor, segments, weights)
+                self._exchange(index, step, tensor, segments, mc)
             except Exception as e:  # noqa: BLE001 - handed to DDP through the future
                 self._failure = e
                 fut.set_exception(e)
@@ -318,22 +329,26 @@ class GradwireState:
             self._ready.setdefault(index, []).append(now - self._t_first)
             self._sizes[index] = tensor.numel()
         segments = self._layout(bucket)
-        weights = None
-        if self.weight_decay > 0.0:
-            # The weights as one flat vector in the bucket's layout (DDP
-            # waits for every Future before the optimizer steps, so they
-            # do not change while the exchange uses them).
-            weights = torch.cat([p.detach().reshape(-1) for p in bucket.parameters()])
-            if weights.numel() != tensor.numel():
+        mc = None  # momentum correction: (weights or None, parameters)
+        if self.momentum > 0.0:
+            params = list(bucket.parameters())
+            if sum(p.numel() for p in params) != tensor.numel():
                 raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
-                                   "bucket's buffer; weight decay needs it")
+                                   "bucket's buffer; momentum correction needs it")
+            weights = None
+            if self.weight_decay > 0.0:
+                # The weights as one flat vector in the bucket's layout (DDP
+                # waits for every Future before the optimizer steps, so they
+                # do not change while the exchange uses them).
+                weights = torch.cat([p.detach().reshape(-1) for p in params])
+            mc = (weights, params)
         fut = torch.futures.Future()
         if self.overlap:
             if self._failure is not None:
                 raise self._failure
-            self._queue.put((index, step, tensor, segments, weights, fut))
+            self._queue.put((index, step, tensor, segments, mc, fut))
         else:
-            self._exchange(index, step, tensor, segments, weights)
+            self._exchange(index, step, tensor, segments, mc)
             fut.set_result(tensor)
         if bucket.is_last():
             self._end_iteration(step)
@@ -342,6 +357,17 @@ class GradwireState:
     def _end_iteration(self, step):
         if step == 0:
             self._layouts.clear()  # DDP rebuilds its buckets after iteration 0
+            if self.momentum > 0.0:
+                # Velocities per parameter, to be laid out again in the
+                # rebuilt buckets (exactly torch.optim.SGD's momentum).
+                self._drain()
+                for index, u in self._velocity.items():
+                    off = 0
+                    for p in self._bucket_params[index]:
+                        self._param_velocity[id(p)] = u[off:off + p.numel()].clone()
+                        off += p.numel()
+                self._velocity.clear()
+                self._bucket_params.clear()
         if self.auto and 1 <= step < self.warmup_iters:
             self._backward.append(time.perf_counter() - self._t_first)
             self._t_first = None
