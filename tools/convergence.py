@@ -455,10 +455,17 @@ def report(args):
     dense = runs.get("dense")
     dense_final = statistics.mean(r["final_accuracy"] for r in dense) if dense else None
     target = dense_final - 0.01 if dense_final is not None else None
+    # One evaluation is noisy (the dense run moves by ±0.5 points between
+    # neighbouring evaluations): the mean of each run's last three
+    # evaluations is reported beside the final one.
+    def last3(r):
+        return statistics.mean(p["accuracy"] for p in r["curve"][-3:]) * 100
+    dense_last3 = statistics.mean(last3(r) for r in dense) if dense else None
     lines = ["| method | seeds | final test accuracy (mean ± spread) | vs dense (points) | "
+             "last 3 evaluations (mean; vs dense) | "
              "bytes sent / rank / iter, whole run | after warm-up (rank 0 iface) | s / epoch | "
              "train s to dense's final acc | to dense's − 1 pt |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for m in order:
         rs = runs[m]
         accs = [r["final_accuracy"] * 100 for r in rs]
@@ -481,7 +488,10 @@ def report(args):
         steady = [r.get("steady_iface_bytes_sent_per_iter") for r in rs]
         steady = (f"{statistics.mean(steady) / 1e3:.1f} kB" if all(x is not None for x in steady)
                   else "n/a")
+        l3 = statistics.mean(last3(r) for r in rs)
+        l3_vs = f"; {l3 - dense_last3:+.2f}" if dense_last3 is not None else ""
         lines.append(f"| {rs[0]['label']} | {len(rs)} | {mean:.2f} ± {spread:.2f} % | {vs} | "
+                     f"{l3:.2f} %{l3_vs} | "
                      f"{whole} | {steady} | {spe:.1f} | {reach(dense_final)} | {reach(target)} |")
     first = next(iter(runs.values()))[0]
     head = (f"{first['world_size']} ranks, {first['network'] if 'network' in first else ''}, "
