@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The convergence experiment of issue 7 in one command: builds the Python
 # extension, then trains the Fashion-MNIST CNN on 4 ranks for every method
-# (dense, gradwire top-k 1 % / 0.1 % + EF, approx top-k 1 %, QSGD 4-bit,
+# (dense, gradwire top-k 1 % / 0.1 % + EF with and without momentum
+# correction, approx top-k 1 %, QSGD 4-bit,
 # sign + EF, top-k 1 % without EF, PyTorch PowerSGD rank 2, gradwire auto)
 # and writes table.md + accuracy curves (PNG) to the output directory.
 #
 #   sudo bash tools/convergence.sh [OUT_DIR] [extra convergence.py flags]
-#     full run (default): 3 seeds x 3 epochs, each rank in its own emulated
+#     full run (default): 3 seeds x 2 epochs (about 75 min), each rank in its own emulated
 #     host on 1 Gbit/s links (needs root for network namespaces; without
 #     root it falls back to loopback and says so).
 #   bash tools/convergence.sh /tmp/conv --seeds 0 --iters 150 --eval_every 50 \
@@ -24,4 +25,4 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 export GRADWIRE_JOB_SECRET="${GRADWIRE_JOB_SECRET:-$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
 exec /usr/bin/python3 tools/convergence.py all --out "$out" --nproc 4 --seeds 0,1,2 \
-  --epochs 3 "${net[@]}" "$@"
+  --epochs 2 "${net[@]}" "$@"
