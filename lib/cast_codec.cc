@@ -3,13 +3,14 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/lib/codec_frame.h"
+#include "gradwire/lib/dense_frame_codec.h"
 
 namespace gradwire {
 namespace {
 
 using codec_internal::FieldMismatch;
 
-class CastCodec : public Codec {
+class CastCodec : public codec_internal::DenseFrameCodec {
  public:
   explicit CastCodec(const CompressionSpec& spec) : spec_(spec) {
     switch (spec.method) {
@@ -61,26 +62,9 @@ class CastCodec : public Codec {
     return codec_internal::SealWithStats(out, fs);
   }
 
-  absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
-                                    CodecScratch& /*scratch: none needed*/) const override {
-    absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, dense.size());
-    if (!parsed.ok()) return parsed.status();
-    Apply(*parsed, dense);
-    return absl::OkStatus();
-  }
-
-  absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
-                                 absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
-                                 size_t* bad_frame) const override {
-    return codec_internal::AverageDenseFrames(
-        frames, divisor, out, bad_frame,
-        [this](absl::Span<const uint8_t> f, uint64_t n) { return CheckFrame(f, n); },
-        [this](const ParsedFrame& p, absl::Span<float> dense) { Apply(p, dense); });
-  }
-
  private:
-  // Everything DecodeAccumulate checks, for a dense length of n.
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
+                                         uint64_t n) const override {
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
@@ -107,7 +91,7 @@ class CastCodec : public Codec {
     return parsed;
   }
 
-  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const {
+  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
     kernels::cpu::CastDecodeAccumulate(parsed.sections.values.data(), dense.size(), format_,
                                        dense.data());
   }

@@ -3,11 +3,8 @@
 #ifndef GRADWIRE_LIB_CODEC_FRAME_H_
 #define GRADWIRE_LIB_CODEC_FRAME_H_
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -49,33 +46,6 @@ absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
 // InvalidArgument "<codec> frame: <field> is <got>, expected <want> (...)".
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
                            uint64_t want, absl::string_view why);
-
-// Codec::DecodeAverage for codecs whose frames decode without scratch
-// (the dense ones: every frame touches every element). `check(frame, n)`
-// returns the validated ParsedFrame (everything DecodeAccumulate checks);
-// `apply(parsed, dense)` adds its decoded values to dense. Every frame is
-// checked before `out` is written; then out is zeroed, the frames are
-// added in order and out is divided in place: the reference's arithmetic,
-// with the sum kept in `out` instead of a buffer of its own.
-template <typename Check, typename Apply>
-absl::Status AverageDenseFrames(absl::Span<const absl::Span<const uint8_t>> frames,
-                                float divisor, absl::Span<float> out, size_t* bad_frame,
-                                Check check, Apply apply) {
-  absl::InlinedVector<ParsedFrame, 16> parsed;
-  parsed.reserve(frames.size());
-  for (size_t r = 0; r < frames.size(); ++r) {
-    absl::StatusOr<ParsedFrame> p = check(frames[r], out.size());
-    if (!p.ok()) {
-      *bad_frame = r;
-      return p.status();
-    }
-    parsed.push_back(*std::move(p));
-  }
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (const ParsedFrame& p : parsed) apply(p, out);
-  for (float& x : out) x /= divisor;
-  return absl::OkStatus();
-}
 
 }  // namespace codec_internal
 }  // namespace gradwire
