@@ -25,6 +25,7 @@
 #include "gradwire/lib/cache/manifest.h"
 #include "gradwire/lib/cache/prefetcher.h"
 #include "gradwire/lib/cache/remote_tier.h"
+#include "status_exception.h"
 
 namespace py = pybind11;
 
@@ -33,40 +34,6 @@ namespace python {
 namespace {
 
 using cache::Blob;
-
-py::handle g_error;
-
-// Bad arguments -> ValueError; a missing dataset or key -> FileNotFoundError
-// (an OSError); damaged bytes and unreachable sources -> OSError; the rest
-// -> gradwire.Error. The message is the Status's, code first.
-[[noreturn]] void Raise(const absl::Status& status) {
-  const std::string message = status.ToString();
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kOutOfRange:
-      throw py::value_error(message);
-    case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kUnavailable:
-    case absl::StatusCode::kDeadlineExceeded:
-    case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
-    case absl::StatusCode::kResourceExhausted:
-      PyErr_SetString(PyExc_OSError, message.c_str());
-      throw py::error_already_set();
-    default:
-      PyErr_SetString(g_error.ptr(), message.c_str());
-      throw py::error_already_set();
-  }
-}
-
-template <typename T>
-T Value(absl::StatusOr<T> value) {
-  if (!value.ok()) Raise(value.status());
-  return *std::move(value);
-}
 
 // Copies fixed-size records into one bytes object (n x record size), so a
 // batch crosses into Python as a single buffer numpy can view.
@@ -313,8 +280,7 @@ class PyDataCache {
 
 }  // namespace
 
-void DefineDataCache(py::module_& m, py::handle error) {
-  g_error = error;
+void DefineDataCache(py::module_& m) {
 
   py::class_<PyPrefetcher>(m, "Prefetcher", R"doc(
 Reads keys in the order given, ahead of the reader, through a DataCache

@@ -11,10 +11,9 @@
 namespace gradwire {
 namespace python {
 
-// Adds DataCache, Prefetcher, epoch_order and pack_dataset to `m`.
-// `error` is the module's gradwire.Error, raised for statuses that are
-// neither bad arguments, missing files nor I/O failures.
-void DefineDataCache(pybind11::module_& m, pybind11::handle error);
+// Adds DataCache, Prefetcher, epoch_order and pack_dataset to `m`
+// (errors as status_exception.h maps them; DefineErrorType first).
+void DefineDataCache(pybind11::module_& m);
 
 }  // namespace python
 }  // namespace gradwire

@@ -40,32 +40,15 @@
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "data_cache_binding.h"
+#include "status_exception.h"
 
 namespace py = pybind11;
 
 namespace gradwire {
 namespace {
 
-// Set in PYBIND11_MODULE; raised for every non-InvalidArgument status.
-py::handle g_error;
-
-[[noreturn]] void Raise(const absl::Status& status) {
-  if (status.code() == absl::StatusCode::kInvalidArgument) {
-    throw py::value_error(status.ToString());
-  }
-  PyErr_SetString(g_error.ptr(), status.ToString().c_str());
-  throw py::error_already_set();
-}
-
-void Check(const absl::Status& status) {
-  if (!status.ok()) Raise(status);
-}
-
-template <typename T>
-T Value(absl::StatusOr<T> value) {
-  if (!value.ok()) Raise(value.status());
-  return *std::move(value);
-}
+using python::Check;
+using python::Value;
 
 // A writable, C-contiguous float32 buffer. The buffer_info keeps the
 // Py_buffer (and so the memory) alive while the GIL is released.
@@ -90,6 +73,20 @@ FloatBuffer RequireFloats(const py::buffer& buffer, bool writable, const char* w
     expected *= info.shape[d];
   }
   return FloatBuffer{std::move(info)};
+}
+
+// copy_residual's body: `residual` (empty: none yet) into `out`, which
+// must have its length. False, leaving out alone, when there is none.
+bool CopyResidualInto(absl::Span<const float> residual, uint32_t bucket,
+                      const py::buffer& out_buffer) {
+  FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
+  if (residual.empty()) return false;
+  if (static_cast<size_t>(out.info.size) != residual.size()) {
+    throw py::value_error(absl::StrCat("bucket ", bucket, "'s residual has ", residual.size(),
+                                       " elements, out has ", out.info.size));
+  }
+  std::copy(residual.begin(), residual.end(), out.span().begin());
+  return true;
 }
 
 std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
@@ -195,15 +192,7 @@ class PyCommunicator {
   // Copies bucket's residual into `out` (same length) and returns true;
   // false, leaving out alone, when the bucket has no residual yet.
   bool CopyResidual(uint32_t bucket, const py::buffer& out_buffer) const {
-    FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
-    absl::Span<const float> r = comm_->Residual(bucket);
-    if (r.empty()) return false;
-    if (static_cast<size_t>(out.info.size) != r.size()) {
-      throw py::value_error(absl::StrCat("bucket ", bucket, "'s residual has ", r.size(),
-                                         " elements, out has ", out.info.size));
-    }
-    std::copy(r.begin(), r.end(), out.span().begin());
-    return true;
+    return CopyResidualInto(comm_->Residual(bucket), bucket, out_buffer);
   }
 
   py::bytes SaveState() const { return py::bytes(Value(comm_->SaveState())); }
@@ -335,15 +324,7 @@ class ReferenceExchange {
     if (rank < 0 || static_cast<size_t>(rank) >= ef_.size()) {
       throw py::value_error(absl::StrCat("rank ", rank, " out of range"));
     }
-    FloatBuffer out = RequireFloats(out_buffer, /*writable=*/true, "out");
-    absl::Span<const float> r = ef_[rank]->Residual(absl::StrCat(bucket));
-    if (r.empty()) return false;
-    if (static_cast<size_t>(out.info.size) != r.size()) {
-      throw py::value_error(absl::StrCat("bucket ", bucket, "'s residual has ", r.size(),
-                                         " elements, out has ", out.info.size));
-    }
-    std::copy(r.begin(), r.end(), out.span().begin());
-    return true;
+    return CopyResidualInto(ef_[rank]->Residual(absl::StrCat(bucket)), bucket, out_buffer);
   }
 
   // Bytes of one rank's frame for n elements (what it sends per bucket,
@@ -362,9 +343,8 @@ PYBIND11_MODULE(_gradwire, m) {
   using namespace gradwire;
   m.doc() = "gradwire: compressed gradient exchange and data cache (C++ core; see the gradwire package)";
 
-  static py::exception<std::runtime_error> error(m, "Error", PyExc_RuntimeError);
-  g_error = error;
-  gradwire::python::DefineDataCache(m, error);
+  gradwire::python::DefineErrorType(m);
+  gradwire::python::DefineDataCache(m);
 
   m.def(
       "canonical_spec",
