@@ -71,6 +71,20 @@ AUTO_LADDER = (0.1, 0.03, 0.01, 0.003, 0.001)
 _AUTO_SUFFIX = "/auto"
 
 
+def _gather(tensor, segments):
+    """The segments' elements of `tensor`, concatenated (a new tensor)."""
+    return torch.cat([tensor[s.start:s.stop] for s in segments])
+
+
+def _scatter(flat, tensor, segments):
+    """Inverse of _gather: copies `flat` back into the segments of `tensor`."""
+    k = 0
+    for s in segments:
+        n = s.stop - s.start
+        tensor[s.start:s.stop].copy_(flat[k:k + n])
+        k += n
+
+
 class _Segment:
     """A run of consecutive tensors in a bucket that take one path."""
 
@@ -232,19 +246,13 @@ class GradwireState:
             return
         # Mixed bucket: gather each path's tensors into one contiguous
         # buffer, exchange, scatter back.
-        dense = torch.cat([tensor[s.start:s.stop] for s in segments if s.dense])
-        sparse = torch.cat([tensor[s.start:s.stop] for s in segments if not s.dense])
+        dense_segs = [s for s in segments if s.dense]
+        sparse_segs = [s for s in segments if not s.dense]
+        dense, sparse = _gather(tensor, dense_segs), _gather(tensor, sparse_segs)
         self.comm.allreduce_mean(dense.numpy(), bucket=2 * index, step=step, path="dense")
         comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step, path="compressed")
-        d = c = 0
-        for s in segments:
-            n = s.stop - s.start
-            if s.dense:
-                tensor[s.start:s.stop].copy_(dense[d:d + n])
-                d += n
-            else:
-                tensor[s.start:s.stop].copy_(sparse[c:c + n])
-                c += n
+        _scatter(dense, tensor, dense_segs)
+        _scatter(sparse, tensor, sparse_segs)
 
     def _exchange_corrected(self, index, step, tensor, segments, weights, params):
         """DGC momentum correction and masking (module doc), in place."""
@@ -274,27 +282,20 @@ class GradwireState:
         # Compressed tensors: accumulate the velocity locally and send it.
         for s in compressed:
             u[s.start:s.stop].mul_(m).add_(tensor[s.start:s.stop])
-        sparse = torch.cat([u[s.start:s.stop] for s in compressed])
+        sparse = _gather(u, compressed)
         self.comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
                                  path="compressed")
         residual = torch.empty(sparse.numel(), dtype=torch.float32)
-        masked = self.comm.copy_residual(2 * index + 1, residual.numpy())
-        c = 0
-        for s in compressed:
-            n = s.stop - s.start
-            if masked:  # momentum factor masking: drop what this rank sent in full
-                u[s.start:s.stop].masked_fill_(residual[c:c + n] == 0, 0.0)
-            tensor[s.start:s.stop].copy_(sparse[c:c + n])
-            c += n
+        if self.comm.copy_residual(2 * index + 1, residual.numpy()):
+            # Momentum factor masking: drop what this rank sent in full.
+            _scatter(_gather(u, compressed).masked_fill_(residual == 0, 0.0), u, compressed)
+        _scatter(sparse, tensor, compressed)
         if dense:
-            flat = torch.cat([tensor[s.start:s.stop] for s in dense])
+            flat = _gather(tensor, dense)
             self.comm.allreduce_mean(flat.numpy(), bucket=2 * index, step=step, path="dense")
-            d = 0
-            for s in dense:
-                n = s.stop - s.start
-                u[s.start:s.stop].mul_(m).add_(flat[d:d + n])
-                tensor[s.start:s.stop].copy_(u[s.start:s.stop])
-                d += n
+            velocity = _gather(u, dense).mul_(m).add_(flat)
+            _scatter(velocity, u, dense)
+            _scatter(velocity, tensor, dense)
 
     def _work(self):
         while True:
