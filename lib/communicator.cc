@@ -244,6 +244,35 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   return s;
 }
 
+absl::Status Communicator::AllreduceMeanWithDense(uint32_t bucket, uint64_t step,
+                                                   absl::Span<float> data,
+                                                   absl::Span<float> dense) {
+  if (options_.hierarchical || dense.empty()) {
+    // Hierarchical: the dense part crosses the node links dense anyway;
+    // two exchanges, as the caller would have made them.
+    if (!dense.empty()) {
+      GRADWIRE_RETURN_IF_ERROR(AllreduceMean(bucket, step, dense, ExchangePath::kDense));
+    }
+    const ExchangeStats first = dense.empty() ? ExchangeStats() : last_call_;
+    absl::Status s = AllreduceMean(bucket, step, data, ExchangePath::kCompressed);
+    last_call_.Add(first);  // totals_ already has both
+    return s;
+  }
+  if (!poison_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
+  }
+  const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
+  ExchangeStats cost;
+  absl::Status s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense,
+                              static_cast<float>(world_->size()), &cost);
+  cost.elements = s.ok() ? data.size() + dense.size() : 0;
+  last_call_ = cost;
+  totals_.Add(cost);
+  if (!s.ok()) poison_ = s;
+  return s;
+}
+
 absl::Span<const float> Communicator::Residual(uint32_t bucket) const {
   const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
   return ef_.Residual(key.Piece());

@@ -104,6 +104,20 @@ class Communicator {
   absl::Status AllreduceMean(uint32_t bucket, uint64_t step, absl::Span<float> data,
                              ExchangePath path);
 
+  // One buffer that mixes tensors to compress with tensors to keep exact
+  // (a DDP bucket holding weights and biases), in one exchange: `data`
+  // takes the compressed path (error feedback keyed by `bucket`, as in
+  // AllreduceMean), `dense` travels exact in the same frames
+  // (CompressedAllreduce's dense section) and becomes the rank-order sum
+  // of every rank's `dense` / world size. Saves the dense allreduce's
+  // rounds, but every rank receives every rank's dense part, so keep it
+  // small (the DDP hook's limit: (P-1) x 4 x dense.size() <= 256 KiB).
+  // Every rank must pass the same lengths (else "collective mismatch").
+  // Hierarchical communicators give the same result by two exchanges
+  // (dense, then compressed). On error the communicator is poisoned.
+  absl::Status AllreduceMeanWithDense(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                      absl::Span<float> dense);
+
   // The staged form of a flat compressed AllreduceMean, for a caller that
   // pipelines buckets (GradientExchanger): while TransferStage has bucket
   // i on the wire, EncodeStage can prepare bucket i+1 and FinishStage

@@ -48,7 +48,15 @@ uint64_t SpecFingerprint(const CompressionSpec& spec) {
 }
 
 CompressedAllreduce::CompressedAllreduce(const Codec& codec, const FrameAuthenticator& auth)
-    : codec_(codec), auth_(auth), spec_fingerprint_(SpecFingerprint(codec.spec())) {}
+    : codec_(codec),
+      // The default spec is "none" (fp32), always valid.
+      dense_codec_(*MakeCodec(CompressionSpec())),
+      auth_(auth),
+      spec_fingerprint_(SpecFingerprint(codec.spec())) {}
+
+size_t CompressedAllreduce::DenseSectionBytes(uint64_t n) const {
+  return n == 0 ? 0 : dense_codec_->MaxEncodedBytes(n);  // fp32 frames have exactly this size
+}
 
 absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
                                              absl::Span<const Descriptor> table,
@@ -69,7 +77,8 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
   static constexpr Field kFields[] = {{"compression spec fingerprint", &Descriptor::spec},
                                       {"gradient length", &Descriptor::n},
                                       {"bucket", &Descriptor::bucket},
-                                      {"step", &Descriptor::step}};
+                                      {"step", &Descriptor::step},
+                                      {"dense section length", &Descriptor::dense_n}};
   for (const Field& f : kFields) {
     bool same = true;
     for (size_t r = 1; r < p; ++r) same = same && table[r].*(f.member) == table[0].*(f.member);
@@ -86,8 +95,10 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
   // Same spec and length everywhere: every frame must fit what the codec
   // can produce for n, plus the MAC trailer. Checked before the
   // allgatherv posts receives of these sizes.
-  const uint64_t max_bytes = codec_.MaxEncodedBytes(mine.n) + auth_.trailer_bytes();
-  const uint64_t min_bytes = kFrameHeaderBytes + kFrameChecksumBytes + auth_.trailer_bytes();
+  const uint64_t dense_bytes = DenseSectionBytes(mine.dense_n);
+  const uint64_t max_bytes = codec_.MaxEncodedBytes(mine.n) + dense_bytes + auth_.trailer_bytes();
+  const uint64_t min_bytes =
+      kFrameHeaderBytes + kFrameChecksumBytes + dense_bytes + auth_.trailer_bytes();
   for (size_t r = 0; r < p; ++r) {
     const uint64_t b = table[r].frame_bytes;
     if (b > max_bytes || b < min_bytes) {
@@ -103,7 +114,7 @@ absl::Status CompressedAllreduce::CheckTable(const transport::GlooGroup& group,
 absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
                                         uint64_t n, ExchangeStats* stats) {
   const size_t p = group.size();
-  const Descriptor mine{0, n, step, bucket, spec_fingerprint_};
+  const Descriptor mine{0, n, step, bucket, spec_fingerprint_, 0};
   EnsureSize(&agree_, p);
   absl::Status s = group.Allgather(
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
@@ -120,39 +131,52 @@ absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bu
 absl::Status CompressedAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,
                                       absl::string_view key, uint32_t bucket, uint64_t step,
                                       absl::Span<const float> in, absl::Span<float> out,
-                                      float divisor, ExchangeStats* stats) {
-  if (in.size() != out.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input has ", in.size(),
-                                                   " elements, output ", out.size()));
+                                      absl::Span<const float> dense_in,
+                                      absl::Span<float> dense_out, float divisor,
+                                      ExchangeStats* stats) {
+  if (in.size() != out.size() || dense_in.size() != dense_out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed allreduce: input has ", in.size(), " + ", dense_in.size(),
+        " dense elements, output ", out.size(), " + ", dense_out.size()));
   }
-  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, run_, stats));
+  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, dense_in, run_, stats));
   GRADWIRE_RETURN_IF_ERROR(Transfer(group, run_, stats));
-  return Finish(group, run_, out, divisor, stats);
+  return Finish(group, run_, out, dense_out, divisor, stats);
 }
 
 absl::Status CompressedAllreduce::Encode(const transport::GlooGroup& group, ErrorFeedback& ef,
                                          absl::string_view key, uint32_t bucket, uint64_t step,
-                                         absl::Span<const float> in, InFlight& f,
+                                         absl::Span<const float> in,
+                                         absl::Span<const float> dense_in, InFlight& f,
                                          ExchangeStats* stats) {
-  // 1-2. Encode with error feedback, then sign.
+  // 1-2. Encode with error feedback (then the dense section), then sign.
   ExchangeStats cost;
   const uint64_t n = in.size();
   f.bucket_ = bucket;
   f.step_ = step;
   f.n_ = n;
+  f.dense_n_ = dense_in.size();
   f.frame_bytes_ = 0;
-  const size_t cap = codec_.MaxEncodedBytes(n) + auth_.trailer_bytes();
+  const size_t dense_bytes = DenseSectionBytes(f.dense_n_);
+  const size_t cap = codec_.MaxEncodedBytes(n) + dense_bytes + auth_.trailer_bytes();
   EnsureSize(&f.send_, cap);
   const absl::Time t0 = absl::Now();
   absl::StatusOr<EncodeStats> encoded =
-      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap));
+      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes));
+  absl::Status s = encoded.status();
+  size_t payload = s.ok() ? encoded->frame_bytes : 0;
+  if (s.ok() && dense_bytes > 0) {
+    absl::StatusOr<EncodeStats> dense = dense_codec_->Encode(
+        dense_in, step, {}, absl::MakeSpan(f.send_.data() + payload, dense_bytes));
+    s = dense.status();
+    if (s.ok()) payload += dense->frame_bytes;
+  }
   const absl::Time t1 = absl::Now();
   cost.compress_time += t1 - t0;
-  absl::Status s = encoded.status();
   if (s.ok()) {
     const uint32_t my_world_rank = group.world_ranks()[group.rank()];
     absl::StatusOr<size_t> signed_bytes =
-        auth_.Sign(absl::MakeSpan(f.send_.data(), cap), encoded->frame_bytes,
+        auth_.Sign(absl::MakeSpan(f.send_.data(), cap), payload,
                    FrameOrigin{my_world_rank, step, bucket});
     cost.auth_time += absl::Now() - t1;
     s = signed_bytes.status();
@@ -181,7 +205,7 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
   // round of its own), so Transfer costs two rounds of P-1 messages.
   static_assert(kDescriptorBytes <= transport::GlooGroup::kInlineAllgatherBytes,
                 "the descriptor must fit in the agreement round");
-  const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_};
+  const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_, f.dense_n_};
   EnsureSize(&f.table_, p);
   absl::Status s = group.Allgather(
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
@@ -210,16 +234,19 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
 }
 
 absl::Status CompressedAllreduce::Finish(const transport::GlooGroup& group, InFlight& f,
-                                         absl::Span<float> out, float divisor,
-                                         ExchangeStats* stats) {
+                                         absl::Span<float> out, absl::Span<float> dense_out,
+                                         float divisor, ExchangeStats* stats) {
   const size_t p = group.size();
   const uint64_t n = f.n_;
+  const uint64_t dense_n = f.dense_n_;
   const uint32_t bucket = f.bucket_;
   const uint64_t step = f.step_;
-  if (out.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input had ", n,
-                                                   " elements, output has ", out.size()));
+  if (out.size() != n || dense_out.size() != dense_n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed allreduce: input had ", n, " + ", dense_n, " dense elements, output has ",
+        out.size(), " + ", dense_out.size()));
   }
+  const size_t dense_bytes = DenseSectionBytes(dense_n);
   ExchangeStats cost;
   auto finish = [&](absl::Status s) {
     if (stats != nullptr) stats->Add(cost);
@@ -229,6 +256,7 @@ absl::Status CompressedAllreduce::Finish(const transport::GlooGroup& group, InFl
   // 5. Authenticate every frame before any of them is decoded.
   absl::Time t0 = absl::Now();
   EnsureSize(&frames_, p);
+  EnsureSize(&dense_frames_, p);
   uint64_t offset = 0;
   for (size_t r = 0; r < p; ++r) {
     const int sender = group.world_ranks()[r];
@@ -243,26 +271,48 @@ absl::Status CompressedAllreduce::Finish(const transport::GlooGroup& group, InFl
                                               ", step ", step,
                                               ") rejected: ", frame.status().message())));
     }
-    frames_[r] = *frame;
+    // The dense section is the payload's tail. CheckTable bounded the
+    // length from below, but a frame is only trusted as far as it is
+    // checked.
+    if (frame->size() < dense_bytes + kFrameHeaderBytes + kFrameChecksumBytes) {
+      cost.auth_time += absl::Now() - t0;
+      return finish(absl::DataLossError(absl::StrCat(
+          "frame from rank ", sender, " (bucket ", bucket, ", step ", step, ") holds ",
+          frame->size(), " bytes, too few for a ", dense_n, "-element dense section")));
+    }
+    frames_[r] = frame->first(frame->size() - dense_bytes);
+    dense_frames_[r] = frame->last(dense_bytes);
   }
   const absl::Time t1 = absl::Now();
   cost.auth_time += t1 - t0;
 
   // 6. Decode in rank order into zeros, then average. DecodeAverage
-  // validates every frame before it writes `out`.
-  size_t bad = 0;
-  absl::Status s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out,
-                                        &decode_scratch_, &bad);
-  if (!s.ok()) {
+  // validates every frame before it writes its output; the dense
+  // section goes to scratch first, so a bad frame in either section
+  // leaves both outputs unchanged.
+  auto decoded = [&](const absl::Status& s, size_t bad, const char* what) {
     cost.compress_time += absl::Now() - t1;
     if (bad >= p) return finish(s);
     return finish(absl::Status(
-        s.code(), absl::StrCat("frame from rank ", group.world_ranks()[bad], " (bucket ", bucket,
+        s.code(), absl::StrCat(what, " from rank ", group.world_ranks()[bad], " (bucket ", bucket,
                                ", step ", step, ") could not be decoded: ", s.message())));
+  };
+  size_t bad = 0;
+  absl::Status s;
+  if (dense_n > 0) {
+    EnsureSize(&dense_sum_, dense_n);
+    s = dense_codec_->DecodeAverage(absl::MakeConstSpan(dense_frames_.data(), p), divisor,
+                                    absl::MakeSpan(dense_sum_.data(), dense_n), &decode_scratch_,
+                                    &bad);
+    if (!s.ok()) return decoded(s, bad, "dense section");
   }
+  s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out, &decode_scratch_,
+                           &bad);
+  if (!s.ok()) return decoded(s, bad, "frame");
+  std::copy(dense_sum_.begin(), dense_sum_.begin() + dense_n, dense_out.begin());
   cost.compress_time += absl::Now() - t1;
   cost.compressed_buckets = 1;
-  cost.elements = n;
+  cost.elements = n + dense_n;
   return finish(absl::OkStatus());
 }
 

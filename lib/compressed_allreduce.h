@@ -29,6 +29,19 @@
 // frames live in an InFlight (owned by the caller: one per bucket in
 // flight), so bucket i+1 can be encoded while bucket i is on the wire.
 //
+// Dense section (optional): a caller whose buffer mixes tensors to
+// compress with small ones it keeps exact (biases, norms: a DDP bucket)
+// passes the exact ones as `dense_in`. They travel in the same frames, as
+// a second, fp32 ("none" codec) frame after the codec's, under the one
+// MAC, and are averaged into `dense_out` in rank order: one exchange (two
+// message rounds) instead of this one plus a dense allreduce (an
+// agreement and 2(P-1) ring steps more). The price: each rank receives
+// every rank's dense section, (P-1) x 4 bytes per element against the
+// ring's 2(P-1)/P x 4, so it pays only for small dense parts. No error
+// feedback for that section: fp32 is exact, its residual would be 0.
+// The descriptor carries its length (ranks must agree); every frame is
+// validated, both sections, before either output is touched.
+//
 // Buffers are grown to the largest call seen and then reused: after
 // warm-up the exchange allocates nothing (encode scratch lives in the
 // ErrorFeedback, decode scratch here). Threads: Encode and Finish may run
@@ -42,6 +55,7 @@
 #define GRADWIRE_LIB_COMPRESSED_ALLREDUCE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,6 +81,7 @@ class CompressedAllreduce {
     uint64_t step;
     uint64_t bucket;
     uint64_t spec;
+    uint64_t dense_n;  // elements of the dense section (0: none)
   };
 
  public:
@@ -83,6 +98,7 @@ class CompressedAllreduce {
     uint32_t bucket_ = 0;
     uint64_t step_ = 0;
     uint64_t n_ = 0;
+    uint64_t dense_n_ = 0;
     size_t frame_bytes_ = 0;  // this rank's signed frame
     uint64_t received_ = 0;   // bytes of recv_ holding frames
     std::vector<uint8_t> send_;
@@ -109,18 +125,37 @@ class CompressedAllreduce {
   // (the Communicator poisons itself) and restore from a checkpoint.
   absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
-                   absl::Span<float> out, float divisor, ExchangeStats* stats);
+                   absl::Span<float> out, float divisor, ExchangeStats* stats) {
+    return Run(group, ef, key, bucket, step, in, out, {}, {}, divisor, stats);
+  }
+  // With a dense section (see the top of this file): dense_out = the
+  // rank-order sum of every rank's dense_in / divisor (same lengths; may
+  // alias). On error neither `out` nor `dense_out` is changed.
+  absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
+                   uint32_t bucket, uint64_t step, absl::Span<const float> in,
+                   absl::Span<float> out, absl::Span<const float> dense_in,
+                   absl::Span<float> dense_out, float divisor, ExchangeStats* stats);
 
   // Run's stages (see the top of this file); the same arguments and
   // errors. `group` in Encode and Finish is only read for rank numbers
   // (immutable), so they may run while Transfer uses the group. Each
   // stage adds what it cost to `stats`; Finish counts the bucket.
+  // The dense-section forms take it in Encode and give it back in Finish.
   absl::Status Encode(const transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                       uint32_t bucket, uint64_t step, absl::Span<const float> in, InFlight& f,
-                      ExchangeStats* stats);
+                      ExchangeStats* stats) {
+    return Encode(group, ef, key, bucket, step, in, {}, f, stats);
+  }
+  absl::Status Encode(const transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
+                      uint32_t bucket, uint64_t step, absl::Span<const float> in,
+                      absl::Span<const float> dense_in, InFlight& f, ExchangeStats* stats);
   absl::Status Transfer(transport::GlooGroup& group, InFlight& f, ExchangeStats* stats);
   absl::Status Finish(const transport::GlooGroup& group, InFlight& f, absl::Span<float> out,
-                      float divisor, ExchangeStats* stats);
+                      float divisor, ExchangeStats* stats) {
+    return Finish(group, f, out, {}, divisor, stats);
+  }
+  absl::Status Finish(const transport::GlooGroup& group, InFlight& f, absl::Span<float> out,
+                      absl::Span<float> dense_out, float divisor, ExchangeStats* stats);
 
   // Only the agreement of step 3 (spec, n, step, bucket; no frames) over
   // `group`. The hierarchical exchange runs it over the whole world first:
@@ -133,6 +168,9 @@ class CompressedAllreduce {
  private:
   static constexpr size_t kDescriptorBytes = sizeof(Descriptor);
 
+  // Bytes of the dense section's frame for n elements (0 for none).
+  size_t DenseSectionBytes(uint64_t n) const;
+
   // Checks the gathered descriptor table; identical verdict on every rank.
   // check_frames: also bound each frame length by what the codec can
   // produce (not in Agree, which exchanges no frame).
@@ -140,6 +178,7 @@ class CompressedAllreduce {
                           const Descriptor& mine, bool check_frames) const;
 
   const Codec& codec_;
+  const std::unique_ptr<Codec> dense_codec_;  // "none": the dense section
   const FrameAuthenticator& auth_;
   const uint64_t spec_fingerprint_;
 
@@ -147,6 +186,8 @@ class CompressedAllreduce {
   InFlight run_;                     // Run's own
   std::vector<Descriptor> agree_;    // Agree's table (Transfer's thread)
   std::vector<absl::Span<const uint8_t>> frames_;  // Finish
+  std::vector<absl::Span<const uint8_t>> dense_frames_;  // Finish
+  std::vector<float> dense_sum_;                         // Finish
   CodecScratch decode_scratch_;                    // Finish
 };
 

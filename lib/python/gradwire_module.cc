@@ -177,6 +177,20 @@ class PyCommunicator {
     return Run(data.span(), bucket, step, path, one_dimensional);
   }
 
+  // Communicator::AllreduceMeanWithDense: `buffer` compressed, `dense`
+  // exact, one exchange.
+  void AllreduceMeanWithDense(const py::buffer& buffer, const py::buffer& dense_buffer,
+                              uint32_t bucket, uint64_t step) {
+    FloatBuffer data = RequireFloats(buffer, /*writable=*/true, "buffer");
+    FloatBuffer dense = RequireFloats(dense_buffer, /*writable=*/true, "dense");
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->AllreduceMeanWithDense(bucket, step, data.span(), dense.span());
+    }
+    Check(s);
+  }
+
   // For tensors reached by address (torch: tensor.data_ptr(), numel()).
   // The caller guarantees numel float32 elements live at data_ptr, in
   // host memory, for the duration of the call.
@@ -392,6 +406,13 @@ emulate_nodes: bind 127.0.0.1 although LOCAL_WORLD_SIZE < WORLD_SIZE
 becomes the average over ranks. bucket keys the error-feedback residual;
 step must grow. path: 'dense', 'compressed' or None (size / 1-D rule).
 Returns the path taken. Releases the GIL.)doc")
+      .def("allreduce_mean_with_dense", &PyCommunicator::AllreduceMeanWithDense,
+           py::arg("buffer"), py::arg("dense"), py::arg("bucket"), py::arg("step"),
+           R"doc(One exchange for a mixed buffer: buffer (float32, writable) is averaged
+compressed with error feedback keyed by bucket, dense (float32, writable)
+travels exact in the same frames and becomes the rank-order mean. For
+small dense parts: every rank receives every rank's dense. Releases the
+GIL.)doc")
       .def("allreduce_mean_ptr", &PyCommunicator::AllreduceMeanPtr, py::arg("data_ptr"),
            py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
            py::arg("one_dimensional") = false,

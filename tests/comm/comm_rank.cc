@@ -10,12 +10,16 @@
 //              input is a deterministic function of (rank, step, bucket),
 //              so each rank can encode every rank's frame itself). Flat,
 //              or hierarchical with hier=1 (nodes from LOCAL_WORLD_SIZE).
-//   mismatch   kind=length|spec|step|path: the last rank disagrees; every
+//              Also per step a mixed bucket (AllreduceMeanWithDense):
+//              compressed part and exact dense section, both bit for bit.
+//   mismatch   kind=length|spec|step|path|dense_length: the last rank
+//              disagrees (dense_length: in a mixed exchange); every
 //              rank must get InvalidArgument "collective mismatch" naming
 //              it, then FailedPrecondition (poisoned).
 //   auth       kind=secret|job: rank 1 signs with another secret / job id;
 //              every rank must get Unauthenticated / PermissionDenied
-//              and its data must be unchanged.
+//              and its data must be unchanged (dense=1: also a dense
+//              section in the frames, also unchanged).
 //   async      GradientExchanger over a mixed profile (dense and compressed
 //              buckets) must equal the synchronous Communicator and the
 //              CPU reference bit for bit; then an error-feedback checkpoint
@@ -253,6 +257,25 @@ void ScenarioReference() {
           all_ok = false;
         }
       }
+      // A mixed bucket (AllreduceMeanWithDense): its compressed part must
+      // equal the reference's compressed mean, its dense section the
+      // exact dense mean (rank-order sum, as Dense computes it).
+      {
+        const uint32_t mixed_bucket = 2000, section_bucket = 2001;
+        std::vector<float> data = Input(g_config.rank, step, mixed_bucket, 3001);
+        std::vector<float> dense = Input(g_config.rank, step, section_bucket, 517);
+        absl::Status s = (*comm)->AllreduceMeanWithDense(mixed_bucket, step, absl::MakeSpan(data),
+                                                         absl::MakeSpan(dense));
+        const std::string name = absl::StrCat(text, hier ? " hier" : " flat", " with dense step ",
+                                              step);
+        if (!CheckOk(name + " status", s)) return;
+        std::string error;
+        std::vector<float> want = ref.Compressed(mixed_bucket, step, 3001, &error);
+        if (!error.empty()) return Check(name + " reference", false, error);
+        std::string diff = FirstDifference(data, want);
+        if (diff.empty()) diff = FirstDifference(dense, ref.Dense(section_bucket, step, 517));
+        if (!diff.empty()) Check(name + " bitwise", false, diff), all_ok = false;
+      }
       // One dense bucket per step (the small-tensor path).
       const uint32_t dense_bucket = 1000;
       std::vector<float> data = Input(g_config.rank, step, dense_bucket, 5003);
@@ -265,8 +288,9 @@ void ScenarioReference() {
     const ExchangeStats& t = (*comm)->totals();
     Check(absl::StrCat(text, hier ? " hier" : " flat", " equals CPU reference"), all_ok);
     Check(absl::StrCat(text, " counters"),
-          g_config.world_size == 1 || (t.bytes_sent > 0 && t.compressed_buckets > 0 &&
-                                       t.dense_buckets == static_cast<uint64_t>(steps)),
+          g_config.world_size == 1 ||
+              (t.bytes_sent > 0 && t.compressed_buckets > 0 &&
+               t.dense_buckets == static_cast<uint64_t>(hier ? 2 * steps : steps)),
           t.ToString());
     std::printf("STATS %s %s\n", std::string(text).c_str(), t.ToString().c_str());
     CheckOk(absl::StrCat(text, " close"), (*comm)->Close());
@@ -292,7 +316,18 @@ void ScenarioMismatch() {
   if (kind == "path" && me_odd) path = ExchangePath::kDense;
   std::vector<float> data = Input(g_config.rank, 0, 0, n);
   const std::vector<float> before = data;
-  absl::Status s = (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
+  // kind=dense_length: a mixed exchange whose dense sections differ.
+  std::vector<float> dense = Input(g_config.rank, 0, 1, me_odd ? 40 : 41);
+  const std::vector<float> dense_before = dense;
+  absl::Status s = kind == "dense_length"
+                       ? (*comm)->AllreduceMeanWithDense(0, step, absl::MakeSpan(data),
+                                                         absl::MakeSpan(dense))
+                       : (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
+  if (kind == "dense_length") {
+    Check("mismatch names the dense section",
+          absl::StrContains(s.message(), "dense section length"), s.ToString());
+    Check("dense section unchanged", dense == dense_before);
+  }
   Check("mismatch reported",
         absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
         s.ToString());
@@ -318,7 +353,13 @@ void ScenarioAuth() {
   if (!CheckOk("create", comm.status())) return;
   std::vector<float> data = Input(g_config.rank, 3, 2, 4000);
   const std::vector<float> before = data;
-  absl::Status s = (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kCompressed);
+  // dense=1: the forged frames carry a dense section too; neither output
+  // may change.
+  std::vector<float> dense = Input(g_config.rank, 3, 3, IntArg("dense", 0) ? 300 : 0);
+  const std::vector<float> dense_before = dense;
+  absl::Status s = (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
+                                                   absl::MakeSpan(dense));
+  Check("dense section unchanged", dense == dense_before);
   const bool want = kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
   Check(absl::StrCat(kind, " rejected"), want, s.ToString());
   std::printf("AUTH %s\n", s.ToString().c_str());

@@ -326,6 +326,7 @@ def rank_main(args):
             hit |= c.view(torch.int32) == got.view(torch.int32)
         return bool(hit.all())
     offset, compressed_parts, mismatches = 0, 0, 0
+    dense_exchanges = 0  # dense allreduces the hook should have made
     for step, index, segments, inp, out, _ in records_to_check:
         n = inp.numel()
         per_rank = [g[offset:offset + n] for g in gathered]
@@ -334,6 +335,11 @@ def rank_main(args):
         dense_cands = []  # hierarchical: (start, stop, candidates) of dense parts
         whole_dense = step < state.warmup_iters or (
             state.auto and (state.auto_spec is None or state.auto_plan.get(index) == "dense"))
+        mixed = not whole_dense and len({d for _, _, d in segments}) == 2
+        # A mixed bucket's small dense part rides in the compressed frames
+        # (flat: one exchange); hierarchical keeps a dense allreduce for it.
+        dense_exchanges += (whole_dense or all(d for _, _, d in segments) or
+                            (mixed and hier))
         if whole_dense:
             c = reference(2 * index, step, per_rank, expect, "dense")
             if c is not True:
@@ -375,6 +381,10 @@ def rank_main(args):
                 print(f"step {step} bucket {index}: differs from the reference (max {diff})",
                       flush=True)
     check(mismatches == 0, f"{mismatches} of {len(records)} buckets differ from the reference")
+    if records_to_check and not state.auto:
+        got = state.comm.totals()["dense_buckets"]
+        check(got == dense_exchanges, f"{got} dense allreduces, expected {dense_exchanges} "
+              "(mixed buckets must carry their dense part in the compressed frames)")
     check(state.auto or corrected or compressed_parts >= iters - state.warmup_iters,
           f"only {compressed_parts} compressed parts checked")
     check(len({r[1] for r in records}) >= 2, "only one bucket per iteration")

@@ -20,7 +20,9 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   exchanged dense, the rest compressed by the spec ("topk:ratio=0.01",
   "qsgd:bits=4,bucket=512", "sign:bucket=1024", ... as in the C++ library
   and its --compression flags), with an error-feedback residual keyed by
-  the bucket index (the spec's ef= setting turns it off). Shapes come from
+  the bucket index (the spec's ef= setting turns it off). A small dense
+  part rides, exact, in the compressed exchange's own frames, so a mixed
+  bucket costs one exchange (combine_dense_below_bytes). Shapes come from
   bucket.parameters() (torch >= 1.10); without them the whole bucket takes
   one path by its size.
 - The exchange runs on one background thread (overlap=True), in the order
@@ -107,13 +109,19 @@ class GradwireState:
         momentum=0 (default) leaves momentum to the optimizer.
     auto_tail_fraction: auto mode: the last bucket's exchange (nothing can
         hide it) may take at most this fraction of the backward time.
+    combine_dense_below_bytes: a mixed bucket whose dense part would cost
+        each rank at most this many received bytes as an allgather
+        ((P-1) x 4 x elements) sends it inside the compressed exchange's
+        frames, exact (one exchange, two message rounds); a larger dense
+        part gets a ring allreduce of its own. 0: always separate.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
     timeout_s, dense_algorithm).
     """
 
     def __init__(self, spec="topk:ratio=0.01", secret=None, warmup_iters=1,
                  dense_below_elements=16384, dense_one_dimensional=True, overlap=True,
-                 auto_tail_fraction=0.1, momentum=0.0, weight_decay=0.0, **communicator_args):
+                 auto_tail_fraction=0.1, momentum=0.0, weight_decay=0.0,
+                 combine_dense_below_bytes=256 * 1024, **communicator_args):
         if warmup_iters < 1:
             raise ValueError("warmup_iters must be >= 1 (DDP rebuilds its buckets after "
                              "the first iteration)")
@@ -154,6 +162,9 @@ class GradwireState:
         self._velocity = {}        # momentum correction: bucket index -> u
         self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
         self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
+        if combine_dense_below_bytes < 0:
+            raise ValueError("combine_dense_below_bytes must be >= 0")
+        self.combine_dense_below_bytes = combine_dense_below_bytes
         self.warmup_iters = warmup_iters
         self.dense_below_elements = dense_below_elements
         self.dense_one_dimensional = dense_one_dimensional
@@ -249,10 +260,24 @@ class GradwireState:
         dense_segs = [s for s in segments if s.dense]
         sparse_segs = [s for s in segments if not s.dense]
         dense, sparse = _gather(tensor, dense_segs), _gather(tensor, sparse_segs)
-        self.comm.allreduce_mean(dense.numpy(), bucket=2 * index, step=step, path="dense")
-        comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step, path="compressed")
+        self._exchange_mixed(comm, index, step, sparse, dense)
         _scatter(dense, tensor, dense_segs)
         _scatter(sparse, tensor, sparse_segs)
+
+    def _exchange_mixed(self, comm, index, step, sparse, dense):
+        """Averages a bucket's compressed part `sparse` and its dense part
+        `dense` (None: none) in place: one exchange when the dense part is
+        small enough to ride in the compressed frames, else two."""
+        if dense is None:
+            comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
+                                path="compressed")
+        elif (self.world_size - 1) * 4 * dense.numel() <= self.combine_dense_below_bytes:
+            comm.allreduce_mean_with_dense(sparse.numpy(), dense.numpy(), bucket=2 * index + 1,
+                                           step=step)
+        else:
+            self.comm.allreduce_mean(dense.numpy(), bucket=2 * index, step=step, path="dense")
+            comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
+                                path="compressed")
 
     def _exchange_corrected(self, index, step, tensor, segments, weights, params):
         """DGC momentum correction and masking (module doc), in place."""
@@ -283,16 +308,14 @@ class GradwireState:
         for s in compressed:
             u[s.start:s.stop].mul_(m).add_(tensor[s.start:s.stop])
         sparse = _gather(u, compressed)
-        self.comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
-                                 path="compressed")
+        flat = _gather(tensor, dense) if dense else None
+        self._exchange_mixed(self.comm, index, step, sparse, flat)
         residual = torch.empty(sparse.numel(), dtype=torch.float32)
         if self.comm.copy_residual(2 * index + 1, residual.numpy()):
             # Momentum factor masking: drop what this rank sent in full.
             _scatter(_gather(u, compressed).masked_fill_(residual == 0, 0.0), u, compressed)
         _scatter(sparse, tensor, compressed)
         if dense:
-            flat = _gather(tensor, dense)
-            self.comm.allreduce_mean(flat.numpy(), bucket=2 * index, step=step, path="dense")
             velocity = _gather(u, dense).mul_(m).add_(flat)
             _scatter(velocity, u, dense)
             _scatter(velocity, tensor, dense)
