@@ -44,6 +44,7 @@ cluster (tools/emulated_cluster.py, its own lock-owned "gwc<token>-*" namespaces
 """
 import argparse
 import json
+import math
 import os
 import secrets
 import shutil
@@ -262,6 +263,12 @@ def rank_main(args):
         data_s += time.perf_counter() - t_data
         if it == args.warmup:
             tx_at_warmup = tx_bytes()
+        if args.lr_schedule == "cosine":
+            # Cosine decay to 0 over the run (per iteration): the final
+            # evaluation then measures a settled model, not wherever a
+            # constant learning rate left it.
+            for group in opt.param_groups:
+                group["lr"] = args.lr * 0.5 * (1 + math.cos(math.pi * it / iters))
         t0 = time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(ddp(xb), yb)
@@ -287,7 +294,8 @@ def rank_main(args):
         result = {
             "method": args.method, "label": label, "seed": args.seed, "world_size": world,
             "iterations": iters, "iterations_per_epoch": per_epoch, "params": n_params,
-            "batch_per_rank": args.batch, "lr": args.lr, "warmup": args.warmup,
+            "batch_per_rank": args.batch, "lr": args.lr, "lr_schedule": args.lr_schedule,
+            "warmup": args.warmup,
             "curve": curve, "final_accuracy": curve[-1]["accuracy"],
             "train_s": train_s, "s_per_epoch": train_s / iters * per_epoch,
             "torch": torch.__version__,
@@ -340,7 +348,8 @@ def run_one(args, method, seed, cluster=None):
     python = args.python
     rank_cmd = [python, os.path.abspath(__file__), "rank", "--method", method,
                 "--seed", str(seed), "--json_out", json_out, "--data_dir", args.data_dir]
-    for flag in ("epochs", "iters", "batch", "lr", "warmup", "eval_every", "test_samples",
+    for flag in ("epochs", "iters", "batch", "lr", "lr_schedule", "warmup", "eval_every",
+                 "test_samples",
                  "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb"):
         rank_cmd += [f"--{flag}", str(getattr(args, flag))]
     env = dict(os.environ)
@@ -496,7 +505,8 @@ def report(args):
     first = next(iter(runs.values()))[0]
     head = (f"{first['world_size']} ranks, {first['network'] if 'network' in first else ''}, "
             f"{first['iterations']} iterations ({first['iterations'] / first['iterations_per_epoch']:.2f}"
-            f" epochs) of batch {first['batch_per_rank']}/rank, {first['params']} parameters, "
+            f" epochs) of batch {first['batch_per_rank']}/rank, lr {first['lr']} "
+            f"({first.get('lr_schedule', 'constant')}), {first['params']} parameters, "
             f"torch {first['torch']}")
     text = head + "\n\n" + "\n".join(lines) + "\n"
     text += data_cache_table(runs, order)
@@ -541,6 +551,9 @@ def add_training_flags(p):
     p.add_argument("--iters", type=int, default=0, help="overrides --epochs when > 0")
     p.add_argument("--batch", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr_schedule", choices=("constant", "cosine"), default="cosine",
+                   help="cosine: decay to 0 over the run; constant: the fixed rate of the "
+                        "2-epoch table in docs/python.md")
     p.add_argument("--warmup", type=int, default=20, help="dense warm-up iterations")
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
