@@ -12,9 +12,11 @@ data server): gradwire.data (DataCache, FashionMnist batches for numpy/torch).
 The C++ core is the extension module _gradwire.so (built by Bazel:
 `bazel build //lib/python:_gradwire.so`). This package finds it, in order:
 $GRADWIRE_EXTENSION (a path to the .so), next to this file, in Bazel
-runfiles (lib/python/_gradwire.so), or under the workspace's bazel-bin/.
+runfiles (lib/python/_gradwire.so), or the newest build under the
+workspace's bazel-out/ (any configuration) or bazel-bin/.
 """
 
+import glob
 import importlib.machinery
 import importlib.util
 import os
@@ -33,9 +35,16 @@ def _candidates():
     for root in (os.environ.get("TEST_SRCDIR"), os.environ.get("RUNFILES_DIR")):
         if root:
             yield os.path.join(root, "gradwire", "lib", "python", "_gradwire.so")
-    # lib/python/gradwire -> workspace root
+    # lib/python/gradwire -> workspace root. bazel-bin follows the last
+    # build's configuration (tools/benchmark.sh builds -c opt), which may
+    # hold an older extension than another configuration's tree: take the
+    # newest build of any configuration.
     workspace = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    yield os.path.join(workspace, "bazel-bin", "lib", "python", "_gradwire.so")
+    built = glob.glob(os.path.join(workspace, "bazel-out", "*", "bin", "lib", "python",
+                                   "_gradwire.so"))
+    built.append(os.path.join(workspace, "bazel-bin", "lib", "python", "_gradwire.so"))
+    yield from sorted((p for p in built if os.path.isfile(p)), key=os.path.getmtime,
+                      reverse=True)
     # Inside a Bazel runfiles tree the package itself sits next to the .so.
     yield os.path.join(os.path.dirname(here), "_gradwire.so")
 
