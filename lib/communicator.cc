@@ -113,11 +113,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Connect(
   GRADWIRE_RETURN_IF_ERROR(transport::Validate(config));
   absl::StatusOr<std::string> address = transport::ResolveBindAddress(config);
   if (!address.ok()) return address.status();
+  return ConnectAt(config, *address, secret, options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::ConnectAt(
+    const transport::RendezvousConfig& config, absl::string_view bind_address,
+    const JobSecret& secret, const CommunicatorOptions& options) {
+  GRADWIRE_RETURN_IF_ERROR(transport::Validate(config));
   absl::StatusOr<std::shared_ptr<transport::RendezvousStore>> store =
       transport::RendezvousStore::Open(config);
   if (!store.ok()) return store.status();
   transport::GroupOptions group_options;
-  group_options.bind_address = *address;
+  group_options.bind_address = std::string(bind_address);
   if (config.timeout > absl::ZeroDuration()) group_options.timeout = config.timeout;
   absl::StatusOr<std::unique_ptr<transport::GlooGroup>> world = transport::GlooGroup::Create(
       config.rank, config.world_size, (*store)->Scoped("world"), group_options);

@@ -86,6 +86,15 @@ class Communicator {
       const transport::RendezvousConfig& config, const JobSecret& secret,
       const CommunicatorOptions& options);
 
+  // Connect, binding `bind_address` as given: no ResolveBindAddress, so
+  // also loopback for a job that spans "hosts" (LOCAL_WORLD_SIZE <
+  // WORLD_SIZE). For nodes emulated on one machine (tools' --emulate_nodes,
+  // the Python binding's emulate_nodes=True); a real multi-host job wants
+  // Connect, whose guard refuses loopback.
+  static absl::StatusOr<std::unique_ptr<Communicator>> ConnectAt(
+      const transport::RendezvousConfig& config, absl::string_view bind_address,
+      const JobSecret& secret, const CommunicatorOptions& options);
+
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -150,18 +150,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const transport::Rendezvou
   if (!secret.ok()) return secret.status();
   if (!absl::GetFlag(FLAGS_emulate_nodes)) return Communicator::Connect(config, *secret, options);
   // Emulated nodes on one host: bind loopback explicitly.
-  auto store = transport::RendezvousStore::Open(config);
-  if (!store.ok()) return store.status();
-  transport::GroupOptions go;
-  go.bind_address = "127.0.0.1";
-  go.timeout = config.timeout;
-  auto world =
-      transport::GlooGroup::Create(config.rank, config.world_size, (*store)->Scoped("world"), go);
-  if (!world.ok()) return world.status();
-  auto auth = FrameAuthenticator::Create(*secret, config.job_id);
-  if (!auth.ok()) return auth.status();
-  return Communicator::Create(std::move(*world), config.node_id, config.local_world_size,
-                              std::move(*auth), options);
+  return Communicator::ConnectAt(config, "127.0.0.1", *secret, options);
 }
 
 double Percentile(std::vector<double> v, double q) {

@@ -157,7 +157,9 @@ class PyCommunicator {
     absl::StatusOr<std::unique_ptr<Communicator>> comm;
     {
       py::gil_scoped_release release;
-      comm = emulate_nodes ? ConnectEmulatedNodes(config, job_secret, options)
+      // Emulated nodes bind loopback, which Connect refuses for a job that
+      // "spans hosts" (rightly, for real ones).
+      comm = emulate_nodes ? Communicator::ConnectAt(config, "127.0.0.1", job_secret, options)
                            : Communicator::Connect(config, job_secret, options);
     }
     comm_ = Value(std::move(comm));
@@ -241,30 +243,6 @@ class PyCommunicator {
     }
     Check(s);
     return ExchangePathName(chosen);
-  }
-
-  // Communicator::Connect, but binding loopback although the job "spans
-  // hosts" (LOCAL_WORLD_SIZE < WORLD_SIZE): nodes emulated on one machine,
-  // as tools/exchange_bench's --emulate_nodes, so the hierarchical
-  // exchange can be tested on one host. Connect refuses loopback there,
-  // rightly for real multi-host jobs.
-  static absl::StatusOr<std::unique_ptr<Communicator>> ConnectEmulatedNodes(
-      const transport::RendezvousConfig& config, const JobSecret& secret,
-      const CommunicatorOptions& options) {
-    if (absl::Status s = transport::Validate(config); !s.ok()) return s;
-    absl::StatusOr<std::shared_ptr<transport::RendezvousStore>> store =
-        transport::RendezvousStore::Open(config);
-    if (!store.ok()) return store.status();
-    transport::GroupOptions group_options;
-    group_options.bind_address = "127.0.0.1";
-    if (config.timeout > absl::ZeroDuration()) group_options.timeout = config.timeout;
-    absl::StatusOr<std::unique_ptr<transport::GlooGroup>> world = transport::GlooGroup::Create(
-        config.rank, config.world_size, (*store)->Scoped("world"), group_options);
-    if (!world.ok()) return world.status();
-    absl::StatusOr<FrameAuthenticator> auth = FrameAuthenticator::Create(secret, config.job_id);
-    if (!auth.ok()) return auth.status();
-    return Communicator::Create(std::move(*world), config.node_id, config.local_world_size,
-                                std::move(*auth), options);
   }
 
   std::unique_ptr<Communicator> comm_;
