@@ -226,6 +226,17 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
 
 absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                          ExchangePath path) {
+  return Exchange(bucket, step, data, {}, path);
+}
+
+absl::Status Communicator::AllreduceMeanWithDense(uint32_t bucket, uint64_t step,
+                                                   absl::Span<float> data,
+                                                   absl::Span<float> dense) {
+  return Exchange(bucket, step, data, dense, ExchangePath::kCompressed);
+}
+
+absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                    absl::Span<float> dense, ExchangePath path) {
   if (!poison_.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
@@ -238,41 +249,15 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
   if (path == ExchangePath::kDense) {
     s = Dense(data, &cost);
   } else if (options_.hierarchical) {
-    s = Hierarchical(key.Piece(), bucket, step, data, &cost);
+    // The dense part crosses the node links dense anyway: its own
+    // allreduce first, then the compressed part.
+    if (!dense.empty()) s = Dense(dense, &cost);
+    if (s.ok()) s = Hierarchical(key.Piece(), bucket, step, data, &cost);
     cost.compressed_buckets = 1;
   } else {
-    s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data,
+    s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense,
                    static_cast<float>(world_->size()), &cost);
   }
-  cost.elements = s.ok() ? data.size() : 0;
-  last_call_ = cost;
-  totals_.Add(cost);
-  if (!s.ok()) poison_ = s;
-  return s;
-}
-
-absl::Status Communicator::AllreduceMeanWithDense(uint32_t bucket, uint64_t step,
-                                                   absl::Span<float> data,
-                                                   absl::Span<float> dense) {
-  if (options_.hierarchical || dense.empty()) {
-    // Hierarchical: the dense part crosses the node links dense anyway;
-    // two exchanges, as the caller would have made them.
-    if (!dense.empty()) {
-      GRADWIRE_RETURN_IF_ERROR(AllreduceMean(bucket, step, dense, ExchangePath::kDense));
-    }
-    const ExchangeStats first = dense.empty() ? ExchangeStats() : last_call_;
-    absl::Status s = AllreduceMean(bucket, step, data, ExchangePath::kCompressed);
-    last_call_.Add(first);  // totals_ already has both
-    return s;
-  }
-  if (!poison_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
-  }
-  const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
-  ExchangeStats cost;
-  absl::Status s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense,
-                              static_cast<float>(world_->size()), &cost);
   cost.elements = s.ok() ? data.size() + dense.size() : 0;
   last_call_ = cost;
   totals_.Add(cost);

@@ -191,6 +191,11 @@ class Communicator {
   Communicator(std::unique_ptr<transport::GlooGroup> world, std::unique_ptr<Codec> codec,
                FrameAuthenticator auth, const CommunicatorOptions& options);
 
+  // AllreduceMean and AllreduceMeanWithDense: one exchange, its cost
+  // recorded and a failure poisoning the communicator. `dense` is empty
+  // for AllreduceMean; path kDense never has one.
+  absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                        absl::Span<float> dense, ExchangePath path);
   absl::Status Dense(absl::Span<float> data, ExchangeStats* cost);
   absl::Status Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
                             absl::Span<float> data, ExchangeStats* cost);

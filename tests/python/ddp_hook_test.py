@@ -374,12 +374,8 @@ def rank_main(args):
                 out_cmp = None
         else:
             out_cmp = out
-        if out_cmp is None or not torch.equal(out_cmp.view(torch.int32), expect.view(torch.int32)):
-            mismatches += 1
-            if mismatches <= 3:
-                diff = (out - expect).abs().max() if out is not None else "no output"
-                print(f"step {step} bucket {index}: differs from the reference (max {diff})",
-                      flush=True)
+        mismatches += differs(torch, out_cmp, out, expect, mismatches,
+                              f"step {step} bucket {index}: differs from the reference")
     check(mismatches == 0, f"{mismatches} of {len(records)} buckets differ from the reference")
     if records_to_check and not state.auto:
         got = state.comm.totals()["dense_buckets"]
@@ -446,6 +442,18 @@ def rank_main(args):
 MC_WEIGHT_DECAY = 1e-3
 
 
+def differs(torch, got, out, expect, reported, what):
+    """1 when `got` (the compared form of the hook's output `out`) is missing
+    or differs from `expect` in any bit, else 0; prints the first three
+    differences (`reported`: how many so far), with the largest error."""
+    if got is not None and torch.equal(got.view(torch.int32), expect.view(torch.int32)):
+        return 0
+    if reported < 3:
+        diff = (out - expect).abs().max() if out is not None else "no output"
+        print(f"{what} (max {diff})", flush=True)
+    return 1
+
+
 def momentum_reference(gradwire, torch, args, state, records, gathered, world, rank,
                        param_sizes):
     """Replays DGC momentum correction (gradwire.ddp, module doc) for every
@@ -510,12 +518,8 @@ def momentum_reference(gradwire, torch, args, state, records, gathered, world, r
             for p in params:
                 velocity[(r, p)] = u[r][off:off + param_sizes[p]].clone()
                 off += param_sizes[p]
-        if out is None or not torch.equal(out.view(torch.int32), expect.view(torch.int32)):
-            mismatches += 1
-            if mismatches <= 3:
-                diff = (out - expect).abs().max() if out is not None else "no output"
-                print(f"step {step} bucket {index}: differs from the simulation (max {diff})",
-                      flush=True)
+        mismatches += differs(torch, out, out, expect, mismatches,
+                              f"step {step} bucket {index}: differs from the simulation")
     return mismatches, compressed_parts
 
 
