@@ -286,6 +286,16 @@ absl::Status Communicator::FinishStage(CompressedAllreduce::InFlight& f, absl::S
   return flat_->Finish(*world_, f, data, static_cast<float>(world_->size()), cost);
 }
 
+absl::Status Communicator::Barrier() {
+  if (!poison_.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
+  }
+  absl::Status s = world_->Barrier();
+  if (!s.ok()) poison_ = s;
+  return s;
+}
+
 absl::Status Communicator::Close() {
   if (!poison_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(

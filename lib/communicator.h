@@ -155,6 +155,11 @@ class Communicator {
   // OK, or the failure that poisoned the communicator.
   absl::Status health() const { return poison_; }
 
+  // Blocks until every rank of the world group has called Barrier (or
+  // the transport deadline passes). Between exchanges only; a failure
+  // poisons the communicator like a failed exchange.
+  absl::Status Barrier();
+
   // Collective orderly shutdown: GlooGroup::Close (a barrier, then the
   // connections close) on the cross-node, node and world groups, in that
   // order on every rank. Call it on every rank before destroying a healthy

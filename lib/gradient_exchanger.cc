@@ -442,6 +442,23 @@ void GradientExchanger::CommLoop() {
   }
 }
 
+absl::Status GradientExchanger::Barrier(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
+                           [&] { return !poison_.ok() || in_flight_ == 0; })) {
+    return absl::DeadlineExceededError(absl::StrCat("Barrier: ", in_flight_,
+                                                    " bucket(s) still in flight after ",
+                                                    absl::FormatDuration(timeout)));
+  }
+  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  // Idle pipeline (in_flight_ == 0 under the lock): the communicator is
+  // ours until the lock is released, as in Close.
+  absl::Status s = comm_->Barrier();
+  if (!s.ok()) return PoisonLocked(s);
+  return s;
+}
+
 absl::Status GradientExchanger::Close(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;

@@ -151,6 +151,12 @@ class GradientExchanger {
   // OK, or the failure that poisoned the exchanger.
   absl::Status health() const;
 
+  // Collective: returns once every rank has called Barrier, after this
+  // rank's buckets in flight are done (each wait bounded by `timeout` and
+  // the transport deadline). Lines ranks up between steps, e.g. so that
+  // a step's timing starts together on every rank.
+  absl::Status Barrier(absl::Duration timeout);
+
   // Collective orderly shutdown once the last step is done: waits (up to
   // `timeout`) for buckets in flight, then Communicator::Close. Call on
   // every rank before destroying a healthy exchanger or exiting.

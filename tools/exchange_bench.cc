@@ -14,7 +14,9 @@
 // interface; --emulate_nodes binds loopback for several "nodes" on one
 // host (which the multi-host guard would otherwise refuse).
 //
-// Each iteration: reset the gradients (untimed), then BeginStep, Submit
+// Each iteration: reset the gradients (untimed), a barrier (--align_steps:
+// emulated hosts share this machine's cores, so a rank still resetting
+// would run inside its peers' timed steps), then BeginStep, Submit
 // every tensor in backprop (reverse) order, Flush, WaitAll. The time of
 // one iteration is from the first Submit to WaitAll returning, i.e. the
 // exchange as a training step would see it with no compute to overlap.
@@ -24,6 +26,8 @@
 // auth + copy) and wire time it hid under the other.
 // Rank 0 prints the summary and writes --json_out; every rank prints a
 // one-line per-rank summary.
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -37,6 +41,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -61,6 +66,10 @@ ABSL_FLAG(bool, bucket_views, true,
           "after the first step write each gradient into its bucket slot (zero-copy, like "
           "DDP's gradient_as_bucket_view, which tools/ddp_peer.py also sets); false: "
           "Submit copies in and the exchange copies out");
+ABSL_FLAG(bool, align_steps, true,
+          "barrier after each untimed gradient reset, so every rank's timed step starts "
+          "together: emulated hosts share this machine's cores, and one rank's reset "
+          "would otherwise run inside its peers' timed steps and skew their start");
 ABSL_FLAG(bool, hierarchical, false, "HiTopKComm: nodes from LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
@@ -159,6 +168,15 @@ double Percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(std::lround(q * (v.size() - 1)))];
 }
 
+// CPU time of this process, all threads, user + system. Emulated hosts
+// share this machine's cores, so the sum over ranks of this per step,
+// against cores x step time, says whether a step is CPU-bound.
+double ProcessCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "exchange_bench: %s\n", s.ToString().c_str());
   return 1;
@@ -229,6 +247,7 @@ int Main() {
 
   const absl::Duration timeout = config->timeout;
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
+  std::vector<double> cpu_ms;  // this process's CPU time (all threads) per timed step
   std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms, copy_ms, span_ms, overlap;
   ExchangeStats timed;
   // Where each gradient is written before a step ("backward", untimed):
@@ -236,6 +255,7 @@ int Main() {
   std::vector<absl::Span<float>> target(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) target[i] = absl::MakeSpan(tensors[i].grad);
   const bool bucket_views = absl::GetFlag(FLAGS_bucket_views);
+  const bool align_steps = absl::GetFlag(FLAGS_align_steps);
   for (int it = 0; it < warmup + iters; ++it) {
     if (it == 1 && bucket_views) {
       for (size_t i = 0; i < tensors.size(); ++i) {
@@ -247,6 +267,10 @@ int Main() {
     for (size_t i = 0; i < tensors.size(); ++i) {
       std::copy(tensors[i].pristine.begin(), tensors[i].pristine.end(), target[i].begin());
     }
+    if (align_steps) {
+      if (absl::Status s = (*ex)->Barrier(timeout); !s.ok()) return Fail(s);
+    }
+    const double cpu0 = ProcessCpuMs();
     const absl::Time t0 = absl::Now();
     if (absl::Status s = (*ex)->BeginStep(it); !s.ok()) return Fail(s);
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -257,7 +281,9 @@ int Main() {
     if (absl::Status s = (*ex)->Flush(); !s.ok()) return Fail(s);
     if (absl::Status s = (*ex)->WaitAll(timeout); !s.ok()) return Fail(s);
     const absl::Time t1 = absl::Now();
+    const double cpu1 = ProcessCpuMs();
     if (it < warmup) continue;
+    cpu_ms.push_back(cpu1 - cpu0);
     const ExchangeStats st = (*ex)->StepStats();
     timed.Add(st);
     iter_ms.push_back(absl::ToDoubleMilliseconds(t1 - t0));
@@ -281,13 +307,14 @@ int Main() {
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d)\n",
+      "(medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d); "
+      "process CPU %.1f ms per step\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
       timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
       Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
       Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
-      eo.pipeline_depth);
+      eo.pipeline_depth, Percentile(cpu_ms, 0.5));
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
               tensors.size(), static_cast<int>(params), dense_b, comp_b,
@@ -306,7 +333,9 @@ int Main() {
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
         "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
         "  \"pipeline_depth\": %d,\n  \"bucket_views\": %s,\n  \"copy_ms_median\": %.3f,\n"
-        "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f\n}\n",
+        "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f,\n"
+        "  \"align_steps\": %s,\n  \"process_cpu_ms_median\": %.3f,\n"
+        "  \"iter_ms_series\": [%s]\n}\n",
         spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
         config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
         dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
@@ -315,7 +344,11 @@ int Main() {
         timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
         Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5),
         eo.pipeline_depth, bucket_views ? "true" : "false", Percentile(copy_ms, 0.5),
-        Percentile(span_ms, 0.5), Percentile(overlap, 0.5));
+        Percentile(span_ms, 0.5), Percentile(overlap, 0.5), align_steps ? "true" : "false",
+        Percentile(cpu_ms, 0.5),
+        absl::StrJoin(iter_ms, ", ", [](std::string* o, double v) {
+          absl::StrAppendFormat(o, "%.3f", v);
+        }));
     if (!out) return Fail(absl::InternalError("cannot write --json_out"));
   }
   return 0;

@@ -495,11 +495,24 @@ void ScenarioAsync() {
       Check(absl::StrCat("restored ", kProfile[t].name), false, diff), same = false;
   }
   Check("checkpoint round trip reproduces the step", same);
+
+  // Barrier between steps: no rank returns before the last one arrives.
+  if (g_config.rank == 0) absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time barrier_start = absl::Now();
+  if (!CheckOk("barrier", (*ex)->Barrier(absl::Seconds(30)))) return;
+  const absl::Duration waited = absl::Now() - barrier_start;
+  if (g_config.rank != 0 && g_config.world_size > 1) {
+    Check("barrier waits for the last rank", waited >= absl::Milliseconds(250),
+          absl::FormatDuration(waited));
+  }
   CheckOk("close exchanger", (*ex)->Close(absl::Seconds(30)));
   CheckOk("close sync", sync.Close());
   CheckOk("close restored", (*ex2)->Close(absl::Seconds(30)));
   absl::Status after = (*ex2)->BeginStep(1000);
   Check("exchanger unusable after close", absl::IsFailedPrecondition(after), after.ToString());
+  absl::Status barrier_after = (*ex2)->Barrier(absl::Seconds(1));
+  Check("no barrier after close", absl::IsFailedPrecondition(barrier_after),
+        barrier_after.ToString());
 }
 
 // A rank dies (SIGKILL-like: _exit without closing anything cleanly) in
@@ -520,7 +533,20 @@ void ScenarioFault() {
   const absl::Duration deadline = absl::Milliseconds(IntArg("timeout_ms", 20000));
   absl::Status failure;
   absl::Time failed_after_start;
+  // barrier=1: the victim dies before the barrier that opens die_step.
+  const bool barrier = IntArg("barrier", 0) != 0;
   for (int step = 0; step < die_step + 5 && failure.ok(); ++step) {
+    if (barrier) {
+      failed_after_start = absl::Now();
+      if (step == die_step && g_config.rank == victim) {
+        std::fflush(stdout);
+        _exit(0);
+      }
+      if (absl::Status s = (*ex)->Barrier(3 * deadline); !s.ok()) {
+        failure = s;
+        break;
+      }
+    }
     if (absl::Status s = (*ex)->BeginStep(step); !s.ok()) {
       failure = s;
       break;

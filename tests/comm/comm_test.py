@@ -50,6 +50,7 @@ CASES = [
     ("async + checkpoint hier", 4, 2, "async", ["spec=qsgd:bits=4,bucket=64", "hier=1"]),
     ("rank dies mid-step", 3, 0, "fault", ["timeout_ms=4000"]),
     ("rank dies mid-step hier", 4, 2, "fault", ["timeout_ms=4000", "hier=1"]),
+    ("rank dies before a barrier", 3, 0, "fault", ["timeout_ms=4000", "barrier=1"]),
 ]
 
 
