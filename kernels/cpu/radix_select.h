@@ -5,8 +5,11 @@
 //   1. a kernel finds a lower bound T0 that about 1.25 k + slack keys reach
 //      (top-k: from a sample of the keys; random-k: from the hash's known
 //      uniform distribution) and, in its one fused pass over n, appends
-//      every index whose key >= T0 to the candidate list (index order);
-//      if fewer than k made it, it recollects with T0 = 0 (everything);
+//      every index whose key >= T0 to the candidate list (index order),
+//      top-k also its value (so that later passes read candidates in order
+//      instead of gathering them from n floats, a cache miss each); if
+//      fewer than k made it, it
+//      recollects with T0 = 0 (everything);
 //   2. SelectAmongCandidates histograms the candidates' top 12 key bits,
 //      finds the bin holding the k-th largest key, and two 10-bit
 //      histogram passes over only that bin's candidates give the exact
@@ -30,22 +33,26 @@ inline constexpr uint32_t kTopBins = 1u << (32 - kTopShift);  // 4096
 
 inline constexpr uint64_t kSampleSize = 16384;
 
-// Histogram, key sample, then a candidate list of up to n indices.
+// Histogram, key sample, then candidate lists of up to n indices and
+// (top-k) up to n values. The caller's temp is never read before written,
+// so the lists cost only the pages the candidates touch.
 inline uint64_t SelectTempBytes(uint64_t n) {
-  return kTopBins * sizeof(uint64_t) + kSampleSize * sizeof(uint32_t) + 4 * n;
+  return kTopBins * sizeof(uint64_t) + kSampleSize * sizeof(uint32_t) + 8 * n;
 }
 
 struct SelectTemp {
   uint64_t* hist;
   uint32_t* sample;
   uint32_t* candidates;
+  float* candidate_values;
 };
 
-inline SelectTemp CarveSelectTemp(void* temp) {
+inline SelectTemp CarveSelectTemp(void* temp, uint64_t n) {
   SelectTemp t;
   t.hist = static_cast<uint64_t*>(temp);
   t.sample = reinterpret_cast<uint32_t*>(t.hist + kTopBins);
   t.candidates = t.sample + kSampleSize;
+  t.candidate_values = reinterpret_cast<float*>(t.candidates + n);
   return t;
 }
 
@@ -90,15 +97,15 @@ struct Threshold {
   uint64_t take_equal = 0;  // how many keys == `key` are selected (>= 1)
 };
 
-// `need` (>= 1) is k minus the candidates above `bin`.
+// `key(j)` is the key of the j-th of the m candidates. `need` (>= 1) is k
+// minus the candidates above `bin`.
 template <typename KeyFn>
-Threshold RefineThreshold(const KeyFn& key, const uint32_t* cand, uint64_t m, uint32_t bin,
-                          uint64_t need) {
+Threshold RefineThreshold(const KeyFn& key, uint64_t m, uint32_t bin, uint64_t need) {
   uint64_t hist[1024];
   // Middle 10 bits of the keys in `bin`.
   memset(hist, 0, sizeof hist);
   for (uint64_t j = 0; j < m; ++j) {
-    const uint32_t kk = key(cand[j]);
+    const uint32_t kk = key(j);
     if ((kk >> kTopShift) == bin) ++hist[(kk >> 10) & 1023];
   }
   const BinPick mid = PickBin(hist, 1024, need);
@@ -107,7 +114,7 @@ Threshold RefineThreshold(const KeyFn& key, const uint32_t* cand, uint64_t m, ui
   // Low 10 bits of the keys sharing the top 22.
   memset(hist, 0, sizeof hist);
   for (uint64_t j = 0; j < m; ++j) {
-    const uint32_t kk = key(cand[j]);
+    const uint32_t kk = key(j);
     if ((kk >> 10) == prefix) ++hist[kk & 1023];
   }
   const BinPick low = PickBin(hist, 1024, need);
@@ -117,14 +124,14 @@ Threshold RefineThreshold(const KeyFn& key, const uint32_t* cand, uint64_t m, ui
   return t;
 }
 
-// Step 2: the exact k-th largest key among the m candidates (1 <= k <= m).
+// Step 2: the exact k-th largest key among the m candidates (1 <= k <= m),
+// `key(j)` being the j-th candidate's key.
 template <typename KeyFn>
-Threshold SelectAmongCandidates(const KeyFn& key, const uint32_t* cand, uint64_t m, uint64_t k,
-                                uint64_t* hist) {
+Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m, uint64_t k, uint64_t* hist) {
   memset(hist, 0, kTopBins * sizeof(uint64_t));
-  for (uint64_t j = 0; j < m; ++j) ++hist[key(cand[j]) >> kTopShift];
+  for (uint64_t j = 0; j < m; ++j) ++hist[key(j) >> kTopShift];
   const BinPick pick = PickBin(hist, kTopBins, k);
-  return RefineThreshold(key, cand, m, pick.bin, k - pick.above);
+  return RefineThreshold(key, m, pick.bin, k - pick.above);
 }
 
 }  // namespace internal

@@ -41,7 +41,9 @@ void Select(const internal::SelectTemp& t, const InvertedHashKey& key, uint64_t 
     }
     if (m < k) m = internal::CollectAll(n, t.candidates);  // an unlucky draw
   }
-  const internal::Threshold th = internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
+  const uint32_t* cand = t.candidates;
+  const internal::Threshold th = internal::SelectAmongCandidates(
+      [&](uint64_t j) { return key(cand[j]); }, m, k, t.hist);
   uint64_t j = 0, taken_equal = 0;
   for (uint64_t c = 0; c < m; ++c) {
     const uint32_t idx = t.candidates[c];
@@ -59,7 +61,7 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
     return;
   }
   if (k == 0) return;
-  const internal::SelectTemp t = internal::CarveSelectTemp(temp);
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
   const InvertedHashKey key{StreamKey(seed, step, kStreamRandomK)};
   Select(t, key, n, k, indices);
 }

@@ -43,12 +43,13 @@ inline bool ScanBlock(const float* g, float* r, uint64_t len, int32_t lower, int
 // which thereby already holds e_new = acc for every element that will not
 // be selected), counting non-finite acc, and appending (in index order)
 // every index whose key is >= `lower` (<= kMaxMagnitudeKey) to
-// `candidates`. Returns how many. Candidates are rare (about 1.25 k of n),
-// so blocks are tested with vectorized loops and only a block where
+// `candidates` and its acc to `candidate_values`. Returns how many.
+// Candidates are rare (about 1.25 k of n), so blocks are tested with vectorized loops and only a block where
 // something passes is walked element by element.
 template <bool kHasResidual>
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                              uint32_t* candidates, uint64_t* nonfinite) {
+                              uint32_t* candidates, float* candidate_values,
+                              uint64_t* nonfinite) {
   constexpr uint64_t kBlock = 32;
   const int32_t lo = static_cast<int32_t>(lower);
   uint64_t m = 0, bad = 0;
@@ -60,10 +61,13 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
                          ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
                          : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
     if (any) {
-      // Branch-free append: the store is unconditional, the count is not;
-      // the candidate buffer has room for n.
+      // Branch-free append: the stores are unconditional, the count is
+      // not; the candidate buffers have room for n. acc is read back from
+      // the block just written (in L1).
+      const float* acc = kHasResidual ? r : grad + start;
       for (uint64_t i = 0; i < len; ++i) {
         candidates[m] = static_cast<uint32_t>(start + i);
+        candidate_values[m] = acc[i];
         m += keys[i] >= lo;
       }
     }
@@ -73,10 +77,21 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
 }
 
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                              uint32_t* candidates, uint64_t* nonfinite) {
-  return residual != nullptr
-             ? AccumulateAndCollect<true>(grad, residual, n, lower, candidates, nonfinite)
-             : AccumulateAndCollect<false>(grad, residual, n, lower, candidates, nonfinite);
+                              const internal::SelectTemp& t, uint64_t* nonfinite) {
+  return residual != nullptr ? AccumulateAndCollect<true>(grad, residual, n, lower, t.candidates,
+                                                          t.candidate_values, nonfinite)
+                             : AccumulateAndCollect<false>(grad, residual, n, lower, t.candidates,
+                                                           t.candidate_values, nonfinite);
+}
+
+// The fallback when the sampled bound was too high: every element is a
+// candidate (acc is already complete, pass 1 having run).
+uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::SelectTemp& t) {
+  for (uint64_t i = 0; i < n; ++i) {
+    t.candidates[i] = static_cast<uint32_t>(i);
+    t.candidate_values[i] = acc[i];
+  }
+  return n;
 }
 
 // A key that about 1.25 k + slack of the n elements reach, estimated from
@@ -101,11 +116,10 @@ uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, 
   return sample[rank];
 }
 
-// Emits element `idx` as output j: its value rounded to the format, and its
-// residual acc - decoded.
-inline void Emit(const float* acc, float* residual, uint32_t idx, uint64_t j, ValueFormat format,
+// Emits element `idx`, whose acc is `a`, as output j: its value rounded to
+// the format, and its residual acc - decoded.
+inline void Emit(float a, float* residual, uint32_t idx, uint64_t j, ValueFormat format,
                  uint32_t* indices, uint8_t* values) {
-  const float a = acc[idx];
   indices[j] = idx;
   StoreValue(values, j, a, format);
   if (residual != nullptr) residual[idx] = ResidualAfter(a, RoundToFormat(a, format));
@@ -136,24 +150,24 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     *temp_bytes = internal::SelectTempBytes(n);
     return;
   }
-  const internal::SelectTemp t = internal::CarveSelectTemp(temp);
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
   const float* acc = residual != nullptr ? residual : grad;
   uint64_t nonfinite = 0;
   if (k == 0) {
     // Nothing to select: the fused pass only moves acc into the residual.
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t.candidates, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t, &nonfinite);
   } else {
     const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample);
-    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t.candidates, &nonfinite);
-    if (m < k) m = internal::CollectAll(n, t.candidates);  // the sample misjudged
-    const auto key = [acc](uint64_t i) { return MagnitudeKey(acc[i]); };
-    const internal::Threshold th = internal::SelectAmongCandidates(key, t.candidates, m, k, t.hist);
+    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
+    if (m < k) m = CollectAllWithValues(acc, n, t);  // the sample misjudged
+    const float* vals = t.candidate_values;
+    const internal::Threshold th = internal::SelectAmongCandidates(
+        [vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, t.hist);
     uint64_t j = 0, taken_equal = 0;
     for (uint64_t c = 0; c < m; ++c) {
-      const uint32_t idx = t.candidates[c];
-      const uint32_t kk = key(idx);
+      const uint32_t kk = MagnitudeKey(vals[c]);
       if (kk > th.key || (kk == th.key && taken_equal++ < th.take_equal)) {
-        Emit(acc, residual, idx, j++, format, indices, values);
+        Emit(vals[c], residual, t.candidates[c], j++, format, indices, values);
       }
     }
   }
@@ -167,20 +181,21 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     *temp_bytes = internal::SelectTempBytes(n);
     return;
   }
-  const internal::SelectTemp t = internal::CarveSelectTemp(temp);
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
   const float* acc = residual != nullptr ? residual : grad;
   uint64_t nonfinite = 0;
   ApproxTopKBand b;
   if (k == 0) {
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t.candidates, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t, &nonfinite);
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
     const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample);
-    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t.candidates, &nonfinite);
-    if (m < k) m = internal::CollectAll(n, t.candidates);
+    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
+    if (m < k) m = CollectAllWithValues(acc, n, t);
+    const float* vals = t.candidate_values;
     memset(t.hist, 0, kTopBins * sizeof(uint64_t));
-    for (uint64_t c = 0; c < m; ++c) ++t.hist[MagnitudeKey(acc[t.candidates[c]]) >> kTopShift];
+    for (uint64_t c = 0; c < m; ++c) ++t.hist[MagnitudeKey(vals[c]) >> kTopShift];
     const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
     const uint64_t fill = k - pick.above;
     b.lower_key = pick.bin << kTopShift;
@@ -189,10 +204,9 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     b.in_band = t.hist[pick.bin];
     uint64_t j = 0, filled = 0;
     for (uint64_t c = 0; c < m && j < k; ++c) {
-      const uint32_t idx = t.candidates[c];
-      const uint32_t bin = MagnitudeKey(acc[idx]) >> kTopShift;
+      const uint32_t bin = MagnitudeKey(vals[c]) >> kTopShift;
       if (bin > pick.bin || (bin == pick.bin && filled++ < fill)) {
-        Emit(acc, residual, idx, j++, format, indices, values);
+        Emit(vals[c], residual, t.candidates[c], j++, format, indices, values);
       }
     }
   }
