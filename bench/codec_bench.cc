@@ -152,6 +152,46 @@ void DecodeBench(benchmark::State& state, const std::string& spec) {
   ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations());
 }
 
+// What each rank runs per bucket after the allgather: P = 4 frames (from
+// four different gradients, as four ranks would send) decoded, summed and
+// divided by 4 into one dense output (DecodeAverageWith).
+void DecodeAverageBench(benchmark::State& state, const std::string& spec) {
+  const int64_t n = state.range(0);
+  constexpr int kRanks = 4;
+  std::unique_ptr<Codec> codec = MakeOrDie(spec);
+  const std::vector<float>& grad = Gradient(n);
+  std::vector<std::vector<uint8_t>> frames(kRanks);
+  std::vector<absl::Span<const uint8_t>> views;
+  std::vector<float> shifted(n);
+  for (int r = 0; r < kRanks; ++r) {
+    // Rank r's gradient: the shared one rotated, so selections overlap
+    // only partly (as different ranks' top-k do).
+    std::rotate_copy(grad.begin(), grad.begin() + (n / kRanks) * r, grad.end(), shifted.begin());
+    frames[r].resize(codec->MaxEncodedBytes(n));
+    absl::StatusOr<EncodeStats> stats =
+        codec->Encode(shifted, r, {}, absl::MakeSpan(frames[r]));
+    if (!stats.ok()) {
+      state.SkipWithError("encode failed");
+      return;
+    }
+    frames[r].resize(stats->frame_bytes);
+  }
+  for (const auto& f : frames) views.push_back(f);
+  std::vector<float> dense(n, 1.0f);
+  CodecScratch scratch;
+  size_t bad = 0;
+  const double t0 = ThreadCpuSeconds();
+  for (auto _ : state) {
+    absl::Status s = codec->DecodeAverage(views, kRanks, absl::MakeSpan(dense), &scratch, &bad);
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(dense.data());
+  }
+  ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations());
+}
+
 // Exact top-k selection alone (no error feedback, fp32 values) against
 // std::nth_element on a copy of |g|, both at k = 0.1% n.
 void BM_TopKSelect(benchmark::State& state) {
@@ -203,6 +243,13 @@ void RegisterCodecBenchmarks() {
   }
   for (const std::string& spec : specs) {
     benchmark::RegisterBenchmark(("Encode/" + spec).c_str(), EncodeBench, spec)
+        ->Arg(kSmall)
+        ->Arg(kResNet50)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  for (const std::string& spec : sparse) {
+    benchmark::RegisterBenchmark(("DecodeAverage4/" + spec).c_str(), DecodeAverageBench, spec)
         ->Arg(kSmall)
         ->Arg(kResNet50)
         ->Unit(benchmark::kMillisecond)

@@ -140,20 +140,18 @@ class SparseCodec : public Codec {
     return absl::OkStatus();
   }
 
-  // The sum lives in `out`: zero it, scatter-add every frame, then divide
-  // only the elements some frame touched (the others are 0 / divisor = +0
-  // already). A bitmap of n bits makes each touched element divided once.
+  // The sum lives in `out`: once every frame is valid, SparseAverage
+  // zeroes it, adds every frame and divides each touched element once (the
+  // others are 0 / divisor = +0 already), chunk by chunk in cache.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& scratch,
                                  size_t* bad_frame) const override {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
-    const uint64_t bitmap_words = (n + 63) / 64;
     ScratchLayout layout;
     const size_t at_indices = layout.Add(p * k * sizeof(uint32_t));
     const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
-    const size_t at_bitmap = layout.Add(bitmap_words * sizeof(uint64_t));
     layout.Place(scratch);
     // Validate everything first; `out` is not written until all frames pass.
     absl::InlinedVector<ParsedFrame, 16> parsed;
@@ -182,24 +180,13 @@ class SparseCodec : public Codec {
       }
       indices.push_back(mine);
     }
-    std::fill(out.begin(), out.end(), 0.0f);
+    absl::InlinedVector<kernels::cpu::SparseRun, 16> runs(p);
     for (size_t r = 0; r < p; ++r) {
-      kernels::cpu::SparseDecodeAccumulate(indices[r], parsed[r].sections.values.data(), k,
-                                           format_, out.data());
+      runs[r].indices = indices[r];
+      runs[r].values = parsed[r].sections.values.data();
+      runs[r].k = k;
     }
-    if (divisor == 1.0f) return absl::OkStatus();  // x / 1 == x: skip the pass
-    uint64_t* touched = layout.At<uint64_t>(at_bitmap);
-    std::fill(touched, touched + bitmap_words, uint64_t{0});
-    for (size_t r = 0; r < p; ++r) {
-      if (r > 0 && indices[r] == indices[r - 1]) continue;
-      for (uint64_t j = 0; j < k; ++j) {
-        const uint32_t i = indices[r][j];
-        const uint64_t bit = uint64_t{1} << (i & 63);
-        if ((touched[i >> 6] & bit) != 0) continue;
-        touched[i >> 6] |= bit;
-        out[i] /= divisor;
-      }
-    }
+    kernels::cpu::SparseAverage(runs.data(), p, format_, divisor, out.data(), n);
     return absl::OkStatus();
   }
 

@@ -1,0 +1,136 @@
+// SparseAverage (the chunked receive side of a sparse allgather) against
+// the sequence it replaces: zero out, SparseDecodeAccumulate every run in
+// order, divide each touched element once. Bit for bit, on fresh random
+// runs of every density regime (memset or chunk zeroing, scaled whole or
+// entry by entry), divisors with exact and inexact reciprocals, shared
+// index lists, all three value formats and lengths that end mid-chunk.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gradwire/kernels/cpu/sparse.h"
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace kernels {
+namespace {
+
+struct Runs {
+  std::vector<std::vector<uint32_t>> indices;
+  std::vector<std::vector<uint8_t>> values;
+  std::vector<cpu::SparseRun> runs;
+};
+
+// p runs over n elements, each holding about density * n entries (at
+// least one element apart, strictly increasing). With `share`, every run
+// uses run 0's indices, as random-k frames of one step do.
+Runs MakeRuns(std::mt19937_64& rng, uint64_t n, int p, double density, ValueFormat format,
+              bool share) {
+  Runs out;
+  std::uniform_real_distribution<double> u(0, 1);
+  std::normal_distribution<float> normal;
+  out.indices.resize(p);
+  out.values.resize(p);
+  for (int r = 0; r < p; ++r) {
+    if (r == 0 || !share) {
+      for (uint64_t i = 0; i < n; ++i) {
+        if (u(rng) < density) out.indices[r].push_back(static_cast<uint32_t>(i));
+      }
+    } else {
+      out.indices[r] = out.indices[0];
+    }
+    const uint64_t k = out.indices[r].size();
+    const uint32_t width = ValueWidth(format);
+    out.values[r].resize(k * width);
+    for (uint64_t j = 0; j < k; ++j) {
+      // Random bit patterns of 16-bit formats; for fp32 a heavy-tailed
+      // mix including subnormals and exact cancellations.
+      if (format == ValueFormat::kFp32) {
+        float v = normal(rng) * std::pow(10.0f, static_cast<float>(rng() % 12) - 6);
+        if (rng() % 50 == 0) v = 1e-41f * (rng() % 2 ? 1 : -1);  // subnormal
+        std::memcpy(&out.values[r][4 * j], &v, 4);
+      } else {
+        uint16_t h = static_cast<uint16_t>(rng());
+        if ((h & 0x7c00) == 0x7c00 && format == ValueFormat::kFp16) h &= 0xbfff;  // finite
+        if ((h & 0x7f80) == 0x7f80 && format == ValueFormat::kBf16) h &= 0xbfff;
+        std::memcpy(&out.values[r][2 * j], &h, 2);
+      }
+    }
+  }
+  for (int r = 0; r < p; ++r) {
+    out.runs.push_back({out.indices[r].data(), out.values[r].data(), out.indices[r].size()});
+  }
+  return out;
+}
+
+std::vector<float> Reference(const Runs& runs, ValueFormat format, float divisor, uint64_t n) {
+  std::vector<float> out(n, 0.0f);
+  std::vector<bool> touched(n, false);
+  for (const cpu::SparseRun& run : runs.runs) {
+    cpu::SparseDecodeAccumulate(run.indices, run.values, run.k, format, out.data());
+    for (uint64_t j = 0; j < run.k; ++j) touched[run.indices[j]] = true;
+  }
+  for (uint64_t i = 0; i < n; ++i) {
+    if (touched[i]) out[i] /= divisor;
+  }
+  return out;
+}
+
+void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint32_t a, b;
+    std::memcpy(&a, &got[i], 4);
+    std::memcpy(&b, &want[i], 4);
+    ASSERT_EQ(a, b) << "element " << i << ": " << got[i] << " vs " << want[i];
+  }
+}
+
+TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const float divisors[] = {1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f,
+                            std::ldexp(1.0f, 100), std::ldexp(1.0f, -130)};
+  for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+    for (double density : {0.0005, 0.01, 0.05, 0.3, 1.0}) {
+      for (int p : {1, 2, 3, 4, 5}) {
+        for (bool share : {false, true}) {
+          // Lengths ending mid-chunk, below one chunk, and empty.
+          const uint64_t n = (rng() % 3 == 0) ? rng() % 5000 : 20000 + rng() % 30000;
+          const Runs runs = MakeRuns(rng, n, p, density, format, share);
+          for (float divisor : divisors) {
+            SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(format)
+                                            << " density " << density << " p " << p
+                                            << " share " << share << " n " << n
+                                            << " divisor " << divisor);
+            std::vector<float> out(n, 123.0f);  // old contents must not leak
+            cpu::SparseAverage(runs.runs.data(), p, format, divisor, out.data(), n);
+            ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, Reference(runs, format, divisor, n)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SparseAverageTest, UntouchedElementsArePositiveZero) {
+  std::vector<uint32_t> idx = {5};
+  const float v = -3.0f;
+  cpu::SparseRun run{idx.data(), reinterpret_cast<const uint8_t*>(&v), 1};
+  std::vector<float> out(10000, -1.0f);
+  cpu::SparseAverage(&run, 1, ValueFormat::kFp32, 4.0f, out.data(), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (i == 5) {
+      EXPECT_EQ(out[i], -0.75f);
+    } else {
+      ASSERT_FALSE(std::signbit(out[i])) << i;
+      ASSERT_EQ(out[i], 0.0f) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kernels
+}  // namespace gradwire
