@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gloo/algorithm.h"
+#include "gloo/common/error.h"
 #include "gloo/allgather.h"
 #include "gloo/allgatherv.h"
 #include "gloo/allreduce.h"
@@ -22,6 +24,7 @@
 #include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
 #include "gradwire/transport/gloo_status.h"
 
 namespace gradwire {
@@ -64,6 +67,10 @@ const char* OpName(uint64_t op) {
   }
   return "unknown";
 }
+
+// Slot prefix of DirectAllgatherv's messages; Gloo's own algorithms use
+// 0x01..0x08 (gloo/types.h).
+constexpr uint8_t kDirectAllgatherSlotPrefix = 0x20;
 
 // Flags in Descriptor::value (for ops whose value is not data).
 // kArgsBad: "my arguments were bad": every rank then fails together
@@ -287,11 +294,51 @@ absl::Status GlooGroup::Fail(absl::Status status) {
   return status;
 }
 
+void GlooGroup::DirectAllgatherv(const uint8_t* mine, absl::Span<const uint64_t> sizes,
+                                 uint8_t* out) {
+  std::vector<uint64_t> offsets(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) offsets[r + 1] = offsets[r] + sizes[r];
+  if (sizes[rank_] > 0) std::memcpy(out + offsets[rank_], mine, sizes[rank_]);
+  const uint64_t slot = gloo::Slot::build(kDirectAllgatherSlotPrefix, NextTag());
+  std::unique_ptr<gloo::transport::UnboundBuffer> send, recv;
+  if (sizes[rank_] > 0) {
+    send = context_->createUnboundBuffer(const_cast<uint8_t*>(mine), sizes[rank_]);
+  }
+  if (offsets[size_] > sizes[rank_]) recv = context_->createUnboundBuffer(out, offsets[size_]);
+  // Both sides know every size, so a zero-byte block is simply not sent.
+  // Peers in staggered order: rank r first sends to r + 1 and receives
+  // from r - 1, so no single rank is everyone's first destination.
+  int sends = 0, recvs = 0;
+  for (int i = 1; i < size_; ++i) {
+    const int to = (rank_ + i) % size_;
+    const int from = (rank_ - i + size_) % size_;
+    if (send != nullptr) send->send(to, slot), ++sends;
+    if (sizes[from] > 0) recv->recv(from, slot, offsets[from], sizes[from]), ++recvs;
+  }
+  // One deadline for the whole exchange. Gloo throws IoException on a
+  // timeout or a dead peer; false means the wait was aborted.
+  const auto deadline = std::chrono::steady_clock::now() + ToChrono(options_.timeout);
+  for (; recvs > 0; --recvs) {
+    if (!recv->waitRecv(deadline)) throw gloo::IoException("direct allgather: receive aborted");
+  }
+  for (; sends > 0; --sends) {
+    if (!send->waitSend(deadline)) throw gloo::IoException("direct allgather: send aborted");
+  }
+}
+
 absl::Status GlooGroup::Agree(const Descriptor& mine, std::vector<Descriptor>* all) {
   all->assign(size_, Descriptor());
   (*all)[rank_] = mine;
   if (size_ == 1) return absl::OkStatus();
   Descriptor in = mine;
+  if (UseDirectAllgather()) {
+    const std::vector<uint64_t> sizes(size_, sizeof(Descriptor));
+    absl::Status s = CallGloo(absl::StrCat(OpName(mine.op), ": agreement round"), [&] {
+      DirectAllgatherv(reinterpret_cast<const uint8_t*>(&in), sizes,
+                       reinterpret_cast<uint8_t*>(all->data()));
+    });
+    return s.ok() ? s : Fail(s);
+  }
   absl::Status s = CallGloo(absl::StrCat(OpName(mine.op), ": agreement round"), [&] {
     gloo::AllgatherOptions opts(context_);
     opts.setInput(&in, 1);
@@ -457,6 +504,12 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
     return call.Finish(absl::OkStatus());
   }
   if (total == 0) return call.Finish(absl::OkStatus());  // nothing moves anywhere
+  if (UseDirectAllgather()) {
+    // Our block to each of the P - 1 peers; every block but ours in.
+    call.AddBytes(sizes[rank_] * (size_ - 1), total - sizes[rank_]);
+    absl::Status s = CallGloo("allgatherv", [&] { DirectAllgatherv(mine.data(), sizes, out.data()); });
+    return call.Finish(s.ok() ? s : Fail(s));
+  }
   // The ring forwards every block but the next rank's; receives all but ours.
   call.AddBytes(total - sizes[(rank_ + 1) % size_], total - sizes[rank_]);
   std::vector<size_t> elements(sizes.begin(), sizes.end());

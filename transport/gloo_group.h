@@ -70,6 +70,12 @@ struct GroupOptions {
   // Largest contribution one rank may make to an allgatherv; larger sizes
   // are refused on every rank before any receive is posted.
   uint64_t max_bytes_per_rank = uint64_t{1} << 31;
+  // Groups of at most this many ranks gather directly: each rank sends its
+  // block to every peer at once, one message hop where Gloo's ring takes
+  // P - 1 in sequence (each link carries the same bytes either way). The
+  // agreement round and allgatherv use it; larger groups use the ring,
+  // which keeps the number of connections busy at once bounded. 0: ring.
+  int direct_allgather_max_ranks = 16;
 };
 
 enum class AllreduceAlgorithm {
@@ -188,6 +194,14 @@ class GlooGroup {
                               absl::Span<uint8_t> out, bool agree);
   // The agreement round; fills all_ with every rank's descriptor.
   absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
+  // Allgatherv with every block sent straight to every peer (see
+  // GroupOptions::direct_allgather_max_ranks); `mine` holds sizes[rank_]
+  // bytes, `out` the sum of sizes. Throws what Gloo throws: call it
+  // inside CallGloo.
+  void DirectAllgatherv(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out);
+  bool UseDirectAllgather() const {
+    return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
+  }
   // Compares the descriptors across ranks; "collective mismatch" naming
   // ranks. `value_is_flags`: the value field carries argument flags (not
   // data, as in AllgatherU64, Split and ExpectSame).

@@ -144,6 +144,9 @@ std::unique_ptr<Job> Setup() {
   options.timeout =
       absl::Milliseconds(Arg("timeout_ms", absl::ToInt64Milliseconds(config->timeout)));
   options.max_bytes_per_rank = Arg("cap", options.max_bytes_per_rank);
+  // direct_max=0: Gloo's ring for the agreement round and allgatherv.
+  options.direct_allgather_max_ranks =
+      static_cast<int>(Arg("direct_max", options.direct_allgather_max_ranks));
   absl::StatusOr<std::unique_ptr<GlooGroup>> group =
       GlooGroup::Create(config->rank, config->world_size, job->store->Scoped("world"), options);
   if (!group.ok()) {

@@ -130,9 +130,9 @@ def expect_job_ok(nproc, scenario, *args, launch_args=()):
 
 # ---------------------------------------------------------------- results
 
-def test_allgatherv(n):
+def test_allgatherv(n, *args):
     def t():
-        expect_job_ok(n, "allgatherv")
+        expect_job_ok(n, "allgatherv", *args)
     return t
 
 
@@ -314,9 +314,9 @@ def test_redis_stalled():
 
 # ----------------------------------------------------------------- faults
 
-def start_loop_world(world, name):
+def start_loop_world(world, name, *args):
     env = job_env(name)
-    ranks = [Rank(r, world, "loop", ["loop_ms=20000"], env) for r in range(world)]
+    ranks = [Rank(r, world, "loop", ["loop_ms=20000", *args], env) for r in range(world)]
     for r in ranks:
         if not r.ready.wait(15):
             for x in ranks:
@@ -325,9 +325,9 @@ def start_loop_world(world, name):
     return ranks
 
 
-def test_kill(delay_ms, world=4, victim=2):
+def test_kill(delay_ms, *args, world=4, victim=2):
     def t():
-        ranks = start_loop_world(world, f"kill{delay_ms}")
+        ranks = start_loop_world(world, f"kill{delay_ms}{len(args)}", *args)
         ready_ms = float(re.search(r"t_ms=(\d+)", next(l for l in ranks[victim].lines
                                                        if l.startswith("READY"))).group(1))
         time.sleep(max(0.0, (ready_ms + delay_ms - now_ms()) / 1000.0))
@@ -488,6 +488,8 @@ def test_garbage_connections():
 
 TESTS = [
     *[(f"allgatherv_{n}_ranks", test_allgatherv(n)) for n in (2, 3, 5, 8)],
+    # Gloo's ring (groups above GroupOptions::direct_allgather_max_ranks).
+    *[(f"allgatherv_{n}_ranks_ring", test_allgatherv(n, "direct_max=0")) for n in (3, 5)],
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
     *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op", "inline_length", "fingerprint")],
@@ -501,6 +503,7 @@ TESTS = [
     ("redis_unreachable", test_redis_unreachable),
     ("redis_stalled", test_redis_stalled),
     *[(f"sigkill_at_{d}ms", test_kill(d)) for d in (0, 5, 50)],
+    ("sigkill_at_5ms_ring", test_kill(5, "direct_max=0")),
     ("sigstop", test_sigstop),
     ("rank_never_shows_up", test_rank_never_shows_up),
     ("garbage_connections", test_garbage_connections),
