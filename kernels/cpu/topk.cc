@@ -4,6 +4,10 @@
 
 #include <algorithm>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "gradwire/kernels/cpu/radix_select.h"
 
 namespace gradwire {
@@ -39,13 +43,32 @@ inline bool ScanBlock(const float* g, float* r, uint64_t len, int32_t lower, int
   return any != 0;
 }
 
+// Bit i set iff keys[i] >= lower, for a block of len <= 32 keys.
+inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
+  uint64_t mask = 0;
+#if defined(__SSE2__)
+  if (len == 32) {
+    const __m128i below = _mm_set1_epi32(lower - 1);  // 0 <= lower < 2^31: no wrap
+    for (int v = 0; v < 8; ++v) {
+      const __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(keys + 4 * v));
+      const int bits = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(k, below)));
+      mask |= static_cast<uint64_t>(bits) << (4 * v);
+    }
+    return mask;
+  }
+#endif
+  for (uint64_t i = 0; i < len; ++i) mask |= static_cast<uint64_t>(keys[i] >= lower) << i;
+  return mask;
+}
+
 // Pass 1 of exact top-k: acc = grad + residual (stored into the residual,
 // which thereby already holds e_new = acc for every element that will not
 // be selected), counting non-finite acc, and appending (in index order)
 // every index whose key is >= `lower` (<= kMaxMagnitudeKey) to
 // `candidates` and its acc to `candidate_values`. Returns how many.
-// Candidates are rare (about 1.25 k of n), so blocks are tested with vectorized loops and only a block where
-// something passes is walked element by element.
+// Candidates are rare (about 1.25 k of n), so blocks are tested with
+// vectorized loops, and in a block where something passes only the
+// passing elements are visited (a bit mask, lowest bit first).
 template <bool kHasResidual>
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
                               uint32_t* candidates, float* candidate_values,
@@ -61,14 +84,13 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
                          ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
                          : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
     if (any) {
-      // Branch-free append: the stores are unconditional, the count is
-      // not; the candidate buffers have room for n. acc is read back from
-      // the block just written (in L1).
-      const float* acc = kHasResidual ? r : grad + start;
-      for (uint64_t i = 0; i < len; ++i) {
+      // Usually one or two of the 32 pass: walk only those, lowest first.
+      const float* acc = kHasResidual ? r : grad + start;  // just written: in L1
+      for (uint64_t mask = PassMask(keys, len, lo); mask != 0; mask &= mask - 1) {
+        const int i = __builtin_ctzll(mask);
         candidates[m] = static_cast<uint32_t>(start + i);
         candidate_values[m] = acc[i];
-        m += keys[i] >= lo;
+        ++m;
       }
     }
   }
