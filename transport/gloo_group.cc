@@ -504,7 +504,7 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
     return call.Finish(absl::OkStatus());
   }
   if (total == 0) return call.Finish(absl::OkStatus());  // nothing moves anywhere
-  if (UseDirectAllgather()) {
+  if (UseDirectAllgatherv(sizes)) {
     // Our block to each of the P - 1 peers; every block but ours in.
     call.AddBytes(sizes[rank_] * (size_ - 1), total - sizes[rank_]);
     absl::Status s = CallGloo("allgatherv", [&] { DirectAllgatherv(mine.data(), sizes, out.data()); });

@@ -147,6 +147,9 @@ std::unique_ptr<Job> Setup() {
   // direct_max=0: Gloo's ring for the agreement round and allgatherv.
   options.direct_allgather_max_ranks =
       static_cast<int>(Arg("direct_max", options.direct_allgather_max_ranks));
+  // direct_block: largest allgatherv block sent directly (bytes).
+  options.direct_allgatherv_max_block_bytes =
+      Arg("direct_block", options.direct_allgatherv_max_block_bytes);
   absl::StatusOr<std::unique_ptr<GlooGroup>> group =
       GlooGroup::Create(config->rank, config->world_size, job->store->Scoped("world"), options);
   if (!group.ok()) {
