@@ -14,9 +14,13 @@ and checks itself against tools/cluster_bench.py's measurements.
 The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
   dense ring allreduce        2(P-1) alpha + 2(P-1)/P * 4n / B
-                              (+ (P-1) alpha: gradwire's agreement round per collective)
-  sparse ring allgather       2(P-1) alpha + (P-1) * s / B,  s = payload per rank
-                              (descriptors inside the agreement round, then frames)
+                              (+ gradwire's agreement round per collective: a gather
+                              of a few dozen bytes, 1 alpha direct for P <= 16, else
+                              (P-1) alpha by ring; transport/gloo_group.h)
+  sparse allgather            agreement + h alpha + (P-1) * s / B,  s = payload per
+                              rank (descriptors inside the agreement round, then
+                              frames); h = 1 (direct) for P <= 16 and s <= 256 KiB,
+                              else P-1 (ring); the bytes per link are the same
                               (top-k: 8k + frame; random-k: 4k; qsgd: nb/8 + 4n/512)
   flat at scale               every one of the N*G ranks is a ring member; a NIC
                               carries one ring edge per direction
@@ -160,10 +164,25 @@ def ring_allreduce_s(p, nbytes, bw, alpha):
     return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes / bw
 
 
-def ring_allgather_s(p, nbytes_per_rank, bw, alpha):
+# transport/gloo_group.h GroupOptions: gathers go direct (one message hop)
+# in groups of up to this many ranks; allgatherv only for blocks up to this.
+DIRECT_MAX_RANKS = 16
+DIRECT_MAX_BLOCK_BYTES = 256 << 10
+
+
+def agreement_s(p, alpha):
+    """gradwire's agreement round before every collective."""
     if p <= 1:
         return 0.0
-    return (p - 1) * alpha + (p - 1) * nbytes_per_rank / bw
+    return alpha if p <= DIRECT_MAX_RANKS else (p - 1) * alpha
+
+
+def allgather_s(p, nbytes_per_rank, bw, alpha):
+    """The frames' allgatherv: direct or ring, the same bytes per link."""
+    if p <= 1:
+        return 0.0
+    direct = p <= DIRECT_MAX_RANKS and nbytes_per_rank <= DIRECT_MAX_BLOCK_BYTES
+    return (1 if direct else p - 1) * alpha + (p - 1) * nbytes_per_rank / bw
 
 
 def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TCP_GOODPUT,
@@ -187,8 +206,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     # Dense buckets: one ring over all p ranks; a NIC carries one ring edge.
     for n in dense_b:
         wire += ring_allreduce_s(p, 4 * n, bw, alpha_s)
-        if agreement and p > 1:  # gradwire's agreement allgather before every collective
-            wire += (p - 1) * alpha_s
+        if agreement:  # gradwire's agreement round before every collective
+            wire += agreement_s(p, alpha_s)
         nic_bytes += 2 * (p - 1) / p * 4 * n if p > 1 else 0
     cpu_elements = 0
     gpu_s = 0.0
@@ -202,7 +221,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             # g parallel cross-node rings share the NIC: it carries g * s per step.
             # world-wide agreement (descriptors inside one agreement round),
             # then descriptors and frames across nodes (one round each).
-            wire += (p - 1) * alpha_s + 2 * (nodes - 1) * alpha_s + (nodes - 1) * g * s / bw
+            wire += (agreement_s(p, alpha_s) + agreement_s(nodes, alpha_s) +
+                     allgather_s(nodes, s, bw / g, alpha_s))
             nic_bytes += (nodes - 1) * g * s
             if g > 1 and intra:
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
@@ -210,10 +230,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             gpu_s += gpu_compress_s(m, shard, nodes)
         else:
             s = payload_bytes(m, n)
-            # one ring edge per NIC direction. The descriptors ride in
-            # GlooGroup's agreement round, and the frames' allgatherv skips
-            # its own (the table was just gathered): 2(P-1) messages in a row.
-            wire += (p - 1) * alpha_s + ring_allgather_s(p, s, bw, alpha_s)
+            # The descriptors ride in GlooGroup's agreement round, and the
+            # frames' allgatherv skips its own (the table was just gathered).
+            wire += agreement_s(p, alpha_s) + allgather_s(p, s, bw, alpha_s)
             nic_bytes += (p - 1) * s
             cpu_elements += n
             gpu_s += gpu_compress_s(m, n, p)
