@@ -248,7 +248,10 @@ void RegisterCodecBenchmarks() {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
-  for (const std::string& spec : sparse) {
+  std::vector<std::string> averaged = sparse;
+  averaged.push_back("topk:ratio=0.01,indices=raw");
+  averaged.push_back("approx_topk:ratio=0.001,indices=raw");
+  for (const std::string& spec : averaged) {
     benchmark::RegisterBenchmark(("DecodeAverage4/" + spec).c_str(), DecodeAverageBench, spec)
         ->Arg(kSmall)
         ->Arg(kResNet50)

@@ -524,9 +524,20 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
       }
       size_t pos = 0;
       uint64_t prev = 0;
+      const uint8_t* bytes = in.data();
       for (size_t i = 0; i < out.size(); ++i) {
         uint32_t raw;
-        if (absl::Status s = GetVarint(in, &pos, i, &raw); !s.ok()) return s;
+        // Fast path for the common one- and two-byte gaps (below 2^14);
+        // anything else, including every malformed case (a 0x00 second
+        // byte is overlong), goes through GetVarint's full checks.
+        if (pos < in.size() && bytes[pos] < 0x80) {
+          raw = bytes[pos++];
+        } else if (pos + 1 < in.size() && bytes[pos + 1] < 0x80 && bytes[pos + 1] != 0) {
+          raw = (bytes[pos] & 0x7fu) | uint32_t{bytes[pos + 1]} << 7;
+          pos += 2;
+        } else if (absl::Status s = GetVarint(in, &pos, i, &raw); !s.ok()) {
+          return s;
+        }
         // Gaps are stored minus one, so strictly increasing holds by
         // construction; the u64 sum cannot wrap (< 2^33).
         const uint64_t v = i == 0 ? raw : prev + 1 + raw;
