@@ -32,7 +32,11 @@ struct CompressionSpec {
   enum class ErrorFeedback { kDefault, kOn, kOff } error_feedback = ErrorFeedback::kDefault;
   uint64_t seed = 0;          // shared by all ranks (random-k, stochastic rounding)
   ValueType values = ValueType::kFp32;              // sparse methods: fp32/fp16/bf16
-  IndexEncoding indices = IndexEncoding::kRawU32;   // top-k methods: raw or varint
+  // Top-k methods: varint (default: sorted indices as delta varints, about
+  // 1.1-1.7 bytes each at 0.1-1 % density instead of 4; lossless, and
+  // the saving is what a 1-10 Gbit/s link notices) or raw (u32, cheapest
+  // to decode: for links fast enough that decode time matters more).
+  IndexEncoding indices = IndexEncoding::kDeltaVarint;
 
   // Parses the spec grammar above. Unknown methods or keys, and values out
   // of range, are InvalidArgument naming the key, its flag and the range.

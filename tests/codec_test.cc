@@ -161,7 +161,9 @@ TEST(CodecTest, DecodeRefusesFramesForAnotherSpec) {
   ExpectRefused("topk:ratio=0.1", "approx_topk:ratio=0.1", 1000, 1000, "codec id");
   ExpectRefused("topk:ratio=0.1", "topk:ratio=0.2", 1000, 1000, "element_count");
   ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1,values=fp16", 1000, 1000, "value_type");
-  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1,indices=varint", 1000, 1000, "index_encoding");
+  ExpectRefused("topk:ratio=0.1,indices=raw", "topk:ratio=0.1,indices=varint", 1000, 1000,
+                "index_encoding");
+  ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1,indices=raw", 1000, 1000, "index_encoding");
   ExpectRefused("topk:ratio=0.1", "topk:ratio=0.1", 1000, 999, "dense_length");
   ExpectRefused("randomk:ratio=0.1,seed=1", "randomk:ratio=0.1,seed=2", 1000, 1000, "seed");
   ExpectRefused("qsgd:bits=4", "qsgd:bits=3", 1000, 1000, "quant_bits");

@@ -15,9 +15,10 @@ import time
 ALL = ("none;fp16;bf16;topk:ratio=0.01;approx_topk:ratio=0.05;randomk:ratio=0.1,seed=7;"
        "qsgd:bits=4,bucket=64;sign:bucket=32")
 # k = 1 from a tiny ratio, fp16 values with varint indices (uneven frame
-# sizes across ranks), 2-bit QSGD, approximate top-k at 0.1 %.
+# sizes across ranks), raw u32 indices (the default is varint), 2-bit
+# QSGD, approximate top-k at 0.1 %.
 EXTRA = ("topk:ratio=0.000001;topk:ratio=0.02,values=fp16,indices=varint;"
-         "qsgd:bits=2,bucket=100;approx_topk:ratio=0.001")
+         "topk:ratio=0.01,indices=raw;qsgd:bits=2,bucket=100;approx_topk:ratio=0.001")
 
 # (name, nproc, ranks per node, scenario, args)
 CASES = [
