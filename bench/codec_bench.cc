@@ -228,6 +228,18 @@ void BM_TopKSelect(benchmark::State& state) {
 }
 BENCHMARK(BM_TopKSelect)->Arg(kSmall)->Arg(kResNet50)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// One benchmark per spec, at both sizes.
+void RegisterEach(const std::string& prefix, void (*fn)(benchmark::State&, const std::string&),
+                  const std::vector<std::string>& specs) {
+  for (const std::string& spec : specs) {
+    benchmark::RegisterBenchmark((prefix + spec).c_str(), fn, spec)
+        ->Arg(kSmall)
+        ->Arg(kResNet50)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+}
+
 void RegisterCodecBenchmarks() {
   std::vector<std::string> sparse;
   for (const char* method : {"topk", "approx_topk", "randomk"}) {
@@ -241,30 +253,12 @@ void RegisterCodecBenchmarks() {
                         "qsgd:bits=8,bucket=512", "sign:bucket=512", "fp16", "bf16", "none"}) {
     specs.push_back(s);
   }
-  for (const std::string& spec : specs) {
-    benchmark::RegisterBenchmark(("Encode/" + spec).c_str(), EncodeBench, spec)
-        ->Arg(kSmall)
-        ->Arg(kResNet50)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-  }
+  RegisterEach("Encode/", EncodeBench, specs);
   std::vector<std::string> averaged = sparse;
   averaged.push_back("topk:ratio=0.01,indices=raw");
   averaged.push_back("approx_topk:ratio=0.001,indices=raw");
-  for (const std::string& spec : averaged) {
-    benchmark::RegisterBenchmark(("DecodeAverage4/" + spec).c_str(), DecodeAverageBench, spec)
-        ->Arg(kSmall)
-        ->Arg(kResNet50)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-  }
-  for (const std::string& spec : specs) {
-    benchmark::RegisterBenchmark(("DecodeAccumulate/" + spec).c_str(), DecodeBench, spec)
-        ->Arg(kSmall)
-        ->Arg(kResNet50)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-  }
+  RegisterEach("DecodeAverage4/", DecodeAverageBench, averaged);
+  RegisterEach("DecodeAccumulate/", DecodeBench, specs);
 }
 
 }  // namespace

@@ -442,16 +442,21 @@ void GradientExchanger::CommLoop() {
   }
 }
 
-absl::Status GradientExchanger::Barrier(absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+absl::Status GradientExchanger::WaitIdleLocked(std::unique_lock<std::mutex>& lock,
+                                              absl::Duration timeout, const char* what) {
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
   if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
                            [&] { return !poison_.ok() || in_flight_ == 0; })) {
-    return absl::DeadlineExceededError(absl::StrCat("Barrier: ", in_flight_,
+    return absl::DeadlineExceededError(absl::StrCat(what, ": ", in_flight_,
                                                     " bucket(s) still in flight after ",
                                                     absl::FormatDuration(timeout)));
   }
-  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  return CheckHealthyLocked();
+}
+
+absl::Status GradientExchanger::Barrier(absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (absl::Status s = WaitIdleLocked(lock, timeout, "Barrier"); !s.ok()) return s;
   // Idle pipeline (in_flight_ == 0 under the lock): the communicator is
   // ours until the lock is released, as in Close.
   absl::Status s = comm_->Barrier();
@@ -461,13 +466,7 @@ absl::Status GradientExchanger::Barrier(absl::Duration timeout) {
 
 absl::Status GradientExchanger::Close(absl::Duration timeout) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
-  if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
-                           [&] { return !poison_.ok() || in_flight_ == 0; })) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "Close: ", in_flight_, " bucket(s) still in flight after ", absl::FormatDuration(timeout)));
-  }
-  if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
+  if (absl::Status s = WaitIdleLocked(lock, timeout, "Close"); !s.ok()) return s;
   // The pipeline is idle (in_flight_ == 0 under the lock) and takes no
   // new bucket once poisoned below, so the communicator is ours to close.
   absl::Status s = comm_->Close();

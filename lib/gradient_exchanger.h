@@ -221,6 +221,10 @@ class GradientExchanger {
   void EnqueueLocked(Bucket* bucket);
   absl::Status PoisonLocked(absl::Status status);
   absl::Status CheckHealthyLocked() const;
+  // Waits (up to `timeout`) until no bucket is in flight; the failure, if
+  // any, names `what`. OK means healthy and idle, with `lock` held.
+  absl::Status WaitIdleLocked(std::unique_lock<std::mutex>& lock, absl::Duration timeout,
+                              const char* what);
   bool DoneLocked(const Bucket& bucket) const;
   absl::StatusOr<Bucket*> PlanTensorLocked(absl::string_view name, uint64_t size,
                                            ExchangePath path);
