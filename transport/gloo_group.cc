@@ -312,8 +312,14 @@ void GlooGroup::DirectAllgatherv(const uint8_t* mine, absl::Span<const uint64_t>
   for (int i = 1; i < size_; ++i) {
     const int to = (rank_ + i) % size_;
     const int from = (rank_ - i + size_) % size_;
-    if (send != nullptr) send->send(to, slot), ++sends;
-    if (sizes[from] > 0) recv->recv(from, slot, offsets[from], sizes[from]), ++recvs;
+    if (send != nullptr) {
+      send->send(to, slot);
+      ++sends;
+    }
+    if (sizes[from] > 0) {
+      recv->recv(from, slot, offsets[from], sizes[from]);
+      ++recvs;
+    }
   }
   // One deadline for the whole exchange. Gloo throws IoException on a
   // timeout or a dead peer; false means the wait was aborted.
