@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/lib/codec_frame.h"
 
@@ -180,13 +181,11 @@ class SparseCodec : public Codec {
       }
       indices.push_back(mine);
     }
-    absl::InlinedVector<kernels::cpu::SparseRun, 16> runs(p);
+    absl::InlinedVector<kernels::SparsePayload, 16> payloads(p);
     for (size_t r = 0; r < p; ++r) {
-      runs[r].indices = indices[r];
-      runs[r].values = parsed[r].sections.values.data();
-      runs[r].k = k;
+      payloads[r] = {indices[r], parsed[r].sections.values.data(), k, format_};
     }
-    kernels::cpu::SparseAverage(runs.data(), p, format_, divisor, out.data(), n);
+    kernels::cpu::SparseAverage(payloads, divisor, out);
     return absl::OkStatus();
   }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -21,7 +22,7 @@ namespace {
 struct Runs {
   std::vector<std::vector<uint32_t>> indices;
   std::vector<std::vector<uint8_t>> values;
-  std::vector<cpu::SparseRun> runs;
+  std::vector<SparsePayload> runs;
 };
 
 // p runs over n elements, each holding about density * n entries (at
@@ -61,7 +62,7 @@ Runs MakeRuns(std::mt19937_64& rng, uint64_t n, int p, double density, ValueForm
     }
   }
   for (int r = 0; r < p; ++r) {
-    out.runs.push_back({out.indices[r].data(), out.values[r].data(), out.indices[r].size()});
+    out.runs.push_back({out.indices[r].data(), out.values[r].data(), out.indices[r].size(), format});
   }
   return out;
 }
@@ -69,9 +70,9 @@ Runs MakeRuns(std::mt19937_64& rng, uint64_t n, int p, double density, ValueForm
 std::vector<float> Reference(const Runs& runs, ValueFormat format, float divisor, uint64_t n) {
   std::vector<float> out(n, 0.0f);
   std::vector<bool> touched(n, false);
-  for (const cpu::SparseRun& run : runs.runs) {
-    cpu::SparseDecodeAccumulate(run.indices, run.values, run.k, format, out.data());
-    for (uint64_t j = 0; j < run.k; ++j) touched[run.indices[j]] = true;
+  for (const SparsePayload& run : runs.runs) {
+    cpu::SparseDecodeAccumulate(run.indices, run.values, run.count, format, out.data());
+    for (uint64_t j = 0; j < run.count; ++j) touched[run.indices[j]] = true;
   }
   for (uint64_t i = 0; i < n; ++i) {
     if (touched[i]) out[i] /= divisor;
@@ -106,7 +107,7 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
                                             << " share " << share << " n " << n
                                             << " divisor " << divisor);
             std::vector<float> out(n, 123.0f);  // old contents must not leak
-            cpu::SparseAverage(runs.runs.data(), p, format, divisor, out.data(), n);
+            cpu::SparseAverage(runs.runs, divisor, absl::MakeSpan(out));
             ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, Reference(runs, format, divisor, n)));
           }
         }
@@ -118,9 +119,9 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
 TEST(SparseAverageTest, UntouchedElementsArePositiveZero) {
   std::vector<uint32_t> idx = {5};
   const float v = -3.0f;
-  cpu::SparseRun run{idx.data(), reinterpret_cast<const uint8_t*>(&v), 1};
+  const SparsePayload run{idx.data(), reinterpret_cast<const uint8_t*>(&v), 1, ValueFormat::kFp32};
   std::vector<float> out(10000, -1.0f);
-  cpu::SparseAverage(&run, 1, ValueFormat::kFp32, 4.0f, out.data(), out.size());
+  cpu::SparseAverage({run}, 4.0f, absl::MakeSpan(out));
   for (size_t i = 0; i < out.size(); ++i) {
     if (i == 5) {
       EXPECT_EQ(out[i], -0.75f);

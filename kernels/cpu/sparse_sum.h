@@ -40,6 +40,26 @@ namespace cpu {
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Span<float> dense,
                               const SparseSumOptions& options);
 
+// The receive side of a sparse allgather, as lib's DecodeAverage needs it
+// (bit for bit what the codec contract promises), into all of `dense`:
+//   dense[i] = (((0 + v_0[i]) + v_1[i]) + ... + v_{P-1}[i]) / divisor
+// for every i some payload holds (added in payload order, absent entries
+// adding nothing, divided once; divisor 1 divides nothing), and 0 for every
+// other i: what zeroing dense, SparseDecodeAccumulate of each payload in
+// order and one division of each touched element give. Unlike
+// SparseSumToDense (which multiplies every element by a scale, as the CUDA
+// kernel does) it divides, and it checks nothing: the caller has validated
+// the payloads (indices strictly increasing and < dense.size(), known
+// formats). Several payloads may share one index list (random-k).
+//
+// Why not that sequence: its scattered adds and divisions each miss the
+// cache (dense is the whole gradient, payloads cover a few % of it). Here
+// dense is walked once in chunks that fit in L1: each chunk is zeroed,
+// gets its share of every payload and is divided while still in cache (by
+// a multiply over the whole chunk when 1 / divisor is exact, e.g. P = 4).
+void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                   absl::Span<float> dense);
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire
