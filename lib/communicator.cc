@@ -146,6 +146,7 @@ void Communicator::AddWire(const transport::GlooGroup& group, ExchangeStats* cos
   cost->bytes_sent += group.last_call().bytes_sent;
   cost->bytes_received += group.last_call().bytes_received;
   cost->wire_time += group.last_call().wire_time;
+  cost->sync_time += group.last_call().agree_time;
   if (&group == node_.get()) {
     cost->intra_node_bytes_sent += group.last_call().bytes_sent;
     cost->intra_node_bytes_received += group.last_call().bytes_received;

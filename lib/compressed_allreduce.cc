@@ -123,6 +123,7 @@ absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bu
     stats->bytes_sent += group.last_call().bytes_sent;
     stats->bytes_received += group.last_call().bytes_received;
     stats->wire_time += group.last_call().wire_time;
+    stats->sync_time += group.last_call().agree_time;
   }
   GRADWIRE_RETURN_IF_ERROR(s);
   return CheckTable(group, absl::MakeConstSpan(agree_.data(), p), mine, /*check_frames=*/false);
@@ -194,6 +195,7 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
     cost.bytes_sent += group.last_call().bytes_sent;
     cost.bytes_received += group.last_call().bytes_received;
     cost.wire_time += group.last_call().wire_time;
+    cost.sync_time += group.last_call().agree_time;
   };
   auto finish = [&](absl::Status s) {
     if (stats != nullptr) stats->Add(cost);

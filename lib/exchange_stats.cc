@@ -17,6 +17,7 @@ void ExchangeStats::Add(const ExchangeStats& other) {
   compress_time += other.compress_time;
   auth_time += other.auth_time;
   wire_time += other.wire_time;
+  sync_time += other.sync_time;
   wait_time += other.wait_time;
   copy_time += other.copy_time;
   span_time += other.span_time;
@@ -34,12 +35,13 @@ double ExchangeStats::OverlapFraction() const {
 std::string ExchangeStats::ToString() const {
   std::string out = absl::StrFormat(
       "%d buckets (%d dense, %d compressed), %d elements: sent %d B (%d B intra-node), "
-      "received %d B (%d B intra-node); compress %.3f ms, auth %.3f ms, wire %.3f ms, "
-      "wait %.3f ms",
+      "received %d B (%d B intra-node); compress %.3f ms, auth %.3f ms, wire %.3f ms "
+      "(sync %.3f ms), wait %.3f ms",
       dense_buckets + compressed_buckets, dense_buckets, compressed_buckets, elements, bytes_sent,
       intra_node_bytes_sent, bytes_received, intra_node_bytes_received,
       absl::ToDoubleMilliseconds(compress_time), absl::ToDoubleMilliseconds(auth_time),
-      absl::ToDoubleMilliseconds(wire_time), absl::ToDoubleMilliseconds(wait_time));
+      absl::ToDoubleMilliseconds(wire_time), absl::ToDoubleMilliseconds(sync_time),
+      absl::ToDoubleMilliseconds(wait_time));
   if (span_time > absl::ZeroDuration()) {
     absl::StrAppendFormat(&out, "; copy %.3f ms, span %.3f ms, overlap %.0f%%",
                           absl::ToDoubleMilliseconds(copy_time),

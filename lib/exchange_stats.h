@@ -9,6 +9,11 @@
 //                  averaging: what compression costs in compute;
 //   auth_time      signing and verifying frame MACs;
 //   wire_time      inside transport calls (network, and slower peers);
+//   sync_time      the part of wire_time spent in the transport's
+//                  agreement rounds, which end only once every peer has
+//                  arrived: mostly waiting for the slowest peer (still
+//                  compressing, or, ranks sharing cores, descheduled).
+//                  wire_time - sync_time is the transfer proper;
 //   wait_time      the training thread blocked waiting for results (the
 //                  part of the exchange that did not overlap backprop);
 //   copy_time      writing averaged buckets back into the caller's
@@ -43,6 +48,7 @@ struct ExchangeStats {
   absl::Duration compress_time = absl::ZeroDuration();
   absl::Duration auth_time = absl::ZeroDuration();
   absl::Duration wire_time = absl::ZeroDuration();
+  absl::Duration sync_time = absl::ZeroDuration();  // within wire_time
   absl::Duration wait_time = absl::ZeroDuration();
   absl::Duration copy_time = absl::ZeroDuration();
   absl::Duration span_time = absl::ZeroDuration();
@@ -61,7 +67,8 @@ struct ExchangeStats {
 
   // One line, e.g. "3 buckets (1 dense, 2 compressed), 1200000 elements:
   // sent 1500000 B (0 B intra-node), received 4400000 B (0 B intra-node);
-  // compress 3.100 ms, auth 0.200 ms, wire 12.000 ms, wait 4.000 ms",
+  // compress 3.100 ms, auth 0.200 ms, wire 12.000 ms (sync 2.000 ms),
+  // wait 4.000 ms",
   // then "; copy 1.000 ms, span 13.000 ms, overlap 80%" when it has a span.
   std::string ToString() const;
 };

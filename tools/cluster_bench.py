@@ -232,7 +232,8 @@ class Ranks:
 RANK_LINE = re.compile(
     r"rank (\d+): .*iter median ([\d.]+) ms p90 ([\d.]+) ms; per iter sent ([\d.]+) MB "
     r"received ([\d.]+) MB(?: \(of which intra-node [\d.]+ / [\d.]+ MB\))?; "
-    r"compress ([\d.]+) ms, auth ([\d.]+) ms, wire ([\d.]+) ms")
+    r"compress ([\d.]+) ms, auth ([\d.]+) ms, wire ([\d.]+) ms"
+    r"(?: \(sync ([\d.]+), transfer ([\d.]+)\))?")
 
 
 TRANSPORT_LINE = re.compile(r"^(\S.*?)\s{2,}([\d.]+) ms\s+([\d.]+)x dense ring\s*(.*)$")
@@ -321,7 +322,9 @@ class Bench:
                     "bytes_received_per_iter": float(mt.group(5)) * 1e6,
                     "compress_ms_median": float(mt.group(6)),
                     "auth_ms_median": float(mt.group(7)),
-                    "wire_ms_median": float(mt.group(8))})
+                    "wire_ms_median": float(mt.group(8)),
+                    "sync_ms_median": mt.group(9) and float(mt.group(9)),
+                    "transfer_ms_median": mt.group(10) and float(mt.group(10))})
         res["per_rank"] = per_rank
         self.progress(text + f": {res['iter_ms']['median']:.1f} ms/iter "
                       f"({time.monotonic() - t0:.0f} s)", final=True)
@@ -450,6 +453,9 @@ def derive(case, link_bps, shaped, dense):
                                 if case["wire_ms_median"] > 0 else None)
         case["wire_speedup_min_rank"] = (dense["wire_ms_min_rank"] / case["wire_ms_min_rank"]
                                          if case.get("wire_ms_min_rank") else None)
+        case["transfer_speedup"] = (dense["transfer_ms_median"] / case["transfer_ms_median"]
+                                    if dense.get("transfer_ms_median")
+                                    and case.get("transfer_ms_median") else None)
 
 
 def fmt(v, spec, none="-"):
@@ -461,7 +467,7 @@ def print_table(results, out=sys.stdout):
             f"{'iter ms':>8s} {'p90 ms':>8s} {'MB/rank':>8s} {'util':>5s} {'w.util':>6s} "
             f"{'compr ms':>8s} {'alone ms':>8s} {'wire ms':>8s} {'wire min':>8s} {'floor ms':>8s} "
             f"{'xfloor':>6s} {'xfl.run':>7s} {'speedup':>7s} {'x best':>7s} {'wire x':>7s} "
-            f"{'wmin x':>7s}")
+            f"{'wmin x':>7s} {'sync ms':>8s} {'xfer x':>7s}")
     print(head, file=out)
     print("-" * len(head), file=out)
     for c in results["cases"]:
@@ -477,7 +483,9 @@ def print_table(results, out=sys.stdout):
               f"{fmt(c.get('speedup'), '6.2f'):>6s}x "
               f"{fmt(c.get('speedup_vs_best_dense'), '6.2f'):>6s}x "
               f"{fmt(c.get('wire_speedup'), '6.1f'):>6s}x "
-              f"{fmt(c.get('wire_speedup_min_rank'), '6.1f'):>6s}x", file=out)
+              f"{fmt(c.get('wire_speedup_min_rank'), '6.1f'):>6s}x "
+              f"{fmt(c.get('sync_ms_median'), '8.1f'):>8s} "
+              f"{fmt(c.get('transfer_speedup'), '6.1f'):>6s}x", file=out)
     cfg = results["config"]
     print(f"\n{cfg['cluster']}; {cfg['machine']['cores']} cores ({cfg['machine']['cpu']}), "
           f"kernel {cfg['machine']['kernel']}, {cfg['date_utc']}; load average "
@@ -491,7 +499,9 @@ def print_table(results, out=sys.stdout):
           "compression time alone), xfl.run = iter / max(MB/rank x 8 / link rate, compression "
           "time in the run); speedup = dense gradwire iter / iter; x best = the faster dense "
           "path (gradwire dense or DDP default) / iter; wire x / wmin x = dense wire / "
-          "wire (rank 0 / least-waiting rank).", file=out)
+          "wire (rank 0 / least-waiting rank); sync ms = the part of wire ms spent in agreement "
+          "rounds (waiting for the slowest peer to arrive); xfer x = dense (wire - sync) / "
+          "(wire - sync).", file=out)
 
 
 def evaluate_targets(results):
@@ -517,6 +527,11 @@ def evaluate_targets(results):
             ws = max(c.get("wire_speedup") or 0, c.get("wire_speedup_min_rank") or 0)
             add(f"{where}: wire-time speedup over dense", round(ws, 1), f">= {g[1]}", ws >= g[1],
                 "in-exchange wire time (includes waiting for slower peers)")
+            ts = c.get("transfer_speedup")
+            if ts is not None:
+                add(f"{where}: transfer-time speedup over dense", round(ts, 1), f">= {g[1]}",
+                    ts >= g[1], f"wire time less its agreement rounds ({c['sync_ms_median']:.0f} "
+                    f"of {c['wire_ms_median']:.0f} ms waiting for the slowest peer to arrive)")
             t = results.get("transport", {}).get(c["profile"], {}).get(c["link"])
             if t:
                 for r in t["rows"]:
@@ -565,9 +580,10 @@ def markdown(results):
            f"{cfg['iters']} timed iterations after {cfg['warmup']} warm-up; gradwire "
            f"{m['git_commit']}, torch {cfg.get('torch_version')}.", "",
            "| profile | link | P | system | method | iter ms (median) | p90 ms | MB/rank on link "
-           "| link util | compress ms (in run / alone) | wire ms (rank 0 / least) | floor ms | "
-           "x floor | speedup vs gradwire dense | vs best dense | wire speedup (rank 0 / least) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| link util | compress ms (in run / alone) | wire ms (rank 0 / least) | of which sync / "
+           "transfer | floor ms | x floor | speedup vs gradwire dense | vs best dense | "
+           "wire speedup (rank 0 / least) | transfer speedup |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for c in results["cases"]:
         b = c.get("bytes_on_wire_per_rank")
@@ -579,9 +595,11 @@ def markdown(results):
             f"{f(c.get('compress_ms_median'), '.1f')} / {f(c.get('compress_alone_ms'), '.1f')}"
             f"{'' if c.get('overlap_fraction_median') is None else ' (overlap %.0f%%)' % (100 * c['overlap_fraction_median'])} | "
             f"{f(c.get('wire_ms_median'), '.1f')} / {f(c.get('wire_ms_min_rank'), '.1f')} | "
+            f"{f(c.get('sync_ms_median'), '.1f')} / {f(c.get('transfer_ms_median'), '.1f')} | "
             f"{f(c.get('floor_ms'), '.1f')} | {f(c.get('x_floor'), '.2f')} | "
             f"{f(c.get('speedup'), '.2f')}x | {f(c.get('speedup_vs_best_dense'), '.2f')}x | "
-            f"{f(c.get('wire_speedup'), '.1f')}x / {f(c.get('wire_speedup_min_rank'), '.1f')}x |")
+            f"{f(c.get('wire_speedup'), '.1f')}x / {f(c.get('wire_speedup_min_rank'), '.1f')}x | "
+            f"{f(c.get('transfer_speedup'), '.1f')}x |")
     for prof, per_link in results.get("transport", {}).items():
         for link, t in per_link.items():
             out += ["", f"Transport only (no codec; bench/transport/transport_bench), {prof} "
@@ -917,6 +935,11 @@ def main(argv=None):
                             # rank that waited least bounds the transfer itself.
                             "wire_ms_min_rank": min((r["wire_ms_median"] for r in res["per_rank"]),
                                                     default=res["wire_ms_median"]),
+                            # The part of wire time in agreement rounds
+                            # (waiting for the slowest peer to arrive), and
+                            # the rest: the transfer with every rank present.
+                            "sync_ms_median": res.get("sync_ms_median"),
+                            "transfer_ms_median": res.get("transfer_ms_median"),
                             "wait_ms_median": res.get("wait_ms_median"),
                             "copy_ms_median": res.get("copy_ms_median"),
                             "span_ms_median": res.get("span_ms_median"),

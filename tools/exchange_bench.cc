@@ -248,7 +248,8 @@ int Main() {
   const absl::Duration timeout = config->timeout;
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
   std::vector<double> cpu_ms;  // this process's CPU time (all threads) per timed step
-  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, wait_ms, copy_ms, span_ms, overlap;
+  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, sync_ms, transfer_ms, wait_ms, copy_ms,
+      span_ms, overlap;
   ExchangeStats timed;
   // Where each gradient is written before a step ("backward", untimed):
   // its own buffer, or from the second step on its bucket slot.
@@ -290,6 +291,8 @@ int Main() {
     compress_ms.push_back(absl::ToDoubleMilliseconds(st.compress_time));
     auth_ms.push_back(absl::ToDoubleMilliseconds(st.auth_time));
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
+    sync_ms.push_back(absl::ToDoubleMilliseconds(st.sync_time));
+    transfer_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time - st.sync_time));
     wait_ms.push_back(absl::ToDoubleMilliseconds(st.wait_time));
     copy_ms.push_back(absl::ToDoubleMilliseconds(st.copy_time));
     span_ms.push_back(absl::ToDoubleMilliseconds(st.span_time));
@@ -307,13 +310,13 @@ int Main() {
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d); "
+      "(sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d); "
       "process CPU %.1f ms per step\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
       timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
       Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
-      Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
+      Percentile(sync_ms, 0.5), Percentile(transfer_ms, 0.5), Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
       eo.pipeline_depth, Percentile(cpu_ms, 0.5));
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
@@ -331,7 +334,8 @@ int Main() {
         "  \"intra_node_bytes_sent_per_iter\": %.0f,\n"
         "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
         "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
-        "  \"wire_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
+        "  \"wire_ms_median\": %.3f,\n  \"sync_ms_median\": %.3f,\n"
+        "  \"transfer_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
         "  \"pipeline_depth\": %d,\n  \"bucket_views\": %s,\n  \"copy_ms_median\": %.3f,\n"
         "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f,\n"
         "  \"align_steps\": %s,\n  \"process_cpu_ms_median\": %.3f,\n"
@@ -342,7 +346,8 @@ int Main() {
         Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
         timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
         timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
-        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(wait_ms, 0.5),
+        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(sync_ms, 0.5),
+        Percentile(transfer_ms, 0.5), Percentile(wait_ms, 0.5),
         eo.pipeline_depth, bucket_views ? "true" : "false", Percentile(copy_ms, 0.5),
         Percentile(span_ms, 0.5), Percentile(overlap, 0.5), align_steps ? "true" : "false",
         Percentile(cpu_ms, 0.5),

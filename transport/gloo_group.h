@@ -236,6 +236,7 @@ class GlooGroup {
   uint32_t splits_ = 0;
   CallStats last_call_;
   TransferTotals totals_;
+  absl::Duration agree_time_;  // of the call in progress (Agree adds, Call books)
 
   // Halving-doubling algorithms bind (register) their buffers when built,
   // so they are cached per (tensor, length) and reused; all ranks agree on

@@ -5,6 +5,11 @@
 // so they compare directly with the byte floors in the design notes.
 // Wire time is wall time inside the transport call, agreement round
 // included: time this rank was blocked on the network or on slower peers.
+// Agree time is the part of it spent in the agreement round, which no
+// rank leaves before the last one has arrived: one small message per
+// peer, plus however long this rank waited for its slowest peer to reach
+// the collective (still compressing, or descheduled). wire - agree is the
+// transfer proper, with every rank present.
 #ifndef GRADWIRE_TRANSPORT_TRANSFER_STATS_H_
 #define GRADWIRE_TRANSPORT_TRANSFER_STATS_H_
 
@@ -22,10 +27,12 @@ struct CallStats {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   absl::Duration wire_time = absl::ZeroDuration();
+  absl::Duration agree_time = absl::ZeroDuration();  // within wire_time
 
   std::string ToString() const {
-    return absl::StrFormat("%s: sent %d B, received %d B, %.3f ms", op, bytes_sent, bytes_received,
-                           absl::ToDoubleMilliseconds(wire_time));
+    return absl::StrFormat("%s: sent %d B, received %d B, %.3f ms (%.3f ms agreeing)", op,
+                           bytes_sent, bytes_received, absl::ToDoubleMilliseconds(wire_time),
+                           absl::ToDoubleMilliseconds(agree_time));
   }
 };
 
@@ -35,12 +42,14 @@ struct TransferTotals {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   absl::Duration wire_time = absl::ZeroDuration();
+  absl::Duration agree_time = absl::ZeroDuration();
 
   void Add(const CallStats& call) {
     ++calls;
     bytes_sent += call.bytes_sent;
     bytes_received += call.bytes_received;
     wire_time += call.wire_time;
+    agree_time += call.agree_time;
   }
 
   std::string ToString() const {

@@ -110,6 +110,7 @@ py::dict StatsDict(const ExchangeStats& s) {
   d["compress_s"] = absl::ToDoubleSeconds(s.compress_time);
   d["auth_s"] = absl::ToDoubleSeconds(s.auth_time);
   d["wire_s"] = absl::ToDoubleSeconds(s.wire_time);
+  d["sync_s"] = absl::ToDoubleSeconds(s.sync_time);
   d["wait_s"] = absl::ToDoubleSeconds(s.wait_time);
   return d;
 }

@@ -59,6 +59,11 @@ def main():
         check(finite_positive(c["bytes_on_wire_per_rank"]), f"{name}: bytes on the wire > 0")
         check(len(c["per_rank"]) == P, f"{name}: a summary line from each of {P} ranks")
         check(c["wire_ms_median"] >= 0, f"{name}: wire time >= 0")
+        # Per step sync <= wire and transfer = wire - sync, so their medians
+        # cannot exceed wire's either.
+        for part in ("sync_ms_median", "transfer_ms_median"):
+            check(0 <= c[part] <= c["wire_ms_median"] + 1e-6,
+                  f"{name}: {part} {c[part]} within wire time {c['wire_ms_median']}")
         if shaped:
             # Payload cannot cross a link faster than its rate, except what
             # tbf's token bucket lets through at once: it refills between a
