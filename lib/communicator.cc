@@ -126,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::ConnectAt(
   transport::GroupOptions group_options;
   group_options.bind_address = std::string(bind_address);
   if (config.timeout > absl::ZeroDuration()) group_options.timeout = config.timeout;
+  group_options.event_loop_nice = options.event_loop_nice;
   absl::StatusOr<std::unique_ptr<transport::GlooGroup>> world = transport::GlooGroup::Create(
       config.rank, config.world_size, (*store)->Scoped("world"), group_options);
   if (!world.ok()) return world.status();

@@ -64,6 +64,9 @@ struct CommunicatorOptions {
   // 1-D tensors (biases, norm scales) go dense whatever their size.
   bool dense_one_dimensional = true;
   transport::AllreduceAlgorithm dense_algorithm = transport::AllreduceAlgorithm::kRing;
+  // Connect / ConnectAt: transport::GroupOptions::event_loop_nice (0..19),
+  // for ranks that share a machine's cores.
+  int event_loop_nice = 0;
 };
 
 enum class ExchangePath { kDense, kCompressed };

@@ -300,6 +300,7 @@ class Bench:
             argv.append(f"--bucket_views={'true' if a.bucket_views else 'false'}")
             if a.pipeline_depth:
                 argv.append(f"--pipeline_depth={a.pipeline_depth}")
+            argv.append(f"--event_loop_nice={a.event_loop_nice}")
             if rank == 0:
                 argv.append(f"--json_out={json_out}")
             if cluster is not None:
@@ -331,7 +332,8 @@ class Bench:
         return res
 
     def compression_alone(self, profile_file, extra, m):
-        """One rank, loopback, machine to itself: the codec's own time."""
+        """One rank, loopback, machine to itself: the codec's own time (ms per
+        step, auth included) and the process CPU that step took (ms)."""
         a = self.args
         job = f"alone-{secrets.token_hex(3)}"
         json_out = os.path.join(self.run_dir, f"{job}.json")
@@ -344,7 +346,8 @@ class Bench:
         ranks.wait(a.case_timeout_s, lambda e: None)
         with open(json_out) as f:
             res = json.load(f)
-        return res["compress_ms_median"] + res.get("auth_ms_median", 0.0)
+        return (res["compress_ms_median"] + res.get("auth_ms_median", 0.0),
+                res.get("process_cpu_ms_median"))
 
     # -- transport only ----------------------------------------------------
     def run_transport(self, cluster, n, hosts, label, link_bps):
@@ -731,6 +734,13 @@ def parse_args(argv):
     p.add_argument("--pipeline_depth", type=int, default=0,
                    help="exchanger pipeline slots (1 = no overlap of compression with the "
                    "wire); 0 = exchange_bench's default")
+    p.add_argument("--event_loop_nice", type=int, default=19,
+                   help="exchange_bench --event_loop_nice: raise the nice value of Gloo's "
+                        "event-loop thread in every gradwire rank. Emulated hosts share this "
+                        "machine's cores, and Gloo's loop spins on a pair whose lock a "
+                        "descheduled thread holds (transport/gloo_group.h); at 19 the spin "
+                        "yields (4 hosts, 1 Gbit/s: approx top-k 81-84 -> 68 ms per step). "
+                        "0 leaves the loop alone. DDP peers run PyTorch's own Gloo, untouched")
     p.add_argument("--timeout_ms", type=int, default=120000, help="deadline of every collective")
     p.add_argument("--case_timeout_s", type=float, default=900)
     p.add_argument("--no_latency_probe", action="store_true",
@@ -843,6 +853,7 @@ def main(argv=None):
         "methods": [m["name"] for m in gw_methods], "peers": a.peer_list,
         "iters": a.iters, "warmup": a.warmup, "bucket_size_mb": a.bucket_size_mb,
         "pipeline_depth": a.pipeline_depth or "exchange_bench default",
+        "event_loop_nice": a.event_loop_nice,
         "bucket_views": bool(a.bucket_views),
         "torch_version": torch_version, "tcp_goodput_factor": TCP_GOODPUT,
         "command": " ".join([os.path.basename(sys.argv[0])] + (sys.argv[1:] if argv is None else argv)),
@@ -870,7 +881,7 @@ def main(argv=None):
             with open(profile_file, "w") as f:
                 f.write("\n".join("x".join(str(d) for d in s) for s in shapes) + "\n")
             n_params = sum(model_profiles.numel(s) for s in shapes)
-            alone = {}
+            alone, alone_cpu = {}, {}
             if not a.no_alone:
                 for m in gw_methods:
                     if m["codec"] != "none":
@@ -878,7 +889,8 @@ def main(argv=None):
                         if key not in alone:
                             sys.stderr.write(f"[alone] {prof} {key}: compression time of one rank "
                                              "with the machine to itself\n")
-                            alone[key] = bench.compression_alone(profile_file, extra, m)
+                            alone[key], alone_cpu[key] = bench.compression_alone(
+                                profile_file, extra, m)
             for link in links:
                 cluster = None
                 if ns_ok:
@@ -946,6 +958,10 @@ def main(argv=None):
                             "overlap_fraction_median": res.get("overlap_fraction_median"),
                             "pipeline_depth": res.get("pipeline_depth"),
                             "compress_alone_ms": alone.get(m["name"].replace("+hier", "")),
+                            # Rank 0's process CPU (all threads, user + system)
+                            # per timed step, and the alone run's.
+                            "process_cpu_ms_median": res.get("process_cpu_ms_median"),
+                            "cpu_alone_ms": alone_cpu.get(m["name"].replace("+hier", "")),
                             "dense_buckets": res.get("dense_buckets"),
                             "compressed_buckets": res.get("compressed_buckets"),
                             "per_rank": res["per_rank"],

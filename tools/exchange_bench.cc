@@ -62,6 +62,10 @@ ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradien
 ABSL_FLAG(int, pipeline_depth, 2,
           "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
           "and decode one bucket at a time, no overlap)");
+ABSL_FLAG(int, event_loop_nice, 0,
+          "raise the nice value of Gloo's event-loop thread by this much (0..19): where ranks "
+          "share cores, Gloo's loop spins while a descheduled thread holds a pair's lock "
+          "(transport/gloo_group.h, GroupOptions::event_loop_nice)");
 ABSL_FLAG(bool, bucket_views, true,
           "after the first step write each gradient into its bucket slot (zero-copy, like "
           "DDP's gradient_as_bucket_view, which tools/ddp_peer.py also sets); false: "
@@ -229,6 +233,7 @@ int Main() {
   CommunicatorOptions options;
   options.compression = *spec;
   options.hierarchical = absl::GetFlag(FLAGS_hierarchical);
+  options.event_loop_nice = absl::GetFlag(FLAGS_event_loop_nice);
   options.dense_below_elements = absl::GetFlag(FLAGS_dense_below_elements);
   options.dense_one_dimensional = absl::GetFlag(FLAGS_dense_one_dimensional);
   const std::string algo = absl::GetFlag(FLAGS_dense_algorithm);

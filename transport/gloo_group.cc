@@ -1,12 +1,17 @@
 #include "gradwire/transport/gloo_group.h"
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -176,6 +181,35 @@ __attribute__((noinline)) void RunBoundBufferAlgorithm(gloo::Algorithm* algorith
 
 }  // namespace
 
+namespace {
+
+// Creates a TCP device, whose constructor starts Gloo's event-loop thread,
+// with that thread's nice value raised by `nice` (GroupOptions). A Linux
+// thread inherits its creator's nice value, so the device is created by a
+// short-lived thread that first raises its own: nothing else changes,
+// and raising a nice value needs no privilege. Throws what Gloo throws.
+std::shared_ptr<gloo::transport::Device> CreateDeviceWithLoopNice(
+    const gloo::transport::tcp::attr& attr, int nice) {
+  if (nice == 0) return gloo::transport::tcp::CreateDevice(attr);
+  std::shared_ptr<gloo::transport::Device> device;
+  std::exception_ptr error;
+  std::thread([&] {
+    const id_t self = static_cast<id_t>(syscall(SYS_gettid));
+    errno = 0;
+    const int current = getpriority(PRIO_PROCESS, self);
+    if (errno == 0) setpriority(PRIO_PROCESS, self, std::min(19, current + nice));
+    try {
+      device = gloo::transport::tcp::CreateDevice(attr);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  if (error) std::rethrow_exception(error);
+  return device;
+}
+
+}  // namespace
+
 // The fixed-size record every rank contributes to the agreement round.
 // Always kDescriptorBytes, so this exchange itself can never mismatch in
 // size. An Allgather of at most kInlineAllgatherBytes per rank travels in
@@ -236,12 +270,17 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Create(int rank, int size,
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("GlooGroup timeout must be positive");
   }
+  if (options.event_loop_nice < 0 || options.event_loop_nice > 19) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooGroup event_loop_nice must be in [0, 19], not ", options.event_loop_nice,
+                     " (lowering a nice value needs privileges)"));
+  }
   IgnoreSigpipeIfDefault();
   std::shared_ptr<gloo::transport::Device> device;
   absl::Status s = CallGloo(absl::StrCat("creating TCP device on ", options.bind_address), [&] {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.bind_address;
-    device = gloo::transport::tcp::CreateDevice(attr);
+    device = CreateDeviceWithLoopNice(attr, options.event_loop_nice);
   });
   if (!s.ok()) return s;
   std::shared_ptr<gloo::Context> context;

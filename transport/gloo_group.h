@@ -81,6 +81,19 @@ struct GroupOptions {
   // direct). 0: always the ring.
   int direct_allgather_max_ranks = 16;
   uint64_t direct_allgatherv_max_block_bytes = 256 << 10;
+  // Added to the nice value of Gloo's TCP event-loop thread (0..19; the
+  // thread that reads every socket of the group's device). Gloo's loop
+  // try-locks a pair before handling its epoll event and, failing,
+  // returns to a level-triggered epoll_wait that fires again at once:
+  // while a thread posting a send or receive holds that pair's lock, the
+  // loop spins. With more runnable threads than cores (ranks of emulated
+  // hosts sharing a machine) the holder is often descheduled, and the spin
+  // takes a core from it (4 ranks on 2 cores: ~24K failed try-locks per
+  // second per rank). A positive value lets the spinning loop yield to
+  // the holder. It also lets any other busy thread of the machine delay
+  // network progress, so 0 (leave the loop as created) is the default;
+  // a machine shared by ranks of one job is where it pays.
+  int event_loop_nice = 0;
 };
 
 enum class AllreduceAlgorithm {

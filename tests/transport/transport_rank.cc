@@ -16,8 +16,10 @@
 //   CHECK <name> ok | CHECK <name> FAILED <why>
 // Exit status: 0 when every check passed (or the expected error came),
 // 1 on a failed check, 2 when setup failed (STATUS printed first).
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -36,6 +40,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -115,6 +120,32 @@ struct Job {
 
 // Reads the environment, opens the store, forms the world group. On
 // failure prints STATUS and returns null.
+// This process's thread ids (/proc/self/task).
+std::vector<int> ThreadIds() {
+  std::vector<int> out;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      int tid;
+      if (absl::SimpleAtoi(e->d_name, &tid)) out.push_back(tid);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+// A thread's nice value, field 19 of /proc/self/task/<tid>/stat; -100 if
+// unreadable.
+int ThreadNice(int tid) {
+  std::ifstream in(absl::StrCat("/proc/self/task/", tid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos) return -100;
+  std::vector<std::string> fields =
+      absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipEmpty());
+  int nice;  // fields[0] is field 3 (state), so field 19 is fields[16]
+  return fields.size() > 16 && absl::SimpleAtoi(fields[16], &nice) ? nice : -100;
+}
+
 std::unique_ptr<Job> Setup() {
   auto job = std::make_unique<Job>();
   const absl::Time start = absl::Now();
@@ -150,11 +181,31 @@ std::unique_ptr<Job> Setup() {
   // direct_block: largest allgatherv block sent directly (bytes).
   options.direct_allgatherv_max_block_bytes =
       Arg("direct_block", options.direct_allgatherv_max_block_bytes);
+  // loop_nice: GroupOptions::event_loop_nice.
+  options.event_loop_nice = static_cast<int>(Arg("loop_nice", 0));
+  const int nice_before = ThreadNice(static_cast<int>(syscall(SYS_gettid)));
   absl::StatusOr<std::unique_ptr<GlooGroup>> group =
       GlooGroup::Create(config->rank, config->world_size, job->store->Scoped("world"), options);
   if (!group.ok()) {
     PrintStatus(group.status(), absl::Now() - start);
     return nullptr;
+  }
+  if (options.event_loop_nice > 0) {
+    // Gloo's event-loop thread got the raised nice value; the thread that
+    // created the group kept its own.
+    const int want = std::min(19, nice_before + options.event_loop_nice);
+    std::vector<std::string> seen;
+    bool found = false;
+    for (int tid : ThreadIds()) {
+      const int nice = ThreadNice(tid);
+      seen.push_back(absl::StrCat(tid, ":", nice));
+      found = found || nice == want;
+    }
+    Check("event_loop_thread_niced", found,
+          absl::StrCat("want a thread at nice ", want, "; threads ", absl::StrJoin(seen, " ")));
+    const int nice_after = ThreadNice(static_cast<int>(syscall(SYS_gettid)));
+    Check("creating_thread_keeps_its_nice", nice_after == nice_before,
+          absl::StrCat(nice_before, " before, ", nice_after, " after"));
   }
   job->group = std::move(*group);
   Print(absl::StrCat("READY t_ms=", NowMs(),

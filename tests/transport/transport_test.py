@@ -492,6 +492,9 @@ TESTS = [
     *[(f"allgatherv_{n}_ranks_ring", test_allgatherv(n, "direct_max=0")) for n in (3, 5)],
     # Every allgatherv block direct, the 1 MiB ones included.
     ("allgatherv_5_ranks_all_direct", test_allgatherv(5, "direct_block=1000000000")),
+    # GroupOptions::event_loop_nice: the loop thread niced, the caller not.
+    ("allgatherv_3_ranks_loop_nice", test_allgatherv(3, "loop_nice=19")),
+    ("allgatherv_2_ranks_loop_nice_5", test_allgatherv(2, "loop_nice=5")),
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
     *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op", "inline_length", "fingerprint")],
