@@ -236,6 +236,8 @@ RANK_LINE = re.compile(
     r"(?: \(sync ([\d.]+), transfer ([\d.]+)\))?")
 
 
+CPU_LINE = re.compile(r"process CPU ([\d.]+) ms per step")
+
 TRANSPORT_LINE = re.compile(r"^(\S.*?)\s{2,}([\d.]+) ms\s+([\d.]+)x dense ring\s*(.*)$")
 
 
@@ -348,6 +350,27 @@ class Bench:
             res = json.load(f)
         return (res["compress_ms_median"] + res.get("auth_ms_median", 0.0),
                 res.get("process_cpu_ms_median"))
+
+    def exchange_cpu_loopback(self, profile_file, extra, m, world):
+        """`world` ranks on loopback, no link shaping, sharing this machine's
+        cores as the run's ranks do: the process CPU (all threads, user +
+        system) of one rank's step, median per rank, averaged over ranks.
+        It is the CPU cost of the exchange itself (codec, decode of every
+        peer's frame, MACs, the kernel's TCP work, thread hand-offs); the
+        planner's shared-core bound is world / cores x this."""
+        a = self.args
+        job = f"cpu-{secrets.token_hex(3)}"
+        ranks = Ranks(None, self.run_dir, job)
+        for rank in range(world):
+            argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
+                    f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
+                    f"--timeout_ms={a.timeout_ms}", f"--event_loop_nice={a.event_loop_nice}"]
+            argv += extra + [f for f in method_flags(m) if f != "--hierarchical"]
+            ranks.start(rank, 0, argv, self.rank_env(rank, world, world, job))
+        ranks.wait(a.case_timeout_s, lambda e: None)
+        cpu = [float(mt.group(1)) for r in range(world)
+               for mt in [CPU_LINE.search(ranks.output(r))] if mt]
+        return sum(cpu) / len(cpu) if len(cpu) == world else None
 
     # -- transport only ----------------------------------------------------
     def run_transport(self, cluster, n, hosts, label, link_bps):
@@ -881,7 +904,7 @@ def main(argv=None):
             with open(profile_file, "w") as f:
                 f.write("\n".join("x".join(str(d) for d in s) for s in shapes) + "\n")
             n_params = sum(model_profiles.numel(s) for s in shapes)
-            alone, alone_cpu = {}, {}
+            alone, alone_cpu, loop_cpu = {}, {}, {}
             if not a.no_alone:
                 for m in gw_methods:
                     if m["codec"] != "none":
@@ -891,6 +914,11 @@ def main(argv=None):
                                              "with the machine to itself\n")
                             alone[key], alone_cpu[key] = bench.compression_alone(
                                 profile_file, extra, m)
+                            if world > 1:
+                                sys.stderr.write(f"[cpu] {prof} {key}: {world} ranks on "
+                                                 "loopback, CPU per rank-step\n")
+                                loop_cpu[key] = bench.exchange_cpu_loopback(
+                                    profile_file, extra, m, world)
             for link in links:
                 cluster = None
                 if ns_ok:
@@ -962,6 +990,7 @@ def main(argv=None):
                             # per timed step, and the alone run's.
                             "process_cpu_ms_median": res.get("process_cpu_ms_median"),
                             "cpu_alone_ms": alone_cpu.get(m["name"].replace("+hier", "")),
+                            "cpu_loopback_ms": loop_cpu.get(m["name"].replace("+hier", "")),
                             "dense_buckets": res.get("dense_buckets"),
                             "compressed_buckets": res.get("compressed_buckets"),
                             "per_rank": res["per_rank"],

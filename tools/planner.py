@@ -31,6 +31,11 @@ bytes/s, alpha per message):
                               NIC: (N-1) * s_node / B, intra-node allgather
   compression                 CPU: per-element cost measured alone by cluster_bench
                               (x ranks/cores when ranks share this machine's cores);
+                              and, with more ranks than cores, a bound: the step is no
+                              shorter than ranks/cores x one rank's process CPU per step
+                              (measured on loopback with the same ranks: codec, decoding
+                              every peer's frame, MACs, kernel TCP) + the last bucket's
+                              transfer;
                               GPU: PREDICTED from byte floors at 3.0 TB/s
                               (REFERENCE.md), not measured in this project yet
   iteration                   serial: compression + wire (no overlap: hierarchical
@@ -364,6 +369,18 @@ def validate(results, alpha_s):
         if c["system"] == "gradwire":
             host = overhead.get((c["profile"], c["link"]), 0.0) * c["params"] * 1e-9
         pred += host
+        # Shared cores: with more ranks than cores (4 on 2 here) the step is
+        # no shorter than the ranks' CPU work spread over the cores: world /
+        # cores x one rank's CPU per step (process CPU: codec, decoding every
+        # peer's frame, MACs, kernel TCP, hand-offs; measured by cluster_bench
+        # with the same ranks on loopback, no link), plus the last bucket's
+        # transfer, which nothing overlaps.
+        cpu_bound = None
+        if (m["codec"] != "none" and not m["hierarchical"] and c.get("cpu_loopback_ms")
+                and c["world_size"] > cores):
+            nb = max(1, len(bucket_plan(shapes, compressing=True)[1]))
+            cpu_bound = c["world_size"] / cores * c["cpu_loopback_ms"] / 1e3 + pr["wire_s"] / nb
+            pred = max(pred, cpu_bound)
         # The same model fed the compression time the run itself measured
         # (ranks contending for 2 cores and memory bandwidth): checks the
         # wire and composition part of the model on its own.
@@ -389,7 +406,11 @@ def validate(results, alpha_s):
                "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3,
                "measured_compress_ms": c.get("compress_ms_median"),
                "host_overhead_ms": host * 1e3, "cpu_share": share,
-               "composition": ("pipelined" if pipelined and m["codec"] != "none" else "serial"),
+               "cpu_bound_ms": None if cpu_bound is None else cpu_bound * 1e3,
+               "composition": ("cpu-bound (shared cores)"
+                               if cpu_bound is not None and pred == cpu_bound
+                               else "pipelined" if pipelined and m["codec"] != "none"
+                               else "serial"),
                "alpha_us": alpha * 1e6,
                "link_goodput_gbit": (min(c["link_bps"] * TCP_GOODPUT / 8, measured_bw)
                                      if measured_bw else c["link_bps"] * TCP_GOODPUT / 8) * 8e-9}
@@ -403,7 +424,7 @@ def validate(results, alpha_s):
 def print_validation(rows, out=sys.stdout):
     print(f"{'system':8s} {'profile':10s} {'link':6s} {'P':>2s} {'method':20s} {'measured':>9s} "
           f"{'predicted':>9s} {'error':>7s} {'wire m/p':>15s} {'compr m/p':>15s} {'MB m/p':>15s} "
-          f"{'pred(in-run compr)':>18s}", file=out)
+          f"{'pred(in-run compr)':>18s}  composition", file=out)
     for r in rows:
         wm = r.get("measured_wire_ms")
         cm = r.get("measured_compress_ms")
@@ -415,13 +436,16 @@ def print_validation(rows, out=sys.stdout):
               f"{r.get('measured_mb_per_rank', 0):7.1f}/"
               f"{r.get('predicted_mb_per_rank', 0):<7.1f} "
               + (f"{r['predicted_inrun_ms']:8.1f}m {r['error_inrun_pct']:+6.1f}%"
-                 if r.get("predicted_inrun_ms") is not None else f"{'-':>17s}"), file=out)
+                 if r.get("predicted_inrun_ms") is not None else f"{'-':>17s}")
+              + f"  {r['composition']}"
+              + (f" (cpu bound {r['cpu_bound_ms']:.0f}m)" if r.get("cpu_bound_ms") else ""),
+              file=out)
     if rows:
         worst = max(abs(r["error_pct"]) for r in rows)
         mean = sum(abs(r["error_pct"]) for r in rows) / len(rows)
         print(f"planner error: mean |error| {mean:.1f} %, worst {worst:.1f} % over {len(rows)} "
               "cases (m = measured, p = predicted; compression from the codec's time alone x "
-              "ranks/cores)", file=out)
+              "ranks/cores, or the shared-core CPU bound where it is larger)", file=out)
         inrun = [abs(r["error_inrun_pct"] if r.get("error_inrun_pct") is not None else
                      r["error_pct"]) for r in rows]
         print(f"with the run's own compression times: mean |error| {sum(inrun) / len(inrun):.1f} "

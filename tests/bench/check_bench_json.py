@@ -84,6 +84,12 @@ def main():
         if name != "none":
             check(finite_positive(c["compress_ms_median"]), f"{name}: compression time > 0")
             check(finite_positive(c.get("compress_alone_ms")), f"{name}: compression alone > 0")
+            # The exchange's CPU per rank-step on loopback (planner's
+            # shared-core bound) includes the codec's time alone.
+            check(finite_positive(c.get("cpu_loopback_ms"))
+                  and c["cpu_loopback_ms"] >= 0.5 * c["compress_alone_ms"],
+                  f"{name}: loopback CPU per rank-step {c.get('cpu_loopback_ms')} ms "
+                  f"(codec alone {c['compress_alone_ms']} ms)")
             check(c["compressed_buckets"] >= 1, f"{name}: at least one compressed bucket")
             check(finite_positive(c.get("speedup")), f"{name}: speedup recorded")
     if dense is not None:
