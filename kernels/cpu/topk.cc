@@ -10,6 +10,21 @@
 
 #include "gradwire/kernels/cpu/radix_select.h"
 
+// The fused pass streams the whole gradient and residual, so it is built
+// twice, for x86-64-v3 (AVX2: twice the lanes per instruction) and for
+// the baseline, and the loader picks the clone the CPU runs (GCC
+// target_clones, an ifunc). It only adds and compares, so both clones
+// produce the same bits (no FMA contraction).
+// GRADWIRE_NO_CPU_CLONES builds the baseline only (//kernels:cpu_baseline,
+// which tests use to run the clone this machine's loader would not pick).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRADWIRE_NO_CPU_CLONES)
+#define GRADWIRE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GRADWIRE_CPU_CLONES
+#endif
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -70,9 +85,9 @@ inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
 // vectorized loops, and in a block where something passes only the
 // passing elements are visited (a bit mask, lowest bit first).
 template <bool kHasResidual>
-uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                              uint32_t* candidates, float* candidate_values,
-                              uint64_t* nonfinite) {
+__attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
+    const float* grad, float* residual, uint64_t n, uint32_t lower, uint32_t* candidates,
+    float* candidate_values, uint64_t* nonfinite) {
   constexpr uint64_t kBlock = 32;
   const int32_t lo = static_cast<int32_t>(lower);
   uint64_t m = 0, bad = 0;
@@ -98,8 +113,10 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
   return m;
 }
 
-uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                              const internal::SelectTemp& t, uint64_t* nonfinite) {
+GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollect(const float* grad, float* residual,
+                                                  uint64_t n, uint32_t lower,
+                                                  const internal::SelectTemp& t,
+                                                  uint64_t* nonfinite) {
   return residual != nullptr ? AccumulateAndCollect<true>(grad, residual, n, lower, t.candidates,
                                                           t.candidate_values, nonfinite)
                              : AccumulateAndCollect<false>(grad, residual, n, lower, t.candidates,
