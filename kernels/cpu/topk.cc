@@ -144,10 +144,23 @@ uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, 
   const uint64_t rank = internal::PaddedRank(k, n, s);
   if (rank >= s / 2) return 0;
   const uint64_t stride = n / s;
+  // One element per stride, at a scrambled offset so that periodic
+  // structure in the gradient (layer boundaries) cannot line up. The
+  // offset maps a 64-bit hash into [0, stride) by multiply-high (no
+  // division), and every sampled line is a cache miss, so they are
+  // prefetched kAhead samples early to keep many misses in flight.
+  auto at = [stride](uint64_t j) {
+    return j * stride +
+           static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64);
+  };
+  constexpr uint64_t kAhead = 16;
   for (uint64_t j = 0; j < s; ++j) {
-    // One element per stride, at a scrambled offset so that periodic
-    // structure in the gradient (layer boundaries) cannot line up.
-    const uint64_t i = j * stride + (Mix64(j) % stride);
+    if (j + kAhead < s) {
+      const uint64_t next = at(j + kAhead);
+      __builtin_prefetch(grad + next);
+      if (residual != nullptr) __builtin_prefetch(residual + next);
+    }
+    const uint64_t i = at(j);
     const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
     sample[j] = MagnitudeKey(a);
   }
