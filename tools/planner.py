@@ -329,6 +329,8 @@ def link_goodput(results, profile, link):
 def validate(results, alpha_s):
     cfg = results["config"]
     cores = cfg["machine"].get("cores") or 1
+    # The run's bucket size (cluster_bench records it; older runs used 25 MiB).
+    bucket_bytes = int(float(cfg.get("bucket_size_mb") or 25) * (1 << 20))
     cal = calibration(results)
     overhead = host_overhead_ns(results)
     rows = []
@@ -348,7 +350,7 @@ def validate(results, alpha_s):
         measured_bw = link_goodput(results, c["profile"], c["link"])
         alpha = probe["alpha_us"] * 1e-6 if probe else alpha_s
         share = max(1.0, c["world_size"] / cores)  # every rank of the run shares this machine
-        pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha,
+        pr = predict(shapes, m, hosts, rph, c["link_bps"], alpha_s=alpha, bucket_bytes=bucket_bytes,
                      cpu_ns_per_element=cal.get(key), cpu_share=share,
                      measured_bytes_per_s=measured_bw, agreement=c["system"] == "gradwire")
         # Overlap shortens the critical path only when a rank's wire time is
@@ -378,7 +380,7 @@ def validate(results, alpha_s):
         cpu_bound = None
         if (m["codec"] != "none" and not m["hierarchical"] and c.get("cpu_loopback_ms")
                 and c["world_size"] > cores):
-            nb = max(1, len(bucket_plan(shapes, compressing=True)[1]))
+            nb = max(1, len(bucket_plan(shapes, bucket_bytes, compressing=True)[1]))
             cpu_bound = c["world_size"] / cores * c["cpu_loopback_ms"] / 1e3 + pr["wire_s"] / nb
             pred = max(pred, cpu_bound)
         # The same model fed the compression time the run itself measured
@@ -389,7 +391,7 @@ def validate(results, alpha_s):
             comp = (c["compress_ms_median"] + (c.get("auth_ms_median") or 0)) / 1e3
             w = pr["wire_s"]
             if pipelined:
-                comp_b = bucket_plan(shapes, compressing=True)[1]
+                comp_b = bucket_plan(shapes, bucket_bytes, compressing=True)[1]
                 frac = max(comp_b) / max(1, sum(comp_b)) if comp_b else 0
                 pred_inrun = host + max(comp, w) + min(comp, w) * frac
             else:
