@@ -134,8 +134,9 @@ class PyCommunicator {
   PyCommunicator(const std::string& spec, const py::object& secret, bool hierarchical,
                  uint64_t dense_below_elements, bool dense_one_dimensional, double timeout_s,
                  const std::string& dense_algorithm, const std::string& job_suffix,
-                 bool emulate_nodes) {
+                 bool emulate_nodes, int event_loop_nice) {
     CommunicatorOptions options;
+    options.event_loop_nice = event_loop_nice;
     options.compression = Value(CompressionSpec::Parse(spec));
     options.hierarchical = hierarchical;
     options.dense_below_elements = dense_below_elements;
@@ -365,14 +366,17 @@ secret: str/bytes (>= 16 bytes), or None for $GRADWIRE_JOB_SECRET.
 job_suffix: appended to the job id, so several communicators (e.g. of
 different specs) can share one job's store.
 emulate_nodes: bind 127.0.0.1 although LOCAL_WORLD_SIZE < WORLD_SIZE
-(hierarchical tests with nodes emulated on one machine).)doc")
+(hierarchical tests with nodes emulated on one machine).
+event_loop_nice: 0..19 added to the nice value of Gloo's event-loop thread,
+for ranks that share a machine's cores (Gloo's loop otherwise spins while a
+descheduled thread holds a socket's lock; docs/communicator.md).)doc")
         .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
-                    const std::string&, const std::string&, bool>(),
+                    const std::string&, const std::string&, bool, int>(),
            py::arg("spec") = "none", py::arg("secret") = py::none(),
            py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
            py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
            py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "",
-           py::arg("emulate_nodes") = false)
+           py::arg("emulate_nodes") = false, py::arg("event_loop_nice") = 0)
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("size", &PyCommunicator::size)
       .def_property_readonly("spec", &PyCommunicator::spec)

@@ -171,6 +171,12 @@ def unit_main():
     return 0
 
 
+def thread_nice(tid):
+    """Nice value of this process's thread `tid` (field 19 of its stat)."""
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
 def rank_main(args):
     import torch
     import torch.distributed as dist
@@ -215,9 +221,13 @@ def rank_main(args):
     # With momentum correction the hook applies momentum and weight decay.
     opt = (torch.optim.SGD(ddp.parameters(), lr=0.2) if corrected else
            torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9))
+    # Ranks share this machine's cores: nice Gloo's event loop (and check
+    # that the option reached it: some thread of this process at nice 19).
     state = gradwire.ddp.GradwireState(args.spec, warmup_iters=3 if args.spec == "auto" else 2,
                                        overlap=bool(args.overlap), hierarchical=hier,
-                                       emulate_nodes=hier, **extra)
+                                       emulate_nodes=hier, event_loop_nice=19, **extra)
+    nices = [thread_nice(t) for t in os.listdir("/proc/self/task")]
+    check(19 in nices, f"event_loop_nice reaches Gloo's loop thread (thread nices {nices})")
     records = []  # (step, index, segments, input copy, output, (weights, params) or None)
     param_pos = {id(p): i for i, p in enumerate(model.parameters())}
     param_sizes = [p.numel() for p in model.parameters()]
