@@ -144,10 +144,7 @@ ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) cons
 }
 
 void Communicator::AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const {
-  cost->bytes_sent += group.last_call().bytes_sent;
-  cost->bytes_received += group.last_call().bytes_received;
-  cost->wire_time += group.last_call().wire_time;
-  cost->sync_time += group.last_call().agree_time;
+  cost->AddCall(group.last_call());
   if (&group == node_.get()) {
     cost->intra_node_bytes_sent += group.last_call().bytes_sent;
     cost->intra_node_bytes_received += group.last_call().bytes_received;

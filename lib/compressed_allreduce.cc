@@ -120,10 +120,7 @@ absl::Status CompressedAllreduce::Agree(transport::GlooGroup& group, uint32_t bu
       absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
       absl::MakeSpan(reinterpret_cast<uint8_t*>(agree_.data()), p * kDescriptorBytes));
   if (stats != nullptr) {
-    stats->bytes_sent += group.last_call().bytes_sent;
-    stats->bytes_received += group.last_call().bytes_received;
-    stats->wire_time += group.last_call().wire_time;
-    stats->sync_time += group.last_call().agree_time;
+    stats->AddCall(group.last_call());
   }
   GRADWIRE_RETURN_IF_ERROR(s);
   return CheckTable(group, absl::MakeConstSpan(agree_.data(), p), mine, /*check_frames=*/false);
@@ -192,10 +189,7 @@ absl::Status CompressedAllreduce::Transfer(transport::GlooGroup& group, InFlight
   const size_t p = group.size();
   ExchangeStats cost;
   auto add_wire = [&cost, &group]() {
-    cost.bytes_sent += group.last_call().bytes_sent;
-    cost.bytes_received += group.last_call().bytes_received;
-    cost.wire_time += group.last_call().wire_time;
-    cost.sync_time += group.last_call().agree_time;
+    cost.AddCall(group.last_call());
   };
   auto finish = [&](absl::Status s) {
     if (stats != nullptr) stats->Add(cost);

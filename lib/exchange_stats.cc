@@ -23,6 +23,13 @@ void ExchangeStats::Add(const ExchangeStats& other) {
   span_time += other.span_time;
 }
 
+void ExchangeStats::AddCall(const transport::CallStats& call) {
+  bytes_sent += call.bytes_sent;
+  bytes_received += call.bytes_received;
+  wire_time += call.wire_time;
+  sync_time += call.agree_time;
+}
+
 double ExchangeStats::OverlapFraction() const {
   const double cpu = absl::ToDoubleSeconds(cpu_time());
   const double wire = absl::ToDoubleSeconds(wire_time);

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "gradwire/transport/transfer_stats.h"
 
 namespace gradwire {
 
@@ -54,6 +55,10 @@ struct ExchangeStats {
   absl::Duration span_time = absl::ZeroDuration();
 
   void Add(const ExchangeStats& other);
+
+  // Books one transport call: its bytes, wire time and agreement (sync)
+  // time.
+  void AddCall(const transport::CallStats& call);
 
   // CPU-stage time: compress + auth + copy.
   absl::Duration cpu_time() const { return compress_time + auth_time + copy_time; }
