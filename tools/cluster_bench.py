@@ -286,6 +286,19 @@ class Bench:
         return env
 
     # -- gradwire ----------------------------------------------------------
+    def exchange_argv(self, profile_file, extra, m, flat=False):
+        """exchange_bench's command line for method `m` with this run's
+        settings; `flat` drops --hierarchical (the one-host measurements)."""
+        a = self.args
+        argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
+                f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
+                f"--timeout_ms={a.timeout_ms}",
+                f"--bucket_views={'true' if a.bucket_views else 'false'}",
+                f"--event_loop_nice={a.event_loop_nice}"]
+        if a.pipeline_depth:
+            argv.append(f"--pipeline_depth={a.pipeline_depth}")
+        return argv + extra + [f for f in method_flags(m) if not (flat and f == "--hierarchical")]
+
     def run_gradwire(self, cluster, profile_file, extra, m, world, per_host, label):
         a = self.args
         self.case_no += 1
@@ -295,14 +308,7 @@ class Bench:
         self.progress(text)
         ranks = Ranks(cluster, self.run_dir, f"case{self.case_no}")
         for rank in range(world):
-            argv = [a.exchange_bench, f"--profile_file={profile_file}",
-                    f"--iters={a.iters}", f"--warmup={a.warmup}",
-                    f"--bucket_size_mb={a.bucket_size_mb}", f"--timeout_ms={a.timeout_ms}"]
-            argv += extra + method_flags(m)
-            argv.append(f"--bucket_views={'true' if a.bucket_views else 'false'}")
-            if a.pipeline_depth:
-                argv.append(f"--pipeline_depth={a.pipeline_depth}")
-            argv.append(f"--event_loop_nice={a.event_loop_nice}")
+            argv = self.exchange_argv(profile_file, extra, m)
             if rank == 0:
                 argv.append(f"--json_out={json_out}")
             if cluster is not None:
@@ -340,10 +346,7 @@ class Bench:
         job = f"alone-{secrets.token_hex(3)}"
         json_out = os.path.join(self.run_dir, f"{job}.json")
         ranks = Ranks(None, self.run_dir, job)
-        argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
-                f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
-                f"--timeout_ms={a.timeout_ms}", f"--json_out={json_out}"]
-        argv += extra + [f for f in method_flags(m) if f != "--hierarchical"]
+        argv = self.exchange_argv(profile_file, extra, m, flat=True) + [f"--json_out={json_out}"]
         ranks.start(0, 0, argv, self.rank_env(0, 1, 1, job))
         ranks.wait(a.case_timeout_s, lambda e: None)
         with open(json_out) as f:
@@ -362,11 +365,8 @@ class Bench:
         job = f"cpu-{secrets.token_hex(3)}"
         ranks = Ranks(None, self.run_dir, job)
         for rank in range(world):
-            argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
-                    f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
-                    f"--timeout_ms={a.timeout_ms}", f"--event_loop_nice={a.event_loop_nice}"]
-            argv += extra + [f for f in method_flags(m) if f != "--hierarchical"]
-            ranks.start(rank, 0, argv, self.rank_env(rank, world, world, job))
+            ranks.start(rank, 0, self.exchange_argv(profile_file, extra, m, flat=True),
+                        self.rank_env(rank, world, world, job))
         ranks.wait(a.case_timeout_s, lambda e: None)
         cpu = [float(mt.group(1)) for r in range(world)
                for mt in [CPU_LINE.search(ranks.output(r))] if mt]
@@ -606,8 +606,9 @@ def markdown(results):
            f"{cfg['iters']} timed iterations after {cfg['warmup']} warm-up; gradwire "
            f"{m['git_commit']}, torch {cfg.get('torch_version')}.", "",
            "| profile | link | P | system | method | iter ms (median) | p90 ms | MB/rank on link "
-           "| link util | compress ms (in run / alone) | wire ms (rank 0 / least) | of which sync / "
-           "transfer | floor ms | x floor | speedup vs gradwire dense | vs best dense | "
+           "| link util | compress ms (in run / alone) | wire ms (rank 0 / least) "
+           "| of which sync / transfer | floor ms | x floor | speedup vs gradwire dense "
+           "| vs best dense | "
            "wire speedup (rank 0 / least) | transfer speedup |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     f = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731

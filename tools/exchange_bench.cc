@@ -253,8 +253,8 @@ int Main() {
   const absl::Duration timeout = config->timeout;
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
   std::vector<double> cpu_ms;  // this process's CPU time (all threads) per timed step
-  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, sync_ms, transfer_ms, wait_ms, copy_ms,
-      span_ms, overlap;
+  std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, sync_ms, transfer_ms, wait_ms,
+      copy_ms, span_ms, overlap;
   ExchangeStats timed;
   // Where each gradient is written before a step ("backward", untimed):
   // its own buffer, or from the second step on its bucket slot.
@@ -315,13 +315,14 @@ int Main() {
   std::printf(
       "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
       "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap %.0f%% (pipeline depth %d); "
-      "process CPU %.1f ms per step\n",
+      "(sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap %.0f%% "
+      "(pipeline depth %d); process CPU %.1f ms per step\n",
       config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
       timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
       timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
       Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
-      Percentile(sync_ms, 0.5), Percentile(transfer_ms, 0.5), Percentile(copy_ms, 0.5), Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
+      Percentile(sync_ms, 0.5), Percentile(transfer_ms, 0.5), Percentile(copy_ms, 0.5),
+      Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
       eo.pipeline_depth, Percentile(cpu_ms, 0.5));
   if (config->rank != 0) return 0;
   std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
