@@ -234,12 +234,15 @@ absl::Status Communicator::AllreduceMeanWithDense(uint32_t bucket, uint64_t step
   return Exchange(bucket, step, data, dense, ExchangePath::kCompressed);
 }
 
+absl::Status Communicator::CheckUsable() const {
+  if (poison_.ok()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
+}
+
 absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                     absl::Span<float> dense, ExchangePath path) {
-  if (!poison_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
-  }
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   // The residual's key: the bucket id in decimal. AlphaNum formats into
   // its own buffer, so no allocation.
   const absl::AlphaNum key(bucket);
@@ -286,10 +289,7 @@ absl::Status Communicator::FinishStage(CompressedAllreduce::InFlight& f, absl::S
 }
 
 absl::Status Communicator::Barrier() {
-  if (!poison_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
-  }
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   absl::Status s = world_->Barrier();
   if (!s.ok()) poison_ = s;
   return s;
@@ -332,10 +332,7 @@ absl::StatusOr<std::string> Communicator::SaveState() const {
 }
 
 absl::Status Communicator::RestoreState(absl::string_view state) {
-  if (!poison_.ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
-  }
+  if (absl::Status s = CheckUsable(); !s.ok()) return s;
   constexpr size_t kFixed = 4 + 6 * 4;
   if (state.size() < kFixed + 16 || std::memcmp(state.data(), kMagic, 4) != 0) {
     return absl::InvalidArgumentError(

@@ -199,6 +199,9 @@ class Communicator {
   Communicator(std::unique_ptr<transport::GlooGroup> world, std::unique_ptr<Codec> codec,
                FrameAuthenticator auth, const CommunicatorOptions& options);
 
+  // FailedPrecondition quoting the failure that poisoned this
+  // communicator, if one did.
+  absl::Status CheckUsable() const;
   // AllreduceMean and AllreduceMeanWithDense: one exchange, its cost
   // recorded and a failure poisoning the communicator. `dense` is empty
   // for AllreduceMean; path kDense never has one.

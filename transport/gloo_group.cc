@@ -179,10 +179,6 @@ __attribute__((noinline)) void RunBoundBufferAlgorithm(gloo::Algorithm* algorith
   algorithm->run();
 }
 
-}  // namespace
-
-namespace {
-
 // Creates a TCP device, whose constructor starts Gloo's event-loop thread,
 // with that thread's nice value raised by `nice` (GroupOptions). A Linux
 // thread inherits its creator's nice value, so the device is created by a
@@ -560,7 +556,8 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
   if (UseDirectAllgatherv(sizes)) {
     // Our block to each of the P - 1 peers; every block but ours in.
     call.AddBytes(sizes[rank_] * (size_ - 1), total - sizes[rank_]);
-    absl::Status s = CallGloo("allgatherv", [&] { DirectAllgatherv(mine.data(), sizes, out.data()); });
+    absl::Status s =
+        CallGloo("allgatherv", [&] { DirectAllgatherv(mine.data(), sizes, out.data()); });
     return call.Finish(s.ok() ? s : Fail(s));
   }
   // The ring forwards every block but the next rank's; receives all but ours.

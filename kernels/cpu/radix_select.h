@@ -8,8 +8,7 @@
 //      every index whose key >= T0 to the candidate list (index order),
 //      top-k also its value (so that later passes read candidates in order
 //      instead of gathering them from n floats, a cache miss each); if
-//      fewer than k made it, it
-//      recollects with T0 = 0 (everything);
+//      fewer than k made it, it recollects with T0 = 0 (everything);
 //   2. SelectAmongCandidates histograms the candidates' top 12 key bits,
 //      finds the bin holding the k-th largest key, and two 10-bit
 //      histogram passes over only that bin's candidates give the exact

@@ -7,7 +7,6 @@
 
 #include "absl/container/inlined_vector.h"
 
-
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -62,7 +61,8 @@ bool ReciprocalIsExact(float d) {
 // Adds a payload's entries from j on whose index is below `end` into
 // `chunk`, which holds out[c0, ...); returns where they stop.
 template <ValueFormat kFormat>
-uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end, float* chunk) {
+uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end,
+                    float* chunk) {
   for (; j < run.count && run.indices[j] < end; ++j) {
     chunk[run.indices[j] - c0] += LoadValue(run.values, j, kFormat);
   }
@@ -84,7 +84,8 @@ uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t 
 
 }  // namespace
 
-void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor, absl::Span<float> dense) {
+void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                   absl::Span<float> dense) {
   float* out = dense.data();
   const uint64_t n = dense.size();
   const uint64_t p = payloads.size();
@@ -105,7 +106,9 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor, absl
     const uint64_t len = std::min(n - c0, kChunk);
     float* chunk = out + c0;
     if (!prezero) std::fill(chunk, chunk + len, 0.0f);
-    for (uint64_t r = 0; r < p; ++r) end[r] = AddToChunk(payloads[r], begin[r], c0, c0 + len, chunk);
+    for (uint64_t r = 0; r < p; ++r) {
+      end[r] = AddToChunk(payloads[r], begin[r], c0, c0 + len, chunk);
+    }
     uint64_t entries = 0;
     for (uint64_t r = 0; r < p; ++r) entries += end[r] - begin[r];
     if (divisor == 1.0f || entries == 0) {
