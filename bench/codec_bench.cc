@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "gradwire/kernels/cpu/topk.h"
-#include "gradwire/lib/codec.h"
-#include "gradwire/lib/compression_spec.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/compression_spec.h"
 
 namespace gradwire {
 namespace {

@@ -1,7 +1,7 @@
 // Every codec x value type x index encoding: round trip, the
 // error-feedback contract bit for bit, and refusal of frames that do not
 // match the receiver's spec (with `dense` untouched).
-#include "gradwire/lib/codec.h"
+#include "gradwire/lib/codec/codec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "gradwire/lib/compression_spec.h"
+#include "gradwire/lib/codec/compression_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "gradwire/lib/error_feedback.h"
+#include "gradwire/lib/codec/error_feedback.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

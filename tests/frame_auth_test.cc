@@ -3,7 +3,7 @@
 // can be forged, altered, misattributed or replayed is refused with its
 // own status code and message. Secrets load from value, environment and
 // file with clear errors.
-#include "gradwire/lib/frame_auth.h"
+#include "gradwire/lib/codec/frame_auth.h"
 
 #include <linux/capability.h>
 #include <openssl/evp.h>

@@ -3,7 +3,7 @@
 // own status code and message. Hostile frames are built by patching bytes
 // and recomputing the checksum here (XXH3-64, as the grammar says), so each
 // field check is reached rather than hidden behind a checksum mismatch.
-#include "gradwire/lib/wire_format.h"
+#include "gradwire/lib/codec/wire_format.h"
 
 #include <xxhash.h>
 

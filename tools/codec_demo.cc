@@ -22,9 +22,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "gradwire/lib/codec.h"
-#include "gradwire/lib/compression_spec.h"
-#include "gradwire/lib/error_feedback.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/error_feedback.h"
 
 // Flags are strings parsed here, so that a malformed value gets the same
 // clear message and exit status as an out-of-range one.

@@ -40,11 +40,11 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
 echo "fuzz.sh: building in $work" >&2
 "$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
-  "$root/lib/wire_format.cc" "$root/lib/frame_auth.cc" \
+  "$root/lib/codec/wire_format.cc" "$root/lib/codec/frame_auth.cc" \
   "$root/tests/fuzz/wire_format_fuzzer.cc" \
   "${libs[@]}" -o "$work/wire_format_fuzzer"
 "$CXX" "${common[@]}" "${sanitize[@]}" \
-  "$root/lib/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
+  "$root/lib/codec/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
   "${libs[@]}" -o "$work/make_seeds"
 "$work/make_seeds" "$work/seeds"
 

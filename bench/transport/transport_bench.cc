@@ -7,7 +7,7 @@
 // 25.6M). Every other figure is printed with its ratio to that baseline
 // measured in the same run:
 //   - halving-doubling allreduce of the same tensor;
-//   - the sparse exchange a top-k codec would do, as CompressedAllreduce
+//   - the sparse exchange a top-k codec would do, as SparseAllgather
 //     does it: the size table inside GlooGroup's agreement round, then
 //     AllgathervOfGatheredTable of k (u32 index, f32 value) pairs per rank,
 //     at densities 1% and 0.1% (transport only: no encode/decode);

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/lib/return_if_error.h"
+#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {

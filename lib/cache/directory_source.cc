@@ -10,7 +10,7 @@
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/lib/return_if_error.h"
+#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {

@@ -11,7 +11,7 @@
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/data_service.grpc.pb.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/lib/return_if_error.h"
+#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {

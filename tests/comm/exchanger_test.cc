@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "gloo/rendezvous/hash_store.h"
-#include "gradwire/lib/communicator.h"
-#include "gradwire/lib/frame_auth.h"
-#include "gradwire/lib/gradient_exchanger.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
@@ -291,7 +291,7 @@ TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
 // After the first step, a step allocates nothing in lib/: buckets,
 // frames, descriptor tables, sums and codec scratch (the selection
 // codecs' candidate lists and staging, owned by the ErrorFeedback and the
-// CompressedAllreduce) are reused. What remains is the transport's
+// SparseAllgather) are reused. What remains is the transport's
 // per-call bookkeeping (its agreement round), measured on a bare group
 // and subtracted: every compressed bucket makes one Allgather and one
 // AllgathervOfGatheredTable, every dense one an AllreduceSum.

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "gradwire/lib/wire_format.h"
+#include "gradwire/lib/codec/wire_format.h"
 
 namespace {
 

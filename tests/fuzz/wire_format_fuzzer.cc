@@ -20,8 +20,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gradwire/lib/frame_auth.h"
-#include "gradwire/lib/wire_format.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/codec/wire_format.h"
 
 namespace {
 

@@ -1,0 +1,139 @@
+// Byte coding: the one place gradwire turns integers into little-endian
+// bytes and back, in the style of LevelDB's util/coding.h.
+//
+// Every format gradwire writes (codec frames, frame MAC trailers, error-
+// feedback checkpoints, communicator checkpoints, cache shards and disk
+// entries) is built from these primitives, so there is one definition of
+// "little endian", one varint grammar and one bounded reader.
+//
+//   * EncodeFixedN / DecodeFixedN: N-byte little-endian at a raw pointer.
+//     The caller has checked the bounds (use ByteReader where it has not).
+//   * PutFixedN / PutVarint32 / PutBytes: append to a std::string.
+//   * ByteReader: reads a bounded span front to back. A read that would pass
+//     the end fails, consumes nothing and leaves the reader at its position;
+//     nothing is ever read past the limit. Errors name the field being read
+//     and the byte offset, prefixed by the reader's context ("shard: ...").
+//
+// Varints are LEB128 (7 bits per byte, low group first, high bit = more),
+// at most 5 bytes for a uint32_t. Decoding is strict: a non-minimal encoding
+// (a final byte of 0x00 after the first), a fifth byte above 0x0f or a
+// truncated varint is refused, so every value has exactly one encoding.
+#ifndef GRADWIRE_BASE_CODING_H_
+#define GRADWIRE_BASE_CODING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace gradwire {
+
+// --- Fixed width, at a pointer (bounds checked by the caller) ---
+
+inline void EncodeFixed16(uint8_t* dst, uint16_t v) {
+  dst[0] = static_cast<uint8_t>(v);
+  dst[1] = static_cast<uint8_t>(v >> 8);
+}
+inline void EncodeFixed32(uint8_t* dst, uint32_t v) {
+  for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline void EncodeFixed64(uint8_t* dst, uint64_t v) {
+  for (int i = 0; i < 8; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+inline uint16_t DecodeFixed16(const uint8_t* src) {
+  return static_cast<uint16_t>(src[0] | (uint16_t{src[1]} << 8));
+}
+inline uint32_t DecodeFixed32(const uint8_t* src) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{src[i]} << (8 * i);
+  return v;
+}
+inline uint64_t DecodeFixed64(const uint8_t* src) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{src[i]} << (8 * i);
+  return v;
+}
+
+// char-pointer overloads for formats kept in std::string.
+inline void EncodeFixed32(char* dst, uint32_t v) {
+  EncodeFixed32(reinterpret_cast<uint8_t*>(dst), v);
+}
+inline void EncodeFixed64(char* dst, uint64_t v) {
+  EncodeFixed64(reinterpret_cast<uint8_t*>(dst), v);
+}
+inline uint32_t DecodeFixed32(const char* src) {
+  return DecodeFixed32(reinterpret_cast<const uint8_t*>(src));
+}
+inline uint64_t DecodeFixed64(const char* src) {
+  return DecodeFixed64(reinterpret_cast<const uint8_t*>(src));
+}
+
+// --- Appending to a string ---
+
+void PutFixed16(std::string* dst, uint16_t v);
+void PutFixed32(std::string* dst, uint32_t v);
+void PutFixed64(std::string* dst, uint64_t v);
+void PutBytes(std::string* dst, absl::string_view bytes);
+// u32 length, then the bytes. The caller keeps bytes.size() < 2^32.
+void PutLengthPrefixed32(std::string* dst, absl::string_view bytes);
+
+// --- Varints ---
+
+constexpr size_t kMaxVarint32Bytes = 5;
+
+// Bytes PutVarint32 would write for v (1..5).
+size_t Varint32Length(uint32_t v);
+void PutVarint32(std::string* dst, uint32_t v);
+// Writes v at out[*pos]; false (nothing written) if it does not fit.
+bool EncodeVarint32(absl::Span<uint8_t> out, size_t* pos, uint32_t v);
+
+// Strict decode of the varint at in[*pos] (see the file comment). On
+// success advances *pos. Errors: kInvalidArgument naming `what`.
+absl::Status DecodeVarint32(absl::Span<const uint8_t> in, size_t* pos, uint32_t* v,
+                            absl::string_view what);
+
+// --- Bounded reading ---
+
+class ByteReader {
+ public:
+  // `context` prefixes every error ("error-feedback state", "shard", ...);
+  // it must outlive the reader (a literal, typically).
+  ByteReader(absl::Span<const uint8_t> in, absl::string_view context);
+  ByteReader(absl::string_view in, absl::string_view context);
+
+  // Each reads one field or fails with kInvalidArgument (nothing consumed).
+  absl::Status ReadFixed16(absl::string_view what, uint16_t* v);
+  absl::Status ReadFixed32(absl::string_view what, uint32_t* v);
+  absl::Status ReadFixed64(absl::string_view what, uint64_t* v);
+  absl::Status ReadVarint32(absl::string_view what, uint32_t* v);
+  // n bytes as a view into the input. n may be any value: a length read
+  // from the input is checked here, never used to allocate first.
+  absl::Status ReadBytes(absl::string_view what, uint64_t n, absl::string_view* v);
+  // u32 length, then that many bytes.
+  absl::Status ReadLengthPrefixed32(absl::string_view what, absl::string_view* v);
+  absl::Status Skip(absl::string_view what, uint64_t n);
+
+  size_t position() const { return pos_; }
+  size_t remaining() const { return size_ - pos_; }
+  bool done() const { return pos_ == size_; }
+  // kInvalidArgument unless every byte was read ("N trailing bytes").
+  absl::Status ExpectDone() const;
+  // An error at the current position, for checks the caller makes on a
+  // value it has read ("bad version 7"): "<context>: <message> at byte P".
+  absl::Status Error(absl::string_view message) const;
+
+ private:
+  absl::Status Truncated(absl::string_view what, uint64_t need) const;
+
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+  absl::string_view context_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_BASE_CODING_H_

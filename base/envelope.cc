@@ -1,0 +1,48 @@
+#include "gradwire/base/envelope.h"
+
+#include <xxhash.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gradwire/base/coding.h"
+
+namespace gradwire {
+
+uint64_t Checksum64(const void* data, size_t n) { return XXH3_64bits(data, n); }
+
+std::string StartEnvelope(absl::string_view magic, uint32_t version) {
+  std::string out(magic);
+  PutFixed32(&out, version);
+  return out;
+}
+
+void SealEnvelope(std::string* out) { PutFixed64(out, Checksum64(*out)); }
+
+absl::StatusOr<Envelope> OpenEnvelope(absl::string_view bytes, absl::string_view magic,
+                                      uint32_t min_version, uint32_t max_version,
+                                      absl::string_view what) {
+  const size_t fixed = magic.size() + 4 + kEnvelopeChecksumBytes;
+  if (bytes.size() < fixed || bytes.substr(0, magic.size()) != magic) {
+    return absl::InvalidArgumentError(absl::StrCat("not a ", what, " (missing \"", magic,
+                                                   "\" magic or shorter than ", fixed,
+                                                   " bytes)"));
+  }
+  const absl::string_view covered = bytes.substr(0, bytes.size() - kEnvelopeChecksumBytes);
+  if (DecodeFixed64(bytes.data() + covered.size()) != Checksum64(covered)) {
+    return absl::DataLossError(absl::StrCat(what, " checksum mismatch: the bytes are corrupt"));
+  }
+  Envelope e;
+  e.version = DecodeFixed32(bytes.data() + magic.size());
+  if (e.version < min_version || e.version > max_version) {
+    return absl::InvalidArgumentError(
+        min_version == max_version
+            ? absl::StrCat(what, " version ", e.version, " is not supported (this build reads ",
+                           min_version, ")")
+            : absl::StrCat(what, " version ", e.version, " is not supported (this build reads ",
+                           min_version, " to ", max_version, ")"));
+  }
+  e.body = covered.substr(magic.size() + 4);
+  return e;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,58 @@
+// Checksummed envelope: the one "magic + version + body + checksum" framing
+// gradwire's persistent formats share (error-feedback state, communicator
+// checkpoints; see docs/ for each body's grammar).
+//
+//   magic (4 or 8 bytes, per format) | u32 version | body | u64 XXH3-64
+//
+// The checksum covers every byte before it. OpenEnvelope checks, in order:
+// length and magic (kInvalidArgument: "not a <what>"), checksum (kDataLoss:
+// the bytes are corrupt), version (kInvalidArgument naming the version read
+// and the versions this build reads). Only then is the body handed out, so a
+// body parser never sees bytes that fail the checksum.
+//
+//   std::string out = StartEnvelope("GWEF", 1);
+//   PutFixed32(&out, ...);               // body, with base/coding.h
+//   SealEnvelope(&out);
+//
+//   GRADWIRE_ASSIGN_OR_RETURN(Envelope e, OpenEnvelope(bytes, "GWEF", 1, 1,
+//                                                      "error-feedback state"));
+//   ByteReader r(e.body, "error-feedback state");
+#ifndef GRADWIRE_BASE_ENVELOPE_H_
+#define GRADWIRE_BASE_ENVELOPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gradwire {
+
+// XXH3-64 (seed 0): the checksum of envelopes and codec frames.
+uint64_t Checksum64(const void* data, size_t n);
+inline uint64_t Checksum64(absl::string_view bytes) {
+  return Checksum64(bytes.data(), bytes.size());
+}
+
+constexpr size_t kEnvelopeChecksumBytes = 8;
+
+// A new envelope: magic and version written, ready for the body.
+std::string StartEnvelope(absl::string_view magic, uint32_t version);
+// Appends the checksum of everything in *out.
+void SealEnvelope(std::string* out);
+
+struct Envelope {
+  uint32_t version = 0;
+  absl::string_view body;  // points into the bytes given to OpenEnvelope
+};
+
+// Checks an envelope (see the file comment); `what` names the format in
+// errors ("error-feedback state").
+absl::StatusOr<Envelope> OpenEnvelope(absl::string_view bytes, absl::string_view magic,
+                                      uint32_t min_version, uint32_t max_version,
+                                      absl::string_view what);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_BASE_ENVELOPE_H_

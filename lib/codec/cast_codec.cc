@@ -1,0 +1,111 @@
+#include "gradwire/lib/codec/cast_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/lib/codec/internal/codec_frame.h"
+#include "gradwire/lib/codec/internal/dense_frame_codec.h"
+
+namespace gradwire {
+namespace {
+
+using codec_internal::FieldMismatch;
+
+class CastCodec : public codec_internal::DenseFrameCodec {
+ public:
+  explicit CastCodec(const CompressionSpec& spec) : spec_(spec) {
+    switch (spec.method) {
+      case Method::kFp16:
+        id_ = CodecId::kFp16;
+        type_ = ValueType::kFp16;
+        break;
+      case Method::kBf16:
+        id_ = CodecId::kBf16;
+        type_ = ValueType::kBf16;
+        break;
+      default:
+        id_ = CodecId::kDense;
+        type_ = ValueType::kFp32;
+        break;
+    }
+    format_ = codec_internal::ToFormat(type_);
+  }
+
+  const CompressionSpec& spec() const override { return spec_; }
+
+  size_t MaxEncodedBytes(uint64_t n) const override {
+    return kFrameHeaderBytes + kFrameChecksumBytes + n * kernels::ValueWidth(format_);
+  }
+
+  absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                         absl::Span<float> residual, absl::Span<uint8_t> out,
+                                         CodecScratch& /*scratch: none needed*/) const override {
+    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
+                                                         MaxEncodedBytes(grad.size()));
+        !s.ok())
+      return s;
+    const uint64_t n = grad.size();
+    FrameHeader h;
+    h.codec = id_;
+    h.value_type = type_;
+    h.index_encoding = IndexEncoding::kNone;
+    h.flags = residual.empty() ? 0 : kFlagErrorFeedback;
+    h.dense_length = n;
+    h.element_count = n;
+    h.step = step;
+    h.seed = spec_.seed;
+    h.value_bytes = n * kernels::ValueWidth(format_);
+    absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
+    if (!sections.ok()) return sections.status();
+    kernels::FusedStats fs;
+    kernels::cpu::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
+                               format_, sections->values.data(), &fs);
+    return codec_internal::SealWithStats(out, fs);
+  }
+
+ private:
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
+                                         uint64_t n) const override {
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
+    if (!parsed.ok()) return parsed.status();
+    const FrameHeader& h = parsed->header;
+    const absl::string_view name = MethodName(spec_.method);
+    if (h.value_type != type_) {
+      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
+                           static_cast<uint64_t>(type_), "dense codecs fix their value type");
+    }
+    if (h.index_encoding != IndexEncoding::kNone) {
+      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                           "dense frames carry no indices");
+    }
+    if (h.bucket_size != 0) return FieldMismatch(name, "bucket_size", h.bucket_size, 0, "unused");
+    if (h.element_count != n) {
+      return FieldMismatch(name, "element_count", h.element_count, n,
+                           "dense frames carry n values");
+    }
+    if (h.scale_bytes != 0)
+      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
+    if (h.value_bytes != n * kernels::ValueWidth(format_)) {
+      return FieldMismatch(name, "value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
+                           "n values of the codec's width");
+    }
+    return parsed;
+  }
+
+  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
+    kernels::cpu::CastDecodeAccumulate(parsed.sections.values.data(), dense.size(), format_,
+                                       dense.data());
+  }
+
+  CompressionSpec spec_;
+  CodecId id_;
+  ValueType type_;
+  kernels::ValueFormat format_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> NewCastCodec(const CompressionSpec& spec) {
+  return std::make_unique<CastCodec>(spec);
+}
+
+}  // namespace gradwire

@@ -1,0 +1,74 @@
+// Error feedback: the residual each gradient buffer carries between steps.
+//
+// A lossy codec drops part of every gradient; error feedback adds what was
+// dropped to the next step's gradient so nothing is lost for good (the
+// codec.h contract: g + e_old == decode(frame) + e_new, bit for bit). One
+// ErrorFeedback serves one codec and keeps one residual per gradient
+// buffer, named by a key the caller chooses (e.g. the parameter's name).
+// A residual is created as zeros the first time its key is encoded and its
+// length is fixed from then on.
+//
+// It also owns the codec's working memory (a CodecScratch, grown to the
+// largest gradient encoded and reused), so steady-state encodes allocate
+// nothing.
+//
+// Not thread-safe: use one per thread, or serialize calls.
+#ifndef GRADWIRE_LIB_CODEC_ERROR_FEEDBACK_H_
+#define GRADWIRE_LIB_CODEC_ERROR_FEEDBACK_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/codec/codec.h"
+
+namespace gradwire {
+
+class ErrorFeedback {
+ public:
+  // `codec` must outlive this object.
+  explicit ErrorFeedback(const Codec& codec) : codec_(codec) {}
+
+  ErrorFeedback(const ErrorFeedback&) = delete;
+  ErrorFeedback& operator=(const ErrorFeedback&) = delete;
+
+  // Encodes `grad` (buffer `key`, training step `step`) into `out` with
+  // the key's residual, which the codec updates in the same pass. When the
+  // codec's spec has error feedback off, encodes grad alone and keeps no
+  // residual. InvalidArgument if `key` was seen with another length.
+  absl::StatusOr<EncodeStats> Encode(absl::string_view key, absl::Span<const float> grad,
+                                     uint64_t step, absl::Span<uint8_t> out);
+
+  // The key's residual; empty if the key has none yet.
+  absl::Span<const float> Residual(absl::string_view key) const;
+
+  // Number of buffers with a residual.
+  size_t size() const { return residuals_.size(); }
+
+  // Forgets every residual (e.g. after the model was reinitialized).
+  void Clear() { residuals_.clear(); }
+
+  // All residuals as bytes for a checkpoint: the codec's spec, then every
+  // key with its fp32 values, then an XXH3-64 checksum. Little endian.
+  std::string SaveState() const;
+
+  // Replaces all residuals with those in `state` (from SaveState). Refuses,
+  // changing nothing, a state that is truncated, corrupt (DataLoss), of an
+  // unknown version, saved for a different codec spec, or holding a key
+  // whose length differs from a residual this object already has.
+  absl::Status RestoreState(absl::string_view state);
+
+ private:
+  const Codec& codec_;
+  std::map<std::string, std::vector<float>, std::less<>> residuals_;
+  CodecScratch scratch_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CODEC_ERROR_FEEDBACK_H_

@@ -1,0 +1,372 @@
+// HMAC-SHA256 frame authentication with OpenSSL 3's EVP_MAC. Nothing here
+// implements cryptography: OpenSSL computes the MAC and the fingerprint
+// hash, and compares tags in constant time (CRYPTO_memcmp).
+#include "gradwire/lib/codec/frame_auth.h"
+
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gradwire {
+namespace {
+
+// Trailer fields, behind the tag (docs/wire_format.md).
+constexpr uint32_t kAuthMagic = 0x31415747;  // bytes "GWA1"
+constexpr uint8_t kAuthVersion = 1;
+constexpr size_t kMagicAt = 0;
+constexpr size_t kVersionAt = 4;
+constexpr size_t kTagBytesAt = 5;
+constexpr size_t kReservedAt = 6;
+constexpr size_t kRankAt = 8;
+constexpr size_t kBucketAt = 12;
+constexpr size_t kStepAt = 16;
+constexpr size_t kJobAt = 24;
+constexpr size_t kJobBytes = 16;
+static_assert(kJobAt + kJobBytes == FrameAuthenticator::kTrailerFieldBytes, "trailer table");
+
+constexpr size_t kHmacBytes = 32;
+
+// Domain separation: the same secret may key other gradwire MACs later;
+// a label makes a tag for one purpose useless for any other.
+constexpr char kMacLabel[] = "gradwire frame MAC v1";  // hashed with its NUL
+constexpr char kJobLabel[] = "gradwire job id v1";
+
+// Little-endian byte access, as in the wire format (no unaligned casts).
+void PutLE(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t GetLE(const uint8_t* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
+  return v;
+}
+
+std::string OpenSslError(absl::string_view what) {
+  char buf[256] = "no OpenSSL error queued";
+  if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, buf, sizeof(buf));
+  ERR_clear_error();
+  return absl::StrCat("frame auth: ", what, ": ", buf);
+}
+
+std::string HexBytes(absl::Span<const uint8_t> bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+absl::StatusOr<JobSecret> TooShortOrEmpty(size_t size, absl::string_view origin) {
+  if (size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("job secret from ", origin, " is empty"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("job secret from ", origin, " is ", size, " bytes; at least ",
+                   JobSecret::kMinBytes,
+                   " are required (generate one with: openssl rand -hex 32)"));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ JobSecret
+
+absl::StatusOr<JobSecret> JobSecret::FromValue(absl::string_view value,
+                                               absl::string_view origin) {
+  if (value.size() < kMinBytes) return TooShortOrEmpty(value.size(), origin);
+  return JobSecret(std::string(value));
+}
+
+absl::StatusOr<JobSecret> JobSecret::FromEnvironment(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) {
+    return absl::NotFoundError(absl::StrCat("environment variable ", name, " is not set"));
+  }
+  return FromValue(value, absl::StrCat("$", name));
+}
+
+absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
+  const std::string origin = absl::StrCat("file '", path, "'");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string msg =
+        absl::StrCat("cannot open job secret file '", path, "': ", std::strerror(err));
+    if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(msg);
+    if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+    return absl::InternalError(msg);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("job secret file '", path, "' is a directory"));
+  }
+  // Read one byte past the cap to tell "exactly at the cap" from "larger".
+  std::string bytes(kMaxFileBytes + 1, '\0');
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      OPENSSL_cleanse(&bytes[0], bytes.size());
+      return absl::InternalError(
+          absl::StrCat("cannot read job secret file '", path, "': ", std::strerror(err)));
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxFileBytes) {
+    OPENSSL_cleanse(&bytes[0], bytes.size());
+    return absl::InvalidArgumentError(absl::StrCat("job secret file '", path,
+                                                   "' is larger than ", kMaxFileBytes,
+                                                   " bytes: is it the right file?"));
+  }
+  // Strip the trailing newline an editor or `echo` leaves, so the secret
+  // is the same bytes whether it came from a file or the environment.
+  while (got > 0 && std::strchr(" \t\r\n", bytes[got - 1]) != nullptr) --got;
+  absl::StatusOr<JobSecret> secret = FromValue(absl::string_view(bytes.data(), got), origin);
+  OPENSSL_cleanse(&bytes[0], bytes.size());
+  return secret;
+}
+
+absl::StatusOr<JobSecret> JobSecret::Resolve(absl::string_view flag_value,
+                                             absl::string_view flag_file) {
+  if (!flag_value.empty()) return FromValue(flag_value, "--job_secret");
+  if (!flag_file.empty()) return FromFile(std::string(flag_file));
+  absl::StatusOr<JobSecret> env = FromEnvironment(kJobSecretEnv);
+  if (absl::IsNotFound(env.status())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no job secret: pass --job_secret_file=PATH, set $", kJobSecretEnv,
+                     ", or pass --job_secret (visible in ps; avoid)"));
+  }
+  return env;
+}
+
+JobSecret::JobSecret(JobSecret&& other) noexcept : bytes_(std::move(other.bytes_)) {
+  other.Wipe();
+}
+
+JobSecret& JobSecret::operator=(JobSecret&& other) noexcept {
+  if (this != &other) {
+    Wipe();
+    bytes_ = std::move(other.bytes_);
+    other.Wipe();
+  }
+  return *this;
+}
+
+JobSecret::~JobSecret() { Wipe(); }
+
+void JobSecret::Wipe() {
+  if (!bytes_.empty()) OPENSSL_cleanse(&bytes_[0], bytes_.size());
+  bytes_.clear();
+}
+
+// --------------------------------------------------- FrameAuthenticator
+
+struct FrameAuthenticator::MacState {
+  EVP_MAC* mac = nullptr;
+  EVP_MAC_CTX* keyed = nullptr;  // initialised with the key; dup'd per call
+
+  ~MacState() {
+    EVP_MAC_CTX_free(keyed);  // OpenSSL cleanses the key it holds
+    EVP_MAC_free(mac);
+  }
+};
+
+absl::StatusOr<FrameAuthenticator> FrameAuthenticator::Create(const JobSecret& secret,
+                                                              absl::string_view job_id,
+                                                              size_t tag_bytes) {
+  if (tag_bytes != 16 && tag_bytes != 32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("frame auth: tag size ", tag_bytes, " bytes; must be 16 or 32"));
+  }
+  if (job_id.empty()) {
+    return absl::InvalidArgumentError("frame auth: job id is empty");
+  }
+  // Moved-from secrets are empty: refuse rather than key a MAC with "".
+  if (secret.bytes_.size() < JobSecret::kMinBytes) {
+    return absl::InvalidArgumentError("frame auth: job secret is empty (moved from?)");
+  }
+
+  auto state = std::make_unique<MacState>();
+  state->mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (state->mac == nullptr) return absl::InternalError(OpenSslError("EVP_MAC_fetch(HMAC)"));
+  state->keyed = EVP_MAC_CTX_new(state->mac);
+  if (state->keyed == nullptr) return absl::InternalError(OpenSslError("EVP_MAC_CTX_new"));
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_end(),
+  };
+  if (EVP_MAC_init(state->keyed, reinterpret_cast<const unsigned char*>(secret.bytes_.data()),
+                   secret.bytes_.size(), params) != 1) {
+    return absl::InternalError(OpenSslError("EVP_MAC_init(HMAC-SHA256)"));
+  }
+
+  // The job travels as a fingerprint: fixed size, and enough to tell
+  // "another job" from "forged" once the tag has been checked.
+  unsigned char hash[EVP_MAX_MD_SIZE];
+  unsigned int hash_len = 0;
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  const bool hashed = md != nullptr && EVP_DigestInit_ex(md, EVP_sha256(), nullptr) == 1 &&
+                      EVP_DigestUpdate(md, kJobLabel, sizeof(kJobLabel)) == 1 &&
+                      EVP_DigestUpdate(md, job_id.data(), job_id.size()) == 1 &&
+                      EVP_DigestFinal_ex(md, hash, &hash_len) == 1;
+  EVP_MD_CTX_free(md);
+  if (!hashed || hash_len < kJobBytes) {
+    return absl::InternalError(OpenSslError("SHA-256 of the job id"));
+  }
+  std::array<uint8_t, 16> fingerprint;
+  std::memcpy(fingerprint.data(), hash, kJobBytes);
+  return FrameAuthenticator(std::move(state), std::string(job_id), fingerprint, tag_bytes);
+}
+
+FrameAuthenticator::FrameAuthenticator(std::unique_ptr<MacState> mac, std::string job_id,
+                                       std::array<uint8_t, 16> job_fingerprint,
+                                       size_t tag_bytes)
+    : mac_(std::move(mac)),
+      job_id_(std::move(job_id)),
+      job_fingerprint_(job_fingerprint),
+      tag_bytes_(tag_bytes) {}
+
+FrameAuthenticator::FrameAuthenticator(FrameAuthenticator&&) noexcept = default;
+FrameAuthenticator& FrameAuthenticator::operator=(FrameAuthenticator&&) noexcept = default;
+FrameAuthenticator::~FrameAuthenticator() = default;
+
+absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame,
+                                            const uint8_t* fields, uint8_t out[32]) const {
+  // A copy of the keyed context per call keeps Sign/Verify const and
+  // thread-safe, and skips re-deriving the HMAC key pads each time.
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(mac_->keyed);
+  if (ctx == nullptr) return absl::InternalError(OpenSslError("EVP_MAC_CTX_dup"));
+  uint8_t length[8];
+  PutLE(length, frame.size(), 8);
+  size_t out_len = 0;
+  // The frame length is hashed before the frame so that the boundary
+  // between frame and trailer fields is unambiguous.
+  const bool ok =
+      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(kMacLabel), sizeof(kMacLabel)) ==
+          1 &&
+      EVP_MAC_update(ctx, length, sizeof(length)) == 1 &&
+      (frame.empty() || EVP_MAC_update(ctx, frame.data(), frame.size()) == 1) &&
+      EVP_MAC_update(ctx, fields, kTrailerFieldBytes) == 1 &&
+      EVP_MAC_final(ctx, out, &out_len, kHmacBytes) == 1 && out_len == kHmacBytes;
+  EVP_MAC_CTX_free(ctx);
+  if (!ok) return absl::InternalError(OpenSslError("HMAC-SHA256"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
+                                                const FrameOrigin& origin) const {
+  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < trailer_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
+        "-byte frame and its ", trailer_bytes(), "-byte authentication trailer"));
+  }
+  uint8_t* tag = buffer.data() + frame_bytes;
+  uint8_t* fields = tag + tag_bytes_;
+  PutLE(fields + kMagicAt, kAuthMagic, 4);
+  fields[kVersionAt] = kAuthVersion;
+  fields[kTagBytesAt] = static_cast<uint8_t>(tag_bytes_);
+  PutLE(fields + kReservedAt, 0, 2);
+  PutLE(fields + kRankAt, origin.sender_rank, 4);
+  PutLE(fields + kBucketAt, origin.bucket, 4);
+  PutLE(fields + kStepAt, origin.step, 8);
+  std::memcpy(fields + kJobAt, job_fingerprint_.data(), kJobBytes);
+  uint8_t mac[kHmacBytes];
+  if (absl::Status s = ComputeMac(buffer.first(frame_bytes), fields, mac); !s.ok()) return s;
+  std::memcpy(tag, mac, tag_bytes_);
+  return frame_bytes + trailer_bytes();
+}
+
+absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
+    absl::Span<const uint8_t> authenticated, const FrameOrigin& expected) const {
+  if (authenticated.size() < trailer_bytes()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "frame auth: ", authenticated.size(), " bytes cannot carry the ", trailer_bytes(),
+        "-byte authentication trailer"));
+  }
+  // Structure first (these fields are not yet authentic: they only choose
+  // the error message, never what is accepted).
+  const uint8_t* fields = authenticated.data() + authenticated.size() - kTrailerFieldBytes;
+  const uint32_t magic = static_cast<uint32_t>(GetLE(fields + kMagicAt, 4));
+  if (magic != kAuthMagic) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "frame auth: no authentication trailer (magic 0x", absl::Hex(magic, absl::kZeroPad8),
+        ", expected 0x", absl::Hex(kAuthMagic, absl::kZeroPad8),
+        "): sender has authentication off, or not a gradwire peer"));
+  }
+  if (fields[kVersionAt] != kAuthVersion) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("frame auth: unsupported trailer version ", fields[kVersionAt],
+                     " (this build reads ", kAuthVersion, ")"));
+  }
+  if (fields[kTagBytesAt] != tag_bytes_) {
+    return absl::UnauthenticatedError(absl::StrCat("frame auth: tag of ", fields[kTagBytesAt],
+                                                   " bytes, this job uses ", tag_bytes_));
+  }
+  if (GetLE(fields + kReservedAt, 2) != 0) {
+    return absl::UnauthenticatedError("frame auth: reserved trailer bits are set");
+  }
+
+  const absl::Span<const uint8_t> frame = authenticated.first(authenticated.size() -
+                                                              trailer_bytes());
+  const uint8_t* tag = frame.data() + frame.size();
+  uint8_t mac[kHmacBytes];
+  if (absl::Status s = ComputeMac(frame, fields, mac); !s.ok()) return s;
+  if (CRYPTO_memcmp(mac, tag, tag_bytes_) != 0) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("frame auth: MAC mismatch on a ", frame.size(),
+                     "-byte frame: altered in transit, or signed with a different job secret"));
+  }
+
+  // Authentic from here on: a mismatch is a frame the job's own secret
+  // signed, but for another job, rank, bucket or step.
+  if (std::memcmp(fields + kJobAt, job_fingerprint_.data(), kJobBytes) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "frame auth: frame belongs to another job (job fingerprint ",
+        HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id_, "' is ",
+        HexBytes(job_fingerprint_), "): two jobs share a secret"));
+  }
+  const uint32_t rank = static_cast<uint32_t>(GetLE(fields + kRankAt, 4));
+  if (rank != expected.sender_rank) {
+    return absl::PermissionDeniedError(absl::StrCat("frame auth: frame signed by rank ", rank,
+                                                    ", expected rank ", expected.sender_rank));
+  }
+  const uint32_t bucket = static_cast<uint32_t>(GetLE(fields + kBucketAt, 4));
+  if (bucket != expected.bucket) {
+    return absl::PermissionDeniedError(absl::StrCat("frame auth: frame is for bucket ", bucket,
+                                                    ", expected bucket ", expected.bucket));
+  }
+  const uint64_t step = GetLE(fields + kStepAt, 8);
+  if (step < expected.step) {
+    return absl::PermissionDeniedError(absl::StrCat("frame auth: replayed or stale frame from step ",
+                                                    step, ", expected step ", expected.step));
+  }
+  if (step > expected.step) {
+    return absl::PermissionDeniedError(absl::StrCat("frame auth: frame from step ", step,
+                                                    " is ahead of expected step ",
+                                                    expected.step));
+  }
+  return frame;
+}
+
+}  // namespace gradwire

@@ -1,0 +1,154 @@
+// Frame authentication: a keyed MAC that binds a frame to its job, sender
+// rank, step and bucket.
+//
+// Gloo's TCP transport has no authentication: any host that can reach a
+// rank's port can take a pair and send bytes, and the wire checksum only
+// catches accidents. A FrameAuthenticator appends a trailer carrying the
+// frame's origin and an HMAC-SHA256 tag (OpenSSL) over
+//   domain label | frame length | frame | origin fields
+// keyed by a secret shared by the job's ranks. A receiver that verifies
+// the tag and then checks the origin against what it expects refuses
+// frames forged by a host without the secret, frames from another job
+// sharing the secret, frames attributed to the wrong rank or bucket, and
+// replays of earlier steps. Byte layout: docs/wire_format.md,
+// "Authentication trailer".
+//
+// It authenticates; it does not encrypt (gradients are not secret here,
+// their integrity is).
+#ifndef GRADWIRE_LIB_CODEC_FRAME_AUTH_H_
+#define GRADWIRE_LIB_CODEC_FRAME_AUTH_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace gradwire {
+
+// Environment variable JobSecret::Resolve reads when no flag is given.
+inline constexpr char kJobSecretEnv[] = "GRADWIRE_JOB_SECRET";
+
+// The key shared by every rank of a job. Holds raw bytes; the memory is
+// wiped when the object dies. Move-only, and deliberately has no accessor
+// or printer: only FrameAuthenticator reads it.
+class JobSecret {
+ public:
+  // Shorter secrets are refused: HMAC-SHA256 is only as strong as its key,
+  // and a short one can be brute-forced offline from one captured frame.
+  static constexpr size_t kMinBytes = 16;
+  // A secret file larger than this is almost certainly the wrong file.
+  static constexpr size_t kMaxFileBytes = 4096;
+
+  // Uses `value`'s bytes as the secret. `origin` names where it came from
+  // ("--job_secret", "$GRADWIRE_JOB_SECRET") for error messages.
+  // InvalidArgument if empty or shorter than kMinBytes.
+  static absl::StatusOr<JobSecret> FromValue(absl::string_view value, absl::string_view origin);
+
+  // Reads environment variable `name`. NotFound if unset; otherwise as
+  // FromValue.
+  static absl::StatusOr<JobSecret> FromEnvironment(const char* name = kJobSecretEnv);
+
+  // Reads the secret from a file (trailing newline / whitespace stripped,
+  // so `openssl rand -hex 32 > file` works). NotFound if the file does not
+  // exist, PermissionDenied if it cannot be opened for lack of permission,
+  // InvalidArgument if it is empty, too short, too large or not a regular
+  // file, Internal for other read errors.
+  static absl::StatusOr<JobSecret> FromFile(const std::string& path);
+
+  // The resolution order tools use: `flag_value` if non-empty, else the
+  // file `flag_file` if non-empty, else $GRADWIRE_JOB_SECRET. If none is
+  // set: FailedPrecondition naming all three. Prefer the file or the
+  // environment: a flag value is visible to every user in `ps`.
+  static absl::StatusOr<JobSecret> Resolve(absl::string_view flag_value,
+                                           absl::string_view flag_file);
+
+  JobSecret(JobSecret&& other) noexcept;
+  JobSecret& operator=(JobSecret&& other) noexcept;
+  JobSecret(const JobSecret&) = delete;
+  JobSecret& operator=(const JobSecret&) = delete;
+  ~JobSecret();
+
+ private:
+  friend class FrameAuthenticator;
+  explicit JobSecret(std::string bytes) : bytes_(std::move(bytes)) {}
+  void Wipe();
+
+  std::string bytes_;
+};
+
+// Where a frame claims to come from; covered by the tag.
+struct FrameOrigin {
+  uint32_t sender_rank = 0;
+  uint64_t step = 0;
+  // Which bucket of the step: without it, two same-sized buckets a rank
+  // sends in one step could be swapped in flight.
+  uint32_t bucket = 0;
+};
+
+// Signs and verifies frames for one job. Thread-safe: Sign and Verify are
+// const and use a private MAC context per call.
+class FrameAuthenticator {
+ public:
+  // Bytes of the trailer other than the tag (see docs/wire_format.md).
+  static constexpr size_t kTrailerFieldBytes = 40;
+
+  // `job_id` names the job (e.g. the rendezvous namespace); non-empty.
+  // `tag_bytes` is 16 (HMAC-SHA256 truncated, as RFC 2104 allows down to
+  // half the hash) or 32 (untruncated). Every rank of a job must use the
+  // same; a frame with another tag size is refused.
+  static absl::StatusOr<FrameAuthenticator> Create(const JobSecret& secret,
+                                                   absl::string_view job_id,
+                                                   size_t tag_bytes = 16);
+
+  FrameAuthenticator(FrameAuthenticator&&) noexcept;
+  FrameAuthenticator& operator=(FrameAuthenticator&&) noexcept;
+  ~FrameAuthenticator();
+
+  size_t tag_bytes() const { return tag_bytes_; }
+  // What Sign appends to a frame: tag + origin fields.
+  size_t trailer_bytes() const { return tag_bytes_ + kTrailerFieldBytes; }
+
+  // The frame occupies buffer[0, frame_bytes); appends the trailer behind
+  // it and returns the authenticated length frame_bytes + trailer_bytes().
+  // InvalidArgument if the buffer has no room for the trailer.
+  absl::StatusOr<size_t> Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
+                              const FrameOrigin& origin) const;
+
+  // Verifies an authenticated frame as received and returns the frame
+  // without its trailer. Checks, in order:
+  //   trailer present and well formed (magic, version, tag size, reserved)
+  //       -> Unauthenticated;
+  //   tag matches (constant-time compare)
+  //       -> Unauthenticated: altered in flight, or a different secret;
+  //   then, on authentic data only: job, sender rank, bucket, step against
+  //   `expected` -> PermissionDenied (another job sharing the secret, a
+  //   misattributed frame, or a replayed / out-of-order step).
+  absl::StatusOr<absl::Span<const uint8_t>> Verify(absl::Span<const uint8_t> authenticated,
+                                                   const FrameOrigin& expected) const;
+
+ private:
+  struct MacState;  // OpenSSL objects, kept out of this header
+
+  FrameAuthenticator(std::unique_ptr<MacState> mac, std::string job_id,
+                     std::array<uint8_t, 16> job_fingerprint, size_t tag_bytes);
+
+  // Full 32-byte HMAC over the frame and the trailer fields.
+  absl::Status ComputeMac(absl::Span<const uint8_t> frame, const uint8_t* fields,
+                          uint8_t out[32]) const;
+
+  std::unique_ptr<MacState> mac_;
+  std::string job_id_;
+  std::array<uint8_t, 16> job_fingerprint_;
+  size_t tag_bytes_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CODEC_FRAME_AUTH_H_

@@ -1,0 +1,79 @@
+#include "gradwire/lib/codec/internal/codec_frame.h"
+
+#include "gradwire/lib/codec/codec.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace gradwire {
+namespace codec_internal {
+
+kernels::ValueFormat ToFormat(ValueType type) {
+  switch (type) {
+    case ValueType::kFp16:
+      return kernels::ValueFormat::kFp16;
+    case ValueType::kBf16:
+      return kernels::ValueFormat::kBf16;
+    default:
+      return kernels::ValueFormat::kFp32;
+  }
+}
+
+absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> residual,
+                             size_t out_bytes, uint64_t max_bytes) {
+  if (grad.size() > kMaxDenseLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient of ", grad.size(), " elements exceeds the 2^32 a frame can index"));
+  }
+  if (!residual.empty() && residual.size() != grad.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("residual has ", residual.size(),
+                                                   " elements but the gradient has ", grad.size()));
+  }
+  if (out_bytes < max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("output buffer of ", out_bytes,
+                                                   " bytes is smaller than MaxEncodedBytes(",
+                                                   grad.size(), ") = ", max_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
+                                          const kernels::FusedStats& counts) {
+  absl::StatusOr<size_t> bytes = SealFrame(out);
+  if (!bytes.ok()) return bytes.status();
+  EncodeStats stats;
+  stats.frame_bytes = *bytes;
+  stats.selected = counts.selected;
+  stats.nonfinite = counts.nonfinite;
+  return stats;
+}
+
+absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
+                                          uint64_t dense_length) {
+  FrameLimits limits;
+  limits.max_dense_length = dense_length;
+  // Widest element: a 5-byte varint index and a 4-byte value (a 1-element
+  // QSGD bucket needs 4 + 1).
+  limits.max_frame_bytes = kFrameHeaderBytes + kFrameChecksumBytes + 9 * dense_length;
+  absl::StatusOr<ParsedFrame> parsed = ParseFrame(frame, limits);
+  if (!parsed.ok()) return parsed.status();
+  const FrameHeader& h = parsed->header;
+  if (h.codec != codec) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame was encoded by codec id ", static_cast<int>(h.codec), " but this codec is id ",
+        static_cast<int>(codec), " (sender and receiver specs differ)"));
+  }
+  if (h.dense_length != dense_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame describes ", h.dense_length, " elements but the dense buffer has ", dense_length));
+  }
+  return parsed;
+}
+
+absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
+                           uint64_t want, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(codec, " frame: ", field, " is ", got, ", expected ", want, " (", why, ")"));
+}
+
+}  // namespace codec_internal
+}  // namespace gradwire

@@ -1,0 +1,139 @@
+#include "gradwire/lib/codec/quantized_codec.h"
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/kernels/cpu/quantize.h"
+#include "gradwire/lib/codec/internal/codec_frame.h"
+#include "gradwire/lib/codec/internal/dense_frame_codec.h"
+
+namespace gradwire {
+namespace {
+
+using codec_internal::FieldMismatch;
+
+class QuantizedCodec : public codec_internal::DenseFrameCodec {
+ public:
+  explicit QuantizedCodec(const CompressionSpec& spec)
+      : spec_(spec),
+        id_(spec.method == Method::kSign ? CodecId::kSign : CodecId::kQsgd),
+        bits_(spec.method == Method::kSign ? 1u : static_cast<uint32_t>(spec.quant_bits)) {}
+
+  const CompressionSpec& spec() const override { return spec_; }
+
+  size_t MaxEncodedBytes(uint64_t n) const override {
+    return kFrameHeaderBytes + kFrameChecksumBytes + ScaleBytes(n) + kernels::PackedBytes(n, bits_);
+  }
+
+  absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                         absl::Span<float> residual, absl::Span<uint8_t> out,
+                                         CodecScratch& /*scratch: none needed*/) const override {
+    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
+                                                         MaxEncodedBytes(grad.size()));
+        !s.ok()) {
+      return s;
+    }
+    const uint64_t n = grad.size();
+    FrameHeader h;
+    h.codec = id_;
+    h.value_type = ValueType::kPacked;
+    h.index_encoding = IndexEncoding::kNone;
+    h.quant_bits = static_cast<uint8_t>(bits_);
+    h.flags = residual.empty() ? 0 : kFlagErrorFeedback;
+    h.bucket_size = spec_.bucket_size;
+    h.dense_length = n;
+    h.element_count = n;
+    h.step = step;
+    h.seed = spec_.seed;
+    h.scale_bytes = ScaleBytes(n);
+    h.value_bytes = kernels::PackedBytes(n, bits_);
+    absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
+    if (!sections.ok()) return sections.status();
+    float* res = residual.empty() ? nullptr : residual.data();
+    kernels::FusedStats fs;
+    if (id_ == CodecId::kSign) {
+      kernels::cpu::SignCompress(grad.data(), res, n, spec_.bucket_size, sections->scales.data(),
+                                 sections->values.data(), &fs);
+    } else {
+      kernels::cpu::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed, step,
+                                 sections->scales.data(), sections->values.data(), &fs);
+    }
+    return codec_internal::SealWithStats(out, fs);
+  }
+
+ private:
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
+                                         uint64_t n) const override {
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
+    if (!parsed.ok()) return parsed.status();
+    const FrameHeader& h = parsed->header;
+    const absl::string_view name = MethodName(spec_.method);
+    if (h.value_type != ValueType::kPacked) {
+      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
+                           static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed");
+    }
+    if (h.index_encoding != IndexEncoding::kNone) {
+      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                           "quantized frames carry no indices");
+    }
+    if (h.quant_bits != bits_) {
+      return FieldMismatch(name, "quant_bits", h.quant_bits, bits_, "the spec's bits");
+    }
+    if (h.bucket_size != spec_.bucket_size) {
+      return FieldMismatch(name, "bucket_size", h.bucket_size, spec_.bucket_size,
+                           "the spec's bucket");
+    }
+    if (h.element_count != n) {
+      return FieldMismatch(name, "element_count", h.element_count, n, "one code per element");
+    }
+    if (h.scale_bytes != ScaleBytes(n)) {
+      return FieldMismatch(name, "scale_bytes", h.scale_bytes, ScaleBytes(n),
+                           "one fp32 scale per bucket");
+    }
+    if (h.value_bytes != kernels::PackedBytes(n, bits_)) {
+      return FieldMismatch(name, "value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
+                           "n codes of quant_bits each");
+    }
+    const uint8_t* scales = parsed->sections.scales.data();
+    const uint8_t* packed = parsed->sections.values.data();
+    const uint64_t buckets = kernels::BucketCount(n, spec_.bucket_size);
+    for (uint64_t b = 0; b < buckets; ++b) {
+      // An encoder only writes finite non-negative scales (max or mean of
+      // finite magnitudes); anything else would spread NaN/Inf over a bucket.
+      const float s = kernels::LoadValue(scales, b, kernels::ValueFormat::kFp32);
+      if (!kernels::IsFinite(s) || (kernels::FloatBits(s) >> 31) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " frame: scale of bucket ", b, " is ",
+                                                       s, ", expected finite and >= 0"));
+      }
+    }
+    const uint32_t tail = static_cast<uint32_t>(n * bits_ % 8);
+    if (tail != 0 && (packed[h.value_bytes - 1] >> tail) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " frame: unused bits after the last code are not zero"));
+    }
+    return parsed;
+  }
+
+  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
+    const uint8_t* scales = parsed.sections.scales.data();
+    const uint8_t* packed = parsed.sections.values.data();
+    const uint64_t n = dense.size();
+    if (id_ == CodecId::kSign) {
+      kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
+    } else {
+      kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
+    }
+  }
+
+  uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }
+
+  CompressionSpec spec_;
+  CodecId id_;
+  uint32_t bits_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> NewQuantizedCodec(const CompressionSpec& spec) {
+  return std::make_unique<QuantizedCodec>(spec);
+}
+
+}  // namespace gradwire

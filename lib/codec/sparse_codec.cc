@@ -1,0 +1,279 @@
+#include "gradwire/lib/codec/sparse_codec.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "gradwire/kernels/cpu/randomk.h"
+#include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
+#include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/lib/codec/internal/codec_frame.h"
+
+namespace gradwire {
+namespace {
+
+using codec_internal::FieldMismatch;
+
+// Carves one CodecScratch buffer into the arrays a call needs, each
+// 64-byte aligned: sizes first (Add), then one Get, then the pointers.
+// The buffer is reused across calls, so after the first call of the
+// largest size nothing is allocated.
+class ScratchLayout {
+ public:
+  // Returns the array's offset; call before Place.
+  size_t Add(uint64_t bytes) {
+    const size_t at = total_;
+    total_ += (bytes + 63) / 64 * 64;
+    return at;
+  }
+  void Place(CodecScratch& scratch) { base_ = scratch.Get(total_ > 0 ? total_ : 64); }
+  template <typename T>
+  T* At(size_t offset) const {
+    return reinterpret_cast<T*>(base_ + offset);
+  }
+
+ private:
+  size_t total_ = 0;
+  uint8_t* base_ = nullptr;
+};
+
+class SparseCodec : public Codec {
+ public:
+  explicit SparseCodec(const CompressionSpec& spec)
+      : spec_(spec),
+        format_(codec_internal::ToFormat(spec.values)),
+        encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {
+    switch (spec.method) {
+      case Method::kApproxTopK:
+        id_ = CodecId::kApproxTopK;
+        break;
+      case Method::kRandomK:
+        id_ = CodecId::kRandomK;
+        break;
+      default:
+        id_ = CodecId::kTopK;
+        break;
+    }
+  }
+
+  const CompressionSpec& spec() const override { return spec_; }
+
+  size_t MaxEncodedBytes(uint64_t n) const override {
+    const uint64_t k = spec_.SelectedCount(n);
+    return kFrameHeaderBytes + kFrameChecksumBytes + MaxIndexBytes(encoding_, k) +
+           k * kernels::ValueWidth(format_);
+  }
+
+  absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
+                                         absl::Span<float> residual, absl::Span<uint8_t> out,
+                                         CodecScratch& scratch) const override {
+    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
+                                                         MaxEncodedBytes(grad.size()));
+        !s.ok())
+      return s;
+    const uint64_t n = grad.size();
+    const uint64_t k = spec_.SelectedCount(n);
+    const uint64_t width = kernels::ValueWidth(format_);
+    float* res = residual.empty() ? nullptr : residual.data();
+    kernels::FusedStats fs;
+    uint64_t temp_bytes = 0;
+    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, nullptr, nullptr, &fs);
+    // The varint length is only known once encoded, and the header (which
+    // StartFrame writes) holds it: indices and values are staged aside.
+    const uint64_t index_cap = encoding_ != IndexEncoding::kNone ? MaxIndexBytes(encoding_, k) : 0;
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
+    const size_t at_values = layout.Add(k * width);
+    const size_t at_index_bytes = layout.Add(index_cap);
+    const size_t at_temp = layout.Add(temp_bytes);
+    layout.Place(scratch);
+    uint32_t* indices = layout.At<uint32_t>(at_indices);
+    uint8_t* values = layout.At<uint8_t>(at_values);
+    uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
+    RunKernel(layout.At<void>(at_temp), &temp_bytes, grad.data(), res, n, k, step, indices, values,
+              &fs);
+
+    size_t index_len = 0;
+    if (encoding_ != IndexEncoding::kNone) {
+      absl::StatusOr<size_t> len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
+                                                 absl::MakeSpan(index_bytes, index_cap));
+      if (!len.ok()) return len.status();
+      index_len = *len;
+    }
+    FrameHeader h;
+    h.codec = id_;
+    h.value_type = spec_.values;
+    h.index_encoding = encoding_;
+    h.flags = res != nullptr ? kFlagErrorFeedback : 0;
+    h.dense_length = n;
+    h.element_count = k;
+    h.step = step;
+    h.seed = spec_.seed;
+    h.index_bytes = index_len;
+    h.value_bytes = k * width;
+    absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
+    if (!sections.ok()) return sections.status();
+    if (index_len > 0) std::memcpy(sections->indices.data(), index_bytes, index_len);
+    if (k > 0) std::memcpy(sections->values.data(), values, k * width);
+    return codec_internal::SealWithStats(out, fs);
+  }
+
+  absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
+                                    CodecScratch& scratch) const override {
+    const uint64_t n = dense.size();
+    absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, n);
+    if (!parsed.ok()) return parsed.status();
+    const uint64_t k = spec_.SelectedCount(n);
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
+    const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
+    layout.Place(scratch);
+    uint32_t* indices = layout.At<uint32_t>(at_indices);
+    if (absl::Status s = DecodeFrameIndices(*parsed, n, k, layout.At<void>(at_temp), indices);
+        !s.ok())
+      return s;
+    // Everything is valid: only now touch `dense`.
+    kernels::cpu::SparseDecodeAccumulate(indices, parsed->sections.values.data(), k, format_,
+                                         dense.data());
+    return absl::OkStatus();
+  }
+
+  // The sum lives in `out`: once every frame is valid, SparseAverage
+  // zeroes it, adds every frame and divides each touched element once (the
+  // others are 0 / divisor = +0 already), chunk by chunk in cache.
+  absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                 absl::Span<float> out, CodecScratch& scratch,
+                                 size_t* bad_frame) const override {
+    const uint64_t n = out.size();
+    const uint64_t k = spec_.SelectedCount(n);
+    const size_t p = frames.size();
+    ScratchLayout layout;
+    const size_t at_indices = layout.Add(p * k * sizeof(uint32_t));
+    const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
+    layout.Place(scratch);
+    // Validate everything first; `out` is not written until all frames pass.
+    absl::InlinedVector<ParsedFrame, 16> parsed;
+    absl::InlinedVector<const uint32_t*, 16> indices;
+    parsed.reserve(p);
+    indices.reserve(p);
+    for (size_t r = 0; r < p; ++r) {
+      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
+      if (!f.ok()) {
+        *bad_frame = r;
+        return f.status();
+      }
+      parsed.push_back(*std::move(f));
+      // Random-k frames of the same step carry the same indices (derived
+      // from the shared seed): derive them once.
+      if (id_ == CodecId::kRandomK && r > 0 &&
+          parsed[r].header.step == parsed[r - 1].header.step) {
+        indices.push_back(indices[r - 1]);
+        continue;
+      }
+      uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
+      if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
+          !s.ok()) {
+        *bad_frame = r;
+        return s;
+      }
+      indices.push_back(mine);
+    }
+    absl::InlinedVector<kernels::SparsePayload, 16> payloads(p);
+    for (size_t r = 0; r < p; ++r) {
+      payloads[r] = {indices[r], parsed[r].sections.values.data(), k, format_};
+    }
+    kernels::cpu::SparseAverage(payloads, divisor, out);
+    return absl::OkStatus();
+  }
+
+ private:
+  // Everything DecodeAccumulate checks before the indices, for a dense
+  // length of n.
+  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
+    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
+    if (!parsed.ok()) return parsed.status();
+    const FrameHeader& h = parsed->header;
+    const absl::string_view name = MethodName(spec_.method);
+    const uint64_t k = spec_.SelectedCount(n);
+    const uint64_t width = kernels::ValueWidth(format_);
+    if (h.value_type != spec_.values) {
+      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
+                           static_cast<uint64_t>(spec_.values), "the spec's values= setting");
+    }
+    if (h.index_encoding != encoding_) {
+      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding),
+                           static_cast<uint64_t>(encoding_), "the spec's indices= setting");
+    }
+    if (h.bucket_size != 0) return FieldMismatch(name, "bucket_size", h.bucket_size, 0, "unused");
+    if (h.element_count != k) {
+      return FieldMismatch(name, "element_count", h.element_count, k,
+                           "k = round(ratio * n) for this spec's ratio");
+    }
+    if (h.scale_bytes != 0)
+      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
+    if (h.value_bytes != k * width) {
+      return FieldMismatch(name, "value_bytes", h.value_bytes, k * width, "k values");
+    }
+    if (id_ == CodecId::kRandomK && h.seed != spec_.seed) {
+      return FieldMismatch(name, "seed", h.seed, spec_.seed,
+                           "random-k indices derive from the shared seed");
+    }
+    return parsed;
+  }
+
+  uint64_t RandomKTempBytes(uint64_t n, uint64_t k) const {
+    uint64_t temp_bytes = 0;
+    if (id_ == CodecId::kRandomK) {
+      kernels::cpu::RandomKIndices(nullptr, &temp_bytes, spec_.seed, 0, n, k, nullptr);
+    }
+    return temp_bytes;
+  }
+
+  // The frame's k indices into `indices`: decoded and checked (< n,
+  // strictly increasing, exact consumption), or derived from seed and step
+  // for random-k. `temp`: RandomKTempBytes(n, k) bytes.
+  absl::Status DecodeFrameIndices(const ParsedFrame& parsed, uint64_t n, uint64_t k, void* temp,
+                                  uint32_t* indices) const {
+    if (id_ == CodecId::kRandomK) {
+      uint64_t temp_bytes = RandomKTempBytes(n, k);
+      kernels::cpu::RandomKIndices(temp, &temp_bytes, parsed.header.seed, parsed.header.step, n, k,
+                                   indices);
+      return absl::OkStatus();
+    }
+    return DecodeIndices(encoding_, parsed.sections.indices, n, absl::MakeSpan(indices, k));
+  }
+
+  void RunKernel(void* temp, uint64_t* temp_bytes, const float* grad, float* res, uint64_t n,
+                 uint64_t k, uint64_t step, uint32_t* indices, uint8_t* values,
+                 kernels::FusedStats* fs) const {
+    switch (id_) {
+      case CodecId::kApproxTopK:
+        kernels::cpu::ApproxTopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices,
+                                         values, fs, nullptr);
+        break;
+      case CodecId::kRandomK:
+        kernels::cpu::RandomKCompress(temp, temp_bytes, grad, res, n, k, spec_.seed, step, format_,
+                                      indices, values, fs);
+        break;
+      default:
+        kernels::cpu::TopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices, values, fs);
+        break;
+    }
+  }
+
+  CompressionSpec spec_;
+  kernels::ValueFormat format_;
+  IndexEncoding encoding_;
+  CodecId id_;
+};
+
+}  // namespace
+
+std::unique_ptr<Codec> NewSparseCodec(const CompressionSpec& spec) {
+  return std::make_unique<SparseCodec>(spec);
+}
+
+}  // namespace gradwire

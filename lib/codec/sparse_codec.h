@@ -1,0 +1,21 @@
+// Sparse codecs: exact top-k, approximate top-k and random-k
+// (kernels/cpu/topk.h, kernels/cpu/randomk.h). k = spec.SelectedCount(n)
+// values in spec.values (fp32/fp16/bf16); top-k frames carry the indices
+// in spec.indices (raw u32 or delta-varint), random-k frames carry none:
+// the receiver derives them from the frame's (seed, step), and refuses a
+// frame whose seed is not its own spec's.
+#ifndef GRADWIRE_LIB_CODEC_SPARSE_CODEC_H_
+#define GRADWIRE_LIB_CODEC_SPARSE_CODEC_H_
+
+#include <memory>
+
+#include "gradwire/lib/codec/codec.h"
+
+namespace gradwire {
+
+// `spec` is valid and its method is kTopK, kApproxTopK or kRandomK.
+std::unique_ptr<Codec> NewSparseCodec(const CompressionSpec& spec);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CODEC_SPARSE_CODEC_H_

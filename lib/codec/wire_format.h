@@ -1,0 +1,136 @@
+// The compact-gradient frame: what one rank sends for one gradient bucket.
+//
+// Byte-level grammar: docs/wire_format.md. Every multi-byte field is little
+// endian. A frame is
+//
+//   header (kFrameHeaderBytes) | indices | scales | values | checksum (8)
+//
+// where the three sections' lengths are in the header and the checksum is
+// XXH3-64 over header and sections. A codec decides what the sections hold;
+// this file only frames them and refuses anything malformed before a
+// decoder touches memory. Nothing here allocates.
+#ifndef GRADWIRE_LIB_CODEC_WIRE_FORMAT_H_
+#define GRADWIRE_LIB_CODEC_WIRE_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace gradwire {
+
+inline constexpr uint32_t kFrameMagic = 0x31465747;  // bytes "GWF1"
+inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 72;
+inline constexpr size_t kFrameChecksumBytes = 8;
+
+// Which codec produced the frame. Values are part of the wire format.
+enum class CodecId : uint8_t {
+  kDense = 0,  // fp32 values, no compression
+  kFp16 = 1,
+  kBf16 = 2,
+  kTopK = 3,
+  kApproxTopK = 4,
+  kRandomK = 5,
+  kQsgd = 6,
+  kSign = 7,
+};
+inline constexpr uint8_t kMaxCodecId = 7;
+
+// How values are stored in the values section. kPacked: bit-packed integer
+// levels (QSGD, sign), width given by quant_bits.
+enum class ValueType : uint8_t {
+  kFp32 = 0,
+  kFp16 = 1,
+  kBf16 = 2,
+  kPacked = 3,
+};
+inline constexpr uint8_t kMaxValueType = 3;
+
+// How the indices section stores element indices (always strictly
+// increasing, each < dense_length, so dense_length is at most 2^32).
+enum class IndexEncoding : uint8_t {
+  kNone = 0,         // no indices: dense, quantized, or random-k (seeded)
+  kRawU32 = 1,       // count * u32
+  kDeltaVarint = 2,  // first index, then gaps - 1, each LEB128
+};
+inline constexpr uint8_t kMaxIndexEncoding = 2;
+
+// Flag bits; every other bit must be zero.
+inline constexpr uint8_t kFlagErrorFeedback = 1 << 0;  // sender applied EF
+inline constexpr uint8_t kKnownFlags = kFlagErrorFeedback;
+
+struct FrameHeader {
+  CodecId codec = CodecId::kDense;
+  ValueType value_type = ValueType::kFp32;
+  IndexEncoding index_encoding = IndexEncoding::kNone;
+  uint8_t quant_bits = 0;      // 1..8 for kPacked values, else 0
+  uint8_t flags = 0;
+  uint32_t bucket_size = 0;    // elements per scale (quantizers), else 0
+  uint64_t dense_length = 0;   // n: elements of the dense gradient
+  uint64_t element_count = 0;  // values carried (k for sparse codecs)
+  uint64_t step = 0;           // training step the gradient belongs to
+  uint64_t seed = 0;           // shared seed (random-k indices, rounding)
+  uint64_t index_bytes = 0;
+  uint64_t scale_bytes = 0;
+  uint64_t value_bytes = 0;
+};
+
+// Caps a receiver enforces before trusting any length in a frame.
+struct FrameLimits {
+  uint64_t max_dense_length = uint64_t{1} << 32;
+  uint64_t max_frame_bytes = uint64_t{1} << 32;
+};
+
+template <typename Byte>
+struct FrameSectionsT {
+  absl::Span<Byte> indices;
+  absl::Span<Byte> scales;
+  absl::Span<Byte> values;
+};
+using FrameSections = FrameSectionsT<const uint8_t>;
+using MutableFrameSections = FrameSectionsT<uint8_t>;
+
+// Total bytes of a frame whose sections have the header's lengths.
+uint64_t FrameBytes(const FrameHeader& header);
+
+// Writes `header` at the front of `out` and returns the three section spans
+// behind it for the caller to fill. InvalidArgument if the header is not
+// valid by the rules ParseFrame applies, or `out` is too small.
+absl::StatusOr<MutableFrameSections> StartFrame(const FrameHeader& header, absl::Span<uint8_t> out);
+
+// Computes and stores the checksum once the sections are filled; returns
+// the frame's length (FrameBytes(header)).
+absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out);
+
+struct ParsedFrame {
+  FrameHeader header;
+  FrameSections sections;  // views into the parsed bytes
+};
+
+// Validates `frame` (exactly one frame) and returns views of its parts.
+// Checks, in order: length, magic, version, enum ranges, reserved bits,
+// caps, section lengths against the frame length, element_count <=
+// dense_length, checksum. Each failure has its own message (DataLoss for a
+// checksum mismatch, InvalidArgument otherwise). Codec-specific consistency
+// (e.g. value bytes == count * width) is the codec's to check.
+absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const FrameLimits& limits);
+
+// Most bytes `count` indices can take in `encoding`.
+uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count);
+
+// Encodes strictly increasing `indices` (each < 2^32) into `out`; returns
+// the bytes written.
+absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const uint32_t> indices,
+                                     absl::Span<uint8_t> out);
+
+// Decodes exactly out.size() indices from `in`, which must be consumed
+// exactly, and checks each is < dense_length and strictly increasing.
+absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
+                           uint64_t dense_length, absl::Span<uint32_t> out);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_CODEC_WIRE_FORMAT_H_

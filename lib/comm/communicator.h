@@ -1,0 +1,235 @@
+// Communicator: averages gradient buffers across the ranks of a job,
+// compressed or dense, flat or hierarchical. The synchronous core that the
+// asynchronous GradientExchanger (gradient_exchanger.h) drives from its
+// background thread; also usable directly, one call per buffer.
+//
+// Paths (PathFor picks one per buffer; AllreduceMean can be told which):
+//   kDense       Gloo ring / halving-doubling allreduce of fp32, divided
+//                by the world size. Used for method "none" and for small or
+//                1-D tensors (biases, norms), where compression saves less
+//                than it costs, like DDP and HiTopKComm do.
+//   kCompressed  flat: SparseAllgather over all ranks.
+//                hierarchical (HiTopKComm, ranks grouped into nodes):
+//                dense reduce-scatter inside the node -> error feedback +
+//                compression of this rank's shard -> SparseAllgather
+//                among the ranks with the same local rank (one per node)
+//                -> allgather of the averaged shards inside the node
+//                (after a one-word round in the node sharing each rank's
+//                cross-node verdict, so a failure seen by one cross-node
+//                group is reported by every rank).
+//                Compressed traffic then crosses the slow inter-node
+//                network once per node, not once per GPU.
+//
+// Every rank must make the same calls in the same order with the same
+// bucket ids, steps and lengths; disagreement is reported on every rank as
+// InvalidArgument "collective mismatch ...". Any failure poisons the
+// communicator: every later call returns FailedPrecondition quoting the
+// first failure, until the caller builds a new one (residuals of a failed
+// step are not trustworthy; restore them from a checkpoint).
+//
+// Not thread-safe: one thread at a time (collectives must be issued in the
+// same order on every rank anyway), except for the staged calls below,
+// whose CPU stages may run on a second thread.
+#ifndef GRADWIRE_LIB_COMM_COMMUNICATOR_H_
+#define GRADWIRE_LIB_COMM_COMMUNICATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/comm/sparse_allgather.h"
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/error_feedback.h"
+#include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_config.h"
+
+namespace gradwire {
+
+struct CommunicatorOptions {
+  CompressionSpec compression;
+  // HiTopKComm; nodes come from the rendezvous config (node_id, local
+  // world size). Every node must hold the same number of ranks.
+  bool hierarchical = false;
+  // Tensors with fewer elements go dense (DDP's and the paper's rule of
+  // thumb: below ~16K elements compression costs more than it saves).
+  uint64_t dense_below_elements = 16384;
+  // 1-D tensors (biases, norm scales) go dense whatever their size.
+  bool dense_one_dimensional = true;
+  transport::AllreduceAlgorithm dense_algorithm = transport::AllreduceAlgorithm::kRing;
+  // Connect / ConnectAt: transport::GroupOptions::event_loop_nice (0..19),
+  // for ranks that share a machine's cores.
+  int event_loop_nice = 0;
+};
+
+enum class ExchangePath { kDense, kCompressed };
+const char* ExchangePathName(ExchangePath path);
+
+class Communicator {
+ public:
+  // Builds on an existing world group. `node_id` and `local_world_size`
+  // place this rank (used only when options.hierarchical). Collective:
+  // hierarchical mode splits the world into node and cross-node groups.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      std::unique_ptr<transport::GlooGroup> world, int node_id, int local_world_size,
+      FrameAuthenticator auth, const CommunicatorOptions& options);
+
+  // Rendezvous from `config` (completed from the environment by the
+  // caller, see rendezvous_config.h), then Create. The job id names the
+  // MAC's job; the bind address is ResolveBindAddress(config) (an --iface
+  // or address, never loopback for a multi-host job).
+  static absl::StatusOr<std::unique_ptr<Communicator>> Connect(
+      const transport::RendezvousConfig& config, const JobSecret& secret,
+      const CommunicatorOptions& options);
+
+  // Connect, binding `bind_address` as given: no ResolveBindAddress, so
+  // also loopback for a job that spans "hosts" (LOCAL_WORLD_SIZE <
+  // WORLD_SIZE). For nodes emulated on one machine (tools' --emulate_nodes,
+  // the Python binding's emulate_nodes=True); a real multi-host job wants
+  // Connect, whose guard refuses loopback.
+  static absl::StatusOr<std::unique_ptr<Communicator>> ConnectAt(
+      const transport::RendezvousConfig& config, absl::string_view bind_address,
+      const JobSecret& secret, const CommunicatorOptions& options);
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const CommunicatorOptions& options() const { return options_; }
+
+  // Which path a tensor of `elements` elements takes by default.
+  ExchangePath PathFor(uint64_t elements, bool one_dimensional) const;
+
+  // In place: data = average over ranks of every rank's data. `bucket`
+  // names the buffer: it keys its error-feedback residual and binds its
+  // frames' MACs, so it must denote the same buffer at every step. `step`
+  // is the training step (frames of another step are refused as replays).
+  absl::Status AllreduceMean(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                             ExchangePath path);
+
+  // One buffer that mixes tensors to compress with tensors to keep exact
+  // (a DDP bucket holding weights and biases), in one exchange: `data`
+  // takes the compressed path (error feedback keyed by `bucket`, as in
+  // AllreduceMean), `dense` travels exact in the same frames
+  // (SparseAllgather's dense section) and becomes the rank-order sum
+  // of every rank's `dense` / world size. Saves the dense allreduce's
+  // rounds, but every rank receives every rank's dense part, so keep it
+  // small (the DDP hook's limit: (P-1) x 4 x dense.size() <= 256 KiB).
+  // Every rank must pass the same lengths (else "collective mismatch").
+  // Hierarchical communicators give the same result by two exchanges
+  // (dense, then compressed). On error the communicator is poisoned.
+  absl::Status AllreduceMeanWithDense(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                      absl::Span<float> dense);
+
+  // The staged form of a flat compressed AllreduceMean, for a caller that
+  // pipelines buckets (GradientExchanger): while TransferStage has bucket
+  // i on the wire, EncodeStage can prepare bucket i+1 and FinishStage
+  // average bucket i-1. Together they are exactly AllreduceMean (same
+  // frames, same floats). Only where CanStage(path) (flat, compressed).
+  //   EncodeStage  error feedback + encode + sign; CPU only.
+  //   TransferStage  descriptors, agreement, allgatherv; the collectives.
+  //   FinishStage  verify MACs, decode-accumulate, average into `data`;
+  //                CPU only.
+  // Threads: EncodeStage and FinishStage from one thread (they share the
+  // residuals and decode scratch); TransferStage, AllreduceMean, Close and
+  // the checkpoint calls from one other (the group's owner) or with the
+  // first idle. An InFlight is used by one stage at a time and handed on
+  // under a mutex. The staged calls neither check nor set the poison nor
+  // count in last_call()/totals(): their caller owns failure handling
+  // (stop at the first failure) and adds `*cost`.
+  bool CanStage(ExchangePath path) const {
+    return path == ExchangePath::kCompressed && !options_.hierarchical;
+  }
+  absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<const float> data,
+                           SparseAllgather::InFlight& f, ExchangeStats* cost);
+  absl::Status TransferStage(SparseAllgather::InFlight& f, ExchangeStats* cost);
+  absl::Status FinishStage(SparseAllgather::InFlight& f, absl::Span<float> data,
+                           ExchangeStats* cost);
+
+  // OK, or the failure that poisoned the communicator.
+  absl::Status health() const { return poison_; }
+
+  // Blocks until every rank of the world group has called Barrier (or
+  // the transport deadline passes). Between exchanges only; a failure
+  // poisons the communicator like a failed exchange.
+  absl::Status Barrier();
+
+  // Collective orderly shutdown: GlooGroup::Close (a barrier, then the
+  // connections close) on the cross-node, node and world groups, in that
+  // order on every rank. Call it on every rank before destroying a healthy
+  // communicator or exiting: a rank that closes its sockets while a peer
+  // is still finishing the last exchange can make that peer fail with
+  // Unavailable. Afterwards every call returns FailedPrecondition.
+  // Destroying a communicator without Close never blocks.
+  absl::Status Close();
+
+  // Error-feedback residuals of every bucket as bytes (per rank: each
+  // rank saves its own), with the layout they depend on (world size,
+  // rank, hierarchy, spec) and a checksum.
+  absl::StatusOr<std::string> SaveState() const;
+  // Replaces the residuals with a SaveState of the same layout. Refuses,
+  // changing nothing, corrupt or truncated bytes (DataLoss /
+  // InvalidArgument) and a state of another layout or spec
+  // (FailedPrecondition, saying which).
+  absl::Status RestoreState(absl::string_view state);
+
+  // The error-feedback residual of compressed bucket `bucket` after its
+  // last exchange (this rank's; its node shard in hierarchical mode);
+  // empty before the first compressed exchange of the bucket or with
+  // error feedback off. Valid until the next exchange or RestoreState.
+  // A residual element is exactly 0 where this rank's last frame carried
+  // it in full (selection codecs with fp32 values), which is how a DDP
+  // hook applies DGC's momentum factor masking.
+  absl::Span<const float> Residual(uint32_t bucket) const;
+
+  // Cost of the last AllreduceMean, and the running total.
+  const ExchangeStats& last_call() const { return last_call_; }
+  const ExchangeStats& totals() const { return totals_; }
+
+ private:
+  Communicator(std::unique_ptr<transport::GlooGroup> world, std::unique_ptr<Codec> codec,
+               FrameAuthenticator auth, const CommunicatorOptions& options);
+
+  // FailedPrecondition quoting the failure that poisoned this
+  // communicator, if one did.
+  absl::Status CheckUsable() const;
+  // AllreduceMean and AllreduceMeanWithDense: one exchange, its cost
+  // recorded and a failure poisoning the communicator. `dense` is empty
+  // for AllreduceMean; path kDense never has one.
+  absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                        absl::Span<float> dense, ExchangePath path);
+  absl::Status Dense(absl::Span<float> data, ExchangeStats* cost);
+  absl::Status Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
+                            absl::Span<float> data, ExchangeStats* cost);
+  void AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const;
+
+  std::unique_ptr<transport::GlooGroup> world_;
+  std::unique_ptr<transport::GlooGroup> node_;   // hierarchical: ranks of my node
+  std::unique_ptr<transport::GlooGroup> cross_;  // hierarchical: my local rank on every node
+  std::unique_ptr<Codec> codec_;
+  FrameAuthenticator auth_;
+  const CommunicatorOptions options_;
+  ErrorFeedback ef_;
+  std::unique_ptr<SparseAllgather> flat_;
+  std::unique_ptr<SparseAllgather> across_nodes_;
+
+  absl::Status poison_;
+  ExchangeStats last_call_;
+  ExchangeStats totals_;
+  std::vector<float> work_;         // hierarchical: reduce-scatter scratch
+  std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
+  std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_COMMUNICATOR_H_

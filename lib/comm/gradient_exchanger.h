@@ -1,0 +1,282 @@
+// GradientExchanger: the asynchronous, bucketed exchange a training stack
+// drives from backprop.
+//
+//   auto ex = GradientExchanger::Create(std::move(communicator), {});
+//   for (step ...) {
+//     ex->BeginStep(step);
+//     for each parameter, in the order backprop produces its gradient:
+//       tickets.push_back(*ex->Submit(name, grad_span, shape));
+//     ex->Flush();                       // end of backprop
+//     ex->WaitAll(absl::Seconds(30));    // or Wait(ticket, ...) per bucket
+//     // every grad_span now holds the average over ranks
+//   }
+//
+// Submit copies the gradient into a bucket (fusion: one collective per
+// ~bucket_bytes instead of one per tensor, like DDP; no copy for a
+// gradient written into its GradientSlot) and returns at once;
+// a full bucket enters a pipeline of two background threads, which
+// exchange it through the Communicator (compressed or dense, see
+// communicator.h) while the caller keeps submitting, then write the
+// averaged values back into the submitted spans. Spans must stay valid
+// until their bucket is waited for.
+//
+// The pipeline (docs/communicator.md, "Pipelining"): a flat compressed
+// bucket goes through three stages, (a) error feedback + encode + sign,
+// (b) the collectives, (c) MAC checks + decode + average + write-back.
+// The COMM thread owns the transport and runs (b) for every bucket in
+// submission order (dense and hierarchical buckets: their whole exchange);
+// the COMPUTE thread runs (a) and (c), so bucket i+1 is encoded, and
+// bucket i-1 decoded, while bucket i is on the wire. At most
+// `pipeline_depth` compressed buckets are between (a) and (c) at once
+// (each holds its frames). Results are bit for bit those of running the
+// buckets one at a time: the arithmetic of each bucket is unchanged and
+// error-feedback residuals are per bucket.
+//
+// The bucket plan (which tensors share a bucket, each bucket's path) is
+// fixed by the first step from the tensors submitted and their order:
+// small and 1-D tensors go to dense buckets, the rest to compressed ones.
+// Later steps must submit the same tensors (names and sizes) in the same
+// order; anything else is refused. Every rank must submit the same
+// sequence, so buckets are exchanged in the same order everywhere, which
+// the single comm thread and Gloo's ordering rules require. Bucket ids
+// key the per-bucket error-feedback residuals, saved and restored with
+// SaveState / RestoreState (checkpoints).
+//
+// Failures: any failure (transport, mismatch, MAC, a wrong submission)
+// poisons the exchanger. Wait / WaitAll / health() return that failure
+// itself (Unavailable for a dead peer, DeadlineExceeded for a stalled one,
+// InvalidArgument for a mismatch, ...); BeginStep, Submit, Flush and the
+// checkpoint calls return FailedPrecondition quoting it, until the
+// exchanger is re-created. A Wait that runs out
+// of time returns DeadlineExceeded and poisons nothing (the bucket may
+// still finish). Every wait has a deadline.
+//
+// Submit, Flush and BeginStep belong to one training thread (their order
+// defines the plan); Wait, WaitAll, the stats and health may be called
+// from any thread. After the first step, Submit and the exchange allocate
+// nothing in gradwire: buckets, pipeline slots and codec scratch are
+// reused (Gloo's per-call bookkeeping is Gloo's).
+#ifndef GRADWIRE_LIB_COMM_GRADIENT_EXCHANGER_H_
+#define GRADWIRE_LIB_COMM_GRADIENT_EXCHANGER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_stats.h"
+
+namespace gradwire {
+
+struct ExchangerOptions {
+  // Bucket fusion threshold in bytes of fp32 gradient (DDP's default).
+  // A bucket closes once it holds at least this much; a larger tensor
+  // gets a bucket of its own.
+  uint64_t bucket_bytes = 25ull << 20;
+  // Flat compressed buckets in flight between encode and write-back (each
+  // holds its frame and the P frames received). 2 lets bucket i+1 be
+  // encoded while bucket i is on the wire; 1 runs encode, exchange and
+  // decode of one bucket at a time (no overlap). 1..64.
+  int pipeline_depth = 2;
+};
+
+// Names one bucket of one step; what Wait waits for.
+struct BucketTicket {
+  uint32_t bucket = 0;
+  uint64_t step = 0;
+};
+
+// One bucket of the plan: its id, path and tensors in fusion order.
+struct BucketInfo {
+  uint32_t id = 0;
+  ExchangePath path = ExchangePath::kDense;
+  uint64_t elements = 0;
+  std::vector<std::string> tensors;
+};
+
+class GradientExchanger {
+ public:
+  // Takes the communicator over (it becomes the pipeline threads').
+  static absl::StatusOr<std::unique_ptr<GradientExchanger>> Create(
+      std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
+
+  // Stops the pipeline after the stage each thread is running (bounded by
+  // the transport deadline); buckets still queued are not exchanged.
+  ~GradientExchanger();
+
+  GradientExchanger(const GradientExchanger&) = delete;
+  GradientExchanger& operator=(const GradientExchanger&) = delete;
+
+  // Starts training step `step`, greater than every earlier one (frames
+  // are bound to their step, so a reused step would look like a replay).
+  // FailedPrecondition if the previous step still has buckets in flight.
+  absl::Status BeginStep(uint64_t step);
+
+  // Adds one gradient. `shape` decides the dense rule for 1-D tensors
+  // (empty: unknown, only the size rule applies); if given, its product
+  // must be grad.size(). Returns the ticket of the bucket it joined.
+  absl::StatusOr<BucketTicket> Submit(absl::string_view name, absl::Span<float> grad,
+                                      absl::Span<const int64_t> shape = {});
+
+  // Zero-copy submission (DDP's gradient_as_bucket_view): the span inside
+  // the bucket where tensor `name`'s gradient travels, valid for the
+  // exchanger's lifetime. A caller that writes the gradient there and
+  // Submits that very span skips Submit's copy in, and finds the average
+  // there afterwards (no copy out). Write it only between WaitAll and the
+  // next Submit of that tensor: while its bucket is in flight the slot is
+  // the exchange's. FailedPrecondition before the first step's Flush
+  // fixed the plan; NotFound for a name not in the plan.
+  absl::StatusOr<absl::Span<float>> GradientSlot(absl::string_view name);
+
+  // Ends the step's submissions: sends partly filled buckets (first step)
+  // or checks every planned tensor was submitted (later steps).
+  absl::Status Flush();
+
+  // Blocks until the bucket is averaged and written back, for at most
+  // `timeout`. Returns the exchange's status.
+  absl::Status Wait(const BucketTicket& ticket, absl::Duration timeout);
+
+  // Wait for every bucket of the current step (after Flush).
+  absl::Status WaitAll(absl::Duration timeout);
+
+  // OK, or the failure that poisoned the exchanger.
+  absl::Status health() const;
+
+  // Collective: returns once every rank has called Barrier, after this
+  // rank's buckets in flight are done (each wait bounded by `timeout` and
+  // the transport deadline). Lines ranks up between steps, e.g. so that
+  // a step's timing starts together on every rank.
+  absl::Status Barrier(absl::Duration timeout);
+
+  // Collective orderly shutdown once the last step is done: waits (up to
+  // `timeout`) for buckets in flight, then Communicator::Close. Call on
+  // every rank before destroying a healthy exchanger or exiting.
+  absl::Status Close(absl::Duration timeout);
+
+  // Per-bucket error-feedback residuals (Communicator::SaveState); only
+  // between steps (FailedPrecondition while buckets are in flight).
+  absl::StatusOr<std::string> SaveState();
+  absl::Status RestoreState(absl::string_view state);
+
+  // Cost of the current (or last finished) step, and of all steps.
+  ExchangeStats StepStats() const;
+  ExchangeStats TotalStats() const;
+
+  // The bucket plan, one line per bucket ("bucket 0: compressed, 3
+  // tensors, 2359296 elements"); empty before the first Flush.
+  std::string DescribePlan() const;
+  std::vector<BucketInfo> Plan() const;
+  size_t bucket_count() const;
+
+ private:
+  struct Member {
+    std::string name;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    absl::Span<float> target;  // the caller's tensor this step
+  };
+  // Where a queued bucket is in the pipeline: the stage it waits for.
+  enum class Stage { kEncode, kTransfer, kFinish, kDone };
+  struct Bucket {
+    uint32_t id = 0;
+    ExchangePath path = ExchangePath::kDense;
+    bool staged = false;      // flat compressed: stages (a) and (c) on the compute thread
+    std::vector<float> data;  // fused gradients, in member order
+    std::vector<Member> members;
+    size_t filled = 0;       // members submitted this step
+    bool queued = false;     // in the pipeline this step
+    Stage stage = Stage::kDone;
+    int slot = -1;           // staged: its InFlight in slots_
+    uint64_t done_step = 0;  // last step exchanged and written back
+    bool done_any = false;
+  };
+  struct PlanEntry {
+    Bucket* bucket;
+    size_t member;
+  };
+
+  GradientExchanger(std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
+
+  void ComputeLoop();  // stages (a) and (c)
+  void CommLoop();     // stage (b)
+  // The compute thread's next job, mutex held: (a) of the next bucket
+  // while a slot is free (it feeds the wire), else (c) of the oldest
+  // transferred one. Null if none.
+  Bucket* NextComputeJobLocked();
+  // Copies a bucket's averaged data into its members' tensors.
+  void WriteBack(const Bucket& bucket);
+  // Bookkeeping of a finished stage, mutex held: stats, poison, next stage.
+  void StageDoneLocked(Bucket* bucket, const absl::Status& s, const ExchangeStats& cost,
+                       const char* what);
+  // Caller side, mutex held.
+  void EnqueueLocked(Bucket* bucket);
+  absl::Status PoisonLocked(absl::Status status);
+  absl::Status CheckHealthyLocked() const;
+  // Waits (up to `timeout`) until no bucket is in flight; the failure, if
+  // any, names `what`. OK means healthy and idle, with `lock` held.
+  absl::Status WaitIdleLocked(std::unique_lock<std::mutex>& lock, absl::Duration timeout,
+                              const char* what);
+  bool DoneLocked(const Bucket& bucket) const;
+  absl::StatusOr<Bucket*> PlanTensorLocked(absl::string_view name, uint64_t size,
+                                           ExchangePath path);
+
+  // After Create: the comm thread's (collectives, AllreduceMean), the
+  // compute thread's (staged (a)/(c), see Communicator), and the caller's
+  // for Close and checkpoints while nothing is in flight.
+  std::unique_ptr<Communicator> comm_;
+  const ExchangerOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable compute_cv_;  // compute thread: a job or stop
+  std::condition_variable comm_cv_;     // comm thread: a job or stop
+  std::condition_variable done_cv_;     // callers: a bucket finished or failure
+  bool stop_ = false;
+  absl::Status poison_;
+  // This step's buckets in the order they were queued (the same on every
+  // rank). Each stage walks it in order with its own cursor, so stages
+  // need no queues of their own: a bucket waits at a cursor until the
+  // previous stage is done with it.
+  std::vector<Bucket*> queue_;
+  size_t encode_at_ = 0;    // compute thread, stage (a)
+  size_t transfer_at_ = 0;  // comm thread, stage (b)
+  size_t finish_at_ = 0;    // compute thread, stage (c)
+  uint64_t staged_started_ = 0;   // staged buckets this step that began (a)
+  uint64_t staged_finished_ = 0;  // ... that finished (c): slots in use = difference
+  int in_flight_ = 0;             // queued, not yet written back
+  absl::Time span_start_;         // first bucket of the step queued
+  bool span_started_ = false;
+  // One per pipeline slot; staged bucket j of a step uses slot j % depth.
+  std::vector<std::unique_ptr<SparseAllgather::InFlight>> slots_;
+
+  // The plan. buckets_ owns Bucket objects by pointer so the worker's
+  // pointers stay valid while the first step adds buckets.
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<PlanEntry> plan_;
+  bool plan_fixed_ = false;
+  Bucket* open_[2] = {nullptr, nullptr};  // first step: bucket filling, per path
+  bool step_active_ = false;
+  bool flushed_ = false;
+  bool any_step_ = false;
+  uint64_t step_ = 0;
+  size_t next_entry_ = 0;  // later steps: index into plan_
+
+  ExchangeStats step_stats_;
+  ExchangeStats total_stats_;
+
+  // Last: started after everything above exists.
+  std::thread compute_thread_;
+  std::thread comm_thread_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_GRADIENT_EXCHANGER_H_

@@ -1,0 +1,315 @@
+#include "gradwire/lib/comm/sparse_allgather.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "gradwire/base/status_macros.h"
+
+namespace gradwire {
+namespace {
+
+template <typename T>
+void EnsureSize(std::vector<T>* v, size_t n) {
+  if (v->size() < n) v->resize(n);
+}
+
+// "ranks 0, 2 have 1000; rank 1 has 999" for a field whose values differ,
+// empty when every rank agrees. Groups ranks by value so that a single
+// odd rank out is obvious in an 8-rank job. Only runs on the error path.
+template <typename Get>
+std::string Disagreement(const transport::GlooGroup& group, size_t count, Get get) {
+  std::map<uint64_t, std::vector<int>> by_value;
+  for (size_t r = 0; r < count; ++r) by_value[get(r)].push_back(group.world_ranks()[r]);
+  if (by_value.size() <= 1) return "";
+  std::vector<std::string> parts;
+  for (const auto& [value, ranks] : by_value) {
+    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "),
+                                 ranks.size() == 1 ? " has " : " have ", value));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+}  // namespace
+
+uint64_t SpecFingerprint(const CompressionSpec& spec) {
+  // QSGD senders round with per-rank seeds (CompressionSpec::ForSender);
+  // the seed is not part of what ranks must agree on.
+  CompressionSpec agreed = spec;
+  if (agreed.method == Method::kQsgd) agreed.seed = 0;
+  const std::string s = agreed.ToString();
+  return XXH3_64bits(s.data(), s.size());
+}
+
+SparseAllgather::SparseAllgather(const Codec& codec, const FrameAuthenticator& auth)
+    : codec_(codec),
+      // The default spec is "none" (fp32), always valid.
+      dense_codec_(*MakeCodec(CompressionSpec())),
+      auth_(auth),
+      spec_fingerprint_(SpecFingerprint(codec.spec())) {}
+
+size_t SparseAllgather::DenseSectionBytes(uint64_t n) const {
+  return n == 0 ? 0 : dense_codec_->MaxEncodedBytes(n);  // fp32 frames have exactly this size
+}
+
+absl::Status SparseAllgather::CheckTable(const transport::GlooGroup& group,
+                                             absl::Span<const Descriptor> table,
+                                             const Descriptor& mine, bool check_frames) const {
+  const size_t p = group.size();
+  // The common case (everything agrees) compares integers only; messages
+  // are built, and memory allocated, only on the error path.
+  auto where = [&mine] {
+    return absl::StrCat("collective mismatch in compressed allreduce (bucket ", mine.bucket,
+                        ", step ", mine.step, ")");
+  };
+  struct Field {
+    const char* name;
+    uint64_t Descriptor::*member;
+  };
+  // Order matters only for which mismatch is reported first; a spec
+  // difference explains a length difference, so it comes first.
+  static constexpr Field kFields[] = {{"compression spec fingerprint", &Descriptor::spec},
+                                      {"gradient length", &Descriptor::n},
+                                      {"bucket", &Descriptor::bucket},
+                                      {"step", &Descriptor::step},
+                                      {"dense section length", &Descriptor::dense_n}};
+  for (const Field& f : kFields) {
+    bool same = true;
+    for (size_t r = 1; r < p; ++r) same = same && table[r].*(f.member) == table[0].*(f.member);
+    if (same) continue;
+    std::string d = Disagreement(group, p, [&](size_t r) { return table[r].*(f.member); });
+    std::string hint;
+    if (f.member == &Descriptor::spec) {
+      hint = absl::StrCat(" (this rank uses \"", codec_.spec().ToString(), "\")");
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where(), ": ", f.name, " differs across ranks: ", d, hint));
+  }
+  if (!check_frames) return absl::OkStatus();
+  // Same spec and length everywhere: every frame must fit what the codec
+  // can produce for n, plus the MAC trailer. Checked before the
+  // allgatherv posts receives of these sizes.
+  const uint64_t dense_bytes = DenseSectionBytes(mine.dense_n);
+  const uint64_t max_bytes = codec_.MaxEncodedBytes(mine.n) + dense_bytes + auth_.trailer_bytes();
+  const uint64_t min_bytes =
+      kFrameHeaderBytes + kFrameChecksumBytes + dense_bytes + auth_.trailer_bytes();
+  for (size_t r = 0; r < p; ++r) {
+    const uint64_t b = table[r].frame_bytes;
+    if (b > max_bytes || b < min_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": rank ", group.world_ranks()[r], " announced a ", b,
+                       "-byte frame for ", mine.n, " elements, outside [", min_bytes, ", ",
+                       max_bytes, "] that spec \"", codec_.spec().ToString(), "\" can produce"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseAllgather::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                                        uint64_t n, ExchangeStats* stats) {
+  const size_t p = group.size();
+  const Descriptor mine{0, n, step, bucket, spec_fingerprint_, 0};
+  EnsureSize(&agree_, p);
+  absl::Status s = group.Allgather(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(agree_.data()), p * kDescriptorBytes));
+  if (stats != nullptr) {
+    stats->AddCall(group.last_call());
+  }
+  GRADWIRE_RETURN_IF_ERROR(s);
+  return CheckTable(group, absl::MakeConstSpan(agree_.data(), p), mine, /*check_frames=*/false);
+}
+
+absl::Status SparseAllgather::Run(transport::GlooGroup& group, ErrorFeedback& ef,
+                                      absl::string_view key, uint32_t bucket, uint64_t step,
+                                      absl::Span<const float> in, absl::Span<float> out,
+                                      absl::Span<const float> dense_in,
+                                      absl::Span<float> dense_out, float divisor,
+                                      ExchangeStats* stats) {
+  if (in.size() != out.size() || dense_in.size() != dense_out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed allreduce: input has ", in.size(), " + ", dense_in.size(),
+        " dense elements, output ", out.size(), " + ", dense_out.size()));
+  }
+  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, dense_in, run_, stats));
+  GRADWIRE_RETURN_IF_ERROR(Transfer(group, run_, stats));
+  return Finish(group, run_, out, dense_out, divisor, stats);
+}
+
+absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFeedback& ef,
+                                         absl::string_view key, uint32_t bucket, uint64_t step,
+                                         absl::Span<const float> in,
+                                         absl::Span<const float> dense_in, InFlight& f,
+                                         ExchangeStats* stats) {
+  // 1-2. Encode with error feedback (then the dense section), then sign.
+  ExchangeStats cost;
+  const uint64_t n = in.size();
+  f.bucket_ = bucket;
+  f.step_ = step;
+  f.n_ = n;
+  f.dense_n_ = dense_in.size();
+  f.frame_bytes_ = 0;
+  const size_t dense_bytes = DenseSectionBytes(f.dense_n_);
+  const size_t cap = codec_.MaxEncodedBytes(n) + dense_bytes + auth_.trailer_bytes();
+  EnsureSize(&f.send_, cap);
+  const absl::Time t0 = absl::Now();
+  absl::StatusOr<EncodeStats> encoded =
+      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes));
+  absl::Status s = encoded.status();
+  size_t payload = s.ok() ? encoded->frame_bytes : 0;
+  if (s.ok() && dense_bytes > 0) {
+    absl::StatusOr<EncodeStats> dense = dense_codec_->Encode(
+        dense_in, step, {}, absl::MakeSpan(f.send_.data() + payload, dense_bytes));
+    s = dense.status();
+    if (s.ok()) payload += dense->frame_bytes;
+  }
+  const absl::Time t1 = absl::Now();
+  cost.compress_time += t1 - t0;
+  if (s.ok()) {
+    const uint32_t my_world_rank = group.world_ranks()[group.rank()];
+    absl::StatusOr<size_t> signed_bytes =
+        auth_.Sign(absl::MakeSpan(f.send_.data(), cap), payload,
+                   FrameOrigin{my_world_rank, step, bucket});
+    cost.auth_time += absl::Now() - t1;
+    s = signed_bytes.status();
+    if (s.ok()) f.frame_bytes_ = *signed_bytes;
+  }
+  if (stats != nullptr) stats->Add(cost);
+  return s;
+}
+
+absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
+                                           ExchangeStats* stats) {
+  const size_t p = group.size();
+  ExchangeStats cost;
+  auto add_wire = [&cost, &group]() {
+    cost.AddCall(group.last_call());
+  };
+  auto finish = [&](absl::Status s) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  };
+
+  // 3. Descriptors: sizes plus everything that must agree. The table
+  // rides in GlooGroup's agreement round (an Allgather this small needs no
+  // round of its own), so Transfer costs two rounds of P-1 messages.
+  static_assert(kDescriptorBytes <= transport::GlooGroup::kInlineAllgatherBytes,
+                "the descriptor must fit in the agreement round");
+  const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_, f.dense_n_};
+  EnsureSize(&f.table_, p);
+  absl::Status s = group.Allgather(
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+      absl::MakeSpan(reinterpret_cast<uint8_t*>(f.table_.data()), p * kDescriptorBytes));
+  add_wire();
+  if (!s.ok()) return finish(s);
+  s = CheckTable(group, absl::MakeConstSpan(f.table_.data(), p), mine, /*check_frames=*/true);
+  if (!s.ok()) return finish(s);
+
+  // 4. The frames, in rank order.
+  EnsureSize(&f.sizes_, p);
+  uint64_t total = 0;
+  for (size_t r = 0; r < p; ++r) {
+    f.sizes_[r] = f.table_[r].frame_bytes;
+    total += f.sizes_[r];
+  }
+  EnsureSize(&f.recv_, total);
+  f.received_ = total;
+  // The table was gathered and checked identically on every rank just
+  // now: no second agreement round.
+  s = group.AllgathervOfGatheredTable(absl::MakeConstSpan(f.send_.data(), f.frame_bytes_),
+                                      absl::MakeConstSpan(f.sizes_.data(), p),
+                                      absl::MakeSpan(f.recv_.data(), total));
+  add_wire();
+  return finish(s);
+}
+
+absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight& f,
+                                         absl::Span<float> out, absl::Span<float> dense_out,
+                                         float divisor, ExchangeStats* stats) {
+  const size_t p = group.size();
+  const uint64_t n = f.n_;
+  const uint64_t dense_n = f.dense_n_;
+  const uint32_t bucket = f.bucket_;
+  const uint64_t step = f.step_;
+  if (out.size() != n || dense_out.size() != dense_n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compressed allreduce: input had ", n, " + ", dense_n, " dense elements, output has ",
+        out.size(), " + ", dense_out.size()));
+  }
+  const size_t dense_bytes = DenseSectionBytes(dense_n);
+  ExchangeStats cost;
+  auto finish = [&](absl::Status s) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  };
+
+  // 5. Authenticate every frame before any of them is decoded.
+  absl::Time t0 = absl::Now();
+  EnsureSize(&frames_, p);
+  EnsureSize(&dense_frames_, p);
+  uint64_t offset = 0;
+  for (size_t r = 0; r < p; ++r) {
+    const int sender = group.world_ranks()[r];
+    absl::StatusOr<absl::Span<const uint8_t>> frame =
+        auth_.Verify(absl::MakeConstSpan(f.recv_.data() + offset, f.sizes_[r]),
+                     FrameOrigin{static_cast<uint32_t>(sender), step, bucket});
+    offset += f.sizes_[r];
+    if (!frame.ok()) {
+      cost.auth_time += absl::Now() - t0;
+      return finish(absl::Status(
+          frame.status().code(), absl::StrCat("frame from rank ", sender, " (bucket ", bucket,
+                                              ", step ", step,
+                                              ") rejected: ", frame.status().message())));
+    }
+    // The dense section is the payload's tail. CheckTable bounded the
+    // length from below, but a frame is only trusted as far as it is
+    // checked.
+    if (frame->size() < dense_bytes + kFrameHeaderBytes + kFrameChecksumBytes) {
+      cost.auth_time += absl::Now() - t0;
+      return finish(absl::DataLossError(absl::StrCat(
+          "frame from rank ", sender, " (bucket ", bucket, ", step ", step, ") holds ",
+          frame->size(), " bytes, too few for a ", dense_n, "-element dense section")));
+    }
+    frames_[r] = frame->first(frame->size() - dense_bytes);
+    dense_frames_[r] = frame->last(dense_bytes);
+  }
+  const absl::Time t1 = absl::Now();
+  cost.auth_time += t1 - t0;
+
+  // 6. Decode in rank order into zeros, then average. DecodeAverage
+  // validates every frame before it writes its output; the dense
+  // section goes to scratch first, so a bad frame in either section
+  // leaves both outputs unchanged.
+  auto decoded = [&](const absl::Status& s, size_t bad, const char* what) {
+    cost.compress_time += absl::Now() - t1;
+    if (bad >= p) return finish(s);
+    return finish(absl::Status(
+        s.code(), absl::StrCat(what, " from rank ", group.world_ranks()[bad], " (bucket ", bucket,
+                               ", step ", step, ") could not be decoded: ", s.message())));
+  };
+  size_t bad = 0;
+  absl::Status s;
+  if (dense_n > 0) {
+    EnsureSize(&dense_sum_, dense_n);
+    s = dense_codec_->DecodeAverage(absl::MakeConstSpan(dense_frames_.data(), p), divisor,
+                                    absl::MakeSpan(dense_sum_.data(), dense_n), &decode_scratch_,
+                                    &bad);
+    if (!s.ok()) return decoded(s, bad, "dense section");
+  }
+  s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out, &decode_scratch_,
+                           &bad);
+  if (!s.ok()) return decoded(s, bad, "frame");
+  std::copy(dense_sum_.begin(), dense_sum_.begin() + dense_n, dense_out.begin());
+  cost.compress_time += absl::Now() - t1;
+  cost.compressed_buckets = 1;
+  cost.elements = n + dense_n;
+  return finish(absl::OkStatus());
+}
+
+}  // namespace gradwire
