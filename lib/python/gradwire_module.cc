@@ -98,6 +98,51 @@ std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
                    *path, "'"));
 }
 
+// The path rule of a spec and the dense settings (Communicator's), for the
+// module-level path_for and bucket_plan, which need no communicator.
+PathRule RuleFor(const std::string& spec, uint64_t dense_below_elements,
+                 bool dense_one_dimensional) {
+  CommunicatorOptions options;
+  options.compression = Value(CompressionSpec::Parse(spec));
+  options.dense_below_elements = dense_below_elements;
+  options.dense_one_dimensional = dense_one_dimensional;
+  return Communicator::PathRuleFor(options);
+}
+
+// bucket_plan: BucketPlan over tensors given by shape, in submission
+// order; each bucket as a dict, its tensors as their positions in `shapes`.
+py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int64_t>>& shapes,
+                      uint64_t bucket_bytes, uint64_t dense_below_elements,
+                      bool dense_one_dimensional) {
+  if (bucket_bytes == 0) throw py::value_error("bucket_bytes must be positive");
+  BucketPlan plan(RuleFor(spec, dense_below_elements, dense_one_dimensional), bucket_bytes);
+  std::vector<py::list> tensors;  // per bucket: positions in shapes, in fusion order
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    uint64_t elements = 1;
+    for (int64_t d : shapes[i]) {
+      if (d < 0) {
+        throw py::value_error(absl::StrCat("shape number ", i, " has a negative dimension"));
+      }
+      elements *= static_cast<uint64_t>(d);
+    }
+    const uint32_t bucket = Value(plan.Add(absl::StrCat(i), elements, shapes[i])).place.bucket;
+    if (bucket == tensors.size()) tensors.emplace_back();
+    tensors[bucket].append(i);
+  }
+  plan.Fix();
+  py::list out;
+  for (uint32_t id = 0; id < plan.bucket_count(); ++id) {
+    const PlannedBucket& b = plan.bucket(id);
+    py::dict d;
+    d["id"] = b.id;
+    d["path"] = ExchangePathName(b.path);
+    d["elements"] = b.elements;
+    d["tensors"] = tensors[id];
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict StatsDict(const ExchangeStats& s) {
   py::dict d;
   d["dense_buckets"] = s.dense_buckets;
@@ -354,6 +399,29 @@ PYBIND11_MODULE(_gradwire, m) {
         return Value(CompressionSpec::Parse(spec)).SelectedCount(n);
       },
       py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
+  m.def(
+      "path_for",
+      [](const std::string& spec, uint64_t elements, bool one_dimensional,
+         uint64_t dense_below_elements, bool dense_one_dimensional) {
+        return ExchangePathName(RuleFor(spec, dense_below_elements, dense_one_dimensional)
+                                    .PathFor(elements, one_dimensional));
+      },
+      py::arg("spec"), py::arg("elements"), py::arg("one_dimensional") = false,
+      py::arg("dense_below_elements") = 16384, py::arg("dense_one_dimensional") = true,
+      R"doc('dense' or 'compressed': the library's path rule (lib/comm/bucket_plan.h).
+Dense for spec 'none' (every method's settings are ignored but the method),
+for fewer than dense_below_elements elements, and for 1-D tensors when
+dense_one_dimensional; else compressed. Communicator.path_for is the same
+rule with the communicator's settings.)doc");
+  m.def("bucket_plan", &BucketPlanOf, py::arg("spec"), py::arg("shapes"),
+        py::arg("bucket_bytes") = uint64_t{25} << 20, py::arg("dense_below_elements") = 16384,
+        py::arg("dense_one_dimensional") = true,
+        R"doc(The buckets GradientExchanger fuses tensors into (lib/comm/bucket_plan.h).
+shapes: one shape (sequence of ints) per tensor, in submission (backprop)
+order; each tensor's path by path_for; per path one open bucket, closed
+once it holds >= bucket_bytes of float32; the rest closed at the end.
+Returns [{'id', 'path' ('dense'/'compressed'), 'elements', 'tensors'
+(positions in shapes, in fusion order)}] by id (the order buckets opened).)doc");
 
   py::class_<PyCommunicator>(m, "Communicator", R"doc(
 Joins the job described by the environment (RANK, WORLD_SIZE, LOCAL_RANK,

@@ -23,7 +23,7 @@ import os
 import sys
 
 __all__ = ["Communicator", "ReferenceExchange", "Error", "canonical_spec", "selected_count",
-           "uses_error_feedback", "extension_path"]
+           "uses_error_feedback", "path_for", "bucket_plan", "extension_path"]
 
 
 def _candidates():
@@ -74,3 +74,7 @@ Error = _gradwire.Error
 canonical_spec = _gradwire.canonical_spec
 selected_count = _gradwire.selected_count
 uses_error_feedback = _gradwire.uses_error_feedback
+# The library's path rule and bucket fusion (lib/comm/bucket_plan.h): the
+# DDP hook and tools/planner.py use these rather than a rule of their own.
+path_for = _gradwire.path_for
+bucket_plan = _gradwire.bucket_plan
