@@ -5,8 +5,9 @@
 // tensor.numpy()) or as a raw (data_ptr, numel) pair, so one build works
 // with any torch version and with none. The Python package around it
 // (lib/python/gradwire/) adds the DDP communication hook. The data
-// cache's part (DataCache, Prefetcher, pack_dataset) is in
-// data_cache_binding.cc.
+// cache (DataCache, Prefetcher, pack_dataset) is another extension,
+// _gradwire_data (gradwire_data_module.cc): lib/cache links gRPC, which a
+// training process that only exchanges gradients should not load.
 //
 // Every call that can block on the network (Connect, allreduce_mean,
 // close) releases the GIL, so other Python threads (data loading, the
@@ -39,7 +40,6 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
-#include "data_cache_binding.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -380,10 +380,9 @@ class ReferenceExchange {
 
 PYBIND11_MODULE(_gradwire, m) {
   using namespace gradwire;
-  m.doc() = "gradwire: compressed gradient exchange and data cache (C++ core; see the gradwire package)";
+  m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
 
   gradwire::python::DefineErrorType(m);
-  gradwire::python::DefineDataCache(m);
 
   m.def(
       "canonical_spec",
