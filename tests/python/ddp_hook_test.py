@@ -221,6 +221,21 @@ def thread_nice(tid):
         return int(f.read().rsplit(")", 1)[1].split()[16])
 
 
+def small_ddp_model(torch, dist, DDP):
+    """(model, DDP wrapper) of the MLP every rank case trains, seeded alike.
+    64x512 = 32768 elements (compressed), 512x40 = 20480 (compressed),
+    40x10 = 400 (dense: small), biases (dense: 1-D). Small buckets so
+    several of them, mixed, go through the hook."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
+                                torch.nn.Linear(40, 10))
+    # DDP's documented knob for its first bucket (1 MiB by default would
+    # hold the whole model): several buckets exercise the per-index state.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
+    return model, DDP(model, bucket_cap_mb=0.05)
+
+
 def rank_main(args):
     import torch
     import torch.distributed as dist
@@ -248,17 +263,7 @@ def rank_main(args):
     y_all = (x_all @ teacher).argmax(1)
     x, y = x_all[rank::world], y_all[rank::world]
 
-    torch.manual_seed(0)
-    # 64x512 = 32768 elements (compressed), 512x40 = 20480 (compressed),
-    # 40x10 = 400 (dense: small), biases (dense: 1-D). Small buckets so
-    # several of them, mixed, go through the hook.
-    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
-                                torch.nn.Linear(40, 10))
-    # DDP's documented knob for its first bucket (1 MiB by default would
-    # hold the whole model): several buckets exercise the per-index state.
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
-    ddp = DDP(model, bucket_cap_mb=0.05)
+    model, ddp = small_ddp_model(torch, dist, DDP)
     hier = bool(args.hierarchical)
     corrected = args.momentum > 0
     extra = {"momentum": args.momentum, "weight_decay": MC_WEIGHT_DECAY} if corrected else {}
@@ -594,14 +599,7 @@ def bytes_main(args):
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    torch.manual_seed(0)
-    # Two matrices above dense_below_elements (32768, 20480 elements): the
-    # tensors a compressing spec would compress.
-    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
-                                torch.nn.Linear(40, 10))
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
-    ddp = DDP(model, bucket_cap_mb=0.05)
+    _, ddp = small_ddp_model(torch, dist, DDP)
     state = gradwire.ddp.GradwireState("none", warmup_iters=1, event_loop_nice=19)
     sizes = []  # floats per exchanged bucket
 
