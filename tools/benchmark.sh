@@ -19,7 +19,8 @@ cd "$root"
 bash tools/install_deps.sh
 jobs=()
 [ -n "${GRADWIRE_BUILD_JOBS:-}" ] && jobs=(--jobs="$GRADWIRE_BUILD_JOBS")
-bazel build -c opt "${jobs[@]}" //tools:exchange_bench //bench/transport:transport_bench
+bazel build -c opt "${jobs[@]}" //tools:exchange_bench //bench/transport:transport_bench \
+  //lib/python:_gradwire.so  # planner.py's bucket plan
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ] && sudo -n true 2>/dev/null; then
   sudo_cmd=(sudo -n)  # namespaces need root; without it cluster_bench falls back to loopback

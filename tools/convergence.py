@@ -40,7 +40,7 @@ interface counters measure the gradient exchange.
 --emulate runs each rank in its own network namespace of an emulated
 cluster (tools/emulated_cluster.py, its own lock-owned "gwc<token>-*" namespaces, links shaped to
 --link); otherwise ranks share loopback. Run with Debian's /usr/bin/python3
-(python3-torch) after `bazel build //lib/python:_gradwire.so`.
+(python3-torch) after `bazel build //lib/python:_gradwire.so //lib/python:_gradwire_data.so`.
 """
 import argparse
 import json

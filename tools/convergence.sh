@@ -18,7 +18,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 out="${1:-/tmp/gradwire-convergence}"
 shift || true
-bazel build --jobs="${BAZEL_JOBS:-2}" //lib/python:_gradwire.so
+bazel build --jobs="${BAZEL_JOBS:-2}" //lib/python:_gradwire.so //lib/python:_gradwire_data.so
 net=(--emulate --link 1gbit)
 if [ "$(id -u)" -ne 0 ]; then
   echo "convergence.sh: not root, so no emulated cluster: ranks share loopback" >&2

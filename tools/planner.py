@@ -53,8 +53,12 @@ here are under-predicted.
 Validation adds the host-side cost of the dense gradwire run of the same
 profile and link (iter - wire - averaging, per element: copying gradients
 into buckets and back), which every gradwire method pays.
-Buckets follow exchange_bench's plan: tensors < 16384 elements or 1-D go
-dense; the rest fuse into 25 MiB buckets, one codec call each.
+Buckets follow exchange_bench's plan, computed by the library itself (its
+path rule and bucket fusion, lib/comm/bucket_plan.h, through the Python
+extension: build it with `bazel build //lib/python:_gradwire.so` and run
+with the interpreter it is built for, /usr/bin/python3): tensors < 16384
+elements or 1-D go dense; the rest fuse into 25 MiB buckets, one codec call
+each.
 """
 
 import argparse
@@ -66,6 +70,11 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import model_profiles  # noqa: E402
+
+# The gradwire package (lib/python/gradwire, in the source tree and in
+# Bazel runfiles alike); it finds the built extension itself.
+PACKAGE_DIR = os.path.join(os.path.dirname(HERE), "lib", "python")
+_gradwire = None
 
 # TCP payload per byte on a 1500-byte-MTU Ethernet link (1448/1514 with
 # TCP timestamps): what a shaper's or NIC's line rate leaves for data.
@@ -106,25 +115,40 @@ def parse_method(text):
 
 # --- the plan: which elements go dense, which through the codec -------------
 
+class ExtensionMissing(RuntimeError):
+    """gradwire's Python extension cannot be loaded."""
+
+
+def gradwire_extension():
+    """The gradwire package with its extension loaded, or ExtensionMissing
+    saying how to build it."""
+    global _gradwire
+    if _gradwire is None:
+        if PACKAGE_DIR not in sys.path:
+            sys.path.insert(0, PACKAGE_DIR)
+        try:
+            import gradwire
+        except (ImportError, OSError) as e:
+            raise ExtensionMissing(
+                f"the bucket plan comes from gradwire's Python extension, which did not load: "
+                f"{e}\nBuild it (bazel build //lib/python:_gradwire.so) and run planner.py "
+                f"with the interpreter it is built for, /usr/bin/python3 (this is "
+                f"{sys.executable})") from e
+        _gradwire = gradwire
+    return _gradwire
+
+
 def bucket_plan(shapes, bucket_bytes=25 << 20, dense_below=16384, dense_1d=True,
                 compressing=True):
     """(dense bucket sizes, compressed bucket sizes) in elements, as
-    GradientExchanger fuses them (backprop order, one open bucket per path)."""
-    open_ = {"dense": 0, "comp": 0}
-    done = {"dense": [], "comp": []}
-    for s in reversed(shapes):
-        n = model_profiles.numel(s)
-        path = "dense"
-        if compressing and n >= dense_below and not (dense_1d and len(s) == 1):
-            path = "comp"
-        open_[path] += n
-        if open_[path] * 4 >= bucket_bytes:
-            done[path].append(open_[path])
-            open_[path] = 0
-    for path in open_:
-        if open_[path]:
-            done[path].append(open_[path])
-    return done["dense"], done["comp"]
+    GradientExchanger fuses them: the library's own plan (gradwire.bucket_plan)
+    of the tensors in backprop order. compressing=False: method "none"."""
+    plan = gradwire_extension().bucket_plan(
+        "topk" if compressing else "none", [tuple(s) for s in reversed(shapes)],
+        bucket_bytes=bucket_bytes, dense_below_elements=dense_below,
+        dense_one_dimensional=dense_1d)
+    return ([b["elements"] for b in plan if b["path"] == "dense"],
+            [b["elements"] for b in plan if b["path"] == "compressed"])
 
 
 def varint_index_bytes(density):
@@ -515,6 +539,11 @@ def main(argv=None):
                    help="intra-node GB/s at scale (NVLink-class); 0 = free")
     p.add_argument("--json_out")
     a = p.parse_args(argv)
+    try:
+        gradwire_extension()
+    except ExtensionMissing as e:
+        print(f"planner: {e}", file=sys.stderr)
+        return 2
     alpha = a.alpha_us * 1e-6
     report = {"alpha_us": a.alpha_us, "tcp_goodput": TCP_GOODPUT,
               "gpu_bytes_per_s_predicted": GPU_BYTES_PER_S}

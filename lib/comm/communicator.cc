@@ -40,10 +40,6 @@ uint64_t GetLE(absl::string_view in, size_t pos, int bytes) {
 
 }  // namespace
 
-const char* ExchangePathName(ExchangePath path) {
-  return path == ExchangePath::kDense ? "dense" : "compressed";
-}
-
 Communicator::Communicator(std::unique_ptr<transport::GlooGroup> world,
                            std::unique_ptr<Codec> codec, FrameAuthenticator auth,
                            const CommunicatorOptions& options)
@@ -136,11 +132,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::ConnectAt(
                 options);
 }
 
+PathRule Communicator::PathRuleFor(const CommunicatorOptions& options) {
+  PathRule rule;
+  rule.compressing = options.compression.method != Method::kNone;
+  rule.dense_below_elements = options.dense_below_elements;
+  rule.dense_one_dimensional = options.dense_one_dimensional;
+  return rule;
+}
+
 ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) const {
-  if (options_.compression.method == Method::kNone) return ExchangePath::kDense;
-  if (elements < options_.dense_below_elements) return ExchangePath::kDense;
-  if (one_dimensional && options_.dense_one_dimensional) return ExchangePath::kDense;
-  return ExchangePath::kCompressed;
+  return path_rule().PathFor(elements, one_dimensional);
 }
 
 void Communicator::AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const {

@@ -3,7 +3,8 @@
 // asynchronous GradientExchanger (gradient_exchanger.h) drives from its
 // background thread; also usable directly, one call per buffer.
 //
-// Paths (PathFor picks one per buffer; AllreduceMean can be told which):
+// Paths (PathFor picks one per buffer by the path rule of bucket_plan.h;
+// AllreduceMean can be told which):
 //   kDense       Gloo ring / halving-doubling allreduce of fp32, divided
 //                by the world size. Used for method "none" and for small or
 //                1-D tensors (biases, norms), where compression saves less
@@ -43,6 +44,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
@@ -58,19 +60,17 @@ struct CommunicatorOptions {
   // HiTopKComm; nodes come from the rendezvous config (node_id, local
   // world size). Every node must hold the same number of ranks.
   bool hierarchical = false;
-  // Tensors with fewer elements go dense (DDP's and the paper's rule of
-  // thumb: below ~16K elements compression costs more than it saves).
+  // The path rule's settings (PathRule in bucket_plan.h): tensors with
+  // fewer elements go dense (DDP's and the paper's rule of thumb: below
+  // ~16K elements compression costs more than it saves), and 1-D tensors
+  // (biases, norm scales) whatever their size.
   uint64_t dense_below_elements = 16384;
-  // 1-D tensors (biases, norm scales) go dense whatever their size.
   bool dense_one_dimensional = true;
   transport::AllreduceAlgorithm dense_algorithm = transport::AllreduceAlgorithm::kRing;
   // Connect / ConnectAt: transport::GroupOptions::event_loop_nice (0..19),
   // for ranks that share a machine's cores.
   int event_loop_nice = 0;
 };
-
-enum class ExchangePath { kDense, kCompressed };
-const char* ExchangePathName(ExchangePath path);
 
 class Communicator {
  public:
@@ -106,7 +106,13 @@ class Communicator {
   int size() const;
   const CommunicatorOptions& options() const { return options_; }
 
-  // Which path a tensor of `elements` elements takes by default.
+  // The path rule of `options`: everything dense for method "none", else
+  // by dense_below_elements and dense_one_dimensional. Also for callers
+  // that plan without a communicator (the Python binding's bucket_plan).
+  static PathRule PathRuleFor(const CommunicatorOptions& options);
+  PathRule path_rule() const { return PathRuleFor(options_); }
+  // Which path a tensor of `elements` elements takes by default:
+  // path_rule().PathFor.
   ExchangePath PathFor(uint64_t elements, bool one_dimensional) const;
 
   // In place: data = average over ranks of every rank's data. `bucket`

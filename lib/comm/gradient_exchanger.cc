@@ -22,7 +22,9 @@ std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration timeout) {
 
 GradientExchanger::GradientExchanger(std::unique_ptr<Communicator> communicator,
                                      const ExchangerOptions& options)
-    : comm_(std::move(communicator)), options_(options) {}
+    : comm_(std::move(communicator)),
+      options_(options),
+      plan_(comm_->path_rule(), options.bucket_bytes) {}
 
 absl::StatusOr<std::unique_ptr<GradientExchanger>> GradientExchanger::Create(
     std::unique_ptr<Communicator> communicator, const ExchangerOptions& options) {
@@ -132,37 +134,39 @@ void GradientExchanger::EnqueueLocked(Bucket* bucket) {
 }
 
 absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
-    absl::string_view name, uint64_t size, ExchangePath path) {
-  Bucket*& open = open_[path == ExchangePath::kDense ? 0 : 1];
-  if (open == nullptr) {
-    if (buckets_.size() >= UINT32_MAX) return absl::ResourceExhaustedError("too many buckets");
+    absl::string_view name, uint64_t size, absl::Span<const int64_t> shape, uint32_t* member,
+    bool* closed) {
+  absl::StatusOr<BucketPlan::Added> added = plan_.Add(name, size, shape);
+  if (!added.ok()) return added.status();
+  const uint32_t id = added->place.bucket;
+  if (id == buckets_.size()) {  // a new bucket
     buckets_.push_back(std::make_unique<Bucket>());
-    open = buckets_.back().get();
-    open->id = static_cast<uint32_t>(buckets_.size() - 1);
-    open->path = path;
+    Bucket& b = *buckets_.back();
+    b.id = id;
+    b.plan = &plan_.bucket(id);
+    b.path = b.plan->path;
   }
-  Member m;
-  m.name = std::string(name);
-  m.offset = open->data.size();
-  m.size = size;
-  open->members.push_back(std::move(m));
-  open->data.resize(open->data.size() + size);
-  plan_.push_back(PlanEntry{open, open->members.size() - 1});
-  return open;
+  Bucket* bucket = buckets_[id].get();
+  bucket->data.resize(bucket->plan->elements);
+  bucket->targets.resize(bucket->plan->members.size());
+  *member = added->place.member;
+  *closed = added->closed;
+  return bucket;
 }
 
 absl::StatusOr<absl::Span<float>> GradientExchanger::GradientSlot(absl::string_view name) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!plan_fixed_) {
+  if (!plan_.fixed()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GradientSlot(\"", name, "\"): slots exist once the first step fixed the bucket plan"));
   }
-  for (const PlanEntry& e : plan_) {
-    Member& m = e.bucket->members[e.member];
-    if (m.name == name) return absl::MakeSpan(e.bucket->data.data() + m.offset, m.size);
+  absl::StatusOr<TensorPlace> place = plan_.Find(name);
+  if (!place.ok()) {
+    return absl::Status(place.status().code(),
+                        absl::StrCat("GradientSlot: ", place.status().message()));
   }
-  return absl::NotFoundError(
-      absl::StrCat("GradientSlot(\"", name, "\"): no tensor of that name in the bucket plan"));
+  const BucketMember& m = plan_.member(*place);
+  return absl::MakeSpan(buckets_[place->bucket]->data.data() + m.offset, m.size);
 }
 
 absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
@@ -174,64 +178,42 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
     return absl::FailedPreconditionError(absl::StrCat(
         "Submit(\"", name, "\") outside a step: call BeginStep first (and not after Flush)"));
   }
-  if (!shape.empty()) {
-    uint64_t product = 1;
-    for (int64_t d : shape) product *= d < 0 ? 0 : static_cast<uint64_t>(d);
-    if (product != grad.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" has ", grad.size(),
-                                                     " elements but its shape holds ", product));
-    }
-  }
+  if (absl::Status s = BucketPlan::CheckShape(name, grad.size(), shape); !s.ok()) return s;
   Bucket* bucket = nullptr;
-  Member* member = nullptr;
-  if (!plan_fixed_) {
-    const ExchangePath path = comm_->PathFor(grad.size(), shape.size() == 1);
-    absl::StatusOr<Bucket*> b = PlanTensorLocked(name, grad.size(), path);
+  uint32_t member = 0;
+  bool closes = false;  // first step: the bucket is full enough to go
+  if (!plan_.fixed()) {
+    absl::StatusOr<Bucket*> b = PlanTensorLocked(name, grad.size(), shape, &member, &closes);
     if (!b.ok()) return PoisonLocked(b.status());
     bucket = *b;
-    member = &bucket->members.back();
   } else {
-    if (next_entry_ >= plan_.size()) {
-      return PoisonLocked(absl::FailedPreconditionError(
-          absl::StrCat("step ", step_, ": tensor \"", name, "\" is number ", next_entry_ + 1,
-                       " but the bucket plan fixed at the first step has only ", plan_.size(),
-                       ": submit the same tensors in the same order every step")));
+    absl::StatusOr<TensorPlace> place = plan_.Expect(next_entry_, name, grad.size());
+    if (!place.ok()) {
+      const absl::Status& s = place.status();
+      return PoisonLocked(absl::Status(s.code(), absl::StrCat("step ", step_, ": ", s.message())));
     }
-    const PlanEntry& e = plan_[next_entry_];
-    bucket = e.bucket;
-    member = &bucket->members[e.member];
-    if (member->name != name || member->size != grad.size()) {
-      return PoisonLocked(absl::FailedPreconditionError(absl::StrCat(
-          "step ", step_, ": tensor number ", next_entry_ + 1, " is \"", name, "\" with ",
-          grad.size(), " elements, but the bucket plan fixed at the first step expects \"",
-          member->name, "\" with ", member->size,
-          ": submit the same tensors in the same order every step")));
-    }
+    bucket = buckets_[place->bucket].get();
+    member = place->member;
   }
   ++next_entry_;
-  member->target = grad;
-  if (plan_fixed_) {
+  bucket->targets[member] = grad;
+  const uint64_t offset = bucket->plan->members[member].offset;
+  if (plan_.fixed()) {
     // A gradient written into its slot (GradientSlot) is already in place.
-    if (grad.data() != bucket->data.data() + member->offset) {
+    if (grad.data() != bucket->data.data() + offset) {
       // The copy is the bulk of Submit: make it off the lock so the worker
       // can start the next queued bucket meanwhile. Safe: this bucket is
       // not queued, so only this call touches its data.
       lock.unlock();
-      std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
+      std::copy(grad.begin(), grad.end(), bucket->data.begin() + offset);
       lock.lock();
     }
   } else {
-    std::copy(grad.begin(), grad.end(), bucket->data.begin() + member->offset);
+    std::copy(grad.begin(), grad.end(), bucket->data.begin() + offset);
   }
   ++bucket->filled;
   const BucketTicket ticket{bucket->id, step_};
-  if (!plan_fixed_) {
-    // First step: close the bucket once it is full enough.
-    if (bucket->data.size() * sizeof(float) >= options_.bucket_bytes) {
-      open_[bucket->path == ExchangePath::kDense ? 0 : 1] = nullptr;
-      EnqueueLocked(bucket);
-    }
-  } else if (bucket->filled == bucket->members.size()) {
+  if (closes || (plan_.fixed() && bucket->filled == bucket->plan->members.size())) {
     EnqueueLocked(bucket);
   }
   return ticket;
@@ -243,21 +225,14 @@ absl::Status GradientExchanger::Flush() {
   if (!step_active_ || flushed_) {
     return absl::FailedPreconditionError("Flush outside a step (call BeginStep, then Submit)");
   }
-  if (!plan_fixed_) {
-    // Close partly filled buckets in creation order (the same on every
-    // rank, since every rank submitted the same sequence).
-    std::vector<Bucket*> open;
-    for (Bucket*& b : open_) {
-      if (b != nullptr) open.push_back(b);
-      b = nullptr;
-    }
-    std::sort(open.begin(), open.end(), [](Bucket* a, Bucket* b) { return a->id < b->id; });
-    for (Bucket* b : open) EnqueueLocked(b);
-    plan_fixed_ = true;
-  } else if (next_entry_ != plan_.size()) {
+  if (!plan_.fixed()) {
+    // Partly filled buckets go in creation order (the same on every rank,
+    // since every rank submitted the same sequence).
+    for (uint32_t id : plan_.Fix()) EnqueueLocked(buckets_[id].get());
+  } else if (next_entry_ != plan_.tensor_count()) {
     return PoisonLocked(absl::FailedPreconditionError(absl::StrCat(
         "step ", step_, " flushed after ", next_entry_, " tensors, but the bucket plan has ",
-        plan_.size(), ": the missing buckets would never be exchanged")));
+        plan_.tensor_count(), ": the missing buckets would never be exchanged")));
   }
   flushed_ = true;
   return absl::OkStatus();
@@ -328,10 +303,13 @@ GradientExchanger::Bucket* GradientExchanger::NextComputeJobLocked() {
 }
 
 void GradientExchanger::WriteBack(const Bucket& bucket) {
-  for (const Member& m : bucket.members) {
-    if (m.target.data() == bucket.data.data() + m.offset) continue;  // a slot: in place
+  const std::vector<BucketMember>& members = bucket.plan->members;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const BucketMember& m = members[i];
+    const absl::Span<float> target = bucket.targets[i];
+    if (target.data() == bucket.data.data() + m.offset) continue;  // a slot: in place
     std::copy(bucket.data.begin() + m.offset, bucket.data.begin() + m.offset + m.size,
-              m.target.begin());
+              target.begin());
   }
 }
 
@@ -504,33 +482,19 @@ ExchangeStats GradientExchanger::TotalStats() const {
 
 size_t GradientExchanger::bucket_count() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return plan_fixed_ ? buckets_.size() : 0;
+  return plan_.fixed() ? plan_.bucket_count() : 0;
 }
 
 std::vector<BucketInfo> GradientExchanger::Plan() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<BucketInfo> out;
-  if (!plan_fixed_) return out;
-  for (const auto& b : buckets_) {
-    BucketInfo info;
-    info.id = b->id;
-    info.path = b->path;
-    info.elements = b->data.size();
-    for (const Member& m : b->members) info.tensors.push_back(m.name);
-    out.push_back(std::move(info));
-  }
-  return out;
+  if (!plan_.fixed()) return {};
+  return plan_.Info();
 }
 
 std::string GradientExchanger::DescribePlan() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!plan_fixed_) return "";
-  std::string out;
-  for (const auto& b : buckets_) {
-    absl::StrAppend(&out, "bucket ", b->id, ": ", ExchangePathName(b->path), ", ",
-                    b->members.size(), " tensors, ", b->data.size(), " elements\n");
-  }
-  return out;
+  if (!plan_.fixed()) return "";
+  return plan_.Describe();
 }
 
 }  // namespace gradwire

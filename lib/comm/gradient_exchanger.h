@@ -32,9 +32,9 @@
 // buckets one at a time: the arithmetic of each bucket is unchanged and
 // error-feedback residuals are per bucket.
 //
-// The bucket plan (which tensors share a bucket, each bucket's path) is
-// fixed by the first step from the tensors submitted and their order:
-// small and 1-D tensors go to dense buckets, the rest to compressed ones.
+// The bucket plan (which tensors share a bucket, each bucket's path;
+// bucket_plan.h) is fixed by the first step from the tensors submitted and
+// their order, with the communicator's path rule (Communicator::PathFor).
 // Later steps must submit the same tensors (names and sizes) in the same
 // order; anything else is refused. Every rank must submit the same
 // sequence, so buckets are exchanged in the same order everywhere, which
@@ -72,6 +72,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_stats.h"
 
@@ -93,14 +94,6 @@ struct ExchangerOptions {
 struct BucketTicket {
   uint32_t bucket = 0;
   uint64_t step = 0;
-};
-
-// One bucket of the plan: its id, path and tensors in fusion order.
-struct BucketInfo {
-  uint32_t id = 0;
-  ExchangePath path = ExchangePath::kDense;
-  uint64_t elements = 0;
-  std::vector<std::string> tensors;
 };
 
 class GradientExchanger {
@@ -178,30 +171,22 @@ class GradientExchanger {
   size_t bucket_count() const;
 
  private:
-  struct Member {
-    std::string name;
-    uint64_t offset = 0;
-    uint64_t size = 0;
-    absl::Span<float> target;  // the caller's tensor this step
-  };
   // Where a queued bucket is in the pipeline: the stage it waits for.
   enum class Stage { kEncode, kTransfer, kFinish, kDone };
+  // A bucket of the plan at run time.
   struct Bucket {
     uint32_t id = 0;
     ExchangePath path = ExchangePath::kDense;
+    const PlannedBucket* plan = nullptr;  // its members (stable, see bucket_plan.h)
     bool staged = false;      // flat compressed: stages (a) and (c) on the compute thread
     std::vector<float> data;  // fused gradients, in member order
-    std::vector<Member> members;
+    std::vector<absl::Span<float>> targets;  // per member: the caller's tensor this step
     size_t filled = 0;       // members submitted this step
     bool queued = false;     // in the pipeline this step
     Stage stage = Stage::kDone;
     int slot = -1;           // staged: its InFlight in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
-  };
-  struct PlanEntry {
-    Bucket* bucket;
-    size_t member;
   };
 
   GradientExchanger(std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
@@ -226,8 +211,11 @@ class GradientExchanger {
   absl::Status WaitIdleLocked(std::unique_lock<std::mutex>& lock, absl::Duration timeout,
                               const char* what);
   bool DoneLocked(const Bucket& bucket) const;
+  // First step: adds a tensor to the plan (and its bucket, if new); sets
+  // its place among the bucket's members and whether the bucket is full.
   absl::StatusOr<Bucket*> PlanTensorLocked(absl::string_view name, uint64_t size,
-                                           ExchangePath path);
+                                           absl::Span<const int64_t> shape, uint32_t* member,
+                                           bool* closed);
 
   // After Create: the comm thread's (collectives, AllreduceMean), the
   // compute thread's (staged (a)/(c), see Communicator), and the caller's
@@ -257,17 +245,16 @@ class GradientExchanger {
   // One per pipeline slot; staged bucket j of a step uses slot j % depth.
   std::vector<std::unique_ptr<SparseAllgather::InFlight>> slots_;
 
-  // The plan. buckets_ owns Bucket objects by pointer so the worker's
-  // pointers stay valid while the first step adds buckets.
+  // The plan, and a Bucket per planned bucket (index = id). buckets_
+  // owns Bucket objects by pointer so the threads' pointers stay valid
+  // while the first step adds buckets.
+  BucketPlan plan_;
   std::vector<std::unique_ptr<Bucket>> buckets_;
-  std::vector<PlanEntry> plan_;
-  bool plan_fixed_ = false;
-  Bucket* open_[2] = {nullptr, nullptr};  // first step: bucket filling, per path
   bool step_active_ = false;
   bool flushed_ = false;
   bool any_step_ = false;
   uint64_t step_ = 0;
-  size_t next_entry_ = 0;  // later steps: index into plan_
+  size_t next_entry_ = 0;  // tensors submitted this step
 
   ExchangeStats step_stats_;
   ExchangeStats total_stats_;

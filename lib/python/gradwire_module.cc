@@ -5,8 +5,9 @@
 // tensor.numpy()) or as a raw (data_ptr, numel) pair, so one build works
 // with any torch version and with none. The Python package around it
 // (lib/python/gradwire/) adds the DDP communication hook. The data
-// cache's part (DataCache, Prefetcher, pack_dataset) is in
-// data_cache_binding.cc.
+// cache (DataCache, Prefetcher, pack_dataset) is another extension,
+// _gradwire_data (gradwire_data_module.cc): lib/cache links gRPC, which a
+// training process that only exchanges gradients should not load.
 //
 // Every call that can block on the network (Connect, allreduce_mean,
 // close) releases the GIL, so other Python threads (data loading, the
@@ -39,7 +40,6 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
-#include "data_cache_binding.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -96,6 +96,51 @@ std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
   throw py::value_error(
       absl::StrCat("path must be 'dense', 'compressed' or None (the size/1-D rule), got '",
                    *path, "'"));
+}
+
+// The path rule of a spec and the dense settings (Communicator's), for the
+// module-level path_for and bucket_plan, which need no communicator.
+PathRule RuleFor(const std::string& spec, uint64_t dense_below_elements,
+                 bool dense_one_dimensional) {
+  CommunicatorOptions options;
+  options.compression = Value(CompressionSpec::Parse(spec));
+  options.dense_below_elements = dense_below_elements;
+  options.dense_one_dimensional = dense_one_dimensional;
+  return Communicator::PathRuleFor(options);
+}
+
+// bucket_plan: BucketPlan over tensors given by shape, in submission
+// order; each bucket as a dict, its tensors as their positions in `shapes`.
+py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int64_t>>& shapes,
+                      uint64_t bucket_bytes, uint64_t dense_below_elements,
+                      bool dense_one_dimensional) {
+  if (bucket_bytes == 0) throw py::value_error("bucket_bytes must be positive");
+  BucketPlan plan(RuleFor(spec, dense_below_elements, dense_one_dimensional), bucket_bytes);
+  std::vector<py::list> tensors;  // per bucket: positions in shapes, in fusion order
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    uint64_t elements = 1;
+    for (int64_t d : shapes[i]) {
+      if (d < 0) {
+        throw py::value_error(absl::StrCat("shape number ", i, " has a negative dimension"));
+      }
+      elements *= static_cast<uint64_t>(d);
+    }
+    const uint32_t bucket = Value(plan.Add(absl::StrCat(i), elements, shapes[i])).place.bucket;
+    if (bucket == tensors.size()) tensors.emplace_back();
+    tensors[bucket].append(i);
+  }
+  plan.Fix();
+  py::list out;
+  for (uint32_t id = 0; id < plan.bucket_count(); ++id) {
+    const PlannedBucket& b = plan.bucket(id);
+    py::dict d;
+    d["id"] = b.id;
+    d["path"] = ExchangePathName(b.path);
+    d["elements"] = b.elements;
+    d["tensors"] = tensors[id];
+    out.append(d);
+  }
+  return out;
 }
 
 py::dict StatsDict(const ExchangeStats& s) {
@@ -335,10 +380,9 @@ class ReferenceExchange {
 
 PYBIND11_MODULE(_gradwire, m) {
   using namespace gradwire;
-  m.doc() = "gradwire: compressed gradient exchange and data cache (C++ core; see the gradwire package)";
+  m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
 
   gradwire::python::DefineErrorType(m);
-  gradwire::python::DefineDataCache(m);
 
   m.def(
       "canonical_spec",
@@ -354,6 +398,29 @@ PYBIND11_MODULE(_gradwire, m) {
         return Value(CompressionSpec::Parse(spec)).SelectedCount(n);
       },
       py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
+  m.def(
+      "path_for",
+      [](const std::string& spec, uint64_t elements, bool one_dimensional,
+         uint64_t dense_below_elements, bool dense_one_dimensional) {
+        return ExchangePathName(RuleFor(spec, dense_below_elements, dense_one_dimensional)
+                                    .PathFor(elements, one_dimensional));
+      },
+      py::arg("spec"), py::arg("elements"), py::arg("one_dimensional") = false,
+      py::arg("dense_below_elements") = 16384, py::arg("dense_one_dimensional") = true,
+      R"doc('dense' or 'compressed': the library's path rule (lib/comm/bucket_plan.h).
+Dense for spec 'none' (every method's settings are ignored but the method),
+for fewer than dense_below_elements elements, and for 1-D tensors when
+dense_one_dimensional; else compressed. Communicator.path_for is the same
+rule with the communicator's settings.)doc");
+  m.def("bucket_plan", &BucketPlanOf, py::arg("spec"), py::arg("shapes"),
+        py::arg("bucket_bytes") = uint64_t{25} << 20, py::arg("dense_below_elements") = 16384,
+        py::arg("dense_one_dimensional") = true,
+        R"doc(The buckets GradientExchanger fuses tensors into (lib/comm/bucket_plan.h).
+shapes: one shape (sequence of ints) per tensor, in submission (backprop)
+order; each tensor's path by path_for; per path one open bucket, closed
+once it holds >= bucket_bytes of float32; the rest closed at the end.
+Returns [{'id', 'path' ('dense'/'compressed'), 'elements', 'tensors'
+(positions in shapes, in fusion order)}] by id (the order buckets opened).)doc");
 
   py::class_<PyCommunicator>(m, "Communicator", R"doc(
 Joins the job described by the environment (RANK, WORLD_SIZE, LOCAL_RANK,

@@ -18,6 +18,12 @@ void DefineErrorType(py::module_& m) {
   g_error = error;
 }
 
+void UseCoreErrorType(py::module_& m) {
+  py::object error = py::module_::import("gradwire._gradwire").attr("Error");
+  m.attr("Error") = error;
+  g_error = error.release();  // held for the life of the process
+}
+
 void Raise(const absl::Status& status) {
   const std::string message = status.ToString();
   switch (status.code()) {

@@ -1,5 +1,6 @@
-// The one mapping from absl::Status to Python exceptions for the whole
-// _gradwire module (communicator, reference, data cache):
+// The one mapping from absl::Status to Python exceptions for both
+// extensions (_gradwire: communicator, reference; _gradwire_data: data
+// cache), which raise the same gradwire.Error:
 //   InvalidArgument, OutOfRange  -> ValueError        (bad arguments)
 //   NotFound                     -> FileNotFoundError (a missing dataset, key or file)
 //   anything else                -> gradwire.Error, an OSError subclass
@@ -19,8 +20,13 @@
 namespace gradwire {
 namespace python {
 
-// Registers gradwire.Error in `m`; call once, before any Raise.
+// The core extension: creates gradwire.Error in `m`; call once, before
+// any Raise.
 void DefineErrorType(pybind11::module_& m);
+// The data-cache extension: raises the core's gradwire.Error (importing
+// gradwire._gradwire, which the gradwire package has loaded) and adds it
+// to `m` as Error. Call once, before any Raise.
+void UseCoreErrorType(pybind11::module_& m);
 
 [[noreturn]] void Raise(const absl::Status& status);
 

@@ -30,6 +30,10 @@ hook on a fixed synthetic classification task (its own shard) and checks:
 Mismatch cases (4 ranks): one rank flat while the others are hierarchical,
 or a node layout of 3 + 1 ranks: every rank must fail promptly with the
 C++ layer's "collective mismatch" error, not hang.
+Spec "none" (4 ranks, flat): every bucket goes through the dense ring, so
+each rank sends what a ring allreduce sends, 2(P-1)/P x 4n bytes per
+bucket of n floats (plus the agreement round), and no bucket is booked as
+compressed; an allgather of fp32 would send (P-1) x 4n, P/2 times more.
 Prints SKIPPED (and passes) only where torch cannot be imported.
 
     ddp_hook_test.py [--launch tools/launch.py] [--python /usr/bin/python3]
@@ -136,7 +140,17 @@ def driver(args):
         if not ok:
             failed += 1
             print(proc.stdout[-6000:], proc.stderr[-3000:])
-    print(f"{len(runs) + 1 - failed} passed, {failed} failed")
+    t0 = time.monotonic()
+    proc = subprocess.run([args.python, args.launch, "--nproc=4", "--timeout=120", "--",
+                           args.python, os.path.abspath(__file__), "--bytes_main"],
+                          env=env, capture_output=True, text=True)
+    ok = proc.returncode == 0 and proc.stdout.count("PASS") == 4
+    print(f"{'ok  ' if ok else 'FAIL'} spec none: ring bytes, no compressed bucket "
+          f"({time.monotonic() - t0:.1f} s)")
+    if not ok:
+        failed += 1
+        print(proc.stdout[-6000:], proc.stderr[-3000:])
+    print(f"{len(runs) + 2 - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
@@ -167,6 +181,36 @@ def unit_main():
     b = [{"index": 0, "elements": 10**6, "ready_s": 0.0, "dense_s": 1.0}]
     plan, ratio, _ = choose(b, 0.9, 64)
     assert ratio == 0.01, (plan, ratio)
+
+    # The library's path rule and bucket plan, as the hook and
+    # tools/planner.py see them through the binding.
+    import gradwire
+    path_for = gradwire.path_for
+    assert path_for("topk:ratio=0.01", 16384) == "compressed"
+    assert path_for("topk:ratio=0.01", 16383) == "dense"
+    assert path_for("topk", 1 << 20, True) == "dense"  # 1-D
+    assert path_for("topk", 1 << 20, True, dense_one_dimensional=False) == "compressed"
+    assert path_for("topk", 100, dense_below_elements=0) == "compressed"
+    assert path_for(gradwire.canonical_spec("none"), 1 << 20) == "dense"  # issue 15
+    plan = gradwire.bucket_plan("topk", [(100, 300), (10,), (16384,), (200, 100), (50, 2)],
+                                bucket_bytes=80000)
+    assert plan == [
+        {"id": 0, "path": "compressed", "elements": 30000, "tensors": [0]},  # over the cap
+        {"id": 1, "path": "dense", "elements": 16494, "tensors": [1, 2, 4]},  # 1-D, small
+        {"id": 2, "path": "compressed", "elements": 20000, "tensors": [3]},
+    ], plan
+    assert all(b["path"] == "dense" for b in gradwire.bucket_plan("none", [(100, 300)] * 3))
+    for bad in ([(-1, 3)], "not shapes"):
+        try:
+            gradwire.bucket_plan("topk", bad)
+            raise AssertionError(f"bucket_plan accepted {bad!r}")
+        except (ValueError, TypeError):
+            pass
+    try:
+        path_for("bogus", 1)
+        raise AssertionError("path_for accepted a bad spec")
+    except ValueError as e:
+        assert "compression method" in str(e), e
     print("unit PASS")
     return 0
 
@@ -175,6 +219,21 @@ def thread_nice(tid):
     """Nice value of this process's thread `tid` (field 19 of its stat)."""
     with open(f"/proc/self/task/{tid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def small_ddp_model(torch, dist, DDP):
+    """(model, DDP wrapper) of the MLP every rank case trains, seeded alike.
+    64x512 = 32768 elements (compressed), 512x40 = 20480 (compressed),
+    40x10 = 400 (dense: small), biases (dense: 1-D). Small buckets so
+    several of them, mixed, go through the hook."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
+                                torch.nn.Linear(40, 10))
+    # DDP's documented knob for its first bucket (1 MiB by default would
+    # hold the whole model): several buckets exercise the per-index state.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
+    return model, DDP(model, bucket_cap_mb=0.05)
 
 
 def rank_main(args):
@@ -204,17 +263,7 @@ def rank_main(args):
     y_all = (x_all @ teacher).argmax(1)
     x, y = x_all[rank::world], y_all[rank::world]
 
-    torch.manual_seed(0)
-    # 64x512 = 32768 elements (compressed), 512x40 = 20480 (compressed),
-    # 40x10 = 400 (dense: small), biases (dense: 1-D). Small buckets so
-    # several of them, mixed, go through the hook.
-    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
-                                torch.nn.Linear(40, 10))
-    # DDP's documented knob for its first bucket (1 MiB by default would
-    # hold the whole model): several buckets exercise the per-index state.
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
-    ddp = DDP(model, bucket_cap_mb=0.05)
+    model, ddp = small_ddp_model(torch, dist, DDP)
     hier = bool(args.hierarchical)
     corrected = args.momentum > 0
     extra = {"momentum": args.momentum, "weight_decay": MC_WEIGHT_DECAY} if corrected else {}
@@ -533,6 +582,58 @@ def momentum_reference(gradwire, torch, args, state, records, gathered, world, r
     return mismatches, compressed_parts
 
 
+# Bytes each rank may send per exchange beyond the ring's payload: the
+# agreement round (P-1 descriptors of a few dozen bytes).
+AGREEMENT_ALLOWANCE = 1024
+
+
+def bytes_main(args):
+    """Spec "none" through the hook on 4 ranks: the bytes this rank sends
+    must be the dense ring's, bucket by bucket, and no bucket compressed."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import gradwire.ddp
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    _, ddp = small_ddp_model(torch, dist, DDP)
+    state = gradwire.ddp.GradwireState("none", warmup_iters=1, event_loop_nice=19)
+    sizes = []  # floats per exchanged bucket
+
+    def counting_hook(st, bucket):
+        sizes.append(bucket.buffer().numel())
+        return gradwire.ddp.hook(st, bucket)
+
+    ddp.register_comm_hook(state, counting_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    x = torch.randn(64, 64)
+    for _ in range(5):  # iteration 0 is warm-up (dense whatever the spec)
+        opt.zero_grad()
+        ddp(x).square().mean().backward()
+        opt.step()
+    state._drain()
+    totals = state.comm.totals()
+    ring = sum(2 * (world - 1) * 4 * n // world for n in sizes)
+    sent = totals["bytes_sent"]
+    failures = []
+    if totals["compressed_buckets"] != 0:
+        failures.append(f"{totals['compressed_buckets']} buckets booked as compressed")
+    if totals["dense_buckets"] != len(sizes):
+        failures.append(f"{totals['dense_buckets']} dense exchanges for {len(sizes)} buckets")
+    if not ring <= sent <= ring + AGREEMENT_ALLOWANCE * len(sizes):
+        failures.append(f"sent {sent} bytes, a ring sends {ring} (+ at most "
+                        f"{AGREEMENT_ALLOWANCE} per exchange for the agreement round)")
+    print(f"rank {rank}: {len(sizes)} buckets, {sum(sizes)} floats: sent {sent} bytes, ring "
+          f"{ring} ({sent / ring:.3f} x); {state.comm.describe()}", flush=True)
+    state.close()
+    print("PASS" if not failures else f"FAILED: {failures}", flush=True)
+    sys.stdout.flush()
+    os._exit(0 if not failures else 1)
+
+
 def mismatch_main(args, rank):
     """One rank's hierarchy settings disagree with the others': every rank
     must raise the C++ layer's error (constructing the state, or in the
@@ -568,6 +669,7 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--rank_main", action="store_true")
     parser.add_argument("--unit", action="store_true")
+    parser.add_argument("--bytes_main", action="store_true")
     parser.add_argument("--spec", default="topk:ratio=0.05")
     parser.add_argument("--overlap", type=int, default=1)
     parser.add_argument("--loss_ratio", type=float, default=0.6)
@@ -578,6 +680,8 @@ def main():
     args = parser.parse_args()
     if args.unit:
         return unit_main()
+    if args.bytes_main:
+        return bytes_main(args)
     return rank_main(args) if args.rank_main else driver(args)
 
 

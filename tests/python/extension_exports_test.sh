@@ -1,20 +1,37 @@
 #!/bin/bash
-# The extension must export its module init function and nothing else of
+# Each extension must export its module init function and nothing else of
 # ours: statically linked gradwire/pybind11 code with global visibility
 # could interpose on (or be interposed by) torch's libraries in the same
-# process.
+# process. Neither may need a shared library of ours at run time. And the
+# core (_gradwire.so, all that gradwire and gradwire.ddp load) must not
+# need gRPC, which only the data cache's extension links.
 set -euo pipefail
-so="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire/lib/python/_gradwire.so"
-exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort)
-echo "global dynamic symbols defined by _gradwire.so:"
-echo "$exported"
-if [ "$exported" != "PyInit__gradwire" ]; then
-  echo "FAIL: expected exactly PyInit__gradwire" >&2
-  exit 1
+dir="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire/lib/python"
+status=0
+for name in _gradwire _gradwire_data; do
+  so="$dir/$name.so"
+  exported=$(nm -D --defined-only "$so" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort)
+  echo "global dynamic symbols defined by $name.so:"
+  echo "$exported"
+  if [ "$exported" != "PyInit_$name" ]; then
+    echo "FAIL: $name.so should export exactly PyInit_$name" >&2
+    status=1
+  fi
+  if ldd "$so" | grep -E "libgradwire|bazel-out"; then
+    echo "FAIL: $name.so links a gradwire library dynamically" >&2
+    status=1
+  fi
+done
+# Shared libraries each one needs, directly or not.
+grpc='libgrpc|libgpr\.'
+if ldd "$dir/_gradwire.so" | grep -E "$grpc"; then
+  echo "FAIL: the core extension _gradwire.so needs gRPC" >&2
+  status=1
 fi
-# And it must not need a shared library of ours at run time.
-if ldd "$so" | grep -E "libgradwire|bazel-out"; then
-  echo "FAIL: links a gradwire library dynamically" >&2
-  exit 1
+# The same check sees gRPC where it is: in the data cache's extension.
+if ! ldd "$dir/_gradwire_data.so" | grep -qE "$grpc"; then
+  echo "FAIL: _gradwire_data.so shows no gRPC: is the check still looking?" >&2
+  status=1
 fi
-echo PASS
+[ "$status" -eq 0 ] && echo PASS
+exit "$status"

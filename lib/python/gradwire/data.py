@@ -26,12 +26,16 @@ example each.
 import gzip
 import os
 
-from . import _gradwire
+from . import _load_data
 
-DataCache = _gradwire.DataCache
-Prefetcher = _gradwire.Prefetcher
-epoch_order = _gradwire.epoch_order
-pack_dataset = _gradwire.pack_dataset
+# The data cache's own extension (_gradwire_data.so, which links gRPC),
+# loaded here rather than by `import gradwire`.
+_gradwire_data = _load_data()
+
+DataCache = _gradwire_data.DataCache
+Prefetcher = _gradwire_data.Prefetcher
+epoch_order = _gradwire_data.epoch_order
+pack_dataset = _gradwire_data.pack_dataset
 
 __all__ = ["DataCache", "Prefetcher", "epoch_order", "pack_dataset", "read_idx",
            "fashion_mnist_idx", "pack_fashion_mnist", "FashionMnist", "normalize",

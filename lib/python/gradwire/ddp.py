@@ -15,7 +15,9 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   DGC's and PowerSGD's warm-up; at least 1, because DDP rebuilds its
   buckets after the first iteration and residuals are tied to a bucket's
   length.
-- Afterwards the bucket is split by tensor: tensors with fewer than
+- Afterwards the bucket is split by tensor, by the library's path rule
+  (gradwire.path_for): with spec "none" every tensor is exchanged dense
+  (ring allreduce); otherwise tensors with fewer than
   dense_below_elements elements and 1-D tensors (biases, norm scales) are
   exchanged dense, the rest compressed by the spec ("topk:ratio=0.01",
   "qsgd:bits=4,bucket=512", "sign:bucket=1024", ... as in the C++ library
@@ -103,7 +105,8 @@ class GradwireState:
     secret: the job secret (str/bytes, >= 16 bytes) or None for
         $GRADWIRE_JOB_SECRET.
     warmup_iters: dense iterations before compression starts (>= 1).
-    dense_below_elements, dense_one_dimensional: the dense rule.
+    dense_below_elements, dense_one_dimensional: the settings of the
+        library's path rule (gradwire.path_for).
     overlap: exchange on a background thread (see module doc).
     momentum, weight_decay: DGC momentum correction (see module doc);
         momentum=0 (default) leaves momentum to the optimizer.
@@ -168,6 +171,9 @@ class GradwireState:
         self.warmup_iters = warmup_iters
         self.dense_below_elements = dense_below_elements
         self.dense_one_dimensional = dense_one_dimensional
+        # The spec whose path rule splits buckets: auto compresses with
+        # top-k once it has decided (its communicator's spec is "none").
+        self._path_spec = "topk" if self.auto else self.spec
         self.overlap = overlap
         self.auto_tail_fraction = auto_tail_fraction
         self._secret = secret
@@ -215,7 +221,7 @@ class GradwireState:
             offset = 0
             for s in shapes:
                 n = _numel(s)
-                dense = self._is_dense(n, len(s) <= 1)
+                dense = self._is_dense(n, len(s) == 1)
                 if segments and segments[-1].dense == dense:
                     segments[-1].stop = offset + n
                 else:
@@ -225,9 +231,8 @@ class GradwireState:
         return segments
 
     def _is_dense(self, elements, one_dimensional):
-        if elements < self.dense_below_elements:
-            return True
-        return one_dimensional and self.dense_one_dimensional
+        return gradwire.path_for(self._path_spec, elements, one_dimensional,
+                                 self.dense_below_elements, self.dense_one_dimensional) == "dense"
 
     def _exchange(self, index, step, tensor, segments, mc=None):
         """Averages `tensor` (the bucket's flat buffer) in place (with
@@ -247,8 +252,6 @@ class GradwireState:
             choice = self.auto_plan.get(index, "dense")
             compress = choice != "dense"
             comm = self.auto_comm if compress else self.comm
-        if compress and comm.spec == "none":
-            compress = False
         if not compress or all(seg.dense for seg in segments):
             self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
             return
@@ -298,7 +301,7 @@ class GradwireState:
             self._velocity[index] = u
             self._bucket_params[index] = params
         compressed = [s for s in segments if not s.dense] if step >= self.warmup_iters else []
-        if not compressed or self.spec == "none":
+        if not compressed:
             self.comm.allreduce_mean(tensor.numpy(), bucket=2 * index, step=step, path="dense")
             u.mul_(m).add_(tensor)
             tensor.copy_(u)

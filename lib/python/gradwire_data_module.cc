@@ -1,5 +1,14 @@
-#include "data_cache_binding.h"
-
+// _gradwire_data: the second Python extension, the data cache (lib/cache/
+// for Python): DataCache over a packed directory or a data server, a
+// prefetching reader over a given key order, the shuffled epoch order, and
+// the packer. A module of its own because lib/cache's remote tier links
+// gRPC, which the core extension (_gradwire: codecs, communicator, DDP
+// hook support) must not load into a training process; gradwire.data
+// loads this one when it is imported.
+// Kept thin: lib/cache's headers are the contract; this only converts
+// types, releases the GIL around I/O and turns Status into exceptions
+// (status_exception.h; gradwire.Error is the core's).
+#include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -278,10 +287,8 @@ class PyDataCache {
   std::shared_ptr<cache::DataCache> cache_;
 };
 
-}  // namespace
-
+// Adds DataCache, Prefetcher, epoch_order and pack_dataset to `m`.
 void DefineDataCache(py::module_& m) {
-
   py::class_<PyPrefetcher>(m, "Prefetcher", R"doc(
 Reads keys in the order given, ahead of the reader, through a DataCache
 (lib/cache/prefetcher.h). Iterating yields each object's bytes; next_batch(n)
@@ -368,5 +375,12 @@ source unreachable), gradwire.Error (other).)doc")
       "(lib/cache/dataset_packer.h). Returns a summary dict.");
 }
 
+}  // namespace
 }  // namespace python
 }  // namespace gradwire
+
+PYBIND11_MODULE(_gradwire_data, m) {
+  m.doc() = "gradwire's data cache (C++ core; see gradwire.data)";
+  gradwire::python::UseCoreErrorType(m);
+  gradwire::python::DefineDataCache(m);
+}
