@@ -22,7 +22,9 @@ void PutFixed64(std::string* dst, uint64_t v) {
   dst->append(reinterpret_cast<const char*>(b), sizeof(b));
 }
 
-void PutBytes(std::string* dst, absl::string_view bytes) { dst->append(bytes.data(), bytes.size()); }
+void PutBytes(std::string* dst, absl::string_view bytes) {
+  dst->append(bytes.data(), bytes.size());
+}
 
 void PutLengthPrefixed32(std::string* dst, absl::string_view bytes) {
   PutFixed32(dst, static_cast<uint32_t>(bytes.size()));
@@ -56,37 +58,76 @@ bool EncodeVarint32(absl::Span<uint8_t> out, size_t* pos, uint32_t v) {
   return true;
 }
 
-absl::Status DecodeVarint32(absl::Span<const uint8_t> in, size_t* pos, uint32_t* v,
-                            absl::string_view what) {
-  const size_t start = *pos;
+namespace {
+
+// The varint grammar, once: what can go wrong with the varint at p.
+enum class VarintError { kNone, kTruncated, kTooLarge, kOverlong };
+
+// Decodes the varint at [p, limit), p < limit; on success sets *v and
+// *length.
+VarintError ParseVarint32(const uint8_t* p, const uint8_t* limit, uint32_t* v, size_t* length,
+                          uint8_t* bad_byte) {
+  const size_t avail = static_cast<size_t>(limit - p);  // p < limit
   uint32_t value = 0;
   for (size_t i = 0; i < kMaxVarint32Bytes; ++i) {
-    if (start + i >= in.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " at byte ", start,
-                                                     " runs past the end of the ", in.size(),
-                                                     "-byte input"));
-    }
-    const uint8_t byte = in[start + i];
+    if (i >= avail) return VarintError::kTruncated;
+    const uint8_t byte = p[i];
     if (i == kMaxVarint32Bytes - 1 && (byte & 0xf0) != 0) {
-      // Fifth byte: 4 payload bits remain below 2^32 and no continuation.
-      return absl::InvalidArgumentError(absl::StrCat(what, " at byte ", start,
-                                                     " exceeds 32 bits (fifth byte 0x",
-                                                     absl::Hex(byte), ")"));
+      // Fifth byte: 4 payload bits remain below 2^32, and no continuation.
+      *bad_byte = byte;
+      return VarintError::kTooLarge;
     }
     value |= uint32_t{byte & 0x7fu} << (7 * i);
     if ((byte & 0x80) == 0) {
       if (byte == 0 && i > 0) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " at byte ", start, " is overlong (",
-                                                       i + 1,
-                                                       " bytes ending in 0x00; encodings must be "
-                                                       "minimal)"));
+        *length = i + 1;
+        return VarintError::kOverlong;
       }
-      *pos = start + i + 1;
       *v = value;
-      return absl::OkStatus();
+      *length = i + 1;
+      return VarintError::kNone;
     }
   }
-  return absl::InternalError("unreachable: varint loop");  // the fifth byte returns above
+  return VarintError::kTooLarge;  // not reached: the fifth byte decides above
+}
+
+}  // namespace
+
+const uint8_t* GetVarint32PtrFallback(const uint8_t* p, const uint8_t* limit, uint32_t* v) {
+  size_t length = 0;
+  uint8_t bad_byte = 0;
+  if (p >= limit) return nullptr;
+  if (ParseVarint32(p, limit, v, &length, &bad_byte) != VarintError::kNone) return nullptr;
+  return p + length;
+}
+
+absl::Status DecodeVarint32(absl::Span<const uint8_t> in, size_t* pos, uint32_t* v,
+                            absl::string_view what) {
+  const size_t start = *pos;
+  uint32_t value = 0;
+  size_t length = 0;
+  uint8_t bad_byte = 0;
+  const VarintError error =
+      start >= in.size()
+          ? VarintError::kTruncated
+          : ParseVarint32(in.data() + start, in.data() + in.size(), &value, &length, &bad_byte);
+  switch (error) {
+    case VarintError::kNone:
+      *pos = start + length;
+      *v = value;
+      return absl::OkStatus();
+    case VarintError::kTruncated:
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " at byte ", start, " runs past the end of the ", in.size(), "-byte input"));
+    case VarintError::kTooLarge:
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " at byte ", start, " exceeds 32 bits (fifth byte 0x", absl::Hex(bad_byte), ")"));
+    case VarintError::kOverlong:
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " at byte ", start, " is overlong (", length,
+                       " bytes ending in 0x00; encodings must be minimal)"));
+  }
+  return absl::InternalError("unreachable: varint error");
 }
 
 ByteReader::ByteReader(absl::Span<const uint8_t> in, absl::string_view context)
@@ -127,9 +168,14 @@ absl::Status ByteReader::ReadFixed64(absl::string_view what, uint64_t* v) {
 }
 
 absl::Status ByteReader::ReadVarint32(absl::string_view what, uint32_t* v) {
-  absl::Status s = DecodeVarint32(absl::MakeConstSpan(data_, size_), &pos_, v,
-                                  absl::StrCat(context_, ": ", what));
-  return s;
+  const uint8_t* next = GetVarint32Ptr(data_ + pos_, data_ + size_, v);
+  if (next != nullptr) {
+    pos_ = static_cast<size_t>(next - data_);
+    return absl::OkStatus();
+  }
+  // Only a malformed varint pays for the message.
+  return DecodeVarint32(absl::MakeConstSpan(data_, size_), &pos_, v,
+                        absl::StrCat(context_, ": ", what));
 }
 
 absl::Status ByteReader::ReadBytes(absl::string_view what, uint64_t n, absl::string_view* v) {
@@ -157,9 +203,8 @@ absl::Status ByteReader::Skip(absl::string_view what, uint64_t n) {
 
 absl::Status ByteReader::ExpectDone() const {
   if (done()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(context_, ": ", remaining(),
-                                                 " trailing bytes after byte ", pos_, " of ",
-                                                 size_));
+  return absl::InvalidArgumentError(absl::StrCat(
+      context_, ": ", remaining(), " trailing bytes after byte ", pos_, " of ", size_));
 }
 
 }  // namespace gradwire

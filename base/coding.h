@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -55,6 +56,48 @@ inline uint64_t DecodeFixed64(const uint8_t* src) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= uint64_t{src[i]} << (8 * i);
   return v;
+}
+
+// Width-generic forms, for code that walks a table of fields (a header
+// listed once, read and written through the same list): T is an unsigned
+// integer of 1, 2, 4 or 8 bytes, or an enum whose underlying type is one.
+template <typename T>
+void EncodeFixed(uint8_t* dst, T v) {
+  if constexpr (std::is_enum_v<T>) {
+    EncodeFixed(dst, static_cast<std::underlying_type_t<T>>(v));
+  } else {
+    static_assert(std::is_unsigned_v<T>, "EncodeFixed: unsigned integers and enums only");
+    if constexpr (sizeof(T) == 1) {
+      dst[0] = v;
+    } else if constexpr (sizeof(T) == 2) {
+      EncodeFixed16(dst, v);
+    } else if constexpr (sizeof(T) == 4) {
+      EncodeFixed32(dst, v);
+    } else {
+      static_assert(sizeof(T) == 8, "EncodeFixed: 1, 2, 4 or 8 bytes");
+      EncodeFixed64(dst, v);
+    }
+  }
+}
+template <typename T>
+T DecodeFixed(const uint8_t* src) {
+  if constexpr (std::is_enum_v<T>) {
+    // Any byte pattern is a value of an enum with a fixed underlying type;
+    // range checks are the caller's.
+    return static_cast<T>(DecodeFixed<std::underlying_type_t<T>>(src));
+  } else {
+    static_assert(std::is_unsigned_v<T>, "DecodeFixed: unsigned integers and enums only");
+    if constexpr (sizeof(T) == 1) {
+      return src[0];
+    } else if constexpr (sizeof(T) == 2) {
+      return DecodeFixed16(src);
+    } else if constexpr (sizeof(T) == 4) {
+      return DecodeFixed32(src);
+    } else {
+      static_assert(sizeof(T) == 8, "DecodeFixed: 1, 2, 4 or 8 bytes");
+      return DecodeFixed64(src);
+    }
+  }
 }
 
 // char-pointer overloads for formats kept in std::string.
@@ -91,9 +134,28 @@ void PutVarint32(std::string* dst, uint32_t v);
 bool EncodeVarint32(absl::Span<uint8_t> out, size_t* pos, uint32_t v);
 
 // Strict decode of the varint at in[*pos] (see the file comment). On
-// success advances *pos. Errors: kInvalidArgument naming `what`.
+// success advances *pos. Errors: kInvalidArgument naming `what`, the byte
+// offset and the rule broken; *pos and *v unchanged.
 absl::Status DecodeVarint32(absl::Span<const uint8_t> in, size_t* pos, uint32_t* v,
                             absl::string_view what);
+
+// The same grammar for hot loops, LevelDB style: decodes the varint at
+// [p, limit) into *v and returns the byte after it, or nullptr if it is
+// truncated, overlong or above 32 bits (call DecodeVarint32 at the same
+// place for the error). One- and two-byte values are decoded inline.
+const uint8_t* GetVarint32PtrFallback(const uint8_t* p, const uint8_t* limit, uint32_t* v);
+inline const uint8_t* GetVarint32Ptr(const uint8_t* p, const uint8_t* limit, uint32_t* v) {
+  if (p < limit && p[0] < 0x80) {
+    *v = p[0];
+    return p + 1;
+  }
+  // A second byte of 0x00 would be overlong: leave it to the fallback.
+  if (limit - p >= 2 && p[1] < 0x80 && p[1] != 0) {
+    *v = (p[0] & 0x7fu) | uint32_t{p[1]} << 7;
+    return p + 2;
+  }
+  return GetVarint32PtrFallback(p, limit, v);
+}
 
 // --- Bounded reading ---
 

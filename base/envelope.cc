@@ -23,9 +23,9 @@ absl::StatusOr<Envelope> OpenEnvelope(absl::string_view bytes, absl::string_view
                                       absl::string_view what) {
   const size_t fixed = magic.size() + 4 + kEnvelopeChecksumBytes;
   if (bytes.size() < fixed || bytes.substr(0, magic.size()) != magic) {
-    return absl::InvalidArgumentError(absl::StrCat("not a ", what, " (missing \"", magic,
-                                                   "\" magic or shorter than ", fixed,
-                                                   " bytes)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": bad magic or too short (", bytes.size(),
+                                                   " bytes; expected \"", magic, "\" and at least ",
+                                                   fixed, ")"));
   }
   const absl::string_view covered = bytes.substr(0, bytes.size() - kEnvelopeChecksumBytes);
   if (DecodeFixed64(bytes.data() + covered.size()) != Checksum64(covered)) {

@@ -5,7 +5,7 @@
 //   magic (4 or 8 bytes, per format) | u32 version | body | u64 XXH3-64
 //
 // The checksum covers every byte before it. OpenEnvelope checks, in order:
-// length and magic (kInvalidArgument: "not a <what>"), checksum (kDataLoss:
+// length and magic (kInvalidArgument: "<what>: bad magic"), checksum (kDataLoss:
 // the bytes are corrupt), version (kInvalidArgument naming the version read
 // and the versions this build reads). Only then is the body handed out, so a
 // body parser never sees bytes that fail the checksum.

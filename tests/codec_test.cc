@@ -257,6 +257,70 @@ TEST(CodecTest, DecodeAverageRefusesBadDivisorsAndForeignLengths) {
   EXPECT_EQ(short_out, std::vector<float>(99, 7.0f));
 }
 
+// Quantized frames carry finite scales, yet P of them near the top of the
+// fp32 range would sum to +inf. DecodeAverage refuses exactly the frame
+// sets whose average could overflow (naming the frame that tips the
+// bucket's scales over) and averages every other set as before.
+TEST(CodecTest, QuantizedAverageNeverOverflows) {
+  constexpr float kMax = std::numeric_limits<float>::max();
+  for (const char* text : {"qsgd:bits=4,bucket=8", "sign:bucket=8"}) {
+    SCOPED_TRACE(text);
+    std::unique_ptr<Codec> codec = Make(text);
+    const uint64_t n = 16;
+    // Bucket 0 entirely at +FLT_MAX: scale FLT_MAX, every code decodes to
+    // +FLT_MAX. Bucket 1 small.
+    auto frame_for = [&](float top) {
+      std::vector<float> g(n, 0.5f);
+      std::fill(g.begin(), g.begin() + 8, top);
+      std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
+      absl::StatusOr<EncodeStats> st = codec->Encode(g, 3, {}, absl::MakeSpan(f));
+      EXPECT_TRUE(st.ok()) << st.status();
+      f.resize(st->frame_bytes);
+      return f;
+    };
+    const std::vector<uint8_t> huge = frame_for(kMax), small = frame_for(1.0f),
+                               quarter = frame_for(kMax / 4);
+    std::vector<float> out(n, 7.0f);
+    size_t bad = 99;
+
+    // Two at FLT_MAX: the reference would give +inf. Refused, named,
+    // nothing written.
+    std::vector<absl::Span<const uint8_t>> views = {small, huge, huge};
+    absl::Status s = codec->DecodeAverage(views, 3.0f, absl::MakeSpan(out), nullptr, &bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("frame 2: the scales of bucket 0"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr("overflow"));
+    EXPECT_EQ(bad, 2u);
+    EXPECT_EQ(out, std::vector<float>(n, 7.0f));
+
+    // What cannot overflow is averaged, bit for bit as the reference:
+    // one frame at FLT_MAX (alone, or with one whose scale rounds away),
+    // four at a quarter of it.
+    const std::vector<std::vector<absl::Span<const uint8_t>>> fine = {
+        {huge}, {small, huge}, {quarter, quarter, quarter, quarter}};
+    for (const auto& set : fine) {
+      for (float divisor : {1.0f, static_cast<float>(set.size())}) {
+        std::vector<float> want(n, 0.0f);
+        for (absl::Span<const uint8_t> f : set) {
+          ASSERT_TRUE(codec->DecodeAccumulate(f, absl::MakeSpan(want)).ok());
+        }
+        for (float& x : want) x /= divisor;
+        std::vector<float> got(n, 7.0f);
+        s = codec->DecodeAverage(set, divisor, absl::MakeSpan(got), nullptr, &bad);
+        ASSERT_TRUE(s.ok()) << s << " P=" << set.size() << " divisor " << divisor;
+        for (uint64_t i = 0; i < n; ++i) {
+          ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+          ASSERT_TRUE(std::isfinite(got[i])) << i;
+        }
+      }
+    }
+    // A divisor below 1 scales up: FLT_MAX / 0.5 overflows.
+    s = codec->DecodeAverage({huge}, 0.5f, absl::MakeSpan(out), nullptr, &bad);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("frame 0: the scales of bucket 0"));
+    EXPECT_EQ(out, std::vector<float>(n, 7.0f));
+  }
+}
+
 std::vector<uint8_t> Patched(std::vector<uint8_t> frame, size_t at, uint8_t value) {
   frame[at] = value;
   absl::StatusOr<size_t> sealed = SealFrame(absl::MakeSpan(frame));

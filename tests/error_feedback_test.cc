@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <xxhash.h>
+
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -134,6 +137,62 @@ TEST(ErrorFeedbackTest, SaveRestoreRoundTripAndClearErrors) {
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("\"fc\" has 1000 elements but this model's has 5"));
   EXPECT_EQ(mismatched.Residual("fc").size(), 5u);
+}
+
+// The checkpoint's bytes are pinned: a state written by an earlier build
+// must stay readable, so the layout is rebuilt here by hand, little endian:
+//   "GWEF" | u32 1 | u32 spec_len | spec | u64 count
+//   | count x (u32 key_len | key | u64 n | n x f32) | u64 XXH3-64
+TEST(ErrorFeedbackTest, SavedStateHasThePinnedLayout) {
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.25");
+  ErrorFeedback ef(*codec);
+  std::vector<uint8_t> frame(codec->MaxEncodedBytes(8));
+  const std::vector<float> g = {1.5f, -2.0f, 0.25f, 3.0f, -0.5f, 7.0f, 0.125f, -1.0f};
+  ASSERT_TRUE(ef.Encode("w", g, 0, absl::MakeSpan(frame)).ok());
+  ASSERT_TRUE(ef.Encode("b", absl::MakeConstSpan(g).first(3), 0, absl::MakeSpan(frame)).ok());
+
+  std::string want = "GWEF";
+  auto put = [&want](uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) want.push_back(static_cast<char>(v >> (8 * i)));
+  };
+  put(1, 4);
+  const std::string spec = codec->spec().ToString();
+  put(spec.size(), 4);
+  want += spec;
+  put(2, 8);
+  for (const char* key : {"b", "w"}) {  // sorted by key
+    put(1, 4);
+    want += key;
+    absl::Span<const float> r = ef.Residual(key);
+    put(r.size(), 8);
+    for (float x : r) {
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      put(bits, 4);
+    }
+  }
+  put(XXH3_64bits(want.data(), want.size()), 8);
+  EXPECT_EQ(ef.SaveState(), want);
+  ErrorFeedback restored(*codec);
+  ASSERT_TRUE(restored.RestoreState(want).ok());
+  EXPECT_EQ(restored.SaveState(), want);
+}
+
+// Cut anywhere, the state is refused and the residuals stay as they were.
+TEST(ErrorFeedbackTest, TruncationAtEveryOffsetChangesNothing) {
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.5");
+  ErrorFeedback ef(*codec);
+  std::vector<uint8_t> frame(codec->MaxEncodedBytes(4));
+  const std::vector<float> g = {1.0f, -2.0f, 3.0f, 0.5f};
+  ASSERT_TRUE(ef.Encode("k", g, 0, absl::MakeSpan(frame)).ok());
+  const std::string state = ef.SaveState();
+  ErrorFeedback other(*codec);
+  ASSERT_TRUE(other.Encode("k", {0.0f, 0.0f, 0.0f, 9.0f}, 0, absl::MakeSpan(frame)).ok());
+  const std::string before = other.SaveState();
+  for (size_t cut = 0; cut < state.size(); ++cut) {
+    EXPECT_FALSE(other.RestoreState(state.substr(0, cut)).ok()) << cut;
+    ASSERT_EQ(other.SaveState(), before) << cut;
+  }
 }
 
 }  // namespace

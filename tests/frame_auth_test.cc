@@ -362,12 +362,14 @@ TEST_F(JobSecretTest, FileErrors) {
   EXPECT_REJECTED(JobSecret::FromFile(Write("empty", "")).status(),
                   absl::StatusCode::kInvalidArgument, "is empty");
   EXPECT_REJECTED(JobSecret::FromFile(Write("newline", "\n")).status(),
-                  absl::StatusCode::kInvalidArgument, "is empty");
+                  absl::StatusCode::kInvalidArgument, "is only whitespace (1 bytes)");
   EXPECT_REJECTED(JobSecret::FromFile(Write("short", "abc\n")).status(),
                   absl::StatusCode::kInvalidArgument, "is 3 bytes");
   EXPECT_REJECTED(JobSecret::FromFile(Write("big", std::string(5000, 'x'))).status(),
                   absl::StatusCode::kInvalidArgument, "larger than 4096 bytes");
-  EXPECT_TRUE(JobSecret::FromFile(Write("max", std::string(4096, 'x'))).ok());
+  std::string max(4096, 'x');
+  max[0] = 'y';  // one repeated byte would be refused as guessable
+  EXPECT_TRUE(JobSecret::FromFile(Write("max", max)).ok());
 }
 
 TEST_F(JobSecretTest, UnreadableFileIsPermissionDenied) {
@@ -417,6 +419,76 @@ TEST_F(JobSecretTest, FileTrailingNewlineIsNotPartOfTheSecret) {
   ASSERT_TRUE(signer.ok() && verifier.ok());
   const std::vector<uint8_t> a = Signed(*signer, SomeFrame(), Origin(0, 1));
   EXPECT_TRUE(Check(*verifier, a, Origin(0, 1)).ok());
+}
+
+// The same bytes make the same key from every source: one loader strips
+// trailing whitespace for the flag value, the environment and the file
+// alike (frames signed with one secret verify with each other).
+TEST_F(JobSecretTest, SameBytesFromEverySourceAreTheSameSecret) {
+  for (const std::string tail : {"", "\n", " \t\r\n", "  "}) {
+    SCOPED_TRACE("trailing bytes: " + std::to_string(tail.size()));
+    const std::string bytes = std::string(kSecret) + tail;
+    setenv(kJobSecretEnv, bytes.c_str(), 1);
+    std::vector<absl::StatusOr<JobSecret>> secrets;
+    secrets.push_back(JobSecret::FromValue(bytes, "--job_secret"));
+    secrets.push_back(JobSecret::FromEnvironment());
+    secrets.push_back(JobSecret::FromFile(Write("same", bytes)));
+    secrets.push_back(JobSecret::Resolve("", ""));
+    secrets.push_back(JobSecret::FromValue(kSecret, "reference"));
+    std::vector<FrameAuthenticator> auths;
+    for (auto& s : secrets) {
+      ASSERT_TRUE(s.ok()) << s.status();
+      auto a = FrameAuthenticator::Create(*s, "job", 16);
+      ASSERT_TRUE(a.ok()) << a.status();
+      auths.push_back(std::move(*a));
+    }
+    for (size_t i = 0; i < auths.size(); ++i) {
+      const std::vector<uint8_t> a = Signed(auths[i], SomeFrame(), Origin(0, 1));
+      for (size_t j = 0; j < auths.size(); ++j) {
+        EXPECT_TRUE(Check(auths[j], a, Origin(0, 1)).ok()) << "signed by " << i << ", verified by "
+                                                           << j;
+      }
+    }
+  }
+}
+
+// Long enough but guessable: whitespace only, or one byte value repeated.
+// Refused from every source, saying how to make a good one, never echoing
+// the value.
+TEST_F(JobSecretTest, LowEntropySecretsAreRefused) {
+  struct Case {
+    std::string bytes;
+    const char* why;
+  };
+  const std::vector<Case> cases = {
+      {std::string(16, ' '), "is only whitespace (16 bytes)"},
+      {" \t\n\r\v\f \t\n\r\v\f \t\n\r", "is only whitespace (16 bytes)"},
+      {std::string(16, '\0'), "is 16 copies of one byte value"},
+      {std::string(64, 'a'), "is 64 copies of one byte value"},
+      {std::string(32, '7') + "\n", "is 32 copies of one byte value"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    std::vector<absl::Status> refusals = {
+        JobSecret::FromValue(c.bytes, "--job_secret").status(),
+        JobSecret::FromFile(Write("weak", c.bytes)).status(),
+    };
+    if (c.bytes.find('\0') == std::string::npos) {  // the environment holds no NUL
+      setenv(kJobSecretEnv, c.bytes.c_str(), 1);
+      refusals.push_back(JobSecret::FromEnvironment().status());
+      refusals.push_back(JobSecret::Resolve("", "").status());
+    }
+    for (const absl::Status& s : refusals) {
+      EXPECT_REJECTED(s, absl::StatusCode::kInvalidArgument, c.why);
+      EXPECT_THAT(std::string(s.message()), HasSubstr("openssl rand -hex 32"));
+      EXPECT_THAT(std::string(s.message()), Not(HasSubstr("aaaa")));
+      EXPECT_THAT(std::string(s.message()), Not(HasSubstr("7777")));
+    }
+  }
+  // Two byte values are enough to pass this check (the length rule and
+  // the advice to use openssl do the rest).
+  EXPECT_TRUE(JobSecret::FromValue("abababababababab", "x").ok());
+  EXPECT_TRUE(JobSecret::FromValue(std::string(15, '\0') + "\x01", "x").ok());
 }
 
 TEST_F(JobSecretTest, ResolveOrderIsValueThenFileThenEnvironment) {

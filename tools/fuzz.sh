@@ -38,13 +38,17 @@ libs=(-labsl_statusor -labsl_status -labsl_strings -labsl_str_format_internal
       -lxxhash -lcrypto)
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
+# base/ (byte coding, checksums) is under the fuzzer too: the frame parser
+# and index decoders are built on it.
+base=("$root"/base/*.cc)
+
 echo "fuzz.sh: building in $work" >&2
 "$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
-  "$root/lib/codec/wire_format.cc" "$root/lib/codec/frame_auth.cc" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/frame_auth.cc" \
   "$root/tests/fuzz/wire_format_fuzzer.cc" \
   "${libs[@]}" -o "$work/wire_format_fuzzer"
 "$CXX" "${common[@]}" "${sanitize[@]}" \
-  "$root/lib/codec/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
   "${libs[@]}" -o "$work/make_seeds"
 "$work/make_seeds" "$work/seeds"
 

@@ -109,7 +109,10 @@ class Codec {
   // validated before `out` is touched: on error `out` is unchanged and
   // `*bad_frame` (if not null) is the index of the first invalid frame
   // (frames.size() when the arguments themselves are refused). `divisor`
-  // must be positive and finite. `scratch` as for Encode.
+  // must be positive and finite. `scratch` as for Encode. The quantizers
+  // (qsgd, sign) also refuse, as the frame whose scales tip it over, a set
+  // whose average could overflow fp32 (P frames of finite scales near
+  // FLT_MAX would sum to inf): their averages are always finite.
   //
   // Why not DecodeAccumulate in a loop: that needs a sum buffer (out must
   // survive a bad frame) and two more dense passes (zero it, divide it

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/coding.h"
 
 namespace gradwire {
 namespace {
@@ -43,16 +44,6 @@ constexpr size_t kHmacBytes = 32;
 constexpr char kMacLabel[] = "gradwire frame MAC v1";  // hashed with its NUL
 constexpr char kJobLabel[] = "gradwire job id v1";
 
-// Little-endian byte access, as in the wire format (no unaligned casts).
-void PutLE(uint8_t* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t GetLE(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
-
 std::string OpenSslError(absl::string_view what) {
   char buf[256] = "no OpenSSL error queued";
   if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, buf, sizeof(buf));
@@ -70,14 +61,19 @@ std::string HexBytes(absl::Span<const uint8_t> bytes) {
   return out;
 }
 
-absl::StatusOr<JobSecret> TooShortOrEmpty(size_t size, absl::string_view origin) {
-  if (size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("job secret from ", origin, " is empty"));
-  }
+constexpr char kHowToMakeOne[] = "generate one with: openssl rand -hex 32";
+
+// A refused secret's error: where it came from and why, never its bytes.
+absl::Status Refuse(absl::string_view origin, absl::string_view why) {
   return absl::InvalidArgumentError(
-      absl::StrCat("job secret from ", origin, " is ", size, " bytes; at least ",
-                   JobSecret::kMinBytes,
-                   " are required (generate one with: openssl rand -hex 32)"));
+      absl::StrCat("job secret from ", origin, " ", why, " (", kHowToMakeOne, ")"));
+}
+
+// The newline `echo` or an editor leaves, and any other trailing
+// whitespace (so a value of whitespace alone strips to nothing).
+absl::string_view StripTrailingWhitespace(absl::string_view v) {
+  const size_t last = v.find_last_not_of(" \t\n\v\f\r");
+  return last == absl::string_view::npos ? absl::string_view() : v.substr(0, last + 1);
 }
 
 }  // namespace
@@ -86,8 +82,22 @@ absl::StatusOr<JobSecret> TooShortOrEmpty(size_t size, absl::string_view origin)
 
 absl::StatusOr<JobSecret> JobSecret::FromValue(absl::string_view value,
                                                absl::string_view origin) {
-  if (value.size() < kMinBytes) return TooShortOrEmpty(value.size(), origin);
-  return JobSecret(std::string(value));
+  if (value.empty()) return Refuse(origin, "is empty");
+  const absl::string_view v = StripTrailingWhitespace(value);
+  if (v.empty()) {
+    return Refuse(origin, absl::StrCat("is only whitespace (", value.size(), " bytes)"));
+  }
+  if (v.size() < kMinBytes) {
+    return Refuse(origin, absl::StrCat("is ", v.size(), " bytes; at least ", kMinBytes,
+                                       " are required"));
+  }
+  // Long enough but one byte repeated (16 NUL bytes, a run of one key): a
+  // key an attacker guesses in at most 256 tries.
+  if (v.find_first_not_of(v[0]) == absl::string_view::npos) {
+    return Refuse(origin, absl::StrCat("is ", v.size(),
+                                       " copies of one byte value: it can be guessed"));
+  }
+  return JobSecret(std::string(v));
 }
 
 absl::StatusOr<JobSecret> JobSecret::FromEnvironment(const char* name) {
@@ -138,9 +148,6 @@ absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
                                                    "' is larger than ", kMaxFileBytes,
                                                    " bytes: is it the right file?"));
   }
-  // Strip the trailing newline an editor or `echo` leaves, so the secret
-  // is the same bytes whether it came from a file or the environment.
-  while (got > 0 && std::strchr(" \t\r\n", bytes[got - 1]) != nullptr) --got;
   absl::StatusOr<JobSecret> secret = FromValue(absl::string_view(bytes.data(), got), origin);
   OPENSSL_cleanse(&bytes[0], bytes.size());
   return secret;
@@ -258,7 +265,7 @@ absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame,
   EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(mac_->keyed);
   if (ctx == nullptr) return absl::InternalError(OpenSslError("EVP_MAC_CTX_dup"));
   uint8_t length[8];
-  PutLE(length, frame.size(), 8);
+  EncodeFixed64(length, frame.size());
   size_t out_len = 0;
   // The frame length is hashed before the frame so that the boundary
   // between frame and trailer fields is unambiguous.
@@ -283,13 +290,13 @@ absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size
   }
   uint8_t* tag = buffer.data() + frame_bytes;
   uint8_t* fields = tag + tag_bytes_;
-  PutLE(fields + kMagicAt, kAuthMagic, 4);
+  EncodeFixed32(fields + kMagicAt, kAuthMagic);
   fields[kVersionAt] = kAuthVersion;
   fields[kTagBytesAt] = static_cast<uint8_t>(tag_bytes_);
-  PutLE(fields + kReservedAt, 0, 2);
-  PutLE(fields + kRankAt, origin.sender_rank, 4);
-  PutLE(fields + kBucketAt, origin.bucket, 4);
-  PutLE(fields + kStepAt, origin.step, 8);
+  EncodeFixed16(fields + kReservedAt, 0);
+  EncodeFixed32(fields + kRankAt, origin.sender_rank);
+  EncodeFixed32(fields + kBucketAt, origin.bucket);
+  EncodeFixed64(fields + kStepAt, origin.step);
   std::memcpy(fields + kJobAt, job_fingerprint_.data(), kJobBytes);
   uint8_t mac[kHmacBytes];
   if (absl::Status s = ComputeMac(buffer.first(frame_bytes), fields, mac); !s.ok()) return s;
@@ -307,7 +314,7 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
   // Structure first (these fields are not yet authentic: they only choose
   // the error message, never what is accepted).
   const uint8_t* fields = authenticated.data() + authenticated.size() - kTrailerFieldBytes;
-  const uint32_t magic = static_cast<uint32_t>(GetLE(fields + kMagicAt, 4));
+  const uint32_t magic = DecodeFixed32(fields + kMagicAt);
   if (magic != kAuthMagic) {
     return absl::UnauthenticatedError(absl::StrCat(
         "frame auth: no authentication trailer (magic 0x", absl::Hex(magic, absl::kZeroPad8),
@@ -323,7 +330,7 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
     return absl::UnauthenticatedError(absl::StrCat("frame auth: tag of ", fields[kTagBytesAt],
                                                    " bytes, this job uses ", tag_bytes_));
   }
-  if (GetLE(fields + kReservedAt, 2) != 0) {
+  if (DecodeFixed16(fields + kReservedAt) != 0) {
     return absl::UnauthenticatedError("frame auth: reserved trailer bits are set");
   }
 
@@ -346,20 +353,20 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
         HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id_, "' is ",
         HexBytes(job_fingerprint_), "): two jobs share a secret"));
   }
-  const uint32_t rank = static_cast<uint32_t>(GetLE(fields + kRankAt, 4));
+  const uint32_t rank = DecodeFixed32(fields + kRankAt);
   if (rank != expected.sender_rank) {
     return absl::PermissionDeniedError(absl::StrCat("frame auth: frame signed by rank ", rank,
                                                     ", expected rank ", expected.sender_rank));
   }
-  const uint32_t bucket = static_cast<uint32_t>(GetLE(fields + kBucketAt, 4));
+  const uint32_t bucket = DecodeFixed32(fields + kBucketAt);
   if (bucket != expected.bucket) {
     return absl::PermissionDeniedError(absl::StrCat("frame auth: frame is for bucket ", bucket,
                                                     ", expected bucket ", expected.bucket));
   }
-  const uint64_t step = GetLE(fields + kStepAt, 8);
+  const uint64_t step = DecodeFixed64(fields + kStepAt);
   if (step < expected.step) {
-    return absl::PermissionDeniedError(absl::StrCat("frame auth: replayed or stale frame from step ",
-                                                    step, ", expected step ", expected.step));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "frame auth: replayed or stale frame from step ", step, ", expected step ", expected.step));
   }
   if (step > expected.step) {
     return absl::PermissionDeniedError(absl::StrCat("frame auth: frame from step ", step,

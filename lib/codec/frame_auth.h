@@ -46,20 +46,26 @@ class JobSecret {
   // A secret file larger than this is almost certainly the wrong file.
   static constexpr size_t kMaxFileBytes = 4096;
 
-  // Uses `value`'s bytes as the secret. `origin` names where it came from
-  // ("--job_secret", "$GRADWIRE_JOB_SECRET") for error messages.
-  // InvalidArgument if empty or shorter than kMinBytes.
+  // The one loader every source goes through, so the same bytes make the
+  // same secret whether they came from a flag, the environment or a file:
+  // trailing whitespace (" \t\n\v\f\r": the newline `echo` or an editor
+  // leaves) is dropped, and what is left must be at least kMinBytes and
+  // not one byte value repeated (16 NUL bytes, "aaaa...": guessable).
+  // `origin` names the source ("--job_secret", "$GRADWIRE_JOB_SECRET") in
+  // errors, which never show the value. InvalidArgument, saying how to
+  // make a good secret (openssl rand -hex 32), if empty, only whitespace,
+  // too short or one repeated byte.
   static absl::StatusOr<JobSecret> FromValue(absl::string_view value, absl::string_view origin);
 
   // Reads environment variable `name`. NotFound if unset; otherwise as
   // FromValue.
   static absl::StatusOr<JobSecret> FromEnvironment(const char* name = kJobSecretEnv);
 
-  // Reads the secret from a file (trailing newline / whitespace stripped,
-  // so `openssl rand -hex 32 > file` works). NotFound if the file does not
-  // exist, PermissionDenied if it cannot be opened for lack of permission,
-  // InvalidArgument if it is empty, too short, too large or not a regular
-  // file, Internal for other read errors.
+  // Reads a file's bytes, then as FromValue (so `openssl rand -hex 32 >
+  // file` works). NotFound if the file does not exist, PermissionDenied if
+  // it cannot be opened for lack of permission, InvalidArgument if it is
+  // too large or not a regular file or its contents are refused by
+  // FromValue, Internal for other read errors.
   static absl::StatusOr<JobSecret> FromFile(const std::string& path);
 
   // The resolution order tools use: `flag_value` if non-empty, else the

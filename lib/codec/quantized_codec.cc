@@ -112,6 +112,40 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     return parsed;
   }
 
+  // Each decoded value is at most its bucket's scale in magnitude (QSGD
+  // levels lie in [-1, 1], a sign decodes to +-scale), and fp32 rounding
+  // is monotone, so the reference's running sum of bucket b after frame r
+  // is bounded by the same running sum of the scales, in fp32 and in the
+  // same order. Where that bound divided by `divisor` is finite the
+  // average is; where it is not, frames whose values all sit at their
+  // scale would make +-inf. Exact, and the same arithmetic as decoding.
+  absl::Status CheckAverage(absl::Span<const ParsedFrame> frames, float divisor,
+                            size_t* bad_frame) const override {
+    if (frames.empty()) return absl::OkStatus();
+    const uint64_t buckets =
+        kernels::BucketCount(frames[0].header.dense_length, spec_.bucket_size);
+    size_t first_bad = frames.size();
+    uint64_t bad_bucket = 0;
+    for (uint64_t b = 0; b < buckets; ++b) {
+      float bound = 0.0f;
+      for (size_t r = 0; r < first_bad; ++r) {
+        bound += kernels::LoadValue(frames[r].sections.scales.data(), b,
+                                    kernels::ValueFormat::kFp32);
+        if (!kernels::IsFinite(bound / divisor)) {
+          first_bad = r;
+          bad_bucket = b;
+          break;
+        }
+      }
+    }
+    if (first_bad == frames.size()) return absl::OkStatus();
+    *bad_frame = first_bad;
+    return absl::InvalidArgumentError(absl::StrCat(
+        MethodName(spec_.method), " frame ", first_bad, ": the scales of bucket ", bad_bucket,
+        " over frames 0..", first_bad, ", divided by ", divisor,
+        ", overflow fp32: the average could overflow to infinity"));
+  }
+
   void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
     const uint8_t* scales = parsed.sections.scales.data();
     const uint8_t* packed = parsed.sections.values.data();

@@ -2,6 +2,8 @@
 // and EF-signSGD (1 bit), with one fp32 scale per spec.bucket_size
 // elements (kernels/cpu/quantize.h has the element math and bit layout).
 // Frame: no indices, ceil(n / bucket) fp32 scales, packed codes.
+// Decoding refuses scales that are not finite and >= 0, and DecodeAverage
+// refuses a set of frames whose scales could sum past fp32's range.
 //
 // QSGD's rounding randomness comes from (spec.seed, step). Nothing on the
 // receiver needs it, so give each rank its own seed (e.g. seed + rank):

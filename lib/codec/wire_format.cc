@@ -3,18 +3,18 @@
 //
 // Two rules hold throughout, because a frame may come from a hostile or
 // broken peer:
-//   * bytes are read with memcpy into a value and converted from little
-//     endian, never through a cast of an unaligned pointer;
+//   * bytes are decoded a field at a time with base/coding.h, never through
+//     a cast of an unaligned pointer;
 //   * every length is compared against what is left, never summed first:
 //     three u64 section lengths can wrap around and look small.
 #include "gradwire/lib/codec/wire_format.h"
 
-#include <xxhash.h>
-
-#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
 
 namespace gradwire {
 namespace {
@@ -36,141 +36,73 @@ constexpr size_t kSeedAt = 40;
 constexpr size_t kIndexBytesAt = 48;
 constexpr size_t kScaleBytesAt = 56;
 constexpr size_t kValueBytesAt = 64;
-static_assert(kValueBytesAt + 8 == kFrameHeaderBytes, "header table and size disagree");
 
 constexpr size_t kMinFrameBytes = kFrameHeaderBytes + kFrameChecksumBytes;
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 constexpr uint8_t kMaxQuantBits = 8;
-constexpr int kMaxVarintBytes = 5;  // ceil(32 / 7)
 
-constexpr bool kHostIsLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
-
-template <typename T>
-T ToOrFromLittle(T v) {
-  if constexpr (kHostIsLittleEndian || sizeof(T) == 1) {
-    return v;
-  } else if constexpr (sizeof(T) == 2) {
-    return __builtin_bswap16(v);
-  } else if constexpr (sizeof(T) == 4) {
-    return __builtin_bswap32(v);
-  } else {
-    return __builtin_bswap64(v);
-  }
-}
-
-template <typename T>
-T Load(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return ToOrFromLittle(v);
-}
-
-template <typename T>
-void Store(uint8_t* p, T v) {
-  v = ToOrFromLittle(v);
-  std::memcpy(p, &v, sizeof(T));
-}
-
-// The header as it sits on the wire, before any field is trusted; enum
-// fields stay raw bytes until their range is checked, because converting an
-// out-of-range byte to the enum would hide the bad value.
+// The header as it sits on the wire: a FrameHeader plus the three fields a
+// writer fixes. Enum fields hold whatever byte arrived (an enum over
+// uint8_t holds any value) until CheckFields has checked their range.
 struct WireHeader {
-  uint32_t magic;
-  uint8_t version;
-  uint8_t codec;
-  uint8_t value_type;
-  uint8_t index_encoding;
-  uint8_t quant_bits;
-  uint8_t flags;
-  uint16_t reserved;
-  uint32_t bucket_size;
-  uint64_t dense_length;
-  uint64_t element_count;
-  uint64_t step;
-  uint64_t seed;
-  uint64_t index_bytes;
-  uint64_t scale_bytes;
-  uint64_t value_bytes;
+  uint32_t magic = kFrameMagic;
+  uint8_t version = kFrameVersion;
+  uint16_t reserved = 0;
+  FrameHeader f;
 };
 
-WireHeader ReadWireHeader(const uint8_t* p) {
+// Every header field with its offset, in wire order: the one statement of
+// the layout, through which the header is read, written and (below, at
+// compile time) checked against kFrameHeaderBytes.
+template <typename Header, typename Fn>
+constexpr void ForEachField(Header& h, Fn&& fn) {
+  fn(kMagicAt, h.magic);
+  fn(kVersionAt, h.version);
+  fn(kCodecAt, h.f.codec);
+  fn(kValueTypeAt, h.f.value_type);
+  fn(kIndexEncodingAt, h.f.index_encoding);
+  fn(kQuantBitsAt, h.f.quant_bits);
+  fn(kFlagsAt, h.f.flags);
+  fn(kReservedAt, h.reserved);
+  fn(kBucketSizeAt, h.f.bucket_size);
+  fn(kDenseLengthAt, h.f.dense_length);
+  fn(kElementCountAt, h.f.element_count);
+  fn(kStepAt, h.f.step);
+  fn(kSeedAt, h.f.seed);
+  fn(kIndexBytesAt, h.f.index_bytes);
+  fn(kScaleBytesAt, h.f.scale_bytes);
+  fn(kValueBytesAt, h.f.value_bytes);
+}
+
+// The fields, each as wide as its type, tile the header with no gap or
+// overlap: an offset that disagrees with a field's width fails to compile.
+constexpr bool FieldsTileTheHeader() {
   WireHeader h;
-  h.magic = Load<uint32_t>(p + kMagicAt);
-  h.version = p[kVersionAt];
-  h.codec = p[kCodecAt];
-  h.value_type = p[kValueTypeAt];
-  h.index_encoding = p[kIndexEncodingAt];
-  h.quant_bits = p[kQuantBitsAt];
-  h.flags = p[kFlagsAt];
-  h.reserved = Load<uint16_t>(p + kReservedAt);
-  h.bucket_size = Load<uint32_t>(p + kBucketSizeAt);
-  h.dense_length = Load<uint64_t>(p + kDenseLengthAt);
-  h.element_count = Load<uint64_t>(p + kElementCountAt);
-  h.step = Load<uint64_t>(p + kStepAt);
-  h.seed = Load<uint64_t>(p + kSeedAt);
-  h.index_bytes = Load<uint64_t>(p + kIndexBytesAt);
-  h.scale_bytes = Load<uint64_t>(p + kScaleBytesAt);
-  h.value_bytes = Load<uint64_t>(p + kValueBytesAt);
+  size_t next = 0;
+  bool tiled = true;
+  ForEachField(h, [&](size_t at, const auto& field) {
+    tiled = tiled && at == next;
+    next = at + sizeof(field);
+  });
+  return tiled && next == kFrameHeaderBytes;
+}
+static_assert(FieldsTileTheHeader(), "header fields and docs/wire_format.md's table disagree");
+
+WireHeader ReadHeader(const uint8_t* p) {
+  WireHeader h;
+  ForEachField(h, [p](size_t at, auto& field) {
+    field = DecodeFixed<std::remove_reference_t<decltype(field)>>(p + at);
+  });
   return h;
 }
 
-WireHeader ToWire(const FrameHeader& f) {
-  WireHeader h;
-  h.magic = kFrameMagic;
-  h.version = kFrameVersion;
-  h.codec = static_cast<uint8_t>(f.codec);
-  h.value_type = static_cast<uint8_t>(f.value_type);
-  h.index_encoding = static_cast<uint8_t>(f.index_encoding);
-  h.quant_bits = f.quant_bits;
-  h.flags = f.flags;
-  h.reserved = 0;
-  h.bucket_size = f.bucket_size;
-  h.dense_length = f.dense_length;
-  h.element_count = f.element_count;
-  h.step = f.step;
-  h.seed = f.seed;
-  h.index_bytes = f.index_bytes;
-  h.scale_bytes = f.scale_bytes;
-  h.value_bytes = f.value_bytes;
-  return h;
+void WriteHeader(const WireHeader& h, uint8_t* p) {
+  ForEachField(h, [p](size_t at, const auto& field) { EncodeFixed(p + at, field); });
 }
 
-// Only valid after CheckFields succeeded.
-FrameHeader FromWire(const WireHeader& h) {
-  FrameHeader f;
-  f.codec = static_cast<CodecId>(h.codec);
-  f.value_type = static_cast<ValueType>(h.value_type);
-  f.index_encoding = static_cast<IndexEncoding>(h.index_encoding);
-  f.quant_bits = h.quant_bits;
-  f.flags = h.flags;
-  f.bucket_size = h.bucket_size;
-  f.dense_length = h.dense_length;
-  f.element_count = h.element_count;
-  f.step = h.step;
-  f.seed = h.seed;
-  f.index_bytes = h.index_bytes;
-  f.scale_bytes = h.scale_bytes;
-  f.value_bytes = h.value_bytes;
-  return f;
-}
-
-void WriteWireHeader(const WireHeader& h, uint8_t* p) {
-  Store<uint32_t>(p + kMagicAt, h.magic);
-  p[kVersionAt] = h.version;
-  p[kCodecAt] = h.codec;
-  p[kValueTypeAt] = h.value_type;
-  p[kIndexEncodingAt] = h.index_encoding;
-  p[kQuantBitsAt] = h.quant_bits;
-  p[kFlagsAt] = h.flags;
-  Store<uint16_t>(p + kReservedAt, h.reserved);
-  Store<uint32_t>(p + kBucketSizeAt, h.bucket_size);
-  Store<uint64_t>(p + kDenseLengthAt, h.dense_length);
-  Store<uint64_t>(p + kElementCountAt, h.element_count);
-  Store<uint64_t>(p + kStepAt, h.step);
-  Store<uint64_t>(p + kSeedAt, h.seed);
-  Store<uint64_t>(p + kIndexBytesAt, h.index_bytes);
-  Store<uint64_t>(p + kScaleBytesAt, h.scale_bytes);
-  Store<uint64_t>(p + kValueBytesAt, h.value_bytes);
+template <typename Enum>
+uint8_t Raw(Enum e) {
+  return static_cast<uint8_t>(e);
 }
 
 absl::Status Invalid(absl::string_view what) {
@@ -180,6 +112,7 @@ absl::Status Invalid(absl::string_view what) {
 // Magic, version, enum ranges, quant_bits, reserved bits: the fields whose
 // validity depends on nothing else. Order as documented for ParseFrame.
 absl::Status CheckFields(const WireHeader& h) {
+  const FrameHeader& f = h.f;
   if (h.magic != kFrameMagic) {
     return Invalid(absl::StrCat("bad magic 0x", absl::Hex(h.magic, absl::kZeroPad8),
                                 " (expected 0x", absl::Hex(kFrameMagic, absl::kZeroPad8),
@@ -189,35 +122,44 @@ absl::Status CheckFields(const WireHeader& h) {
     return Invalid(absl::StrCat("unsupported version ", h.version, " (this build reads version ",
                                 kFrameVersion, ")"));
   }
-  if (h.codec > kMaxCodecId) {
-    return Invalid(absl::StrCat("unknown codec id ", h.codec, " (known: 0..", kMaxCodecId, ")"));
-  }
-  if (h.value_type > kMaxValueType) {
+  if (Raw(f.codec) > kMaxCodecId) {
     return Invalid(
-        absl::StrCat("unknown value_type ", h.value_type, " (known: 0..", kMaxValueType, ")"));
+        absl::StrCat("unknown codec id ", Raw(f.codec), " (known: 0..", kMaxCodecId, ")"));
   }
-  if (h.index_encoding > kMaxIndexEncoding) {
-    return Invalid(absl::StrCat("unknown index_encoding ", h.index_encoding, " (known: 0..",
+  if (Raw(f.value_type) > kMaxValueType) {
+    return Invalid(absl::StrCat("unknown value_type ", Raw(f.value_type), " (known: 0..",
+                                kMaxValueType, ")"));
+  }
+  if (Raw(f.index_encoding) > kMaxIndexEncoding) {
+    return Invalid(absl::StrCat("unknown index_encoding ", Raw(f.index_encoding), " (known: 0..",
                                 kMaxIndexEncoding, ")"));
   }
-  const bool packed = h.value_type == static_cast<uint8_t>(ValueType::kPacked);
-  if (packed && (h.quant_bits < 1 || h.quant_bits > kMaxQuantBits)) {
-    return Invalid(absl::StrCat("quant_bits ", h.quant_bits,
+  const bool packed = f.value_type == ValueType::kPacked;
+  if (packed && (f.quant_bits < 1 || f.quant_bits > kMaxQuantBits)) {
+    return Invalid(absl::StrCat("quant_bits ", f.quant_bits,
                                 " out of range 1..8 for packed values"));
   }
-  if (!packed && h.quant_bits != 0) {
-    return Invalid(absl::StrCat("quant_bits ", h.quant_bits,
+  if (!packed && f.quant_bits != 0) {
+    return Invalid(absl::StrCat("quant_bits ", f.quant_bits,
                                 " must be 0 unless value_type is packed (3), got value_type ",
-                                h.value_type));
+                                Raw(f.value_type)));
   }
   if (h.reserved != 0) {
     return Invalid(absl::StrCat("reserved field is 0x", absl::Hex(h.reserved),
                                 ", must be 0 (written by a newer sender?)"));
   }
-  if ((h.flags & ~kKnownFlags) != 0) {
-    return Invalid(absl::StrCat("unknown flag bits 0x", absl::Hex(h.flags & ~kKnownFlags),
-                                " in flags 0x", absl::Hex(h.flags), " (known: 0x",
+  if ((f.flags & ~kKnownFlags) != 0) {
+    return Invalid(absl::StrCat("unknown flag bits 0x", absl::Hex(f.flags & ~kKnownFlags),
+                                " in flags 0x", absl::Hex(f.flags), " (known: 0x",
                                 absl::Hex(kKnownFlags), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNoIndexBytes(const FrameHeader& f) {
+  if (f.index_encoding == IndexEncoding::kNone && f.index_bytes != 0) {
+    return Invalid(
+        absl::StrCat("index_bytes ", f.index_bytes, " with index_encoding none (must be 0)"));
   }
   return absl::OkStatus();
 }
@@ -225,66 +167,61 @@ absl::Status CheckFields(const WireHeader& h) {
 // Section lengths against the `body` bytes between header and checksum.
 // Compares each length with what is left instead of adding them, so
 // lengths near 2^64 cannot wrap into a plausible sum.
-absl::Status CheckSections(const WireHeader& h, uint64_t body, uint64_t frame_bytes) {
-  if (h.index_encoding == static_cast<uint8_t>(IndexEncoding::kNone) && h.index_bytes != 0) {
-    return Invalid(
-        absl::StrCat("index_bytes ", h.index_bytes, " with index_encoding none (must be 0)"));
-  }
-  if (h.index_bytes > body) {
-    return Invalid(absl::StrCat("index_bytes ", h.index_bytes, " exceeds the ", body,
+absl::Status CheckSections(const FrameHeader& f, uint64_t body, uint64_t frame_bytes) {
+  if (absl::Status s = CheckNoIndexBytes(f); !s.ok()) return s;
+  if (f.index_bytes > body) {
+    return Invalid(absl::StrCat("index_bytes ", f.index_bytes, " exceeds the ", body,
                                 " bytes between header and checksum (frame length ",
                                 frame_bytes, ")"));
   }
-  uint64_t left = body - h.index_bytes;
-  if (h.scale_bytes > left) {
-    return Invalid(absl::StrCat("scale_bytes ", h.scale_bytes, " exceeds the ", left,
-                                " bytes left after ", h.index_bytes,
+  uint64_t left = body - f.index_bytes;
+  if (f.scale_bytes > left) {
+    return Invalid(absl::StrCat("scale_bytes ", f.scale_bytes, " exceeds the ", left,
+                                " bytes left after ", f.index_bytes,
                                 " index bytes (frame length ", frame_bytes, ")"));
   }
-  left -= h.scale_bytes;
-  if (h.value_bytes > left) {
-    return Invalid(absl::StrCat("value_bytes ", h.value_bytes, " exceeds the ", left,
+  left -= f.scale_bytes;
+  if (f.value_bytes > left) {
+    return Invalid(absl::StrCat("value_bytes ", f.value_bytes, " exceeds the ", left,
                                 " bytes left after indices and scales (frame length ",
                                 frame_bytes, ")"));
   }
-  if (h.value_bytes < left) {
-    return Invalid(absl::StrCat("frame length ", frame_bytes, " has ", left - h.value_bytes,
+  if (f.value_bytes < left) {
+    return Invalid(absl::StrCat("frame length ", frame_bytes, " has ", left - f.value_bytes,
                                 " trailing bytes beyond its sections (index_bytes ",
-                                h.index_bytes, ", scale_bytes ", h.scale_bytes,
-                                ", value_bytes ", h.value_bytes, ")"));
+                                f.index_bytes, ", scale_bytes ", f.scale_bytes,
+                                ", value_bytes ", f.value_bytes, ")"));
   }
   return absl::OkStatus();
 }
 
-absl::Status CheckElementCount(const WireHeader& h) {
-  if (h.element_count > h.dense_length) {
-    return Invalid(absl::StrCat("element_count ", h.element_count, " exceeds dense_length ",
-                                h.dense_length));
+absl::Status CheckElementCount(const FrameHeader& f) {
+  if (f.element_count > f.dense_length) {
+    return Invalid(absl::StrCat("element_count ", f.element_count, " exceeds dense_length ",
+                                f.dense_length));
   }
   return absl::OkStatus();
 }
 
 // Total frame bytes, or false if the sum does not fit in a u64.
-bool TotalBytes(const WireHeader& h, uint64_t* total) {
+bool TotalBytes(const FrameHeader& f, uint64_t* total) {
   uint64_t t = kMinFrameBytes;
-  return !__builtin_add_overflow(t, h.index_bytes, &t) &&
-         !__builtin_add_overflow(t, h.scale_bytes, &t) &&
-         !__builtin_add_overflow(t, h.value_bytes, &t) && (*total = t, true);
+  return !__builtin_add_overflow(t, f.index_bytes, &t) &&
+         !__builtin_add_overflow(t, f.scale_bytes, &t) &&
+         !__builtin_add_overflow(t, f.value_bytes, &t) && (*total = t, true);
 }
 
 // What a sender must get right before writing or sealing: the field rules
 // plus lengths that add up. Receivers' caps are not known here.
 absl::Status CheckOutgoing(const WireHeader& h, size_t buffer_bytes, uint64_t* total) {
+  const FrameHeader& f = h.f;
   if (absl::Status s = CheckFields(h); !s.ok()) return s;
-  if (h.index_encoding == static_cast<uint8_t>(IndexEncoding::kNone) && h.index_bytes != 0) {
-    return Invalid(
-        absl::StrCat("index_bytes ", h.index_bytes, " with index_encoding none (must be 0)"));
-  }
-  if (absl::Status s = CheckElementCount(h); !s.ok()) return s;
-  if (!TotalBytes(h, total)) {
+  if (absl::Status s = CheckNoIndexBytes(f); !s.ok()) return s;
+  if (absl::Status s = CheckElementCount(f); !s.ok()) return s;
+  if (!TotalBytes(f, total)) {
     return Invalid(absl::StrCat("section lengths overflow a 64-bit frame length (index_bytes ",
-                                h.index_bytes, ", scale_bytes ", h.scale_bytes,
-                                ", value_bytes ", h.value_bytes, ")"));
+                                f.index_bytes, ", scale_bytes ", f.scale_bytes,
+                                ", value_bytes ", f.value_bytes, ")"));
   }
   if (*total > buffer_bytes) {
     return Invalid(absl::StrCat("output buffer of ", buffer_bytes, " bytes is smaller than the ",
@@ -293,57 +230,31 @@ absl::Status CheckOutgoing(const WireHeader& h, size_t buffer_bytes, uint64_t* t
   return absl::OkStatus();
 }
 
-uint64_t Checksum(const uint8_t* data, size_t n) { return XXH3_64bits(data, n); }
+template <typename Bytes>
+FrameSectionsT<Bytes> SectionsBehind(Bytes* header, const FrameHeader& f) {
+  Bytes* p = header + kFrameHeaderBytes;
+  FrameSectionsT<Bytes> sections;
+  sections.indices = absl::MakeSpan(p, f.index_bytes);
+  p += f.index_bytes;
+  sections.scales = absl::MakeSpan(p, f.scale_bytes);
+  p += f.scale_bytes;
+  sections.values = absl::MakeSpan(p, f.value_bytes);
+  return sections;
+}
 
 uint64_t SaturatingMul(uint64_t a, uint64_t b) {
   uint64_t r;
   return __builtin_mul_overflow(a, b, &r) ? kU64Max : r;
 }
 
-// Writes v as LEB128 at out[*pos]; false if it does not fit.
-bool PutVarint(uint32_t v, absl::Span<uint8_t> out, size_t* pos) {
-  do {
-    if (*pos >= out.size()) return false;
-    uint8_t byte = v & 0x7f;
-    v >>= 7;
-    if (v != 0) byte |= 0x80;
-    out[(*pos)++] = byte;
-  } while (v != 0);
-  return true;
-}
-
-// Reads one canonical LEB128 value < 2^32 at in[*pos]. Rejects running off
-// the end, a sixth byte, bits above 2^32, and overlong forms (a final zero
-// byte after the first): a canonical encoding makes a frame's bytes a
-// function of its contents, which the fuzzer's round trip relies on.
-absl::Status GetVarint(absl::Span<const uint8_t> in, size_t* pos, size_t ordinal,
-                       uint32_t* value) {
-  const size_t start = *pos;
-  uint64_t v = 0;
-  for (int i = 0;; ++i) {
-    if (*pos >= in.size()) {
-      return Invalid(absl::StrCat("delta-varint indices: varint #", ordinal, " at byte ", start,
-                                  " runs past the end of the ", in.size(), "-byte section"));
-    }
-    const uint8_t byte = in[(*pos)++];
-    v |= uint64_t{byte & 0x7fu} << (7 * i);
-    if (i == kMaxVarintBytes - 1 && (byte & 0xf0) != 0) {
-      // Fifth byte: only 4 payload bits remain below 2^32, and no
-      // continuation is allowed.
-      return Invalid(absl::StrCat("delta-varint indices: varint #", ordinal, " at byte ", start,
-                                  " exceeds 32 bits (fifth byte 0x", absl::Hex(byte), ")"));
-    }
-    if ((byte & 0x80) == 0) {
-      if (byte == 0 && i > 0) {
-        return Invalid(absl::StrCat("delta-varint indices: varint #", ordinal, " at byte ",
-                                    start, " is overlong (", i + 1,
-                                    " bytes ending in 0x00; encodings must be minimal)"));
-      }
-      break;
-    }
-  }
-  *value = static_cast<uint32_t>(v);
-  return absl::OkStatus();
+// The error for the malformed varint #ordinal at in[pos] (the fast decoder
+// only says "no"; base's DecodeVarint32 says why).
+absl::Status VarintError(absl::Span<const uint8_t> in, size_t pos, size_t ordinal) {
+  uint32_t ignored = 0;
+  absl::Status s = DecodeVarint32(in, &pos, &ignored,
+                                  absl::StrCat("delta-varint indices: varint #", ordinal));
+  if (s.ok()) return absl::InternalError("wire frame: varint decoders disagree");
+  return Invalid(s.message());
 }
 
 }  // namespace
@@ -352,23 +263,17 @@ uint64_t FrameBytes(const FrameHeader& header) {
   uint64_t total;
   // Saturates so that a header with absurd lengths compares as "too big"
   // against any buffer instead of wrapping to a small number.
-  return TotalBytes(ToWire(header), &total) ? total : kU64Max;
+  return TotalBytes(header, &total) ? total : kU64Max;
 }
 
 absl::StatusOr<MutableFrameSections> StartFrame(const FrameHeader& header,
                                                 absl::Span<uint8_t> out) {
-  const WireHeader h = ToWire(header);
+  WireHeader h;
+  h.f = header;
   uint64_t total;
   if (absl::Status s = CheckOutgoing(h, out.size(), &total); !s.ok()) return s;
-  WriteWireHeader(h, out.data());
-  uint8_t* p = out.data() + kFrameHeaderBytes;
-  MutableFrameSections sections;
-  sections.indices = absl::MakeSpan(p, h.index_bytes);
-  p += h.index_bytes;
-  sections.scales = absl::MakeSpan(p, h.scale_bytes);
-  p += h.scale_bytes;
-  sections.values = absl::MakeSpan(p, h.value_bytes);
-  return sections;
+  WriteHeader(h, out.data());
+  return SectionsBehind(out.data(), header);
 }
 
 absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
@@ -378,11 +283,11 @@ absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
   }
   // Re-validate the header in the buffer: it is the one the receiver will
   // see, and a caller may have written over it since StartFrame.
-  const WireHeader h = ReadWireHeader(out.data());
+  const WireHeader h = ReadHeader(out.data());
   uint64_t total;
   if (absl::Status s = CheckOutgoing(h, out.size(), &total); !s.ok()) return s;
   const size_t covered = total - kFrameChecksumBytes;
-  Store<uint64_t>(out.data() + covered, Checksum(out.data(), covered));
+  EncodeFixed64(out.data() + covered, Checksum64(out.data(), covered));
   return static_cast<size_t>(total);
 }
 
@@ -393,12 +298,12 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame,
                                 kMinFrameBytes, "-byte minimum (", kFrameHeaderBytes,
                                 "-byte header + ", kFrameChecksumBytes, "-byte checksum)"));
   }
-  const WireHeader h = ReadWireHeader(frame.data());
+  const WireHeader h = ReadHeader(frame.data());
   if (absl::Status s = CheckFields(h); !s.ok()) return s;
 
   // Caps come before anything is sized from the header's lengths.
-  if (h.dense_length > limits.max_dense_length) {
-    return Invalid(absl::StrCat("dense_length ", h.dense_length,
+  if (h.f.dense_length > limits.max_dense_length) {
+    return Invalid(absl::StrCat("dense_length ", h.f.dense_length,
                                 " exceeds the receiver's max_dense_length ",
                                 limits.max_dense_length));
   }
@@ -409,12 +314,12 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame,
   }
 
   const uint64_t body = frame.size() - kMinFrameBytes;
-  if (absl::Status s = CheckSections(h, body, frame.size()); !s.ok()) return s;
-  if (absl::Status s = CheckElementCount(h); !s.ok()) return s;
+  if (absl::Status s = CheckSections(h.f, body, frame.size()); !s.ok()) return s;
+  if (absl::Status s = CheckElementCount(h.f); !s.ok()) return s;
 
   const size_t covered = frame.size() - kFrameChecksumBytes;
-  const uint64_t stored = Load<uint64_t>(frame.data() + covered);
-  const uint64_t computed = Checksum(frame.data(), covered);
+  const uint64_t stored = DecodeFixed64(frame.data() + covered);
+  const uint64_t computed = Checksum64(frame.data(), covered);
   if (stored != computed) {
     return absl::DataLossError(absl::StrCat(
         "wire frame: checksum mismatch (stored 0x", absl::Hex(stored, absl::kZeroPad16),
@@ -423,13 +328,8 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame,
   }
 
   ParsedFrame parsed;
-  parsed.header = FromWire(h);
-  const uint8_t* p = frame.data() + kFrameHeaderBytes;
-  parsed.sections.indices = absl::MakeConstSpan(p, h.index_bytes);
-  p += h.index_bytes;
-  parsed.sections.scales = absl::MakeConstSpan(p, h.scale_bytes);
-  p += h.scale_bytes;
-  parsed.sections.values = absl::MakeConstSpan(p, h.value_bytes);
+  parsed.header = h.f;
+  parsed.sections = SectionsBehind(frame.data(), h.f);
   return parsed;
 }
 
@@ -440,7 +340,7 @@ uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count) {
     case IndexEncoding::kRawU32:
       return SaturatingMul(count, 4);
     case IndexEncoding::kDeltaVarint:
-      return SaturatingMul(count, kMaxVarintBytes);
+      return SaturatingMul(count, kMaxVarint32Bytes);
   }
   return 0;
 }
@@ -466,14 +366,14 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
         return Invalid(absl::StrCat("output of ", out.size(), " bytes too small for ",
                                     indices.size(), " raw u32 indices"));
       }
-      for (size_t i = 0; i < indices.size(); ++i) Store<uint32_t>(out.data() + 4 * i, indices[i]);
+      for (size_t i = 0; i < indices.size(); ++i) EncodeFixed32(out.data() + 4 * i, indices[i]);
       return indices.size() * 4;
     }
     case IndexEncoding::kDeltaVarint: {
       size_t pos = 0;
       for (size_t i = 0; i < indices.size(); ++i) {
         const uint32_t v = i == 0 ? indices[0] : indices[i] - indices[i - 1] - 1;
-        if (!PutVarint(v, out, &pos)) {
+        if (!EncodeVarint32(out, &pos, v)) {
           return Invalid(absl::StrCat("output of ", out.size(), " bytes too small for ",
                                       indices.size(), " delta-varint indices (full at #", i,
                                       "); size it with MaxIndexBytes"));
@@ -482,7 +382,7 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
       return pos;
     }
   }
-  return Invalid(absl::StrCat("unknown index_encoding ", static_cast<int>(encoding)));
+  return Invalid(absl::StrCat("unknown index_encoding ", Raw(encoding)));
 }
 
 absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
@@ -501,7 +401,7 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
                                     ")"));
       }
       for (size_t i = 0; i < out.size(); ++i) {
-        const uint32_t v = Load<uint32_t>(in.data() + 4 * i);
+        const uint32_t v = DecodeFixed32(in.data() + 4 * i);
         if (v >= dense_length) {
           return Invalid(absl::StrCat("raw u32 indices: index #", i, " = ", v,
                                       " is not below dense_length ", dense_length));
@@ -522,22 +422,16 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
         return Invalid(absl::StrCat("delta-varint indices: ", in.size(),
                                     " bytes cannot hold ", out.size(), " indices"));
       }
-      size_t pos = 0;
+      const uint8_t* p = in.data();
+      const uint8_t* const limit = in.data() + in.size();
       uint64_t prev = 0;
-      const uint8_t* bytes = in.data();
       for (size_t i = 0; i < out.size(); ++i) {
-        uint32_t raw;
-        // Fast path for the common one- and two-byte gaps (below 2^14);
-        // anything else, including every malformed case (a 0x00 second
-        // byte is overlong), goes through GetVarint's full checks.
-        if (pos < in.size() && bytes[pos] < 0x80) {
-          raw = bytes[pos++];
-        } else if (pos + 1 < in.size() && bytes[pos + 1] < 0x80 && bytes[pos + 1] != 0) {
-          raw = (bytes[pos] & 0x7fu) | uint32_t{bytes[pos + 1]} << 7;
-          pos += 2;
-        } else if (absl::Status s = GetVarint(in, &pos, i, &raw); !s.ok()) {
-          return s;
-        }
+        // base's strict grammar (minimal, <= 5 bytes, < 2^32), with one- and
+        // two-byte gaps decoded inline.
+        uint32_t raw = 0;
+        const uint8_t* next = GetVarint32Ptr(p, limit, &raw);
+        if (next == nullptr) return VarintError(in, static_cast<size_t>(p - in.data()), i);
+        p = next;
         // Gaps are stored minus one, so strictly increasing holds by
         // construction; the u64 sum cannot wrap (< 2^33).
         const uint64_t v = i == 0 ? raw : prev + 1 + raw;
@@ -551,15 +445,15 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
         out[i] = static_cast<uint32_t>(v);
         prev = v;
       }
-      if (pos != in.size()) {
-        return Invalid(absl::StrCat("delta-varint indices: ", in.size() - pos,
+      if (p != limit) {
+        return Invalid(absl::StrCat("delta-varint indices: ", limit - p,
                                     " trailing bytes after ", out.size(), " indices (section of ",
                                     in.size(), " bytes)"));
       }
       return absl::OkStatus();
     }
   }
-  return Invalid(absl::StrCat("unknown index_encoding ", static_cast<int>(encoding)));
+  return Invalid(absl::StrCat("unknown index_encoding ", Raw(encoding)));
 }
 
 }  // namespace gradwire

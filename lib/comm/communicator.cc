@@ -1,13 +1,12 @@
 #include "gradwire/lib/comm/communicator.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/transport/rendezvous_store.h"
 
@@ -19,24 +18,13 @@ void EnsureSize(std::vector<T>* v, size_t n) {
   if (v->size() < n) v->resize(n);
 }
 
-// Checkpoint layout (little endian):
-//   "GWCM" | u32 version | u32 world size | u32 rank | u32 hierarchical
-//   | u32 node size | u32 spec_len | spec | u64 ef_len | ErrorFeedback state
-//   | u64 XXH3-64 of everything before it
-constexpr char kMagic[4] = {'G', 'W', 'C', 'M'};
+// Checkpoint layout (base/envelope.h, little endian):
+//   "GWCM" | u32 version | body | u64 XXH3-64 of everything before it
+//   body = u32 world size | u32 rank | u32 hierarchical | u32 node size
+//          | u32 spec_len | spec | u64 ef_len | ErrorFeedback state
+constexpr char kMagic[] = "GWCM";
 constexpr uint32_t kVersion = 1;
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint64_t GetLE(absl::string_view in, size_t pos, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<uint8_t>(in[pos + i])} << (8 * i);
-  return v;
-}
+constexpr char kWhat[] = "communicator checkpoint";
 
 }  // namespace
 
@@ -316,41 +304,29 @@ absl::StatusOr<std::string> Communicator::SaveState() const {
     return absl::FailedPreconditionError(absl::StrCat(
         "communicator poisoned by earlier failure, residuals not saved: ", poison_.ToString()));
   }
-  std::string out(kMagic, sizeof kMagic);
-  PutU32(&out, kVersion);
-  PutU32(&out, world_->size());
-  PutU32(&out, world_->rank());
-  PutU32(&out, options_.hierarchical ? 1 : 0);
-  PutU32(&out, node_ != nullptr ? node_->size() : 1);
-  const std::string spec = options_.compression.ToString();
-  PutU32(&out, spec.size());
-  out += spec;
+  std::string out = StartEnvelope(kMagic, kVersion);
+  PutFixed32(&out, world_->size());
+  PutFixed32(&out, world_->rank());
+  PutFixed32(&out, options_.hierarchical ? 1 : 0);
+  PutFixed32(&out, node_ != nullptr ? node_->size() : 1);
+  PutLengthPrefixed32(&out, options_.compression.ToString());
   const std::string ef = ef_.SaveState();
-  PutU64(&out, ef.size());
-  out += ef;
-  PutU64(&out, XXH3_64bits(out.data(), out.size()));
+  PutFixed64(&out, ef.size());
+  PutBytes(&out, ef);
+  SealEnvelope(&out);
   return out;
 }
 
 absl::Status Communicator::RestoreState(absl::string_view state) {
-  if (absl::Status s = CheckUsable(); !s.ok()) return s;
-  constexpr size_t kFixed = 4 + 6 * 4;
-  if (state.size() < kFixed + 16 || std::memcmp(state.data(), kMagic, 4) != 0) {
-    return absl::InvalidArgumentError(
-        "not a communicator checkpoint (missing \"GWCM\" magic or too short)");
-  }
-  const uint64_t stored = GetLE(state, state.size() - 8, 8);
-  if (stored != XXH3_64bits(state.data(), state.size() - 8)) {
-    return absl::DataLossError("communicator checkpoint is corrupt (checksum mismatch)");
-  }
-  const uint32_t version = GetLE(state, 4, 4);
-  if (version != kVersion) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("communicator checkpoint version ", version, ", expected ", kVersion));
-  }
-  const uint32_t world = GetLE(state, 8, 4), rank = GetLE(state, 12, 4);
-  const uint32_t hier = GetLE(state, 16, 4), node = GetLE(state, 20, 4);
-  const uint64_t spec_len = GetLE(state, 24, 4);
+  GRADWIRE_RETURN_IF_ERROR(CheckUsable());
+  GRADWIRE_ASSIGN_OR_RETURN(const Envelope envelope,
+                            OpenEnvelope(state, kMagic, kVersion, kVersion, kWhat));
+  ByteReader r(envelope.body, kWhat);
+  uint32_t world = 0, rank = 0, hier = 0, node = 0;
+  GRADWIRE_RETURN_IF_ERROR(r.ReadFixed32("world size", &world));
+  GRADWIRE_RETURN_IF_ERROR(r.ReadFixed32("rank", &rank));
+  GRADWIRE_RETURN_IF_ERROR(r.ReadFixed32("hierarchical", &hier));
+  GRADWIRE_RETURN_IF_ERROR(r.ReadFixed32("node size", &node));
   const uint32_t my_node = node_ != nullptr ? node_->size() : 1;
   if (world != static_cast<uint32_t>(world_->size()) ||
       rank != static_cast<uint32_t>(world_->rank()) || hier != (options_.hierarchical ? 1u : 0u) ||
@@ -361,20 +337,18 @@ absl::Status Communicator::RestoreState(absl::string_view state) {
         " of ", world_->size(), " (", options_.hierarchical ? "hierarchical, " : "flat, ", my_node,
         " ranks per node): residuals are per rank and per shard layout"));
   }
-  if (state.size() - 8 < kFixed + spec_len + 8) {
-    return absl::InvalidArgumentError("communicator checkpoint truncated in its spec");
-  }
-  const absl::string_view spec = state.substr(kFixed, spec_len);
+  absl::string_view spec, ef;
+  GRADWIRE_RETURN_IF_ERROR(r.ReadLengthPrefixed32("spec", &spec));
   if (spec != options_.compression.ToString()) {
     return absl::FailedPreconditionError(
         absl::StrCat("communicator checkpoint was saved with compression \"", spec,
                      "\", this communicator uses \"", options_.compression.ToString(), "\""));
   }
-  const uint64_t ef_len = GetLE(state, kFixed + spec_len, 8);
-  if (ef_len != state.size() - 8 - (kFixed + spec_len + 8)) {
-    return absl::InvalidArgumentError("communicator checkpoint: residual section length is wrong");
-  }
-  return ef_.RestoreState(state.substr(kFixed + spec_len + 8, ef_len));
+  uint64_t ef_len = 0;
+  GRADWIRE_RETURN_IF_ERROR(r.ReadFixed64("residual section length", &ef_len));
+  GRADWIRE_RETURN_IF_ERROR(r.ReadBytes("residual section", ef_len, &ef));
+  GRADWIRE_RETURN_IF_ERROR(r.ExpectDone());
+  return ef_.RestoreState(ef);
 }
 
 }  // namespace gradwire

@@ -11,15 +11,19 @@
 //     canonical, so one index list has one wire form).
 // The same input also goes to FrameAuthenticator::Verify (hostile
 // trailers), and is signed and verified as a frame: the verified view must
-// be the input, and any one changed byte must be refused.
+// be the input, and any one changed byte must be refused. And it is read as
+// a run of base/ varints: the fast and the explaining decoder must agree,
+// and what they accept must re-encode to the same bytes.
 // Build and run: tools/fuzz.sh SECONDS.
 #include <xxhash.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "gradwire/base/coding.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 
@@ -87,6 +91,28 @@ void FuzzFrame(absl::Span<const uint8_t> frame) {
   FuzzIndices(IndexEncoding::kDeltaVarint, s.values, h.dense_length, h.element_count);
 }
 
+void FuzzVarints(absl::Span<const uint8_t> in) {
+  size_t pos = 0;
+  while (pos < in.size()) {
+    uint32_t fast = 0, slow = 0;
+    const uint8_t* next = gradwire::GetVarint32Ptr(in.data() + pos, in.data() + in.size(), &fast);
+    size_t after = pos;
+    const bool ok = gradwire::DecodeVarint32(in, &after, &slow, "fuzz").ok();
+    Check(ok == (next != nullptr));
+    if (!ok) {
+      Check(after == pos);
+      ++pos;  // resynchronize one byte on
+      continue;
+    }
+    Check(fast == slow && after == static_cast<size_t>(next - in.data()));
+    std::string again;
+    gradwire::PutVarint32(&again, fast);
+    Check(again.size() == after - pos &&
+          std::memcmp(again.data(), in.data() + pos, again.size()) == 0);
+    pos = after;
+  }
+}
+
 const gradwire::FrameAuthenticator& Authenticator() {
   static const gradwire::FrameAuthenticator* auth = [] {
     auto secret = gradwire::JobSecret::FromValue("fuzzing secret 0123456789", "fuzzer");
@@ -126,6 +152,7 @@ void FuzzAuth(absl::Span<const uint8_t> data) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzFrame(absl::MakeConstSpan(data, size));
   FuzzAuth(absl::MakeConstSpan(data, size));
+  FuzzVarints(absl::MakeConstSpan(data, size));
   if (size >= gradwire::kFrameHeaderBytes + gradwire::kFrameChecksumBytes) {
     std::vector<uint8_t> resealed(data, data + size);
     const size_t covered = size - gradwire::kFrameChecksumBytes;

@@ -27,6 +27,13 @@ class DenseFrameCodec : public Codec {
                                                  uint64_t n) const = 0;
   // Adds a checked frame's decoded values to `dense` (its dense length).
   virtual void Apply(const ParsedFrame& frame, absl::Span<float> dense) const = 0;
+  // Whether checked frames can be averaged (added in order, then divided
+  // by `divisor`) without leaving fp32's range; on refusal sets
+  // *bad_frame. Codecs that can bound their decoded values override it.
+  virtual absl::Status CheckAverage(absl::Span<const ParsedFrame> /*frames*/, float /*divisor*/,
+                                    size_t* /*bad_frame*/) const {
+    return absl::OkStatus();
+  }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                     CodecScratch& /*scratch: none needed*/) const final {
@@ -36,7 +43,8 @@ class DenseFrameCodec : public Codec {
     return absl::OkStatus();
   }
 
-  // Every frame is checked before `out` is written; then out is zeroed,
+  // Every frame, and the set (CheckAverage), is checked before `out` is
+  // written; then out is zeroed,
   // the frames are added in order and out is divided in place: the
   // reference's arithmetic, with the sum kept in `out`.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
@@ -52,6 +60,7 @@ class DenseFrameCodec : public Codec {
       }
       parsed.push_back(*std::move(p));
     }
+    if (absl::Status s = CheckAverage(parsed, divisor, bad_frame); !s.ok()) return s;
     std::fill(out.begin(), out.end(), 0.0f);
     for (const ParsedFrame& p : parsed) Apply(p, out);
     for (float& x : out) x /= divisor;
