@@ -42,6 +42,9 @@ import signal
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwtools import rates  # noqa: E402
+
 PREFIX = "gwc"  # every namespace and link this tool makes starts with it
 # A cluster made from Python is owned by its process: its namespaces are
 # "gwc<token>-h0".. and "gwc<token>-switch", and the process holds an flock
@@ -55,36 +58,17 @@ LOCK_DIR = "/run/gradwire-emulated-cluster"
 TBF_LATENCY = "100ms"  # how long a packet may queue in a shaper (tbf drops beyond)
 DEFAULT_SUBNET = "10.251.0.0/16"
 
-_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-
 
 class ClusterError(RuntimeError):
     """A clear, user-facing reason the cluster could not be made or used."""
 
 
-def parse_rate(text):
-    """'1gbit' -> bits per second. Raises ClusterError naming the value."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", text or "")
-    if not m or m.group(2) not in _RATE_UNITS or float(m.group(1)) <= 0:
-        raise ClusterError(
-            f"--link must be a positive rate like 100mbit, 1gbit or 25gbit, got {text!r}")
-    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
-
-
-def parse_time(text, flag):
-    """'100us' -> seconds (0 allowed)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)\s*", text or "")
-    if not m:
-        raise ClusterError(f"{flag} must be a time like 0us, 100us or 2ms, got {text!r}")
-    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
-
-
-def parse_loss(text):
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%?\s*", text or "")
-    if not m or not 0 <= float(m.group(1)) < 100:
-        raise ClusterError(f"--loss must be a percentage in [0, 100), got {text!r}")
-    return float(m.group(1))
+def _parsed(parse, text, flag):
+    """gwtools.rates' parse(text, flag), with its ValueError as a ClusterError."""
+    try:
+        return parse(text, flag)
+    except ValueError as e:
+        raise ClusterError(str(e)) from None
 
 
 def _run(args, check=True):
@@ -217,10 +201,10 @@ class EmulatedCluster:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
         self.hosts = hosts
         self.link = link
-        self.rate_bps = parse_rate(link)
-        self.delay_s = parse_time(delay, "--delay")
-        self.jitter_s = parse_time(jitter, "--jitter")
-        self.loss_pct = parse_loss(loss)
+        self.rate_bps = _parsed(rates.parse_rate, link, "--link")
+        self.delay_s = _parsed(rates.parse_time, delay, "--delay")
+        self.jitter_s = _parsed(rates.parse_time, jitter, "--jitter")
+        self.loss_pct = _parsed(rates.parse_loss, loss, "--loss")
         net = ipaddress.ip_network(subnet)
         if net.num_addresses < hosts + 2:
             raise ClusterError(f"--subnet {subnet} is too small for {hosts} hosts")

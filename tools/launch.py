@@ -25,14 +25,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwtools.ports import free_port  # noqa: E402  (tests import it from here)
+from gwtools.ranks import RankGroup, exit_status  # noqa: E402
 
 
 def redis_ping(port, password, deadline):
@@ -70,53 +67,6 @@ def start_redis(password, out):
         raise RuntimeError("redis-server did not come up within 10 s")
     print(f"[launch] redis-server on 127.0.0.1:{port} (pid {proc.pid})", file=out, flush=True)
     return proc, port
-
-
-class Ranks:
-    def __init__(self, out):
-        self.procs = []
-        self.lock = threading.Lock()
-        self.out = out
-        self.threads = []
-
-    def forward(self, rank, stream):
-        # Line by line so ranks' lines never interleave mid-line.
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.lock:
-                print(f"[rank {rank}] {line}", file=self.out, flush=True)
-        stream.close()
-
-    def start(self, rank, cmd, env):
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        self.procs.append(p)  # tracked before any of its output can be seen
-        t = threading.Thread(target=self.forward, args=(rank, p.stdout), daemon=True)
-        t.start()
-        self.threads.append(t)
-
-    def signal_all(self, sig):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, sig)  # the rank and anything it started
-                except ProcessLookupError:
-                    pass
-
-    def stop_all(self, grace):
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
-            time.sleep(0.02)
-        self.signal_all(signal.SIGKILL)
-        for p in self.procs:
-            p.wait()
-        for t in self.threads:
-            t.join(timeout=2)
-
-
-def exit_code(returncode):
-    return 128 - returncode if returncode < 0 else returncode
 
 
 def main(argv):
@@ -158,7 +108,7 @@ def main(argv):
     store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
     job_id = args.job_id or f"launch-{os.getpid()}-{secrets.token_hex(4)}"
     password = args.redis_password or secrets.token_hex(16)
-    ranks = Ranks(out)
+    ranks = RankGroup("launch", forward=out)
     status = 0
     try:
         if args.redis:
@@ -185,28 +135,21 @@ def main(argv):
                 env.pop("GRADWIRE_STORE_DIR", None)
             else:
                 env["GRADWIRE_STORE_DIR"] = store_dir
-            ranks.start(rank, cmd, env)
-
-        deadline = time.monotonic() + args.timeout
-        while True:
             if stop_requested:
                 raise KeyboardInterrupt
-            codes = [p.poll() for p in ranks.procs]
-            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                rank, code = failed[0]
-                print(f"[launch] rank {rank} exited with status {exit_code(code)}; stopping all ranks",
-                      file=out, flush=True)
-                status = exit_code(code)
-                break
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                print(f"[launch] job exceeded --timeout={args.timeout}s; killing all ranks",
-                      file=out, flush=True)
-                status = 124
-                break
-            time.sleep(0.02)
+            ranks.start(rank, cmd, env)
+        outcome = ranks.supervise(args.timeout, grace_s=args.grace,
+                                  stop=lambda: bool(stop_requested))
+        status = outcome.exit_status()
+        if outcome.status == "failed":
+            r = outcome.ranks[outcome.first]
+            print(f"[launch] rank {r.rank} exited with status {exit_status(r.returncode)}; "
+                  "stopped all ranks", file=out, flush=True)
+        elif outcome.status == "timeout":
+            print(f"[launch] job exceeded --timeout={args.timeout}s; killed all ranks",
+                  file=out, flush=True)
+        elif outcome.status == "interrupted":
+            print("[launch] interrupted; stopped all ranks", file=out, flush=True)
     except (RuntimeError, OSError) as e:
         print(f"[launch] error: {e}", file=out, flush=True)
         status = 1
@@ -214,13 +157,12 @@ def main(argv):
         print("[launch] interrupted; stopping all ranks", file=out, flush=True)
         status = 130
     finally:
-        ranks.stop_all(args.grace)
+        ranks.stop(args.grace)
         if redis is not None:
             redis.kill()
             redis.wait()
         shutil.rmtree(store_dir, ignore_errors=True)
     return status
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
