@@ -10,6 +10,10 @@ import math
 import os
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.environ.get("GWTOOLS_DIR") or os.path.join(HERE, "..", "..", "tools"))
+from gwtools import spec  # noqa: E402
+
 failures = []
 
 
@@ -28,13 +32,14 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("json")
     p.add_argument("--png")
-    p.add_argument("--methods", required=True)
+    p.add_argument("--methods", required=True, help="cluster_bench's --methods (specs, ';')")
+    p.add_argument("--hierarchical", default="off", help="cluster_bench's --hierarchical")
     p.add_argument("--peers", default="")
     a = p.parse_args()
     with open(a.json) as f:
         r = json.load(f)
     cfg = r["config"]
-    methods = [m for m in a.methods.split(",") if m]
+    methods = [m["name"] for m in spec.method_list(a.methods, a.hierarchical)]
     peers = [m for m in a.peers.split(",") if m]
 
     check(cfg.get("complete") is True, "run completed")
@@ -57,7 +62,11 @@ def main():
         check(finite_positive(c["iter_ms_median"]), f"{name}: iter median > 0")
         check(c["iter_ms_p90"] >= c["iter_ms_median"], f"{name}: p90 >= median")
         check(finite_positive(c["bytes_on_wire_per_rank"]), f"{name}: bytes on the wire > 0")
-        check(len(c["per_rank"]) == P, f"{name}: a summary line from each of {P} ranks")
+        check(len(c["per_rank"]) == P, f"{name}: a result file from each of {P} ranks")
+        check(sorted(x["rank"] for x in c["per_rank"]) == list(range(P)),
+              f"{name}: results of ranks 0..{P - 1}")
+        check(spec.parse_spec(c["spec"]) == spec.parse_spec(c["spec_text"]),
+              f"{name}: ran the spec asked for ({c['spec']})")
         check(c["wire_ms_median"] >= 0, f"{name}: wire time >= 0")
         # Per step sync <= wire and transfer = wire - sync, so their medians
         # cannot exceed wire's either.

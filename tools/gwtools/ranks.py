@@ -136,7 +136,7 @@ class Outcome:
             return "interrupted"
         if self.status == "failed":
             r = self.ranks[self.first]
-            return f"rank {r.rank} failed first ({describe_exit(r.returncode)})"
+            return f"rank {r.rank} failed first: {describe_exit(r.returncode)}"
         return "ok"
 
     def report(self, addresses=None, indent="  "):
