@@ -186,7 +186,8 @@ def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
         if loss_pct > 0:
             netem += ["loss", f"{loss_pct}%"]
         cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem)
-        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"] + tbf)
+        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"]
+                    + tbf)
     else:
         cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
     return cmds

@@ -80,7 +80,8 @@ def main(argv):
                         help="password for --redis (default: random)")
     parser.add_argument("--job_id", default="", help="default: unique per launch")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the whole job")
-    parser.add_argument("--grace", type=float, default=3, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("--grace", type=float, default=3,
+                        help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

@@ -460,7 +460,8 @@ def scale_table(profiles, methods, nodes, gpus, links, alpha_s, cal, intra, out=
                 best = pr["wire_s"] if m["codec"] == "none" else pr["gpu_pipelined_s"]
                 row["gpu_pipelined_speedup_vs_dense"] = d / best if d else None
                 rows.append(row)
-    print(f"{'profile':10s} {'scale':>6s} {'link':7s} {'method':28s} {'NIC MB':>8s} {'wire ms':>8s} "
+    print(f"{'profile':10s} {'scale':>6s} {'link':7s} {'method':28s} {'NIC MB':>8s} "
+          f"{'wire ms':>8s} "
           f"{'GPU comp*':>9s} {'GPU ser*':>9s} {'GPU pipe*':>9s} {'x dense':>7s} "
           f"{'CPU comp':>9s} {'CPU ser':>8s}", file=out)
     for r in rows:

@@ -142,7 +142,8 @@ def derive(case, link_bps, shaped, dense):
 def best_dense(cases):
     """REFERENCE.md: compare against the optimized dense path, the faster of
     gradwire's dense allreduce and DDP's default (cases of one profile x link)."""
-    denses = [c["iter_ms_median"] for c in cases if c["codec"] == "none" and c["iter_ms_median"] > 0]
+    denses = [c["iter_ms_median"] for c in cases
+              if c["codec"] == "none" and c["iter_ms_median"] > 0]
     if denses:
         best = min(denses)
         for c in cases:
