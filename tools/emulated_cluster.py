@@ -306,7 +306,7 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="create the cluster and leave it up")
@@ -328,60 +328,80 @@ def main(argv=None):
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("down", help="remove every namespace this tool made")
     sub.add_parser("check", help="say whether namespaces can be created here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _command(args, what):
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise ClusterError(f"{what} needs a command after --")
+    return argv
+
+
+def _require_namespaces():
+    ok, why = namespaces_available()
+    if not ok:
+        raise ClusterError(f"cannot emulate a cluster: {why}")
+
+
+def cmd_check(args):
+    ok, why = namespaces_available()
+    print("namespaces: available" if ok else f"namespaces: unavailable ({why})")
+    if ok:
+        has_netem, why_not = netem_available()
+        print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
+    return 0 if ok else 1
+
+
+def cmd_down(args):
+    names = remove_leftovers(everything=True)
+    print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
+    return 0
+
+
+def cmd_up(args):
+    _require_namespaces()
+    c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                        args.subnet, owned=False).up()
+    print(c.describe())
+    for h in range(c.hosts):
+        print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
+    return 0
+
+
+def cmd_run(args):
+    argv = _command(args, "run")
+    _require_namespaces()
+    env = dict(os.environ)
     try:
-        if args.cmd == "check":
-            ok, why = namespaces_available()
-            print("namespaces: available" if ok else f"namespaces: unavailable ({why})")
-            if ok:
-                has_netem, why_not = netem_available()
-                print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
-            return 0 if ok else 1
-        if args.cmd == "down":
-            names = remove_leftovers(everything=True)
-            print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
-            return 0
-        if args.cmd == "up":
-            ok, why = namespaces_available()
-            if not ok:
-                raise ClusterError(f"cannot emulate a cluster: {why}")
-            c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                                args.subnet, owned=False).up()
-            print(c.describe())
+        # Owned (per-run names, removed on exit, Ctrl-C or kill), so
+        # a script never needs its own namespace or tc code.
+        with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                             args.subnet) as c:
+            env["GWC_HOSTS"] = str(c.hosts)
             for h in range(c.hosts):
-                print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
-            return 0
-        if args.cmd == "run":
-            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not argv:
-                raise ClusterError("run needs a command after --")
-            ok, why = namespaces_available()
-            if not ok:
-                raise ClusterError(f"cannot emulate a cluster: {why}")
-            env = dict(os.environ)
-            try:
-                # Owned (per-run names, removed on exit, Ctrl-C or kill), so
-                # a script never needs its own namespace or tc code.
-                with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                                     args.subnet) as c:
-                    env["GWC_HOSTS"] = str(c.hosts)
-                    for h in range(c.hosts):
-                        env[f"GWC_NS_{h}"] = c.namespace(h)
-                        env[f"GWC_ADDR_{h}"] = c.address(h)
-                    print(c.describe(), file=sys.stderr, flush=True)
-                    return subprocess.call(argv, env=env)
-            except KeyboardInterrupt:
-                return 130
-        if args.cmd == "exec":
-            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not argv:
-                raise ClusterError("exec needs a command after --")
-            return subprocess.call(["ip", "netns", "exec", f"{PREFIX}-h{args.host}"] + argv)
+                env[f"GWC_NS_{h}"] = c.namespace(h)
+                env[f"GWC_ADDR_{h}"] = c.address(h)
+            print(c.describe(), file=sys.stderr, flush=True)
+            return subprocess.call(argv, env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_exec(args):
+    argv = _command(args, "exec")
+    return subprocess.call(["ip", "netns", "exec", f"{PREFIX}-h{args.host}"] + argv)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    commands = {"check": cmd_check, "down": cmd_down, "up": cmd_up, "run": cmd_run,
+                "exec": cmd_exec}
+    try:
+        return commands[args.cmd](args)
     except ClusterError as e:
         print(f"emulated_cluster: {e}", file=sys.stderr)
         return 2
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

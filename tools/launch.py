@@ -69,7 +69,7 @@ def start_redis(password, out):
     return proc, port
 
 
-def main(argv):
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, required=True, help="number of local ranks")
     parser.add_argument("--ranks_per_node", type=int, default=0,
@@ -84,20 +84,65 @@ def main(argv):
                         help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
+    args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not args.cmd:
         parser.error("no command given (put it after --)")
     if args.nproc < 1:
         parser.error("--nproc must be >= 1")
-    per_node = args.ranks_per_node or args.nproc
-    if args.nproc % per_node != 0:
+    args.per_node = args.ranks_per_node or args.nproc
+    if args.nproc % args.per_node != 0:
         parser.error("--nproc must be a multiple of --ranks_per_node")
-    out = sys.stdout
+    return args
 
+
+def rank_env(args, rank, job_id, master_port, store_dir, redis_port, password_file):
+    """torchrun's variables and gradwire's rendezvous (a store directory, or
+    the private Redis with its password in a 0600 file, not the environment)."""
+    env = dict(os.environ)
+    env.update({
+        "RANK": str(rank), "WORLD_SIZE": str(args.nproc),
+        "LOCAL_RANK": str(rank % args.per_node), "LOCAL_WORLD_SIZE": str(args.per_node),
+        "GROUP_RANK": str(rank // args.per_node),
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
+        "GRADWIRE_JOB_ID": job_id,
+    })
+    if redis_port is not None:
+        env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
+        env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
+        env.pop("GRADWIRE_REDIS_PASSWORD", None)
+        env.pop("GRADWIRE_STORE_DIR", None)
+    else:
+        env["GRADWIRE_STORE_DIR"] = store_dir
+    return env
+
+
+def say_outcome(outcome, args, out):
+    if outcome.status == "failed":
+        r = outcome.ranks[outcome.first]
+        print(f"[launch] rank {r.rank} exited with status {exit_status(r.returncode)}; "
+              "stopped all ranks", file=out, flush=True)
+    elif outcome.status == "timeout":
+        print(f"[launch] job exceeded --timeout={args.timeout}s; killed all ranks",
+              file=out, flush=True)
+    elif outcome.status == "interrupted":
+        print("[launch] interrupted; stopped all ranks", file=out, flush=True)
+
+
+def write_password(store_dir, password):
+    path = os.path.join(store_dir, "redis_password")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(password)
+    return path
+
+
+def main(argv):
+    args = parse_args(argv)
+    out = sys.stdout
     # A launcher killed by SIGTERM (a scheduler, CI timeout) or Ctrl-C must
     # not leave its ranks running. The handler only records the request:
     # raising from it could interrupt start() between Popen and tracking
-    # the rank, orphaning it. The supervision loop below acts on it.
+    # the rank, orphaning it. The supervision loop acts on it.
     stop_requested = []
 
     def on_stop_signal(signum, frame):
@@ -105,65 +150,37 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_stop_signal)
     signal.signal(signal.SIGINT, on_stop_signal)
 
-    redis = None
+    redis, redis_port, password_file = None, None, None
     store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
     job_id = args.job_id or f"launch-{os.getpid()}-{secrets.token_hex(4)}"
-    password = args.redis_password or secrets.token_hex(16)
     ranks = RankGroup("launch", forward=out)
-    status = 0
     try:
         if args.redis:
+            password = args.redis_password or secrets.token_hex(16)
             redis, redis_port = start_redis(password, out)
-            password_file = os.path.join(store_dir, "redis_password")
-            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(password)
+            password_file = write_password(store_dir, password)
         master_port = free_port()
         for rank in range(args.nproc):
-            env = dict(os.environ)
-            env.update({
-                "RANK": str(rank), "WORLD_SIZE": str(args.nproc),
-                "LOCAL_RANK": str(rank % per_node), "LOCAL_WORLD_SIZE": str(per_node),
-                "GROUP_RANK": str(rank // per_node),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
-                "GRADWIRE_JOB_ID": job_id,
-            })
-            if redis is not None:
-                env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
-                # A 0600 file keeps the secret out of the ranks' environment.
-                env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
-                env.pop("GRADWIRE_REDIS_PASSWORD", None)
-                env.pop("GRADWIRE_STORE_DIR", None)
-            else:
-                env["GRADWIRE_STORE_DIR"] = store_dir
             if stop_requested:
                 raise KeyboardInterrupt
-            ranks.start(rank, cmd, env)
+            ranks.start(rank, args.cmd, rank_env(args, rank, job_id, master_port, store_dir,
+                                                 redis_port, password_file))
         outcome = ranks.supervise(args.timeout, grace_s=args.grace,
                                   stop=lambda: bool(stop_requested))
-        status = outcome.exit_status()
-        if outcome.status == "failed":
-            r = outcome.ranks[outcome.first]
-            print(f"[launch] rank {r.rank} exited with status {exit_status(r.returncode)}; "
-                  "stopped all ranks", file=out, flush=True)
-        elif outcome.status == "timeout":
-            print(f"[launch] job exceeded --timeout={args.timeout}s; killed all ranks",
-                  file=out, flush=True)
-        elif outcome.status == "interrupted":
-            print("[launch] interrupted; stopped all ranks", file=out, flush=True)
+        say_outcome(outcome, args, out)
+        return outcome.exit_status()
     except (RuntimeError, OSError) as e:
         print(f"[launch] error: {e}", file=out, flush=True)
-        status = 1
+        return 1
     except KeyboardInterrupt:
         print("[launch] interrupted; stopping all ranks", file=out, flush=True)
-        status = 130
+        return 130
     finally:
         ranks.stop(args.grace)
         if redis is not None:
             redis.kill()
             redis.wait()
         shutil.rmtree(store_dir, ignore_errors=True)
-    return status
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
