@@ -79,16 +79,11 @@ def iface_tx_bytes(cluster, hosts):
 def rank_env(args, rank, job_id, store, port, cluster):
     """torchrun's variables and gradwire's rendezvous: one emulated host per
     rank, or every rank on loopback as one node."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "lib", "python") + os.pathsep + env.get("PYTHONPATH", "")
     emulated = cluster is not None
-    env.update({"RANK": str(rank), "WORLD_SIZE": str(args.nproc),
-                "LOCAL_RANK": "0" if emulated else str(rank),
-                "LOCAL_WORLD_SIZE": "1" if emulated else str(args.nproc),
-                "GROUP_RANK": str(rank) if emulated else "0",
-                "MASTER_ADDR": cluster.address(0) if emulated else "127.0.0.1",
-                "MASTER_PORT": str(port), "GRADWIRE_STORE_DIR": store,
-                "GRADWIRE_JOB_ID": job_id})
+    env = ranks.torchrun_env(os.environ, rank, args.nproc, 1 if emulated else args.nproc,
+                             MASTER_ADDR=cluster.address(0) if emulated else "127.0.0.1",
+                             MASTER_PORT=port, GRADWIRE_STORE_DIR=store, GRADWIRE_JOB_ID=job_id)
+    env["PYTHONPATH"] = os.path.join(ROOT, "lib", "python") + os.pathsep + env.get("PYTHONPATH", "")
     if emulated:
         env.update({"GLOO_SOCKET_IFNAME": "eth0", "GRADWIRE_IFACE": "eth0"})
     return env

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gwtools.ports import free_port  # noqa: E402  (tests import it from here)
-from gwtools.ranks import RankGroup, exit_status  # noqa: E402
+from gwtools.ranks import RankGroup, exit_status, torchrun_env  # noqa: E402
 
 
 def redis_ping(port, password, deadline):
@@ -98,14 +98,8 @@ def parse_args(argv):
 def rank_env(args, rank, job_id, master_port, store_dir, redis_port, password_file):
     """torchrun's variables and gradwire's rendezvous (a store directory, or
     the private Redis with its password in a 0600 file, not the environment)."""
-    env = dict(os.environ)
-    env.update({
-        "RANK": str(rank), "WORLD_SIZE": str(args.nproc),
-        "LOCAL_RANK": str(rank % args.per_node), "LOCAL_WORLD_SIZE": str(args.per_node),
-        "GROUP_RANK": str(rank // args.per_node),
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
-        "GRADWIRE_JOB_ID": job_id,
-    })
+    env = torchrun_env(os.environ, rank, args.nproc, args.per_node, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=master_port, GRADWIRE_JOB_ID=job_id)
     if redis_port is not None:
         env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
         env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file

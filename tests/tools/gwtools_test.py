@@ -234,6 +234,14 @@ class RanksTest(unittest.TestCase):
             g.supervise(timeout_s=30, tick=interrupt)
         self.assertIsNotNone(p.poll())
 
+    def test_torchrun_env(self):
+        env = ranks.torchrun_env({"PATH": "/bin", "RANK": "9"}, 5, 8, 4, MASTER_PORT=29500)
+        self.assertEqual({k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                              "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_PORT")},
+                         {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1",
+                          "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1", "MASTER_PORT": "29500"})
+        self.assertEqual(env["PATH"], "/bin")
+
     def test_bad_use(self):
         with self.assertRaises(ValueError):
             ranks.RankGroup("x")

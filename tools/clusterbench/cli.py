@@ -103,9 +103,10 @@ def _workload_flags(p):
 def _run_flags(p):
     p.add_argument("--timeout_ms", type=int, default=120000, help="deadline of every collective")
     p.add_argument("--case_timeout_s", type=float, default=900)
-    p.add_argument("--linger_s", type=float, default=10.0,
+    p.add_argument("--linger_s", type=float, default=None,
                    help="when a rank fails, how long the others get to fail on their own (so "
-                   "their errors show what they saw) before they are stopped")
+                   "their errors show what they saw) before they are stopped; default "
+                   "--timeout_ms + 5 s, by when every wait of theirs has hit its deadline")
     p.add_argument("--no_latency_probe", action="store_true",
                    help="skip measuring per-message latency (the planner then assumes --alpha_us)")
     p.add_argument("--no_alone", action="store_true",
@@ -156,6 +157,8 @@ def _check(p, a):
         p.error("need --hosts >= 1, --ranks_per_host >= 1 and at least 2 ranks")
     if a.iters < 1 or a.warmup < 0:
         p.error("--iters must be >= 1 and --warmup >= 0")
+    if a.linger_s is None:
+        a.linger_s = a.timeout_ms / 1000 + 5
     if a.linger_s < 0 or a.case_timeout_s <= 0:
         p.error("--linger_s must be >= 0 and --case_timeout_s > 0")
 

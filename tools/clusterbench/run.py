@@ -73,20 +73,12 @@ class Bench:
         self.progress = Progress()
 
     def rank_env(self, rank, world, per_host, job):
-        env = dict(os.environ)
-        for k in list(env):
-            if k.startswith("GRADWIRE_") or k.startswith("OMPI_COMM_WORLD_"):
-                del env[k]
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith("GRADWIRE_") and not k.startswith("OMPI_COMM_WORLD_")}
         store = os.path.join(self.run_dir, "store-" + job)
         os.makedirs(store, exist_ok=True)
-        env.update({
-            "RANK": str(rank), "WORLD_SIZE": str(world),
-            "LOCAL_RANK": str(rank % per_host), "LOCAL_WORLD_SIZE": str(per_host),
-            "GROUP_RANK": str(rank // per_host),
-            "GRADWIRE_JOB_ID": job, "GRADWIRE_STORE_DIR": store,
-            "GRADWIRE_JOB_SECRET": self.secret,
-        })
-        return env
+        return ranks.torchrun_env(base, rank, world, per_host, GRADWIRE_JOB_ID=job,
+                                  GRADWIRE_STORE_DIR=store, GRADWIRE_JOB_SECRET=self.secret)
 
     def supervise(self, group, what, cluster, world, per_host, tick=None):
         """Waits for the case's ranks; CaseFailed unless every rank exited 0."""

@@ -49,6 +49,19 @@ def describe_exit(returncode):
     return f"exit status {returncode}"
 
 
+def torchrun_env(base, rank, world_size, ranks_per_node, **extra):
+    """`base` (a dict of the environment) plus the variables torchrun gives a
+    rank: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (nodes of
+    ranks_per_node consecutive ranks), and `extra` (values as strings)."""
+    env = dict(base)
+    env.update({"RANK": str(rank), "WORLD_SIZE": str(world_size),
+                "LOCAL_RANK": str(rank % ranks_per_node),
+                "LOCAL_WORLD_SIZE": str(ranks_per_node),
+                "GROUP_RANK": str(rank // ranks_per_node)})
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
 def ranks_named(text, world_size, addresses=None):
     """Ranks a rank's error names: "rank 3", "ranks [0, 2]", or (with `addresses`,
     {address: [ranks on that host]}) a peer's address."""
