@@ -8,11 +8,17 @@
 # cluster. Prints the table and where the JSON and PNG went (bench-results/).
 #
 #   bash tools/benchmark.sh                                  # defaults, a few minutes
-#   bash tools/benchmark.sh --links 1gbit,10gbit --methods none,topk=0.01,approx_topk=0.001
+#   bash tools/benchmark.sh --links 1gbit,10gbit \
+#       --methods 'none;topk:ratio=0.01;approx_topk:ratio=0.001'
+#   bash tools/benchmark.sh --hosts 2 --ranks_per_host 2 \
+#       --methods 'none;topk:ratio=0.01' --hierarchical both
 #   bash tools/benchmark.sh --help                           # every option
 #
-# Namespaces need root; otherwise the ranks run on loopback and the results
-# are marked UNSHAPED. Extra arguments go to cluster_bench.py.
+# Methods are the library's compression spec strings separated by ';' (specs
+# contain commas, so quote the list); --hierarchical off|on|both adds the
+# hierarchical exchange. Namespaces need root; otherwise the ranks run on
+# loopback and the results are marked UNSHAPED. A run that stops early is
+# marked INCOMPLETE and exits 1. Extra arguments go to cluster_bench.py.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -3,10 +3,12 @@
 // several training steps, with error feedback, and prints what it costs
 // and what it loses:
 //
-//   bazel run -c opt //tools:codec_demo -- --compression=topk --compression_ratio=0.001
+//   bazel run -c opt //tools:codec_demo -- --spec="topk:ratio=0.001;qsgd:bits=2"
 //
-// Without --compression every method runs. Bad flags print which flag and
-// what range is allowed, and exit with status 2.
+// --spec takes the library's compression spec strings (lib/codec/
+// compression_spec.h), several separated by ';'; without it every method
+// runs with its default settings. Bad flags print which flag and what
+// range is allowed, and exit with status 2.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,21 +24,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 
 // Flags are strings parsed here, so that a malformed value gets the same
 // clear message and exit status as an out-of-range one.
-ABSL_FLAG(std::string, compression, "",
-          "none|fp16|bf16|topk|approx_topk|randomk|qsgd|sign; empty runs every method");
-ABSL_FLAG(std::string, compression_ratio, "0.01", "density k/n for sparse methods, in (0, 1]");
-ABSL_FLAG(std::string, quant_bits, "4", "qsgd bits per element, 1..8");
-ABSL_FLAG(std::string, bucket_size, "512", "qsgd/sign elements per fp32 scale, >= 1");
-ABSL_FLAG(std::string, error_feedback, "default", "on|off|default (on for lossy methods)");
-ABSL_FLAG(std::string, seed, "0", "shared seed (random-k indices, stochastic rounding)");
-ABSL_FLAG(std::string, values, "fp32", "sparse value type: fp32|fp16|bf16");
-ABSL_FLAG(std::string, indices, "raw", "top-k index encoding: raw|varint");
+ABSL_FLAG(std::string, spec, "",
+          "compression specs separated by ';', e.g. \"topk:ratio=0.001;qsgd:bits=2,bucket=128\" "
+          "(settings: ratio, bits, bucket, ef, seed, values, indices); empty runs every method "
+          "with its defaults");
 ABSL_FLAG(std::string, steps, "5", "training steps to simulate, 1..1000");
 
 namespace gradwire {
@@ -222,56 +220,25 @@ Row RunCodec(const CompressionSpec& spec, const std::vector<uint64_t>& sizes,
   return row;
 }
 
-CompressionSpec SpecFromFlags(Method method) {
-  CompressionSpec spec;
-  spec.method = method;
-  const std::string ratio = absl::GetFlag(FLAGS_compression_ratio);
-  if (!absl::SimpleAtod(ratio, &spec.ratio)) {
-    FlagError("--compression_ratio must be a number in (0, 1], got \"" + ratio + "\"");
+std::vector<CompressionSpec> SpecsFromFlags() {
+  std::vector<std::string> texts = absl::StrSplit(absl::GetFlag(FLAGS_spec), ';',
+                                                  absl::SkipWhitespace());
+  if (texts.empty()) {
+    texts = {"none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "sign"};
   }
-  const std::string bits = absl::GetFlag(FLAGS_quant_bits);
-  if (!absl::SimpleAtoi(bits, &spec.quant_bits)) {
-    FlagError("--quant_bits must be an integer in 1..8, got \"" + bits + "\"");
+  std::vector<CompressionSpec> specs;
+  for (const std::string& text : texts) {
+    absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(text);
+    if (!spec.ok()) {
+      FlagError(absl::StrCat("--spec: \"", text, "\": ", spec.status().message()));
+    }
+    specs.push_back(*spec);
   }
-  const std::string bucket = absl::GetFlag(FLAGS_bucket_size);
-  if (!absl::SimpleAtoi(bucket, &spec.bucket_size)) {
-    FlagError("--bucket_size must be an integer in 1..4294967295, got \"" + bucket + "\"");
-  }
-  const std::string seed = absl::GetFlag(FLAGS_seed);
-  if (!absl::SimpleAtoi(seed, &spec.seed)) {
-    FlagError("--seed must be an unsigned 64-bit integer, got \"" + seed + "\"");
-  }
-  // The remaining enumerations share the spec parser's names and messages.
-  const std::string settings = absl::StrCat("none:ef=", absl::GetFlag(FLAGS_error_feedback),
-                                            ",values=", absl::GetFlag(FLAGS_values),
-                                            ",indices=", absl::GetFlag(FLAGS_indices));
-  absl::StatusOr<CompressionSpec> parsed = CompressionSpec::Parse(settings);
-  if (!parsed.ok()) FlagError(std::string(parsed.status().message()));
-  spec.error_feedback = parsed->error_feedback;
-  spec.values = parsed->values;
-  spec.indices = parsed->indices;
-  if (absl::Status s = spec.Validate(); !s.ok()) FlagError(std::string(s.message()));
-  return spec;
+  return specs;
 }
 
 int Main() {
-  std::vector<Method> methods;
-  const std::string name = absl::GetFlag(FLAGS_compression);
-  if (name.empty()) {
-    methods = {Method::kNone,       Method::kFp16,    Method::kBf16, Method::kTopK,
-               Method::kApproxTopK, Method::kRandomK, Method::kQsgd, Method::kSign};
-  } else {
-    absl::StatusOr<CompressionSpec> parsed = CompressionSpec::Parse(name);
-    if (!parsed.ok() || name.find(':') != std::string::npos) {
-      FlagError(
-          "--compression must be one of none, fp16, bf16, topk, approx_topk, randomk, "
-          "qsgd, sign, got \"" +
-          name + "\"");
-    }
-    methods = {parsed->method};
-  }
-  std::vector<CompressionSpec> specs;
-  for (Method m : methods) specs.push_back(SpecFromFlags(m));
+  const std::vector<CompressionSpec> specs = SpecsFromFlags();
   int steps = 0;
   const std::string steps_flag = absl::GetFlag(FLAGS_steps);
   if (!absl::SimpleAtoi(steps_flag, &steps) || steps < 1 || steps > 1000) {
@@ -310,8 +277,7 @@ int main(int argc, char** argv) {
   // absl exits with status 1 on an unknown flag; this tool promises 2 and
   // a list of what it does know.
   static const char* const kKnown[] = {
-      "compression", "compression_ratio", "quant_bits", "bucket_size", "error_feedback", "seed",
-      "values", "indices", "steps",
+      "spec", "steps",
       // absl's own
       "help", "helpfull", "helpshort", "helppackage", "version", "only_check_args", "flagfile",
       "fromenv", "tryfromenv", "undefok"};
@@ -325,9 +291,7 @@ int main(int argc, char** argv) {
     for (const char* k : kKnown) known = known || arg == k;
     if (!known) {
       std::fprintf(stderr,
-                   "codec_demo: unknown flag --%s (known: --compression, --compression_ratio, "
-                   "--quant_bits, --bucket_size, --error_feedback, --seed, --values, --indices, "
-                   "--steps)\n",
+                   "codec_demo: unknown flag --%s (known: --spec, --steps)\n",
                    arg.c_str());
       return 2;
     }

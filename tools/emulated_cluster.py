@@ -42,6 +42,9 @@ import signal
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwtools import rates  # noqa: E402
+
 PREFIX = "gwc"  # every namespace and link this tool makes starts with it
 # A cluster made from Python is owned by its process: its namespaces are
 # "gwc<token>-h0".. and "gwc<token>-switch", and the process holds an flock
@@ -55,36 +58,17 @@ LOCK_DIR = "/run/gradwire-emulated-cluster"
 TBF_LATENCY = "100ms"  # how long a packet may queue in a shaper (tbf drops beyond)
 DEFAULT_SUBNET = "10.251.0.0/16"
 
-_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
-_TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-
 
 class ClusterError(RuntimeError):
     """A clear, user-facing reason the cluster could not be made or used."""
 
 
-def parse_rate(text):
-    """'1gbit' -> bits per second. Raises ClusterError naming the value."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-z]+)\s*", text or "")
-    if not m or m.group(2) not in _RATE_UNITS or float(m.group(1)) <= 0:
-        raise ClusterError(
-            f"--link must be a positive rate like 100mbit, 1gbit or 25gbit, got {text!r}")
-    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
-
-
-def parse_time(text, flag):
-    """'100us' -> seconds (0 allowed)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)\s*", text or "")
-    if not m:
-        raise ClusterError(f"{flag} must be a time like 0us, 100us or 2ms, got {text!r}")
-    return float(m.group(1)) * _TIME_UNITS[m.group(2)]
-
-
-def parse_loss(text):
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*%?\s*", text or "")
-    if not m or not 0 <= float(m.group(1)) < 100:
-        raise ClusterError(f"--loss must be a percentage in [0, 100), got {text!r}")
-    return float(m.group(1))
+def _parsed(parse, text, flag):
+    """gwtools.rates' parse(text, flag), with its ValueError as a ClusterError."""
+    try:
+        return parse(text, flag)
+    except ValueError as e:
+        raise ClusterError(str(e)) from None
 
 
 def _run(args, check=True):
@@ -202,7 +186,8 @@ def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
         if loss_pct > 0:
             netem += ["loss", f"{loss_pct}%"]
         cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem)
-        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"] + tbf)
+        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"]
+                    + tbf)
     else:
         cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
     return cmds
@@ -217,10 +202,10 @@ class EmulatedCluster:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
         self.hosts = hosts
         self.link = link
-        self.rate_bps = parse_rate(link)
-        self.delay_s = parse_time(delay, "--delay")
-        self.jitter_s = parse_time(jitter, "--jitter")
-        self.loss_pct = parse_loss(loss)
+        self.rate_bps = _parsed(rates.parse_rate, link, "--link")
+        self.delay_s = _parsed(rates.parse_time, delay, "--delay")
+        self.jitter_s = _parsed(rates.parse_time, jitter, "--jitter")
+        self.loss_pct = _parsed(rates.parse_loss, loss, "--loss")
         net = ipaddress.ip_network(subnet)
         if net.num_addresses < hosts + 2:
             raise ClusterError(f"--subnet {subnet} is too small for {hosts} hosts")
@@ -321,7 +306,7 @@ def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="create the cluster and leave it up")
@@ -343,60 +328,80 @@ def main(argv=None):
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     sub.add_parser("down", help="remove every namespace this tool made")
     sub.add_parser("check", help="say whether namespaces can be created here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _command(args, what):
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not argv:
+        raise ClusterError(f"{what} needs a command after --")
+    return argv
+
+
+def _require_namespaces():
+    ok, why = namespaces_available()
+    if not ok:
+        raise ClusterError(f"cannot emulate a cluster: {why}")
+
+
+def cmd_check(args):
+    ok, why = namespaces_available()
+    print("namespaces: available" if ok else f"namespaces: unavailable ({why})")
+    if ok:
+        has_netem, why_not = netem_available()
+        print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
+    return 0 if ok else 1
+
+
+def cmd_down(args):
+    names = remove_leftovers(everything=True)
+    print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
+    return 0
+
+
+def cmd_up(args):
+    _require_namespaces()
+    c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                        args.subnet, owned=False).up()
+    print(c.describe())
+    for h in range(c.hosts):
+        print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
+    return 0
+
+
+def cmd_run(args):
+    argv = _command(args, "run")
+    _require_namespaces()
+    env = dict(os.environ)
     try:
-        if args.cmd == "check":
-            ok, why = namespaces_available()
-            print("namespaces: available" if ok else f"namespaces: unavailable ({why})")
-            if ok:
-                has_netem, why_not = netem_available()
-                print("netem: available" if has_netem else f"netem: unavailable ({why_not})")
-            return 0 if ok else 1
-        if args.cmd == "down":
-            names = remove_leftovers(everything=True)
-            print(f"removed {len(names)} namespaces" + (f": {' '.join(names)}" if names else ""))
-            return 0
-        if args.cmd == "up":
-            ok, why = namespaces_available()
-            if not ok:
-                raise ClusterError(f"cannot emulate a cluster: {why}")
-            c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                                args.subnet, owned=False).up()
-            print(c.describe())
+        # Owned (per-run names, removed on exit, Ctrl-C or kill), so
+        # a script never needs its own namespace or tc code.
+        with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
+                             args.subnet) as c:
+            env["GWC_HOSTS"] = str(c.hosts)
             for h in range(c.hosts):
-                print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
-            return 0
-        if args.cmd == "run":
-            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not argv:
-                raise ClusterError("run needs a command after --")
-            ok, why = namespaces_available()
-            if not ok:
-                raise ClusterError(f"cannot emulate a cluster: {why}")
-            env = dict(os.environ)
-            try:
-                # Owned (per-run names, removed on exit, Ctrl-C or kill), so
-                # a script never needs its own namespace or tc code.
-                with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                                     args.subnet) as c:
-                    env["GWC_HOSTS"] = str(c.hosts)
-                    for h in range(c.hosts):
-                        env[f"GWC_NS_{h}"] = c.namespace(h)
-                        env[f"GWC_ADDR_{h}"] = c.address(h)
-                    print(c.describe(), file=sys.stderr, flush=True)
-                    return subprocess.call(argv, env=env)
-            except KeyboardInterrupt:
-                return 130
-        if args.cmd == "exec":
-            argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-            if not argv:
-                raise ClusterError("exec needs a command after --")
-            return subprocess.call(["ip", "netns", "exec", f"{PREFIX}-h{args.host}"] + argv)
+                env[f"GWC_NS_{h}"] = c.namespace(h)
+                env[f"GWC_ADDR_{h}"] = c.address(h)
+            print(c.describe(), file=sys.stderr, flush=True)
+            return subprocess.call(argv, env=env)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_exec(args):
+    argv = _command(args, "exec")
+    return subprocess.call(["ip", "netns", "exec", f"{PREFIX}-h{args.host}"] + argv)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    commands = {"check": cmd_check, "down": cmd_down, "up": cmd_up, "run": cmd_run,
+                "exec": cmd_exec}
+    try:
+        return commands[args.cmd](args)
     except ClusterError as e:
         print(f"emulated_cluster: {e}", file=sys.stderr)
         return 2
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,8 +3,13 @@
 //
 //   export GRADWIRE_JOB_SECRET=$(openssl rand -hex 32)
 //   python3 tools/launch.py --nproc=4 -- bazel-bin/tools/exchange_bench
-//       --profile=resnet50 --compression=topk --compression_ratio=0.01
-//       --iters=20 --warmup=3 --json_out=/tmp/topk.json
+//       --profile=resnet50 --spec=topk:ratio=0.01 [--hierarchical]
+//       --iters=20 --warmup=3 --json_out=/tmp/topk.rank{rank}.json
+//
+// --spec is the library's compression spec string (lib/codec/
+// compression_spec.h: "none", "qsgd:bits=4", "topk:ratio=0.01,values=fp16",
+// ...), parsed by CompressionSpec::Parse; --hierarchical switches to the
+// hierarchical (HiTopKComm) exchange, nodes from LOCAL_WORLD_SIZE.
 //
 // Where ranks find each other comes from the environment the launcher
 // sets (torchrun / mpirun / GRADWIRE_* variables, see
@@ -24,9 +29,12 @@
 // the step's critical path as it ran (first bucket queued to last written
 // back) and "overlap" how much of the shorter of CPU stages (compress +
 // auth + copy) and wire time it hid under the other.
-// Rank 0 prints the summary and writes --json_out; every rank prints a
-// one-line per-rank summary.
+// Every rank prints a one-line summary and, with --json_out, writes its
+// results as JSON ("{rank}" in the path becomes the rank): "ok": true and
+// its figures, or "ok": false and the error when it fails (exit status 1).
+// Tools read those files (tools/clusterbench), never the printed lines.
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -42,22 +50,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 
-ABSL_FLAG(std::string, compression, "topk",
-          "method or full spec: none, fp16, bf16, topk, approx_topk, randomk, qsgd, sign, or "
-          "e.g. \"topk:ratio=0.01,values=fp16\"");
-ABSL_FLAG(double, compression_ratio, -1, "density k/n for sparse methods (default: the spec's)");
-ABSL_FLAG(int, quant_bits, -1, "bits per value for qsgd (default: the spec's)");
+ABSL_FLAG(std::string, spec, "topk:ratio=0.01",
+          "compression spec: none, fp16, bf16, topk, approx_topk, randomk, qsgd or sign, with "
+          "settings after ':', e.g. \"topk:ratio=0.01,values=fp16\" or \"qsgd:bits=4\" "
+          "(lib/codec/compression_spec.h)");
 ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradient");
 ABSL_FLAG(int, pipeline_depth, 2,
           "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
@@ -74,7 +83,9 @@ ABSL_FLAG(bool, align_steps, true,
           "barrier after each untimed gradient reset, so every rank's timed step starts "
           "together: emulated hosts share this machine's cores, and one rank's reset "
           "would otherwise run inside its peers' timed steps and skew their start");
-ABSL_FLAG(bool, hierarchical, false, "HiTopKComm: nodes from LOCAL_WORLD_SIZE");
+ABSL_FLAG(bool, hierarchical, false,
+          "hierarchical exchange (HiTopKComm) of compressed buckets: nodes from "
+          "LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
 ABSL_FLAG(std::string, dense_algorithm, "ring", "dense allreduce: ring or halving_doubling");
@@ -86,7 +97,8 @@ ABSL_FLAG(std::string, profile_file, "",
 ABSL_FLAG(std::string, model_profiles, "tools/model_profiles.py", "path of model_profiles.py");
 ABSL_FLAG(int, iters, 20, "timed iterations");
 ABSL_FLAG(int, warmup, 3, "untimed iterations first (buffers, plan, connections)");
-ABSL_FLAG(std::string, json_out, "", "write rank 0's results as JSON here");
+ABSL_FLAG(std::string, json_out, "",
+          "write this rank's results (or its error) as JSON here; \"{rank}\" becomes the rank");
 ABSL_FLAG(std::string, iface, "", "network interface to bind and advertise (GLOO_SOCKET_IFNAME)");
 ABSL_FLAG(std::string, bind_address, "", "numeric address to bind and advertise");
 ABSL_FLAG(bool, emulate_nodes, false, "bind 127.0.0.1 although LOCAL_WORLD_SIZE < WORLD_SIZE");
@@ -147,16 +159,6 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
   return shapes;
 }
 
-absl::StatusOr<CompressionSpec> SpecFromFlags() {
-  absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_compression));
-  if (!spec.ok()) return spec.status();
-  if (absl::GetFlag(FLAGS_compression_ratio) > 0)
-    spec->ratio = absl::GetFlag(FLAGS_compression_ratio);
-  if (absl::GetFlag(FLAGS_quant_bits) > 0) spec->quant_bits = absl::GetFlag(FLAGS_quant_bits);
-  if (absl::Status s = spec->Validate(); !s.ok()) return s;
-  return spec;
-}
-
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(const transport::RendezvousConfig& config,
                                                       const CommunicatorOptions& options) {
   absl::StatusOr<JobSecret> secret = JobSecret::Resolve("", absl::GetFlag(FLAGS_job_secret_file));
@@ -172,6 +174,8 @@ double Percentile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(std::lround(q * (v.size() - 1)))];
 }
 
+double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
+
 // CPU time of this process, all threads, user + system. Emulated hosts
 // share this machine's cores, so the sum over ranks of this per step,
 // against cores x step time, says whether a step is CPU-bound.
@@ -181,14 +185,56 @@ double ProcessCpuMs() {
   return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
 }
 
-int Fail(const absl::Status& s) {
+// A JSON string literal: quotes, backslashes and every byte outside
+// printable ASCII escaped, so any error text makes a valid file.
+std::string JsonQuote(absl::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c >= 0x7f) {
+      absl::StrAppendFormat(&out, "\\u%04x", c);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out + "\"";
+}
+
+// --json_out for this rank ("{rank}" replaced), or "" without the flag.
+std::string JsonPath(int rank) {
+  return absl::StrReplaceAll(absl::GetFlag(FLAGS_json_out), {{"{rank}", absl::StrCat(rank)}});
+}
+
+// Writes `text` to `path` whole or not at all (a reader never sees half).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp", getpid());
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// Reports a failure on stderr and, with --json_out, as this rank's result.
+int Fail(const absl::Status& s, int rank = -1) {
   std::fprintf(stderr, "exchange_bench: %s\n", s.ToString().c_str());
+  if (!absl::GetFlag(FLAGS_json_out).empty() && rank >= 0) {
+    const std::string json = absl::StrCat("{\"ok\": false, \"rank\": ", rank,
+                                          ", \"error\": ", JsonQuote(s.ToString()), "}\n");
+    if (absl::Status w = WriteFileAtomically(JsonPath(rank), json); !w.ok()) {
+      std::fprintf(stderr, "exchange_bench: %s\n", w.ToString().c_str());
+    }
+  }
   return 1;
 }
 
-int Main() {
-  absl::StatusOr<CompressionSpec> spec = SpecFromFlags();
-  if (!spec.ok()) return Fail(spec.status());
+absl::StatusOr<transport::RendezvousConfig> ConfigFromFlags() {
   transport::RendezvousConfig explicit_config;
   explicit_config.iface = absl::GetFlag(FLAGS_iface);
   explicit_config.bind_address = absl::GetFlag(FLAGS_bind_address);
@@ -199,25 +245,47 @@ int Main() {
     std::vector<std::string> hp = absl::StrSplit(absl::GetFlag(FLAGS_redis), ':');
     explicit_config.redis_host = hp[0];
     if (hp.size() > 1 && !absl::SimpleAtoi(hp[1], &explicit_config.redis_port)) {
-      return Fail(absl::InvalidArgumentError("--redis must be host:port"));
+      return absl::InvalidArgumentError("--redis must be host:port");
     }
   }
-  auto config = transport::ConfigFromEnvironment(explicit_config);
-  if (!config.ok()) return Fail(config.status());
+  return transport::ConfigFromEnvironment(explicit_config);
+}
 
-  auto shapes = LoadShapes();
-  if (!shapes.ok()) return Fail(shapes.status());
-  // Backprop produces gradients last layer first.
-  std::vector<Tensor> tensors(shapes->size());
-  uint64_t params = 0;
-  uint64_t x = 0x9E3779B97F4A7C15ull * (config->rank + 1);
-  for (size_t i = 0; i < shapes->size(); ++i) {
-    Tensor& t = tensors[shapes->size() - 1 - i];
+absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
+  CommunicatorOptions options;
+  absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_spec));
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--spec=\"", absl::GetFlag(FLAGS_spec), "\": ", spec.status().message()));
+  }
+  options.compression = *spec;
+  options.hierarchical = absl::GetFlag(FLAGS_hierarchical);
+  options.event_loop_nice = absl::GetFlag(FLAGS_event_loop_nice);
+  options.dense_below_elements = absl::GetFlag(FLAGS_dense_below_elements);
+  options.dense_one_dimensional = absl::GetFlag(FLAGS_dense_one_dimensional);
+  const std::string algo = absl::GetFlag(FLAGS_dense_algorithm);
+  if (algo == "halving_doubling") {
+    options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
+  } else if (algo != "ring") {
+    return absl::InvalidArgumentError("--dense_algorithm must be ring or halving_doubling");
+  }
+  return options;
+}
+
+// The profile's tensors in backprop (reverse) order, each with a
+// rank-specific, roughly N(0, 1) gradient.
+std::vector<Tensor> MakeTensors(const std::vector<std::vector<int64_t>>& shapes, int rank,
+                                uint64_t* params) {
+  std::vector<Tensor> tensors(shapes.size());
+  *params = 0;
+  uint64_t x = 0x9E3779B97F4A7C15ull * (rank + 1);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    Tensor& t = tensors[shapes.size() - 1 - i];
     t.name = absl::StrCat("param", i);
-    t.shape = (*shapes)[i];
+    t.shape = shapes[i];
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    params += n;
+    *params += n;
     t.pristine.resize(n);
     for (float& v : t.pristine) {  // roughly N(0, 1): sum of uniforms
       float s = 0;
@@ -229,70 +297,18 @@ int Main() {
     }
     t.grad = t.pristine;
   }
+  return tensors;
+}
 
-  CommunicatorOptions options;
-  options.compression = *spec;
-  options.hierarchical = absl::GetFlag(FLAGS_hierarchical);
-  options.event_loop_nice = absl::GetFlag(FLAGS_event_loop_nice);
-  options.dense_below_elements = absl::GetFlag(FLAGS_dense_below_elements);
-  options.dense_one_dimensional = absl::GetFlag(FLAGS_dense_one_dimensional);
-  const std::string algo = absl::GetFlag(FLAGS_dense_algorithm);
-  if (algo == "halving_doubling") {
-    options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
-  } else if (algo != "ring") {
-    return Fail(absl::InvalidArgumentError("--dense_algorithm must be ring or halving_doubling"));
-  }
-  auto comm = Connect(*config, options);
-  if (!comm.ok()) return Fail(comm.status());
-  ExchangerOptions eo;
-  eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
-  eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
-  auto ex = GradientExchanger::Create(std::move(*comm), eo);
-  if (!ex.ok()) return Fail(ex.status());
-
-  const absl::Duration timeout = config->timeout;
-  const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
-  std::vector<double> cpu_ms;  // this process's CPU time (all threads) per timed step
+// What the timed steps measured, one value per step.
+struct Series {
   std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, sync_ms, transfer_ms, wait_ms,
-      copy_ms, span_ms, overlap;
-  ExchangeStats timed;
-  // Where each gradient is written before a step ("backward", untimed):
-  // its own buffer, or from the second step on its bucket slot.
-  std::vector<absl::Span<float>> target(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) target[i] = absl::MakeSpan(tensors[i].grad);
-  const bool bucket_views = absl::GetFlag(FLAGS_bucket_views);
-  const bool align_steps = absl::GetFlag(FLAGS_align_steps);
-  for (int it = 0; it < warmup + iters; ++it) {
-    if (it == 1 && bucket_views) {
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        absl::StatusOr<absl::Span<float>> slot = (*ex)->GradientSlot(tensors[i].name);
-        if (!slot.ok()) return Fail(slot.status());
-        target[i] = *slot;
-      }
-    }
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      std::copy(tensors[i].pristine.begin(), tensors[i].pristine.end(), target[i].begin());
-    }
-    if (align_steps) {
-      if (absl::Status s = (*ex)->Barrier(timeout); !s.ok()) return Fail(s);
-    }
-    const double cpu0 = ProcessCpuMs();
-    const absl::Time t0 = absl::Now();
-    if (absl::Status s = (*ex)->BeginStep(it); !s.ok()) return Fail(s);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      Tensor& t = tensors[i];
-      auto ticket = (*ex)->Submit(t.name, target[i], t.shape);
-      if (!ticket.ok()) return Fail(ticket.status());
-    }
-    if (absl::Status s = (*ex)->Flush(); !s.ok()) return Fail(s);
-    if (absl::Status s = (*ex)->WaitAll(timeout); !s.ok()) return Fail(s);
-    const absl::Time t1 = absl::Now();
-    const double cpu1 = ProcessCpuMs();
-    if (it < warmup) continue;
-    cpu_ms.push_back(cpu1 - cpu0);
-    const ExchangeStats st = (*ex)->StepStats();
+      copy_ms, span_ms, overlap, cpu_ms;
+  ExchangeStats timed;  // summed over the timed steps
+
+  void Add(const ExchangeStats& st, double step_ms, double cpu) {
     timed.Add(st);
-    iter_ms.push_back(absl::ToDoubleMilliseconds(t1 - t0));
+    iter_ms.push_back(step_ms);
     compress_ms.push_back(absl::ToDoubleMilliseconds(st.compress_time));
     auth_ms.push_back(absl::ToDoubleMilliseconds(st.auth_time));
     wire_ms.push_back(absl::ToDoubleMilliseconds(st.wire_time));
@@ -302,65 +318,160 @@ int Main() {
     copy_ms.push_back(absl::ToDoubleMilliseconds(st.copy_time));
     span_ms.push_back(absl::ToDoubleMilliseconds(st.span_time));
     overlap.push_back(st.OverlapFraction());
+    cpu_ms.push_back(cpu);
   }
-  // Orderly teardown: no rank may reset a peer still finishing the last step.
-  if (absl::Status s = (*ex)->Close(timeout); !s.ok()) return Fail(s);
-  const double n_it = std::max(1, iters);
-  const std::vector<BucketInfo> plan = (*ex)->Plan();
-  int dense_b = 0, comp_b = 0;
-  for (const BucketInfo& b : plan) (b.path == ExchangePath::kDense ? dense_b : comp_b)++;
-  const std::string label =
-      absl::StrCat(spec->ToString(), options.hierarchical ? " hierarchical" : " flat",
-                   " P=", config->world_size);
+};
+
+// One step: gradients written (untimed), aligned, then submitted, flushed
+// and waited for. Returns the step's wall time in ms; *cpu_ms its CPU.
+absl::StatusOr<double> Step(GradientExchanger& ex, std::vector<Tensor>& tensors,
+                            const std::vector<absl::Span<float>>& target, int it,
+                            absl::Duration timeout, double* cpu_ms) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::copy(tensors[i].pristine.begin(), tensors[i].pristine.end(), target[i].begin());
+  }
+  if (absl::GetFlag(FLAGS_align_steps)) GRADWIRE_RETURN_IF_ERROR(ex.Barrier(timeout));
+  const double cpu0 = ProcessCpuMs();
+  const absl::Time t0 = absl::Now();
+  GRADWIRE_RETURN_IF_ERROR(ex.BeginStep(it));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    GRADWIRE_RETURN_IF_ERROR(ex.Submit(tensors[i].name, target[i], tensors[i].shape).status());
+  }
+  GRADWIRE_RETURN_IF_ERROR(ex.Flush());
+  GRADWIRE_RETURN_IF_ERROR(ex.WaitAll(timeout));
+  const double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+  *cpu_ms = ProcessCpuMs() - cpu0;
+  return ms;
+}
+
+// Warm-up and timed steps, then an orderly Close (no rank may reset a peer
+// still finishing the last step).
+absl::StatusOr<Series> RunSteps(GradientExchanger& ex, std::vector<Tensor>& tensors,
+                                absl::Duration timeout) {
+  const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
+  // Where each gradient is written before a step ("backward", untimed):
+  // its own buffer, or from the second step on its bucket slot.
+  std::vector<absl::Span<float>> target(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) target[i] = absl::MakeSpan(tensors[i].grad);
+  Series series;
+  for (int it = 0; it < warmup + iters; ++it) {
+    if (it == 1 && absl::GetFlag(FLAGS_bucket_views)) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        GRADWIRE_ASSIGN_OR_RETURN(target[i], ex.GradientSlot(tensors[i].name));
+      }
+    }
+    double cpu_ms = 0;
+    GRADWIRE_ASSIGN_OR_RETURN(const double ms, Step(ex, tensors, target, it, timeout, &cpu_ms));
+    if (it >= warmup) series.Add(ex.StepStats(), ms, cpu_ms);
+  }
+  GRADWIRE_RETURN_IF_ERROR(ex.Close(timeout));
+  return series;
+}
+
+// What one rank reports, besides the series.
+struct RunInfo {
+  int rank = 0, world_size = 0, local_world_size = 0, dense_buckets = 0, compressed_buckets = 0;
+  uint64_t params = 0, tensors = 0;
+  std::string spec;
+  bool hierarchical = false;
+  int pipeline_depth = 0;
+};
+
+std::string ResultJson(const RunInfo& info, const Series& s) {
+  const double n_it = std::max<size_t>(1, s.iter_ms.size());
+  auto ms = [](const std::vector<double>& v) { return absl::StrFormat("%.3f", Median(v)); };
+  return absl::StrCat(
+      "{\n  \"ok\": true,\n  \"rank\": ", info.rank, ",\n  \"compression\": ",
+      JsonQuote(info.spec), ",\n  \"hierarchical\": ", info.hierarchical ? "true" : "false",
+      ",\n  \"world_size\": ", info.world_size, ",\n  \"local_world_size\": ",
+      info.local_world_size, ",\n  \"params\": ", info.params, ",\n  \"tensors\": ", info.tensors,
+      ",\n  \"bucket_size_mb\": ", absl::GetFlag(FLAGS_bucket_size_mb),
+      ",\n  \"dense_buckets\": ", info.dense_buckets, ",\n  \"compressed_buckets\": ",
+      info.compressed_buckets, ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
+      ",\n  \"iters\": ", absl::GetFlag(FLAGS_iters),
+      absl::StrFormat(",\n  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "
+                      "\"max\": %.3f}",
+                      Median(s.iter_ms), Percentile(s.iter_ms, 0.9), Percentile(s.iter_ms, 0),
+                      Percentile(s.iter_ms, 1)),
+      absl::StrFormat(",\n  \"bytes_sent_per_iter\": %.0f,\n  \"bytes_received_per_iter\": %.0f"
+                      ",\n  \"intra_node_bytes_sent_per_iter\": %.0f"
+                      ",\n  \"intra_node_bytes_received_per_iter\": %.0f",
+                      s.timed.bytes_sent / n_it, s.timed.bytes_received / n_it,
+                      s.timed.intra_node_bytes_sent / n_it,
+                      s.timed.intra_node_bytes_received / n_it),
+      ",\n  \"compress_ms_median\": ", ms(s.compress_ms), ",\n  \"auth_ms_median\": ",
+      ms(s.auth_ms), ",\n  \"wire_ms_median\": ", ms(s.wire_ms), ",\n  \"sync_ms_median\": ",
+      ms(s.sync_ms), ",\n  \"transfer_ms_median\": ", ms(s.transfer_ms),
+      ",\n  \"wait_ms_median\": ", ms(s.wait_ms), ",\n  \"pipeline_depth\": ",
+      info.pipeline_depth, ",\n  \"bucket_views\": ",
+      absl::GetFlag(FLAGS_bucket_views) ? "true" : "false", ",\n  \"copy_ms_median\": ",
+      ms(s.copy_ms), ",\n  \"span_ms_median\": ", ms(s.span_ms),
+      ",\n  \"overlap_fraction_median\": ", ms(s.overlap), ",\n  \"align_steps\": ",
+      absl::GetFlag(FLAGS_align_steps) ? "true" : "false",
+      ",\n  \"process_cpu_ms_median\": ", ms(s.cpu_ms), ",\n  \"iter_ms_series\": [",
+      absl::StrJoin(s.iter_ms, ", ",
+                    [](std::string* o, double v) { absl::StrAppendFormat(o, "%.3f", v); }),
+      "]\n}\n");
+}
+
+// The human-readable line every rank prints (tools read --json_out instead).
+void PrintSummary(const RunInfo& info, const Series& s) {
+  const double n_it = std::max<size_t>(1, s.iter_ms.size());
   std::printf(
-      "rank %d: %s: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received %.3f MB "
-      "(of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire %.1f ms "
-      "(sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap %.0f%% "
-      "(pipeline depth %d); process CPU %.1f ms per step\n",
-      config->rank, label.c_str(), Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
-      timed.bytes_sent / n_it / 1e6, timed.bytes_received / n_it / 1e6,
-      timed.intra_node_bytes_sent / n_it / 1e6, timed.intra_node_bytes_received / n_it / 1e6,
-      Percentile(compress_ms, 0.5), Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5),
-      Percentile(sync_ms, 0.5), Percentile(transfer_ms, 0.5), Percentile(copy_ms, 0.5),
-      Percentile(span_ms, 0.5), 100 * Percentile(overlap, 0.5),
-      eo.pipeline_depth, Percentile(cpu_ms, 0.5));
-  if (config->rank != 0) return 0;
-  std::printf("plan: %zu tensors, %d params, %d dense + %d compressed buckets of <= %.1f MiB\n",
-              tensors.size(), static_cast<int>(params), dense_b, comp_b,
-              absl::GetFlag(FLAGS_bucket_size_mb));
+      "rank %d: %s %s P=%d: iter median %.1f ms p90 %.1f ms; per iter sent %.3f MB received "
+      "%.3f MB (of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire "
+      "%.1f ms (sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap "
+      "%.0f%% (pipeline depth %d); process CPU %.1f ms per step\n",
+      info.rank, info.spec.c_str(), info.hierarchical ? "hierarchical" : "flat",
+      info.world_size, Median(s.iter_ms), Percentile(s.iter_ms, 0.9),
+      s.timed.bytes_sent / n_it / 1e6, s.timed.bytes_received / n_it / 1e6,
+      s.timed.intra_node_bytes_sent / n_it / 1e6, s.timed.intra_node_bytes_received / n_it / 1e6,
+      Median(s.compress_ms), Median(s.auth_ms), Median(s.wire_ms), Median(s.sync_ms),
+      Median(s.transfer_ms), Median(s.copy_ms), Median(s.span_ms), 100 * Median(s.overlap),
+      info.pipeline_depth, Median(s.cpu_ms));
+  if (info.rank == 0) {
+    std::printf("plan: %llu tensors, %llu params, %d dense + %d compressed buckets of <= %.1f "
+                "MiB\n",
+                static_cast<unsigned long long>(info.tensors),
+                static_cast<unsigned long long>(info.params), info.dense_buckets,
+                info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb));
+  }
+}
+
+int Main() {
+  absl::StatusOr<CommunicatorOptions> options = OptionsFromFlags();
+  if (!options.ok()) return Fail(options.status());
+  absl::StatusOr<transport::RendezvousConfig> config = ConfigFromFlags();
+  if (!config.ok()) return Fail(config.status());
+  const int rank = config->rank;
+  absl::StatusOr<std::vector<std::vector<int64_t>>> shapes = LoadShapes();
+  if (!shapes.ok()) return Fail(shapes.status(), rank);
+  RunInfo info;
+  std::vector<Tensor> tensors = MakeTensors(*shapes, rank, &info.params);
+  auto comm = Connect(*config, *options);
+  if (!comm.ok()) return Fail(comm.status(), rank);
+  ExchangerOptions eo;
+  eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
+  eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+  auto ex = GradientExchanger::Create(std::move(*comm), eo);
+  if (!ex.ok()) return Fail(ex.status(), rank);
+  absl::StatusOr<Series> series = RunSteps(**ex, tensors, config->timeout);
+  if (!series.ok()) return Fail(series.status(), rank);
+
+  info.rank = rank;
+  info.world_size = config->world_size;
+  info.local_world_size = config->local_world_size;
+  info.tensors = tensors.size();
+  info.spec = options->compression.ToString();
+  info.hierarchical = options->hierarchical;
+  info.pipeline_depth = eo.pipeline_depth;
+  for (const BucketInfo& b : (*ex)->Plan()) {
+    (b.path == ExchangePath::kDense ? info.dense_buckets : info.compressed_buckets)++;
+  }
+  PrintSummary(info, *series);
   if (!absl::GetFlag(FLAGS_json_out).empty()) {
-    std::ofstream out(absl::GetFlag(FLAGS_json_out));
-    out << absl::StrFormat(
-        "{\n  \"compression\": \"%s\",\n  \"hierarchical\": %s,\n  \"world_size\": %d,\n"
-        "  \"local_world_size\": %d,\n  \"params\": %d,\n  \"tensors\": %d,\n"
-        "  \"bucket_size_mb\": %g,\n  \"dense_buckets\": %d,\n  \"compressed_buckets\": %d,\n"
-        "  \"warmup\": %d,\n  \"iters\": %d,\n"
-        "  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, \"max\": %.3f},\n"
-        "  \"bytes_sent_per_iter\": %.0f,\n  \"bytes_received_per_iter\": %.0f,\n"
-        "  \"intra_node_bytes_sent_per_iter\": %.0f,\n"
-        "  \"intra_node_bytes_received_per_iter\": %.0f,\n"
-        "  \"compress_ms_median\": %.3f,\n  \"auth_ms_median\": %.3f,\n"
-        "  \"wire_ms_median\": %.3f,\n  \"sync_ms_median\": %.3f,\n"
-        "  \"transfer_ms_median\": %.3f,\n  \"wait_ms_median\": %.3f,\n"
-        "  \"pipeline_depth\": %d,\n  \"bucket_views\": %s,\n  \"copy_ms_median\": %.3f,\n"
-        "  \"span_ms_median\": %.3f,\n  \"overlap_fraction_median\": %.3f,\n"
-        "  \"align_steps\": %s,\n  \"process_cpu_ms_median\": %.3f,\n"
-        "  \"iter_ms_series\": [%s]\n}\n",
-        spec->ToString(), options.hierarchical ? "true" : "false", config->world_size,
-        config->local_world_size, params, tensors.size(), absl::GetFlag(FLAGS_bucket_size_mb),
-        dense_b, comp_b, warmup, iters, Percentile(iter_ms, 0.5), Percentile(iter_ms, 0.9),
-        Percentile(iter_ms, 0), Percentile(iter_ms, 1), timed.bytes_sent / n_it,
-        timed.bytes_received / n_it, timed.intra_node_bytes_sent / n_it,
-        timed.intra_node_bytes_received / n_it, Percentile(compress_ms, 0.5),
-        Percentile(auth_ms, 0.5), Percentile(wire_ms, 0.5), Percentile(sync_ms, 0.5),
-        Percentile(transfer_ms, 0.5), Percentile(wait_ms, 0.5),
-        eo.pipeline_depth, bucket_views ? "true" : "false", Percentile(copy_ms, 0.5),
-        Percentile(span_ms, 0.5), Percentile(overlap, 0.5), align_steps ? "true" : "false",
-        Percentile(cpu_ms, 0.5),
-        absl::StrJoin(iter_ms, ", ", [](std::string* o, double v) {
-          absl::StrAppendFormat(o, "%.3f", v);
-        }));
-    if (!out) return Fail(absl::InternalError("cannot write --json_out"));
+    absl::Status s = WriteFileAtomically(JsonPath(rank), ResultJson(info, *series));
+    if (!s.ok()) return Fail(s);
   }
   return 0;
 }
@@ -369,6 +480,11 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "exchange_bench: unexpected argument \"%s\" (flags look like "
+                 "--name=value)\n", rest[1]);
+    return 2;
+  }
   return gradwire::Main();
 }

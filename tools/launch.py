@@ -25,14 +25,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gwtools.ports import free_port  # noqa: E402  (tests import it from here)
+from gwtools.ranks import RankGroup, exit_status, torchrun_env  # noqa: E402
 
 
 def redis_ping(port, password, deadline):
@@ -72,54 +69,7 @@ def start_redis(password, out):
     return proc, port
 
 
-class Ranks:
-    def __init__(self, out):
-        self.procs = []
-        self.lock = threading.Lock()
-        self.out = out
-        self.threads = []
-
-    def forward(self, rank, stream):
-        # Line by line so ranks' lines never interleave mid-line.
-        for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            with self.lock:
-                print(f"[rank {rank}] {line}", file=self.out, flush=True)
-        stream.close()
-
-    def start(self, rank, cmd, env):
-        p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
-        self.procs.append(p)  # tracked before any of its output can be seen
-        t = threading.Thread(target=self.forward, args=(rank, p.stdout), daemon=True)
-        t.start()
-        self.threads.append(t)
-
-    def signal_all(self, sig):
-        for p in self.procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, sig)  # the rank and anything it started
-                except ProcessLookupError:
-                    pass
-
-    def stop_all(self, grace):
-        self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(p.poll() is None for p in self.procs):
-            time.sleep(0.02)
-        self.signal_all(signal.SIGKILL)
-        for p in self.procs:
-            p.wait()
-        for t in self.threads:
-            t.join(timeout=2)
-
-
-def exit_code(returncode):
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def main(argv):
+def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, required=True, help="number of local ranks")
     parser.add_argument("--ranks_per_node", type=int, default=0,
@@ -130,23 +80,63 @@ def main(argv):
                         help="password for --redis (default: random)")
     parser.add_argument("--job_id", default="", help="default: unique per launch")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the whole job")
-    parser.add_argument("--grace", type=float, default=3, help="seconds between SIGTERM and SIGKILL")
+    parser.add_argument("--grace", type=float, default=3,
+                        help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
+    args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not args.cmd:
         parser.error("no command given (put it after --)")
     if args.nproc < 1:
         parser.error("--nproc must be >= 1")
-    per_node = args.ranks_per_node or args.nproc
-    if args.nproc % per_node != 0:
+    args.per_node = args.ranks_per_node or args.nproc
+    if args.nproc % args.per_node != 0:
         parser.error("--nproc must be a multiple of --ranks_per_node")
-    out = sys.stdout
+    return args
 
+
+def rank_env(args, rank, job_id, master_port, store_dir, redis_port, password_file):
+    """torchrun's variables and gradwire's rendezvous (a store directory, or
+    the private Redis with its password in a 0600 file, not the environment)."""
+    env = torchrun_env(os.environ, rank, args.nproc, args.per_node, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=master_port, GRADWIRE_JOB_ID=job_id)
+    if redis_port is not None:
+        env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
+        env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
+        env.pop("GRADWIRE_REDIS_PASSWORD", None)
+        env.pop("GRADWIRE_STORE_DIR", None)
+    else:
+        env["GRADWIRE_STORE_DIR"] = store_dir
+    return env
+
+
+def say_outcome(outcome, args, out):
+    if outcome.status == "failed":
+        r = outcome.ranks[outcome.first]
+        print(f"[launch] rank {r.rank} exited with status {exit_status(r.returncode)}; "
+              "stopped all ranks", file=out, flush=True)
+    elif outcome.status == "timeout":
+        print(f"[launch] job exceeded --timeout={args.timeout}s; killed all ranks",
+              file=out, flush=True)
+    elif outcome.status == "interrupted":
+        print("[launch] interrupted; stopped all ranks", file=out, flush=True)
+
+
+def write_password(store_dir, password):
+    path = os.path.join(store_dir, "redis_password")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(password)
+    return path
+
+
+def main(argv):
+    args = parse_args(argv)
+    out = sys.stdout
     # A launcher killed by SIGTERM (a scheduler, CI timeout) or Ctrl-C must
     # not leave its ranks running. The handler only records the request:
     # raising from it could interrupt start() between Popen and tracking
-    # the rank, orphaning it. The supervision loop below acts on it.
+    # the rank, orphaning it. The supervision loop acts on it.
     stop_requested = []
 
     def on_stop_signal(signum, frame):
@@ -154,73 +144,37 @@ def main(argv):
     signal.signal(signal.SIGTERM, on_stop_signal)
     signal.signal(signal.SIGINT, on_stop_signal)
 
-    redis = None
+    redis, redis_port, password_file = None, None, None
     store_dir = tempfile.mkdtemp(prefix="gradwire-launch-")
     job_id = args.job_id or f"launch-{os.getpid()}-{secrets.token_hex(4)}"
-    password = args.redis_password or secrets.token_hex(16)
-    ranks = Ranks(out)
-    status = 0
+    ranks = RankGroup("launch", forward=out)
     try:
         if args.redis:
+            password = args.redis_password or secrets.token_hex(16)
             redis, redis_port = start_redis(password, out)
-            password_file = os.path.join(store_dir, "redis_password")
-            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(password)
+            password_file = write_password(store_dir, password)
         master_port = free_port()
         for rank in range(args.nproc):
-            env = dict(os.environ)
-            env.update({
-                "RANK": str(rank), "WORLD_SIZE": str(args.nproc),
-                "LOCAL_RANK": str(rank % per_node), "LOCAL_WORLD_SIZE": str(per_node),
-                "GROUP_RANK": str(rank // per_node),
-                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
-                "GRADWIRE_JOB_ID": job_id,
-            })
-            if redis is not None:
-                env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
-                # A 0600 file keeps the secret out of the ranks' environment.
-                env["GRADWIRE_REDIS_PASSWORD_FILE"] = password_file
-                env.pop("GRADWIRE_REDIS_PASSWORD", None)
-                env.pop("GRADWIRE_STORE_DIR", None)
-            else:
-                env["GRADWIRE_STORE_DIR"] = store_dir
-            ranks.start(rank, cmd, env)
-
-        deadline = time.monotonic() + args.timeout
-        while True:
             if stop_requested:
                 raise KeyboardInterrupt
-            codes = [p.poll() for p in ranks.procs]
-            failed = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                rank, code = failed[0]
-                print(f"[launch] rank {rank} exited with status {exit_code(code)}; stopping all ranks",
-                      file=out, flush=True)
-                status = exit_code(code)
-                break
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                print(f"[launch] job exceeded --timeout={args.timeout}s; killing all ranks",
-                      file=out, flush=True)
-                status = 124
-                break
-            time.sleep(0.02)
+            ranks.start(rank, args.cmd, rank_env(args, rank, job_id, master_port, store_dir,
+                                                 redis_port, password_file))
+        outcome = ranks.supervise(args.timeout, grace_s=args.grace,
+                                  stop=lambda: bool(stop_requested))
+        say_outcome(outcome, args, out)
+        return outcome.exit_status()
     except (RuntimeError, OSError) as e:
         print(f"[launch] error: {e}", file=out, flush=True)
-        status = 1
+        return 1
     except KeyboardInterrupt:
         print("[launch] interrupted; stopping all ranks", file=out, flush=True)
-        status = 130
+        return 130
     finally:
-        ranks.stop_all(args.grace)
+        ranks.stop(args.grace)
         if redis is not None:
             redis.kill()
             redis.wait()
         shutil.rmtree(store_dir, ignore_errors=True)
-    return status
-
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

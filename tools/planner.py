@@ -9,7 +9,8 @@ and checks itself against tools/cluster_bench.py's measurements.
     planner.py --validate bench-results/X.json       # error % per measured case
     planner.py --calibrate bench-results/X.json \\
         --nodes 16 --gpus_per_node 8 --links 10gbit,25gbit \\
-        --profiles resnet50,bert_large --methods none,topk=0.01,approx_topk=0.001
+        --profiles resnet50,bert_large \\
+        --methods 'none;topk:ratio=0.01;approx_topk:ratio=0.001' --hierarchical both
 
 The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
@@ -70,6 +71,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import model_profiles  # noqa: E402
+from gwtools import rates, spec  # noqa: E402
 
 # The gradwire package (lib/python/gradwire, in the source tree and in
 # Bazel runfiles alike); it finds the built extension itself.
@@ -81,36 +83,21 @@ _gradwire = None
 TCP_GOODPUT = 1448.0 / 1514.0
 FRAME_OVERHEAD = 72 + 8 + 32 + 64  # header, checksum, MAC, descriptor (approx.)
 GPU_BYTES_PER_S = 3.0e12  # H100 achievable (REFERENCE.md); a prediction, not a measurement
-_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 
 
 def parse_rate(text):
-    for unit in sorted(_RATE_UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            try:
-                v = float(text[: -len(unit)])
-            except ValueError:
-                break
-            if v > 0:
-                return v * _RATE_UNITS[unit]
-    raise ValueError(f"link rate must look like 1gbit or 25gbit, got {text!r}")
+    return rates.parse_rate(text, "--links")
 
 
-def parse_method(text):
-    t = text.strip()
-    hier = t.endswith("+hier")
-    if hier:
-        t = t[:-5]
-    codec, _, arg = t.partition("=")
-    m = {"name": text.strip(), "codec": codec, "density": None, "bits": None,
-         "hierarchical": hier}
-    if codec in ("topk", "approx_topk", "randomk"):
-        m["density"] = float(arg) if arg else 0.01
-    elif codec == "qsgd":
-        m["bits"] = int(arg) if arg else 4
-    elif codec not in ("none", "sign", "fp16", "bf16"):
-        raise ValueError(f"unknown method {text!r}")
-    return m
+def parse_method(text, hierarchical=False):
+    """A spec string (gwtools.spec grammar) and the hierarchical switch, as the
+    dict (codec, density, bits, hierarchical, ...) the model reads."""
+    return spec.method(text, hierarchical)
+
+
+def case_method(case):
+    """The method a cluster_bench case ran: its canonical spec and switch."""
+    return parse_method(case["spec"], case["hierarchical"])
 
 
 # --- the plan: which elements go dense, which through the codec -------------
@@ -305,16 +292,15 @@ def compressed_elements(shapes, m):
 # --- validation against cluster_bench ----------------------------------------
 
 def calibration(results):
-    """CPU ns per compressed element (alone) per method name (without +hier)."""
+    """CPU ns per compressed element (alone) per canonical spec (flat or not)."""
     cal = {}
     for c in results["cases"]:
         if c["system"] != "gradwire" or c.get("compress_alone_ms") is None:
             continue
-        key = c["method"].replace("+hier", "")
-        m = parse_method(key)
+        m = parse_method(c["spec"])
         n = compressed_elements(shapes_for(c["profile"]), m)
         if n:
-            cal[key] = c["compress_alone_ms"] * 1e6 / n
+            cal[m["spec"]] = c["compress_alone_ms"] * 1e6 / n
     return cal
 
 
@@ -364,12 +350,12 @@ def validate(results, alpha_s):
         shapes = shapes_for(c["profile"])
         hosts, rph = c["hosts"], c["ranks_per_host"]
         if c["system"] == "gradwire":
-            m = parse_method(c["method"])
+            m = case_method(c)
         elif c["codec"] == "none":  # DDP's default allreduce: a dense ring too
             m = parse_method("none")
         else:
             continue
-        key = c["method"].replace("+hier", "")
+        key = m["spec"]
         probe = results.get("latency_probe", {}).get(c["link"])
         measured_bw = link_goodput(results, c["profile"], c["link"])
         alpha = probe["alpha_us"] * 1e-6 if probe else alpha_s
@@ -448,14 +434,14 @@ def validate(results, alpha_s):
 
 
 def print_validation(rows, out=sys.stdout):
-    print(f"{'system':8s} {'profile':10s} {'link':6s} {'P':>2s} {'method':20s} {'measured':>9s} "
+    print(f"{'system':8s} {'profile':10s} {'link':6s} {'P':>2s} {'method':28s} {'measured':>9s} "
           f"{'predicted':>9s} {'error':>7s} {'wire m/p':>15s} {'compr m/p':>15s} {'MB m/p':>15s} "
           f"{'pred(in-run compr)':>18s}  composition", file=out)
     for r in rows:
         wm = r.get("measured_wire_ms")
         cm = r.get("measured_compress_ms")
         print(f"{r['system']:8s} {r['profile']:10s} {r['link']:6s} {r['world_size']:2d} "
-              f"{r['method']:20s} {r['measured_ms']:8.1f}m {r['predicted_ms']:8.1f}m "
+              f"{r['method']:28s} {r['measured_ms']:8.1f}m {r['predicted_ms']:8.1f}m "
               f"{r['error_pct']:+6.1f}% "
               f"{(f'{wm:.0f}' if wm is not None else '-'):>7s}/{r['predicted_wire_ms']:<7.0f} "
               f"{(f'{cm:.0f}' if cm is not None else '-'):>7s}/{r['predicted_compress_ms']:<7.0f} "
@@ -487,26 +473,25 @@ def scale_table(profiles, methods, nodes, gpus, links, alpha_s, cal, intra, out=
         dense = {}
         for link in links:
             rate = parse_rate(link)
-            for mt in methods:
-                m = parse_method(mt)
+            for m in methods:
                 pr = predict(shapes, m, nodes, gpus, rate, alpha_s=alpha_s,
-                             intra_bytes_per_s=intra,
-                             cpu_ns_per_element=cal.get(mt.replace("+hier", "")))
+                             intra_bytes_per_s=intra, cpu_ns_per_element=cal.get(m["spec"]))
                 if m["codec"] == "none":
                     dense[link] = pr["wire_s"]
                 row = {"profile": prof, "nodes": nodes, "gpus_per_node": gpus, "link": link,
-                       "method": mt, **pr}
+                       "method": m["name"], **pr}
                 d = dense.get(link)
                 best = pr["wire_s"] if m["codec"] == "none" else pr["gpu_pipelined_s"]
                 row["gpu_pipelined_speedup_vs_dense"] = d / best if d else None
                 rows.append(row)
-    print(f"{'profile':10s} {'scale':>6s} {'link':7s} {'method':22s} {'NIC MB':>8s} {'wire ms':>8s} "
+    print(f"{'profile':10s} {'scale':>6s} {'link':7s} {'method':28s} {'NIC MB':>8s} "
+          f"{'wire ms':>8s} "
           f"{'GPU comp*':>9s} {'GPU ser*':>9s} {'GPU pipe*':>9s} {'x dense':>7s} "
           f"{'CPU comp':>9s} {'CPU ser':>8s}", file=out)
     for r in rows:
         cpu = r.get("cpu_compress_s")
         print(f"{r['profile']:10s} {r['nodes']:>2d}x{r['gpus_per_node']:<3d} {r['link']:7s} "
-              f"{r['method']:22s} {r['nic_bytes_per_iter'] / 1e6:8.1f} {r['wire_s'] * 1e3:8.1f} "
+              f"{r['method']:28s} {r['nic_bytes_per_iter'] / 1e6:8.1f} {r['wire_s'] * 1e3:8.1f} "
               f"{r['gpu_compress_s_predicted'] * 1e3:9.2f} {r['gpu_serial_s'] * 1e3:9.1f} "
               f"{r['gpu_pipelined_s'] * 1e3:9.1f} "
               f"{(r['gpu_pipelined_speedup_vs_dense'] or 0):6.2f}x "
@@ -531,8 +516,11 @@ def main(argv=None):
     p.add_argument("--gpus_per_node", type=int, default=8)
     p.add_argument("--links", default="10gbit,25gbit")
     p.add_argument("--profiles", default="resnet50,bert_large")
-    p.add_argument("--methods", default="none,topk=0.01,approx_topk=0.001,topk=0.01+hier,"
-                   "approx_topk=0.001+hier")
+    p.add_argument("--methods", default="none;topk:ratio=0.01;approx_topk:ratio=0.001",
+                   help="compression specs separated by ';' (specs contain commas), e.g. "
+                   "'none;topk:ratio=0.01;qsgd:bits=4'")
+    p.add_argument("--hierarchical", choices=spec.HIERARCHICAL_CHOICES, default="both",
+                   help="predict each compressed method flat (off), hierarchical (on) or both")
     p.add_argument("--alpha_us", type=float, default=50.0,
                    help="per-message latency (TCP over veth here ~50 us; datacenter ~25 us)")
     p.add_argument("--intra_gbytes", type=float, default=100.0,
@@ -562,10 +550,8 @@ def main(argv=None):
         print()
     try:
         profiles = [t for t in a.profiles.split(",") if t]
-        methods = [t for t in a.methods.split(",") if t]
+        methods = spec.method_list(a.methods, a.hierarchical)
         links = [t for t in a.links.split(",") if t]
-        for t in methods:
-            parse_method(t)
         for t in links:
             parse_rate(t)
         print(f"Predicted exchange per iteration at {a.nodes} nodes x {a.gpus_per_node} GPUs "

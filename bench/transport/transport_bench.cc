@@ -2,6 +2,7 @@
 // per process, started by tools/launch.py (or torchrun/mpirun):
 //
 //   python3 tools/launch.py --nproc=4 -- bazel-bin/bench/transport/transport_bench [n=25600000]
+//       [reps=5] [json_out=PATH]
 //
 // Baseline: Gloo ring allreduce of n fp32 elements (default ResNet-50's
 // 25.6M). Every other figure is printed with its ratio to that baseline
@@ -12,9 +13,11 @@
 //     AllgathervOfGatheredTable of k (u32 index, f32 value) pairs per rank,
 //     at densities 1% and 0.1% (transport only: no encode/decode);
 //   - allgatherv throughput for large payloads.
-// Not a Google Benchmark: the unit of work spans processes. Rank 0 prints.
+// Not a Google Benchmark: the unit of work spans processes. Rank 0 prints,
+// and with json_out= writes the same figures as JSON (tools read that).
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +25,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -78,14 +83,19 @@ int Run(const std::map<std::string, std::string>& args) {
   GlooGroup& g = **created;
   const int reps = static_cast<int>(arg("reps", 5));
   const uint64_t n = arg("n", 25600000);
+  std::vector<std::string> rows;  // JSON objects, one per figure
+  // `fields`: extra JSON members (",\"key\": value...") describing the figure.
   auto report = [&](const std::string& name, const absl::StatusOr<double>& ms, double baseline,
-                    const std::string& extra) {
+                    const std::string& extra, const std::string& fields = "") {
     if (g.rank() != 0) return;
     if (!ms.ok()) {
       std::printf("%-40s FAILED %s\n", name.c_str(), ms.status().ToString().c_str());
     } else {
       std::printf("%-40s %10.2f ms  %6.3fx dense ring  %s\n", name.c_str(), *ms,
                   baseline > 0 ? *ms / baseline : 1.0, extra.c_str());
+      rows.push_back(absl::StrFormat(
+          "{\"name\": \"%s\", \"ms\": %.4f, \"x_dense_ring\": %.5f, \"note\": \"%s\"%s}",
+          name, *ms, baseline > 0 ? *ms / baseline : 1.0, extra, fields));
     }
     std::fflush(stdout);
   };
@@ -131,7 +141,8 @@ int Run(const std::map<std::string, std::string>& args) {
       return g.AllgathervOfGatheredTable(payload, sizes, absl::MakeSpan(out));
     };
     report(absl::StrCat("sparse allgather, density ", density), MedianMs(reps, sparse_exchange),
-           base, absl::StrCat("k = ", k, ", ", payload.size() / 1e6, " MB/rank"));
+           base, absl::StrCat("k = ", k, ", ", payload.size() / 1e6, " MB/rank"),
+           absl::StrCat(", \"density\": ", density));
   }
 
   for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{16} << 20, uint64_t{64} << 20}) {
@@ -142,7 +153,18 @@ int Run(const std::map<std::string, std::string>& args) {
         MedianMs(reps, [&] { return g.AllgathervBytes(payload, uint64_t{1} << 31, &out, &sizes); });
     const double received = static_cast<double>(bytes) * (g.size() - 1);
     report(absl::StrCat("allgatherv ", bytes >> 20, " MiB/rank"), ms, base,
-           ms.ok() ? absl::StrCat(received / (*ms * 1e6), " GB/s received per rank") : "");
+           ms.ok() ? absl::StrCat(received / (*ms * 1e6), " GB/s received per rank") : "",
+           absl::StrCat(", \"payload_bytes_per_rank\": ", bytes));
+  }
+  auto json_out = args.find("json_out");
+  if (g.rank() == 0 && json_out != args.end()) {
+    std::ofstream out(json_out->second);
+    out << "{\"world_size\": " << g.size() << ", \"n\": " << n << ", \"reps\": " << reps
+        << ", \"rows\": [\n  " << absl::StrJoin(rows, ",\n  ") << "\n]}\n";
+    if (!out.flush()) {
+      std::fprintf(stderr, "cannot write %s\n", json_out->second.c_str());
+      return 1;
+    }
   }
   return g.Close().ok() ? 0 : 1;
 }
