@@ -343,7 +343,7 @@ def test_kill(delay_ms, *args, world=4, victim=2):
                 st = r.statuses()
                 assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
                 latency = st[0]["t_ms"] - kill_ms
-                report.append((r.rank, st[0]["code"], latency))
+                report.append((r.rank, st[0]["code"], latency, st[0]["msg"]))
                 assert st[0]["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st[0]
                 assert latency <= 2 * TIMEOUT_MS, f"rank {r.rank} took {latency:.0f} ms"
                 assert code == 0 and not r.failed_checks(), r.failed_checks() or r.lines[-5:]
@@ -351,8 +351,10 @@ def test_kill(delay_ms, *args, world=4, victim=2):
             for r in ranks:
                 r.kill()
         print(f"    SIGKILL rank {victim} at {delay_ms} ms: survivors reported after " +
-              ", ".join(f"rank {r}: {lat:.0f} ms ({c})" for r, c, lat in report) +
+              ", ".join(f"rank {r}: {lat:.0f} ms ({c})" for r, c, lat, _ in report) +
               f" (deadline {TIMEOUT_MS} ms)")
+        for r, _, _, msg in report:
+            print(f"      rank {r}: {msg}")
     return t
 
 
@@ -371,6 +373,7 @@ def test_sigstop(world=3, victim=1):
             assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
             latency = st[0]["t_ms"] - stop_ms
             report.append((r.rank, st[0]["code"], latency))
+            print(f"    rank {r.rank}: {st[0]['msg']}")
             assert st[0]["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st[0]
             assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, \
                 f"rank {r.rank} failed after {latency:.0f} ms"
@@ -382,6 +385,47 @@ def test_sigstop(world=3, victim=1):
     print(f"    SIGSTOP rank {victim}: survivors failed after " +
           ", ".join(f"rank {r}: {lat:.0f} ms ({c})" for r, c, lat in report) +
           f" (deadline {TIMEOUT_MS} ms, allowed [{TIMEOUT_MS // 2}, {2 * TIMEOUT_MS}])")
+
+
+def test_stopped_rank_named(*args, world=4, victim=2):
+    """Issue 19: a rank stopped between collectives is named on every survivor."""
+    def t():
+        ranks = start_loop_world(world, "named", f"stop_rank={victim}", "stop_iter=3", *args)
+        survivors = [r.rank for r in ranks if r.rank != victim]
+        report = []
+        try:
+            deadline = time.monotonic() + 10
+            stop = None
+            while stop is None and time.monotonic() < deadline:
+                stop = next((l for l in ranks[victim].lines if l.startswith("STOPPING")), None)
+                time.sleep(0.01)
+            assert stop, f"rank {victim} never stopped: {ranks[victim].lines[-5:]}"
+            stop_ms = int(re.search(r"t_ms=(\d+)", stop).group(1))
+            for r in ranks:
+                if r.rank == victim:
+                    continue
+                code = r.wait(2 * TIMEOUT_MS / 1000 + 5)
+                st = r.statuses()
+                assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
+                latency = st[0]["t_ms"] - stop_ms
+                msg = st[0]["msg"]
+                report.append((r.rank, latency, msg))
+                assert f"rank {victim} did not arrive" in msg, \
+                    f"rank {r.rank} does not name rank {victim}: {st[0]}"
+                # The round knows every arrival: the survivors, all of them.
+                did = "ranks [" + ", ".join(map(str, survivors)) + "] did"
+                assert did in msg, f"rank {r.rank} does not list {did!r}: {msg}"
+                assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, \
+                    f"rank {r.rank} reported after {latency} ms"
+                assert code == 0 and not r.failed_checks(), r.failed_checks() or r.lines[-5:]
+        finally:
+            ranks[victim].proc.send_signal(signal.SIGKILL)
+            for r in ranks:
+                r.kill()
+        print(f"    rank {victim} stopped itself: " +
+              ", ".join(f"rank {r} after {lat} ms" for r, lat, _ in report) +
+              f" (deadline {TIMEOUT_MS} ms); rank {report[0][0]}: {report[0][2]}")
+    return t
 
 
 def test_rank_never_shows_up():
@@ -510,6 +554,8 @@ TESTS = [
     *[(f"sigkill_at_{d}ms", test_kill(d)) for d in (0, 5, 50)],
     ("sigkill_at_5ms_ring", test_kill(5, "direct_max=0")),
     ("sigstop", test_sigstop),
+    ("stopped_rank_named", test_stopped_rank_named()),
+    ("stopped_rank_named_3_ranks", test_stopped_rank_named(world=3, victim=0)),
     ("rank_never_shows_up", test_rank_never_shows_up),
     ("garbage_connections", test_garbage_connections),
 ]
