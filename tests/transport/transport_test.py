@@ -325,6 +325,30 @@ def start_loop_world(world, name, *args):
     return ranks
 
 
+def survivor_reports(ranks, victim, since_ms):
+    """Waits for every rank but `victim` to end and checks each reported an
+    error, then ended cleanly (exit 0, no failed check: the group poisoned).
+    Returns (rank, first status, ms from since_ms to it) per survivor."""
+    reports = []
+    for r in ranks:
+        if r.rank == victim:
+            continue
+        code = r.wait(2 * TIMEOUT_MS / 1000 + 5)
+        st = r.statuses()
+        assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
+        assert code == 0 and not r.failed_checks(), r.failed_checks() or r.lines[-5:]
+        reports.append((r.rank, st[0], st[0]["t_ms"] - since_ms))
+    return reports
+
+
+def print_reports(headline, reports):
+    print(f"    {headline}: survivors reported after " +
+          ", ".join(f"rank {r}: {lat:.0f} ms ({st['code']})" for r, st, lat in reports) +
+          f" (deadline {TIMEOUT_MS} ms)")
+    for r, st, _ in reports:
+        print(f"      rank {r}: {st['msg']}")
+
+
 def test_kill(delay_ms, *args, world=4, victim=2):
     def t():
         ranks = start_loop_world(world, f"kill{delay_ms}{len(args)}", *args)
@@ -333,28 +357,16 @@ def test_kill(delay_ms, *args, world=4, victim=2):
         time.sleep(max(0.0, (ready_ms + delay_ms - now_ms()) / 1000.0))
         kill_ms = now_ms()
         ranks[victim].proc.send_signal(signal.SIGKILL)
-        report = []
         try:
-            for r in ranks:
-                if r.rank == victim:
-                    r.wait(5)
-                    continue
-                code = r.wait(2 * TIMEOUT_MS / 1000 + 5)
-                st = r.statuses()
-                assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
-                latency = st[0]["t_ms"] - kill_ms
-                report.append((r.rank, st[0]["code"], latency, st[0]["msg"]))
-                assert st[0]["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st[0]
-                assert latency <= 2 * TIMEOUT_MS, f"rank {r.rank} took {latency:.0f} ms"
-                assert code == 0 and not r.failed_checks(), r.failed_checks() or r.lines[-5:]
+            ranks[victim].wait(5)
+            reports = survivor_reports(ranks, victim, kill_ms)
         finally:
             for r in ranks:
                 r.kill()
-        print(f"    SIGKILL rank {victim} at {delay_ms} ms: survivors reported after " +
-              ", ".join(f"rank {r}: {lat:.0f} ms ({c})" for r, c, lat, _ in report) +
-              f" (deadline {TIMEOUT_MS} ms)")
-        for r, _, _, msg in report:
-            print(f"      rank {r}: {msg}")
+        print_reports(f"SIGKILL rank {victim} at {delay_ms} ms", reports)
+        for r, st, latency in reports:
+            assert st["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st
+            assert latency <= 2 * TIMEOUT_MS, f"rank {r} took {latency:.0f} ms"
     return t
 
 
@@ -363,36 +375,24 @@ def test_sigstop(world=3, victim=1):
     time.sleep(0.05)
     stop_ms = now_ms()
     ranks[victim].proc.send_signal(signal.SIGSTOP)
-    report = []
     try:
-        for r in ranks:
-            if r.rank == victim:
-                continue
-            code = r.wait(2 * TIMEOUT_MS / 1000 + 5)
-            st = r.statuses()
-            assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
-            latency = st[0]["t_ms"] - stop_ms
-            report.append((r.rank, st[0]["code"], latency))
-            print(f"    rank {r.rank}: {st[0]['msg']}")
-            assert st[0]["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st[0]
-            assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, \
-                f"rank {r.rank} failed after {latency:.0f} ms"
-            assert code == 0 and not r.failed_checks(), r.failed_checks()
+        reports = survivor_reports(ranks, victim, stop_ms)
     finally:
         ranks[victim].proc.send_signal(signal.SIGKILL)
         for r in ranks:
             r.kill()
-    print(f"    SIGSTOP rank {victim}: survivors failed after " +
-          ", ".join(f"rank {r}: {lat:.0f} ms ({c})" for r, c, lat in report) +
-          f" (deadline {TIMEOUT_MS} ms, allowed [{TIMEOUT_MS // 2}, {2 * TIMEOUT_MS}])")
+    print_reports(f"SIGSTOP rank {victim} (allowed [{TIMEOUT_MS // 2}, {2 * TIMEOUT_MS}] ms)",
+                  reports)
+    for r, st, latency in reports:
+        assert st["code"] in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), st
+        assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, f"rank {r} failed after {latency} ms"
 
 
-def test_stopped_rank_named(*args, world=4, victim=2):
-    """Issue 19: a rank stopped between collectives is named on every survivor."""
+def test_stopped_rank_named(world=4, victim=2):
+    """Issue 19: a rank stopped between collectives is named by every
+    survivor, which lists the ranks that did arrive, within 2x the deadline."""
     def t():
-        ranks = start_loop_world(world, "named", f"stop_rank={victim}", "stop_iter=3", *args)
-        survivors = [r.rank for r in ranks if r.rank != victim]
-        report = []
+        ranks = start_loop_world(world, "named", f"stop_rank={victim}", "stop_iter=3")
         try:
             deadline = time.monotonic() + 10
             stop = None
@@ -401,30 +401,19 @@ def test_stopped_rank_named(*args, world=4, victim=2):
                 time.sleep(0.01)
             assert stop, f"rank {victim} never stopped: {ranks[victim].lines[-5:]}"
             stop_ms = int(re.search(r"t_ms=(\d+)", stop).group(1))
-            for r in ranks:
-                if r.rank == victim:
-                    continue
-                code = r.wait(2 * TIMEOUT_MS / 1000 + 5)
-                st = r.statuses()
-                assert st, f"rank {r.rank} (exit {code}) reported no error: {r.lines[-5:]}"
-                latency = st[0]["t_ms"] - stop_ms
-                msg = st[0]["msg"]
-                report.append((r.rank, latency, msg))
-                assert f"rank {victim} did not arrive" in msg, \
-                    f"rank {r.rank} does not name rank {victim}: {st[0]}"
-                # The round knows every arrival: the survivors, all of them.
-                did = "ranks [" + ", ".join(map(str, survivors)) + "] did"
-                assert did in msg, f"rank {r.rank} does not list {did!r}: {msg}"
-                assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, \
-                    f"rank {r.rank} reported after {latency} ms"
-                assert code == 0 and not r.failed_checks(), r.failed_checks() or r.lines[-5:]
+            reports = survivor_reports(ranks, victim, stop_ms)
         finally:
             ranks[victim].proc.send_signal(signal.SIGKILL)
             for r in ranks:
                 r.kill()
-        print(f"    rank {victim} stopped itself: " +
-              ", ".join(f"rank {r} after {lat} ms" for r, lat, _ in report) +
-              f" (deadline {TIMEOUT_MS} ms); rank {report[0][0]}: {report[0][2]}")
+        print_reports(f"rank {victim} stopped itself", reports)
+        did = "ranks [" + ", ".join(str(r) for r, _, _ in reports) + "] did"
+        for r, st, latency in reports:
+            assert st["code"] == "DEADLINE_EXCEEDED", st
+            assert f"rank {victim} did not arrive within" in st["msg"], \
+                f"rank {r} does not name rank {victim}: {st}"
+            assert did in st["msg"], f"rank {r} does not list {did!r}: {st['msg']}"
+            assert TIMEOUT_MS / 2 <= latency <= 2 * TIMEOUT_MS, f"rank {r} after {latency} ms"
     return t
 
 
