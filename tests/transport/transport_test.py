@@ -492,8 +492,14 @@ def test_garbage_connections():
     outcome = []
     for r, c in zip(ranks, codes):
         st = r.statuses()
+        failed = r.failed_checks()
         if c == 0:
             outcome.append(f"rank {r.rank}: collectives correct")
+        elif c == 1 and r.ready.is_set() and len(failed) == 1 and "did not arrive" in failed[0]:
+            # It connected before the garbage struck its peers, which then
+            # failed rendezvous: its first collective names them (seen when
+            # only a peer's ports were probed).
+            outcome.append(f"rank {r.rank}: group formed, peers missing: {failed[0][:120]}")
         else:
             assert st and c == 2, f"rank {r.rank} exit {c} without a clean status: {r.lines[-5:]}"
             # Store wait + connect, each bounded by the deadline.
