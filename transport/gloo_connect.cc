@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_status.h"
 
 namespace gradwire {
@@ -52,7 +53,7 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> CreateTcpDevice(
       create();
     }).join();
   }
-  if (!status.ok()) return status;
+  GRADWIRE_RETURN_IF_ERROR(status);
   return device;
 }
 
@@ -85,7 +86,7 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> ConnectFullMesh(
         " (store timeout + connect timeout); a peer may have died or a stray connection "
         "took its place"));
   }
-  if (!outcome->status.ok()) return outcome->status;
+  GRADWIRE_RETURN_IF_ERROR(outcome->status);
   return std::shared_ptr<gloo::Context>(std::move(context));
 }
 
