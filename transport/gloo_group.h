@@ -21,6 +21,13 @@
 //     group closes its connections so peers fail fast too.
 //   - Every wait is bounded by GroupOptions::timeout; rendezvous waits by
 //     the store's timeout.
+//   - A deadline error names who is missing. The agreement round knows
+//     whose descriptors arrived, so a rank that stops (SIGSTOP, a swap
+//     storm, a debugger) between collectives is named on every survivor:
+//     "allgather: agreement round: rank 2 did not arrive within 30s
+//     (ranks [0, 1, 3] did)". Past the round, a direct gather names the
+//     ranks whose blocks did not come; a Gloo ring, the neighbours it
+//     waits on.
 //   - Teardown is explicit: call Close() on every rank before destroying a
 //     healthy group or exiting. A rank that exits right after the last
 //     collective can reset (TCP RST) a peer still finishing it -- observed
@@ -43,11 +50,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/transport/agreement.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gradwire/transport/transfer_stats.h"
 
@@ -70,15 +79,15 @@ struct GroupOptions {
   // Largest contribution one rank may make to an allgatherv; larger sizes
   // are refused on every rank before any receive is posted.
   uint64_t max_bytes_per_rank = uint64_t{1} << 31;
-  // Groups of at most this many ranks gather small blocks directly: each
-  // rank sends its block to every peer at once, one message hop where
-  // Gloo's ring takes P - 1 in sequence. The agreement round always does
-  // (its blocks are a few dozen bytes); allgatherv does when its largest
-  // block is at most direct_allgatherv_max_block_bytes. Larger payloads
-  // take the ring: its one flow into each receiver uses a rate-limited
-  // link fully, where P - 1 flows converging on one receiver did not
-  // (64 MiB blocks, 4 ranks, 1 Gbit/s tbf: 93 % of the link by ring, 65 %
-  // direct). 0: always the ring.
+  // Groups of at most this many ranks gather allgatherv blocks of at most
+  // direct_allgatherv_max_block_bytes directly: each rank sends its block
+  // to every peer at once, one message hop where Gloo's ring takes P - 1
+  // in sequence. Larger payloads take the ring: its one flow into each
+  // receiver uses a rate-limited link fully, where P - 1 flows converging
+  // on one receiver did not (64 MiB blocks, 4 ranks, 1 Gbit/s tbf: 93 % of
+  // the link by ring, 65 % direct). 0: always the ring. (The agreement
+  // round is direct in groups of every size: its blocks are a few dozen
+  // bytes, and a direct round knows which ranks arrived.)
   int direct_allgather_max_ranks = 16;
   uint64_t direct_allgatherv_max_block_bytes = 256 << 10;
   // Added to the nice value of Gloo's TCP event-loop thread (0..19; the
@@ -104,8 +113,7 @@ enum class AllreduceAlgorithm {
 class GlooGroup {
  public:
   // Bytes per rank an Allgather carries inside its agreement round.
-  static constexpr size_t kInlineAllgatherBytes = 48;
-  struct Descriptor;  // the agreement round's record (gloo_group.cc)
+  static constexpr size_t kInlineAllgatherBytes = CallDescriptor::kPayloadBytes;
 
   // Rendezvous: rank `rank` of `size` publishes its address in `store` and
   // connects to every other rank. `store` should be scoped to this group
@@ -154,8 +162,7 @@ class GlooGroup {
   // every rank; a table that fails the local checks is a caller bug and
   // poisons the group (peers may already be waiting for this rank).
   absl::Status AllgathervOfGatheredTable(absl::Span<const uint8_t> mine,
-                                         absl::Span<const uint64_t> sizes,
-                                         absl::Span<uint8_t> out);
+                                         absl::Span<const uint64_t> sizes, absl::Span<uint8_t> out);
 
   // Convenience: exchanges sizes, checks them against `max_bytes_per_rank`
   // (and the group cap), then gathers. `out` is resized to the total,
@@ -202,36 +209,42 @@ class GlooGroup {
   const TransferTotals& totals() const { return totals_; }
 
  private:
-  class Call;
-
   GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
             std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
             std::vector<int> world_ranks);
 
-  absl::Status AllgathervImpl(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
-                              absl::Span<uint8_t> out, bool agree);
-  // The agreement round; fills all_ with every rank's descriptor.
-  absl::Status Agree(const Descriptor& mine, std::vector<Descriptor>* all);
-  // Allgatherv with every block sent straight to every peer (see
-  // GroupOptions::direct_allgather_max_ranks); `mine` holds sizes[rank_]
-  // bytes, `out` the sum of sizes. Throws what Gloo throws: call it
-  // inside CallGloo.
-  void DirectAllgatherv(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out);
-  bool UseDirectAllgather() const {
-    return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
+  // Runs one collective: FailedPrecondition if the group is poisoned,
+  // else `body`, timed and booked in last_call()/totals() whatever it
+  // returns. `agreement_round`: the call exchanges descriptors first (all
+  // but AllgathervOfGatheredTable do).
+  absl::Status Run(uint64_t op, bool agreement_round, absl::FunctionRef<absl::Status()> body);
+  // Adds to the bytes of the call in progress.
+  void AddBytes(uint64_t sent, uint64_t received) {
+    call_.bytes_sent += sent;
+    call_.bytes_received += received;
   }
+
+  // The agreement round: every rank's descriptor into `all`, or the
+  // failure (which poisons the group), naming the ranks that did not
+  // arrive.
+  absl::Status Agree(const CallDescriptor& mine, std::vector<CallDescriptor>* all);
+  // DirectAllgatherv on this group's context; a failure poisons the group
+  // and names the ranks whose blocks did not arrive.
+  absl::Status DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
+                            const std::string& what);
   bool UseDirectAllgatherv(absl::Span<const uint64_t> sizes) const {
-    if (!UseDirectAllgather()) return false;
+    if (size_ < 2 || size_ > options_.direct_allgather_max_ranks) return false;
     for (uint64_t b : sizes) {
       if (b > options_.direct_allgatherv_max_block_bytes) return false;
     }
     return true;
   }
-  // Compares the descriptors across ranks; "collective mismatch" naming
-  // ranks. `value_is_flags`: the value field carries argument flags (not
-  // data, as in AllgatherU64, Split and ExpectSame).
-  absl::Status CheckSame(const std::vector<Descriptor>& all, const char* op,
-                         bool value_is_flags) const;
+  // A Gloo collective (CallGloo status `s`) after an agreement round every
+  // rank passed: a deadline error says whom a ring was waiting on; any
+  // failure poisons the group.
+  absl::Status TransferFailed(absl::Status s, bool ring);
+  absl::Status AllgathervImpl(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
+                              absl::Span<uint8_t> out, bool agree);
   absl::Status Fail(absl::Status status);
   absl::Status CheckUsable() const;
   uint32_t NextTag() { return ++tag_; }
@@ -247,9 +260,10 @@ class GlooGroup {
   absl::Status poison_;
   uint32_t tag_ = 0;
   uint32_t splits_ = 0;
+  CallStats call_;             // the call in progress (Run)
+  absl::Duration agree_time_;  // of the call in progress (Agree adds, Run books)
   CallStats last_call_;
   TransferTotals totals_;
-  absl::Duration agree_time_;  // of the call in progress (Agree adds, Call books)
 
   // Halving-doubling algorithms bind (register) their buffers when built,
   // so they are cached per (tensor, length) and reused; all ranks agree on

@@ -1,5 +1,6 @@
 #include "gradwire/transport/gloo_status.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -46,6 +47,16 @@ absl::Status CallGloo(absl::string_view what, const std::function<void()>& fn) {
   } catch (...) {
     return StatusFromException(what, std::current_exception());
   }
+}
+
+std::chrono::milliseconds GlooTimeout(absl::Duration d) {
+  return std::chrono::milliseconds(std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
+}
+
+std::chrono::milliseconds GlooTimeoutUntil(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(std::chrono::milliseconds(1), left);
 }
 
 }  // namespace transport

@@ -1,4 +1,5 @@
-// Converts exceptions thrown by Gloo into absl::Status at our edge.
+// Our edge with Gloo: its exceptions become absl::Status, our durations
+// become its timeouts.
 //
 // Gloo reports every failure by throwing (IoException for a dead or
 // stalled peer, EnforceNotMet for a violated precondition, plain
@@ -7,11 +8,13 @@
 #ifndef GRADWIRE_TRANSPORT_GLOO_STATUS_H_
 #define GRADWIRE_TRANSPORT_GLOO_STATUS_H_
 
+#include <chrono>
 #include <exception>
 #include <functional>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace gradwire {
 namespace transport {
@@ -26,6 +29,13 @@ absl::Status CallGloo(absl::string_view what, const std::function<void()>& fn);
 
 // The classification above, for an exception already caught.
 absl::Status StatusFromException(absl::string_view what, std::exception_ptr e);
+
+// `d` as a Gloo timeout, at least 1 ms: Gloo reads -1 ms as "unset, use
+// the context's default" and 0 ms as "already expired".
+std::chrono::milliseconds GlooTimeout(absl::Duration d);
+
+// The time left until `deadline`, as a Gloo timeout (1 ms once it passed).
+std::chrono::milliseconds GlooTimeoutUntil(std::chrono::steady_clock::time_point deadline);
 
 }  // namespace transport
 }  // namespace gradwire

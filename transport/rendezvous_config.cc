@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace transport {
@@ -52,8 +53,7 @@ absl::Status FillInt(const EnvLookup& env, std::initializer_list<const char*> na
   for (const char* name : names) {
     bool found = false;
     int value = 0;
-    absl::Status s = ReadInt(env, name, min_value, &value, &found);
-    if (!s.ok()) return s;
+    GRADWIRE_RETURN_IF_ERROR(ReadInt(env, name, min_value, &value, &found));
     if (found) {
       *field = value;
       return absl::OkStatus();
@@ -239,20 +239,13 @@ absl::Status Validate(const RendezvousConfig& c) {
 }
 
 absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig c, const EnvLookup& env) {
-  absl::Status s;
-  if (!(s = FillInt(env, {"RANK", "OMPI_COMM_WORLD_RANK"}, 0, &c.rank)).ok()) return s;
-  if (!(s = FillInt(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"}, 1, &c.world_size)).ok()) {
-    return s;
-  }
-  if (!(s = FillInt(env, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, &c.local_rank)).ok()) {
-    return s;
-  }
-  if (!(s = FillInt(env, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1,
-                    &c.local_world_size))
-           .ok()) {
-    return s;
-  }
-  if (!(s = FillInt(env, {"GROUP_RANK"}, 0, &c.node_id)).ok()) return s;
+  GRADWIRE_RETURN_IF_ERROR(FillInt(env, {"RANK", "OMPI_COMM_WORLD_RANK"}, 0, &c.rank));
+  GRADWIRE_RETURN_IF_ERROR(FillInt(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"}, 1, &c.world_size));
+  GRADWIRE_RETURN_IF_ERROR(
+      FillInt(env, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, 0, &c.local_rank));
+  GRADWIRE_RETURN_IF_ERROR(
+      FillInt(env, {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, 1, &c.local_world_size));
+  GRADWIRE_RETURN_IF_ERROR(FillInt(env, {"GROUP_RANK"}, 0, &c.node_id));
   // Without local information assume one machine: every rank is local.
   if (c.local_world_size < 0 && c.world_size > 0) c.local_world_size = c.world_size;
   if (c.local_rank < 0 && c.rank >= 0 && c.local_world_size > 0) {
@@ -267,18 +260,15 @@ absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig c, const
   if (c.redis_host.empty()) {
     std::optional<std::string> redis = env("GRADWIRE_REDIS");
     if (redis.has_value() && !redis->empty()) {
-      if (!(s = ParseHostPort("GRADWIRE_REDIS", *redis, &c.redis_host, &c.redis_port)).ok()) {
-        return s;
-      }
+      GRADWIRE_RETURN_IF_ERROR(
+          ParseHostPort("GRADWIRE_REDIS", *redis, &c.redis_host, &c.redis_port));
     }
   }
   FillString(env, {"GRADWIRE_REDIS_PASSWORD"}, &c.redis_password);
   if (c.redis_password.empty()) {
     std::optional<std::string> file = env("GRADWIRE_REDIS_PASSWORD_FILE");
     if (file.has_value() && !file->empty()) {
-      absl::StatusOr<std::string> secret = ReadSecretFile(*file);
-      if (!secret.ok()) return secret.status();
-      c.redis_password = *secret;
+      GRADWIRE_ASSIGN_OR_RETURN(c.redis_password, ReadSecretFile(*file));
     }
   }
   FillString(env, {"GRADWIRE_STORE_DIR"}, &c.store_dir);
@@ -299,7 +289,7 @@ absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig c, const
   }
   if (c.timeout == absl::ZeroDuration()) {
     int ms = -1;
-    if (!(s = FillInt(env, {"GRADWIRE_TIMEOUT_MS"}, 1, &ms)).ok()) return s;
+    GRADWIRE_RETURN_IF_ERROR(FillInt(env, {"GRADWIRE_TIMEOUT_MS"}, 1, &ms));
     c.timeout = ms > 0 ? absl::Milliseconds(ms) : RendezvousConfig::kDefaultTimeout;
   }
   if (!c.uses_redis() && c.store_dir.empty()) {
@@ -310,7 +300,7 @@ absl::StatusOr<RendezvousConfig> ConfigFromEnvironment(RendezvousConfig c, const
     }
     c.store_dir = "/tmp/gradwire-rendezvous";
   }
-  if (!(s = Validate(c)).ok()) return s;
+  GRADWIRE_RETURN_IF_ERROR(Validate(c));
   return c;
 }
 
@@ -322,14 +312,11 @@ absl::StatusOr<std::string> ResolveBindAddress(const RendezvousConfig& c) {
     return absl::InvalidArgumentError("pass either an interface or a bind address, not both");
   }
   if (!c.iface.empty()) {
-    absl::StatusOr<std::string> a = AddressOfInterface(c.iface);
-    if (!a.ok()) return a.status();
-    address = *a;
+    GRADWIRE_ASSIGN_OR_RETURN(address, AddressOfInterface(c.iface));
     source = absl::StrCat("interface ", c.iface);
   } else if (!c.bind_address.empty()) {
-    absl::StatusOr<std::vector<std::string>> a = Resolve(c.bind_address);
-    if (!a.ok()) return a.status();
-    address = a->front();
+    GRADWIRE_ASSIGN_OR_RETURN(std::vector<std::string> addresses, Resolve(c.bind_address));
+    address = addresses.front();
     source = absl::StrCat("bind address ", c.bind_address);
   } else if (!spans_hosts) {
     // One machine: loopback is right and needs no interface.
@@ -339,10 +326,9 @@ absl::StatusOr<std::string> ResolveBindAddress(const RendezvousConfig& c) {
     if (gethostname(hostname, sizeof(hostname) - 1) != 0) {
       return absl::UnavailableError("gethostname failed; pass --iface");
     }
-    absl::StatusOr<std::vector<std::string>> a = Resolve(hostname);
-    if (!a.ok()) return a.status();
-    address = a->front();
-    for (const std::string& candidate : *a) {
+    GRADWIRE_ASSIGN_OR_RETURN(std::vector<std::string> addresses, Resolve(hostname));
+    address = addresses.front();
+    for (const std::string& candidate : addresses) {
       if (!IsLoopbackAddress(candidate)) {
         address = candidate;
         break;

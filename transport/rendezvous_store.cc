@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/file_store.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_status.h"
 #include "gradwire/transport/redis_store.h"
 
@@ -33,10 +34,6 @@ absl::Status MakeDirectories(const std::string& path) {
         absl::StrCat("rendezvous path ", path, " is not a directory"));
   }
   return absl::OkStatus();
-}
-
-std::chrono::milliseconds ToChrono(absl::Duration d) {
-  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
 // Gloo's FileStore overshoots a wait's timeout by about a second
@@ -76,20 +73,16 @@ absl::StatusOr<std::shared_ptr<RendezvousStore>> RendezvousStore::Open(
     options.port = config.redis_port;
     options.password = config.redis_password;
     options.io_timeout = timeout;
-    absl::StatusOr<std::unique_ptr<RedisStore>> redis = RedisStore::Connect(options);
-    if (!redis.ok()) return redis.status();
-    return Wrap(std::shared_ptr<gloo::rendezvous::Store>(std::move(*redis)), config.job_id,
-                timeout);
+    GRADWIRE_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis, RedisStore::Connect(options));
+    return Wrap(std::shared_ptr<gloo::rendezvous::Store>(std::move(redis)), config.job_id, timeout);
   }
   if (config.store_dir.empty()) {
     return absl::InvalidArgumentError("rendezvous needs a Redis server or a directory");
   }
-  absl::Status s = MakeDirectories(config.store_dir);
-  if (!s.ok()) return s;
+  GRADWIRE_RETURN_IF_ERROR(MakeDirectories(config.store_dir));
   std::shared_ptr<gloo::rendezvous::Store> file;
-  s = CallGloo("opening file store",
-               [&] { file = std::make_shared<DeadlineFileStore>(config.store_dir); });
-  if (!s.ok()) return s;
+  GRADWIRE_RETURN_IF_ERROR(CallGloo(
+      "opening file store", [&] { file = std::make_shared<DeadlineFileStore>(config.store_dir); }));
   return Wrap(std::move(file), config.job_id, timeout);
 }
 
@@ -123,12 +116,12 @@ std::vector<char> RendezvousStore::get(const std::string& key) {
 }
 
 void RendezvousStore::wait(const std::vector<std::string>& keys) {
-  prefixed_.wait(keys, ToChrono(timeout_));
+  prefixed_.wait(keys, GlooTimeout(timeout_));
 }
 
 void RendezvousStore::wait(const std::vector<std::string>& keys,
                            const std::chrono::milliseconds& /*ignored*/) {
-  prefixed_.wait(keys, ToChrono(timeout_));
+  prefixed_.wait(keys, GlooTimeout(timeout_));
 }
 
 }  // namespace transport

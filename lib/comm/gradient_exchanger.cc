@@ -18,6 +18,20 @@ std::chrono::steady_clock::time_point DeadlineAfter(absl::Duration timeout) {
   return std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
 }
 
+// Waits on `cv` until done() or `timeout`. If the timeout passes while
+// on_wire() (the comm thread is inside a transport call), waits up to
+// another `timeout` for that call to end: every transport call has a
+// deadline of its own, and its error says why (which rank did not
+// arrive), where ours could only say "not exchanged". Returns done();
+// `*late`: the first timeout passed.
+template <typename Done, typename OnWire>
+bool WaitForVerdict(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                    absl::Duration timeout, Done done, OnWire on_wire, bool* late) {
+  *late = !cv.wait_until(lock, DeadlineAfter(timeout), done);
+  if (!*late) return true;
+  return on_wire() && cv.wait_until(lock, DeadlineAfter(timeout), done);
+}
+
 }  // namespace
 
 GradientExchanger::GradientExchanger(std::unique_ptr<Communicator> communicator,
@@ -250,16 +264,27 @@ absl::Status GradientExchanger::Wait(const BucketTicket& ticket, absl::Duration 
                                                    ticket.step, " (current step ", step_, ")"));
   }
   const Bucket& bucket = *buckets_[ticket.bucket];
-  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout),
-                                            [&] { return !poison_.ok() || DoneLocked(bucket); });
+  bool late = false;
+  const bool finished = WaitForVerdict(
+      done_cv_, lock, timeout, [&] { return !poison_.ok() || DoneLocked(bucket); },
+      [&] { return transfer_at_ > 0 && queue_[transfer_at_ - 1]->stage == Stage::kTransfer; },
+      &late);
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
-  if (!poison_.ok()) return poison_;  // the failure itself, with its code
+  auto missed = [&] {
+    return absl::StrCat("bucket ", ticket.bucket, " of step ", ticket.step,
+                        " not exchanged within ", absl::FormatDuration(timeout));
+  };
+  if (!poison_.ok()) {
+    // The failure itself, with its code; past our deadline, the
+    // transport's verdict on the call we were waiting for.
+    return late ? absl::DeadlineExceededError(absl::StrCat(missed(), ": ", poison_.message()))
+                : poison_;
+  }
   if (!finished) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "bucket ", ticket.bucket, " of step ", ticket.step, " not exchanged within ",
-        absl::FormatDuration(timeout),
-        bucket.queued ? " (queued or on the wire)" : " (not yet full: was the step flushed?)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(missed(), bucket.queued ? " (queued or on the wire)"
+                                             : " (not yet full: was the step flushed?)"));
   }
   return absl::OkStatus();
 }
@@ -270,16 +295,22 @@ absl::Status GradientExchanger::WaitAll(absl::Duration timeout) {
   if (!step_active_ || !flushed_) {
     return absl::FailedPreconditionError("WaitAll before Flush: buckets would never fill");
   }
-  const bool finished = done_cv_.wait_until(lock, DeadlineAfter(timeout),
-                                            [&] { return !poison_.ok() || in_flight_ == 0; });
+  bool late = false;
+  const bool finished = WaitForVerdict(
+      done_cv_, lock, timeout, [&] { return !poison_.ok() || in_flight_ == 0; },
+      [&] { return transfer_at_ > 0 && queue_[transfer_at_ - 1]->stage == Stage::kTransfer; },
+      &late);
   step_stats_.wait_time += absl::Now() - start;
   total_stats_.wait_time += absl::Now() - start;
-  if (!poison_.ok()) return poison_;
-  if (!finished) {
-    return absl::DeadlineExceededError(absl::StrCat(in_flight_, " bucket(s) of step ", step_,
-                                                    " not exchanged within ",
-                                                    absl::FormatDuration(timeout)));
+  auto missed = [&] {
+    return absl::StrCat(in_flight_, " bucket(s) of step ", step_, " not exchanged within ",
+                        absl::FormatDuration(timeout));
+  };
+  if (!poison_.ok()) {
+    return late ? absl::DeadlineExceededError(absl::StrCat(missed(), ": ", poison_.message()))
+                : poison_;
   }
+  if (!finished) return absl::DeadlineExceededError(missed());
   return absl::OkStatus();
 }
 

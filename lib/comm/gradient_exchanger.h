@@ -135,10 +135,13 @@ class GradientExchanger {
   absl::Status Flush();
 
   // Blocks until the bucket is averaged and written back, for at most
-  // `timeout`. Returns the exchange's status.
+  // `timeout`; if that passes while a bucket is on the wire, until the
+  // transport's own deadline ends that call (at most another `timeout`),
+  // whose error says why (e.g. which rank did not arrive) in the
+  // DeadlineExceeded. Returns the exchange's status.
   absl::Status Wait(const BucketTicket& ticket, absl::Duration timeout);
 
-  // Wait for every bucket of the current step (after Flush).
+  // Wait for every bucket of the current step (after Flush), likewise.
   absl::Status WaitAll(absl::Duration timeout);
 
   // OK, or the failure that poisoned the exchanger.

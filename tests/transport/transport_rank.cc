@@ -140,8 +140,7 @@ int ThreadNice(int tid) {
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos) return -100;
-  std::vector<std::string> fields =
-      absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipEmpty());
+  std::vector<std::string> fields = absl::StrSplit(text.substr(paren + 1), ' ', absl::SkipEmpty());
   int nice;  // fields[0] is field 3 (state), so field 19 is fields[16]
   return fields.size() > 16 && absl::SimpleAtoi(fields[16], &nice) ? nice : -100;
 }
@@ -175,7 +174,8 @@ std::unique_ptr<Job> Setup() {
   options.timeout =
       absl::Milliseconds(Arg("timeout_ms", absl::ToInt64Milliseconds(config->timeout)));
   options.max_bytes_per_rank = Arg("cap", options.max_bytes_per_rank);
-  // direct_max=0: Gloo's ring for the agreement round and allgatherv.
+  // direct_max=0: Gloo's ring for allgatherv (the agreement round is
+  // always direct).
   options.direct_allgather_max_ranks =
       static_cast<int>(Arg("direct_max", options.direct_allgather_max_ranks));
   // direct_block: largest allgatherv block sent directly (bytes).
@@ -252,9 +252,9 @@ void RunAllgatherv(GlooGroup& g) {
     std::vector<uint64_t> sizes(g.size());
     const std::string name = absl::StrCat("gathered_table_iter", it);
     if (!CheckOk(name + "_sizes",
-                 g.Allgather(absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&my_size), 8),
-                             absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()),
-                                            8 * sizes.size())))) {
+                 g.Allgather(
+                     absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&my_size), 8),
+                     absl::MakeSpan(reinterpret_cast<uint8_t*>(sizes.data()), 8 * sizes.size())))) {
       return;
     }
     std::vector<uint8_t> out(std::accumulate(sizes.begin(), sizes.end(), uint64_t{0}));
@@ -350,10 +350,19 @@ void RunHierarchical(Job& job) {
 
 // Collectives in a loop until one fails (a peer was killed or stopped),
 // then report how the failure surfaced and that the group is poisoned.
+// stop_rank=R stop_iter=I: rank R stops itself (SIGSTOP) before iteration
+// I, between collectives, as a debugger or a stalled machine would stop
+// it; it prints "STOPPING t_ms=<epoch ms>" first.
 void RunLoop(GlooGroup& g) {
   const absl::Time limit = absl::Now() + absl::Milliseconds(Arg("loop_ms", 20000));
   std::vector<float> dense(Arg("n", 1 << 16), 1.0f);
+  const int64_t stop_rank = Arg("stop_rank", -1);
+  const int64_t stop_iter = Arg("stop_iter", 0);
   for (int it = 0; absl::Now() < limit; ++it) {
+    if (g.rank() == stop_rank && it == stop_iter) {
+      Print(absl::StrCat("STOPPING t_ms=", NowMs()));
+      raise(SIGSTOP);
+    }
     std::vector<uint8_t> mine(PayloadSize(g.rank(), g.size(), 4 + it));
     std::vector<uint8_t> out;
     std::vector<uint64_t> sizes;

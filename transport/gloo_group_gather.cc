@@ -1,0 +1,222 @@
+// GlooGroup's gathering collectives: AllgatherU64, ExpectSame, the
+// Allgatherv family and Allgather.
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gloo/allgather.h"
+#include "gloo/allgatherv.h"
+#include "gradwire/base/status_macros.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/gloo_status.h"
+
+namespace gradwire {
+namespace transport {
+namespace {
+
+// Validates an allgatherv size table against what this rank holds; the
+// reason is reported locally, the other ranks learn "invalid arguments".
+absl::Status CheckLocalAllgatherv(int rank, int size, absl::Span<const uint8_t> mine,
+                                  absl::Span<const uint64_t> sizes, size_t out_size) {
+  if (sizes.size() != static_cast<size_t>(size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allgatherv: size table has ", sizes.size(), " entries for ", size, " ranks"));
+  }
+  if (sizes[rank] != mine.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("allgatherv: size table says rank ", rank,
+                                                   " sends ", sizes[rank], " bytes but it has ",
+                                                   mine.size()));
+  }
+  uint64_t total = 0;
+  for (uint64_t s : sizes) {
+    if (s > (uint64_t{1} << 62) || total + s < total) {
+      return absl::InvalidArgumentError("allgatherv: size table overflows");
+    }
+    total += s;
+  }
+  if (total != out_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allgatherv: output holds ", out_size, " bytes, sizes sum to ", total));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status GlooGroup::AllgatherU64(uint64_t value, absl::Span<uint64_t> all) {
+  return Run(kAllgatherU64, /*agreement_round=*/true, [&]() -> absl::Status {
+    std::vector<CallDescriptor> descriptors;
+    GRADWIRE_RETURN_IF_ERROR(Agree(CallDescriptor{kAllgatherU64, 1, 0, value}, &descriptors));
+    GRADWIRE_RETURN_IF_ERROR(
+        CheckSame(descriptors, world_ranks_, OpName(kAllgatherU64), /*value_is_flags=*/false));
+    // Checked after the round, which the other ranks are waiting in.
+    if (all.size() != static_cast<size_t>(size_)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AllgatherU64 output has ", all.size(), " slots for ", size_, " ranks"));
+    }
+    for (int i = 0; i < size_; ++i) all[i] = descriptors[i].value;
+    return absl::OkStatus();
+  });
+}
+
+absl::Status GlooGroup::ExpectSame(uint64_t value, absl::string_view what) {
+  return Run(kExpectSame, /*agreement_round=*/true, [&]() -> absl::Status {
+    std::vector<CallDescriptor> all;
+    GRADWIRE_RETURN_IF_ERROR(Agree(CallDescriptor{kExpectSame, 0, 0, value}, &all));
+    GRADWIRE_RETURN_IF_ERROR(
+        CheckSame(all, world_ranks_, OpName(kExpectSame), /*value_is_flags=*/false));
+    std::map<uint64_t, std::vector<int>> groups;
+    for (int i = 0; i < size_; ++i) groups[all[i].value].push_back(world_ranks_[i]);
+    if (groups.size() == 1) return absl::OkStatus();
+    std::vector<std::string> parts;
+    for (const auto& [v, ranks] : groups) {
+      parts.push_back(absl::StrCat(RanksVerb(ranks, "has", "have"), " 0x", absl::Hex(v)));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective mismatch in ", what, ": ", absl::StrJoin(parts, "; ")));
+  });
+}
+
+absl::Status GlooGroup::Allgatherv(absl::Span<const uint8_t> mine, absl::Span<const uint64_t> sizes,
+                                   absl::Span<uint8_t> out) {
+  return AllgathervImpl(mine, sizes, out, /*agree=*/true);
+}
+
+absl::Status GlooGroup::AllgathervOfGatheredTable(absl::Span<const uint8_t> mine,
+                                                  absl::Span<const uint64_t> sizes,
+                                                  absl::Span<uint8_t> out) {
+  return AllgathervImpl(mine, sizes, out, /*agree=*/false);
+}
+
+absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
+                                       absl::Span<const uint64_t> sizes, absl::Span<uint8_t> out,
+                                       bool agree) {
+  return Run(kAllgatherv, /*agreement_round=*/agree, [&]() -> absl::Status {
+    const absl::Status local = CheckLocalAllgatherv(rank_, size_, mine, sizes, out.size());
+    if (agree) {
+      std::vector<CallDescriptor> all;
+      GRADWIRE_RETURN_IF_ERROR(Agree(
+          CallDescriptor{kAllgatherv, mine.size(), HashTable(sizes), local.ok() ? 0 : kArgsBad},
+          &all));
+      GRADWIRE_RETURN_IF_ERROR(local);
+      GRADWIRE_RETURN_IF_ERROR(
+          CheckSame(all, world_ranks_, OpName(kAllgatherv), /*value_is_flags=*/true));
+    } else if (!local.ok()) {
+      // A caller bug (the table was not this rank's gathered one): the
+      // peers are already posting receives, so the group cannot stay
+      // consistent. Poison it; they fail within the timeout.
+      return Fail(local);
+    }
+
+    // The size table is now known to be identical everywhere: check the
+    // cap here, where every rank reaches the same verdict, and before Gloo
+    // posts a receive (a receive smaller than the message kills the
+    // process).
+    std::vector<int> over;
+    for (int i = 0; i < size_; ++i) {
+      if (sizes[i] > options_.max_bytes_per_rank) over.push_back(world_ranks_[i]);
+    }
+    if (!over.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "collective mismatch in allgatherv: ", NameRanks(over), " would exceed the cap of ",
+          options_.max_bytes_per_rank, " bytes per rank"));
+    }
+    uint64_t total = 0;
+    for (uint64_t s : sizes) total += s;
+    if (size_ == 1) {
+      if (!mine.empty()) std::memcpy(out.data(), mine.data(), mine.size());
+      return absl::OkStatus();
+    }
+    if (total == 0) return absl::OkStatus();  // nothing moves anywhere
+    if (UseDirectAllgatherv(sizes)) {
+      // Our block to each of the P - 1 peers; every block but ours in.
+      AddBytes(sizes[rank_] * (size_ - 1), total - sizes[rank_]);
+      return DirectGather(mine.data(), sizes, out.data(), "allgatherv (direct)");
+    }
+    // The ring forwards every block but the next rank's; receives all but
+    // ours.
+    AddBytes(total - sizes[(rank_ + 1) % size_], total - sizes[rank_]);
+    std::vector<size_t> elements(sizes.begin(), sizes.end());
+    // Gloo wants a non-null input even for zero bytes.
+    static uint8_t empty_byte = 0;
+    uint8_t* in = mine.empty() ? &empty_byte : const_cast<uint8_t*>(mine.data());
+    absl::Status s = CallGloo("allgatherv", [&] {
+      gloo::AllgathervOptions opts(context_);
+      opts.setInput(in, mine.size());
+      opts.setOutput(out.data(), std::move(elements));
+      opts.setTag(NextTag());
+      opts.setTimeout(GlooTimeout(options_.timeout));
+      gloo::allgatherv(opts);
+    });
+    return s.ok() ? s : TransferFailed(s, /*ring=*/true);
+  });
+}
+
+absl::Status GlooGroup::AllgathervBytes(absl::Span<const uint8_t> mine, uint64_t max_bytes_per_rank,
+                                        std::vector<uint8_t>* out, std::vector<uint64_t>* sizes) {
+  sizes->assign(size_, 0);
+  GRADWIRE_RETURN_IF_ERROR(AllgatherU64(mine.size(), absl::MakeSpan(*sizes)));
+  // Every rank holds the same table, so every rank reaches the same verdict.
+  const uint64_t cap = std::min(max_bytes_per_rank, options_.max_bytes_per_rank);
+  std::vector<int> over;
+  std::vector<std::string> parts;
+  for (int i = 0; i < size_; ++i) {
+    if ((*sizes)[i] <= cap) continue;
+    over.push_back(world_ranks_[i]);
+    parts.push_back(absl::StrCat("rank ", world_ranks_[i], ": ", (*sizes)[i]));
+  }
+  if (!over.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective mismatch in allgatherv: ", RanksVerb(over, "exceeds", "exceed"),
+                     " the cap of ", cap, " bytes per rank (", absl::StrJoin(parts, ", "), ")"));
+  }
+  uint64_t total = 0;
+  for (uint64_t s : *sizes) total += s;
+  out->resize(total);
+  return Allgatherv(mine, *sizes, absl::MakeSpan(*out));
+}
+
+absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uint8_t> out) {
+  return Run(kAllgather, /*agreement_round=*/true, [&]() -> absl::Status {
+    absl::Status local;
+    if (out.size() != mine.size() * static_cast<size_t>(size_)) {
+      local = absl::InvalidArgumentError(absl::StrCat("allgather: output holds ", out.size(),
+                                                      " bytes, need ", size_, " x ", mine.size()));
+    }
+    // `shared` carries the length: differing lengths are a mismatch.
+    CallDescriptor d{kAllgather, mine.size(), mine.size(), local.ok() ? 0 : kArgsBad};
+    const bool inline_data = mine.size() <= kInlineAllgatherBytes;
+    if (inline_data && !mine.empty()) std::memcpy(d.payload, mine.data(), mine.size());
+    std::vector<CallDescriptor> all;
+    GRADWIRE_RETURN_IF_ERROR(Agree(d, &all));
+    GRADWIRE_RETURN_IF_ERROR(local);
+    GRADWIRE_RETURN_IF_ERROR(CheckSameLength(all, world_ranks_, OpName(kAllgather), "bytes"));
+    if (mine.empty()) return absl::OkStatus();
+    if (size_ == 1) {
+      std::memcpy(out.data(), mine.data(), mine.size());
+      return absl::OkStatus();
+    }
+    if (inline_data) {
+      // The data came with the agreement round.
+      for (int i = 0; i < size_; ++i) {
+        std::memcpy(out.data() + i * mine.size(), all[i].payload, mine.size());
+      }
+      return absl::OkStatus();
+    }
+    AddBytes(mine.size() * (size_ - 1), mine.size() * (size_ - 1));
+    absl::Status s = CallGloo("allgather", [&] {
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(const_cast<uint8_t*>(mine.data()), mine.size());
+      opts.setOutput(out.data(), out.size());
+      opts.setTag(NextTag());
+      opts.setTimeout(GlooTimeout(options_.timeout));
+      gloo::allgather(opts);
+    });
+    return s.ok() ? s : TransferFailed(s, /*ring=*/true);
+  });
+}
+
+}  // namespace transport
+}  // namespace gradwire
