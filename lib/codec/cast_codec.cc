@@ -91,9 +91,10 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     return parsed;
   }
 
-  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
-    kernels::cpu::CastDecodeAccumulate(parsed.sections.values.data(), dense.size(), format_,
-                                       dense.data());
+  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
+    kernels::cpu::CastDecodeAccumulate(
+        parsed.sections.values.data() + begin * kernels::ValueWidth(format_), dense.size(),
+        format_, dense.data());
   }
 
   CompressionSpec spec_;
