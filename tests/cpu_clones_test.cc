@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
@@ -460,6 +461,23 @@ TEST(CpuClonesTest, RandomKMatchesReference) {
           EXPECT_EQ(want_indices, derived);
         }
       }
+    }
+  }
+}
+
+TEST(CpuClonesTest, DivideAllDividesEachElement) {
+  GRADWIRE_SEEDED_RNG(rng);
+  // Powers of two (a multiply, when the reciprocal is exact), others (a
+  // division), and the edges where 1/d leaves the float range.
+  for (float d : {1.0f, 2.0f, 4.0f, 0.25f, -8.0f, 3.0f, 0.7f, 1e-3f, std::ldexp(1.0f, 126),
+                  std::ldexp(1.0f, 127), std::ldexp(1.0f, -126), std::ldexp(1.0f, -127),
+                  std::ldexp(1.0f, -128), std::ldexp(1.0f, -149), 3.4028235e38f}) {
+    for (uint64_t n : {0ull, 1ull, 15ull, 1000ull}) {
+      const std::vector<float> x = Mixed(n, rng);
+      std::vector<float> want = x, got = x;
+      for (float& v : want) v = v / d;
+      DivideAll(got.data(), n, d);
+      EXPECT_SAME_FLOATS(want, got) << "divisor " << d;
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/wire_format.h"
 
@@ -31,6 +32,12 @@ class DenseFrameCodec : public Codec {
   // What Apply accepts as a start (QSGD and sign: whole buckets of whole
   // bytes of codes).
   virtual uint64_t ChunkQuantum() const { return 1; }
+  // Starts loading the bytes Apply(frame, begin, len elements) will read.
+  virtual void Prefetch(const ParsedFrame& frame, uint64_t begin, uint64_t len) const = 0;
+
+  static void PrefetchBytes(const uint8_t* p, uint64_t bytes) {
+    for (uint64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+  }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                     CodecScratch& /*scratch: none needed*/) const final {
@@ -64,8 +71,15 @@ class DenseFrameCodec : public Codec {
     for (uint64_t begin = 0; begin < out.size(); begin += chunk) {
       const absl::Span<float> part = out.subspan(begin, chunk);
       std::fill(part.begin(), part.end(), 0.0f);
-      for (const ParsedFrame& p : parsed) Apply(p, begin, part);
-      for (float& x : part) x /= divisor;
+      for (const ParsedFrame& p : parsed) {
+        // The frames are read in turns, a chunk's worth each: start on the
+        // next chunk's bytes while this one decodes.
+        if (begin + chunk < out.size()) {
+          Prefetch(p, begin + chunk, std::min<uint64_t>(chunk, out.size() - begin - chunk));
+        }
+        Apply(p, begin, part);
+      }
+      kernels::cpu::DivideAll(part.data(), part.size(), divisor);
     }
     return absl::OkStatus();
   }
