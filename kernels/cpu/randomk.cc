@@ -1,5 +1,7 @@
 #include "gradwire/kernels/cpu/randomk.h"
 
+#include <string.h>
+
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
 #include "gradwire/kernels/cpu/radix_select.h"
@@ -30,15 +32,17 @@ Candidates CandidatesIn(const internal::SelectTemp& t) {
   return c;
 }
 
-// Appends the block's elements whose hash is <= bound, in index order:
-// 64 at a time, a flag byte each (a loop that vectorizes) folded into a
-// bit mask, whose set bits are visited lowest first.
+// Appends the block's elements whose hash is <= bound, in index order: a
+// flag byte each for the whole block first (a loop that vectorizes; read
+// back once its stores have left the store buffer), then 64 flags at a
+// time folded into a bit mask whose set bits are visited lowest first.
 GRADWIRE_CPU_INLINE void CollectBlock(const uint32_t* hash, uint64_t start, uint64_t len,
                                       uint32_t bound, Candidates* c) {
+  uint8_t flags[kBlock + 64];
+  for (uint64_t i = 0; i < len; ++i) flags[i] = hash[i] <= bound ? 1 : 0;
+  memset(flags + len, 0, 64);
   for (uint64_t at = 0; at < len; at += 64) {
-    const uint64_t count = len - at < 64 ? len - at : 64;
-    uint8_t flag[64] = {};
-    for (uint64_t i = 0; i < count; ++i) flag[i] = hash[at + i] <= bound ? 1 : 0;
+    const uint8_t* flag = flags + at;
     uint64_t mask = 0;
     for (int w = 0; w < 8; ++w) {
       // Bytes b0..b7 (0 or 1) to the bits of one byte: the product puts
@@ -198,7 +202,11 @@ void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float*
                                                        StreamKey(seed, step, kStreamRandomK), n, k,
                                                        grad, residual, indices);
   const float* acc = residual != nullptr ? residual : grad;
+  // The selected elements are scattered over n: their lines are requested
+  // kAhead elements early, so that many misses are in flight at once.
+  constexpr uint64_t kAhead = 32;
   for (uint64_t j = 0; j < k; ++j) {
+    if (j + kAhead < k) __builtin_prefetch(acc + indices[j + kAhead], 1);
     const float a = acc[indices[j]];
     StoreValue(values, j, a, format);
     if (residual != nullptr) residual[indices[j]] = ResidualAfter(a, RoundToFormat(a, format));
