@@ -7,8 +7,9 @@
 // Helpers it calls are marked GRADWIRE_CPU_INLINE so that each clone gets
 // its own copy compiled for its level, and select with SelectBits.
 //
-// Every clone computes the same bits: the loops use integer operations and
-// correctly rounded IEEE + - * / only, and the kernels are built with
+// Every clone computes the same bits: the loops use integer operations,
+// exact conversions and correctly rounded IEEE + - * / only (no
+// reciprocal or other approximations), and the kernels are built with
 // -ffp-contract=off (kernels/BUILD.bazel), so no clone contracts a
 // multiply and an add into an FMA.
 //
@@ -17,6 +18,9 @@
 // also run the clones this machine's loader would not pick.
 #ifndef GRADWIRE_KERNELS_CPU_CLONES_X86_H_
 #define GRADWIRE_KERNELS_CPU_CLONES_X86_H_
+
+#include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
@@ -32,9 +36,6 @@
 #endif
 
 #define GRADWIRE_CPU_INLINE __attribute__((always_inline)) inline
-
-#include <stdint.h>
-#include <string.h>
 
 namespace gradwire {
 namespace kernels {
