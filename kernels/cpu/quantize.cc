@@ -75,15 +75,15 @@ GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t*
 
 // Appends codes (one a byte) to the packed stream, eight at a time; the
 // bytes come out in order and the last one's unused bits are zero, so the
-// output needs no zeroing pass.
+// output needs no zeroing pass. (Its members are inlined into each clone.)
 class CodePacker {
  public:
   CodePacker(uint8_t* out, uint32_t bits) : out_(out), bits_(bits) {}
 
   // Where the next count <= kBlock codes go; then call Commit(count).
-  uint8_t* Slots() { return codes_ + pending_; }
+  GRADWIRE_CPU_INLINE uint8_t* Slots() { return codes_ + pending_; }
 
-  void Commit(uint64_t count) {
+  GRADWIRE_CPU_INLINE void Commit(uint64_t count) {
     pending_ += count;
     const uint64_t groups = pending_ / 8;
     Pack(groups);
@@ -91,7 +91,7 @@ class CodePacker {
     memmove(codes_, codes_ + 8 * groups, pending_);
   }
 
-  void Finish() {
+  GRADWIRE_CPU_INLINE void Finish() {
     if (pending_ == 0) return;
     memset(codes_ + pending_, 0, 8 - pending_);
     uint8_t word[8];
@@ -101,7 +101,7 @@ class CodePacker {
   }
 
  private:
-  void Pack(uint64_t groups) {
+  GRADWIRE_CPU_INLINE void Pack(uint64_t groups) {
     switch (bits_) {
       case 1:
         PackBytes<1>(codes_, groups, out_);
@@ -142,7 +142,7 @@ class CodeUnpacker {
       : in_(in), end_(in + PackedBytes(n, bits)), bits_(bits) {}
 
   // The next count <= kBlock codes (the stream must hold them).
-  const uint8_t* Next(uint64_t count) {
+  GRADWIRE_CPU_INLINE const uint8_t* Next(uint64_t count) {
     memmove(codes_, codes_ + taken_, ready_ - taken_);
     ready_ -= taken_;
     taken_ = count;
@@ -180,14 +180,16 @@ class CodeUnpacker {
 
  private:
   // The group's bytes at p (fewer at the end of the stream), little endian.
-  uint64_t LoadGroup(const uint8_t* p) const {
+  GRADWIRE_CPU_INLINE uint64_t LoadGroup(const uint8_t* p) const {
     if (end_ - p >= 8) return LoadLe<uint64_t>(p) & Mask();
     uint8_t word[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     const uint64_t left = static_cast<uint64_t>(end_ - p);
     memcpy(word, p, left < bits_ ? left : bits_);
     return LoadLe<uint64_t>(word);
   }
-  uint64_t Mask() const { return bits_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bits_)) - 1; }
+  GRADWIRE_CPU_INLINE uint64_t Mask() const {
+    return bits_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bits_)) - 1;
+  }
 
   const uint8_t* in_;
   const uint8_t* end_;
