@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
@@ -201,17 +201,17 @@ std::vector<float> RefQuantizedDecode(const std::vector<uint8_t>& scales,
   return dense;
 }
 
-// The k smallest RandomKKey, ties to the lower index, ascending: a sort,
-// nothing shared with the kernel's radix selection.
+// The k smallest RandomKKey, ties to the lower index, ascending: the first
+// k (key, index) pairs in order, nothing shared with the radix selection.
 std::vector<uint32_t> RefRandomKIndices(uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
-  const uint64_t key = StreamKey(seed, step, kStreamRandomK);
-  std::vector<uint32_t> idx(n);
-  std::iota(idx.begin(), idx.end(), 0u);
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](uint32_t a, uint32_t b) { return RandomKKey(key, a) < RandomKKey(key, b); });
-  idx.resize(k);
-  std::sort(idx.begin(), idx.end());
-  return idx;
+  const uint64_t stream = StreamKey(seed, step, kStreamRandomK);
+  std::vector<std::pair<uint32_t, uint32_t>> keyed;
+  for (uint32_t i = 0; i < n; ++i) keyed.emplace_back(RandomKKey(stream, i), i);
+  std::nth_element(keyed.begin(), keyed.begin() + k, keyed.end());
+  std::vector<uint32_t> out;
+  for (uint64_t j = 0; j < k; ++j) out.push_back(keyed[j].second);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Encoded RefRandomK(const std::vector<float>& g, const std::vector<float>* e, uint64_t k,
