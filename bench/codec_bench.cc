@@ -1,21 +1,33 @@
 // CPU codec throughput at n = 1M and 25.6M (ResNet-50's parameter count).
 //
 //   bazel run -c opt //bench:codec_bench -- --benchmark_min_time=0.2
+//       [--summary_json=PATH]
 //
 // Every benchmark reports bytes/s over the dense gradient (4n bytes) and
-// `vs_memcpy`: its throughput divided by a memcpy of the same 4n bytes
-// timed in this same process (1.0 = as fast as copying the gradient once).
-// Ratios use the thread's CPU time for both sides (median of 7 memcpys),
-// so that a machine shared with other jobs skews them less than wall time.
-// Encode benchmarks run with error feedback, i.e. the fused kernel reads
-// grad and residual and writes the residual. BM_TopKSelect pits exact
-// top-k selection against std::nth_element on the magnitudes at k = 0.1%
-// n and reports `speedup_vs_nth_element` from both timed here.
+// `vs_memcpy`: a memcpy of the same bytes, timed in this process just
+// before the benchmark, divided by the benchmark's time (1.0 = as fast as
+// copying its data once). The same bytes are the larger of what the call
+// reads as its input and what it writes as its output: the gradient (4n)
+// for an encode, the frames or the dense output (4n), whichever is more,
+// for a decode. Both sides use the thread's CPU time (the memcpy's median
+// of 5), so that a machine shared with other jobs skews them less than
+// wall time. Encode benchmarks run with error feedback, i.e. the fused
+// kernel reads grad and residual and writes the residual.
+// DecodeAverage4 averages four ranks' frames of one step, as each rank
+// does after the allgather. BM_TopKSelect pits exact top-k selection
+// against std::nth_element on the magnitudes at k = 0.1% n and reports
+// `speedup_vs_nth_element` from both timed here.
+//
+// At the end a table gives, per codec and size, the encode (with error
+// feedback) and decode-average vs_memcpy (the median over repetitions,
+// with --benchmark_repetitions); --summary_json=PATH also writes it as
+// JSON. Run pinned to one core (taskset -c 1) for the one-core figures.
 #include <benchmark/benchmark.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -60,29 +72,48 @@ double ThreadCpuSeconds() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Median of several memcpys of 4n bytes: the bandwidth baseline.
-double MemcpySeconds(int64_t n) {
-  static std::map<int64_t, double>* cache = new std::map<int64_t, double>;
-  auto it = cache->find(n);
-  if (it != cache->end()) return it->second;
-  const std::vector<float>& src = Gradient(n);
-  std::vector<float> dst(n, 1.0f);
+// Seconds (thread CPU time, median of 5) to memcpy the given buffers, one
+// after the other, into a scratch buffer: the baseline a benchmark of the
+// same bytes is divided by. Timed anew for every benchmark, next to it.
+double MemcpySeconds(const std::vector<absl::Span<const uint8_t>>& sources) {
+  static std::vector<uint8_t>* scratch = new std::vector<uint8_t>;
+  size_t total = 0;
+  for (const auto& s : sources) total += s.size();
+  if (scratch->size() < total) scratch->resize(total, 1);
   std::vector<double> times;
-  for (int rep = 0; rep < 7; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     const double t0 = ThreadCpuSeconds();
-    std::memcpy(dst.data(), src.data(), 4 * n);
-    benchmark::DoNotOptimize(dst.data());
+    uint8_t* out = scratch->data();
+    for (const auto& s : sources) {
+      std::memcpy(out, s.data(), s.size());
+      out += s.size();
+    }
+    benchmark::DoNotOptimize(scratch->data());
     benchmark::ClobberMemory();
     times.push_back(ThreadCpuSeconds() - t0);
   }
   std::sort(times.begin(), times.end());
-  (*cache)[n] = times[3];
-  return times[3];
+  return times[2];
 }
 
-void ReportVsMemcpy(benchmark::State& state, int64_t n, double seconds_per_iter) {
+absl::Span<const uint8_t> Bytes(const std::vector<float>& v) {
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(v.data()), 4 * v.size());
+}
+
+// The same bytes as a call that reads `inputs` and writes 4n bytes of
+// gradient (or reads the gradient and writes less): whichever is more.
+std::vector<absl::Span<const uint8_t>> SameBytes(
+    int64_t n, const std::vector<absl::Span<const uint8_t>>& inputs) {
+  size_t in = 0;
+  for (const auto& s : inputs) in += s.size();
+  if (in > static_cast<size_t>(4 * n)) return inputs;
+  return {Bytes(Gradient(n))};
+}
+
+void ReportVsMemcpy(benchmark::State& state, int64_t n, double seconds_per_iter,
+                    const std::vector<absl::Span<const uint8_t>>& same_bytes) {
   state.SetBytesProcessed(state.iterations() * 4 * n);
-  state.counters["vs_memcpy"] = MemcpySeconds(n) / seconds_per_iter;
+  state.counters["vs_memcpy"] = MemcpySeconds(same_bytes) / seconds_per_iter;
 }
 
 void BM_Memcpy(benchmark::State& state) {
@@ -124,7 +155,7 @@ void EncodeBench(benchmark::State& state, const std::string& spec) {
     frame_bytes = stats->frame_bytes;
   }
   const double per_iter = (ThreadCpuSeconds() - t0) / state.iterations();
-  ReportVsMemcpy(state, n, per_iter);
+  ReportVsMemcpy(state, n, per_iter, SameBytes(n, {}));
   state.counters["frame_MB"] = frame_bytes / 1e6;
   state.counters["ratio"] = 4.0 * n / frame_bytes;
 }
@@ -149,12 +180,13 @@ void DecodeBench(benchmark::State& state, const std::string& spec) {
       return;
     }
   }
-  ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations());
+  ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations(),
+                 SameBytes(n, {absl::MakeConstSpan(frame)}));
 }
 
-// What each rank runs per bucket after the allgather: P = 4 frames (from
-// four different gradients, as four ranks would send) decoded, summed and
-// divided by 4 into one dense output (DecodeAverageWith).
+// What each rank runs per bucket after the allgather: P = 4 frames of one
+// step (from four different gradients, as four ranks would send) decoded,
+// summed and divided by 4 into one dense output (DecodeAverageWith).
 void DecodeAverageBench(benchmark::State& state, const std::string& spec) {
   const int64_t n = state.range(0);
   constexpr int kRanks = 4;
@@ -169,7 +201,7 @@ void DecodeAverageBench(benchmark::State& state, const std::string& spec) {
     std::rotate_copy(grad.begin(), grad.begin() + (n / kRanks) * r, grad.end(), shifted.begin());
     frames[r].resize(codec->MaxEncodedBytes(n));
     absl::StatusOr<EncodeStats> stats =
-        codec->Encode(shifted, r, {}, absl::MakeSpan(frames[r]));
+        codec->Encode(shifted, /*step=*/0, {}, absl::MakeSpan(frames[r]));
     if (!stats.ok()) {
       state.SkipWithError("encode failed");
       return;
@@ -189,7 +221,8 @@ void DecodeAverageBench(benchmark::State& state, const std::string& spec) {
     }
     benchmark::DoNotOptimize(dense.data());
   }
-  ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations());
+  ReportVsMemcpy(state, n, (ThreadCpuSeconds() - t0) / state.iterations(),
+                 SameBytes(n, {views.begin(), views.end()}));
 }
 
 // Exact top-k selection alone (no error feedback, fp32 values) against
@@ -222,7 +255,7 @@ void BM_TopKSelect(benchmark::State& state) {
     benchmark::DoNotOptimize(mag.data());
     nth = std::min(nth, ThreadCpuSeconds() - t1);
   }
-  ReportVsMemcpy(state, n, ours);
+  ReportVsMemcpy(state, n, ours, SameBytes(n, {}));
   state.counters["nth_element_ms"] = nth * 1e3;
   state.counters["speedup_vs_nth_element"] = nth / ours;
 }
@@ -254,21 +287,105 @@ void RegisterCodecBenchmarks() {
     specs.push_back(s);
   }
   RegisterEach("Encode/", EncodeBench, specs);
-  std::vector<std::string> averaged = sparse;
+  std::vector<std::string> averaged = specs;
   averaged.push_back("topk:ratio=0.01,indices=raw");
   averaged.push_back("approx_topk:ratio=0.001,indices=raw");
   RegisterEach("DecodeAverage4/", DecodeAverageBench, averaged);
   RegisterEach("DecodeAccumulate/", DecodeBench, specs);
 }
 
+// Prints runs as the console reporter does and keeps each codec's
+// vs_memcpy for the summary: the median aggregate when repetitions ran,
+// else the one run.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Ratios {
+    double encode = -1;          // Encode/ (with error feedback)
+    double decode_average = -1;  // DecodeAverage4/
+  };
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      if (run.run_type == Run::RT_Aggregate && !median) continue;
+      const std::string& name = run.run_name.function_name;
+      const size_t slash = name.find('/');
+      if (slash == std::string::npos) continue;
+      const std::string kind = name.substr(0, slash), spec = name.substr(slash + 1);
+      auto counter = run.counters.find("vs_memcpy");
+      if (counter == run.counters.end()) continue;
+      Ratios& r = ratios_[run.run_name.args][spec];
+      double* slot = kind == "Encode"           ? &r.encode
+                     : kind == "DecodeAverage4" ? &r.decode_average
+                                                : nullptr;
+      // A median replaces the single runs it summarizes.
+      if (slot != nullptr && (median || *slot < 0)) *slot = counter->second.value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  // The table on stdout, and as JSON to `json_path` if not empty.
+  bool Finish(const std::string& json_path) const {
+    std::string json =
+        "{\n  \"vs_memcpy\": \"memcpy of the same bytes / codec time, one thread\",\n";
+    json += "  \"sizes\": {";
+    bool first_size = true;
+    std::printf("\nvs_memcpy (>= 0.5 wanted):\n%-48s %10s %10s\n", "codec / n", "encode+EF",
+                "decode-avg");
+    for (const auto& [n, codecs] : ratios_) {
+      json += std::string(first_size ? "" : ",") + "\n    \"" + n + "\": {";
+      first_size = false;
+      bool first = true;
+      for (const auto& [spec, r] : codecs) {
+        std::printf("%-48s %10.3f %10.3f\n", (spec + " / " + n).c_str(), r.encode,
+                    r.decode_average);
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "%s\n      \"%s\": {\"encode_ef\": %.4f, "
+                      "\"decode_average\": %.4f}",
+                      first ? "" : ",", spec.c_str(), r.encode, r.decode_average);
+        json += line;
+        first = false;
+      }
+      json += "\n    }";
+    }
+    json += "\n  }\n}\n";
+    if (json_path.empty()) return true;
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr || std::fputs(json.c_str(), f) < 0 || std::fclose(f) != 0) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  // n -> spec -> ratios (-1: not run).
+  std::map<std::string, std::map<std::string, Ratios>> ratios_;
+};
+
 }  // namespace
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  // --summary_json=PATH is ours; the rest is Google Benchmark's.
+  const std::string kSummaryFlag = "--summary_json=";
+  std::string summary_json;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kSummaryFlag.c_str(), kSummaryFlag.size()) == 0) {
+      summary_json = argv[i] + kSummaryFlag.size();
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   gradwire::RegisterCodecBenchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
+  gradwire::SummaryReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  return 0;
+  return reporter.Finish(summary_json) ? 0 : 1;
 }

@@ -1,62 +1,466 @@
 #include "gradwire/kernels/cpu/quantize.h"
 
+#include <string.h>
+
+#include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
 
-// Appends `bits`-wide codes LSB first, writing whole bytes as they fill, so
-// the packed output needs no zeroing pass and its tail bits end up zero.
-class BitWriter {
- public:
-  explicit BitWriter(uint8_t* out) : out_(out) {}
-  void Put(uint32_t code, uint32_t bits) {
-    acc_ |= static_cast<uint64_t>(code) << used_;
-    used_ += bits;
-    while (used_ >= 8) {
-      *out_++ = static_cast<uint8_t>(acc_);
-      acc_ >>= 8;
-      used_ -= 8;
+// Elements coded per step: their hashes, codes and packed bytes are staged
+// on the stack, so each element loop runs straight through (and
+// vectorizes) and bits are packed eight codes at a time.
+constexpr uint64_t kBlock = 512;
+
+// Eight codes of `bits` (1..8) bits, one per byte of w (little endian),
+// packed into the low 8 * bits bits: pairs, then quads, then the halves.
+GRADWIRE_CPU_INLINE uint64_t Compact(uint64_t w, uint32_t bits) {
+  w = (w & 0x00ff00ff00ff00ffull) | ((w & 0xff00ff00ff00ff00ull) >> (8 - bits));
+  w = (w & 0x0000ffff0000ffffull) | ((w & 0xffff0000ffff0000ull) >> (16 - 2 * bits));
+  return (w & 0xffffffffull) | ((w >> 32) << (4 * bits));
+}
+
+// Compact's inverse: the low 8 * bits bits of w as eight codes, one a byte.
+GRADWIRE_CPU_INLINE uint64_t Expand(uint64_t w, uint32_t bits) {
+  const uint64_t m4 = (uint64_t{1} << (4 * bits)) - 1;
+  w = (w & m4) | (((w >> (4 * bits)) & m4) << 32);
+  const uint64_t m2 = ((uint64_t{1} << (2 * bits)) - 1) * 0x0000000100000001ull;
+  w = (w & m2) | (((w >> (2 * bits)) & m2) << 16);
+  const uint64_t m1 = ((uint64_t{1} << bits) - 1) * 0x0001000100010001ull;
+  return (w & m1) | (((w >> bits) & m1) << 8);
+}
+
+// Packing when codes do not cross bytes (bits 1, 2, 4): byte j holds the
+// 8/bits codes from 8/bits * j on, lowest first. Each byte is gathered
+// from, or spread to, its codes (one a byte, little endian) with shifts
+// and masks on one word, in loops over bytes that vectorize.
+template <uint32_t kBits>
+GRADWIRE_CPU_INLINE void PackBytes(const uint8_t* codes, uint64_t bytes, uint8_t* out) {
+  for (uint64_t j = 0; j < bytes; ++j) {
+    uint64_t b;
+    if (kBits == 4) {
+      const uint32_t x = LoadLe<uint16_t>(codes + 2 * j);
+      b = x | x >> 4;
+    } else if (kBits == 2) {
+      const uint32_t x = LoadLe<uint32_t>(codes + 4 * j);
+      b = x | x >> 6 | x >> 12 | x >> 18;
+    } else {
+      // b_e at bit 56 + e of the product, the rest below bit 56 (no carries)
+      // or above bit 63.
+      b = (LoadLe<uint64_t>(codes + 8 * j) * 0x0102040810204080ull) >> 56;
+    }
+    out[j] = static_cast<uint8_t>(b);
+  }
+}
+
+template <uint32_t kBits>
+GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t* codes) {
+  for (uint64_t j = 0; j < bytes; ++j) {
+    const uint64_t b = in[j];
+    if (kBits == 4) {
+      StoreLe<uint16_t>(codes + 2 * j, static_cast<uint16_t>((b | b << 4) & 0x0f0f));
+    } else if (kBits == 2) {
+      StoreLe<uint32_t>(codes + 4 * j,
+                        static_cast<uint32_t>((b | b << 6 | b << 12 | b << 18) & 0x03030303));
+    } else {
+      uint64_t x = (b | b << 28) & 0x0000000f0000000full;
+      x = (x | x << 14) & 0x0003000300030003ull;
+      StoreLe<uint64_t>(codes + 8 * j, (x | x << 7) & 0x0101010101010101ull);
     }
   }
-  void Flush() {
-    if (used_ > 0) *out_++ = static_cast<uint8_t>(acc_);
-    acc_ = 0;
-    used_ = 0;
+}
+
+// Appends codes (one a byte) to the packed stream, eight at a time; the
+// bytes come out in order and the last one's unused bits are zero, so the
+// output needs no zeroing pass. (Its members are inlined into each clone.)
+class CodePacker {
+ public:
+  CodePacker(uint8_t* out, uint32_t bits) : out_(out), bits_(bits) {}
+
+  // Where the next count <= kBlock codes go; then call Commit(count).
+  GRADWIRE_CPU_INLINE uint8_t* Slots() { return codes_ + pending_; }
+
+  GRADWIRE_CPU_INLINE void Commit(uint64_t count) {
+    pending_ += count;
+    const uint64_t groups = pending_ / 8;
+    Pack(groups);
+    pending_ -= 8 * groups;
+    memmove(codes_, codes_ + 8 * groups, pending_);
+  }
+
+  GRADWIRE_CPU_INLINE void Finish() {
+    if (pending_ == 0) return;
+    memset(codes_ + pending_, 0, 8 - pending_);
+    uint8_t word[8];
+    StoreLe<uint64_t>(word, Compact(LoadLe<uint64_t>(codes_), bits_));
+    memcpy(out_, word, (pending_ * bits_ + 7) / 8);
+    pending_ = 0;
   }
 
  private:
+  GRADWIRE_CPU_INLINE void Pack(uint64_t groups) {
+    switch (bits_) {
+      case 1:
+        PackBytes<1>(codes_, groups, out_);
+        break;
+      case 2:
+        PackBytes<2>(codes_, 2 * groups, out_);
+        break;
+      case 4:
+        PackBytes<4>(codes_, 4 * groups, out_);
+        break;
+      case 8:
+        memcpy(out_, codes_, 8 * groups);
+        break;
+      default: {
+        // A word per group, stored 8 bytes at a time of which `bits` are
+        // kept (the next group's store overwrites the rest): staged, then
+        // what is kept copied out.
+        for (uint64_t g = 0; g < groups; ++g) {
+          StoreLe<uint64_t>(packed_ + g * bits_, Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_));
+        }
+        memcpy(out_, packed_, groups * bits_);
+      }
+    }
+    out_ += groups * bits_;
+  }
+
   uint8_t* out_;
-  uint64_t acc_ = 0;
-  uint32_t used_ = 0;
+  const uint32_t bits_;
+  uint64_t pending_ = 0;  // codes waiting for a full group, < 8
+  uint8_t codes_[kBlock + 8];
+  uint8_t packed_[kBlock + 8];
 };
 
-class BitReader {
+// Reads the packed stream back as codes, one a byte, in order.
+class CodeUnpacker {
  public:
-  explicit BitReader(const uint8_t* in) : in_(in) {}
-  uint32_t Get(uint32_t bits) {
-    if (avail_ < bits) {
-      acc_ |= static_cast<uint64_t>(*in_++) << avail_;
-      avail_ += 8;
+  CodeUnpacker(const uint8_t* in, uint64_t n, uint32_t bits)
+      : in_(in), end_(in + PackedBytes(n, bits)), bits_(bits) {}
+
+  // The next count <= kBlock codes (the stream must hold them).
+  GRADWIRE_CPU_INLINE const uint8_t* Next(uint64_t count) {
+    memmove(codes_, codes_ + taken_, ready_ - taken_);
+    ready_ -= taken_;
+    taken_ = count;
+    const uint64_t groups = count > ready_ ? (count - ready_ + 7) / 8 : 0;
+    // Groups wholly inside the stream, then at most one cut short.
+    const uint64_t left = static_cast<uint64_t>(end_ - in_) / bits_;
+    const uint64_t whole = groups < left ? groups : left;
+    uint8_t* codes = codes_ + ready_;
+    switch (bits_) {
+      case 1:
+        UnpackBytes<1>(in_, whole, codes);
+        break;
+      case 2:
+        UnpackBytes<2>(in_, 2 * whole, codes);
+        break;
+      case 4:
+        UnpackBytes<4>(in_, 4 * whole, codes);
+        break;
+      case 8:
+        memcpy(codes, in_, 8 * whole);
+        break;
+      default:
+        for (uint64_t g = 0; g < whole; ++g) {
+          StoreLe<uint64_t>(codes + 8 * g, Expand(LoadGroup(in_ + g * bits_), bits_));
+        }
     }
-    const uint32_t code = static_cast<uint32_t>(acc_) & ((1u << bits) - 1u);
-    acc_ >>= bits;
-    avail_ -= bits;
-    return code;
+    in_ += whole * bits_;
+    if (whole < groups) {
+      StoreLe<uint64_t>(codes + 8 * whole, Expand(LoadGroup(in_), bits_));
+      in_ = end_;
+    }
+    ready_ += 8 * groups;
+    return codes_;
   }
 
  private:
+  // The group's bytes at p (fewer at the end of the stream), little endian.
+  GRADWIRE_CPU_INLINE uint64_t LoadGroup(const uint8_t* p) const {
+    if (end_ - p >= 8) return LoadLe<uint64_t>(p) & Mask();
+    uint8_t word[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const uint64_t left = static_cast<uint64_t>(end_ - p);
+    memcpy(word, p, left < bits_ ? left : bits_);
+    return LoadLe<uint64_t>(word);
+  }
+  GRADWIRE_CPU_INLINE uint64_t Mask() const {
+    return bits_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bits_)) - 1;
+  }
+
   const uint8_t* in_;
-  uint64_t acc_ = 0;
-  uint32_t avail_ = 0;
+  const uint8_t* end_;
+  const uint32_t bits_;
+  uint64_t ready_ = 0;  // codes unpacked into codes_
+  uint64_t taken_ = 0;  // of which handed out by the last Next
+  uint8_t codes_[kBlock + 16];
 };
+
+// Elements ahead of the current bucket whose lines are prefetched while
+// it is coded: coding is compute-bound, the accumulate pass memory-bound,
+// and the hardware prefetchers alone do not keep the streams busy.
+constexpr uint64_t kPrefetchAhead = 4096;
+
+GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t end) {
+  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i);
+}
+
+GRADWIRE_CPU_INLINE double BitsDouble(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
 
 // Makes acc = grad + residual for one bucket, stored in the residual (or
 // just grad without one); returns where acc lives.
-const float* AccumulateBucket(const float* grad, float* residual, uint64_t len) {
+GRADWIRE_CPU_INLINE const float* AccumulateBucket(const float* grad, float* residual,
+                                                  uint64_t len) {
   if (residual == nullptr) return grad;
   for (uint64_t i = 0; i < len; ++i) residual[i] = grad[i] + residual[i];
   return residual;
+}
+
+// QSGD's scale: the largest finite |acc| (as bits: for floats >= +0 the
+// integer order is the numeric order). Counts the non-finite.
+GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uint64_t* nonfinite) {
+  uint32_t max = 0, bad = 0;
+  for (uint64_t i = 0; i < len; ++i) {
+    const uint32_t m = FloatBits(acc[i]) & 0x7fffffffu;
+    const bool finite = m < 0x7f800000u;
+    bad += finite ? 0u : 1u;
+    const uint32_t v = SelectBits(finite, m, 0);
+    max = v > max ? v : max;
+  }
+  *nonfinite += bad;
+  return BitsFloat(max);
+}
+
+// Sign's scale: mean |acc| over the finite elements, the sum formed in
+// double in index order. Every |acc| is a multiple of u, the ulp of the
+// smallest nonzero one (2^(e-150) for its biased exponent e, 2^-149 for
+// denormals), and so is every partial sum, in any order; below 2^53 u
+// they are all exact, and any order gives the one sum. So eight lanes add
+// at once, and only when that sum comes near 2^53 u (within a factor 2,
+// far beyond its rounding error) is it redone in index order.
+GRADWIRE_CPU_INLINE float MeanFiniteMagnitude(const float* acc, uint64_t len, uint64_t* nonfinite) {
+  // GCC vector extensions: GCC does not vectorize a double sum itself.
+  typedef uint32_t U32x8 __attribute__((vector_size(32)));
+  typedef float F32x8 __attribute__((vector_size(32)));
+  typedef double F64x8 __attribute__((vector_size(64)));
+  U32x8 min8 = ~U32x8{}, finite8 = {};
+  F64x8 sum8[2] = {};  // two chains: a double add's latency is several cycles
+  uint64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    for (int h = 0; h < 2; ++h) {
+      U32x8 m;
+      memcpy(&m, acc + i + 8 * h, sizeof m);
+      m &= 0x7fffffffu;
+      const U32x8 ok = (U32x8)(m < 0x7f800000u);  // all ones or zero
+      finite8 -= ok;
+      const U32x8 v = m & ok;
+      // The smallest nonzero, less one: a zero wraps to the largest value.
+      const U32x8 nz = v - 1;
+      min8 = nz < min8 ? nz : min8;
+      F32x8 f;
+      memcpy(&f, &v, sizeof f);
+      sum8[h] += __builtin_convertvector(f, F64x8);
+    }
+  }
+  uint32_t finite = 0, min_less_1 = 0xffffffffu;
+  double sum = 0.0;
+  for (int l = 0; l < 8; ++l) {
+    finite += finite8[l];
+    min_less_1 = min8[l] < min_less_1 ? min8[l] : min_less_1;
+    sum += sum8[0][l] + sum8[1][l];
+  }
+  for (; i < len; ++i) {
+    const uint32_t m = FloatBits(acc[i]) & 0x7fffffffu;
+    const bool ok = m < 0x7f800000u;
+    finite += ok ? 1u : 0u;
+    const uint32_t v = SelectBits(ok, m, 0);
+    min_less_1 = v - 1 < min_less_1 ? v - 1 : min_less_1;
+    sum += static_cast<double>(BitsFloat(v));
+  }
+  *nonfinite += len - finite;
+  if (finite == 0) return 0.0f;
+  if (min_less_1 != 0xffffffffu) {  // else all are zero: the sum is 0, exact
+    const uint32_t e = (min_less_1 + 1) >> 23;
+    // 2^52 u = 2^(e - 98), e >= 1 (a normal double).
+    const double limit = BitsDouble(static_cast<uint64_t>(1023 + (e > 1 ? e : 1) - 98) << 52);
+    if (!(sum < limit)) {
+      sum = 0.0;
+      for (uint64_t j = 0; j < len; ++j) {
+        if (IsFinite(acc[j])) sum += AbsF(acc[j]);
+      }
+    }
+  }
+  return static_cast<float>(sum / static_cast<double>(finite));
+}
+
+// Codes and residuals of count <= kBlock elements of one QSGD bucket
+// whose scale is > 0 (QsgdQuantize, branch-free), the first at global
+// index `first`.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count, uint64_t first,
+                                   uint64_t rounding, float scale, uint32_t max_code,
+                                   uint8_t* codes) {
+  uint32_t hash[kBlock];
+  HashHigh32(rounding, first, count, hash);
+  const float top = static_cast<float>(max_code);
+  const float half = 0.5f * top;
+  const int32_t m = static_cast<int32_t>(max_code);
+  const double inverse_m = 1.0 / static_cast<double>(max_code);
+  for (uint64_t i = 0; i < count; ++i) {
+    const float a = acc[i];
+    // UnitFloat: the hash's top 24 bits, exact as an int32 too.
+    const float u = static_cast<float>(static_cast<int32_t>(hash[i] >> 8)) * 5.9604644775390625e-8f;
+    // The position on the level grid, clamped to [0, M]: NaN and t <= 0
+    // give code 0, t >= M gives M (its frac is 0).
+    float t = MulRn(a / scale + 1.0f, half);
+    t = t > 0.0f ? t : 0.0f;
+    t = t < top ? t : top;
+    const int32_t lo = static_cast<int32_t>(t);
+    const float frac = t - static_cast<float>(lo);
+    const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
+    codes[i] = static_cast<uint8_t>(code);
+    // QsgdDequantize. A lookup of QsgdUnitLevel would keep the loop from
+    // vectorizing and a division is slow; (2q - M) * (1 / M) in double,
+    // rounded to float, is QsgdUnitLevel(q, M) for every q and M (a test
+    // checks all of them).
+    const float level =
+        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * code) - m) * inverse_m);
+    if (kHasResidual) res[i] = ResidualAfter(a, MulRn(level, scale));
+  }
+}
+
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void SignBlock(const float* acc, float* res, uint64_t count, float scale,
+                                   uint8_t* codes) {
+  const uint32_t s = FloatBits(scale);
+  for (uint64_t i = 0; i < count; ++i) {
+    const float a = acc[i];
+    const uint32_t code = SignCode(a);
+    codes[i] = static_cast<uint8_t>(code);
+    // SignDecode: flipping the sign is exact.
+    if (kHasResidual) res[i] = ResidualAfter(a, BitsFloat(s ^ (code << 31)));
+  }
+}
+
+// A bucket with nothing finite and nonzero: QsgdQuantize's middle code,
+// which decodes to +0.
+GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t count,
+                                        uint32_t max_code, uint8_t* codes) {
+  memset(codes, static_cast<int>((max_code + 1) / 2), count);
+  if (res == nullptr) return;
+  for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
+}
+
+template <bool kSign, bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, uint64_t n,
+                                          uint32_t bits, uint32_t bucket_size, uint64_t rounding,
+                                          uint8_t* scales, uint8_t* packed) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  CodePacker packer(packed, bits);
+  uint64_t nonfinite = 0;
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    float* res = kHasResidual ? residual + start : nullptr;
+    if (start + kPrefetchAhead < n) {
+      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
+      PrefetchRange(grad, start + kPrefetchAhead, end);
+      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
+    }
+    const float* acc = AccumulateBucket(grad + start, res, len);
+    const float scale = kSign ? MeanFiniteMagnitude(acc, len, &nonfinite)
+                              : MaxFiniteMagnitude(acc, len, &nonfinite);
+    StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
+    for (uint64_t at = 0; at < len; at += kBlock) {
+      const uint64_t count = len - at < kBlock ? len - at : kBlock;
+      float* r = kHasResidual ? res + at : nullptr;
+      if (kSign) {
+        SignBlock<kHasResidual>(acc + at, r, count, scale, packer.Slots());
+      } else if (scale > 0.0f) {
+        QsgdBlock<kHasResidual>(acc + at, r, count, start + at, rounding, scale, max_code,
+                                packer.Slots());
+      } else {
+        ZeroScaleBlock(acc + at, r, count, max_code, packer.Slots());
+      }
+      packer.Commit(count);
+    }
+  }
+  packer.Finish();
+  return nonfinite;
+}
+
+GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                                      uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
+                                      uint8_t* packed) {
+  return residual != nullptr ? QuantizeLoop<false, true>(grad, residual, n, bits, bucket_size,
+                                                         rounding, scales, packed)
+                             : QuantizeLoop<false, false>(grad, residual, n, bits, bucket_size,
+                                                          rounding, scales, packed);
+}
+
+GRADWIRE_CPU_CLONES uint64_t SignLoop(const float* grad, float* residual, uint64_t n,
+                                      uint32_t bucket_size, uint8_t* scales, uint8_t* packed) {
+  return residual != nullptr
+             ? QuantizeLoop<true, true>(grad, residual, n, 1, bucket_size, 0, scales, packed)
+             : QuantizeLoop<true, false>(grad, residual, n, 1, bucket_size, 0, scales, packed);
+}
+
+// dense[i] += the decoded value of every QSGD code, bucket by bucket.
+GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                        uint32_t bits, uint32_t bucket_size, float* dense) {
+  const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
+  const double inverse_m = 1.0 / static_cast<double>(m);
+  CodeUnpacker unpacker(packed, n, bits);
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
+    for (uint64_t at = 0; at < len; at += kBlock) {
+      const uint64_t count = len - at < kBlock ? len - at : kBlock;
+      const uint8_t* codes = unpacker.Next(count);
+      float* d = dense + start + at;
+      for (uint64_t i = 0; i < count; ++i) {
+        // QsgdDequantize; the level as QsgdBlock computes it.
+        const float level = static_cast<float>(
+            static_cast<double>(static_cast<int32_t>(2 * codes[i]) - m) * inverse_m);
+        d[i] += MulRn(level, scale);
+      }
+    }
+  }
+}
+
+// Sign codes are single bits: each decodes straight from the packed bytes,
+// two bytes (16 elements) at a time in the middle of a bucket.
+GRADWIRE_CPU_CLONES void SignDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                        uint32_t bucket_size, float* dense) {
+  typedef uint32_t U32x16 __attribute__((vector_size(64)));
+  typedef float F32x16 __attribute__((vector_size(64)));
+  const U32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  auto one = [packed](uint64_t i, uint32_t s) {
+    // SignDecode(code, scale): the scale with its sign bit flipped by code.
+    return BitsFloat(s ^ (((packed[i >> 3] >> (i & 7)) & 1u) << 31));
+  };
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
+    const uint32_t s = LoadLe<uint32_t>(scales + 4 * bucket);
+    uint64_t i = start;
+    for (; i < end && (i & 15) != 0; ++i) dense[i] += one(i, s);
+    for (; i + 16 <= end; i += 16) {
+      const U32x16 bits = (U32x16{} + LoadLe<uint16_t>(packed + (i >> 3))) >> lane;
+      const U32x16 v = ((bits & 1u) << 31) ^ s;
+      F32x16 add, d;
+      memcpy(&add, &v, sizeof add);
+      memcpy(&d, dense + i, sizeof d);
+      d += add;
+      memcpy(dense + i, &d, sizeof d);
+    }
+    for (; i < end; ++i) dense[i] += one(i, s);
+  }
 }
 
 }  // namespace
@@ -64,36 +468,8 @@ const float* AccumulateBucket(const float* grad, float* residual, uint64_t len) 
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
                   uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
                   uint8_t* packed, FusedStats* stats) {
-  const uint32_t max_code = QsgdMaxCode(bits);
-  const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
-  // QsgdDequantize(q, s) == MulRn(QsgdUnitLevel(q), s): hoist the division.
-  float unit[256];
-  for (uint32_t q = 0; q <= max_code; ++q) unit[q] = QsgdUnitLevel(q, max_code);
-  BitWriter writer(packed);
-  uint64_t nonfinite = 0;
-  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
-    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    float* res = residual != nullptr ? residual + start : nullptr;
-    const float* acc = AccumulateBucket(grad + start, res, len);
-    float scale = 0.0f;
-    for (uint64_t i = 0; i < len; ++i) {
-      if (IsFinite(acc[i])) {
-        const float m = AbsF(acc[i]);
-        scale = m > scale ? m : scale;
-      } else {
-        ++nonfinite;
-      }
-    }
-    StoreValue(scales, bucket, scale, ValueFormat::kFp32);
-    for (uint64_t i = 0; i < len; ++i) {
-      const float a = acc[i];
-      const float u = UnitFloat(ElementHash(rounding, start + i));
-      const uint32_t code = QsgdQuantize(a, scale, max_code, u);
-      writer.Put(code, bits);
-      if (res != nullptr) res[i] = ResidualAfter(a, MulRn(unit[code], scale));
-    }
-  }
-  writer.Flush();
+  const uint64_t nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size,
+                                      StreamKey(seed, step, kStreamRounding), scales, packed);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
@@ -102,45 +478,12 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
 
 void QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
                           uint32_t bucket_size, float* dense) {
-  const uint32_t max_code = QsgdMaxCode(bits);
-  // QsgdDequantize(q, s) == MulRn(QsgdUnitLevel(q), s): hoist the division.
-  float unit[256];
-  for (uint32_t q = 0; q <= max_code; ++q) unit[q] = QsgdUnitLevel(q, max_code);
-  BitReader reader(packed);
-  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
-    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    const float scale = LoadValue(scales, bucket, ValueFormat::kFp32);
-    float* d = dense + start;
-    for (uint64_t i = 0; i < len; ++i) d[i] += MulRn(unit[reader.Get(bits)], scale);
-  }
+  QsgdDecodeLoop(scales, packed, n, bits, bucket_size, dense);
 }
 
 void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
                   uint8_t* scales, uint8_t* packed, FusedStats* stats) {
-  BitWriter writer(packed);
-  uint64_t nonfinite = 0;
-  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
-    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    float* res = residual != nullptr ? residual + start : nullptr;
-    const float* acc = AccumulateBucket(grad + start, res, len);
-    double sum = 0.0;
-    uint64_t finite = 0;
-    for (uint64_t i = 0; i < len; ++i) {
-      if (IsFinite(acc[i])) {
-        sum += AbsF(acc[i]);
-        ++finite;
-      }
-    }
-    nonfinite += len - finite;
-    const float scale = finite > 0 ? static_cast<float>(sum / static_cast<double>(finite)) : 0.0f;
-    StoreValue(scales, bucket, scale, ValueFormat::kFp32);
-    for (uint64_t i = 0; i < len; ++i) {
-      const uint32_t code = SignCode(acc[i]);
-      writer.Put(code, 1);
-      if (res != nullptr) res[i] = ResidualAfter(acc[i], SignDecode(code, scale));
-    }
-  }
-  writer.Flush();
+  const uint64_t nonfinite = SignLoop(grad, residual, n, bucket_size, scales, packed);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
@@ -149,30 +492,7 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 
 void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                           uint32_t bucket_size, float* dense) {
-  // For each byte value, the eight signs as ±1.0f: sign * scale is exactly
-  // SignDecode(code, scale) (flipping a sign is exact), and whole bytes of
-  // eight elements then decode with constant shifts in a loop that
-  // vectorizes.
-  static const float* signs = [] {
-    float* t = new float[256 * 8];
-    for (uint32_t byte = 0; byte < 256; ++byte) {
-      for (uint32_t b = 0; b < 8; ++b) t[byte * 8 + b] = SignDecode((byte >> b) & 1u, 1.0f);
-    }
-    return t;
-  }();
-  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
-    const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
-    const float scale = LoadValue(scales, bucket, ValueFormat::kFp32);
-    uint64_t i = start;
-    for (; i < end && (i & 7) != 0; ++i)
-      dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
-    for (; i + 8 <= end; i += 8) {
-      const float* s = signs + packed[i >> 3] * 8;
-      float* d = dense + i;
-      for (uint32_t b = 0; b < 8; ++b) d[b] += s[b] * scale;
-    }
-    for (; i < end; ++i) dense[i] += SignDecode((packed[i >> 3] >> (i & 7)) & 1u, scale);
-  }
+  SignDecodeLoop(scales, packed, n, bucket_size, dense);
 }
 
 }  // namespace cpu

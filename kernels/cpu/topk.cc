@@ -8,22 +8,12 @@
 #include <emmintrin.h>
 #endif
 
+#include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
-// twice, for x86-64-v3 (AVX2: twice the lanes per instruction) and for
-// the baseline, and the loader picks the clone the CPU runs (GCC
-// target_clones, an ifunc). It only adds and compares, so both clones
-// produce the same bits (no FMA contraction).
-// GRADWIRE_NO_CPU_CLONES builds the baseline only (//kernels:cpu_baseline,
-// which tests use to run the clone this machine's loader would not pick).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
-    !defined(GRADWIRE_NO_CPU_CLONES)
-#define GRADWIRE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define GRADWIRE_CPU_CLONES
-#endif
+// for several x86-64 levels (clones_x86.h). It only adds and compares, so
+// every clone produces the same bits.
 
 namespace gradwire {
 namespace kernels {
@@ -113,9 +103,8 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   return m;
 }
 
-GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollect(const float* grad, float* residual,
-                                                  uint64_t n, uint32_t lower,
-                                                  const internal::SelectTemp& t,
+GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
+                                                  uint32_t lower, const internal::SelectTemp& t,
                                                   uint64_t* nonfinite) {
   return residual != nullptr ? AccumulateAndCollect<true>(grad, residual, n, lower, t.candidates,
                                                           t.candidate_values, nonfinite)

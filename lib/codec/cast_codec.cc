@@ -91,9 +91,15 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     return parsed;
   }
 
-  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
-    kernels::cpu::CastDecodeAccumulate(parsed.sections.values.data(), dense.size(), format_,
-                                       dense.data());
+  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
+    kernels::cpu::CastDecodeAccumulate(
+        parsed.sections.values.data() + begin * kernels::ValueWidth(format_), dense.size(), format_,
+        dense.data());
+  }
+
+  void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
+    const uint64_t width = kernels::ValueWidth(format_);
+    PrefetchBytes(parsed.sections.values.data() + begin * width, len * width);
   }
 
   CompressionSpec spec_;

@@ -146,15 +146,28 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
         ", overflow fp32: the average could overflow to infinity"));
   }
 
-  void Apply(const ParsedFrame& parsed, absl::Span<float> dense) const override {
-    const uint8_t* scales = parsed.sections.scales.data();
-    const uint8_t* packed = parsed.sections.values.data();
+  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
+    // begin starts a bucket and a byte of codes (ChunkQuantum).
+    const uint8_t* scales = parsed.sections.scales.data() + 4 * (begin / spec_.bucket_size);
+    const uint8_t* packed = parsed.sections.values.data() + begin * bits_ / 8;
     const uint64_t n = dense.size();
     if (id_ == CodecId::kSign) {
       kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
     } else {
       kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
     }
+  }
+
+  void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
+    PrefetchBytes(parsed.sections.values.data() + begin * bits_ / 8, len * bits_ / 8);
+    PrefetchBytes(parsed.sections.scales.data() + 4 * (begin / spec_.bucket_size),
+                  4 * (len / spec_.bucket_size));
+  }
+
+  // Whole buckets, and whole bytes of codes: lcm(bucket_size, 8).
+  uint64_t ChunkQuantum() const override {
+    const uint64_t b = spec_.bucket_size;
+    return b % 8 == 0 ? b : b % 4 == 0 ? 2 * b : b % 2 == 0 ? 4 * b : 8 * b;
   }
 
   uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/wire_format.h"
 
@@ -25,8 +26,19 @@ class DenseFrameCodec : public Codec {
   // Everything DecodeAccumulate checks, for a dense length of n.
   virtual absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
                                                  uint64_t n) const = 0;
-  // Adds a checked frame's decoded values to `dense` (its dense length).
-  virtual void Apply(const ParsedFrame& frame, absl::Span<float> dense) const = 0;
+  // Adds the decoded values of elements [begin, begin + dense.size()) of a
+  // checked frame to `dense`; begin is a multiple of ChunkQuantum().
+  virtual void Apply(const ParsedFrame& frame, uint64_t begin, absl::Span<float> dense) const = 0;
+  // What Apply accepts as a start (QSGD and sign: whole buckets of whole
+  // bytes of codes).
+  virtual uint64_t ChunkQuantum() const { return 1; }
+  // Starts loading the bytes Apply(frame, begin, len elements) will read.
+  virtual void Prefetch(const ParsedFrame& frame, uint64_t begin, uint64_t len) const = 0;
+
+  static void PrefetchBytes(const uint8_t* p, uint64_t bytes) {
+    for (uint64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
+  }
+
   // Whether checked frames can be averaged (added in order, then divided
   // by `divisor`) without leaving fp32's range; on refusal sets
   // *bad_frame. Codecs that can bound their decoded values override it.
@@ -39,14 +51,16 @@ class DenseFrameCodec : public Codec {
                                     CodecScratch& /*scratch: none needed*/) const final {
     absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, dense.size());
     if (!parsed.ok()) return parsed.status();
-    Apply(*parsed, dense);
+    Apply(*parsed, 0, dense);
     return absl::OkStatus();
   }
 
   // Every frame, and the set (CheckAverage), is checked before `out` is
   // written; then out is zeroed,
   // the frames are added in order and out is divided in place: the
-  // reference's arithmetic, with the sum kept in `out`.
+  // reference's arithmetic, with the sum kept in `out`. Chunk by chunk of
+  // out (about 32 KiB, in L1), so that out is written once rather than
+  // read and written by every frame and the division.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
                                  size_t* bad_frame) const final {
@@ -61,9 +75,22 @@ class DenseFrameCodec : public Codec {
       parsed.push_back(*std::move(p));
     }
     if (absl::Status s = CheckAverage(parsed, divisor, bad_frame); !s.ok()) return s;
-    std::fill(out.begin(), out.end(), 0.0f);
-    for (const ParsedFrame& p : parsed) Apply(p, out);
-    for (float& x : out) x /= divisor;
+    constexpr uint64_t kChunk = 8192;
+    const uint64_t quantum = ChunkQuantum();
+    const uint64_t chunk = (kChunk + quantum - 1) / quantum * quantum;
+    for (uint64_t begin = 0; begin < out.size(); begin += chunk) {
+      const absl::Span<float> part = out.subspan(begin, chunk);
+      std::fill(part.begin(), part.end(), 0.0f);
+      for (const ParsedFrame& p : parsed) {
+        // The frames are read in turns, a chunk's worth each: start on the
+        // next chunk's bytes while this one decodes.
+        if (begin + chunk < out.size()) {
+          Prefetch(p, begin + chunk, std::min<uint64_t>(chunk, out.size() - begin - chunk));
+        }
+        Apply(p, begin, part);
+      }
+      kernels::cpu::DivideAll(part.data(), part.size(), divisor);
+    }
     return absl::OkStatus();
   }
 };

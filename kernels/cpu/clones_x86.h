@@ -1,0 +1,80 @@
+// How the CPU kernels build their hot loops for more than one x86-64 level.
+//
+// A function marked GRADWIRE_CPU_CLONES is compiled several times, for
+// x86-64-v4 (AVX-512: eight 64-bit multiplies per instruction, which the
+// counter hash needs), x86-64-v3 (AVX2, FMA, F16C) and the baseline, and
+// the loader picks the clone the CPU runs (GCC target_clones, an ifunc).
+// Helpers it calls are marked GRADWIRE_CPU_INLINE so that each clone gets
+// its own copy compiled for its level, and select with SelectBits.
+//
+// Every clone computes the same bits: the loops use integer operations,
+// exact conversions and correctly rounded IEEE + - * / only (no
+// reciprocal or other approximations), and the kernels are built with
+// -ffp-contract=off (kernels/BUILD.bazel), so no clone contracts a
+// multiply and an add into an FMA.
+//
+// Test builds: GRADWIRE_NO_CPU_CLONES builds the baseline only and
+// GRADWIRE_NO_CPU_V4_CLONES leaves out the x86-64-v4 clone, so that tests
+// also run the clones this machine's loader would not pick.
+#ifndef GRADWIRE_KERNELS_CPU_CLONES_X86_H_
+#define GRADWIRE_KERNELS_CPU_CLONES_X86_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRADWIRE_NO_CPU_CLONES)
+#if defined(GRADWIRE_NO_CPU_V4_CLONES)
+#define GRADWIRE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define GRADWIRE_CPU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#else
+#define GRADWIRE_CPU_CLONES
+#endif
+
+#define GRADWIRE_CPU_INLINE __attribute__((always_inline)) inline
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+
+// c ? a : b as bit masks. GCC turns a chain of ?: into branches that its
+// vectorizer cannot if-convert (and will not speculate a float operation
+// past: it might trap); masks keep the loop straight-line.
+GRADWIRE_CPU_INLINE uint32_t SelectBits(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return (a & m) | (b & ~m);
+}
+
+// Little-endian words at any alignment (the wire's order): plain loads and
+// stores, which vectorize, on a little-endian host.
+template <typename T>
+GRADWIRE_CPU_INLINE T LoadLe(const uint8_t* p) {
+  T v;
+  memcpy(&v, p, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if (sizeof v == 2) v = static_cast<T>(__builtin_bswap16(static_cast<uint16_t>(v)));
+  if (sizeof v == 4) v = static_cast<T>(__builtin_bswap32(static_cast<uint32_t>(v)));
+  if (sizeof v == 8) v = static_cast<T>(__builtin_bswap64(static_cast<uint64_t>(v)));
+#endif
+  return v;
+}
+
+template <typename T>
+GRADWIRE_CPU_INLINE void StoreLe(uint8_t* p, T v) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  if (sizeof v == 2) v = static_cast<T>(__builtin_bswap16(static_cast<uint16_t>(v)));
+  if (sizeof v == 4) v = static_cast<T>(__builtin_bswap32(static_cast<uint32_t>(v)));
+  if (sizeof v == 8) v = static_cast<T>(__builtin_bswap64(static_cast<uint64_t>(v)));
+#endif
+  memcpy(p, &v, sizeof v);
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_CLONES_X86_H_

@@ -1,0 +1,20 @@
+// Dividing a run of floats in place, for the receive side's averages.
+#ifndef GRADWIRE_KERNELS_CPU_DIVIDE_X86_H_
+#define GRADWIRE_KERNELS_CPU_DIVIDE_X86_H_
+
+#include <stdint.h>
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+
+// values[i] = values[i] / divisor for i < n, bit for bit (by a multiply
+// when 1 / divisor is exact, which gives the same bits), vectorized in
+// every clone (clones_x86.h).
+void DivideAll(float* values, uint64_t n, float divisor);
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_DIVIDE_X86_H_

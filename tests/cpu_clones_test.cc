@@ -1,0 +1,488 @@
+// The vectorized CPU kernels against plain scalar references built from
+// element_math.h, bit for bit: frames (values, scales, packed codes),
+// residuals and counts. Built three times (tests/BUILD.bazel): against
+// //kernels:cpu (the clone this machine's loader picks), :cpu_v3 (the
+// x86-64-v3 clone) and :cpu_baseline (no clones), so every clone is
+// checked against the same references and hence against each other.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/quantize.h"
+#include "gradwire/kernels/cpu/randomk.h"
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+// ------------------------------------------------------------- inputs --
+
+float Bits(uint32_t u) { return BitsFloat(u); }
+
+// Gradient-like values with every special class mixed in: NaNs (quiet,
+// signalling, with payloads), ±Inf, ±0, float and half denormals, values
+// at the fp16 and bf16 rounding and overflow edges, and tiny values next
+// to large ones (the sign scale's in-order double sum).
+std::vector<float> Mixed(uint64_t n, std::mt19937_64& rng) {
+  static const float kSpecial[] = {std::numeric_limits<float>::quiet_NaN(),
+                                   -std::numeric_limits<float>::quiet_NaN(),
+                                   Bits(0x7f800001u),
+                                   Bits(0xffa00000u),
+                                   Bits(0x7fc12345u),  // signalling, payloads
+                                   std::numeric_limits<float>::infinity(),
+                                   -std::numeric_limits<float>::infinity(),
+                                   0.0f,
+                                   -0.0f,
+                                   Bits(1u),
+                                   Bits(0x807fffffu),
+                                   Bits(0x00400000u),  // float denormals
+                                   5.9604645e-8f,
+                                   -2.9802322e-8f,
+                                   6.1035156e-5f,
+                                   6.097555e-5f,  // half denormal edges
+                                   65504.0f,
+                                   65519.996f,
+                                   65520.0f,
+                                   -65520.0f,
+                                   1e6f,
+                                   -3.4028235e38f,
+                                   Bits(0x7f7f8000u),
+                                   Bits(0x7f7f7fffu),
+                                   Bits(0xff7fffffu),  // bf16 overflow edges
+                                   1.0000001f,
+                                   1.00048828125f,
+                                   0.33333334f,
+                                   1e-30f,
+                                   -1e-38f};
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exp(-40, 20);
+  std::vector<float> v(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    switch (rng() % 16) {
+      case 0:
+        v[i] = kSpecial[rng() % (sizeof kSpecial / sizeof kSpecial[0])];
+        break;
+      case 1:
+        v[i] = Bits(static_cast<uint32_t>(rng()));  // any bit pattern
+        break;
+      case 2:
+        v[i] = std::ldexp(normal(rng), exp(rng));  // spread exponents
+        break;
+      default:
+        v[i] = normal(rng);
+    }
+  }
+  return v;
+}
+
+// Finite values only, some buckets with a few far smaller ones: the sign
+// scale's fast sum (exact) and its in-order fallback both run.
+std::vector<float> Finite(uint64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = normal(rng);
+    if (rng() % 200 == 0) x = std::ldexp(x, -static_cast<int>(rng() % 60));
+    if (rng() % 1000 == 0) x = Bits(static_cast<uint32_t>(rng() % 0x00800000u));  // denormal
+  }
+  return v;
+}
+
+std::vector<float> Input(bool mixed, uint64_t n, std::mt19937_64& rng) {
+  return mixed ? Mixed(n, rng) : Finite(n, rng);
+}
+
+// Bit patterns, every NaN as one: a NaN's payload is not part of the
+// contract (x86 returns the first operand's, and the compiler may swap
+// the operands of an addition; CUDA returns a canonical NaN).
+std::vector<uint32_t> AsBits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = IsNan(v[i]) ? 0x7fc00000u : FloatBits(v[i]);
+  return b;
+}
+
+std::vector<uint32_t> ValueBits(const std::vector<uint8_t>& bytes, ValueFormat f) {
+  std::vector<float> v(bytes.size() / ValueWidth(f));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = LoadValue(bytes.data(), i, f);
+  return AsBits(v);
+}
+
+#define EXPECT_SAME_FLOATS(a, b) EXPECT_EQ(AsBits(a), AsBits(b))
+
+// --------------------------------------------------------- references --
+// Element by element, in index order, exactly as the contract states.
+
+struct Encoded {
+  std::vector<uint8_t> scales, values;
+  std::vector<float> residual;
+  FusedStats stats;
+};
+
+Encoded RefCast(const std::vector<float>& g, const std::vector<float>* e, ValueFormat f) {
+  const uint64_t n = g.size();
+  Encoded out;
+  out.values.assign(n * ValueWidth(f), 0);
+  if (e != nullptr) out.residual = *e;
+  for (uint64_t i = 0; i < n; ++i) {
+    const float a = e != nullptr ? g[i] + (*e)[i] : g[i];
+    out.stats.nonfinite += IsFinite(a) ? 0 : 1;
+    StoreValue(out.values.data(), i, a, f);
+    if (e != nullptr) out.residual[i] = ResidualAfter(a, RoundToFormat(a, f));
+  }
+  out.stats.selected = n;
+  return out;
+}
+
+// QSGD (sign: bits 1 and the mean scale) with codes ORed in one by one.
+Encoded RefQuantize(const std::vector<float>& g, const std::vector<float>* e, bool sign,
+                    uint32_t bits, uint32_t bucket, uint64_t seed, uint64_t step) {
+  const uint64_t n = g.size();
+  const uint32_t m = QsgdMaxCode(bits);
+  const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
+  Encoded out;
+  out.scales.assign(4 * BucketCount(n, bucket), 0);
+  out.values.assign(PackedBytes(n, bits), 0);
+  std::vector<float> acc(n);
+  for (uint64_t i = 0; i < n; ++i) acc[i] = e != nullptr ? g[i] + (*e)[i] : g[i];
+  if (e != nullptr) out.residual.resize(n);
+  for (uint64_t b = 0; b * bucket < n; ++b) {
+    const uint64_t lo = b * bucket, hi = std::min<uint64_t>(n, lo + bucket);
+    float scale = 0.0f;
+    double sum = 0.0;
+    uint64_t finite = 0;
+    for (uint64_t i = lo; i < hi; ++i) {
+      if (!IsFinite(acc[i])) {
+        ++out.stats.nonfinite;
+        continue;
+      }
+      scale = std::max(scale, AbsF(acc[i]));
+      sum += AbsF(acc[i]);
+      ++finite;
+    }
+    if (sign) scale = finite > 0 ? static_cast<float>(sum / static_cast<double>(finite)) : 0.0f;
+    StoreValue(out.scales.data(), b, scale, ValueFormat::kFp32);
+    for (uint64_t i = lo; i < hi; ++i) {
+      uint32_t code;
+      float decoded;
+      if (sign) {
+        code = SignCode(acc[i]);
+        decoded = SignDecode(code, scale);
+      } else {
+        code = QsgdQuantize(acc[i], scale, m, UnitFloat(ElementHash(rounding, i)));
+        decoded = QsgdDequantize(code, scale, m);
+      }
+      OrPackedCode(out.values.data(), i, code, bits);
+      if (e != nullptr) out.residual[i] = ResidualAfter(acc[i], decoded);
+    }
+  }
+  out.stats.selected = n;
+  return out;
+}
+
+std::vector<float> RefQuantizedDecode(const std::vector<uint8_t>& scales,
+                                      const std::vector<uint8_t>& packed, uint64_t n, bool sign,
+                                      uint32_t bits, uint32_t bucket, std::vector<float> dense) {
+  for (uint64_t i = 0; i < n; ++i) {
+    const float scale = LoadValue(scales.data(), i / bucket, ValueFormat::kFp32);
+    const uint32_t code = ReadPackedCode(packed.data(), i, bits);
+    dense[i] += sign ? SignDecode(code, scale) : QsgdDequantize(code, scale, QsgdMaxCode(bits));
+  }
+  return dense;
+}
+
+// The k smallest RandomKKey, ties to the lower index, ascending: the first
+// k (key, index) pairs in order, nothing shared with the radix selection.
+std::vector<uint32_t> RefRandomKIndices(uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
+  const uint64_t stream = StreamKey(seed, step, kStreamRandomK);
+  std::vector<std::pair<uint32_t, uint32_t>> keyed;
+  for (uint32_t i = 0; i < n; ++i) keyed.emplace_back(RandomKKey(stream, i), i);
+  std::nth_element(keyed.begin(), keyed.begin() + k, keyed.end());
+  std::vector<uint32_t> out;
+  for (uint64_t j = 0; j < k; ++j) out.push_back(keyed[j].second);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Encoded RefRandomK(const std::vector<float>& g, const std::vector<float>* e, uint64_t k,
+                   uint64_t seed, uint64_t step, ValueFormat f, std::vector<uint32_t>* indices) {
+  const uint64_t n = g.size();
+  *indices = RefRandomKIndices(seed, step, n, k);
+  Encoded out;
+  out.values.assign(k * ValueWidth(f), 0);
+  if (e != nullptr) out.residual = *e;
+  for (uint64_t i = 0, j = 0; i < n; ++i) {
+    const float a = e != nullptr ? g[i] + (*e)[i] : g[i];
+    out.stats.nonfinite += IsFinite(a) ? 0 : 1;
+    float decoded = 0.0f;
+    if (j < k && (*indices)[j] == i) {
+      StoreValue(out.values.data(), j++, a, f);
+      decoded = RoundToFormat(a, f);
+    }
+    if (e != nullptr) out.residual[i] = ResidualAfter(a, decoded);
+  }
+  out.stats.selected = k;
+  return out;
+}
+
+// Values in `format` (packed codes and scales are compared as bytes).
+void ExpectSame(const Encoded& want, const Encoded& got, ValueFormat format = ValueFormat::kFp32,
+                bool packed = false) {
+  EXPECT_EQ(want.scales, got.scales);
+  if (packed) {
+    EXPECT_EQ(want.values, got.values);
+  } else {
+    EXPECT_EQ(ValueBits(want.values, format), ValueBits(got.values, format));
+  }
+  EXPECT_SAME_FLOATS(want.residual, got.residual);
+  EXPECT_EQ(want.stats.selected, got.stats.selected);
+  EXPECT_EQ(want.stats.nonfinite, got.stats.nonfinite);
+}
+
+const uint64_t kSizes[] = {0, 1, 7, 8, 9, 63, 64, 65, 511, 512, 513, 1000, 4099, 20011};
+const ValueFormat kFormats[] = {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16};
+
+// -------------------------------------------------------------- tests --
+
+TEST(CpuClonesTest, CastMatchesReference) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : kSizes) {
+    for (ValueFormat f : kFormats) {
+      for (bool ef : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "n " << n << " format " << static_cast<int>(f) << " ef " << ef);
+        const std::vector<float> g = Mixed(n, rng), e0 = Mixed(n, rng);
+        const Encoded want = RefCast(g, ef ? &e0 : nullptr, f);
+        Encoded got;
+        got.values.assign(n * ValueWidth(f), 0xee);
+        if (ef) got.residual = e0;
+        CastCompress(g.data(), ef ? got.residual.data() : nullptr, n, f, got.values.data(),
+                     &got.stats);
+        ExpectSame(want, got, f);
+        // Decode-accumulate into arbitrary (mixed) dense contents.
+        std::vector<float> dense = Mixed(n, rng), ref = dense;
+        for (uint64_t i = 0; i < n; ++i) ref[i] += LoadValue(got.values.data(), i, f);
+        CastDecodeAccumulate(got.values.data(), n, f, dense.data());
+        EXPECT_SAME_FLOATS(ref, dense);
+      }
+    }
+  }
+}
+
+TEST(CpuClonesTest, HalfAndBf16DecodeEveryValue) {
+  for (ValueFormat f : {ValueFormat::kFp16, ValueFormat::kBf16}) {
+    std::vector<uint8_t> values(2 * 65536);
+    for (uint32_t h = 0; h < 65536; ++h) {
+      values[2 * h] = static_cast<uint8_t>(h);
+      values[2 * h + 1] = static_cast<uint8_t>(h >> 8);
+    }
+    std::vector<float> dense(65536, -0.0f), ref(65536);
+    for (uint32_t h = 0; h < 65536; ++h) ref[h] = -0.0f + LoadValue(values.data(), h, f);
+    CastDecodeAccumulate(values.data(), 65536, f, dense.data());
+    EXPECT_SAME_FLOATS(ref, dense);
+  }
+}
+
+TEST(CpuClonesTest, HalfAndBf16EncodeEveryExponent) {
+  // Every float exponent and sign, with mantissas at and around the
+  // rounding boundaries of both 16-bit formats.
+  std::vector<float> g;
+  for (uint32_t se = 0; se < 512; ++se) {
+    for (uint32_t low : {0u, 1u, 0x0fffu, 0x1000u, 0x1001u, 0x2000u, 0x3000u, 0x7fffu, 0x8000u,
+                         0x8001u, 0x18000u, 0x7fe000u, 0x7ff000u, 0x7fffffu}) {
+      g.push_back(Bits(se << 23 | low));
+    }
+  }
+  for (ValueFormat f : {ValueFormat::kFp16, ValueFormat::kBf16}) {
+    const std::vector<float> e0(g.size(), 0.0f);
+    const Encoded want = RefCast(g, &e0, f);
+    Encoded got;
+    got.values.resize(g.size() * 2);
+    got.residual = e0;
+    CastCompress(g.data(), got.residual.data(), g.size(), f, got.values.data(), &got.stats);
+    ExpectSame(want, got, f);
+  }
+}
+
+TEST(CpuClonesTest, QsgdAndSignMatchReference) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : kSizes) {
+    for (uint32_t bucket : {1u, 7u, 8u, 64u, 512u, 1500u}) {
+      for (int method = 0; method <= 8; ++method) {  // 0: sign, else QSGD bits
+        const bool sign = method == 0;
+        const uint32_t bits = sign ? 1 : static_cast<uint32_t>(method);
+        for (bool ef : {false, true}) {
+          const bool mixed = rng() % 2 == 0;
+          SCOPED_TRACE(::testing::Message()
+                       << "n " << n << " bucket " << bucket << " bits " << bits << " sign " << sign
+                       << " ef " << ef << " mixed " << mixed);
+          const std::vector<float> g = Input(mixed, n, rng), e0 = Input(mixed, n, rng);
+          const uint64_t seed = rng(), step = rng() % 1000;
+          const Encoded want = RefQuantize(g, ef ? &e0 : nullptr, sign, bits, bucket, seed, step);
+          Encoded got;
+          got.scales.assign(4 * BucketCount(n, bucket), 0xee);
+          got.values.assign(PackedBytes(n, bits), 0xee);
+          if (ef) got.residual = e0;
+          float* res = ef ? got.residual.data() : nullptr;
+          if (sign) {
+            SignCompress(g.data(), res, n, bucket, got.scales.data(), got.values.data(),
+                         &got.stats);
+          } else {
+            QsgdCompress(g.data(), res, n, bits, bucket, seed, step, got.scales.data(),
+                         got.values.data(), &got.stats);
+          }
+          ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
+          const std::vector<float> start = Mixed(n, rng);
+          std::vector<float> dense = start;
+          if (sign) {
+            SignDecodeAccumulate(got.scales.data(), got.values.data(), n, bucket, dense.data());
+          } else {
+            QsgdDecodeAccumulate(got.scales.data(), got.values.data(), n, bits, bucket,
+                                 dense.data());
+          }
+          EXPECT_SAME_FLOATS(
+              RefQuantizedDecode(got.scales, got.values, n, sign, bits, bucket, start), dense);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuClonesTest, QuantizedDecodeEveryCodeAndScale) {
+  // Every code value of every width against scales of every class
+  // (decoding takes any bytes; only codecs insist on finite scales).
+  GRADWIRE_SEEDED_RNG(rng);
+  for (int method = 0; method <= 8; ++method) {
+    const bool sign = method == 0;
+    const uint32_t bits = sign ? 1 : static_cast<uint32_t>(method);
+    const uint64_t n = 4 * 256 + 5;
+    for (uint32_t bucket : {3u, 256u, 1100u}) {
+      std::vector<uint8_t> packed(PackedBytes(n, bits), 0);
+      for (uint64_t i = 0; i < n; ++i) OrPackedCode(packed.data(), i, i % (1u << bits), bits);
+      const std::vector<float> scale_values = Mixed(BucketCount(n, bucket), rng);
+      std::vector<uint8_t> scales(4 * scale_values.size());
+      for (uint64_t b = 0; b < scale_values.size(); ++b) {
+        StoreValue(scales.data(), b, scale_values[b], ValueFormat::kFp32);
+      }
+      const std::vector<float> start = Finite(n, rng);
+      std::vector<float> dense = start;
+      if (sign) {
+        SignDecodeAccumulate(scales.data(), packed.data(), n, bucket, dense.data());
+      } else {
+        QsgdDecodeAccumulate(scales.data(), packed.data(), n, bits, bucket, dense.data());
+      }
+      SCOPED_TRACE(::testing::Message() << "bits " << bits << " bucket " << bucket);
+      EXPECT_SAME_FLOATS(RefQuantizedDecode(scales, packed, n, sign, bits, bucket, start), dense);
+    }
+  }
+}
+
+TEST(CpuClonesTest, SignScaleSumsInIndexOrderWhenRoundingMatters) {
+  // 1, 2^-24, then 510 values of 2^-58: in index order the sum is exactly
+  // 1 + 2^-24 (every later term is below half an ulp and rounds away), a
+  // float tie that rounds down; any order that adds the small ones first
+  // keeps them and rounds up. The fast sum must defer to index order.
+  const uint64_t n = 512;
+  std::vector<float> g(n, std::ldexp(1.0f, -58));
+  g[0] = 1.0f;
+  g[1] = std::ldexp(1.0f, -24);
+  double in_order = 0.0;
+  for (float x : g) in_order += x;
+  ASSERT_EQ(in_order, 1.0 + std::ldexp(1.0, -24));
+  const double small_first = 510 * std::ldexp(1.0, -58) + std::ldexp(1.0, -24) + 1.0;
+  ASSERT_NE(static_cast<float>(in_order / n), static_cast<float>(small_first / n));
+  for (bool ef : {false, true}) {
+    const std::vector<float> e0(n, 0.0f);
+    const Encoded want = RefQuantize(g, ef ? &e0 : nullptr, true, 1, 512, 0, 0);
+    ASSERT_EQ(LoadValue(want.scales.data(), 0, ValueFormat::kFp32),
+              static_cast<float>(in_order / n));
+    Encoded got;
+    got.scales.resize(4);
+    got.values.resize(PackedBytes(n, 1));
+    got.residual = e0;
+    SignCompress(g.data(), ef ? got.residual.data() : nullptr, n, 512, got.scales.data(),
+                 got.values.data(), &got.stats);
+    if (!ef) got.residual.clear();
+    ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
+  }
+}
+
+TEST(CpuClonesTest, HashRunsMatchRandomKKey) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<uint32_t> out(1000);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint64_t key = rng(), first = rng() % (uint64_t{1} << 32), count = rng() % 1000;
+    HashHigh32(key, first, count, out.data());
+    for (uint64_t j = 0; j < count; ++j) {
+      ASSERT_EQ(out[j], RandomKKey(key, first + j)) << "key " << key << " index " << first + j;
+    }
+  }
+}
+
+TEST(CpuClonesTest, RandomKMatchesReference) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : kSizes) {
+    std::vector<uint64_t> ks = {0, n, n / 2, n / 100, n > 0 ? n - 1 : 0, n > 0 ? rng() % n : 0};
+    for (uint64_t k : ks) {
+      for (ValueFormat f : kFormats) {
+        for (bool ef : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " format "
+                                            << static_cast<int>(f) << " ef " << ef);
+          const std::vector<float> g = Mixed(n, rng), e0 = Mixed(n, rng);
+          const uint64_t seed = rng(), step = rng() % 1000;
+          std::vector<uint32_t> want_indices;
+          const Encoded want = RefRandomK(g, ef ? &e0 : nullptr, k, seed, step, f, &want_indices);
+          uint64_t temp_bytes = 0;
+          RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr,
+                          nullptr, nullptr);
+          std::vector<uint64_t> temp(temp_bytes / 8 + 1);
+          Encoded got;
+          got.values.assign(k * ValueWidth(f), 0xee);
+          if (ef) got.residual = e0;
+          std::vector<uint32_t> indices(k + 1, 0xeeeeeeeeu);
+          RandomKCompress(temp.data(), &temp_bytes, g.data(), ef ? got.residual.data() : nullptr, n,
+                          k, seed, step, f, indices.data(), got.values.data(), &got.stats);
+          EXPECT_EQ(indices.back(), 0xeeeeeeeeu);  // nothing written past k
+          indices.pop_back();
+          EXPECT_EQ(want_indices, indices);
+          ExpectSame(want, got, f);
+          std::vector<uint32_t> derived(k);
+          RandomKIndices(temp.data(), &temp_bytes, seed, step, n, k, derived.data());
+          EXPECT_EQ(want_indices, derived);
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuClonesTest, DivideAllDividesEachElement) {
+  GRADWIRE_SEEDED_RNG(rng);
+  // Powers of two (a multiply, when the reciprocal is exact), others (a
+  // division), and the edges where 1/d leaves the float range.
+  for (float d : {1.0f, 2.0f, 4.0f, 0.25f, -8.0f, 3.0f, 0.7f, 1e-3f, std::ldexp(1.0f, 126),
+                  std::ldexp(1.0f, 127), std::ldexp(1.0f, -126), std::ldexp(1.0f, -127),
+                  std::ldexp(1.0f, -128), std::ldexp(1.0f, -149), 3.4028235e38f}) {
+    for (uint64_t n : {0ull, 1ull, 15ull, 1000ull}) {
+      const std::vector<float> x = Mixed(n, rng);
+      std::vector<float> want = x, got = x;
+      for (float& v : want) v = v / d;
+      DivideAll(got.data(), n, d);
+      EXPECT_SAME_FLOATS(want, got) << "divisor " << d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
