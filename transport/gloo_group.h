@@ -202,6 +202,9 @@ class GlooGroup {
   const TransferTotals& totals() const { return totals_; }
 
  private:
+  // The log-round collectives of sparse exchanges (sparse_collectives.h)
+  // use the context, deadline, tag counter and poisoning directly.
+  friend class SparseCollectives;
   class Call;
 
   GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,

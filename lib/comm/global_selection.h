@@ -1,0 +1,62 @@
+// Exact top-k over candidates spread across the ranks of a group, by
+// radix selection on globally summed histograms: the global re-selection
+// of the sparse allreduce (sparse_allreduce.h).
+//
+// Every candidate has a 64-bit selection key, distinct across the whole
+// group (the index is part of it):
+//   key = MagnitudeKey(value) << 32 | (2^32 - 1 - index)
+// so a larger |value| wins, NaN ranks lowest and ±Inf highest (the
+// codecs' order, kernels/element_math.h), and equal magnitudes go to the
+// lower index, as in every top-k of gradwire. The k largest keys are the
+// survivors; since keys are distinct there are exactly min(k, M) of them
+// (M: candidates in the group), whatever the ranks hold.
+//
+// Rounds: each round sums a 256-bin histogram of the next 8 key bits over
+// the group (SparseCollectives::AllreduceU32, recursive doubling), among
+// the candidates that still tie with the k-th key on the bits fixed so
+// far. The first round also yields M; it is the last when M <= k. A round
+// ends the search when the bin holding the k-th key is taken whole, so
+// continuous data needs 3-4 rounds; ties in magnitude (exactly equal
+// values) push it into the index bits, 8 rounds at most. Every rank sees
+// the same sums, so every rank takes the same decisions and the same
+// number of rounds.
+#ifndef GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
+#define GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gradwire/kernels/element_math.h"
+#include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/transport/gloo_group.h"
+
+namespace gradwire {
+
+inline uint64_t SelectionKey(float value, uint64_t index) {
+  return uint64_t{kernels::MagnitudeKey(value)} << 32 | (0xffffffffu - index);
+}
+
+struct GlobalSelection {
+  uint64_t threshold = 0;   // survivors: keys >= threshold
+  uint64_t candidates = 0;  // M, candidates in the whole group
+  uint64_t survivors = 0;   // min(k, M)
+  int rounds = 0;           // histogram rounds it took
+};
+
+// Collective: every rank passes its candidates' keys (any order; keys
+// distinct across the group) and the same k. `counts` is scratch reused
+// across calls. Adds each round's transport cost to `stats` (may be null).
+absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
+                                                 absl::Span<const uint64_t> keys, uint64_t k,
+                                                 std::vector<uint32_t>* counts,
+                                                 ExchangeStats* stats);
+
+// The same selection of one process's keys (all of them), without rounds:
+// the reference the tests compare the collective with.
+GlobalSelection SelectTopKLocally(absl::Span<const uint64_t> keys, uint64_t k);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
