@@ -23,11 +23,12 @@ constexpr double kCodecFrameOverhead =
 constexpr double kRegionFrameOverhead = kRegionHeaderBytes + 16 +
                                         FrameAuthenticator::kTrailerFieldBytes +
                                         SparseCollectives::kLengthBytes;
-constexpr double kAgreementBytes = 80;    // GlooGroup's descriptor
-constexpr double kHistogramBytes = 1024;  // 256 u32 bins
-constexpr double kPlanBytes = 80;         // the sparse allreduce's agreement
-constexpr double kSelectionRounds = 3;    // typical for continuous data
-constexpr int kDirectMaxRanks = 16;       // GroupOptions defaults
+constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
+constexpr double kHistogramBytes = 512;  // 128 u32 bins
+constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
+constexpr double kSelectionRounds = 2;   // typical for continuous data
+constexpr double kBandShare = 1.0 / 16;  // a typical band, of k
+constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
 // Simple dense passes (zero, add, divide) run this much faster than the
 // decode of scattered entries.
@@ -101,7 +102,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double share = (p - 1) / p;
       // Region frames never exceed their region in dense form.
       const double contributions = std::min(share * k * (x + w), share * n * w);
-      const double survivors = std::min(share * k * (x + 4), share * n * 4);
+      const double band = spec.method == Method::kRandomK ? 0 : kBandShare * k;
+      const double survivors = std::min(share * (k + band) * (x + 4), share * n * 4);
       const double selection = spec.method == Method::kRandomK ? 0 : kSelectionRounds;
       const double doubling = DoublingSteps(p);
       c.bytes_sent = c.bytes_received = contributions + survivors +

@@ -11,11 +11,12 @@
 //   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 2 (P <= 16,
 //                     F: frame header, checksum, MAC     direct), else
 //                                                        2 (P-1) (ring)
-//   sparse allreduce  bytes (P-1)/P * k (2x + w + 4)     rounds (2 + R) L + 1
-//                     + 2 (P-1) G + (1 + R) L H          L = rounds of a
+//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds (1 + R) L + 1
+//                     + (k + B) (x + 4))                 + ceil(log2 P)
+//                     + 2 (P-1) G + L (80 + 512 R)       L = steps of a
 //                     G: region frame overhead           recursive doubling,
-//                     H: histogram or descriptor bytes   R = selection rounds
-//                                                        (topk ~3, randomk 0)
+//                     B: band (~k/16)                    R = selection rounds
+//                                                        (topk ~2, randomk 0)
 //
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never

@@ -9,17 +9,18 @@
 namespace gradwire {
 namespace {
 
-constexpr int kDigitBits = 8;
+// The top key bit is always 0 (MagnitudeKey < 2^31): 63 bits in 9 digits.
+constexpr int kDigitBits = 7;
 constexpr int kBins = 1 << kDigitBits;
-constexpr int kMaxRounds = 64 / kDigitBits;
-// Nothing reaches it: the top key bit is always 0 (MagnitudeKey < 2^31).
+constexpr int kMaxRounds = 9;
+// Nothing reaches it.
 constexpr uint64_t kNoKey = ~uint64_t{0};
 
 }  // namespace
 
 absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
                                                  absl::Span<const uint64_t> keys, uint64_t k,
-                                                 std::vector<uint32_t>* counts,
+                                                 uint64_t band_limit, std::vector<uint32_t>* counts,
                                                  ExchangeStats* stats) {
   GlobalSelection result;
   if (k == 0) {
@@ -27,18 +28,15 @@ absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
     return result;
   }
   counts->resize(kBins);
-  uint64_t prefix = 0;  // the key bits fixed so far
+  uint64_t prefix = 0;  // the key bits fixed so far (bit 63 is 0)
   uint64_t wanted = k;  // survivors still to find among keys with that prefix
+  uint64_t above = 0;   // keys known to survive (higher bins so far)
   for (int round = 0; round < kMaxRounds; ++round) {
-    const int shift = 64 - kDigitBits * (round + 1);
+    const int shift = 64 - 1 - kDigitBits * (round + 1);
     std::fill(counts->begin(), counts->end(), 0);
     uint32_t* bins = counts->data();
-    if (round == 0) {
-      for (uint64_t key : keys) ++bins[key >> shift];
-    } else {
-      for (uint64_t key : keys) {
-        if ((key >> (shift + kDigitBits)) == prefix) ++bins[(key >> shift) & (kBins - 1)];
-      }
+    for (uint64_t key : keys) {
+      if ((key >> (shift + kDigitBits)) == prefix) ++bins[(key >> shift) & (kBins - 1)];
     }
     absl::Status s = transport::SparseCollectives::AllreduceU32(group, absl::MakeSpan(*counts),
                                                                 transport::ReduceOp::kSum);
@@ -47,21 +45,24 @@ absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
     ++result.rounds;
     if (round == 0) {
       for (int b = 0; b < kBins; ++b) result.candidates += bins[b];
-      if (result.candidates <= k) {
-        result.survivors = result.candidates;  // all of them: threshold 0
+      if (result.candidates <= k) {  // all of them: threshold 0
+        result.kept = result.survivors = result.candidates;
         return result;
       }
+      result.survivors = k;
     }
     // The bin holding the wanted-th largest key, counting from the top;
     // every key in a higher bin survives.
-    uint64_t above = 0;
+    uint64_t higher = 0;
     int bin = kBins - 1;
-    for (; bin > 0 && above + bins[bin] < wanted; --bin) above += bins[bin];
-    wanted -= above;
+    for (; bin > 0 && higher + bins[bin] < wanted; --bin) higher += bins[bin];
+    wanted -= higher;
+    above += higher;
     prefix = prefix << kDigitBits | static_cast<uint64_t>(bin);
-    if (bins[bin] == wanted) {  // the whole bin survives
+    if (bins[bin] == wanted || bins[bin] <= band_limit) {
+      // The whole bin goes on: exactly the survivors, or a band.
       result.threshold = prefix << shift;
-      result.survivors = k;
+      result.kept = above + bins[bin];
       return result;
     }
   }
@@ -78,14 +79,14 @@ GlobalSelection SelectTopKLocally(absl::Span<const uint64_t> keys, uint64_t k) {
     return result;
   }
   if (keys.size() <= k) {
-    result.survivors = keys.size();
+    result.kept = result.survivors = keys.size();
     return result;
   }
   std::vector<uint64_t> sorted(keys.begin(), keys.end());
   std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(),
                    std::greater<uint64_t>());
   result.threshold = sorted[k - 1];
-  result.survivors = k;
+  result.kept = result.survivors = k;
   return result;
 }
 

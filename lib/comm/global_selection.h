@@ -11,15 +11,17 @@
 // survivors; since keys are distinct there are exactly min(k, M) of them
 // (M: candidates in the group), whatever the ranks hold.
 //
-// Rounds: each round sums a 256-bin histogram of the next 8 key bits over
-// the group (SparseCollectives::AllreduceU32, recursive doubling), among
-// the candidates that still tie with the k-th key on the bits fixed so
-// far. The first round also yields M; it is the last when M <= k. A round
-// ends the search when the bin holding the k-th key is taken whole, so
-// continuous data needs 3-4 rounds; ties in magnitude (exactly equal
-// values) push it into the index bits, 8 rounds at most. Every rank sees
-// the same sums, so every rank takes the same decisions and the same
-// number of rounds.
+// Rounds: each round sums a 128-bin histogram of the next 7 key bits over
+// the group (SparseCollectives::AllreduceU32, recursive doubling: 512
+// bytes a step), among the candidates that still tie with the k-th key on
+// the bits fixed so far. The first round also yields M; it is the last
+// when M <= k. The search ends when the bin holding the k-th key is taken
+// whole, or holds at most `band_limit` keys: then every key of that bin
+// (the band) travels with the survivors, and every rank, holding the same
+// band, picks the same best of it locally (SelectTopKLocally). Continuous
+// data ends after 2 rounds (exponent, then 1/64-octave bins) for a band of
+// k/8; equal magnitudes go into the index bits, 9 rounds at most. Every
+// rank sees the same sums, so every rank takes the same decisions.
 #ifndef GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
 #define GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
 
@@ -39,22 +41,27 @@ inline uint64_t SelectionKey(float value, uint64_t index) {
 }
 
 struct GlobalSelection {
-  uint64_t threshold = 0;   // survivors: keys >= threshold
+  // Keys >= threshold go on (`kept` of them in the group); the survivors
+  // are the best `survivors` of those: all of them unless a band is left.
+  uint64_t threshold = 0;
+  uint64_t kept = 0;
   uint64_t candidates = 0;  // M, candidates in the whole group
   uint64_t survivors = 0;   // min(k, M)
   int rounds = 0;           // histogram rounds it took
 };
 
 // Collective: every rank passes its candidates' keys (any order; keys
-// distinct across the group) and the same k. `counts` is scratch reused
-// across calls. Adds each round's transport cost to `stats` (may be null).
+// distinct across the group), the same k and the same band_limit.
+// `counts` is scratch reused across calls. Adds each round's transport
+// cost to `stats` (may be null).
 absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
                                                  absl::Span<const uint64_t> keys, uint64_t k,
-                                                 std::vector<uint32_t>* counts,
+                                                 uint64_t band_limit, std::vector<uint32_t>* counts,
                                                  ExchangeStats* stats);
 
-// The same selection of one process's keys (all of them), without rounds:
-// the reference the tests compare the collective with.
+// The k largest of one process's keys (all of them), without rounds:
+// threshold = the k-th largest key (kept = survivors = min(k, size)). The
+// tests' reference, and how every rank settles a band.
 GlobalSelection SelectTopKLocally(absl::Span<const uint64_t> keys, uint64_t k);
 
 }  // namespace gradwire

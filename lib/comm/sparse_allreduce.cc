@@ -75,10 +75,14 @@ RegionExpectation SparseAllreduce::Expect(RegionFrameKind kind, int j) const {
   want.region = j;
   want.begin = bounds_[j];
   want.length = bounds_[j + 1] - bounds_[j];
-  want.max_count = std::min(k_, want.length);
+  // Survivor frames may also carry the band (global_selection.h).
+  want.max_count =
+      std::min(kind == RegionFrameKind::kContribution ? k_ : k_ + BandLimit(), want.length);
   want.implied_count = random_k_ ? first_entry_[j + 1] - first_entry_[j] : 0;
   return want;
 }
+
+uint64_t SparseAllreduce::BandLimit() const { return std::max<uint64_t>(64, k_ / 8); }
 
 uint64_t SparseAllreduce::Capacity(RegionFrameKind kind, int j) const {
   const RegionExpectation want = Expect(kind, j);
@@ -233,9 +237,11 @@ absl::Status SparseAllreduce::Select(transport::GlooGroup& group, ExchangeStats*
     threshold_ = 0;
     return absl::OkStatus();
   }
-  absl::StatusOr<GlobalSelection> selection = SelectGlobalTopK(group, keys_, k_, &counts_, cost);
+  absl::StatusOr<GlobalSelection> selection =
+      SelectGlobalTopK(group, keys_, k_, BandLimit(), &counts_, cost);
   if (!selection.ok()) return selection.status();
   threshold_ = selection->threshold;
+  kept_ = selection->kept;
   last_.candidates = selection->candidates;
   last_.survivors = selection->survivors;
   last_.selection_rounds = selection->rounds;
@@ -256,8 +262,10 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
     total_cap += kRegionHeaderBytes + auth_.trailer_bytes();
   }
   // At most k survivors in all: a tighter bound than the sum of caps.
-  total_cap +=
-      random_k_ ? 4 * k_ : MaxIndexBytes(static_cast<IndexEncoding>(sparse_layout_), k_) + 4 * k_;
+  total_cap += random_k_
+                   ? 4 * k_
+                   : MaxIndexBytes(static_cast<IndexEncoding>(sparse_layout_), k_ + BandLimit()) +
+                         4 * (k_ + BandLimit());
   total_cap = std::min(total_cap, caps_sum);
   send_.resize(caps_[me]);
   absl::StatusOr<size_t> written;
@@ -359,10 +367,31 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
   if (!failed.ok()) return failed;
   if (random_k_) {
     last_.candidates = last_.survivors = survivor_indices_.size();
-  } else if (survivor_indices_.size() != last_.survivors) {
-    return absl::DataLossError(absl::StrCat(
-        "sparse allreduce (bucket ", bucket, ", step ", step, "): the regions hold ",
-        survivor_indices_.size(), " survivors, the global selection chose ", last_.survivors));
+    return absl::OkStatus();
+  }
+  if (survivor_indices_.size() != kept_) {
+    return absl::DataLossError(absl::StrCat("sparse allreduce (bucket ", bucket, ", step ", step,
+                                            "): the regions sent ", survivor_indices_.size(),
+                                            " entries, the global selection kept ", kept_));
+  }
+  if (kept_ > last_.survivors) {
+    // A band is left: every rank holds the same entries and picks the same
+    // best of them.
+    const absl::Time t2 = absl::Now();
+    keys_.resize(kept_);
+    for (uint64_t c = 0; c < kept_; ++c) {
+      keys_[c] = SelectionKey(survivor_values_[c], survivor_indices_[c]);
+    }
+    const uint64_t cut = SelectTopKLocally(keys_, last_.survivors).threshold;
+    size_t out = 0;
+    for (uint64_t c = 0; c < kept_; ++c) {
+      if (keys_[c] < cut) continue;
+      survivor_indices_[out] = survivor_indices_[c];
+      survivor_values_[out++] = survivor_values_[c];
+    }
+    survivor_indices_.resize(out);
+    survivor_values_.resize(out);
+    cost->compress_time += absl::Now() - t2;
   }
   return absl::OkStatus();
 }

@@ -143,6 +143,8 @@ class SparseAllreduce {
 
   // Expectation for region j's frames of `kind`.
   RegionExpectation Expect(RegionFrameKind kind, int j) const;
+  // Most keys of a band left to the survivors' receivers: k / 8, >= 64.
+  uint64_t BandLimit() const;
   uint64_t Capacity(RegionFrameKind kind, int j) const;
 
   const Codec& codec_;
@@ -176,7 +178,8 @@ class SparseAllreduce {
   std::vector<uint32_t> candidates_;     // relative indices of nonzero sums
   std::vector<uint64_t> keys_;           // their selection keys
   std::vector<uint32_t> counts_;         // selection histograms
-  uint64_t threshold_ = 0;
+  uint64_t threshold_ = 0;               // keys >= it go on (kept_ of them)
+  uint64_t kept_ = 0;
   std::vector<uint32_t> my_survivors_;      // relative indices in my region
   std::vector<uint8_t> value_bytes_;        // their fp32 sums, little endian
   std::vector<uint32_t> survivor_indices_;  // global, ascending

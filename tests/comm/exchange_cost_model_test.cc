@@ -38,7 +38,7 @@ TEST(ExchangeCostModel, RoundsAreLogarithmic) {
       EstimateExchange(ExchangeKind::kSparseAllreduce, 64, 1 << 22, spec, model).rounds;
   const double r256 =
       EstimateExchange(ExchangeKind::kSparseAllreduce, 256, 1 << 22, spec, model).rounds;
-  EXPECT_LE(r64, 4 * 6 + 1 + 6);  // (1 + R) log2 P + 1 + log2 P with R = 3
+  EXPECT_LE(r64, 3 * 6 + 1 + 6);  // (1 + R) log2 P + 1 + log2 P with R = 2
   EXPECT_LT(r256 - r64, 12);
   EXPECT_GE(EstimateExchange(ExchangeKind::kSparseAllgather, 64, 1 << 22, spec, model).rounds, 126);
 }
