@@ -28,6 +28,9 @@
 //                flips a bit of its contribution to rank 0 only, so only
 //                rank 0 can see it and the others learn it from rank 0's
 //                failure notice. Every rank must fail, `out` unchanged.
+//   communicator the Communicator picks the exchange per bucket by its cost
+//                model (flat, or hier=1): large buckets through the sparse
+//                allreduce, small ones the allgather; bit for bit.
 //   fault        the last rank exits before step 1; the others must fail
 //                with Unavailable / DeadlineExceeded within 2x the deadline.
 // Output: "CHECK <name> ok|FAILED <why>" lines; exit 0 iff all passed.
@@ -54,6 +57,8 @@
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/global_selection.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
 #include "gradwire/transport/gloo_group.h"
@@ -306,29 +311,35 @@ void ScenarioSelection() {
 // sparse_allreduce.h, written out without regions or rounds.
 class Reference {
  public:
-  Reference(const CompressionSpec& spec, int world, bool dyadic)
-      : spec_(spec), world_(world), dyadic_(dyadic) {
-    for (int r = 0; r < world; ++r) {
+  // `encoders`: ranks that encode (one codec and residual each).
+  Reference(const CompressionSpec& spec, int encoders) : spec_(spec) {
+    for (int r = 0; r < encoders; ++r) {
       codecs_.push_back(*MakeCodec(spec.ForSender(r)));
       efs_.push_back(std::make_unique<ErrorFeedback>(*codecs_.back()));
     }
   }
 
-  // Runs bucket `bucket` of `step`; `share` gets rank `me`'s delivered
-  // entries (0 elsewhere).
-  absl::StatusOr<std::vector<float>> Step(uint32_t bucket, uint64_t step, uint64_t n, int me,
-                                          std::vector<float>* share) {
+  // One exchange of bucket `bucket` at `step`: sender s encodes inputs[s]
+  // with encoder encoders[s]'s residual; returns sum / divisor over the
+  // survivors. `share` gets sender `me`'s delivered entries (0 elsewhere).
+  // reselect = false: the sparse allgather (every entry survives).
+  std::vector<float> Exchange(uint32_t bucket, uint64_t step,
+                              const std::vector<std::vector<float>>& inputs,
+                              const std::vector<int>& encoders, float divisor, int me,
+                              std::vector<float>* share, bool reselect = true) {
     const std::string key = absl::StrCat(bucket);
-    std::vector<std::vector<float>> decoded(world_, std::vector<float>(n, 0.0f));
+    const uint64_t n = inputs[0].size();
+    const int senders = inputs.size();
+    std::vector<std::vector<float>> decoded(senders, std::vector<float>(n, 0.0f));
     std::vector<float> sum(n, 0.0f);
-    for (int r = 0; r < world_; ++r) {
-      std::vector<uint8_t> frame(codecs_[r]->MaxEncodedBytes(n));
-      auto enc =
-          efs_[r]->Encode(key, Gradient(r, step, bucket, n, dyadic_), step, absl::MakeSpan(frame));
-      if (!enc.ok()) return enc.status();
+    for (int s = 0; s < senders; ++s) {
+      const Codec& codec = *codecs_[encoders[s]];
+      std::vector<uint8_t> frame(codec.MaxEncodedBytes(n));
+      auto enc = efs_[encoders[s]]->Encode(key, inputs[s], step, absl::MakeSpan(frame));
+      MustSucceed(enc.status());
       const auto bytes = absl::MakeConstSpan(frame.data(), enc->frame_bytes);
-      MustSucceed(codecs_[r]->DecodeAccumulate(bytes, absl::MakeSpan(decoded[r])));
-      MustSucceed(codecs_[r]->DecodeAccumulate(bytes, absl::MakeSpan(sum)));
+      MustSucceed(codec.DecodeAccumulate(bytes, absl::MakeSpan(decoded[s])));
+      MustSucceed(codec.DecodeAccumulate(bytes, absl::MakeSpan(sum)));
     }
     std::vector<uint32_t> order;
     for (uint64_t i = 0; i < n; ++i) {
@@ -338,31 +349,31 @@ class Reference {
       const uint32_t ka = kernels::MagnitudeKey(sum[a]), kb = kernels::MagnitudeKey(sum[b]);
       return ka != kb ? ka > kb : a < b;
     });
-    order.resize(std::min<uint64_t>(order.size(), spec_.SelectedCount(n)));
+    if (reselect) order.resize(std::min<uint64_t>(order.size(), spec_.SelectedCount(n)));
     std::vector<bool> survives(n, false);
     for (uint32_t i : order) survives[i] = true;
     std::vector<float> out(n, 0.0f);
-    for (uint32_t i : order) out[i] = sum[i] / static_cast<float>(world_);
+    for (uint32_t i : order) out[i] = sum[i] / divisor;
     share->assign(n, 0.0f);
-    for (int r = 0; r < world_; ++r) {
+    for (int s = 0; s < senders; ++s) {
       std::vector<uint32_t> idx;
       std::vector<float> val;
       for (uint64_t i = 0; i < n; ++i) {
-        if ((kernels::FloatBits(decoded[r][i]) & 0x7fffffffu) == 0) continue;
+        if ((kernels::FloatBits(decoded[s][i]) & 0x7fffffffu) == 0) continue;
         if (survives[i]) {
-          if (r == me) (*share)[i] = decoded[r][i];
+          if (s == me) (*share)[i] = decoded[s][i];
           continue;
         }
         idx.push_back(i);
-        val.push_back(decoded[r][i]);
+        val.push_back(decoded[s][i]);
       }
-      MustSucceed(efs_[r]->GiveBack(key, idx, val));
+      MustSucceed(efs_[encoders[s]]->GiveBack(key, idx, val));
     }
     return out;
   }
 
-  absl::Span<const float> Residual(int r, uint32_t bucket) const {
-    return efs_[r]->Residual(absl::StrCat(bucket));
+  absl::Span<const float> Residual(int encoder, uint32_t bucket) const {
+    return efs_[encoder]->Residual(absl::StrCat(bucket));
   }
 
  private:
@@ -374,11 +385,21 @@ class Reference {
     }
   }
   const CompressionSpec spec_;
-  const int world_;
-  const bool dyadic_;
   std::vector<std::unique_ptr<Codec>> codecs_;
   std::vector<std::unique_ptr<ErrorFeedback>> efs_;
 };
+
+// The flat exchange of every rank's Gradient().
+std::vector<float> FlatReference(Reference& ref, uint32_t bucket, uint64_t step, uint64_t n,
+                                 bool dyadic, std::vector<float>* share) {
+  std::vector<std::vector<float>> inputs;
+  std::vector<int> encoders;
+  for (int r = 0; r < env.world(); ++r) {
+    inputs.push_back(Gradient(r, step, bucket, n, dyadic));
+    encoders.push_back(r);
+  }
+  return ref.Exchange(bucket, step, inputs, encoders, env.world(), env.rank(), share);
+}
 
 // Uneven regions with empty ones: weights 0, 1, 2, 0, 1, 2, ...
 std::vector<uint64_t> UnevenPlan(uint64_t n, int p) {
@@ -414,7 +435,7 @@ void ScenarioReference() {
     if (!ExpectOk(codec.status(), "codec")) return;
     ErrorFeedback ef(**codec);
     SparseAllreduce exchange(**codec, *auth, options);
-    Reference ref(*spec, env.world(), dyadic);
+    Reference ref(*spec, env.world());
     if (env.Text("plan", "") == "uneven") {
       for (uint32_t b = 0; b < sizes.size(); ++b) {
         ExpectOk(exchange.SetRegions(b, UnevenPlan(sizes[b], env.world())), "plan");
@@ -435,9 +456,8 @@ void ScenarioReference() {
                                       absl::MakeSpan(data), env.world(), &stats);
         if (!ExpectOk(s, name + " status")) return;
         std::vector<float> share;
-        auto want = ref.Step(b, step, n, env.rank(), &share);
-        if (!ExpectOk(want.status(), name + " reference")) return;
-        std::string diff = Differs(data, *want);
+        const std::vector<float> want = FlatReference(ref, b, step, n, dyadic, &share);
+        std::string diff = Differs(data, want);
         const absl::Span<const float> e_new = ef.Residual(absl::StrCat(b));
         if (diff.empty()) diff = Differs(e_new, ref.Residual(env.rank(), b));
         if (!diff.empty()) {
@@ -482,6 +502,87 @@ void ScenarioReference() {
     }
     ExpectOk((*group)->Close(), "close");
   }
+}
+
+// ------------------------------------------------------------ communicator
+
+// Communicator (flat, or hier=1: nodes from LOCAL_WORLD_SIZE) with a slow
+// link in its cost model, so that a large compressed bucket takes the
+// sparse allreduce (flat, or the cross-node stage), a dense enough spec
+// the ring, a small bucket the allgather. Every result against the CPU
+// reference; then a GradientExchanger bucket that the model sends through
+// the sparse allreduce (so not staged) against the same.
+void ScenarioCommunicator() {
+  const bool hier = env.Number("hier", 0) != 0;
+  const int world = env.world();
+  const int local = hier ? env.config.local_world_size : 1;
+  const int nodes = world / local;
+  const uint64_t n = env.Number("n", 60000);
+  auto spec = CompressionSpec::Parse(env.Text("spec", "topk:ratio=0.05"));
+  auto group = NewGroup();
+  auto auth = NewAuth(kSecret, env.config.job_id);
+  if (!ExpectOk(group.status(), "group") || !ExpectOk(auth.status(), "auth")) return;
+  CommunicatorOptions options;
+  options.compression = *spec;
+  options.hierarchical = hier;
+  options.exchange_model.bytes_per_second = 1e6;
+  options.exchange_model.seconds_per_round = 1e-6;
+  auto comm = Communicator::Create(std::move(*group), env.config.node_id,
+                                   env.config.local_world_size, std::move(*auth), options);
+  if (!ExpectOk(comm.status(), "communicator")) return;
+  Communicator& c = **comm;
+  Expect(c.KindFor(n) == ExchangeKind::kSparseAllreduce, "large bucket: sparse allreduce",
+         ExchangeKindName(c.KindFor(n)));
+  Expect(c.KindFor(200) == ExchangeKind::kSparseAllgather, "small bucket: sparse allgather",
+         ExchangeKindName(c.KindFor(200)));
+  if (!hier) {
+    auto dense = CompressionSpec::Parse("topk:ratio=0.9,indices=raw");
+    Expect(ChooseExchange(world, n, *dense, c.exchange_model()) == ExchangeKind::kDenseRing,
+           "dense enough: the ring");
+  }
+  Reference ref(*spec, world);
+  const uint64_t shard = (n + local - 1) / local;
+  bool equal = true;
+  for (int step = 0; step < 3; ++step) {
+    for (uint32_t b : {0u, 1u}) {
+      const uint64_t size = b == 0 ? n : 200;
+      std::vector<float> data = Gradient(env.rank(), step, b, size, true);
+      if (!ExpectOk(c.AllreduceMean(b, step, absl::MakeSpan(data), ExchangePath::kCompressed),
+                    absl::StrCat("exchange step ", step, " bucket ", b))) {
+        return;
+      }
+      // Reference: per shard q, senders = nodes (their dyadic sums are
+      // exact), encoded by the node's rank q.
+      std::vector<float> want(size, 0.0f), share;
+      const uint64_t sh = hier ? (size + local - 1) / local : size;
+      for (int q = 0; q < local; ++q) {
+        const uint64_t begin = std::min<uint64_t>(size, q * sh);
+        const uint64_t len = std::min<uint64_t>(sh, size - begin);
+        std::vector<std::vector<float>> inputs(nodes, std::vector<float>(len, 0.0f));
+        std::vector<int> encoders;
+        for (int s = 0; s < nodes; ++s) {
+          for (int l = 0; l < local; ++l) {
+            const std::vector<float> g = Gradient(s * local + l, step, b, size, true);
+            for (uint64_t i = 0; i < len; ++i) inputs[s][i] += g[begin + i];
+          }
+          encoders.push_back(s * local + q);
+        }
+        const bool reselect = c.KindFor(size) == ExchangeKind::kSparseAllreduce;
+        const std::vector<float> part = ref.Exchange(b, step, inputs, encoders, world,
+                                                     env.rank() / local, &share, reselect);
+        std::copy(part.begin(), part.end(), want.begin() + begin);
+      }
+      const std::string diff = Differs(data, want);
+      if (!diff.empty()) {
+        Expect(false, absl::StrCat("step ", step, " bucket ", b, " bitwise"), diff);
+        equal = false;
+      }
+    }
+  }
+  (void)shard;
+  Expect(equal, absl::StrCat(hier ? "hierarchical" : "flat", " communicator equals the reference"));
+  std::printf("INFO %s\n", c.totals().ToString().c_str());
+  ExpectOk(c.Close(), "close");
 }
 
 // ---------------------------------------------------------------- failures
@@ -597,6 +698,8 @@ int Main(int argc, char** argv) {
     ScenarioSelection();
   } else if (scenario == "reference") {
     ScenarioReference();
+  } else if (scenario == "communicator") {
+    ScenarioCommunicator();
   } else if (scenario == "mismatch") {
     ScenarioMismatch();
   } else if (scenario == "auth") {

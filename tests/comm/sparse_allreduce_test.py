@@ -40,6 +40,9 @@ CASES = [
     ("8 ranks", 8, "reference",
      ["specs=topk:ratio=0.01;randomk:ratio=0.05,seed=2;topk:ratio=0.02,values=fp16",
       "sizes=0,7,2000,5003", "steps=2", "data=smooth"]),
+    ("communicator picks the exchange, flat 4 ranks", 4, "communicator", []),
+    ("communicator picks the exchange, hier 4 nodes x 2", 8, "communicator",
+     ["hier=1", "per_node=2", "n=40000"]),
     ("mismatch length", 3, "mismatch", ["kind=length"]),
     ("mismatch spec", 3, "mismatch", ["kind=spec"]),
     ("mismatch step", 4, "mismatch", ["kind=step"]),
@@ -64,8 +67,10 @@ def main():
     for name, nproc, scenario, extra in CASES:
         if args.only not in name:
             continue
-        cmd = [sys.executable, args.launch, f"--nproc={nproc}", f"--timeout={args.timeout}",
-               "--", args.rank, scenario] + extra
+        per_node = [e.split("=")[1] for e in extra if e.startswith("per_node=")]
+        cmd = [sys.executable, args.launch, f"--nproc={nproc}", f"--timeout={args.timeout}"]
+        cmd += [f"--ranks_per_node={per_node[0]}"] if per_node else []
+        cmd += ["--", args.rank, scenario] + [e for e in extra if not e.startswith("per_node=")]
         t0 = time.monotonic()
         run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = run.stdout.splitlines()
