@@ -87,84 +87,126 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
   const int p = group.size();
   const int me = group.rank();
   if (p == 1 || data.empty()) return Finish(group, name, start, 0, 0, absl::OkStatus(), false);
-  const size_t bytes = data.size() * sizeof(T);
-  std::vector<T> in(data.size());
+  const size_t len = data.size();
+  const size_t bytes = len * sizeof(T);
+  std::vector<T> in(len);
+  int p2 = 1;
+  while (p2 * 2 <= p) p2 *= 2;
+  const int rem = p - p2;
+  const bool halving = UsesHalving(p, bytes) && len >= static_cast<size_t>(p2);
+  // Chunk c of the halving schedule: elements [bound(c), bound(c + 1)),
+  // at least one each since len >= p2.
+  auto bound = [len, p2](int c) { return static_cast<size_t>(uint64_t(c) * len / p2); };
   uint64_t sent = 0, received = 0;
   absl::Status s = CallGloo(name, [&] {
     const Clock::time_point deadline = DeadlineAfter(group.options_.timeout);
     const gloo::Slot slot = gloo::Slot::build(kAllreducePrefix, group.NextTag());
     gloo::Context& context = *group.context_;
+    // Sends read `data`; receives land in `in` (to be combined) or, when
+    // gathering finished pieces, straight in `data` through a second
+    // buffer object (one kind of operation pending per buffer).
     std::unique_ptr<gloo::transport::UnboundBuffer> out_buffer =
+        context.createUnboundBuffer(data.data(), bytes);
+    std::unique_ptr<gloo::transport::UnboundBuffer> gather_buffer =
         context.createUnboundBuffer(data.data(), bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> in_buffer =
         context.createUnboundBuffer(in.data(), bytes);
     uint8_t step = 0;
-    // One exchange with `peer` in step `step`: send all of data, receive
-    // all of in, then combine (the send reads data, so it must finish
-    // before data changes).
-    auto send = [&](int peer) {
-      out_buffer->send(peer, slot + step);
-      sent += bytes;
+    auto send = [&](int peer, size_t from, size_t count) {
+      out_buffer->send(peer, slot + step, from * sizeof(T), count * sizeof(T));
+      sent += count * sizeof(T);
     };
-    auto recv = [&](int peer) {
-      in_buffer->recv(peer, slot + step);
-      received += bytes;
+    auto recv = [&](gloo::transport::UnboundBuffer* into, int peer, size_t from, size_t count) {
+      into->recv(peer, slot + step, from * sizeof(T), count * sizeof(T));
+      received += count * sizeof(T);
+    };
+    // One step with `peer`: send data[give), receive its data[take) into
+    // `into`; when combining, data[take) op= what came.
+    auto exchange = [&](int peer, size_t give_from, size_t give_count, size_t take_from,
+                        size_t take_count, bool combine) {
+      gloo::transport::UnboundBuffer* into = combine ? in_buffer.get() : gather_buffer.get();
+      recv(into, peer, take_from, take_count);
+      send(peer, give_from, give_count);
+      WaitRecv(into, deadline, name);
+      WaitSend(out_buffer.get(), deadline, name);
+      if (combine) Combine(data.subspan(take_from, take_count), in.data() + take_from, op);
     };
     // Fold: of the first 2 * rem ranks, each even one hands its vector to
     // the odd one above it and sits out; p2 ranks remain.
-    int p2 = 1;
-    while (p2 * 2 <= p) p2 *= 2;
-    const int rem = p - p2;
     int virtual_rank = me - rem;
     if (me < 2 * rem) {
       if (me % 2 == 0) {
-        send(me + 1);
+        send(me + 1, 0, len);
         WaitSend(out_buffer.get(), deadline, name);
         virtual_rank = -1;
       } else {
-        recv(me - 1);
+        recv(in_buffer.get(), me - 1, 0, len);
         WaitRecv(in_buffer.get(), deadline, name);
         Combine(data, in.data(), op);
         virtual_rank = me / 2;
       }
     }
     ++step;
-    if (virtual_rank >= 0) {
+    auto peer_of = [rem](int partner) { return partner < rem ? 2 * partner + 1 : partner + rem; };
+    const int vr = virtual_rank;
+    int steps = 0;
+    for (int mask = 1; mask < p2; mask <<= 1) steps += halving ? 2 : 1;
+    if (vr < 0) {
+      step += steps;
+    } else if (!halving) {
+      // Recursive doubling: the whole vector each step.
       for (int mask = 1; mask < p2; mask <<= 1, ++step) {
-        const int partner = virtual_rank ^ mask;
-        const int peer = partner < rem ? 2 * partner + 1 : partner + rem;
-        recv(peer);
-        send(peer);
-        WaitRecv(in_buffer.get(), deadline, name);
-        WaitSend(out_buffer.get(), deadline, name);
-        Combine(data, in.data(), op);
+        exchange(peer_of(vr ^ mask), 0, len, 0, len, /*combine=*/true);
       }
     } else {
-      for (int mask = 1; mask < p2; mask <<= 1) ++step;
+      // Reduce-scatter by recursive halving (keep the half of the chunks
+      // this rank's bit selects, hand over the other), then allgather by
+      // recursive doubling: each step 1/2, 1/4, ... of the vector.
+      int lo = 0, hi = p2;
+      for (int mask = p2 / 2; mask >= 1; mask >>= 1, ++step) {
+        const int mid = (lo + hi) / 2;
+        const bool upper = (vr & mask) != 0;
+        const int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+        const int give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
+        exchange(peer_of(vr ^ mask), bound(give_lo), bound(give_hi) - bound(give_lo),
+                 bound(keep_lo), bound(keep_hi) - bound(keep_lo), /*combine=*/true);
+        lo = keep_lo;
+        hi = keep_hi;
+      }
+      for (int mask = 1; mask < p2; mask <<= 1, ++step) {
+        const int other_lo = (vr & mask) ? lo - mask : hi;
+        exchange(peer_of(vr ^ mask), bound(lo), bound(hi) - bound(lo), bound(other_lo),
+                 bound(other_lo + mask) - bound(other_lo), /*combine=*/false);
+        lo = std::min(lo, other_lo);
+        hi = std::max(hi, other_lo + mask);
+      }
     }
     // Unfold: the folded ranks get the result.
     if (me < 2 * rem) {
       if (me % 2 == 1) {
-        send(me - 1);
+        send(me - 1, 0, len);
         WaitSend(out_buffer.get(), deadline, name);
       } else {
-        out_buffer->recv(me + 1, slot + step);
-        received += bytes;
-        WaitRecv(out_buffer.get(), deadline, name);
+        recv(gather_buffer.get(), me + 1, 0, len);
+        WaitRecv(gather_buffer.get(), deadline, name);
       }
     }
   });
   return Finish(group, name, start, sent, received, s, /*poison=*/true);
 }
 
+bool SparseCollectives::UsesHalving(int ranks, uint64_t bytes) {
+  return ranks >= 8 && bytes >= kHalvingMinBytes;
+}
+
 absl::Status SparseCollectives::AllreduceU32(GlooGroup& group, absl::Span<uint32_t> data,
                                              ReduceOp op) {
-  return Allreduce(group, data, op, "allreduce_u32 (recursive doubling)");
+  return Allreduce(group, data, op, "allreduce_u32 (log rounds)");
 }
 
 absl::Status SparseCollectives::AllreduceU64(GlooGroup& group, absl::Span<uint64_t> data,
                                              ReduceOp op) {
-  return Allreduce(group, data, op, "allreduce_u64 (recursive doubling)");
+  return Allreduce(group, data, op, "allreduce_u64 (log rounds)");
 }
 
 absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,

@@ -4,10 +4,13 @@
 // GroupOptions::direct_allgather_max_ranks ranks):
 //
 //   AllreduceU32 / AllreduceU64  element-wise sum, min or max of a small
-//       vector by recursive doubling: ceil(log2 P) exchanges of the whole
-//       vector when P is a power of two, floor(log2 P) + 2 otherwise (the
-//       ranks past the largest power of two fold in first and are told
-//       the result last).
+//       vector. Up to kHalvingMinBytes (or below 8 ranks): recursive
+//       doubling, log2 P exchanges of the whole vector. Larger: reduce-
+//       scatter by recursive halving, then allgather by recursive doubling
+//       (Rabenseifner), 2 log2 P exchanges but only 2 (P-1)/P of the
+//       vector in all. When P is not a power of two, the ranks past the
+//       largest power of two fold in first and are told the result last
+//       (two exchanges more).
 //   AlltoallvBounded  every rank sends one block to every other rank, all
 //       at once: one round of P - 1 concurrent messages each way.
 //   AllgathervBounded  every rank's block reaches every rank in
@@ -49,6 +52,12 @@ class SparseCollectives {
  public:
   // Bytes a message adds to each block (its length, u64 little endian).
   static constexpr uint64_t kLengthBytes = 8;
+  // Allreduces of at least this many bytes (on 8 ranks or more) halve and
+  // double instead of doubling the whole vector.
+  static constexpr uint64_t kHalvingMinBytes = 256;
+  // Whether an allreduce of `bytes` over `ranks` ranks halves and doubles
+  // (2 log2 P steps) rather than doubles (log2 P steps).
+  static bool UsesHalving(int ranks, uint64_t bytes);
 
   // In place: data[i] = op over ranks of data[i]. Every rank passes the
   // same length (the caller agreed on it; a different length is a caller

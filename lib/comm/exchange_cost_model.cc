@@ -26,8 +26,7 @@ constexpr double kRegionFrameOverhead = kRegionHeaderBytes + 16 +
 constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
 constexpr double kHistogramBytes = 512;  // 128 u32 bins
 constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
-constexpr double kSelectionRounds = 2;   // typical for continuous data
-constexpr double kBandShare = 1.0 / 16;  // a typical band, of k
+constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
 // Simple dense passes (zero, add, divide) run this much faster than the
@@ -42,6 +41,32 @@ double DoublingSteps(int p) {
 }
 
 double BruckSteps(int p) { return p > 1 ? std::ceil(std::log2(p)) : 0; }
+
+// Steps and bytes per rank of one histogram round (sparse_collectives.h:
+// halving and doubling from 8 ranks on, else recursive doubling).
+void HistogramRound(int p, double* steps, double* bytes) {
+  if (!SparseCollectives::UsesHalving(p, kHistogramBytes)) {
+    *steps = DoublingSteps(p);
+    *bytes = DoublingSteps(p) * kHistogramBytes;
+    return;
+  }
+  double p2 = 1;
+  while (2 * p2 <= p) p2 *= 2;
+  const bool folded = p2 < p;
+  *steps = 2 * std::log2(p2) + (folded ? 2 : 0);
+  *bytes = 2 * (p2 - 1) / p2 * kHistogramBytes + (folded ? kHistogramBytes : 0);
+}
+
+// Histogram rounds of a top-k selection among m candidates: the first
+// round's bins span 2 octaves (about half of the candidates near the
+// threshold fall in one), each later one narrows 128-fold, until a band
+// of 256 is left.
+double SelectionRounds(double m, double k) {
+  if (m <= k) return 1;
+  double rounds = 1;
+  for (double near = m / 2; near > 256 && rounds < 9; near /= 128) ++rounds;
+  return rounds;
+}
 
 // Expected bytes of one index: LEB128 of geometric gaps of mean n / k.
 double IndexBytes(const CompressionSpec& spec, double n, double k) {
@@ -102,14 +127,17 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double share = (p - 1) / p;
       // Region frames never exceed their region in dense form.
       const double contributions = std::min(share * k * (x + w), share * n * w);
-      const double band = spec.method == Method::kRandomK ? 0 : kBandShare * k;
+      const bool random = spec.method == Method::kRandomK;
+      const double band = random ? 0 : std::min(kBand, k);
       const double survivors = std::min(share * (k + band) * (x + 4), share * n * 4);
-      const double selection = spec.method == Method::kRandomK ? 0 : kSelectionRounds;
+      const double selection = random ? 0 : SelectionRounds(std::min(n, p * k), k);
+      double round_steps = 0, round_bytes = 0;
+      HistogramRound(p, &round_steps, &round_bytes);
       const double doubling = DoublingSteps(p);
       c.bytes_sent = c.bytes_received = contributions + survivors +
-                                        2 * (p - 1) * kRegionFrameOverhead +
-                                        doubling * (kPlanBytes + selection * kHistogramBytes);
-      c.rounds = p > 1 ? (1 + selection) * doubling + 1 + BruckSteps(p) : 0;
+                                        2 * (p - 1) * kRegionFrameOverhead + doubling * kPlanBytes +
+                                        selection * round_bytes;
+      c.rounds = p > 1 ? doubling + 1 + selection * round_steps + BruckSteps(p) : 0;
       c.compute_seconds =
           encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;

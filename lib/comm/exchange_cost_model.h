@@ -11,12 +11,13 @@
 //   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 2 (P <= 16,
 //                     F: frame header, checksum, MAC     direct), else
 //                                                        2 (P-1) (ring)
-//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds (1 + R) L + 1
+//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds L + 1 + R H
 //                     + (k + B) (x + 4))                 + ceil(log2 P)
-//                     + 2 (P-1) G + L (80 + 512 R)       L = steps of a
-//                     G: region frame overhead           recursive doubling,
-//                     B: band (~k/16)                    R = selection rounds
-//                                                        (topk ~2, randomk 0)
+//                     + 2 (P-1) G + 80 L + R * 1 KB      L: recursive doubling
+//                     G: region frame overhead           H: a histogram round
+//                     B: band (<= 256)                   (2 log2 P from 8 ranks)
+//                                                        R: selection rounds
+//                                                        (topk 2-3, randomk 0)
 //
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never

@@ -12,16 +12,18 @@
 // (M: candidates in the group), whatever the ranks hold.
 //
 // Rounds: each round sums a 128-bin histogram of the next 7 key bits over
-// the group (SparseCollectives::AllreduceU32, recursive doubling: 512
-// bytes a step), among the candidates that still tie with the k-th key on
-// the bits fixed so far. The first round also yields M; it is the last
-// when M <= k. The search ends when the bin holding the k-th key is taken
-// whole, or holds at most `band_limit` keys: then every key of that bin
-// (the band) travels with the survivors, and every rank, holding the same
-// band, picks the same best of it locally (SelectTopKLocally). Continuous
-// data ends after 2 rounds (exponent, then 1/64-octave bins) for a band of
-// k/8; equal magnitudes go into the index bits, 9 rounds at most. Every
-// rank sees the same sums, so every rank takes the same decisions.
+// the group (SparseCollectives::AllreduceU32: 512 bytes, halving and
+// doubling from 8 ranks on), among the candidates that still tie with the
+// k-th key on the bits fixed so far. The first round also yields M; it is
+// the last when M <= k. The search ends when the bin holding the k-th key
+// is taken whole, or holds at most `band_limit` keys: then every key of
+// that bin (the band) travels with the survivors, and every rank, holding
+// the same band, picks the same best of it locally (SelectTopKLocally).
+// Bins narrow 128-fold a round (the first: 2 octaves, then 1/64 octave,
+// then 1/8192), so continuous data takes 2 rounds for up to ~10^4
+// candidates near the threshold and 3 for ~10^6, for a band of 256; equal
+// magnitudes go into the index bits, 9 rounds at most. Every rank sees the
+// same sums, so every rank takes the same decisions.
 #ifndef GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
 #define GRADWIRE_LIB_COMM_GLOBAL_SELECTION_H_
 

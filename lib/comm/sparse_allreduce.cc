@@ -82,7 +82,9 @@ RegionExpectation SparseAllreduce::Expect(RegionFrameKind kind, int j) const {
   return want;
 }
 
-uint64_t SparseAllreduce::BandLimit() const { return std::max<uint64_t>(64, k_ / 8); }
+// A band costs its entries' bytes at every rank, a histogram round about
+// 2 x 512 bytes: stop once a band is about as cheap as another round.
+uint64_t SparseAllreduce::BandLimit() const { return 256; }
 
 uint64_t SparseAllreduce::Capacity(RegionFrameKind kind, int j) const {
   const RegionExpectation want = Expect(kind, j);

@@ -143,7 +143,7 @@ class SparseAllreduce {
 
   // Expectation for region j's frames of `kind`.
   RegionExpectation Expect(RegionFrameKind kind, int j) const;
-  // Most keys of a band left to the survivors' receivers: k / 8, >= 64.
+  // Most keys of a band left to the survivors' receivers (256).
   uint64_t BandLimit() const;
   uint64_t Capacity(RegionFrameKind kind, int j) const;
 

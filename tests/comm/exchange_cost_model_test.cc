@@ -34,13 +34,20 @@ TEST(ExchangeCostModel, BytesScaleAsDesigned) {
 TEST(ExchangeCostModel, RoundsAreLogarithmic) {
   const ExchangeModel model;
   const CompressionSpec spec = Spec("topk:ratio=0.01");
-  const double r64 =
-      EstimateExchange(ExchangeKind::kSparseAllreduce, 64, 1 << 22, spec, model).rounds;
-  const double r256 =
-      EstimateExchange(ExchangeKind::kSparseAllreduce, 256, 1 << 22, spec, model).rounds;
-  EXPECT_LE(r64, 3 * 6 + 1 + 6);  // (1 + R) log2 P + 1 + log2 P with R = 2
-  EXPECT_LT(r256 - r64, 12);
-  EXPECT_GE(EstimateExchange(ExchangeKind::kSparseAllgather, 64, 1 << 22, spec, model).rounds, 126);
+  auto rounds = [&](ExchangeKind kind, int p) {
+    return EstimateExchange(kind, p, 1 << 22, spec, model).rounds;
+  };
+  // L + 1 + R (2 log2 P) + log2 P with R = 3 selection rounds at this k.
+  EXPECT_EQ(rounds(ExchangeKind::kSparseAllreduce, 64), 6 + 1 + 3 * 12 + 6);
+  EXPECT_EQ(
+      rounds(ExchangeKind::kSparseAllreduce, 256) - rounds(ExchangeKind::kSparseAllreduce, 64),
+      2 + 3 * 4 + 2);
+  EXPECT_EQ(rounds(ExchangeKind::kSparseAllgather, 64), 126);
+  EXPECT_EQ(rounds(ExchangeKind::kDenseRing, 64), 63 + 126);
+  EXPECT_EQ(EstimateExchange(ExchangeKind::kSparseAllreduce, 64, 1 << 22,
+                             Spec("randomk:ratio=0.01"), model)
+                .rounds,
+            6 + 1 + 6);
 }
 
 TEST(ExchangeCostModel, Choices) {

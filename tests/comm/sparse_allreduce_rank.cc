@@ -167,25 +167,29 @@ void ScenarioCollectives() {
       sum[i] = lo[i] = hi[i] = static_cast<uint32_t>(Mix(me * 1000 + i) % 100000);
       wide[i] = Mix(me * 7 + i) >> 4;
     }
-    uint32_t want_sum = 0, want_lo = ~0u, want_hi = 0;
-    uint64_t want_wide = ~uint64_t{0};
-    for (int r = 0; r < p; ++r) {
-      const uint32_t v = static_cast<uint32_t>(Mix(r * 1000 + len - 1) % 100000);
-      want_sum += v;
-      want_lo = std::min(want_lo, v);
-      want_hi = std::max(want_hi, v);
-      want_wide = std::min(want_wide, Mix(r * 7 + len - 1) >> 4);
-    }
     const std::string at = absl::StrCat(" (", len, " elements)");
     ExpectOk(SparseCollectives::AllreduceU32(g, absl::MakeSpan(sum), ReduceOp::kSum), "sum" + at);
     ExpectOk(SparseCollectives::AllreduceU32(g, absl::MakeSpan(lo), ReduceOp::kMin), "min" + at);
     ExpectOk(SparseCollectives::AllreduceU32(g, absl::MakeSpan(hi), ReduceOp::kMax), "max" + at);
     ExpectOk(SparseCollectives::AllreduceU64(g, absl::MakeSpan(wide), ReduceOp::kMin),
              "u64 min" + at);
-    Expect(sum.back() == want_sum && lo.back() == want_lo && hi.back() == want_hi &&
-               wide.back() == want_wide,
-           "allreduce values" + at,
-           absl::StrCat(sum.back(), " ", want_sum, " ", lo.back(), " ", hi.back()));
+    std::string wrong;
+    for (int i = 0; i < len && wrong.empty(); ++i) {
+      uint32_t want_sum = 0, want_lo = ~0u, want_hi = 0;
+      uint64_t want_wide = ~uint64_t{0};
+      for (int r = 0; r < p; ++r) {
+        const uint32_t v = static_cast<uint32_t>(Mix(r * 1000 + i) % 100000);
+        want_sum += v;
+        want_lo = std::min(want_lo, v);
+        want_hi = std::max(want_hi, v);
+        want_wide = std::min(want_wide, Mix(r * 7 + i) >> 4);
+      }
+      if (sum[i] != want_sum || lo[i] != want_lo || hi[i] != want_hi || wide[i] != want_wide) {
+        wrong = absl::StrCat("element ", i, ": sum ", sum[i], " vs ", want_sum, ", min ", lo[i],
+                             " vs ", want_lo, ", max ", hi[i], " vs ", want_hi);
+      }
+    }
+    Expect(wrong.empty(), "allreduce values" + at, wrong);
     // Recursive doubling: each rank sends the vector ceil(log2 P) times
     // (folded ranks once, their partners twice more).
     int rounds = 0;
@@ -193,6 +197,11 @@ void ScenarioCollectives() {
     const uint64_t bytes = g.last_call().bytes_sent;
     Expect(p == 1 || (bytes >= uint64_t(len) * 8 && bytes <= uint64_t(len) * 8 * (rounds + 1)),
            "allreduce bytes are O(log P) vectors" + at, g.last_call().ToString());
+    // A large vector on a power of two halves and doubles: 2 (P-1)/P of it.
+    if ((p & (p - 1)) == 0 && SparseCollectives::UsesHalving(p, len * 8)) {
+      Expect(bytes <= 2 * uint64_t(len) * 8 * (p - 1) / p + 16 * p,
+             "halving and doubling moves 2 (P-1)/P of the vector" + at, g.last_call().ToString());
+    }
   }
   // Bounded alltoallv: r sends (3r + 5j) % 11 bytes to j (some empty).
   auto size_of = [](int r, int j) { return static_cast<uint64_t>((3 * r + 5 * j) % 11); };
@@ -568,8 +577,8 @@ void ScenarioCommunicator() {
           encoders.push_back(s * local + q);
         }
         const bool reselect = c.KindFor(size) == ExchangeKind::kSparseAllreduce;
-        const std::vector<float> part = ref.Exchange(b, step, inputs, encoders, world,
-                                                     env.rank() / local, &share, reselect);
+        const std::vector<float> part =
+            ref.Exchange(b, step, inputs, encoders, world, env.rank() / local, &share, reselect);
         std::copy(part.begin(), part.end(), want.begin() + begin);
       }
       const std::string diff = Differs(data, want);
