@@ -78,8 +78,8 @@ int Predict(const CompressionSpec& spec) {
   const uint64_t n = absl::GetFlag(FLAGS_elements);
   const int buckets = absl::GetFlag(FLAGS_buckets);
   std::vector<std::string> parts;
-  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                            ExchangeKind::kSparseAllreduce}) {
+  for (ExchangeKind kind :
+       {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
     const ExchangeCost c = EstimateExchange(kind, p, n, spec, model);
     parts.push_back(absl::StrFormat(
         "\"%s\": {\"ms\": %.3f, \"wire_ms\": %.3f, \"bytes_sent\": %.0f, "
@@ -129,8 +129,7 @@ int Main() {
   const int buckets = absl::GetFlag(FLAGS_buckets);
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);
   const float p = static_cast<float>(g.size());
-  std::vector<std::vector<float>> data(buckets,
-                                       std::vector<float>(absl::GetFlag(FLAGS_elements)));
+  std::vector<std::vector<float>> data(buckets, std::vector<float>(absl::GetFlag(FLAGS_elements)));
   std::vector<double> iter_ms;
   uint64_t sent = 0, received = 0;
   ExchangeStats stats;
@@ -161,20 +160,18 @@ int Main() {
     stats.Add(step);
   }
   if (absl::Status s = g.Close(); !s.ok()) return Fail(s);
+  std::string times;
+  for (double ms : iter_ms) absl::StrAppendFormat(&times, "%s%.3f", times.empty() ? "" : ", ", ms);
   std::printf(
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
       "\"iter_ms\": [%s], \"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
       "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, "
       "\"selection_rounds\": %d}\n",
-      g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(),
-      absl::StrJoin(iter_ms, ", ",
-                    [](std::string* out, double v) { absl::StrAppendFormat(out, "%.3f", v); })
-          .c_str(),
+      g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), times.c_str(),
       static_cast<double>(sent) / iters, static_cast<double>(received) / iters,
       absl::ToDoubleMilliseconds(stats.compress_time) / iters,
-      absl::ToDoubleMilliseconds(stats.auth_time) / iters,
-      allreduce.last_run().selection_rounds);
-  return 0;
+      absl::ToDoubleMilliseconds(stats.auth_time) / iters, allreduce.last_run().selection_rounds);
+  return std::fflush(stdout) == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -83,15 +84,9 @@ double ValueWidth(const CompressionSpec& spec) { return spec.values == ValueType
 }  // namespace
 
 const char* ExchangeKindName(ExchangeKind kind) {
-  switch (kind) {
-    case ExchangeKind::kDenseRing:
-      return "dense_ring";
-    case ExchangeKind::kSparseAllgather:
-      return "sparse_allgather";
-    case ExchangeKind::kSparseAllreduce:
-      return "sparse_allreduce";
-  }
-  return "unknown";
+  static constexpr const char* kNames[] = {"dense_ring", "sparse_allgather", "sparse_allreduce"};
+  const size_t i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 std::string ExchangeCost::ToString() const {

@@ -118,6 +118,41 @@ absl::StatusOr<FrameAuthenticator> NewAuth(const std::string& secret, const std:
   return FrameAuthenticator::Create(*s, job);
 }
 
+// What one exchange needs, at stable addresses (the exchange keeps
+// references to the codec and the authenticator).
+struct Rig {
+  std::unique_ptr<GlooGroup> group;
+  std::unique_ptr<FrameAuthenticator> auth;
+  std::unique_ptr<Codec> codec;
+  std::unique_ptr<ErrorFeedback> ef;
+  std::unique_ptr<SparseAllreduce> exchange;
+
+  absl::Status Run(uint32_t bucket, uint64_t step, std::vector<float>* data) {
+    return exchange->Run(*group, *ef, absl::StrCat(bucket), bucket, step, *data,
+                         absl::MakeSpan(*data), env.world(), nullptr);
+  }
+};
+
+// Null (after a failed check) if any part cannot be made.
+std::unique_ptr<Rig> NewRig(const std::string& spec_text, const std::string& secret,
+                            const std::string& job,
+                            const SparseAllreduceOptions& options = SparseAllreduceOptions()) {
+  auto spec = CompressionSpec::Parse(spec_text);
+  auto group = NewGroup();
+  auto auth = NewAuth(secret, job);
+  if (!ExpectOk(spec.status(), "spec") || !ExpectOk(group.status(), "group") ||
+      !ExpectOk(auth.status(), "auth")) {
+    return nullptr;
+  }
+  auto rig = std::make_unique<Rig>();
+  rig->group = std::move(*group);
+  rig->auth = std::make_unique<FrameAuthenticator>(std::move(*auth));
+  rig->codec = *MakeCodec(spec->ForSender(env.rank()));
+  rig->ef = std::make_unique<ErrorFeedback>(*rig->codec);
+  rig->exchange = std::make_unique<SparseAllreduce>(*rig->codec, *rig->auth, options);
+  return rig;
+}
+
 uint64_t Mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -599,19 +634,14 @@ void ScenarioCommunicator() {
 void ScenarioMismatch() {
   const std::string kind = env.Text("kind", "length");
   const bool odd = env.rank() == env.world() - 1;
-  auto spec = CompressionSpec::Parse(kind == "spec" && odd ? "topk:ratio=0.02" : "topk:ratio=0.01");
-  auto auth = NewAuth(kSecret, env.config.job_id);
-  auto group = NewGroup();
-  if (!ExpectOk(group.status(), "group") || !ExpectOk(auth.status(), "auth")) return;
-  auto codec = MakeCodec(*spec);
-  ErrorFeedback ef(**codec);
-  SparseAllreduce exchange(**codec, *auth);
+  auto rig = NewRig(kind == "spec" && odd ? "topk:ratio=0.02" : "topk:ratio=0.01", kSecret,
+                    env.config.job_id);
+  if (rig == nullptr) return;
   const uint64_t n = kind == "length" && odd ? 3001 : 3000;
   const uint64_t step = kind == "step" && odd ? 6 : 5;
   std::vector<float> data = Gradient(env.rank(), 0, 0, n, false);
   const std::vector<float> before = data;
-  absl::Status s =
-      exchange.Run(**group, ef, "0", 0, step, data, absl::MakeSpan(data), env.world(), nullptr);
+  absl::Status s = rig->Run(0, step, &data);
   std::printf("MISMATCH %s\n", s.ToString().c_str());
   Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
          "mismatch reported", s.ToString());
@@ -623,20 +653,15 @@ void ScenarioMismatch() {
 void ScenarioAuth() {
   const std::string kind = env.Text("kind", "secret");
   const bool odd = env.rank() == 1;
-  auto spec = CompressionSpec::Parse(env.Text("spec", "topk:ratio=0.05"));
-  auto auth = NewAuth(odd && kind == "secret" ? "another-secret-entirely-9876543210" : kSecret,
-                      env.config.job_id + (odd && kind == "job" ? "-other" : ""));
-  auto group = NewGroup();
-  if (!ExpectOk(group.status(), "group") || !ExpectOk(auth.status(), "auth")) return;
-  auto codec = MakeCodec(*spec);
-  ErrorFeedback ef(**codec);
   SparseAllreduceOptions options;
   if (odd && kind == "tamper") options.corrupt_contribution_to_for_test = 0;
-  SparseAllreduce exchange(**codec, *auth, options);
+  auto rig = NewRig(env.Text("spec", "topk:ratio=0.05"),
+                    odd && kind == "secret" ? "another-secret-entirely-9876543210" : kSecret,
+                    env.config.job_id + (odd && kind == "job" ? "-other" : ""), options);
+  if (rig == nullptr) return;
   std::vector<float> data = Gradient(env.rank(), 3, 2, 4000, false);
   const std::vector<float> before = data;
-  absl::Status s =
-      exchange.Run(**group, ef, "2", 2, 3, data, absl::MakeSpan(data), env.world(), nullptr);
+  absl::Status s = rig->Run(2, 3, &data);
   std::printf("AUTH %s\n", s.ToString().c_str());
   const bool want = kind == "job" ? absl::IsPermissionDenied(s) : absl::IsUnauthenticated(s);
   Expect(want, kind + " rejected on every rank", s.ToString());
@@ -649,13 +674,8 @@ void ScenarioAuth() {
 
 void ScenarioFault() {
   const absl::Duration deadline = absl::Milliseconds(env.Number("timeout_ms", 4000));
-  auto spec = CompressionSpec::Parse("topk:ratio=0.01");
-  auto auth = NewAuth(kSecret, env.config.job_id);
-  auto group = NewGroup();
-  if (!ExpectOk(group.status(), "group") || !ExpectOk(auth.status(), "auth")) return;
-  auto codec = MakeCodec(*spec);
-  ErrorFeedback ef(**codec);
-  SparseAllreduce exchange(**codec, *auth);
+  auto rig = NewRig("topk:ratio=0.01", kSecret, env.config.job_id);
+  if (rig == nullptr) return;
   const bool victim = env.rank() == env.world() - 1;
   for (int step = 0; step < 3; ++step) {
     if (step == 1 && victim) {
@@ -664,8 +684,7 @@ void ScenarioFault() {
     }
     std::vector<float> data = Gradient(env.rank(), step, 0, 20000, false);
     const absl::Time start = absl::Now();
-    absl::Status s =
-        exchange.Run(**group, ef, "0", 0, step, data, absl::MakeSpan(data), env.world(), nullptr);
+    absl::Status s = rig->Run(0, step, &data);
     const absl::Duration took = absl::Now() - start;
     if (step == 0) {
       if (!ExpectOk(s, "step 0")) return;
@@ -700,25 +719,19 @@ int Main(int argc, char** argv) {
     return 2;
   }
   env.store = *store;
-  const std::string scenario = argv[1];
-  if (scenario == "collectives") {
-    ScenarioCollectives();
-  } else if (scenario == "selection") {
-    ScenarioSelection();
-  } else if (scenario == "reference") {
-    ScenarioReference();
-  } else if (scenario == "communicator") {
-    ScenarioCommunicator();
-  } else if (scenario == "mismatch") {
-    ScenarioMismatch();
-  } else if (scenario == "auth") {
-    ScenarioAuth();
-  } else if (scenario == "fault") {
-    ScenarioFault();
-  } else {
-    std::printf("SETUP unknown scenario %s\n", scenario.c_str());
+  const std::map<std::string, void (*)()> scenarios = {{"collectives", ScenarioCollectives},
+                                                       {"selection", ScenarioSelection},
+                                                       {"reference", ScenarioReference},
+                                                       {"communicator", ScenarioCommunicator},
+                                                       {"mismatch", ScenarioMismatch},
+                                                       {"auth", ScenarioAuth},
+                                                       {"fault", ScenarioFault}};
+  const auto scenario = scenarios.find(argv[1]);
+  if (scenario == scenarios.end()) {
+    std::printf("SETUP unknown scenario %s\n", argv[1]);
     return 2;
   }
+  scenario->second();
   return env.failed == 0 ? 0 : 1;
 }
 
