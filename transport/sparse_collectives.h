@@ -59,6 +59,11 @@ class SparseCollectives {
   // (2 log2 P steps) rather than doubles (log2 P steps).
   static bool UsesHalving(int ranks, uint64_t bytes);
 
+  // Whether `group`'s own small Allgather (and agreement round) is one
+  // direct round of concurrent messages (P <= GroupOptions::
+  // direct_allgather_max_ranks) rather than Gloo's ring of P - 1 steps.
+  static bool GathersDirectly(const GlooGroup& group) { return group.UseDirectAllgather(); }
+
   // In place: data[i] = op over ranks of data[i]. Every rank passes the
   // same length (the caller agreed on it; a different length is a caller
   // bug that Gloo may turn into a process abort). Sums wrap modulo 2^32

@@ -128,11 +128,13 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double selection = random ? 0 : SelectionRounds(std::min(n, p * k), k);
       double round_steps = 0, round_bytes = 0;
       HistogramRound(p, &round_steps, &round_bytes);
-      const double doubling = DoublingSteps(p);
+      // The agreement: one direct allgather round, or recursive doubling.
+      const double agree_steps = direct ? 1 : DoublingSteps(p);
+      const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
       c.bytes_sent = c.bytes_received = contributions + survivors +
-                                        2 * (p - 1) * kRegionFrameOverhead + doubling * kPlanBytes +
+                                        2 * (p - 1) * kRegionFrameOverhead + agree_bytes +
                                         selection * round_bytes;
-      c.rounds = p > 1 ? doubling + 1 + selection * round_steps + BruckSteps(p) : 0;
+      c.rounds = p > 1 ? agree_steps + 1 + selection * round_steps + BruckSteps(p) : 0;
       c.compute_seconds =
           encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;

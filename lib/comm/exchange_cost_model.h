@@ -11,11 +11,12 @@
 //   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 2 (P <= 16,
 //                     F: frame header, checksum, MAC     direct), else
 //                                                        2 (P-1) (ring)
-//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds L + 1 + R H
+//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds A + 1 + R H
 //                     + (k + B) (x + 4))                 + ceil(log2 P)
-//                     + 2 (P-1) G + 80 L + R * 1 KB      L: recursive doubling
-//                     G: region frame overhead           H: a histogram round
-//                     B: band (<= 256)                   (2 log2 P from 8 ranks)
+//                     + 2 (P-1) G + agreement + R * 1 KB A: agreement, 1
+//                     G: region frame overhead           (P <= 16), else L
+//                     B: band (<= 256)                   H: a histogram round
+//                                                        (L; 2 log2 P from 8)
 //                                                        R: selection rounds
 //                                                        (topk 2-3, randomk 0)
 //

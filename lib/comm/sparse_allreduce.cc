@@ -19,6 +19,9 @@ namespace {
 
 using transport::SparseCollectives;
 
+// Spec fingerprint, n, step, bucket, region plan hash.
+constexpr int kAgreedFields = 5;
+
 kernels::ValueFormat Format(ValueType type) { return static_cast<kernels::ValueFormat>(type); }
 
 // Even regions: b_j = floor(j n / P), lengths differ by at most one.
@@ -103,20 +106,42 @@ absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket
   } else {
     EvenRegions(n, p, &bounds_);
   }
-  // min over ranks of each field and of its complement: min and max.
-  const uint64_t fields[5] = {spec_fingerprint_, n, step, bucket,
-                              XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t))};
-  uint64_t both[10];
-  for (int i = 0; i < 5; ++i) {
-    both[i] = fields[i];
-    both[5 + i] = ~fields[i];
+  const uint64_t fields[kAgreedFields] = {
+      spec_fingerprint_, n, step, bucket,
+      XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t))};
+  bool same = true, same_plan = true;
+  if (SparseCollectives::GathersDirectly(group)) {
+    // One direct round; the group's own agreement round also turns a rank
+    // that is in another collective (the dense ring, the allgather, whose
+    // descriptor is 48 bytes) into "collective mismatch" on every rank.
+    agreed_.resize(kAgreedFields * p);
+    absl::Status s = group.Allgather(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(fields), sizeof fields),
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(agreed_.data()), agreed_.size() * 8));
+    cost->AddCall(group.last_call());
+    if (!s.ok()) return s;
+    for (int r = 0; r < p; ++r) {
+      for (int i = 0; i < kAgreedFields; ++i) {
+        const bool equal = agreed_[r * kAgreedFields + i] == fields[i];
+        if (i < kAgreedFields - 1) same = same && equal;
+        if (i == kAgreedFields - 1) same_plan = same_plan && equal;
+      }
+    }
+  } else {
+    // Recursive doubling (log2 P steps): the min over ranks of each field
+    // and of its complement, i.e. its min and max.
+    uint64_t both[2 * kAgreedFields];
+    for (int i = 0; i < kAgreedFields; ++i) {
+      both[i] = fields[i];
+      both[kAgreedFields + i] = ~fields[i];
+    }
+    absl::Status s =
+        SparseCollectives::AllreduceU64(group, absl::MakeSpan(both), transport::ReduceOp::kMin);
+    cost->AddCall(group.last_call());
+    if (!s.ok()) return s;
+    for (int i = 0; i < kAgreedFields - 1; ++i) same = same && both[i] == ~both[kAgreedFields + i];
+    same_plan = both[kAgreedFields - 1] == ~both[2 * kAgreedFields - 1];
   }
-  absl::Status s =
-      SparseCollectives::AllreduceU64(group, absl::MakeSpan(both), transport::ReduceOp::kMin);
-  cost->AddCall(group.last_call());
-  if (!s.ok()) return s;
-  bool same = true;
-  for (int i = 0; i < 4; ++i) same = same && both[i] == ~both[5 + i];
   if (!same) {
     // Every rank saw it: gather the descriptors once more to name ranks.
     GRADWIRE_RETURN_IF_ERROR(naming_.Agree(group, bucket, step, n, cost));
@@ -124,7 +149,7 @@ absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket
         absl::StrCat("collective mismatch in sparse allreduce (bucket ", bucket, ", step ", step,
                      "): ranks disagree on spec, length, step or bucket"));
   }
-  if (both[4] != ~both[9]) EvenRegions(n, p, &bounds_);  // plans differ: even regions
+  if (!same_plan) EvenRegions(n, p, &bounds_);  // plans differ: even regions
   first_entry_.resize(p + 1);
   for (int j = 0; j <= p; ++j) {
     first_entry_[j] =

@@ -8,11 +8,12 @@
 // One call, on every rank of the group:
 //   1. encode `in` (+ its error-feedback residual) with the codec, as the
 //      allgather does: k = spec.SelectedCount(n) entries (index, value);
-//   2. agree, in one recursive-doubling min-allreduce, on spec, n, step,
-//      bucket and the region plan (a disagreement on the first four is
-//      "collective mismatch" on every rank, naming the ranks, before any
-//      variable-size receive is posted; on the plan, everyone falls back
-//      to even regions);
+//   2. agree on spec, n, step, bucket and the region plan: one direct
+//      allgather round where the group gathers small blocks directly (P <=
+//      16 by default), else a recursive-doubling min/max-allreduce (log2 P
+//      steps). A disagreement on the first four is "collective mismatch" on
+//      every rank, naming the ranks, before any variable-size receive is
+//      posted; on the plan, everyone falls back to even regions;
 //   3. sparse reduce-scatter: split the entries by region, send each
 //      region's share to its owner as a signed region frame
 //      (region_frame.h), one round of concurrent messages; the owner
@@ -162,6 +163,7 @@ class SparseAllreduce {
   // The call in progress (grown, never shrunk).
   uint64_t n_ = 0, k_ = 0;
   std::vector<uint64_t> bounds_;         // P + 1
+  std::vector<uint64_t> agreed_;         // the agreement's table
   std::vector<uint64_t> first_entry_;    // P + 1: my first entry in each region
   std::vector<uint8_t> frame_;           // this rank's codec frame
   absl::Span<const uint8_t> my_values_;  // its values section

@@ -33,6 +33,8 @@
 //                allreduce, small ones the allgather; bit for bit.
 //   fault        the last rank exits before step 1; the others must fail
 //                with Unavailable / DeadlineExceeded within 2x the deadline.
+// Any scenario: direct_max=0 makes the groups gather as above 16 ranks (Gloo's
+// ring), so the exchange agrees by recursive doubling.
 // Output: "CHECK <name> ok|FAILED <why>" lines; exit 0 iff all passed.
 #include <unistd.h>
 
@@ -108,6 +110,9 @@ constexpr char kSecret[] = "sparse-allreduce-test-secret-0123456789";
 absl::StatusOr<std::unique_ptr<GlooGroup>> NewGroup() {
   transport::GroupOptions options;
   options.timeout = absl::Milliseconds(env.Number("timeout_ms", 20000));
+  // direct_max=0: the group gathers by Gloo's ring, as above 16 ranks, so
+  // the exchange agrees by recursive doubling.
+  options.direct_allgather_max_ranks = env.Number("direct_max", 16);
   return GlooGroup::Create(env.rank(), env.world(),
                            env.store->Scoped(absl::StrCat("g", env.groups++)), options);
 }
