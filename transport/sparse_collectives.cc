@@ -89,7 +89,11 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
   if (p == 1 || data.empty()) return Finish(group, name, start, 0, 0, absl::OkStatus(), false);
   const size_t len = data.size();
   const size_t bytes = len * sizeof(T);
-  std::vector<T> in(len);
+  // Direct: reduce-scatter and allgather by concurrent messages, 2 steps.
+  const bool direct =
+      group.UseDirectAllgather() && bytes >= kHalvingMinBytes && len >= static_cast<size_t>(p);
+  const size_t width = (len + p - 1) / p;  // the largest direct chunk
+  std::vector<T> in(direct ? std::max(len, (p - 1) * width) : len);
   int p2 = 1;
   while (p2 * 2 <= p) p2 *= 2;
   const int rem = p - p2;
@@ -110,7 +114,7 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
     std::unique_ptr<gloo::transport::UnboundBuffer> gather_buffer =
         context.createUnboundBuffer(data.data(), bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> in_buffer =
-        context.createUnboundBuffer(in.data(), bytes);
+        context.createUnboundBuffer(in.data(), in.size() * sizeof(T));
     uint8_t step = 0;
     auto send = [&](int peer, size_t from, size_t count) {
       out_buffer->send(peer, slot + step, from * sizeof(T), count * sizeof(T));
@@ -131,6 +135,33 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
       WaitSend(out_buffer.get(), deadline, name);
       if (combine) Combine(data.subspan(take_from, take_count), in.data() + take_from, op);
     };
+    if (direct) {
+      // Chunk c = elements [c len / p, (c + 1) len / p), at least one.
+      auto at = [len, p](int c) { return static_cast<size_t>(uint64_t(c) * len / p); };
+      auto slot_of = [me](int r) { return r < me ? r : r - 1; };
+      const size_t mine = at(me), count = at(me + 1) - mine;
+      // Step 1: chunk j to rank j; what comes for mine is combined.
+      for (int i = 1; i < p; ++i) {
+        const int to = (me + i) % p, from = (me - i + p) % p;
+        recv(in_buffer.get(), from, slot_of(from) * width, count);
+        send(to, at(to), at(to + 1) - at(to));
+      }
+      for (int i = 1; i < p; ++i) WaitRecv(in_buffer.get(), deadline, name);
+      for (int i = 1; i < p; ++i) WaitSend(out_buffer.get(), deadline, name);
+      for (int r = 0; r < p; ++r) {
+        if (r != me) Combine(data.subspan(mine, count), in.data() + slot_of(r) * width, op);
+      }
+      ++step;
+      // Step 2: every finished chunk to every rank.
+      for (int i = 1; i < p; ++i) {
+        const int to = (me + i) % p, from = (me - i + p) % p;
+        recv(gather_buffer.get(), from, at(from), at(from + 1) - at(from));
+        send(to, mine, count);
+      }
+      for (int i = 1; i < p; ++i) WaitRecv(gather_buffer.get(), deadline, name);
+      for (int i = 1; i < p; ++i) WaitSend(out_buffer.get(), deadline, name);
+      return;
+    }
     // Fold: of the first 2 * rem ranks, each even one hands its vector to
     // the odd one above it and sits out; p2 ranks remain.
     int virtual_rank = me - rem;

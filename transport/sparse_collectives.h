@@ -4,13 +4,15 @@
 // GroupOptions::direct_allgather_max_ranks ranks):
 //
 //   AllreduceU32 / AllreduceU64  element-wise sum, min or max of a small
-//       vector. Up to kHalvingMinBytes (or below 8 ranks): recursive
-//       doubling, log2 P exchanges of the whole vector. Larger: reduce-
-//       scatter by recursive halving, then allgather by recursive doubling
-//       (Rabenseifner), 2 log2 P exchanges but only 2 (P-1)/P of the
-//       vector in all. When P is not a power of two, the ranks past the
-//       largest power of two fold in first and are told the result last
-//       (two exchanges more).
+//       vector, 2 (P-1)/P of it each way for vectors of kHalvingMinBytes
+//       or more: where the group gathers directly (P <= 16 by default), a
+//       reduce-scatter and an allgather of concurrent messages, 2 steps;
+//       from 8 ranks up, a reduce-scatter by recursive halving and an
+//       allgather by recursive doubling (Rabenseifner), 2 log2 P steps.
+//       Smaller vectors: recursive doubling, log2 P exchanges of the whole
+//       vector. When P is not a power of two, the ranks past the largest
+//       power of two fold in first and are told the result last (two
+//       exchanges more).
 //   AlltoallvBounded  every rank sends one block to every other rank, all
 //       at once: one round of P - 1 concurrent messages each way.
 //   AllgathervBounded  every rank's block reaches every rank in

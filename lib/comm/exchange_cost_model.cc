@@ -44,8 +44,13 @@ double DoublingSteps(int p) {
 double BruckSteps(int p) { return p > 1 ? std::ceil(std::log2(p)) : 0; }
 
 // Steps and bytes per rank of one histogram round (sparse_collectives.h:
-// halving and doubling from 8 ranks on, else recursive doubling).
+// direct up to 16 ranks, then halving and doubling).
 void HistogramRound(int p, double* steps, double* bytes) {
+  if (p <= kDirectMaxRanks) {  // a direct reduce-scatter and allgather
+    *steps = 2;
+    *bytes = 2.0 * (p - 1) / p * kHistogramBytes;
+    return;
+  }
   if (!SparseCollectives::UsesHalving(p, kHistogramBytes)) {
     *steps = DoublingSteps(p);
     *bytes = DoublingSteps(p) * kHistogramBytes;

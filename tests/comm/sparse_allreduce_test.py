@@ -24,6 +24,10 @@ CASES = [
     ("collectives 2 ranks", 2, "collectives", []),
     ("collectives 5 ranks", 5, "collectives", []),
     ("collectives 8 ranks", 8, "collectives", []),
+    # direct_max=0: the groups behave as above 16 ranks (halving and
+    # doubling, recursive doubling, folding in the ranks past 4 or 8).
+    ("collectives 8 ranks, as above 16", 8, "collectives", ["direct_max=0"]),
+    ("collectives 7 ranks, as above 16", 7, "collectives", ["direct_max=0"]),
     ("selection 3 ranks", 3, "selection", []),
     ("selection 8 ranks", 8, "selection", []),
     ("every sparse codec, 2 ranks", 2, "reference",
@@ -45,6 +49,9 @@ CASES = [
      ["hier=1", "per_node=2", "n=40000"]),
     ("agreement by recursive doubling (as above 16 ranks), 5 ranks", 5, "reference",
      ["specs=topk:ratio=0.02;randomk:ratio=0.05,seed=4", "sizes=0,9,3001", "direct_max=0"]),
+    ("as above 16 ranks (halving histograms), 8 ranks", 8, "reference",
+     ["specs=topk:ratio=0.01;approx_topk:ratio=0.02", "sizes=5,4099", "data=smooth",
+      "steps=2", "direct_max=0"]),
     ("mismatch length", 3, "mismatch", ["kind=length"]),
     ("mismatch length, agreement by recursive doubling", 5, "mismatch",
      ["kind=length", "direct_max=0"]),
