@@ -34,11 +34,11 @@ void WriteHeader(const RegionFrameHeader& h, uint8_t* out) {
   out[7] = static_cast<uint8_t>(h.layout);
   EncodeFixed32(out + 8, h.region);
   EncodeFixed32(out + 12, h.status);
-  EncodeFixed64(out + 16, h.begin);
-  EncodeFixed64(out + 24, h.length);
-  EncodeFixed64(out + 32, h.count);
-  EncodeFixed64(out + 40, h.index_bytes);
-  EncodeFixed64(out + 48, h.value_bytes);
+  EncodeFixed32(out + 16, static_cast<uint32_t>(h.begin));
+  EncodeFixed32(out + 20, static_cast<uint32_t>(h.length));
+  EncodeFixed32(out + 24, static_cast<uint32_t>(h.count));
+  EncodeFixed32(out + 28, 0);  // reserved
+  EncodeFixed64(out + 32, h.index_bytes);
 }
 
 }  // namespace
@@ -59,6 +59,10 @@ uint64_t MaxRegionFrameBytes(RegionLayout sparse, ValueType type, uint64_t lengt
 absl::StatusOr<size_t> WriteRegionFrame(const RegionFrameHeader& header, RegionLayout sparse,
                                         const RegionEntries& entries, absl::Span<uint8_t> out) {
   RegionFrameHeader h = header;
+  if (h.begin + h.length > kMaxRegionEnd) {
+    return Invalid(absl::StrCat("region [", h.begin, ", ", h.begin + h.length,
+                                ") does not fit the u32 fields"));
+  }
   const uint64_t width = ValueBytes(h.value_type);
   const uint64_t dense_bytes = h.length * width;
   uint64_t index_bytes = 0;
@@ -126,11 +130,11 @@ absl::StatusOr<RegionFrameView> ParseRegionFrame(absl::Span<const uint8_t> frame
   const uint8_t kind = p[5], type = p[6], layout = p[7];
   h.region = DecodeFixed32(p + 8);
   h.status = DecodeFixed32(p + 12);
-  h.begin = DecodeFixed64(p + 16);
-  h.length = DecodeFixed64(p + 24);
-  h.count = DecodeFixed64(p + 32);
-  h.index_bytes = DecodeFixed64(p + 40);
-  h.value_bytes = DecodeFixed64(p + 48);
+  h.begin = DecodeFixed32(p + 16);
+  h.length = DecodeFixed32(p + 20);
+  h.count = DecodeFixed32(p + 24);
+  const uint32_t reserved = DecodeFixed32(p + 28);
+  h.index_bytes = DecodeFixed64(p + 32);
   const bool failure = kind == static_cast<uint8_t>(RegionFrameKind::kFailure);
   if (kind != static_cast<uint8_t>(want.kind) && !(failure && want.failure_allowed)) {
     return Mismatch("kind", kind, static_cast<uint8_t>(want.kind));
@@ -140,13 +144,14 @@ absl::StatusOr<RegionFrameView> ParseRegionFrame(absl::Span<const uint8_t> frame
   if (h.begin != want.begin) return Mismatch("region begin", h.begin, want.begin);
   if (h.length != want.length) return Mismatch("region length", h.length, want.length);
   if (failure) {
-    if (h.status == 0 || h.count != 0 || h.index_bytes != 0 || h.value_bytes != 0 ||
+    if (h.status == 0 || h.count != 0 || h.index_bytes != 0 || reserved != 0 ||
         frame.size() != kRegionHeaderBytes) {
       return Invalid("malformed failure notice");
     }
     return view;
   }
   if (h.status != 0) return Mismatch("status", h.status, 0);
+  if (reserved != 0) return Mismatch("reserved field", reserved, 0);
   if (type != static_cast<uint8_t>(want.value_type)) {
     return Mismatch("value type", type, static_cast<uint8_t>(want.value_type));
   }
@@ -176,9 +181,7 @@ absl::StatusOr<RegionFrameView> ParseRegionFrame(absl::Span<const uint8_t> frame
       }
       break;
   }
-  if (h.value_bytes != h.count * width) {
-    return Mismatch("value bytes", h.value_bytes, h.count * width);
-  }
+  h.value_bytes = h.count * width;
   // Every field is bounded now (count by the region length, which the
   // receiver chose), so the sum cannot overflow.
   const uint64_t total = kRegionHeaderBytes + h.index_bytes + h.value_bytes;

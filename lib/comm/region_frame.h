@@ -14,12 +14,12 @@
 //   7   u8   layout (RegionLayout)
 //   8   u32  region (the owner's rank in the group)
 //   12  u32  status (a failure notice's absl::StatusCode; else 0)
-//   16  u64  region begin (index of the region's first element)
-//   24  u64  region length
-//   32  u64  count (values carried)
-//   40  u64  index bytes
-//   48  u64  value bytes
-//   56  indices (index bytes) | values (value bytes)
+//   16  u32  region begin (index of the region's first element)
+//   20  u32  region length
+//   24  u32  count (values carried)
+//   28  u32  reserved (0)
+//   32  u64  index bytes
+//   40  indices (index bytes) | values (count x the value type's width)
 //
 // The sender signs the frame with its FrameAuthenticator (the trailer
 // follows); a receiver verifies the MAC, then ParseRegionFrame checks
@@ -46,7 +46,9 @@ namespace gradwire {
 
 inline constexpr uint32_t kRegionFrameMagic = 0x46525747;  // bytes "GWRF"
 inline constexpr uint8_t kRegionFrameVersion = 1;
-inline constexpr size_t kRegionHeaderBytes = 56;
+inline constexpr size_t kRegionHeaderBytes = 40;
+// Regions end below 2^32 (indices are u32, as in codec frames).
+inline constexpr uint64_t kMaxRegionEnd = 0xffffffffu;
 
 enum class RegionFrameKind : uint8_t { kContribution = 1, kSurvivors = 2, kFailure = 3 };
 
@@ -70,7 +72,7 @@ struct RegionFrameHeader {
   uint64_t length = 0;
   uint64_t count = 0;
   uint64_t index_bytes = 0;
-  uint64_t value_bytes = 0;
+  uint64_t value_bytes = 0;  // not on the wire: count x the value width
 };
 
 // Bytes per value of an fp32, fp16 or bf16 value type.
@@ -121,7 +123,8 @@ struct RegionFrameView {
 };
 
 // Checks `frame` completely against `want` (magic, version, kind, type,
-// layout, region, begin, length, count, section lengths, and for sparse
+// layout, region, begin, length, count, reserved field, section lengths,
+// and for sparse
 // layouts every index: below the region length and strictly increasing)
 // and returns a view. Sparse layouts' indices are decoded into *indices
 // (resized to count); other layouts leave it empty. InvalidArgument naming

@@ -115,9 +115,9 @@ TEST(RegionFrame, RefusesEveryMalformedField) {
   const Case cases[] = {
       {"magic", 0, 'X'},      {"version", 4, 9},        {"kind", 5, 2},
       {"value type", 6, 1},   {"layout", 7, 2},         {"region", 8, 3},
-      {"status", 12, 1},      {"region begin", 16, 65}, {"region length", 24, 99},
-      {"count", 32, 3},       {"index bytes", 40, 12},  {"value bytes", 48, 9},
-      {"index order", 56, 9}, {"index range", 60, 100},
+      {"status", 12, 1},      {"region begin", 16, 65}, {"region length", 20, 99},
+      {"count", 24, 3},       {"reserved", 28, 1},      {"index bytes", 32, 12},
+      {"index order", 40, 9}, {"index range", 44, 100},
   };
   for (const Case& c : cases) {
     std::vector<uint8_t> bad = good;
