@@ -209,6 +209,10 @@ class GlooGroup {
   const TransferTotals& totals() const { return totals_; }
 
  private:
+  // The log-round collectives of sparse exchanges (sparse_collectives.h)
+  // use the context, deadline, tag counter and poisoning directly.
+  friend class SparseCollectives;
+
   GlooGroup(int rank, int size, std::shared_ptr<RendezvousStore> store, const GroupOptions& options,
             std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
             std::vector<int> world_ranks);
@@ -232,8 +236,11 @@ class GlooGroup {
   // and names the ranks whose blocks did not arrive.
   absl::Status DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
                             const std::string& what);
+  bool UseDirectAllgather() const {
+    return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
+  }
   bool UseDirectAllgatherv(absl::Span<const uint64_t> sizes) const {
-    if (size_ < 2 || size_ > options_.direct_allgather_max_ranks) return false;
+    if (!UseDirectAllgather()) return false;
     for (uint64_t b : sizes) {
       if (b > options_.direct_allgatherv_max_block_bytes) return false;
     }

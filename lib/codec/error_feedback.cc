@@ -7,6 +7,7 @@
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/kernels/element_math.h"
 
 namespace gradwire {
 namespace {
@@ -44,6 +45,29 @@ absl::Span<const float> ErrorFeedback::Residual(absl::string_view key) const {
   auto it = residuals_.find(key);
   if (it == residuals_.end()) return {};
   return it->second;
+}
+
+absl::Status ErrorFeedback::GiveBack(absl::string_view key, absl::Span<const uint32_t> indices,
+                                     absl::Span<const float> values) {
+  if (!codec_.spec().UsesErrorFeedback()) return absl::OkStatus();
+  auto it = residuals_.find(key);
+  if (it == residuals_.end() || indices.size() != values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "giving back ", values.size(), " values at ", indices.size(), " indices to \"", key,
+        "\", which ", it == residuals_.end() ? "has no residual" : "needs one index per value"));
+  }
+  std::vector<float>& residual = it->second;
+  for (uint32_t i : indices) {
+    if (i >= residual.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("giving back index ", i, " to \"", key,
+                                                     "\", whose residual has ",
+                                                     residual.size(), " elements"));
+    }
+  }
+  for (size_t j = 0; j < indices.size(); ++j) {
+    residual[indices[j]] = kernels::ResidualAfter(residual[indices[j]], -values[j]);
+  }
+  return absl::OkStatus();
 }
 
 std::string ErrorFeedback::SaveState() const {

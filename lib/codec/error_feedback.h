@@ -47,6 +47,19 @@ class ErrorFeedback {
   // The key's residual; empty if the key has none yet.
   absl::Span<const float> Residual(absl::string_view key) const;
 
+  // Gives back to the key's residual values that Encode took out of it
+  // but the exchange then did not deliver (a sparse allreduce's global
+  // re-selection dropped them): for each j,
+  //   residual[indices[j]] = fl(residual[indices[j]] + values[j]),
+  // or 0 where that is not finite (the codec's non-finite rule). For a
+  // selection codec Encode left fl(acc - decoded) there exactly, so the
+  // element holds acc again, as if it had not been selected. No-op when
+  // error feedback is off. InvalidArgument, changing nothing, if the key
+  // has no residual, the spans differ in length or an index is out of
+  // range.
+  absl::Status GiveBack(absl::string_view key, absl::Span<const uint32_t> indices,
+                        absl::Span<const float> values);
+
   // Number of buffers with a residual.
   size_t size() const { return residuals_.size(); }
 

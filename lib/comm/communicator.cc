@@ -53,6 +53,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   std::unique_ptr<Communicator> c(
       new Communicator(std::move(world), std::move(*codec), std::move(auth), options));
   c->flat_ = std::make_unique<SparseAllgather>(*c->codec_, c->auth_);
+  if (SparseAllreduce::Supports(c->codec_->spec())) {
+    c->sparse_allreduce_ = std::make_unique<SparseAllreduce>(*c->codec_, c->auth_);
+  }
+  GRADWIRE_ASSIGN_OR_RETURN(c->model_,
+                            AgreeExchangeModel(*c->world_, options.exchange_model,
+                                               options.measure_exchange_model, c->codec_.get()));
   if (!options.hierarchical) return c;
 
   if (node_id < 0 || local_world_size < 1) {
@@ -128,6 +134,23 @@ PathRule Communicator::PathRuleFor(const CommunicatorOptions& options) {
   return rule;
 }
 
+ExchangeKind Communicator::KindFor(uint64_t elements) const {
+  if (!options_.choose_exchange || sparse_allreduce_ == nullptr) {
+    return ExchangeKind::kSparseAllgather;
+  }
+  if (!options_.hierarchical) {
+    if (world_->size() < 2) return ExchangeKind::kSparseAllgather;
+    return ChooseExchange(world_->size(), elements, codec_->spec(), model_);
+  }
+  // Hierarchical: the cross-node stage averages one node shard.
+  const uint64_t shard = (elements + node_->size() - 1) / node_->size();
+  if (cross_->size() < 2 || ChooseExchange(cross_->size(), shard, codec_->spec(), model_) !=
+                                ExchangeKind::kSparseAllreduce) {
+    return ExchangeKind::kSparseAllgather;
+  }
+  return ExchangeKind::kSparseAllreduce;
+}
+
 ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) const {
   return path_rule().PathFor(elements, one_dimensional);
 }
@@ -177,8 +200,13 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   }
   // 2-3. Compress my shard of the node's sum and average it across nodes.
   absl::Span<float> mine = work.subspan(0, shards_[me]);
-  absl::Status cross = across_nodes_->Run(*cross_, ef_, key, bucket, step, mine, mine,
-                                          static_cast<float>(world_->size()), cost);
+  // Every rank of the cross group holds a shard of the same size: the
+  // same choice.
+  const float world = static_cast<float>(world_->size());
+  absl::Status cross =
+      KindFor(n) == ExchangeKind::kSparseAllreduce
+          ? sparse_allreduce_->Run(*cross_, ef_, key, bucket, step, mine, mine, world, cost)
+          : across_nodes_->Run(*cross_, ef_, key, bucket, step, mine, mine, world, cost);
   if (local == 1) {
     GRADWIRE_RETURN_IF_ERROR(cross);
     std::copy(mine.begin(), mine.end(), data.begin());
@@ -246,8 +274,17 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     if (s.ok()) s = Hierarchical(key.Piece(), bucket, step, data, &cost);
     cost.compressed_buckets = 1;
   } else {
-    s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense,
-                   static_cast<float>(world_->size()), &cost);
+    // A dense section rides only in the allgather's frames.
+    const ExchangeKind kind = dense.empty() ? KindFor(data.size()) : ExchangeKind::kSparseAllgather;
+    const float world = static_cast<float>(world_->size());
+    if (kind == ExchangeKind::kDenseRing) {
+      s = Dense(data, &cost);
+    } else if (kind == ExchangeKind::kSparseAllreduce) {
+      s = sparse_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);
+    } else {
+      s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense, world,
+                     &cost);
+    }
   }
   cost.elements = s.ok() ? data.size() + dense.size() : 0;
   last_call_ = cost;

@@ -50,6 +50,8 @@
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/comm/exchange_stats.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
+#include "gradwire/lib/comm/sparse_allreduce.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 
@@ -70,6 +72,16 @@ struct CommunicatorOptions {
   // Connect / ConnectAt: transport::GroupOptions::event_loop_nice (0..19),
   // for ranks that share a machine's cores.
   int event_loop_nice = 0;
+  // How a compressed buffer travels: per buffer, the cost model
+  // (exchange_cost_model.h) picks the dense ring, the sparse allgather or
+  // the sparse allreduce (flat; hierarchical: the cross-node stage, sparse
+  // allgather or allreduce) from P, n, the spec and `exchange_model`. At
+  // Create the ranks agree on the model (each figure the slowest rank's),
+  // measured first with measure_exchange_model. false: always the sparse
+  // allgather. Every rank must pass the same settings.
+  bool choose_exchange = true;
+  ExchangeModel exchange_model;
+  bool measure_exchange_model = false;
 };
 
 class Communicator {
@@ -160,6 +172,15 @@ class Communicator {
   absl::Status TransferStage(SparseAllgather::InFlight& f, ExchangeStats* cost);
   absl::Status FinishStage(SparseAllgather::InFlight& f, absl::Span<float> data,
                            ExchangeStats* cost);
+  // Whether a compressed buffer of `elements` can take the staged calls:
+  // CanStage(path) and the cost model picks the sparse allgather for it.
+  bool CanStage(ExchangePath path, uint64_t elements) const {
+    return CanStage(path) && KindFor(elements) == ExchangeKind::kSparseAllgather;
+  }
+  // The exchange a compressed buffer of `elements` takes (see
+  // CommunicatorOptions::choose_exchange), the same on every rank.
+  ExchangeKind KindFor(uint64_t elements) const;
+  const ExchangeModel& exchange_model() const { return model_; }
 
   // OK, or the failure that poisoned the communicator.
   absl::Status health() const { return poison_; }
@@ -227,6 +248,8 @@ class Communicator {
   ErrorFeedback ef_;
   std::unique_ptr<SparseAllgather> flat_;
   std::unique_ptr<SparseAllgather> across_nodes_;
+  std::unique_ptr<SparseAllreduce> sparse_allreduce_;  // sparse specs only
+  ExchangeModel model_;                                // agreed at Create
 
   absl::Status poison_;
   ExchangeStats last_call_;

@@ -135,7 +135,7 @@ void GradientExchanger::EnqueueLocked(Bucket* bucket) {
     span_started_ = true;
   }
   bucket->queued = true;
-  bucket->staged = comm_->CanStage(bucket->path);
+  bucket->staged = comm_->CanStage(bucket->path, bucket->data.size());
   bucket->stage = bucket->staged ? Stage::kEncode : Stage::kTransfer;
   bucket->slot = -1;
   queue_.push_back(bucket);

@@ -1,0 +1,268 @@
+#include "gradwire/lib/comm/exchange_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/codec/wire_format.h"
+#include "gradwire/lib/comm/region_frame.h"
+#include "gradwire/transport/sparse_collectives.h"
+
+namespace gradwire {
+namespace {
+
+using transport::SparseCollectives;
+
+// Framing per message, in bytes.
+constexpr double kCodecFrameOverhead =
+    kFrameHeaderBytes + kFrameChecksumBytes + 16 + FrameAuthenticator::kTrailerFieldBytes;
+constexpr double kRegionFrameOverhead = kRegionHeaderBytes + 16 +
+                                        FrameAuthenticator::kTrailerFieldBytes +
+                                        SparseCollectives::kLengthBytes;
+constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
+constexpr double kHistogramBytes = 512;  // 128 u32 bins
+constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
+constexpr double kBand = 128;            // a typical band (at most 256)
+constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
+constexpr double kDirectMaxBlock = 256 << 10;
+// Simple dense passes (zero, add, divide) run this much faster than the
+// decode of scattered entries.
+constexpr double kStreamSpeedup = 5;
+
+// Steps of a recursive-doubling allreduce (folding in a non-power of 2).
+double DoublingSteps(int p) {
+  int steps = 0;
+  while ((2 << steps) <= p) ++steps;
+  return steps + ((p & (p - 1)) != 0 ? 2 : 0);
+}
+
+double BruckSteps(int p) { return p > 1 ? std::ceil(std::log2(p)) : 0; }
+
+// Steps and bytes per rank of one histogram round (sparse_collectives.h:
+// direct up to 16 ranks, then halving and doubling).
+void HistogramRound(int p, double* steps, double* bytes) {
+  if (p <= kDirectMaxRanks) {  // a direct reduce-scatter and allgather
+    *steps = 2;
+    *bytes = 2.0 * (p - 1) / p * kHistogramBytes;
+    return;
+  }
+  if (!SparseCollectives::UsesHalving(p, kHistogramBytes)) {
+    *steps = DoublingSteps(p);
+    *bytes = DoublingSteps(p) * kHistogramBytes;
+    return;
+  }
+  double p2 = 1;
+  while (2 * p2 <= p) p2 *= 2;
+  const bool folded = p2 < p;
+  *steps = 2 * std::log2(p2) + (folded ? 2 : 0);
+  *bytes = 2 * (p2 - 1) / p2 * kHistogramBytes + (folded ? kHistogramBytes : 0);
+}
+
+// Histogram rounds of a top-k selection among m candidates: the first
+// round's bins span 2 octaves (about half of the candidates near the
+// threshold fall in one), each later one narrows 128-fold, until a band
+// of 256 is left.
+double SelectionRounds(double m, double k) {
+  if (m <= k) return 1;
+  double rounds = 1;
+  for (double near = m / 2; near > 256 && rounds < 9; near /= 128) ++rounds;
+  return rounds;
+}
+
+// Expected bytes of one index: LEB128 of geometric gaps of mean n / k.
+double IndexBytes(const CompressionSpec& spec, double n, double k) {
+  if (spec.method == Method::kRandomK) return 0;
+  if (spec.indices == IndexEncoding::kRawU32) return 4;
+  const double mean_gap = k > 0 ? n / k : 1;
+  double bytes = 1;
+  for (double limit = 128; limit < 1e10; limit *= 128) bytes += std::exp(-limit / mean_gap);
+  return bytes;
+}
+
+double ValueWidth(const CompressionSpec& spec) { return spec.values == ValueType::kFp32 ? 4 : 2; }
+
+}  // namespace
+
+const char* ExchangeKindName(ExchangeKind kind) {
+  static constexpr const char* kNames[] = {"dense_ring", "sparse_allgather", "sparse_allreduce"};
+  const size_t i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
+}
+
+std::string ExchangeCost::ToString() const {
+  return absl::StrFormat("%.0f B sent, %.0f B received, %.0f rounds, %.3f ms wire + %.3f ms cpu",
+                         bytes_sent, bytes_received, rounds, wire_seconds * 1e3,
+                         compute_seconds * 1e3);
+}
+
+ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
+                              const CompressionSpec& spec, const ExchangeModel& model) {
+  ExchangeCost c;
+  const double p = std::max(ranks, 1), n = elements;
+  const double k = spec.SelectedCount(elements);
+  const double stream = model.decoded_entries_per_second * kStreamSpeedup;
+  const double encode = n / model.encoded_elements_per_second;
+  const bool direct = p <= kDirectMaxRanks;
+  switch (kind) {
+    case ExchangeKind::kDenseRing:
+      c.bytes_sent = c.bytes_received = 2 * (p - 1) / p * 4 * n + (p - 1) * kAgreementBytes;
+      c.rounds = p > 1 ? (direct ? 1 : p - 1) + 2 * (p - 1) : 0;
+      c.compute_seconds = 2 * n / stream;
+      break;
+    case ExchangeKind::kSparseAllgather: {
+      const double frame = kCodecFrameOverhead + k * (IndexBytes(spec, n, k) + ValueWidth(spec));
+      c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
+      const double gather = direct && frame <= kDirectMaxBlock ? 1 : p - 1;
+      c.rounds = p > 1 ? (direct ? 1 : p - 1) + gather : 0;
+      c.compute_seconds = encode + p * k / model.decoded_entries_per_second + n / stream;
+      break;
+    }
+    case ExchangeKind::kSparseAllreduce: {
+      const double x = IndexBytes(spec, n, k), w = ValueWidth(spec);
+      const double share = (p - 1) / p;
+      // Region frames never exceed their region in dense form.
+      const double contributions = std::min(share * k * (x + w), share * n * w);
+      const bool random = spec.method == Method::kRandomK;
+      const double band = random ? 0 : std::min(kBand, k);
+      const double survivors = std::min(share * (k + band) * (x + 4), share * n * 4);
+      const double selection = random ? 0 : SelectionRounds(std::min(n, p * k), k);
+      double round_steps = 0, round_bytes = 0;
+      HistogramRound(p, &round_steps, &round_bytes);
+      // The agreement: one direct allgather round, or recursive doubling.
+      const double agree_steps = direct ? 1 : DoublingSteps(p);
+      const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
+      c.bytes_sent = c.bytes_received = contributions + survivors +
+                                        2 * (p - 1) * kRegionFrameOverhead + agree_bytes +
+                                        selection * round_bytes;
+      c.rounds = p > 1 ? agree_steps + 1 + selection * round_steps + BruckSteps(p) : 0;
+      c.compute_seconds =
+          encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
+      break;
+    }
+  }
+  c.wire_seconds = std::max(c.bytes_sent, c.bytes_received) / model.bytes_per_second +
+                   c.rounds * model.seconds_per_round;
+  return c;
+}
+
+ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
+                            const ExchangeModel& model) {
+  if (spec.method != Method::kTopK && spec.method != Method::kApproxTopK &&
+      spec.method != Method::kRandomK) {
+    return ExchangeKind::kDenseRing;
+  }
+  ExchangeKind best = ExchangeKind::kDenseRing;
+  double best_seconds = EstimateExchange(best, ranks, elements, spec, model).seconds();
+  for (ExchangeKind kind : {ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
+    const double t = EstimateExchange(kind, ranks, elements, spec, model).seconds();
+    if (t < best_seconds) {
+      best = kind;
+      best_seconds = t;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+// This rank's measurement of the link and of `codec` (may be null).
+absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel model,
+                                      const Codec* codec) {
+  const int p = group.size();
+  if (p > 1) {
+    // Round latency: small allreduces, DoublingSteps(p) steps each.
+    constexpr int kTrips = 16;
+    std::vector<uint64_t> word(1);
+    absl::Time t0 = absl::Now();
+    for (int i = 0; i < kTrips; ++i) {
+      absl::Status s =
+          SparseCollectives::AllreduceU64(group, absl::MakeSpan(word), transport::ReduceOp::kMax);
+      if (!s.ok()) return s;
+    }
+    model.seconds_per_round = absl::ToDoubleSeconds(absl::Now() - t0) / (kTrips * DoublingSteps(p));
+    // Bandwidth: about 1 MB into every rank.
+    const uint64_t block = (uint64_t{1} << 20) / (p - 1);
+    std::vector<uint8_t> mine(block, 0x5a), scratch;
+    std::vector<uint64_t> caps(p, block);
+    std::vector<absl::Span<const uint8_t>> got(p);
+    t0 = absl::Now();
+    absl::Status s = SparseCollectives::AllgathervBounded(group, mine, caps, block * p, &scratch,
+                                                          absl::MakeSpan(got));
+    if (!s.ok()) return s;
+    const double seconds =
+        absl::ToDoubleSeconds(absl::Now() - t0) - BruckSteps(p) * model.seconds_per_round;
+    model.bytes_per_second = static_cast<double>(block * (p - 1)) / std::max(seconds, 1e-6);
+  }
+  if (codec != nullptr) {
+    constexpr uint64_t kElements = 1 << 20;
+    std::vector<float> grad(kElements), residual(kElements, 0.0f);
+    for (uint64_t i = 0; i < kElements; ++i) {
+      grad[i] = static_cast<float>((i * 2654435761u) % 20011) / 20011.0f - 0.5f;
+    }
+    std::vector<uint8_t> frame(codec->MaxEncodedBytes(kElements));
+    CodecScratch codec_scratch;
+    absl::Time t0 = absl::Now();
+    absl::StatusOr<EncodeStats> encoded =
+        codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(frame), &codec_scratch);
+    const absl::Time t1 = absl::Now();
+    if (!encoded.ok()) return encoded.status();
+    model.encoded_elements_per_second = kElements / std::max(absl::ToDoubleSeconds(t1 - t0), 1e-6);
+    std::fill(grad.begin(), grad.end(), 0.0f);
+    absl::Status s =
+        codec->DecodeAccumulate(absl::MakeConstSpan(frame.data(), encoded->frame_bytes),
+                                absl::MakeSpan(grad), &codec_scratch);
+    if (!s.ok()) return s;
+    if (encoded->selected > 0) {
+      model.decoded_entries_per_second =
+          encoded->selected / std::max(absl::ToDoubleSeconds(absl::Now() - t1), 1e-7);
+    }
+  }
+  return model;
+}
+
+// Positive doubles order like their bit patterns.
+uint64_t Bits(double x) {
+  uint64_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+double FromBits(uint64_t u) {
+  double x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+}  // namespace
+
+absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
+                                                 const ExchangeModel& mine, bool measure,
+                                                 const Codec* codec) {
+  ExchangeModel model = mine;
+  if (measure) {
+    absl::StatusOr<ExchangeModel> measured = Measure(group, mine, codec);
+    if (!measured.ok()) return measured.status();
+    model = *measured;
+  }
+  // The slowest rank's figure of each: max of times per unit.
+  uint64_t worst[4] = {Bits(1 / model.bytes_per_second), Bits(model.seconds_per_round),
+                       Bits(1 / model.encoded_elements_per_second),
+                       Bits(1 / model.decoded_entries_per_second)};
+  for (uint64_t& w : worst) {
+    if (!(FromBits(w) > 0) || !std::isfinite(FromBits(w))) w = Bits(1e-12);
+  }
+  absl::Status s =
+      SparseCollectives::AllreduceU64(group, absl::MakeSpan(worst), transport::ReduceOp::kMax);
+  if (!s.ok()) return s;
+  model.bytes_per_second = 1 / FromBits(worst[0]);
+  model.seconds_per_round = FromBits(worst[1]);
+  model.encoded_elements_per_second = 1 / FromBits(worst[2]);
+  model.decoded_entries_per_second = 1 / FromBits(worst[3]);
+  return model;
+}
+
+}  // namespace gradwire

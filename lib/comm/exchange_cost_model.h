@@ -1,0 +1,85 @@
+// The cost model that picks, per bucket, how to average it: a dense ring
+// allreduce, the sparse allgather (sparse_allgather.h) or the sparse
+// allreduce (sparse_allreduce.h). One place: the Communicator asks it per
+// bucket, the benchmarks print its predictions beside their measurements.
+//
+// Per rank and per bucket of n fp32 elements, k = spec.SelectedCount(n)
+// entries of x index bytes (raw u32: 4; delta varint: expected LEB128
+// length of the gaps at density k/n; random-k: 0) and w value bytes:
+//
+//   dense ring        bytes 2 (P-1)/P * 4n              rounds 1 + 2 (P-1)
+//   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 2 (P <= 16,
+//                     F: frame header, checksum, MAC     direct), else
+//                                                        2 (P-1) (ring)
+//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds A + 1 + R H
+//                     + (k + B) (x + 4))                 + ceil(log2 P)
+//                     + 2 (P-1) G + agreement + R * 1 KB A: agreement, 1
+//                     G: region frame overhead           (P <= 16), else L
+//                     B: band (<= 256)                   H: a histogram round
+//                                                        (L; 2 log2 P from 8)
+//                                                        R: selection rounds
+//                                                        (topk 2-3, randomk 0)
+//
+// each bounded by what the dense layouts allow (a region frame is never
+// larger than its region in dense form, so the sparse allreduce never
+// moves more than a dense ring plus framing: SparCML's rule). Time is
+// bytes / bandwidth + rounds * round latency + compute (encode over n,
+// decode-accumulate of the entries each exchange touches). The choice is
+// the smallest predicted time.
+#ifndef GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
+#define GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/transport/gloo_group.h"
+
+namespace gradwire {
+
+// What the model knows of the machine. Defaults: a 10 Gbit/s link with
+// 50 us per message step, and this project's CPU codecs.
+struct ExchangeModel {
+  double bytes_per_second = 1.25e9;          // one rank's link, each way
+  double seconds_per_round = 50e-6;          // one message step
+  double encoded_elements_per_second = 4e8;  // error feedback + selection
+  double decoded_entries_per_second = 2e8;   // decode-accumulate, scans
+};
+
+enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce };
+const char* ExchangeKindName(ExchangeKind kind);
+
+struct ExchangeCost {
+  double bytes_sent = 0;      // per rank
+  double bytes_received = 0;  // per rank
+  double rounds = 0;          // message steps in sequence
+  double wire_seconds = 0;
+  double compute_seconds = 0;
+  double seconds() const { return wire_seconds + compute_seconds; }
+  std::string ToString() const;
+};
+
+// Predicted cost of averaging n elements over P ranks with `kind` (the
+// sparse kinds with `spec`, which must be a sparse method).
+ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
+                              const CompressionSpec& spec, const ExchangeModel& model);
+
+// The cheapest of the three for a sparse `spec` (ties: the simpler one);
+// kDenseRing for any other method.
+ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
+                            const ExchangeModel& model);
+
+// Collective: the model every rank of `group` will use, identical on all
+// (the choice must be, or ranks would start different collectives). Each
+// field is the slowest rank's. With measure = true the link and `codec`'s
+// speed are measured first (a few round trips, about 1 MB per rank, a
+// 1M-element encode); otherwise `mine` is taken as given.
+absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
+                                                 const ExchangeModel& mine, bool measure,
+                                                 const Codec* codec);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_

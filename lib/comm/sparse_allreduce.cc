@@ -1,0 +1,521 @@
+#include "gradwire/lib/comm/sparse_allreduce.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gradwire/base/status_macros.h"
+#include "gradwire/kernels/cpu/randomk.h"
+#include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/element_math.h"
+#include "gradwire/lib/comm/global_selection.h"
+#include "gradwire/transport/sparse_collectives.h"
+
+namespace gradwire {
+namespace {
+
+using transport::SparseCollectives;
+
+// Spec fingerprint, n, step, bucket, region plan hash.
+constexpr int kAgreedFields = 5;
+
+kernels::ValueFormat Format(ValueType type) { return static_cast<kernels::ValueFormat>(type); }
+
+// Even regions: b_j = floor(j n / P), lengths differ by at most one.
+void EvenRegions(uint64_t n, int p, std::vector<uint64_t>* bounds) {
+  bounds->resize(p + 1);
+  for (int j = 0; j <= p; ++j) (*bounds)[j] = j * n / p;
+}
+
+bool IsZero(float x) { return (kernels::FloatBits(x) & 0x7fffffffu) == 0; }
+
+// "<what> from rank R (bucket b, step s) rejected: <why>", same code.
+absl::Status Rejected(const absl::Status& s, absl::string_view what, int rank, uint32_t bucket,
+                      uint64_t step) {
+  return absl::Status(s.code(), absl::StrCat(what, " from rank ", rank, " (bucket ", bucket,
+                                             ", step ", step, ") rejected: ", s.message()));
+}
+
+}  // namespace
+
+bool SparseAllreduce::Supports(const CompressionSpec& spec) {
+  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
+         spec.method == Method::kRandomK;
+}
+
+SparseAllreduce::SparseAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+                                 const SparseAllreduceOptions& options)
+    : codec_(codec),
+      auth_(auth),
+      options_(options),
+      naming_(codec, auth),
+      spec_fingerprint_(SpecFingerprint(codec.spec())),
+      random_k_(codec.spec().method == Method::kRandomK),
+      sparse_layout_(random_k_ ? RegionLayout::kImplied
+                               : static_cast<RegionLayout>(codec.spec().indices)),
+      value_type_(codec.spec().values) {}
+
+absl::Status SparseAllreduce::SetRegions(uint32_t bucket, std::vector<uint64_t> bounds) {
+  bool ok = bounds.size() >= 2 && bounds[0] == 0;
+  for (size_t j = 1; ok && j < bounds.size(); ++j) ok = bounds[j] >= bounds[j - 1];
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        "sparse allreduce regions must be P + 1 non-decreasing boundaries from 0 to n");
+  }
+  plans_[bucket] = std::move(bounds);
+  return absl::OkStatus();
+}
+
+RegionExpectation SparseAllreduce::Expect(RegionFrameKind kind, int j) const {
+  RegionExpectation want;
+  want.kind = kind;
+  want.failure_allowed = kind == RegionFrameKind::kSurvivors;
+  want.value_type = kind == RegionFrameKind::kContribution ? value_type_ : ValueType::kFp32;
+  want.sparse = sparse_layout_;
+  want.region = j;
+  want.begin = bounds_[j];
+  want.length = bounds_[j + 1] - bounds_[j];
+  // Survivor frames may also carry the band (global_selection.h).
+  want.max_count =
+      std::min(kind == RegionFrameKind::kContribution ? k_ : k_ + BandLimit(), want.length);
+  want.implied_count = random_k_ ? first_entry_[j + 1] - first_entry_[j] : 0;
+  return want;
+}
+
+// A band costs its entries' bytes at every rank, a histogram round about
+// 2 x 512 bytes: stop once a band is about as cheap as another round.
+uint64_t SparseAllreduce::BandLimit() const { return 256; }
+
+uint64_t SparseAllreduce::Capacity(RegionFrameKind kind, int j) const {
+  const RegionExpectation want = Expect(kind, j);
+  return MaxRegionFrameBytes(want.sparse, want.value_type, want.length,
+                             random_k_ ? want.implied_count : want.max_count) +
+         auth_.trailer_bytes();
+}
+
+absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                                    uint64_t n, ExchangeStats* cost) {
+  const int p = group.size();
+  auto plan = plans_.find(bucket);
+  if (plan != plans_.end() && plan->second.size() == static_cast<size_t>(p) + 1 &&
+      plan->second.back() == n) {
+    bounds_ = plan->second;
+  } else {
+    EvenRegions(n, p, &bounds_);
+  }
+  const uint64_t fields[kAgreedFields] = {
+      spec_fingerprint_, n, step, bucket,
+      XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t))};
+  bool same = true, same_plan = true;
+  if (SparseCollectives::GathersDirectly(group)) {
+    // One direct round; the group's own agreement round also turns a rank
+    // that is in another collective (the dense ring, the allgather, whose
+    // descriptor is 48 bytes) into "collective mismatch" on every rank.
+    agreed_.resize(kAgreedFields * p);
+    absl::Status s = group.Allgather(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(fields), sizeof fields),
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(agreed_.data()), agreed_.size() * 8));
+    cost->AddCall(group.last_call());
+    if (!s.ok()) return s;
+    for (int r = 0; r < p; ++r) {
+      for (int i = 0; i < kAgreedFields; ++i) {
+        const bool equal = agreed_[r * kAgreedFields + i] == fields[i];
+        if (i < kAgreedFields - 1) same = same && equal;
+        if (i == kAgreedFields - 1) same_plan = same_plan && equal;
+      }
+    }
+  } else {
+    // Recursive doubling (log2 P steps): the min over ranks of each field
+    // and of its complement, i.e. its min and max.
+    uint64_t both[2 * kAgreedFields];
+    for (int i = 0; i < kAgreedFields; ++i) {
+      both[i] = fields[i];
+      both[kAgreedFields + i] = ~fields[i];
+    }
+    absl::Status s =
+        SparseCollectives::AllreduceU64(group, absl::MakeSpan(both), transport::ReduceOp::kMin);
+    cost->AddCall(group.last_call());
+    if (!s.ok()) return s;
+    for (int i = 0; i < kAgreedFields - 1; ++i) same = same && both[i] == ~both[kAgreedFields + i];
+    same_plan = both[kAgreedFields - 1] == ~both[2 * kAgreedFields - 1];
+  }
+  if (!same) {
+    // Every rank saw it: gather the descriptors once more to name ranks.
+    GRADWIRE_RETURN_IF_ERROR(naming_.Agree(group, bucket, step, n, cost));
+    return absl::InvalidArgumentError(
+        absl::StrCat("collective mismatch in sparse allreduce (bucket ", bucket, ", step ", step,
+                     "): ranks disagree on spec, length, step or bucket"));
+  }
+  if (!same_plan) EvenRegions(n, p, &bounds_);  // plans differ: even regions
+  first_entry_.resize(p + 1);
+  for (int j = 0; j <= p; ++j) {
+    first_entry_[j] =
+        std::lower_bound(my_indices_.begin(), my_indices_.end(), bounds_[j]) - my_indices_.begin();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SparseAllreduce::ScatterContributions(transport::GlooGroup& group, uint32_t bucket,
+                                                   uint64_t step, ExchangeStats* cost) {
+  const int p = group.size();
+  const uint64_t width = ValueBytes(value_type_);
+  const uint32_t me = group.world_ranks()[group.rank()];
+  absl::Time t0 = absl::Now();
+  relative_.resize(k_);
+  for (int j = 0; j < p; ++j) {
+    for (uint64_t e = first_entry_[j]; e < first_entry_[j + 1]; ++e) {
+      relative_[e] = static_cast<uint32_t>(my_indices_[e] - bounds_[j]);
+    }
+  }
+  caps_.resize(p);
+  uint64_t total = 0;
+  for (int j = 0; j < p; ++j) total += caps_[j] = Capacity(RegionFrameKind::kContribution, j);
+  send_.resize(total);
+  blocks_.resize(p);
+  received_.resize(p);
+  uint64_t at = 0;
+  for (int j = 0; j < p; ++j) {
+    RegionFrameHeader h;
+    h.kind = RegionFrameKind::kContribution;
+    h.value_type = value_type_;
+    h.region = j;
+    h.begin = bounds_[j];
+    h.length = bounds_[j + 1] - bounds_[j];
+    const uint64_t first = first_entry_[j];
+    const RegionEntries entries{relative_.data() + first, my_values_.data() + first * width,
+                                first_entry_[j + 1] - first};
+    uint8_t* frame = send_.data() + at;
+    absl::StatusOr<size_t> written = WriteRegionFrame(
+        h, sparse_layout_, entries, absl::MakeSpan(frame, caps_[j] - auth_.trailer_bytes()));
+    if (!written.ok()) return written.status();
+    if (frame[7] == static_cast<uint8_t>(RegionLayout::kDense)) ++last_.dense_frames_sent;
+    const absl::Time t1 = absl::Now();
+    cost->compress_time += t1 - t0;
+    absl::StatusOr<size_t> signed_bytes =
+        auth_.Sign(absl::MakeSpan(frame, caps_[j]), *written, FrameOrigin{me, step, bucket});
+    t0 = absl::Now();
+    cost->auth_time += t0 - t1;
+    if (!signed_bytes.ok()) return signed_bytes.status();
+    if (j == options_.corrupt_contribution_to_for_test) frame[kRegionHeaderBytes / 2] ^= 1;
+    blocks_[j] = absl::MakeConstSpan(frame, *signed_bytes);
+    at += caps_[j];
+  }
+  absl::Status s = SparseCollectives::AlltoallvBounded(group, blocks_, caps_, &scratch_,
+                                                       absl::MakeSpan(received_));
+  cost->AddCall(group.last_call());
+  return s;
+}
+
+absl::Status SparseAllreduce::ReduceRegion(const transport::GlooGroup& group, uint32_t bucket,
+                                           uint64_t step, ExchangeStats* cost) {
+  const int p = group.size();
+  const int me = group.rank();
+  const uint64_t begin = bounds_[me];
+  const uint64_t length = bounds_[me + 1] - begin;
+  const kernels::ValueFormat format = Format(value_type_);
+  const RegionExpectation want = Expect(RegionFrameKind::kContribution, me);
+  candidates_.clear();
+  keys_.clear();
+  sum_.assign(length, 0.0f);
+  for (int r = 0; r < p; ++r) {
+    const int sender = group.world_ranks()[r];
+    const absl::Time t0 = absl::Now();
+    absl::StatusOr<absl::Span<const uint8_t>> frame =
+        auth_.Verify(received_[r], FrameOrigin{static_cast<uint32_t>(sender), step, bucket});
+    const absl::Time t1 = absl::Now();
+    cost->auth_time += t1 - t0;
+    if (!frame.ok()) return Rejected(frame.status(), "contribution", sender, bucket, step);
+    absl::StatusOr<RegionFrameView> view = ParseRegionFrame(*frame, want, &frame_indices_);
+    if (!view.ok()) {
+      sum_.clear();
+      return Rejected(view.status(), "contribution", sender, bucket, step);
+    }
+    const uint8_t* values = view->values.data();
+    switch (view->header.layout) {
+      case RegionLayout::kDense:
+        for (uint64_t i = 0; i < length; ++i) sum_[i] += kernels::LoadValue(values, i, format);
+        break;
+      case RegionLayout::kImplied:
+        kernels::cpu::SparseDecodeAccumulate(relative_.data() + first_entry_[me], values,
+                                             view->header.count, format, sum_.data());
+        break;
+      default:
+        kernels::cpu::SparseDecodeAccumulate(frame_indices_.data(), values, view->header.count,
+                                             format, sum_.data());
+        break;
+    }
+    cost->compress_time += absl::Now() - t1;
+  }
+  const absl::Time t2 = absl::Now();
+  for (uint64_t i = 0; i < length; ++i) {
+    if (IsZero(sum_[i])) continue;
+    candidates_.push_back(static_cast<uint32_t>(i));
+    keys_.push_back(SelectionKey(sum_[i], begin + i));
+  }
+  cost->compress_time += absl::Now() - t2;
+  return absl::OkStatus();
+}
+
+absl::Status SparseAllreduce::Select(transport::GlooGroup& group, ExchangeStats* cost) {
+  if (random_k_) {  // the candidates share the k seeded indices: all survive
+    threshold_ = 0;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GlobalSelection> selection =
+      SelectGlobalTopK(group, keys_, k_, BandLimit(), &counts_, cost);
+  if (!selection.ok()) return selection.status();
+  threshold_ = selection->threshold;
+  kept_ = selection->kept;
+  last_.candidates = selection->candidates;
+  last_.survivors = selection->survivors;
+  last_.selection_rounds = selection->rounds;
+  return absl::OkStatus();
+}
+
+absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint32_t bucket,
+                                              uint64_t step, const absl::Status& owner_status,
+                                              ExchangeStats* cost) {
+  const int p = group.size();
+  const int me = group.rank();
+  const uint32_t my_world_rank = group.world_ranks()[me];
+  absl::Time t0 = absl::Now();
+  caps_.resize(p);
+  uint64_t total_cap = 0, caps_sum = 0;
+  for (int j = 0; j < p; ++j) {
+    caps_sum += caps_[j] = Capacity(RegionFrameKind::kSurvivors, j);
+    total_cap += kRegionHeaderBytes + auth_.trailer_bytes();
+  }
+  // At most k survivors in all: a tighter bound than the sum of caps.
+  total_cap += random_k_
+                   ? 4 * k_
+                   : MaxIndexBytes(static_cast<IndexEncoding>(sparse_layout_), k_ + BandLimit()) +
+                         4 * (k_ + BandLimit());
+  total_cap = std::min(total_cap, caps_sum);
+  send_.resize(caps_[me]);
+  absl::StatusOr<size_t> written;
+  if (!owner_status.ok()) {
+    written = WriteRegionFailure(me, bounds_[me], bounds_[me + 1] - bounds_[me],
+                                 static_cast<uint32_t>(owner_status.code()), absl::MakeSpan(send_));
+  } else {
+    // Implied layout: a value for every shared index (0: no survivor).
+    my_survivors_.clear();
+    if (random_k_) {
+      for (uint64_t e = first_entry_[me]; e < first_entry_[me + 1]; ++e) {
+        my_survivors_.push_back(relative_[e]);
+      }
+    } else {
+      for (size_t c = 0; c < candidates_.size(); ++c) {
+        if (keys_[c] >= threshold_) my_survivors_.push_back(candidates_[c]);
+      }
+    }
+    value_bytes_.resize(4 * my_survivors_.size());
+    for (size_t c = 0; c < my_survivors_.size(); ++c) {
+      kernels::StoreValue(value_bytes_.data(), c, sum_[my_survivors_[c]],
+                          kernels::ValueFormat::kFp32);
+    }
+    RegionFrameHeader h;
+    h.kind = RegionFrameKind::kSurvivors;
+    h.region = me;
+    h.begin = bounds_[me];
+    h.length = bounds_[me + 1] - bounds_[me];
+    written = WriteRegionFrame(
+        h, sparse_layout_,
+        RegionEntries{my_survivors_.data(), value_bytes_.data(), my_survivors_.size()},
+        absl::MakeSpan(send_.data(), caps_[me] - auth_.trailer_bytes()));
+    if (written.ok() && send_[7] == static_cast<uint8_t>(RegionLayout::kDense)) {
+      ++last_.dense_frames_sent;
+    }
+  }
+  if (!written.ok()) return written.status();
+  absl::Time t1 = absl::Now();
+  cost->compress_time += t1 - t0;
+  absl::StatusOr<size_t> signed_bytes =
+      auth_.Sign(absl::MakeSpan(send_), *written, FrameOrigin{my_world_rank, step, bucket});
+  cost->auth_time += absl::Now() - t1;
+  if (!signed_bytes.ok()) return signed_bytes.status();
+  absl::Status s =
+      SparseCollectives::AllgathervBounded(group, absl::MakeConstSpan(send_.data(), *signed_bytes),
+                                           caps_, total_cap, &scratch_, absl::MakeSpan(received_));
+  cost->AddCall(group.last_call());
+  GRADWIRE_RETURN_IF_ERROR(s);
+  if (!owner_status.ok()) return owner_status;  // the precise reason, here
+
+  // Verify and decode every region's survivors before anything changes.
+  survivor_indices_.clear();
+  survivor_values_.clear();
+  absl::Status failed;  // the first owner's failure notice
+  for (int j = 0; j < p; ++j) {
+    const int owner = group.world_ranks()[j];
+    t0 = absl::Now();
+    absl::StatusOr<absl::Span<const uint8_t>> frame =
+        auth_.Verify(received_[j], FrameOrigin{static_cast<uint32_t>(owner), step, bucket});
+    t1 = absl::Now();
+    cost->auth_time += t1 - t0;
+    if (!frame.ok()) return Rejected(frame.status(), "survivors", owner, bucket, step);
+    absl::StatusOr<RegionFrameView> view =
+        ParseRegionFrame(*frame, Expect(RegionFrameKind::kSurvivors, j), &frame_indices_);
+    if (!view.ok()) return Rejected(view.status(), "survivors", owner, bucket, step);
+    const RegionFrameHeader& h = view->header;
+    if (h.kind == RegionFrameKind::kFailure) {
+      if (failed.ok()) {
+        failed = absl::Status(
+            static_cast<absl::StatusCode>(h.status),
+            absl::StrCat("rank ", owner, ", owner of region ", j, ", rejected a contribution ",
+                         "(bucket ", bucket, ", step ", step, "; ",
+                         absl::StatusCodeToString(static_cast<absl::StatusCode>(h.status)),
+                         "; see its log): every rank discards the result"));
+      }
+      continue;
+    }
+    const uint8_t* values = view->values.data();
+    for (uint64_t c = 0; c < h.count; ++c) {
+      const float v = kernels::LoadValue(values, c, kernels::ValueFormat::kFp32);
+      uint64_t index;
+      if (h.layout == RegionLayout::kDense) {
+        index = h.begin + c;
+      } else if (h.layout == RegionLayout::kImplied) {
+        index = my_indices_[first_entry_[j] + c];
+      } else {
+        index = h.begin + frame_indices_[c];
+        if (IsZero(v)) {
+          return Rejected(absl::InvalidArgumentError("a sparse survivor with a zero sum"),
+                          "survivors", owner, bucket, step);
+        }
+      }
+      if (IsZero(v)) continue;
+      survivor_indices_.push_back(static_cast<uint32_t>(index));
+      survivor_values_.push_back(v);
+    }
+    cost->compress_time += absl::Now() - t1;
+  }
+  if (!failed.ok()) return failed;
+  if (random_k_) {
+    last_.candidates = last_.survivors = survivor_indices_.size();
+    return absl::OkStatus();
+  }
+  if (survivor_indices_.size() != kept_) {
+    return absl::DataLossError(absl::StrCat("sparse allreduce (bucket ", bucket, ", step ", step,
+                                            "): the regions sent ", survivor_indices_.size(),
+                                            " entries, the global selection kept ", kept_));
+  }
+  if (kept_ > last_.survivors) {
+    // A band is left: every rank holds the same entries and picks the same
+    // best of them.
+    const absl::Time t2 = absl::Now();
+    keys_.resize(kept_);
+    for (uint64_t c = 0; c < kept_; ++c) {
+      keys_[c] = SelectionKey(survivor_values_[c], survivor_indices_[c]);
+    }
+    const uint64_t cut = SelectTopKLocally(keys_, last_.survivors).threshold;
+    size_t out = 0;
+    for (uint64_t c = 0; c < kept_; ++c) {
+      if (keys_[c] < cut) continue;
+      survivor_indices_[out] = survivor_indices_[c];
+      survivor_values_[out++] = survivor_values_[c];
+    }
+    survivor_indices_.resize(out);
+    survivor_values_.resize(out);
+    cost->compress_time += absl::Now() - t2;
+  }
+  return absl::OkStatus();
+}
+
+void SparseAllreduce::PlanNext(uint32_t bucket, uint64_t n, int p) {
+  const uint64_t s = survivor_indices_.size();
+  if (!options_.balance_regions || s == 0) {
+    plans_.erase(bucket);
+    return;
+  }
+  std::vector<uint64_t>& next = plans_[bucket];
+  next.resize(p + 1);
+  next[0] = 0;
+  next[p] = n;
+  for (int j = 1; j < p; ++j) next[j] = survivor_indices_[j * s / p];
+}
+
+absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,
+                                  absl::string_view key, uint32_t bucket, uint64_t step,
+                                  absl::Span<const float> in, absl::Span<float> out, float divisor,
+                                  ExchangeStats* stats) {
+  const uint64_t n = in.size();
+  if (out.size() != n || n >= (uint64_t{1} << 32) || !Supports(codec_.spec())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse allreduce: ", n, " elements in, ", out.size(), " out, codec \"",
+        codec_.spec().ToString(), "\" (needs equal lengths below 2^32 and a sparse codec)"));
+  }
+  ExchangeStats cost;
+  auto finish = [&](absl::Status s) {
+    if (s.ok()) {
+      cost.compressed_buckets = 1;
+      cost.elements = n;
+    }
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  };
+  const int p = group.size();
+  last_ = SparseAllreduceInfo();
+  n_ = n;
+  k_ = codec_.spec().SelectedCount(n);
+
+  // 1. Encode, then read this rank's entries back from its frame.
+  const absl::Time t0 = absl::Now();
+  frame_.resize(codec_.MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(frame_));
+  if (!encoded.ok()) return finish(encoded.status());
+  absl::StatusOr<ParsedFrame> parsed =
+      ParseFrame(absl::MakeConstSpan(frame_.data(), encoded->frame_bytes), FrameLimits());
+  if (!parsed.ok()) return finish(parsed.status());
+  my_values_ = parsed->sections.values;
+  my_indices_.resize(k_);
+  if (random_k_) {
+    uint64_t temp_bytes = 0;
+    kernels::cpu::RandomKIndices(nullptr, &temp_bytes, codec_.spec().seed, step, n, k_, nullptr);
+    random_temp_.resize(temp_bytes);
+    kernels::cpu::RandomKIndices(random_temp_.data(), &temp_bytes, codec_.spec().seed, step, n, k_,
+                                 my_indices_.data());
+  } else {
+    absl::Status s = DecodeIndices(codec_.spec().indices, parsed->sections.indices, n,
+                                   absl::MakeSpan(my_indices_));
+    if (!s.ok()) return finish(s);
+  }
+  cost.compress_time += absl::Now() - t0;
+
+  // 2-5. The collectives; an owner's complaint travels as its notice.
+  absl::Status s = Agree(group, bucket, step, n, &cost);
+  if (s.ok()) s = ScatterContributions(group, bucket, step, &cost);
+  if (!s.ok()) return finish(s);
+  const absl::Status owner_status = ReduceRegion(group, bucket, step, &cost);
+  s = Select(group, &cost);
+  if (s.ok()) s = GatherSurvivors(group, bucket, step, owner_status, &cost);
+  if (!s.ok()) return finish(s);
+  last_.bounds = bounds_;
+
+  // 6. Everything checked: the average, and what did not survive back
+  // into the residual (both lists ascending).
+  const absl::Time t1 = absl::Now();
+  std::fill(out.begin(), out.end(), 0.0f);
+  for (size_t c = 0; c < survivor_indices_.size(); ++c) {
+    out[survivor_indices_[c]] = survivor_values_[c] / divisor;
+  }
+  give_indices_.clear();
+  give_values_.clear();
+  const kernels::ValueFormat format = Format(value_type_);
+  size_t c = 0;
+  for (uint64_t e = 0; e < k_; ++e) {
+    const uint32_t i = my_indices_[e];
+    while (c < survivor_indices_.size() && survivor_indices_[c] < i) ++c;
+    if (c < survivor_indices_.size() && survivor_indices_[c] == i) continue;
+    give_indices_.push_back(i);
+    give_values_.push_back(kernels::LoadValue(my_values_.data(), e, format));
+  }
+  s = ef.GiveBack(key, give_indices_, give_values_);
+  cost.compress_time += absl::Now() - t1;
+  if (!s.ok()) return finish(s);
+  PlanNext(bucket, n, p);
+  return finish(absl::OkStatus());
+}
+
+}  // namespace gradwire

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Scaling benchmark of the sparse allreduce (lib/comm/sparse_allreduce.h)
+against the sparse allgather and the dense ring, on emulated hosts.
+
+For each host count (default 4, 8, 16) it builds an emulated cluster
+(tools/emulated_cluster.py: one network namespace per host, tbf-shaped
+links into a switch), runs one rank per host of tools/scaling_rank with
+each exchange on the same synthetic profile (--buckets buckets of
+--elements fp32), and reports time and bytes per rank against P, with the
+cost model's prediction beside every measurement. One run writes
+    <out>/scaling.md    the table (and the done-when figures)
+    <out>/scaling.json  every measurement and prediction
+    <out>/scaling.png   time and bytes per rank vs P (log scale)
+
+    /usr/bin/python3 tools/scaling_bench.py --out /tmp/scaling   # needs root
+        [--hosts 4,8,16] [--link 20mbit] [--elements 16777216] [--buckets 1]
+        [--densities 0.01,0.001] [--iters 3] [--warmup 1] [--dense_iters 1]
+
+Time of one iteration = the slowest rank's, from a barrier to its last
+bucket (all ranks start together); the figure is the median over
+iterations. Bytes = the most any rank sent or received per iteration.
+Link rates: every rank of an emulated host shares this machine's cores, so
+the links must be slow enough that the wire, not the CPU, dominates even
+with 16 ranks on two cores: 20 Mbit/s by default (see docs/sparse_allreduce.md).
+"""
+import argparse
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import emulated_cluster  # noqa: E402
+
+
+def run_case(cluster, binary, exchange, spec, a, job):
+    """Runs one exchange on every host; returns its figures."""
+    iters, warmup = (a.dense_iters, 0) if exchange == "dense_ring" else (a.iters, a.warmup)
+    store = tempfile.mkdtemp(prefix="scaling-store-", dir=a.out)
+    procs = []
+    for r in range(cluster.hosts):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRADWIRE_")}
+        env.update({"RANK": str(r), "WORLD_SIZE": str(cluster.hosts), "LOCAL_RANK": "0",
+                    "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": str(r), "GRADWIRE_JOB_ID": job,
+                    "GRADWIRE_STORE_DIR": store, "GRADWIRE_JOB_SECRET": a.secret})
+        argv = [binary, f"--exchange={exchange}", f"--compression={spec}",
+                f"--elements={a.elements}", f"--buckets={a.buckets}", f"--iters={iters}",
+                f"--warmup={warmup}", f"--bind_address={cluster.address(r)}",
+                f"--event_loop_nice={a.event_loop_nice}", f"--timeout_ms={a.timeout_ms}"]
+        procs.append(cluster.popen(r, argv, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True))
+    results, failed = [], []
+    for r, p in enumerate(procs):
+        out, _ = p.communicate(timeout=a.case_timeout)
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                results.append(json.loads(line[len("RESULT "):]))
+        if p.returncode != 0:
+            failed.append(f"rank {r} exited {p.returncode}: {out[-2000:]}")
+    if failed or len(results) != cluster.hosts:
+        raise RuntimeError(f"{exchange} {spec} on {cluster.hosts} hosts failed: " +
+                           "; ".join(failed))
+    iters = len(results[0]["iter_ms"])
+    slowest = [max(res["iter_ms"][i] for res in results) for i in range(iters)]
+    return {
+        "ms": statistics.median(slowest), "ms_all": slowest,
+        "bytes_sent": max(res["bytes_sent_per_iter"] for res in results),
+        "bytes_received": max(res["bytes_received_per_iter"] for res in results),
+        "compress_ms": max(res["compress_ms_per_iter"] for res in results),
+        "selection_rounds": max(res["selection_rounds"] for res in results),
+    }
+
+
+def predict(binary, hosts, spec, a):
+    out = subprocess.run([binary, "--exchange=predict", f"--ranks={hosts}",
+                          f"--compression={spec}", f"--elements={a.elements}",
+                          f"--buckets={a.buckets}",
+                          f"--link_mbit={emulated_cluster.parse_rate(a.link) / 1e6}"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out.split("PREDICT ", 1)[1])
+
+
+def plot(cases, hosts, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in sorted({c["name"] for c in cases}):
+        pts = sorted((c["hosts"], c) for c in cases if c["name"] == name)
+        xs = [h for h, _ in pts]
+        style = "--" if "dense" in name else ("-o" if "allreduce" in name else "-s")
+        ax_t.plot(xs, [c["ms"] for _, c in pts], style, label=name)
+        ax_b.plot(xs, [max(c["bytes_sent"], c["bytes_received"]) / 1e6 for _, c in pts], style,
+                  label=name)
+    for ax, label in ((ax_t, "time per iteration (ms)"), (ax_b, "MB per rank per iteration")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(hosts)
+        ax.set_xticklabels([str(h) for h in hosts])
+        ax.set_xlabel("hosts (P)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    ax_b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--hosts", default="4,8,16")
+    ap.add_argument("--link", default="20mbit", help="tbf rate of every host link")
+    ap.add_argument("--elements", type=int, default=16 << 20, help="fp32 elements per bucket")
+    ap.add_argument("--buckets", type=int, default=1)
+    ap.add_argument("--densities", default="0.01,0.001")
+    ap.add_argument("--spec", default="topk:ratio={d}", help="codec spec; {d} is the density")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--dense_iters", type=int, default=1,
+                    help="timed iterations of the dense ring (no warm-up: it has no state, "
+                         "and each takes tens of seconds on slow links)")
+    ap.add_argument("--event_loop_nice", type=int, default=10)
+    ap.add_argument("--timeout_ms", type=int, default=300000)
+    ap.add_argument("--case_timeout", type=float, default=1800)
+    ap.add_argument("--rank_binary", default="")
+    ap.add_argument("--skip_dense", action="store_true",
+                    help="leave out the dense ring (quick runs; no dense figures)")
+    a = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    binary = a.rank_binary or os.path.join(root, "bazel-bin", "tools", "scaling_rank")
+    if not os.path.exists(binary):
+        sys.exit(f"{binary} not found: bazel build //tools:scaling_rank first")
+    ok, why = emulated_cluster.namespaces_available()
+    if not ok:
+        sys.exit(f"emulated hosts unavailable: {why}")
+    os.makedirs(a.out, exist_ok=True)
+    a.secret = secrets.token_hex(32)
+    hosts = [int(h) for h in a.hosts.split(",")]
+    densities = [float(d) for d in a.densities.split(",")]
+    plan = [] if a.skip_dense else [("dense ring", "dense_ring", a.spec.format(d=densities[0]))]
+    for d in densities:
+        for exchange in ("sparse_allgather", "sparse_allreduce"):
+            plan.append((f"{exchange.replace('_', ' ')} {d * 100:g}%", exchange,
+                         a.spec.format(d=d)))
+    cases = []
+    started = time.monotonic()
+    for p in hosts:
+        with emulated_cluster.EmulatedCluster(p, a.link) as cluster:
+            for name, exchange, spec in plan:
+                t0 = time.monotonic()
+                res = run_case(cluster, binary, exchange, spec, a, f"scaling-{p}-{len(cases)}")
+                model = predict(binary, p, spec, a)[exchange]
+                res.update({"name": name, "hosts": p, "exchange": exchange, "spec": spec,
+                            "predicted": model})
+                cases.append(res)
+                print(f"[{time.monotonic() - started:6.0f} s] P={p:3d} {name:24s} "
+                      f"{res['ms']:9.1f} ms  {res['bytes_sent'] / 1e6:8.3f} MB sent  "
+                      f"{res['bytes_received'] / 1e6:8.3f} MB received  "
+                      f"(model {model['ms']:.1f} ms; case {time.monotonic() - t0:.0f} s)",
+                      flush=True)
+
+    def find(name, p):
+        return next(c for c in cases if c["name"] == name and c["hosts"] == p)
+
+    lines = [f"# Sparse allreduce scaling: {a.buckets} x {a.elements} fp32 per iteration, "
+             f"{a.link} links, one rank per emulated host", "",
+             "| P | exchange | ms/iter | MB sent/rank | MB recv/rank | model ms | "
+             "model MB/rank |", "|---|---|---|---|---|---|---|"]
+    for c in cases:
+        m = c["predicted"]
+        lines.append(f"| {c['hosts']} | {c['name']} | {c['ms']:.1f} | "
+                     f"{c['bytes_sent'] / 1e6:.3f} | {c['bytes_received'] / 1e6:.3f} | "
+                     f"{m['ms']:.1f} | {max(m['bytes_sent'], m['bytes_received']) / 1e6:.3f} |")
+    checks = {}
+    lo, hi = min(hosts), max(hosts)
+    for d in densities:
+        name = f"sparse allreduce {d * 100:g}%"
+        b = lambda c: max(c["bytes_sent"], c["bytes_received"])  # noqa: E731
+        checks[f"bytes/rank P={hi} over P={lo}, {name}"] = b(find(name, hi)) / b(find(name, lo))
+    d = densities[0]
+    ar = find(f"sparse allreduce {d * 100:g}%", hi)
+    checks[f"speedup over sparse allgather, P={hi}, {d * 100:g}%"] = (
+        find(f"sparse allgather {d * 100:g}%", hi)["ms"] / ar["ms"])
+    if not a.skip_dense:
+        checks[f"speedup over dense ring, P={hi}"] = find("dense ring", hi)["ms"] / ar["ms"]
+    lines += ["", "| figure | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.2f} |" for k, v in checks.items()]
+    table = "\n".join(lines) + "\n"
+    print(table)
+    with open(os.path.join(a.out, "scaling.md"), "w") as f:
+        f.write(table)
+    with open(os.path.join(a.out, "scaling.json"), "w") as f:
+        json.dump({"settings": {k: v for k, v in vars(a).items() if k != "secret"},
+                   "cases": cases, "figures": checks}, f, indent=1)
+    plot(cases, hosts, os.path.join(a.out, "scaling.png"))
+    print(f"wrote {a.out}/scaling.md, scaling.json, scaling.png")
+
+
+if __name__ == "__main__":
+    main()
