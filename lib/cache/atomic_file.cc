@@ -159,6 +159,23 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return data;
 }
 
+absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::string_view what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(absl::StrCat("read ", what), errno);
+    }
+    if (got == 0) {
+      return absl::DataLossError(absl::StrCat(what, ": ends at byte ", offset + done, ", ",
+                                              n - done, " bytes short"));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
 bool IsTempFileName(absl::string_view name) { return absl::StartsWith(name, kTempPrefix); }
 
 absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name) {

@@ -71,19 +71,8 @@ absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std
 absl::StatusOr<std::string> DirectorySource::ReadAt(size_t shard, uint64_t offset,
                                                     uint64_t length) const {
   std::string out(length, '\0');
-  uint64_t done = 0;
-  while (done < length) {
-    ssize_t n = pread(fds_[shard], &out[done], length - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(absl::StrCat("read ", dir_, "/", manifest_.shards()[shard].name), errno);
-    }
-    if (n == 0) {
-      return absl::DataLossError(absl::StrCat(dir_, "/", manifest_.shards()[shard].name,
-                                              ": shorter than its manifest size"));
-    }
-    done += static_cast<uint64_t>(n);
-  }
+  GRADWIRE_RETURN_IF_ERROR(ReadFileAt(fds_[shard], offset, out.size(), &out[0],
+                                      absl::StrCat(dir_, "/", manifest_.shards()[shard].name)));
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/disk_entry.h"
 #include "gradwire/lib/cache/errno_status.h"
 #include "gradwire/base/status_macros.h"
 
@@ -20,74 +21,25 @@ namespace gradwire {
 namespace cache {
 namespace {
 
-constexpr char kMagic[8] = {'G', 'W', 'C', 'A', 'C', 'H', 'E', '1'};
-constexpr size_t kHeaderBytes = 48;
 constexpr absl::string_view kEntrySuffix = ".gwc";
 constexpr absl::string_view kQuarantineDir = "quarantine";
 
-void PutLE(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-std::string EncodeHeader(absl::string_view key, uint64_t version, absl::string_view value) {
-  std::string out(kHeaderBytes, '\0');
-  std::memcpy(&out[0], kMagic, sizeof(kMagic));
-  PutLE(&out[8], key.size(), 4);
-  PutLE(&out[16], version, 8);
-  PutLE(&out[24], value.size(), 8);
-  PutLE(&out[32], Checksum64(value), 8);
-  out.append(key.data(), key.size());
-  std::string covered = out.substr(0, 40) + std::string(key);
-  PutLE(&out[40], Checksum64(covered), 8);
-  return out;
-}
-
-struct ParsedEntry {
-  std::string key;
-  uint64_t version = 0;
-  uint64_t value_offset = 0;
-  uint64_t value_length = 0;
-  uint64_t value_checksum = 0;
+// An entry file open for reading, closed on scope exit.
+struct OpenEntry {
+  int fd = -1;
+  uint64_t size = 0;
+  ~OpenEntry() {
+    if (fd >= 0) close(fd);
+  }
 };
 
-// Parses and checks the header of `bytes` (at least the header and key).
-// DataLoss for anything inconsistent, including a file shorter than its
-// header claims (a torn write that somehow got a name).
-absl::StatusOr<ParsedEntry> ParseHeader(absl::string_view bytes, uint64_t file_size) {
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::DataLossError("bad magic or truncated header");
-  }
-  ParsedEntry e;
-  uint64_t key_len = GetLE(bytes.data() + 8, 4);
-  if (GetLE(bytes.data() + 12, 4) != 0 || bytes.size() < kHeaderBytes + key_len) {
-    return absl::DataLossError("bad key length");
-  }
-  std::string covered(bytes.substr(0, 40));
-  covered.append(bytes.data() + kHeaderBytes, key_len);
-  if (Checksum64(covered) != GetLE(bytes.data() + 40, 8)) {
-    return absl::DataLossError("header checksum mismatch");
-  }
-  e.key.assign(bytes.data() + kHeaderBytes, key_len);
-  e.version = GetLE(bytes.data() + 16, 8);
-  e.value_length = GetLE(bytes.data() + 24, 8);
-  e.value_checksum = GetLE(bytes.data() + 32, 8);
-  e.value_offset = kHeaderBytes + key_len;
-  if (file_size != e.value_offset + e.value_length) {
-    return absl::DataLossError(absl::StrCat("file has ", file_size, " bytes, header promises ",
-                                            e.value_offset + e.value_length));
-  }
-  return e;
-}
-
-absl::Status VerifyValue(absl::string_view file_bytes, const ParsedEntry& e) {
-  if (Checksum64(file_bytes.substr(e.value_offset, e.value_length)) != e.value_checksum) {
-    return absl::DataLossError("value checksum mismatch");
-  }
+// Opens `path` and reads its size; NotFound if it is gone.
+absl::Status OpenEntryFile(const std::string& path, OpenEntry* e) {
+  e->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (e->fd < 0) return ErrnoToStatus(absl::StrCat("open ", path), errno);
+  struct stat st;
+  if (fstat(e->fd, &st) != 0) return ErrnoToStatus(absl::StrCat("stat ", path), errno);
+  e->size = static_cast<uint64_t>(st.st_size);
   return absl::OkStatus();
 }
 
@@ -101,7 +53,7 @@ std::string DiskTier::EntryFileName(uint64_t version, absl::string_view key) {
 }
 
 uint64_t DiskTier::EntryBytes(absl::string_view key, uint64_t value_bytes) {
-  return kHeaderBytes + key.size() + value_bytes;
+  return kEntryHeaderBytes + key.size() + value_bytes;
 }
 
 DiskTier::DiskTier(Options options) : options_(std::move(options)) {}
@@ -147,25 +99,19 @@ absl::Status DiskTier::Load() {
       continue;
     }
     if (!absl::EndsWith(name, kEntrySuffix)) continue;
-    absl::StatusOr<std::string> bytes;
-    if (options_.verify_on_open) {
-      bytes = ReadWholeFile(path);
-    } else {
-      // Header and key only; the value is verified on lookup.
-      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      std::string head(kHeaderBytes + 4096, '\0');
-      ssize_t n = pread(fd, &head[0], head.size(), 0);
-      close(fd);
-      head.resize(n > 0 ? static_cast<size_t>(n) : 0);
-      bytes = std::move(head);
+    OpenEntry file;
+    if (!OpenEntryFile(path, &file).ok()) continue;  // vanished (another process evicted it)
+    if (file.size > options_.budget_bytes) {
+      // Larger than the whole budget: not something this tier keeps, and
+      // not worth reading to find out what it is.
+      unlink(path.c_str());
+      ++report_.over_budget_removed;
+      removed_any = true;
+      continue;
     }
-    if (!bytes.ok()) continue;  // vanished (another process evicted it)
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) continue;
-    absl::StatusOr<ParsedEntry> entry = ParseHeader(*bytes, static_cast<uint64_t>(st.st_size));
+    absl::StatusOr<EntryHeader> entry = ReadEntryHeader(file.fd, file.size);
     absl::Status valid = entry.status();
-    if (valid.ok() && options_.verify_on_open) valid = VerifyValue(*bytes, *entry);
+    if (valid.ok() && options_.verify_on_open) valid = VerifyEntryValue(file.fd, *entry);
     if (valid.ok() && entry->version != options_.dataset_version) {
       // A stale entry of another dataset version: never served, so its
       // space is better given to the current version.
@@ -174,15 +120,18 @@ absl::Status DiskTier::Load() {
       removed_any = true;
       continue;
     }
-    if (valid.ok() && EntryFileName(entry->version, entry->key) != name) {
-      valid = absl::DataLossError("file name does not match its key");
-    }
     if (!valid.ok()) {
       Quarantine(name).IgnoreError();
       ++report_.corrupt_quarantined;
       continue;
     }
-    loaded.emplace_back(entry->key, static_cast<uint64_t>(st.st_size));
+    if (EntryFileName(entry->version, entry->key) != name) {
+      // A valid entry under another key's name: moved to its own name.
+      ++report_.misplaced_repaired;
+      removed_any = true;
+      if (!Rehome(name, *entry)) continue;
+    }
+    loaded.emplace_back(entry->key, file.size);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, bytes] : loaded) {
@@ -229,6 +178,16 @@ absl::Status DiskTier::Quarantine(const std::string& file) {
   return absl::OkStatus();
 }
 
+bool DiskTier::Rehome(const std::string& file, const EntryHeader& entry) {
+  const std::string from = absl::StrCat(options_.dir, "/", file);
+  const std::string to =
+      absl::StrCat(options_.dir, "/", EntryFileName(entry.version, entry.key));
+  // link + unlink: never replaces an entry already under the right name.
+  const bool moved = entry.version == options_.dataset_version && link(from.c_str(), to.c_str()) == 0;
+  unlink(from.c_str());
+  return moved;
+}
+
 absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
   std::string key(key_view);
   std::string file = EntryFileName(options_.dataset_version, key);
@@ -249,30 +208,39 @@ absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
   if (!indexed && access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
     return absl::NotFoundError("disk tier miss");
   }
-  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) {
+  OpenEntry entry_file;
+  absl::Status opened = OpenEntryFile(path, &entry_file);
+  if (!opened.ok()) {
     if (indexed) RemoveFromIndex(key);  // evicted by another process
-    if (absl::IsNotFound(bytes.status())) return absl::NotFoundError("disk tier miss");
-    return bytes.status();
+    if (absl::IsNotFound(opened)) return absl::NotFoundError("disk tier miss");
+    return opened;
   }
-  absl::StatusOr<ParsedEntry> entry = ParseHeader(*bytes, bytes->size());
-  absl::Status valid = entry.status();
-  if (valid.ok()) valid = VerifyValue(*bytes, *entry);
-  if (valid.ok() && (entry->key != key || entry->version != options_.dataset_version)) {
-    // A hash collision with another key: not damage, just not ours.
-    return absl::NotFoundError("disk tier miss (file holds another key)");
+  absl::StatusOr<EntryHeader> entry =
+      entry_file.size > options_.budget_bytes
+          ? absl::DataLossError("larger than the tier's whole budget")
+          : ReadEntryHeader(entry_file.fd, entry_file.size);
+  if (entry.ok() && (entry->key != key || entry->version != options_.dataset_version)) {
+    // A valid entry of another key under this key's name (copied or moved
+    // there from outside): give it back its own name, and let this key be
+    // a miss that the next fill writes, rather than a miss every epoch.
+    RemoveFromIndex(key);
+    Rehome(file, *entry);
+    return absl::NotFoundError("disk tier miss (the file held another entry; moved)");
   }
-  if (!valid.ok()) {
+  absl::StatusOr<std::string> value =
+      entry.ok() ? ReadEntryValue(entry_file.fd, *entry) : entry.status();
+  if (!value.ok()) {
     RemoveFromIndex(key);
     GRADWIRE_RETURN_IF_ERROR(Quarantine(file));
     return absl::DataLossError(absl::StrCat("disk tier: entry for '", key, "' in ", path,
-                                            " is damaged (", valid.message(), "); quarantined"));
+                                            " is damaged (", value.status().message(),
+                                            "); quarantined"));
   }
   if (!indexed) {
     std::lock_guard<std::mutex> lock(mu_);
-    AddToIndexLocked(key, bytes->size());
+    AddToIndexLocked(key, entry_file.size);
   }
-  return MakeBlob(bytes->substr(entry->value_offset, entry->value_length));
+  return MakeBlob(*std::move(value));
 }
 
 bool DiskTier::Contains(absl::string_view key) {
@@ -324,6 +292,10 @@ absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes,
 
 absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, PendingWrite* w) {
   if (value == nullptr) return absl::InvalidArgumentError("disk tier: null value");
+  if (key.empty() || key.size() > kMaxEntryKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("disk tier: keys are 1 to ", kMaxEntryKeyBytes,
+                                                   " bytes, not ", key.size()));
+  }
   w->key = key;
   w->bytes = EntryBytes(key, value->size());
   if (w->bytes > options_.budget_bytes) {
@@ -338,7 +310,7 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
   absl::Status status = [&]() -> absl::Status {
     GRADWIRE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
     // One write per entry: header, key and value together.
-    std::string bytes = EncodeHeader(key, options_.dataset_version, *value);
+    std::string bytes = EncodeEntryHead(key, options_.dataset_version, *value);
     bytes += *value;
     GRADWIRE_RETURN_IF_ERROR(temp.Append(bytes));
     w->temp.emplace(std::move(temp));

@@ -1,13 +1,14 @@
 // DiskTier: local-disk level of the data cache, one file per entry.
 //
-// Entry file "<32 hex>.gwc", named by a hash of (dataset version, key):
-//   "GWCACHE1" | key length u32 | 0 u32 | dataset version u64 |
-//   value length u64 | XXH64(value) u64 | XXH64(all preceding bytes + key) u64 |
-//   key | value                                    (little-endian)
-// Every lookup verifies the header, the key, the version and the value
-// checksum, so a torn, flipped or stale entry is never served: a damaged
-// one is moved to quarantine/ (kept for inspection until the next Open),
-// reported as DataLoss, and the cache refetches it from the next level.
+// Entry file "<32 hex>.gwc", named by a hash of (dataset version, key), in
+// the format of disk_entry.h (header, key, value; checksummed). Every
+// lookup verifies the header, the key, the version and the value checksum,
+// reading the header before any value byte, so a torn, flipped or stale
+// entry is never served: a damaged one is moved to quarantine/ (kept for
+// inspection until the next Open), reported as DataLoss, and the cache
+// refetches it from the next level. A valid entry of another key found
+// under this key's name is moved to its own name (or dropped if that name
+// is taken) and the lookup is a miss, so the next fill repairs the slot.
 //
 // Publishing follows atomic_file.h: uniquely named temp file (held under an
 // OFD lock while written) -> fdatasync -> rename -> fsync of the directory.
@@ -15,7 +16,9 @@
 //
 // Open() rebuilds the index from the directory: abandoned temp files (their
 // writer's lock is gone, i.e. it died) are deleted, entries failing their
-// checksum are quarantined, entries of other dataset versions are deleted.
+// checksum are quarantined, entries of other dataset versions are deleted,
+// misplaced entries are moved to their own names, and files larger than the
+// whole budget are deleted unread.
 //
 // Several processes (one per GPU) may share a directory: no lock files
 // exist, the only locks are OFD locks that die with their process, renames
@@ -42,6 +45,8 @@
 namespace gradwire {
 namespace cache {
 
+struct EntryHeader;  // disk_entry.h
+
 class DiskTier : public CacheTier {
  public:
   struct Options {
@@ -65,6 +70,7 @@ class DiskTier : public CacheTier {
     uint64_t corrupt_quarantined = 0;
     uint64_t stale_removed = 0;     // other dataset versions
     uint64_t over_budget_removed = 0;
+    uint64_t misplaced_repaired = 0;  // valid entries found under another key's name
   };
 
   static absl::StatusOr<std::unique_ptr<DiskTier>> Open(Options options);
@@ -99,6 +105,9 @@ class DiskTier : public CacheTier {
   explicit DiskTier(Options options);
   absl::Status Load();
   absl::Status Quarantine(const std::string& file);
+  // Moves a valid entry found under the wrong name `file` to its own name
+  // (dropping it if that is taken or it is stale); true if it was moved.
+  bool Rehome(const std::string& file, const EntryHeader& entry);
   // Reserves room for `bytes` (evicting under LRU); returns files to unlink.
   absl::Status Reserve(const std::string& key, uint64_t bytes, std::vector<std::string>* victims,
                        bool* already_present);

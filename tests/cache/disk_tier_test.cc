@@ -5,12 +5,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/tests/cache/test_dataset.h"
 #include "gtest/gtest.h"
@@ -40,6 +46,28 @@ std::unique_ptr<DiskTier> OpenTier(const std::string& dir, uint64_t budget = 1 <
 
 std::string Key(int i) { return Manifest::SampleKey("train", i); }
 
+// Peak resident set (VmHWM) since the last ResetPeakRss, in bytes.
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+uint64_t PeakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  uint64_t kb = 0;
+  while (std::getline(status, line)) {
+    if (absl::StartsWith(line, "VmHWM:")) {
+      absl::SimpleAtoi(absl::StripSuffix(absl::StripAsciiWhitespace(line.substr(6)), " kB"), &kb);
+    }
+  }
+  return kb << 10;
+}
+
+// A 2 GiB sparse file (zeros: no entry header) at dir/name.
+void MakeSparseFile(const std::string& dir, const std::string& name) {
+  int fd = open(absl::StrCat(dir, "/", name).c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, off_t{2} << 30), 0);
+  close(fd);
+}
+
 TEST(DiskTierTest, RoundTripAndRebuildIndexOnOpen) {
   std::string dir = MakeTempDir("disk");
   {
@@ -55,6 +83,20 @@ TEST(DiskTierTest, RoundTripAndRebuildIndexOnOpen) {
     ASSERT_TRUE(v.ok()) << v.status();
     ASSERT_EQ(**v, SampleBytes("train", i));
   }
+}
+
+// Entry files written before base/coding.h must still be read: the bytes
+// of one entry, name included, as that code wrote them.
+TEST(DiskTierTest, EntryBytesAreThoseOfFormatGwcache1) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  ASSERT_TRUE(tier->Insert("train/7", MakeBlob("hello")).ok());
+  EXPECT_EQ(DiskTier::EntryFileName(kVersion, "train/7"), "a88e4ac22350dbd611d8ceada06ca7df.gwc");
+  auto bytes = ReadWholeFile(absl::StrCat(dir, "/a88e4ac22350dbd611d8ceada06ca7df.gwc"));
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  EXPECT_EQ(absl::BytesToHexString(*bytes),
+            "4757434143484531070000000000000034120000000000000500000000000000"
+            "a36d9f887d82c726a6d73a50ad22c424747261696e2f3768656c6c6f");
 }
 
 TEST(DiskTierTest, OtherDatasetVersionIsNeverServed) {
@@ -114,6 +156,70 @@ TEST(DiskTierTest, CorruptEntriesFoundAtOpenAreQuarantined) {
   EXPECT_EQ(tier->open_report().corrupt_quarantined, 1u);
   EXPECT_EQ(tier->entry_count(), 9u);
   EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(3)).status()));
+}
+
+// A file is judged by its 48-byte header before any other byte is read:
+// a 2 GiB sparse file under an entry's name costs neither 2 GiB of memory
+// nor the seconds reading it would take, at Open or at Lookup.
+TEST(DiskTierTest, HugeFileIsJudgedByItsHeaderNotRead) {
+  std::string dir = MakeTempDir("disk");
+  ASSERT_TRUE(OpenTier(dir)->Insert(Key(1), MakeBlob(SampleBytes("train", 1))).ok());
+  const std::string name = DiskTier::EntryFileName(kVersion, Key(2));
+  MakeSparseFile(dir, name);
+  const uint64_t budget = uint64_t{1} << 40;  // room for the file: only its header can refuse it
+  ResetPeakRss();
+  uint64_t rss_before = PeakRssBytes();
+  absl::Time start = absl::Now();
+  auto tier = OpenTier(dir, budget);
+  absl::Duration took = absl::Now() - start;
+  ASSERT_NE(tier, nullptr);
+  EXPECT_EQ(tier->open_report().corrupt_quarantined, 1u);
+  EXPECT_EQ(tier->open_report().entries, 1u);
+  EXPECT_LT(took, absl::Seconds(2)) << "Open read the sparse file";
+  EXPECT_LT(PeakRssBytes() - rss_before, uint64_t{64} << 20) << "Open read the sparse file";
+
+  MakeSparseFile(dir, name);
+  ResetPeakRss();
+  rss_before = PeakRssBytes();
+  start = absl::Now();
+  auto v = tier->Lookup(Key(2));
+  took = absl::Now() - start;
+  EXPECT_TRUE(absl::IsDataLoss(v.status())) << v.status();
+  EXPECT_LT(took, absl::Seconds(2)) << "Lookup read the sparse file";
+  EXPECT_LT(PeakRssBytes() - rss_before, uint64_t{64} << 20) << "Lookup read the sparse file";
+  EXPECT_EQ(**tier->Lookup(Key(1)), SampleBytes("train", 1));
+}
+
+// A valid entry of another key under this key's name (a careless copy or
+// restore) is moved to its own name, and this key's next fill lands: it is
+// not a miss every epoch.
+TEST(DiskTierTest, MisplacedEntryIsRepairedNotMissedForever) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  const std::string a = SampleBytes("train", 1), b = SampleBytes("train", 2);
+  ASSERT_TRUE(tier->Insert(Key(1), MakeBlob(a)).ok());
+  ASSERT_TRUE(tier->Insert(Key(2), MakeBlob(b)).ok());
+  const std::string name1 = DiskTier::EntryFileName(kVersion, Key(1));
+  const std::string name2 = DiskTier::EntryFileName(kVersion, Key(2));
+  auto entry2 = ReadWholeFile(absl::StrCat(dir, "/", name2));
+  ASSERT_TRUE(entry2.ok());
+  ASSERT_TRUE(WriteFileAtomically(dir, name1, *entry2).ok());  // key 2's entry as key 1's file
+
+  EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(1)).status()));
+  ASSERT_TRUE(tier->Insert(Key(1), MakeBlob(a)).ok());  // the fill after the miss
+  auto v1 = tier->Lookup(Key(1));
+  ASSERT_TRUE(v1.ok()) << "key 1 is still a miss after its fill: " << v1.status();
+  EXPECT_EQ(**v1, a);
+  EXPECT_EQ(**tier->Lookup(Key(2)), b);
+
+  // Found at Open: key 2's entry alone, under key 3's name.
+  std::string dir2 = MakeTempDir("disk");
+  ASSERT_TRUE(WriteFileAtomically(dir2, DiskTier::EntryFileName(kVersion, Key(3)), *entry2).ok());
+  auto reopened = OpenTier(dir2);
+  EXPECT_EQ(reopened->open_report().misplaced_repaired, 1u);
+  EXPECT_EQ(reopened->open_report().corrupt_quarantined, 0u);
+  EXPECT_EQ(**reopened->Lookup(Key(2)), b);
+  EXPECT_TRUE(absl::IsNotFound(reopened->Lookup(Key(3)).status()));
 }
 
 TEST(DiskTierTest, BudgetFillOnceAndLru) {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
@@ -143,6 +144,16 @@ TEST(DirectorySourceTest, TruncatedShardIsRefusedAtOpen) {
   ASSERT_EQ(truncate(absl::StrCat(dir, "/train-00000.gws").c_str(), 1000), 0);
   auto source = DirectorySource::Open(dir);
   EXPECT_TRUE(absl::IsDataLoss(source.status())) << source.status();
+}
+
+// The shard layout is on disk and in manifests' checksums: these bytes were
+// written by the code before base/coding.h and must not change.
+TEST(ShardFormatTest, BytesAreThoseOfFormatVersion1) {
+  EXPECT_EQ(absl::BytesToHexString(EncodeShard(5, {"ab", "", "xyz"})),
+            "4757534841524431010000000300000005000000000000005a0fbded431f267c"
+            "68000000000000000200000000000000614ad092ca08f7656a00000000000000"
+            "000000000000000099e9d85137db46ef6a000000000000000300000000000000"
+            "a13c835b4648bafe616278797a");
 }
 
 TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
