@@ -1,6 +1,7 @@
 #include "gradwire/lib/cache/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +115,20 @@ absl::Status TempFile::PublishAs(const std::string& name) {
     return ErrnoToStatus(absl::StrCat("rename ", path_, " -> ", target), errno);
   }
   close(fd_);  // drops the lock; the file now lives under its final name
+  fd_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status TempFile::PublishAsNew(const std::string& name) {
+  std::string target = absl::StrCat(dir_, "/", name);
+  int rc = renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    // A filesystem without RENAME_NOREPLACE: link never replaces either.
+    rc = link(path_.c_str(), target.c_str());
+    if (rc == 0) unlink(path_.c_str());
+  }
+  if (rc != 0) return ErrnoToStatus(absl::StrCat("publish ", path_, " as ", target), errno);
+  close(fd_);
   fd_ = -1;
   return absl::OkStatus();
 }

@@ -40,6 +40,9 @@ class TempFile {
   // Renames onto dir/name (replacing it) and closes. Does not sync the
   // directory; call SyncDirectory once after one or more publishes.
   absl::Status PublishAs(const std::string& name);
+  // PublishAs that never replaces: AlreadyExists if dir/name exists (the
+  // temp file stays unpublished, removed by the destructor).
+  absl::Status PublishAsNew(const std::string& name);
 
   const std::string& path() const { return path_; }
   int fd() const { return fd_; }

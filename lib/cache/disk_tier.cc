@@ -80,6 +80,7 @@ absl::Status DiskTier::Load() {
     }
     closedir(q);
   }
+  GRADWIRE_ASSIGN_OR_RETURN(shared_, SharedDirectory::Open(dir));
   DIR* listing = opendir(dir.c_str());
   if (listing == nullptr) return ErrnoToStatus(absl::StrCat("disk tier: list ", dir), errno);
   std::vector<std::string> names;
@@ -87,24 +88,40 @@ absl::Status DiskTier::Load() {
   closedir(listing);
 
   bool removed_any = false;
-  std::vector<std::pair<std::string, uint64_t>> loaded;  // key, bytes
+  uint64_t recount = 0;  // alone: what the entry files hold
+  std::vector<std::string> entry_names;
   for (const std::string& name : names) {
-    std::string path = absl::StrCat(dir, "/", name);
     if (IsTempFileName(name)) {
+      // Its writer died (a live one holds its lock): its reservation is
+      // lost ledger room until a lone opener recounts, as below.
       absl::StatusOr<bool> removed = RemoveAbandonedTempFile(dir, name);
       if (removed.ok() && *removed) {
         ++report_.temp_files_removed;
         removed_any = true;
       }
-      continue;
+    } else if (absl::EndsWith(name, kEntrySuffix)) {
+      entry_names.push_back(name);
+      struct stat st;
+      if (shared_->alone() && stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0) {
+        recount += static_cast<uint64_t>(st.st_size);
+      }
     }
-    if (!absl::EndsWith(name, kEntrySuffix)) continue;
+  }
+  // No one else has the directory open (they wait in Open until Share):
+  // the ledger is what the entries hold; the checks below subtract what
+  // they remove.
+  if (shared_->alone()) GRADWIRE_RETURN_IF_ERROR(shared_->SetBytes(recount));
+  shared_->Share();
+
+  std::vector<std::pair<std::string, uint64_t>> loaded;  // key, bytes
+  for (const std::string& name : entry_names) {
+    std::string path = absl::StrCat(dir, "/", name);
     OpenEntry file;
     if (!OpenEntryFile(path, &file).ok()) continue;  // vanished (another process evicted it)
     if (file.size > options_.budget_bytes) {
       // Larger than the whole budget: not something this tier keeps, and
       // not worth reading to find out what it is.
-      unlink(path.c_str());
+      RemoveFile(name, file.size);
       ++report_.over_budget_removed;
       removed_any = true;
       continue;
@@ -115,13 +132,13 @@ absl::Status DiskTier::Load() {
     if (valid.ok() && entry->version != options_.dataset_version) {
       // A stale entry of another dataset version: never served, so its
       // space is better given to the current version.
-      unlink(path.c_str());
+      RemoveFile(name, file.size);
       ++report_.stale_removed;
       removed_any = true;
       continue;
     }
     if (!valid.ok()) {
-      Quarantine(name).IgnoreError();
+      Quarantine(name, file.size).IgnoreError();
       ++report_.corrupt_quarantined;
       continue;
     }
@@ -129,15 +146,15 @@ absl::Status DiskTier::Load() {
       // A valid entry under another key's name: moved to its own name.
       ++report_.misplaced_repaired;
       removed_any = true;
-      if (!Rehome(name, *entry)) continue;
+      if (!Rehome(name, *entry, file.size)) continue;
     }
     loaded.emplace_back(entry->key, file.size);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, bytes] : loaded) {
-    if (used_ + bytes > options_.budget_bytes) {
+    if (shared_->alone() && used_ + bytes > options_.budget_bytes) {
       // The budget shrank since these were written: honour the cap.
-      unlink(absl::StrCat(dir, "/", EntryFileName(options_.dataset_version, key)).c_str());
+      RemoveFile(EntryFileName(options_.dataset_version, key), bytes);
       ++report_.over_budget_removed;
       removed_any = true;
       continue;
@@ -166,26 +183,53 @@ void DiskTier::RemoveFromIndex(const std::string& key) {
   index_.erase(it);
 }
 
-absl::Status DiskTier::Quarantine(const std::string& file) {
+absl::Status DiskTier::Quarantine(const std::string& file, uint64_t bytes) {
   static std::atomic<uint64_t> counter{0};
   std::string from = absl::StrCat(options_.dir, "/", file);
   std::string to = absl::StrCat(options_.dir, "/", kQuarantineDir, "/", file, ".", getpid(), ".",
                                 counter.fetch_add(1));
   quarantined_.fetch_add(1, std::memory_order_relaxed);
-  if (rename(from.c_str(), to.c_str()) != 0 && unlink(from.c_str()) != 0 && errno != ENOENT) {
+  if (rename(from.c_str(), to.c_str()) == 0) {
+    shared_->Subtract(bytes);
+    return absl::OkStatus();
+  }
+  if (!RemoveFile(file, bytes) && errno != ENOENT) {
     return ErrnoToStatus(absl::StrCat("disk tier: quarantine ", from), errno);
   }
   return absl::OkStatus();
 }
 
-bool DiskTier::Rehome(const std::string& file, const EntryHeader& entry) {
+bool DiskTier::RemoveFile(const std::string& file, uint64_t bytes) {
+  if (unlink(absl::StrCat(options_.dir, "/", file).c_str()) != 0) return false;
+  shared_->Subtract(bytes);  // only the process that removed it subtracts
+  return true;
+}
+
+bool DiskTier::Rehome(const std::string& file, const EntryHeader& entry, uint64_t bytes) {
   const std::string from = absl::StrCat(options_.dir, "/", file);
   const std::string to =
       absl::StrCat(options_.dir, "/", EntryFileName(entry.version, entry.key));
   // link + unlink: never replaces an entry already under the right name.
-  const bool moved = entry.version == options_.dataset_version && link(from.c_str(), to.c_str()) == 0;
-  unlink(from.c_str());
-  return moved;
+  if (entry.version == options_.dataset_version && link(from.c_str(), to.c_str()) == 0) {
+    unlink(from.c_str());  // the bytes stay, under the new name
+    return true;
+  }
+  RemoveFile(file, bytes);
+  return false;
+}
+
+SharedDirectory::Claim DiskTier::TryClaim(absl::string_view key) {
+  return shared_->TryClaim(XXH64(key.data(), key.size(), options_.dataset_version));
+}
+
+void DiskTier::ReleaseClaim(absl::string_view key) {
+  shared_->ReleaseClaim(XXH64(key.data(), key.size(), options_.dataset_version));
+}
+
+bool DiskTier::Full() const {
+  const uint64_t smallest = smallest_entry_.load(std::memory_order_relaxed);
+  return options_.policy == EvictionPolicy::kFillOnce && smallest != UINT64_MAX &&
+         shared_->Bytes(options_.budget_bytes) + smallest > options_.budget_bytes;
 }
 
 absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
@@ -224,14 +268,14 @@ absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
     // there from outside): give it back its own name, and let this key be
     // a miss that the next fill writes, rather than a miss every epoch.
     RemoveFromIndex(key);
-    Rehome(file, *entry);
+    Rehome(file, *entry, entry_file.size);
     return absl::NotFoundError("disk tier miss (the file held another entry; moved)");
   }
   absl::StatusOr<std::string> value =
       entry.ok() ? ReadEntryValue(entry_file.fd, *entry) : entry.status();
   if (!value.ok()) {
     RemoveFromIndex(key);
-    GRADWIRE_RETURN_IF_ERROR(Quarantine(file));
+    GRADWIRE_RETURN_IF_ERROR(Quarantine(file, entry_file.size));
     return absl::DataLossError(absl::StrCat("disk tier: entry for '", key, "' in ", path,
                                             " is damaged (", value.status().message(),
                                             "); quarantined"));
@@ -253,41 +297,49 @@ bool DiskTier::Contains(absl::string_view key) {
   return access(path.c_str(), F_OK) == 0;
 }
 
-uint64_t DiskTier::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return used_;
-}
+uint64_t DiskTier::used_bytes() const { return shared_->Bytes(options_.budget_bytes); }
 
 uint64_t DiskTier::entry_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return index_.size();
 }
 
-absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes,
-                               std::vector<std::string>* victims, bool* already_present) {
+absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes, bool* already_present) {
   std::lock_guard<std::mutex> lock(mu_);
   *already_present = index_.count(key) > 0;
   if (*already_present) return absl::OkStatus();
-  if (options_.policy == EvictionPolicy::kLru) {
-    while (used_ + pending_ + bytes > options_.budget_bytes && !lru_.empty()) {
-      std::string victim = lru_.back();
-      auto it = index_.find(victim);
-      used_ -= it->second.bytes;
-      index_.erase(it);
-      lru_.pop_back();
-      victims->push_back(EntryFileName(options_.dataset_version, victim));
-    }
+  uint64_t smallest = smallest_entry_.load(std::memory_order_relaxed);
+  while (bytes < smallest && !smallest_entry_.compare_exchange_weak(smallest, bytes)) {
   }
-  if (used_ + pending_ + bytes > options_.budget_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("disk tier full (", used_ + pending_, " of ", options_.budget_bytes,
-                     " bytes used or being written", 
-                     options_.policy == EvictionPolicy::kFillOnce ? "; fill-once admits no more"
-                                                                  : "",
-                     ")"));
-  }
-  pending_ += bytes;
-  return absl::OkStatus();
+  const uint64_t budget = options_.budget_bytes;
+  return shared_->Update(
+      [&](uint64_t* used) -> absl::Status {
+        if (options_.policy == EvictionPolicy::kLru) {
+          // This process's least recent entries make room; one another
+          // process removed meanwhile gave its bytes back already.
+          while (*used + bytes > budget && !lru_.empty()) {
+            const std::string victim = lru_.back();
+            auto it = index_.find(victim);
+            const uint64_t victim_bytes = it->second.bytes;
+            used_ -= victim_bytes;
+            index_.erase(it);
+            lru_.pop_back();
+            const std::string file =
+                absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, victim));
+            if (unlink(file.c_str()) == 0) *used -= std::min(*used, victim_bytes);
+          }
+        }
+        if (*used + bytes > budget) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "disk tier full (", *used, " of ", budget,
+              " bytes used or being written by the processes sharing it",
+              options_.policy == EvictionPolicy::kFillOnce ? "; fill-once admits no more" : "",
+              ")"));
+        }
+        *used += bytes;
+        return absl::OkStatus();
+      },
+      budget);
 }
 
 absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, PendingWrite* w) {
@@ -303,10 +355,8 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
                                               " bytes, more than the tier's whole budget of ",
                                               options_.budget_bytes));
   }
-  std::vector<std::string> victims;
-  GRADWIRE_RETURN_IF_ERROR(Reserve(key, w->bytes, &victims, &w->present));
+  GRADWIRE_RETURN_IF_ERROR(Reserve(key, w->bytes, &w->present));
   if (w->present) return absl::OkStatus();
-  for (const std::string& v : victims) unlink(absl::StrCat(options_.dir, "/", v).c_str());
   absl::Status status = [&]() -> absl::Status {
     GRADWIRE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
     // One write per entry: header, key and value together.
@@ -322,12 +372,17 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
 
 absl::Status DiskTier::FinishWrite(PendingWrite* w, absl::Status status) {
   if (w->present) return absl::OkStatus();
+  bool duplicate = false;
   if (status.ok() && w->temp.has_value()) {
-    status = w->temp->PublishAs(EntryFileName(options_.dataset_version, w->key));
+    // Never over an existing file: another process published this entry
+    // meanwhile (the same bytes), and the ledger counts that one.
+    status = w->temp->PublishAsNew(EntryFileName(options_.dataset_version, w->key));
+    duplicate = absl::IsAlreadyExists(status);
+    if (duplicate) status = absl::OkStatus();
   }
   w->temp.reset();  // removes the temp file if it was not published
+  if (!status.ok() || duplicate) shared_->Subtract(w->bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  pending_ -= w->bytes;
   w->present = true;  // released: a second Finish is a no-op
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("disk tier: writing '", w->key,

@@ -1,6 +1,7 @@
 #include "gradwire/lib/cache/disk_tier.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -242,7 +243,7 @@ TEST(DiskTierTest, BudgetFillOnceAndLru) {
     EXPECT_LE(tier->used_bytes(), 10 * entry + 5);
     EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(0)).status()));
     EXPECT_TRUE(tier->Lookup(Key(14)).ok());
-    EXPECT_EQ(ListDir(dir).size(), 10u + 1u);  // entries + quarantine/
+    EXPECT_EQ(ListDir(dir).size(), 10u + 2u);  // entries + quarantine/ + .gwshared
   }
 }
 
@@ -298,6 +299,43 @@ TEST(DiskTierTest, ProcessesShareOneDirectory) {
     EXPECT_EQ(**v, SampleBytes("train", i));
   }
   EXPECT_EQ(tier->entry_count(), 50u);
+}
+
+// A fetch claim is held while its process lives and dies with it: another
+// process (or tier) waits while the holder lives and takes the claim over
+// once it is killed.
+TEST(DiskTierTest, FetchClaimDiesWithItsProcess) {
+  std::string dir = MakeTempDir("disk");
+  auto tier = OpenTier(dir);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    DiskTier::Options o;
+    o.dir = dir;
+    o.budget_bytes = 1 << 24;
+    o.dataset_version = kVersion;
+    auto holder = DiskTier::Open(o);
+    char ok = holder.ok() && (*holder)->TryClaim(Key(5)) == SharedDirectory::Claim::kClaimed;
+    if (write(ready[1], &ok, 1) != 1) _exit(2);
+    pause();  // holds the claim until killed
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ready[0], &ok, 1), 1);
+  ASSERT_TRUE(ok) << "the child could not claim the entry";
+  EXPECT_EQ(tier->TryClaim(Key(5)), SharedDirectory::Claim::kBusy);
+  EXPECT_EQ(tier->TryClaim(Key(6)), SharedDirectory::Claim::kClaimed);  // other entries are free
+  kill(child, SIGKILL);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_EQ(tier->TryClaim(Key(5)), SharedDirectory::Claim::kClaimed)
+      << "the claim of a killed process still blocks";
+  EXPECT_EQ(tier->TryClaim(Key(5)), SharedDirectory::Claim::kBusy);  // held by this one now
+  tier->ReleaseClaim(Key(5));
+  EXPECT_EQ(tier->TryClaim(Key(5)), SharedDirectory::Claim::kClaimed);
+  close(ready[0]);
+  close(ready[1]);
 }
 
 // Every truncation of an entry file (a torn write that got a name) is
