@@ -141,7 +141,9 @@ void SharedDirectory::Share() {
 absl::StatusOr<uint64_t> SharedDirectory::ReadLocked() const {
   char buffer[kLedgerBytes];
   ssize_t n = pread(fd_, buffer, sizeof(buffer), 0);
-  if (n == 0) return 0;  // a new directory
+  if (n == 0 || std::all_of(buffer, buffer + n, [](char c) { return c == 0; })) {
+    return 0;  // a new directory: the ledger was never written
+  }
   if (n != static_cast<ssize_t>(sizeof(buffer))) {
     return absl::DataLossError(absl::StrCat(path_, ": truncated budget ledger"));
   }
