@@ -17,7 +17,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,6 +28,7 @@
 #include "gradwire/lib/cache/prefetcher.h"
 #include "gradwire/lib/cache/remote_tier.h"
 #include "gradwire/lib/cache/shard_format.h"
+#include "gradwire/lib/cache/token.h"
 
 ABSL_FLAG(std::string, target, "", "data server host:port (required)");
 ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)");
@@ -176,11 +176,11 @@ int main(int argc, char** argv) {
     configs.push_back(config);
   }
 
-  auto token = ReadWholeFile(absl::GetFlag(FLAGS_token_file));
+  auto token = ReadTokenFile(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(token.status().ToString());
   RemoteTier::Options ro;
   ro.target = target;
-  ro.token = std::string(absl::StripAsciiWhitespace(*token));
+  ro.token = *token;
   ro.call_timeout = absl::Seconds(10);
   ro.read_timeout = absl::Seconds(60);
   auto connected = RemoteTier::Connect(ro);
