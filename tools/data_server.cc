@@ -9,6 +9,8 @@
 // given --port_file, writes it there (atomically) once it is listening.
 // SIGINT/SIGTERM stop it, giving running calls --shutdown_grace_ms to
 // finish, and it prints what it served (lib/cache/data_server.h, Stats).
+#include "gradwire/lib/cache/data_server.h"
+
 #include <signal.h>
 
 #include <cstdio>
@@ -20,7 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gradwire/lib/cache/atomic_file.h"
-#include "gradwire/lib/cache/data_server.h"
 #include "gradwire/lib/cache/directory_source.h"
 #include "gradwire/lib/cache/token.h"
 
@@ -77,7 +78,8 @@ int main(int argc, char** argv) {
   options.token = *token;
   if (absl::GetFlag(FLAGS_max_connections) < 0) return Fail("--max_connections must be >= 0");
   options.max_connections = absl::GetFlag(FLAGS_max_connections);
-  if (absl::GetFlag(FLAGS_handshake_timeout_ms) < 1 || absl::GetFlag(FLAGS_max_connection_idle_ms) < 1) {
+  if (absl::GetFlag(FLAGS_handshake_timeout_ms) < 1 ||
+      absl::GetFlag(FLAGS_max_connection_idle_ms) < 1) {
     return Fail("--handshake_timeout_ms and --max_connection_idle_ms must be >= 1");
   }
   options.handshake_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_handshake_timeout_ms));

@@ -12,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "gradwire/lib/cache/errno_status.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
 
 namespace gradwire {
 namespace cache {
@@ -183,8 +183,8 @@ absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::stri
       return ErrnoToStatus(absl::StrCat("read ", what), errno);
     }
     if (got == 0) {
-      return absl::DataLossError(absl::StrCat(what, ": ends at byte ", offset + done, ", ",
-                                              n - done, " bytes short"));
+      return absl::DataLossError(
+          absl::StrCat(what, ": ends at byte ", offset + done, ", ", n - done, " bytes short"));
     }
     done += static_cast<size_t>(got);
   }

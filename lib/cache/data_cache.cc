@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
@@ -202,9 +202,9 @@ absl::Status DataCache::FlushDiskWrites(absl::Duration timeout) {
     return (queue_.empty() && !writer_busy_) || stopping_;
   });
   if (!done) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("data cache: ", queue_.size(), " disk writes still queued after ",
-                     absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("data cache: ", queue_.size(),
+                                                    " disk writes still queued after ",
+                                                    absl::FormatDuration(timeout)));
   }
   return absl::OkStatus();
 }
@@ -348,10 +348,9 @@ size_t DataCache::FetchMissing(const std::vector<std::string>& keys, const std::
   return sourced;
 }
 
-void DataCache::FetchFromSource(const std::vector<std::string>& keys,
-                                const std::vector<size_t>& at, const std::vector<size_t>& which,
-                                bool claimed, std::vector<absl::StatusOr<Blob>>* out,
-                                Counters* c) {
+void DataCache::FetchFromSource(const std::vector<std::string>& keys, const std::vector<size_t>& at,
+                                const std::vector<size_t>& which, bool claimed,
+                                std::vector<absl::StatusOr<Blob>>* out, Counters* c) {
   if (which.empty()) return;
   std::vector<std::string> ask;
   ask.reserve(which.size());

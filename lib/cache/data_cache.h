@@ -58,10 +58,10 @@ class DataCache {
     uint64_t memory_budget_bytes = 0;  // 0: no memory tier
     EvictionPolicy memory_policy = EvictionPolicy::kFillOnce;
     int memory_shards = 16;
-    std::string disk_dir;              // empty: no disk tier
+    std::string disk_dir;  // empty: no disk tier
     uint64_t disk_budget_bytes = 0;
     EvictionPolicy disk_policy = EvictionPolicy::kFillOnce;
-    bool disk_sync = true;             // see DiskTier::Options::sync
+    bool disk_sync = true;  // see DiskTier::Options::sync
     bool disk_verify_on_open = true;
     // Disk fills go through a background writer; when this many bytes are
     // waiting, new ones are dropped (counted) rather than queued without
@@ -164,8 +164,8 @@ class DataCache {
   std::atomic<Counters*> current_{nullptr};
 
   std::mutex queue_mu_;
-  std::condition_variable queue_cv_;   // work arrived, or stopping
-  std::condition_variable drained_cv_; // queue empty and writer idle
+  std::condition_variable queue_cv_;    // work arrived, or stopping
+  std::condition_variable drained_cv_;  // queue empty and writer idle
   std::deque<DiskFill> queue_;
   size_t queued_bytes_ = 0;
   bool writer_busy_ = false;

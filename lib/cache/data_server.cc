@@ -84,8 +84,8 @@ class DataServer::Service final : public proto::DataService::Service {
     absl::StatusOr<Blob> blob = source_->Get(request->key());
     if (!blob.ok()) return SourceError(blob.status());
     const std::string& data = **blob;
-    uint64_t chunk = request->chunk_bytes() == 0 ? options_.default_chunk_bytes
-                                                 : request->chunk_bytes();
+    uint64_t chunk =
+        request->chunk_bytes() == 0 ? options_.default_chunk_bytes : request->chunk_bytes();
     chunk = std::min<uint64_t>(std::max<uint64_t>(chunk, 1024),
                                static_cast<uint64_t>(options_.max_message_bytes) - 1024);
     const uint64_t checksum = Checksum64(data);
@@ -154,9 +154,10 @@ class DataServer::Service final : public proto::DataService::Service {
       size_t size = blob.ok() ? (*blob)->size() : 0;
       if (size + 64 > limit) {
         count();
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            absl::StrCat("object ", i, " of the batch is ", size,
-                                         " bytes, over the batch message limit: fetch it with Get"));
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            absl::StrCat("object ", i, " of the batch is ", size,
+                         " bytes, over the batch message limit: fetch it with Get"));
       }
       if (items_bytes + size + 16 > limit) {
         if (context->IsCancelled()) return grpc::Status(grpc::StatusCode::CANCELLED, "cancelled");
@@ -240,7 +241,8 @@ absl::StatusOr<std::unique_ptr<DataServer>> DataServer::Start(std::shared_ptr<Da
   if (source == nullptr) return absl::InvalidArgumentError("data server: no source");
   Options checked = options;
   absl::StatusOr<std::string> token = NormalizeToken(options.token);
-  if (!token.ok()) return absl::InvalidArgumentError(absl::StrCat("data server: ", token.status().message()));
+  if (!token.ok())
+    return absl::InvalidArgumentError(absl::StrCat("data server: ", token.status().message()));
   checked.token = *std::move(token);
   if (options.max_message_bytes < 8192) {
     return absl::InvalidArgumentError("data server: max_message_bytes must be >= 8192");
@@ -329,8 +331,7 @@ std::string FormatServerStats(const DataServer::Stats& s) {
       "served %d objects (%d bytes) in %d calls; %d not found, %d source errors, %d calls refused "
       "for their token; connections: %d accepted, %d shed, %d accept errors, %d open",
       s.objects, s.bytes, s.calls, s.not_found, s.source_errors, s.unauthenticated,
-      s.connections.accepted, s.connections.shed, s.connections.accept_errors,
-      s.connections.open);
+      s.connections.accepted, s.connections.shed, s.connections.accept_errors, s.connections.open);
 }
 
 }  // namespace cache

@@ -11,11 +11,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/disk_entry.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
@@ -207,8 +207,7 @@ bool DiskTier::RemoveFile(const std::string& file, uint64_t bytes) {
 
 bool DiskTier::Rehome(const std::string& file, const EntryHeader& entry, uint64_t bytes) {
   const std::string from = absl::StrCat(options_.dir, "/", file);
-  const std::string to =
-      absl::StrCat(options_.dir, "/", EntryFileName(entry.version, entry.key));
+  const std::string to = absl::StrCat(options_.dir, "/", EntryFileName(entry.version, entry.key));
   // link + unlink: never replaces an entry already under the right name.
   if (entry.version == options_.dataset_version && link(from.c_str(), to.c_str()) == 0) {
     unlink(from.c_str());  // the bytes stay, under the new name
@@ -292,8 +291,7 @@ bool DiskTier::Contains(absl::string_view key) {
     std::lock_guard<std::mutex> lock(mu_);
     if (index_.count(std::string(key)) > 0) return true;
   }
-  std::string path =
-      absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, key));
+  std::string path = absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, key));
   return access(path.c_str(), F_OK) == 0;
 }
 
@@ -345,8 +343,8 @@ absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes, bool* alr
 absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, PendingWrite* w) {
   if (value == nullptr) return absl::InvalidArgumentError("disk tier: null value");
   if (key.empty() || key.size() > kMaxEntryKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("disk tier: keys are 1 to ", kMaxEntryKeyBytes,
-                                                   " bytes, not ", key.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("disk tier: keys are 1 to ", kMaxEntryKeyBytes, " bytes, not ", key.size()));
   }
   w->key = key;
   w->bytes = EntryBytes(key, value->size());

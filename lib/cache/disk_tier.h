@@ -73,7 +73,7 @@ class DiskTier : public CacheTier {
     uint64_t bytes = 0;
     uint64_t temp_files_removed = 0;
     uint64_t corrupt_quarantined = 0;
-    uint64_t stale_removed = 0;     // other dataset versions
+    uint64_t stale_removed = 0;  // other dataset versions
     uint64_t over_budget_removed = 0;
     uint64_t misplaced_repaired = 0;  // valid entries found under another key's name
   };

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/data_service.grpc.pb.h"
 #include "gradwire/lib/cache/token.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
@@ -99,8 +99,8 @@ class RemoteTier::Impl {
       absl::Duration sleep = backoff * Jitter();
       if ((options_.max_attempts > 0 && n >= options_.max_attempts) ||
           absl::Now() + sleep >= overall) {
-        status = absl::Status(status.code(), absl::StrCat(status.message(), " (gave up after ", n,
-                                                          " attempts)"));
+        status = absl::Status(status.code(),
+                              absl::StrCat(status.message(), " (gave up after ", n, " attempts)"));
         break;
       }
       retries_.fetch_add(1, std::memory_order_relaxed);
@@ -109,8 +109,8 @@ class RemoteTier::Impl {
     }
     if (!status.ok()) {
       failures_.fetch_add(1, std::memory_order_relaxed);
-      return absl::Status(status.code(), absl::StrCat(what, " from ", options_.target, ": ",
-                                                      status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat(what, " from ", options_.target, ": ", status.message()));
     }
     return status;
   }
@@ -132,17 +132,17 @@ class RemoteTier::Impl {
       Authorize(&context, deadline);
       proto::GetManifestRequest request;
       proto::GetManifestReply reply;
-      GRADWIRE_RETURN_IF_ERROR(FromGrpc(stub_->GetManifest(&context, request, &reply), "GetManifest"));
+      GRADWIRE_RETURN_IF_ERROR(
+          FromGrpc(stub_->GetManifest(&context, request, &reply), "GetManifest"));
       text = reply.manifest();
       return absl::OkStatus();
     }));
     absl::StatusOr<Manifest> manifest = Manifest::Parse(text);
     if (!manifest.ok()) return manifest.status();
     if (options_.expected_version != 0 && manifest->version() != options_.expected_version) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(options_.target, " serves dataset version ",
-                       ChecksumToHex(manifest->version()), ", expected ",
-                       ChecksumToHex(options_.expected_version)));
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.target, " serves dataset version ", ChecksumToHex(manifest->version()),
+          ", expected ", ChecksumToHex(options_.expected_version)));
     }
     manifest_ = *std::move(manifest);
     return absl::OkStatus();
@@ -211,54 +211,54 @@ class RemoteTier::Impl {
   // One GetBatch call (with retries) for keys[i], i in `todo`.
   void GetBatchCall(absl::Span<const std::string> keys, std::vector<size_t> todo,
                     std::vector<absl::StatusOr<Blob>>* out) {
-    absl::Status status = WithRetries(absl::StrCat("GetBatch of ", todo.size(), " keys"),
-                                      [&](absl::Time deadline) {
-      grpc::ClientContext context;
-      Authorize(&context, deadline);
-      proto::GetBatchRequest request;
-      request.set_dataset_version(manifest_.version());
-      request.set_max_message_bytes(static_cast<uint32_t>(options_.max_message_bytes));
-      for (size_t i : todo) request.add_keys(keys[i]);
-      std::unique_ptr<grpc::ClientReader<proto::Items>> reader =
-          stub_->GetBatch(&context, request);
-      proto::Items items;
-      size_t received = 0;
-      absl::Status bad;
-      while (bad.ok() && reader->Read(&items)) {
-        if (received + items.data_size() > todo.size()) {
-          bad = TransitDamage("server sent more objects than asked for");
-          break;
-        }
-        Checksum64Stream checksum;
-        for (const std::string& d : items.data()) checksum.Update(d);
-        if (checksum.Digest() != items.checksum()) {
-          bad = TransitDamage("batch damaged in transit");
-          break;
-        }
-        std::vector<bool> missing(items.data_size(), false);
-        for (uint32_t m : items.not_found()) {
-          if (m < missing.size()) missing[m] = true;
-        }
-        for (int j = 0; j < items.data_size(); ++j) {
-          const std::string& key = keys[todo[received]];
-          if (missing[j]) {
-            (*out)[todo[received++]] =
-                absl::NotFoundError(absl::StrCat("no key '", key, "' on ", options_.target));
-          } else {
-            bytes_.fetch_add(items.data(j).size(), std::memory_order_relaxed);
-            (*out)[todo[received++]] = MakeBlob(std::move(*items.mutable_data(j)));
+    absl::Status status =
+        WithRetries(absl::StrCat("GetBatch of ", todo.size(), " keys"), [&](absl::Time deadline) {
+          grpc::ClientContext context;
+          Authorize(&context, deadline);
+          proto::GetBatchRequest request;
+          request.set_dataset_version(manifest_.version());
+          request.set_max_message_bytes(static_cast<uint32_t>(options_.max_message_bytes));
+          for (size_t i : todo) request.add_keys(keys[i]);
+          std::unique_ptr<grpc::ClientReader<proto::Items>> reader =
+              stub_->GetBatch(&context, request);
+          proto::Items items;
+          size_t received = 0;
+          absl::Status bad;
+          while (bad.ok() && reader->Read(&items)) {
+            if (received + items.data_size() > todo.size()) {
+              bad = TransitDamage("server sent more objects than asked for");
+              break;
+            }
+            Checksum64Stream checksum;
+            for (const std::string& d : items.data()) checksum.Update(d);
+            if (checksum.Digest() != items.checksum()) {
+              bad = TransitDamage("batch damaged in transit");
+              break;
+            }
+            std::vector<bool> missing(items.data_size(), false);
+            for (uint32_t m : items.not_found()) {
+              if (m < missing.size()) missing[m] = true;
+            }
+            for (int j = 0; j < items.data_size(); ++j) {
+              const std::string& key = keys[todo[received]];
+              if (missing[j]) {
+                (*out)[todo[received++]] =
+                    absl::NotFoundError(absl::StrCat("no key '", key, "' on ", options_.target));
+              } else {
+                bytes_.fetch_add(items.data(j).size(), std::memory_order_relaxed);
+                (*out)[todo[received++]] = MakeBlob(std::move(*items.mutable_data(j)));
+              }
+            }
           }
-        }
-      }
-      if (!bad.ok()) context.TryCancel();
-      absl::Status finished = FromGrpc(reader->Finish(), "stream");
-      // Keep what arrived; a retry asks only for the rest.
-      todo.erase(todo.begin(), todo.begin() + received);
-      if (!bad.ok()) return bad;
-      if (!finished.ok()) return finished;
-      if (!todo.empty()) return TransitDamage("stream ended early");
-      return absl::OkStatus();
-    });
+          if (!bad.ok()) context.TryCancel();
+          absl::Status finished = FromGrpc(reader->Finish(), "stream");
+          // Keep what arrived; a retry asks only for the rest.
+          todo.erase(todo.begin(), todo.begin() + received);
+          if (!bad.ok()) return bad;
+          if (!finished.ok()) return finished;
+          if (!todo.empty()) return TransitDamage("stream ended early");
+          return absl::OkStatus();
+        });
     if (!status.ok()) {
       for (size_t i : todo) (*out)[i] = status;
     }
@@ -295,8 +295,8 @@ RemoteTier::~RemoteTier() = default;
 
 absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Connect(const Options& options) {
   if (options.target.empty()) return absl::InvalidArgumentError("remote tier: empty target");
-  if (options.max_attempts < 0 || options.max_batch_keys < 1 ||
-      options.max_message_bytes < 4096 || options.chunk_bytes < 1024 ||
+  if (options.max_attempts < 0 || options.max_batch_keys < 1 || options.max_message_bytes < 4096 ||
+      options.chunk_bytes < 1024 ||
       options.chunk_bytes > static_cast<uint32_t>(options.max_message_bytes) - 1024) {
     return absl::InvalidArgumentError(
         "remote tier: need max_attempts >= 0, max_batch_keys >= 1, max_message_bytes >= 4096 and "

@@ -49,7 +49,7 @@ class RemoteTier : public DataSource {
     std::string token;
     absl::Duration call_timeout = absl::Seconds(5);
     absl::Duration read_timeout = absl::Seconds(20);
-    int max_attempts = 0;  // 0: as many as read_timeout allows
+    int max_attempts = 0;        // 0: as many as read_timeout allows
     int max_batch_keys = 16384;  // keys per GetBatch call (the server's default cap)
     absl::Duration initial_backoff = absl::Milliseconds(50);
     absl::Duration max_backoff = absl::Seconds(1);

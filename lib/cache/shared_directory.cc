@@ -62,8 +62,8 @@ absl::Status WaitLock(int fd, short type, off_t at, absl::Duration wait, absl::s
       return ErrnoToStatus(absl::StrCat("disk tier: lock ", what), errno);
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat("disk tier: ", what, " held by another process for ",
-                                                      absl::FormatDuration(wait)));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "disk tier: ", what, " held by another process for ", absl::FormatDuration(wait)));
     }
     absl::SleepFor(sleep);
     sleep = std::min(sleep * 2, absl::Milliseconds(20));
@@ -117,8 +117,7 @@ absl::Status SharedDirectory::MapClaims() {
   for (uint64_t i = 0; i < kTableWords; ++i) {
     uint64_t word = __atomic_load_n(&claims_[i], __ATOMIC_RELAXED);
     if (word != 0 && (alone_ || (word & kMaxMember) == member_)) {
-      __atomic_compare_exchange_n(&claims_[i], &word, 0, false, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_RELAXED);
+      __atomic_compare_exchange_n(&claims_[i], &word, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
     }
   }
   return absl::OkStatus();
@@ -219,8 +218,7 @@ SharedDirectory::Claim SharedDirectory::TryClaim(uint64_t entry_hash) {
       if (holder == member_ || MemberAlive(holder)) return Claim::kBusy;
       // Its claimant died: the word is free to take over.
     }
-    if (__atomic_compare_exchange_n(word, &held, mine, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(word, &held, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
       return Claim::kClaimed;
     }
   }

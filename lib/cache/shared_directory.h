@@ -95,7 +95,7 @@ class SharedDirectory {
   const std::string path_;
   const int fd_;
   bool alone_ = false;
-  std::mutex ledger_mu_;  // OFD locks do not exclude threads sharing fd_
+  std::mutex ledger_mu_;        // OFD locks do not exclude threads sharing fd_
   uint64_t* claims_ = nullptr;  // the shared table (mmap)
   uint64_t member_ = 0;         // this process's member number, 1..65535
 };

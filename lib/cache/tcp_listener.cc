@@ -44,8 +44,8 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, std::s
   if (!address.empty() && address[0] == '[') {
     size_t close = address.find(']');
     if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') {
-      return absl::InvalidArgumentError(absl::StrCat("listen address '", address,
-                                                     "': expected [v6 address]:port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("listen address '", address, "': expected [v6 address]:port"));
     }
     *host = address.substr(1, close - 1);
     colon = close + 1;
@@ -101,8 +101,8 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(const Options& 
   struct addrinfo* found = nullptr;
   int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
   if (rc != 0 || found == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("listen address '", options.address,
-                                                   "': ", gai_strerror(rc)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address '", options.address, "': ", gai_strerror(rc)));
   }
   std::unique_ptr<TcpListener> l(new TcpListener());
   l->options_ = options;
@@ -125,9 +125,9 @@ absl::StatusOr<std::unique_ptr<TcpListener>> TcpListener::Listen(const Options& 
   if (getsockname(l->listen_fd_, reinterpret_cast<struct sockaddr*>(&bound), &len) != 0) {
     return ErrnoToStatus("listen: getsockname", errno);
   }
-  l->port_ = ntohs(bound.ss_family == AF_INET6
-                       ? reinterpret_cast<struct sockaddr_in6*>(&bound)->sin6_port
-                       : reinterpret_cast<struct sockaddr_in*>(&bound)->sin_port);
+  l->port_ =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<struct sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<struct sockaddr_in*>(&bound)->sin_port);
   l->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   l->spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (l->wake_fd_ < 0 || l->spare_fd_ < 0) return ErrnoToStatus("listen: eventfd/open", errno);

@@ -11,14 +11,15 @@ absl::StatusOr<std::string> NormalizeToken(absl::string_view raw) {
   absl::string_view token = absl::StripAsciiWhitespace(raw);
   if (token.empty()) return absl::InvalidArgumentError("token is empty");
   if (token.size() > kMaxTokenBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token is ", token.size(), " bytes, more than the ", kMaxTokenBytes, " allowed"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "token is ", token.size(), " bytes, more than the ", kMaxTokenBytes, " allowed"));
   }
   for (size_t i = 0; i < token.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(token[i]);
     if (c < 0x21 || c > 0x7e) {
       return absl::InvalidArgumentError(
-          absl::StrCat("token byte ", i, " is not printable ASCII (tokens are 0x21-0x7e: no "
+          absl::StrCat("token byte ", i,
+                       " is not printable ASCII (tokens are 0x21-0x7e: no "
                        "spaces, control bytes or non-ASCII characters)"));
     }
   }

@@ -2,7 +2,10 @@
 // where the server listens, connection floods past its descriptor limit
 // and a slowloris, what its errors reveal, tokens with stray bytes,
 // fetches larger than a batch, and which failures are retried for how long.
+#include "gradwire/lib/cache/data_server.h"
+
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,8 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,7 +27,6 @@
 #include "absl/time/clock.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/data_cache.h"
-#include "gradwire/lib/cache/data_server.h"
 #include "gradwire/lib/cache/data_service.grpc.pb.h"
 #include "gradwire/lib/cache/directory_source.h"
 #include "gradwire/lib/cache/remote_tier.h"
@@ -42,14 +42,10 @@ namespace {
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
+using testing::SampleBytesOf;
 using testing::ServerProcess;
 
 constexpr char kToken[] = "job-7f3a-secret";
-
-std::string Expected(const std::string& key, size_t min_bytes = 100) {
-  size_t slash = key.find('/');
-  return SampleBytes(key.substr(0, slash), std::stoull(key.substr(slash + 1)), min_bytes);
-}
 
 std::unique_ptr<DataServer> StartServer(const std::string& dir, DataServer::Options o = {}) {
   auto source = DirectorySource::Open(dir);
@@ -176,7 +172,7 @@ TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
     ASSERT_TRUE(during.ok()) << "no call got through while the flood held: " << during.status();
     std::printf("%s: a call got through %.2f s into a 400-connection slowloris\n", cap.c_str(),
                 absl::ToDoubleSeconds(absl::Now() - start));
-    EXPECT_EQ(**(*during)->Get("train/7"), Expected("train/7"));
+    EXPECT_EQ(**(*during)->Get("train/7"), SampleBytesOf("train/7"));
     CloseAll(&flood);
 
     flood = OpenConnections(port, 400);
@@ -189,7 +185,7 @@ TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
     auto got = (*after)->GetBatch(keys);
     for (size_t i = 0; i < keys.size(); ++i) {
       ASSERT_TRUE(got[i].ok()) << got[i].status();
-      ASSERT_EQ(**got[i], Expected(keys[i]));
+      ASSERT_EQ(**got[i], SampleBytesOf(keys[i]));
     }
     std::string log = server.Stop();
     ConnectionStats stats = ParseConnectionStats(log);
@@ -244,10 +240,13 @@ TEST(DataServerTest, ErrorsNameNeitherServerPathsNorTheKey) {
 
 TEST(TokenTest, NormalizedOrRefusedWithoutQuotingIt) {
   EXPECT_EQ(*NormalizeToken(" \tjob-7f3a-secret\r\n"), "job-7f3a-secret");
-  for (std::string bad : {std::string(""), std::string("\n"), std::string("job 7f3a"),
-                          std::string("job\n7f3a"), std::string("job\x01" "7f3a"),
-                          std::string("j\xc3\xb6" "b-7f3a"), std::string("job\x7f"),
-                          std::string("x\0y", 3), std::string(kMaxTokenBytes + 1, 'k')}) {
+  for (std::string bad :
+       {std::string(""), std::string("\n"), std::string("job 7f3a"), std::string("job\n7f3a"),
+        std::string("job\x01"
+                    "7f3a"),
+        std::string("j\xc3\xb6"
+                    "b-7f3a"),
+        std::string("job\x7f"), std::string("x\0y", 3), std::string(kMaxTokenBytes + 1, 'k')}) {
     absl::StatusOr<std::string> t = NormalizeToken(bad);
     EXPECT_TRUE(absl::IsInvalidArgument(t.status())) << absl::CEscape(bad);
     if (bad.size() > 2 && bad.size() < 100) {
@@ -274,8 +273,11 @@ TEST(TokenTest, ClientTokensWithStrayBytesNeverAbort) {
   // gRPC aborts the whole process (rc 134) on such metadata: run it in a
   // child so a regression fails this test instead of ending the run.
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  for (std::string bad : {std::string("job\n7f3a"), std::string("j\xc3\xb6" "b"),
-                          std::string("job\x01" "7f3a")}) {
+  for (std::string bad : {std::string("job\n7f3a"),
+                          std::string("j\xc3\xb6"
+                                      "b"),
+                          std::string("job\x01"
+                                      "7f3a")}) {
     EXPECT_EXIT(
         {
           o.token = bad;
@@ -312,7 +314,7 @@ TEST(RemoteTierLimitsTest, FetchOfMoreKeysThanABatchIsSplit) {
   EXPECT_EQ(from_source, keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status();
-    ASSERT_EQ(**got[i], Expected(keys[i], 8));
+    ASSERT_EQ(**got[i], SampleBytesOf(keys[i], 8));
   }
   EXPECT_EQ(server->stats().objects, keys.size());
 }

@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/tests/cache/test_dataset.h"
@@ -33,12 +33,18 @@ using testing::SampleBytes;
 
 constexpr uint64_t kVersion = 0x1234;
 
-std::unique_ptr<DiskTier> OpenTier(const std::string& dir, uint64_t budget = 1 << 24,
-                                   EvictionPolicy policy = EvictionPolicy::kFillOnce,
-                                   uint64_t version = kVersion) {
+DiskTier::Options TierOptions(const std::string& dir, uint64_t budget = 1 << 24) {
   DiskTier::Options o;
   o.dir = dir;
   o.budget_bytes = budget;
+  o.dataset_version = kVersion;
+  return o;
+}
+
+std::unique_ptr<DiskTier> OpenTier(const std::string& dir, uint64_t budget = 1 << 24,
+                                   EvictionPolicy policy = EvictionPolicy::kFillOnce,
+                                   uint64_t version = kVersion) {
+  DiskTier::Options o = TierOptions(dir, budget);
   o.policy = policy;
   o.dataset_version = version;
   auto tier = DiskTier::Open(o);
@@ -74,7 +80,8 @@ TEST(DiskTierTest, RoundTripAndRebuildIndexOnOpen) {
   std::string dir = MakeTempDir("disk");
   {
     auto tier = OpenTier(dir);
-    for (int i = 0; i < 200; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+    for (int i = 0; i < 200; ++i)
+      ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
     EXPECT_TRUE(absl::IsNotFound(tier->Lookup("train/999").status()));
   }
   auto tier = OpenTier(dir);
@@ -116,7 +123,8 @@ TEST(DiskTierTest, ThousandFlippedBytesAreAllDetectedAndQuarantined) {
   std::string dir = MakeTempDir("disk");
   auto tier = OpenTier(dir);
   const int n = 1000;
-  for (int i = 0; i < n; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+  for (int i = 0; i < n; ++i)
+    ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
   // One flipped byte per entry, anywhere: header, key or value.
   for (int i = 0; i < n; ++i) {
     std::string path = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(i)));
@@ -150,7 +158,8 @@ TEST(DiskTierTest, CorruptEntriesFoundAtOpenAreQuarantined) {
   std::string dir = MakeTempDir("disk");
   {
     auto tier = OpenTier(dir);
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+    for (int i = 0; i < 10; ++i)
+      ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
   }
   std::string path = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(3)));
   ASSERT_EQ(truncate(path.c_str(), 60), 0);  // a torn file under a final name
@@ -240,7 +249,8 @@ TEST(DiskTierTest, BudgetFillOnceAndLru) {
   {
     std::string dir = MakeTempDir("disk");
     auto tier = OpenTier(dir, 10 * entry + 5, EvictionPolicy::kLru);
-    for (int i = 0; i < 15; ++i) ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(std::string(100, 'x'))).ok());
+    for (int i = 0; i < 15; ++i)
+      ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(std::string(100, 'x'))).ok());
     EXPECT_LE(tier->used_bytes(), 10 * entry + 5);
     EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(0)).status()));
     EXPECT_TRUE(tier->Lookup(Key(14)).ok());
@@ -280,11 +290,7 @@ TEST(DiskTierTest, ProcessesShareOneDirectory) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    DiskTier::Options o;
-    o.dir = dir;
-    o.budget_bytes = 1 << 24;
-    o.dataset_version = kVersion;
-    auto other = DiskTier::Open(o);
+    auto other = DiskTier::Open(TierOptions(dir));
     if (!other.ok()) _exit(2);
     for (int i = 0; i < 50; ++i) {
       if (!(*other)->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok()) _exit(3);
@@ -313,11 +319,7 @@ TEST(DiskTierTest, FetchClaimDiesWithItsProcess) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    DiskTier::Options o;
-    o.dir = dir;
-    o.budget_bytes = 1 << 24;
-    o.dataset_version = kVersion;
-    auto holder = DiskTier::Open(o);
+    auto holder = DiskTier::Open(TierOptions(dir));
     char ok = holder.ok() && (*holder)->TryClaim(Key(5)) == SharedDirectory::Claim::kClaimed;
     if (write(ready[1], &ok, 1) != 1) _exit(2);
     pause();  // holds the claim until killed
@@ -351,7 +353,8 @@ TEST(DiskTierTest, EveryTruncationIsDetected) {
   ASSERT_TRUE(original.ok());
   for (size_t len = 0; len < original->size(); ++len) {
     ASSERT_TRUE(WriteFileAtomically(dir, DiskTier::EntryFileName(kVersion, Key(7)),
-                                    original->substr(0, len)).ok());
+                                    original->substr(0, len))
+                    .ok());
     auto v = tier->Lookup(Key(7));
     ASSERT_FALSE(v.ok()) << "served a " << len << "-byte truncation";
   }
@@ -367,10 +370,7 @@ TEST(DiskTierTest, ConcurrentProcessesNeverServeTornEntries) {
     pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      DiskTier::Options o;
-      o.dir = dir;
-      o.budget_bytes = 1 << 26;
-      o.dataset_version = kVersion;
+      DiskTier::Options o = TierOptions(dir, 1 << 26);
       o.sync = false;  // speed: atomicity does not depend on it
       auto other = DiskTier::Open(o);
       if (!other.ok()) _exit(2);
@@ -424,11 +424,7 @@ TEST(DiskTierCrashTest, SigkillDuringPutsLeavesNoTempAndNoCorruptEntry) {
     pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-      DiskTier::Options o;
-      o.dir = dir;
-      o.budget_bytes = 1 << 26;
-      o.dataset_version = kVersion;
-      auto tier = DiskTier::Open(o);
+      auto tier = DiskTier::Open(TierOptions(dir, 1 << 26));
       if (!tier.ok()) _exit(2);
       // Odd rounds use the group-commit path (InsertBatch: syncfs, then
       // renames), even rounds one fdatasync + rename per entry.

@@ -88,9 +88,15 @@ TEST(ManifestTest, RandomDamageNeverYieldsAnotherVersion) {
     for (int e = 0; e < edits; ++e) {
       size_t at = (next() >> 33) % damaged.size();
       switch (next() % 3) {
-        case 0: damaged[at] = static_cast<char>(next() >> 56); break;
-        case 1: damaged.erase(at, 1 + (next() >> 60)); break;
-        default: damaged.insert(at, 1, static_cast<char>(next() >> 56)); break;
+        case 0:
+          damaged[at] = static_cast<char>(next() >> 56);
+          break;
+        case 1:
+          damaged.erase(at, 1 + (next() >> 60));
+          break;
+        default:
+          damaged.insert(at, 1, static_cast<char>(next() >> 56));
+          break;
       }
       if (damaged.empty()) damaged = "x";
     }
@@ -170,7 +176,8 @@ TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
                        absl::string_view(shard).substr(kShardHeaderBytes, header->index_bytes()),
                        shard.size() - 1)
           .status()));
-  EXPECT_TRUE(absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
+  EXPECT_TRUE(
+      absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
 }
 
 // The real dataset: Debian's dataset-fashion-mnist (tools/install_deps.sh).

@@ -32,14 +32,10 @@ namespace {
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
+using testing::SampleBytesOf;
 using testing::ServerProcess;
 
 constexpr char kToken[] = "job-7f3a-secret";
-
-std::string Expected(const std::string& key) {
-  size_t slash = key.find('/');
-  return SampleBytes(key.substr(0, slash), std::stoull(key.substr(slash + 1)));
-}
 
 struct Served {
   std::string dir;
@@ -85,7 +81,7 @@ TEST(RemoteTierTest, ConcurrentReadersGetExactBytes) {
         if (batch.size() == 97 || i + 4 >= keys.size()) {
           auto got = (*remote)->GetBatch(batch);
           for (size_t j = 0; j < batch.size(); ++j) {
-            if (!got[j].ok() || **got[j] != Expected(batch[j])) ++wrong;
+            if (!got[j].ok() || **got[j] != SampleBytesOf(batch[j])) ++wrong;
           }
           batch.clear();
         }
@@ -178,7 +174,7 @@ TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
   ASSERT_TRUE(cache.ok());
   std::vector<std::string> order = *EpochOrder(manifest.SampleKeys(), 5, 1, 0, 1);
   size_t i = 0;
-  for (; i < order.size() / 2; ++i) ASSERT_EQ(**(*cache)->Get(order[i]), Expected(order[i]));
+  for (; i < order.size() / 2; ++i) ASSERT_EQ(**(*cache)->Get(order[i]), SampleBytesOf(order[i]));
 
   server.Kill();
   for (int n = 0; n < 3; ++n, ++i) {
@@ -197,7 +193,7 @@ TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
   while (absl::Now() < deadline && !(v = (*cache)->Get(order[i])).ok()) {
   }
   ASSERT_TRUE(v.ok()) << "no recovery after the server returned: " << v.status();
-  for (; i < order.size(); ++i) ASSERT_EQ(**(*cache)->Get(order[i]), Expected(order[i]));
+  for (; i < order.size(); ++i) ASSERT_EQ(**(*cache)->Get(order[i]), SampleBytesOf(order[i]));
   std::printf("%s", (*cache)->FormatStats().c_str());
 }
 

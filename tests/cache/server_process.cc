@@ -26,9 +26,10 @@ int ServerProcess::Start(int port) {
   const std::string port_file = scratch_ + "/port";
   unlink(port_file.c_str());
   const char* srcdir = std::getenv("TEST_SRCDIR");
-  std::string binary = absl::StrCat(srcdir != nullptr ? srcdir : ".", "/gradwire/tools/data_server");
-  std::vector<std::string> args = {binary, "--data_dir=" + data_dir_,
-                                   "--token_file=" + token_file_, "--port_file=" + port_file,
+  std::string binary =
+      absl::StrCat(srcdir != nullptr ? srcdir : ".", "/gradwire/tools/data_server");
+  std::vector<std::string> args = {binary, "--data_dir=" + data_dir_, "--token_file=" + token_file_,
+                                   "--port_file=" + port_file,
                                    absl::StrCat("--address=127.0.0.1:", port)};
   args.insert(args.end(), flags_.begin(), flags_.end());
   const std::string err = scratch_ + "/stderr";

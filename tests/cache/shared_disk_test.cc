@@ -52,8 +52,12 @@ std::vector<ReaderResult> RunReaders(int port, const std::string& disk_dir, uint
   std::string scratch = MakeTempDir("readers");
   std::vector<pid_t> pids;
   for (int r = 0; r < kReaders; ++r) {
-    std::vector<std::string> args = {binary,   absl::StrCat(port), kToken,
-                                     disk_dir, absl::StrCat(budget), absl::StrCat(100 + r),
+    std::vector<std::string> args = {binary,
+                                     absl::StrCat(port),
+                                     kToken,
+                                     disk_dir,
+                                     absl::StrCat(budget),
+                                     absl::StrCat(100 + r),
                                      absl::StrCat(epochs)};
     std::string out = absl::StrCat(scratch, "/out", r);
     pid_t pid = fork();
@@ -156,9 +160,8 @@ TEST(SharedDiskTest, SharedBudgetHoldsAtEveryMoment) {
   const uint64_t entry = DiskTier::EntryBytes("train/1000", 130);
   const uint64_t budget = 1000 * entry;  // about a third of the dataset
   uint64_t peak = 0;
-  std::vector<ReaderResult> results = RunReaders(s.server->port(), disk, budget, 2, [&] {
-    peak = std::max(peak, DirectoryBytes(disk));
-  });
+  std::vector<ReaderResult> results = RunReaders(
+      s.server->port(), disk, budget, 2, [&] { peak = std::max(peak, DirectoryBytes(disk)); });
   for (const ReaderResult& r : results) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.wrong, 0u) << r.output;
