@@ -39,18 +39,10 @@ namespace gradwire {
 namespace cache {
 namespace {
 
-using testing::MakeTempDir;
-using testing::PackSynthetic;
-using testing::SampleBytes;
-using testing::SampleBytesOf;
-using testing::ServerProcess;
-
-constexpr char kToken[] = "job-7f3a-secret";
-
 std::unique_ptr<DataServer> StartServer(const std::string& dir, DataServer::Options o = {}) {
   auto source = DirectorySource::Open(dir);
   EXPECT_TRUE(source.ok()) << source.status();
-  if (o.token.empty()) o.token = kToken;
+  if (o.token.empty()) o.token = testing::kToken;
   auto server = DataServer::Start(std::shared_ptr<DataSource>(std::move(*source)), o);
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? *std::move(server) : nullptr;
@@ -59,7 +51,7 @@ std::unique_ptr<DataServer> StartServer(const std::string& dir, DataServer::Opti
 RemoteTier::Options ClientOptions(int port) {
   RemoteTier::Options o;
   o.target = absl::StrCat("127.0.0.1:", port);
-  o.token = kToken;
+  o.token = testing::kToken;
   return o;
 }
 
@@ -129,8 +121,8 @@ ConnectionStats ParseConnectionStats(const std::string& log) {
 }
 
 TEST(DataServerTest, ListensOnExactlyTheAddressItIsGiven) {
-  std::string dir = MakeTempDir("served");
-  PackSynthetic(dir, 100, 0, 50);
+  std::string dir = testing::MakeTempDir("served");
+  testing::PackSynthetic(dir, 100, 0, 50);
   for (const auto& [address, hex] : {std::pair<std::string, std::string>{"127.0.0.1:0", "0100007F"},
                                      {"0.0.0.0:0", "00000000"}}) {
     DataServer::Options o;
@@ -151,13 +143,13 @@ TEST(DataServerTest, ListensOnExactlyTheAddressItIsGiven) {
 // connection cap, once with a cap above the limit, so accept itself runs
 // out of descriptors (EMFILE), which ends gRPC 1.51's own listener for good.
 TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
-  std::string dir = MakeTempDir("served");
-  Manifest manifest = PackSynthetic(dir, 2000, 0, 500);
+  std::string dir = testing::MakeTempDir("served");
+  Manifest manifest = testing::PackSynthetic(dir, 2000, 0, 500);
   for (const std::string cap : {"--max_connections=0", "--max_connections=1000"}) {
     SCOPED_TRACE(cap);
-    std::string scratch = MakeTempDir("server");
-    ASSERT_TRUE(WriteFileAtomically(scratch, "token", kToken).ok());
-    ServerProcess server(dir, scratch + "/token", scratch);
+    std::string scratch = testing::MakeTempDir("server");
+    ASSERT_TRUE(WriteFileAtomically(scratch, "token", testing::kToken).ok());
+    testing::ServerProcess server(dir, scratch + "/token", scratch);
     server.set_max_open_files(64);
     server.set_flags({cap, "--handshake_timeout_ms=1000"});
     int port = server.Start(0);
@@ -172,7 +164,7 @@ TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
     ASSERT_TRUE(during.ok()) << "no call got through while the flood held: " << during.status();
     std::printf("%s: a call got through %.2f s into a 400-connection slowloris\n", cap.c_str(),
                 absl::ToDoubleSeconds(absl::Now() - start));
-    EXPECT_EQ(**(*during)->Get("train/7"), SampleBytesOf("train/7"));
+    EXPECT_EQ(**(*during)->Get("train/7"), testing::SampleBytesOf("train/7"));
     CloseAll(&flood);
 
     flood = OpenConnections(port, 400);
@@ -185,7 +177,7 @@ TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
     auto got = (*after)->GetBatch(keys);
     for (size_t i = 0; i < keys.size(); ++i) {
       ASSERT_TRUE(got[i].ok()) << got[i].status();
-      ASSERT_EQ(**got[i], SampleBytesOf(keys[i]));
+      ASSERT_EQ(**got[i], testing::SampleBytesOf(keys[i]));
     }
     std::string log = server.Stop();
     ConnectionStats stats = ParseConnectionStats(log);
@@ -200,8 +192,8 @@ TEST(DataServerTest, SurvivesAConnectionFloodPastItsDescriptorLimit) {
 // Errors tell the client what happened, not the server's paths or file
 // names, and do not echo the key back (the client names it itself).
 TEST(DataServerTest, ErrorsNameNeitherServerPathsNorTheKey) {
-  std::string dir = MakeTempDir("very-private-server-dir");
-  Manifest manifest = PackSynthetic(dir, 200, 0, 100);
+  std::string dir = testing::MakeTempDir("very-private-server-dir");
+  Manifest manifest = testing::PackSynthetic(dir, 200, 0, 100);
   auto server = StartServer(dir);
   ASSERT_NE(server, nullptr);
   auto remote = RemoteTier::Connect(ClientOptions(server->port()));
@@ -253,7 +245,7 @@ TEST(TokenTest, NormalizedOrRefusedWithoutQuotingIt) {
       EXPECT_FALSE(absl::StrContains(t.status().message(), bad)) << t.status();
     }
   }
-  std::string scratch = MakeTempDir("token");
+  std::string scratch = testing::MakeTempDir("token");
   ASSERT_TRUE(WriteFileAtomically(scratch, "t", "job-7f3a-secret\n").ok());
   EXPECT_EQ(*ReadTokenFile(scratch + "/t"), "job-7f3a-secret");
 }
@@ -261,15 +253,15 @@ TEST(TokenTest, NormalizedOrRefusedWithoutQuotingIt) {
 // The client normalizes the token as the server does, refuses what gRPC
 // would abort on, and the server refuses such a token too.
 TEST(TokenTest, ClientTokensWithStrayBytesNeverAbort) {
-  std::string dir = MakeTempDir("served");
-  PackSynthetic(dir, 100, 0, 50);
+  std::string dir = testing::MakeTempDir("served");
+  testing::PackSynthetic(dir, 100, 0, 50);
   auto server = StartServer(dir);
   ASSERT_NE(server, nullptr);
   RemoteTier::Options o = ClientOptions(server->port());
-  o.token = absl::StrCat(kToken, "\n");  // as open(path).read() gives it
+  o.token = absl::StrCat(testing::kToken, "\n");  // as open(path).read() gives it
   auto remote = RemoteTier::Connect(o);
   ASSERT_TRUE(remote.ok()) << remote.status();
-  EXPECT_EQ(**(*remote)->Get("train/3"), SampleBytes("train", 3));
+  EXPECT_EQ(**(*remote)->Get("train/3"), testing::SampleBytes("train", 3));
   // gRPC aborts the whole process (rc 134) on such metadata: run it in a
   // child so a regression fails this test instead of ending the run.
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
@@ -299,8 +291,8 @@ TEST(TokenTest, ClientTokensWithStrayBytesNeverAbort) {
 // More misses than one GetBatch may carry (the server allows 16,384 keys)
 // are fetched in several calls.
 TEST(RemoteTierLimitsTest, FetchOfMoreKeysThanABatchIsSplit) {
-  std::string dir = MakeTempDir("served");
-  Manifest manifest = PackSynthetic(dir, 20000, 0, 5000, 8);
+  std::string dir = testing::MakeTempDir("served");
+  Manifest manifest = testing::PackSynthetic(dir, 20000, 0, 5000, 8);
   auto server = StartServer(dir);
   ASSERT_NE(server, nullptr);
   auto remote = RemoteTier::Connect(ClientOptions(server->port()));
@@ -314,7 +306,7 @@ TEST(RemoteTierLimitsTest, FetchOfMoreKeysThanABatchIsSplit) {
   EXPECT_EQ(from_source, keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_TRUE(got[i].ok()) << keys[i] << ": " << got[i].status();
-    ASSERT_EQ(**got[i], SampleBytesOf(keys[i], 8));
+    ASSERT_EQ(**got[i], testing::SampleBytesOf(keys[i], 8));
   }
   EXPECT_EQ(server->stats().objects, keys.size());
 }
@@ -323,11 +315,11 @@ TEST(RemoteTierLimitsTest, FetchOfMoreKeysThanABatchIsSplit) {
 // a server back 3 s after the first attempt is reached with 300 ms calls;
 // one that never comes back fails at read_timeout, not before.
 TEST(RemoteTierLimitsTest, RetriesSpanTheReadTimeout) {
-  std::string dir = MakeTempDir("served");
-  PackSynthetic(dir, 100, 0, 50);
-  std::string scratch = MakeTempDir("server");
-  ASSERT_TRUE(WriteFileAtomically(scratch, "token", kToken).ok());
-  ServerProcess server(dir, scratch + "/token", scratch);
+  std::string dir = testing::MakeTempDir("served");
+  testing::PackSynthetic(dir, 100, 0, 50);
+  std::string scratch = testing::MakeTempDir("server");
+  ASSERT_TRUE(WriteFileAtomically(scratch, "token", testing::kToken).ok());
+  testing::ServerProcess server(dir, scratch + "/token", scratch);
   const int port = server.Start(0);
   ASSERT_GT(port, 0);
   server.Kill();
@@ -345,7 +337,7 @@ TEST(RemoteTierLimitsTest, RetriesSpanTheReadTimeout) {
   restart.join();
   ASSERT_TRUE(remote.ok()) << "gave up after " << took << ": " << remote.status();
   EXPECT_GE(took, absl::Seconds(2.5));
-  EXPECT_EQ(**(*remote)->Get("train/3"), SampleBytes("train", 3));
+  EXPECT_EQ(**(*remote)->Get("train/3"), testing::SampleBytes("train", 3));
 
   server.Kill();
   o.read_timeout = absl::Seconds(2);
@@ -383,8 +375,8 @@ class BusyService final : public proto::DataService::Service {
 };
 
 TEST(RemoteTierLimitsTest, ResourceExhaustedIsRetriedNotFoundIsNot) {
-  std::string dir = MakeTempDir("served");
-  Manifest manifest = PackSynthetic(dir, 100, 0, 50);
+  std::string dir = testing::MakeTempDir("served");
+  Manifest manifest = testing::PackSynthetic(dir, 100, 0, 50);
   BusyService service(manifest.Serialize(), 3);
   grpc::ServerBuilder builder;
   int port = 0;

@@ -29,13 +29,12 @@ namespace gradwire {
 namespace cache {
 namespace {
 
+using testing::kToken;
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
 using testing::SampleBytesOf;
 using testing::ServerProcess;
-
-constexpr char kToken[] = "job-7f3a-secret";
 
 struct Served {
   std::string dir;

@@ -30,10 +30,6 @@ namespace gradwire {
 namespace cache {
 namespace {
 
-using testing::MakeTempDir;
-using testing::PackSynthetic;
-
-constexpr char kToken[] = "job-7f3a-secret";
 constexpr int kReaders = 4;
 
 struct ReaderResult {
@@ -49,12 +45,12 @@ std::vector<ReaderResult> RunReaders(int port, const std::string& disk_dir, uint
   const char* srcdir = std::getenv("TEST_SRCDIR");
   std::string binary =
       absl::StrCat(srcdir != nullptr ? srcdir : ".", "/gradwire/tests/cache/shared_reader");
-  std::string scratch = MakeTempDir("readers");
+  std::string scratch = testing::MakeTempDir("readers");
   std::vector<pid_t> pids;
   for (int r = 0; r < kReaders; ++r) {
     std::vector<std::string> args = {binary,
                                      absl::StrCat(port),
-                                     kToken,
+                                     testing::kToken,
                                      disk_dir,
                                      absl::StrCat(budget),
                                      absl::StrCat(100 + r),
@@ -124,12 +120,12 @@ struct Served {
 
 Served Serve(uint64_t samples) {
   Served s;
-  std::string dir = MakeTempDir("served");
-  s.manifest = PackSynthetic(dir, samples, 0, 1000);
+  std::string dir = testing::MakeTempDir("served");
+  s.manifest = testing::PackSynthetic(dir, samples, 0, 1000);
   auto source = DirectorySource::Open(dir);
   EXPECT_TRUE(source.ok());
   DataServer::Options o;
-  o.token = kToken;
+  o.token = testing::kToken;
   auto server = DataServer::Start(std::shared_ptr<DataSource>(std::move(*source)), o);
   EXPECT_TRUE(server.ok()) << server.status();
   s.server = std::move(*server);
@@ -138,7 +134,7 @@ Served Serve(uint64_t samples) {
 
 TEST(SharedDiskTest, FourReadersFetchEachEntryOnce) {
   Served s = Serve(3000);
-  std::string disk = MakeTempDir("shared-disk");
+  std::string disk = testing::MakeTempDir("shared-disk");
   std::vector<ReaderResult> results = RunReaders(s.server->port(), disk, 64 << 20, 2, [] {});
   uint64_t source_reads = 0;
   for (const ReaderResult& r : results) {
@@ -156,7 +152,7 @@ TEST(SharedDiskTest, FourReadersFetchEachEntryOnce) {
 
 TEST(SharedDiskTest, SharedBudgetHoldsAtEveryMoment) {
   Served s = Serve(3000);
-  std::string disk = MakeTempDir("shared-disk");
+  std::string disk = testing::MakeTempDir("shared-disk");
   const uint64_t entry = DiskTier::EntryBytes("train/1000", 130);
   const uint64_t budget = 1000 * entry;  // about a third of the dataset
   uint64_t peak = 0;

@@ -13,6 +13,9 @@ namespace gradwire {
 namespace cache {
 namespace testing {
 
+// The job token the tests' data servers require.
+inline constexpr char kToken[] = "job-7f3a-secret";
+
 // A fresh empty directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTempDir(const std::string& tag);
 
