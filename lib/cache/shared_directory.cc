@@ -76,6 +76,12 @@ absl::Status WaitLock(int fd, short type, off_t at, absl::Duration wait, absl::s
 absl::StatusOr<std::unique_ptr<SharedDirectory>> SharedDirectory::Open(const std::string& dir) {
   std::string path = absl::StrCat(dir, "/", kFileName);
   int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) {
+    // A read-only directory still serves what it holds; nothing is
+    // written, so there is no budget to keep and nothing to claim.
+    std::unique_ptr<SharedDirectory> shared(new SharedDirectory(std::move(path), -1));
+    return shared;
+  }
   if (fd < 0) return ErrnoToStatus(absl::StrCat("disk tier: open ", path), errno);
   std::unique_ptr<SharedDirectory> shared(new SharedDirectory(std::move(path), fd));
   // Exclusive presence: nobody else has the directory open. Held until
@@ -92,7 +98,7 @@ absl::StatusOr<std::unique_ptr<SharedDirectory>> SharedDirectory::Open(const std
 
 SharedDirectory::~SharedDirectory() {
   if (claims_ != nullptr) munmap(claims_, kTableBytes);
-  close(fd_);  // drops every lock this process holds, its member lock too
+  if (fd_ >= 0) close(fd_);  // drops every lock this process holds, its member lock too
 }
 
 absl::Status SharedDirectory::MapClaims() {
@@ -134,10 +140,11 @@ bool SharedDirectory::MemberAlive(uint64_t member) const {
 }
 
 void SharedDirectory::Share() {
-  if (alone_) SetLock(fd_, F_RDLCK, kPresenceLock);  // converts in place: never unlocked
+  if (alone_ && fd_ >= 0) SetLock(fd_, F_RDLCK, kPresenceLock);  // converts in place: never unlocked
 }
 
 absl::StatusOr<uint64_t> SharedDirectory::ReadLocked() const {
+  if (fd_ < 0) return 0;  // read-only: nothing is written
   char buffer[kLedgerBytes];
   ssize_t n = pread(fd_, buffer, sizeof(buffer), 0);
   if (n == 0 || std::all_of(buffer, buffer + n, [](char c) { return c == 0; })) {
@@ -169,6 +176,9 @@ absl::Status SharedDirectory::WriteLocked(uint64_t bytes) {
 
 absl::Status SharedDirectory::Update(const std::function<absl::Status(uint64_t* bytes)>& update,
                                      uint64_t unreadable_as) {
+  if (fd_ < 0) {
+    return absl::PermissionDeniedError(absl::StrCat("disk tier: ", path_, " is read-only"));
+  }
   std::lock_guard<std::mutex> lock(ledger_mu_);
   absl::Status locked = WaitLock(fd_, F_WRLCK, kLedgerLock, kLedgerWait, "the budget ledger");
   if (!locked.ok()) return locked;

@@ -53,7 +53,9 @@ class SharedDirectory {
  public:
   static constexpr char kFileName[] = ".gwshared";
 
-  // Opens (creating) dir/.gwshared and marks this process present.
+  // Opens (creating) dir/.gwshared and marks this process present. In a
+  // directory this process may not write, the result keeps no ledger
+  // (Update fails: nothing can be written anyway) and no claims (kNone).
   static absl::StatusOr<std::unique_ptr<SharedDirectory>> Open(const std::string& dir);
   ~SharedDirectory();
 

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -339,6 +340,28 @@ TEST(DiskTierTest, FetchClaimDiesWithItsProcess) {
   EXPECT_EQ(tier->TryClaim(Key(5)), SharedDirectory::Claim::kClaimed);
   close(ready[0]);
   close(ready[1]);
+}
+
+// A cache directory on a read-only filesystem still serves its entries:
+// there is no shared ledger or claim table to write, and inserts fail.
+TEST(DiskTierTest, ReadOnlyDirectoryServesWhatItHolds) {
+  std::string dir = MakeTempDir("disk");
+  ASSERT_TRUE(OpenTier(dir)->Insert(Key(1), MakeBlob(SampleBytes("train", 1))).ok());
+  unlink(absl::StrCat(dir, "/", SharedDirectory::kFileName).c_str());  // as an older version left it
+  if (mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+      mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+    GTEST_SKIP() << "cannot mount read-only here: " << strerror(errno);
+  }
+  {
+    auto tier = DiskTier::Open(TierOptions(dir));
+    ASSERT_TRUE(tier.ok()) << tier.status();
+    auto v = (*tier)->Lookup(Key(1));
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(**v, SampleBytes("train", 1));
+    EXPECT_FALSE((*tier)->Insert(Key(2), MakeBlob("x")).ok());
+    EXPECT_EQ((*tier)->TryClaim(Key(2)), SharedDirectory::Claim::kNone);
+  }
+  umount2(dir.c_str(), MNT_DETACH);
 }
 
 // Every truncation of an entry file (a torn write that got a name) is
