@@ -110,7 +110,9 @@ absl::Status DiskTier::Load() {
   // No one else has the directory open (they wait in Open until Share):
   // the ledger is what the entries hold; the checks below subtract what
   // they remove.
-  if (shared_->alone()) GRADWIRE_RETURN_IF_ERROR(shared_->SetBytes(recount));
+  // (A ledger that cannot be written, on a full disk, fails the writes
+  // that need it, not the reads.)
+  if (shared_->alone()) shared_->SetBytes(recount).IgnoreError();
   shared_->Share();
 
   std::vector<std::pair<std::string, uint64_t>> loaded;  // key, bytes
