@@ -6,18 +6,17 @@
 //   remote prefetch the prefetcher over the remote tier, no cache tiers
 // Prints one markdown table row per epoch. tools/cache_bench.sh runs it
 // against a server behind a shaped link in network namespaces.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,19 +28,24 @@
 #include "gradwire/lib/cache/prefetcher.h"
 #include "gradwire/lib/cache/remote_tier.h"
 #include "gradwire/lib/cache/shard_format.h"
+#include "gradwire/lib/cache/token.h"
 
 ABSL_FLAG(std::string, target, "", "data server host:port (required)");
 ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)");
-ABSL_FLAG(std::string, data_dir, "", "local copy of the packed dataset, for the page-cache baseline (required)");
-ABSL_FLAG(std::string, disk_dir, "/var/tmp/gradwire-cache-bench", "scratch directory for disk tiers (emptied)");
+ABSL_FLAG(std::string, data_dir, "",
+          "local copy of the packed dataset, for the page-cache baseline (required)");
+ABSL_FLAG(std::string, disk_dir, "/var/tmp/gradwire-cache-bench",
+          "scratch directory for disk tiers (emptied)");
 ABSL_FLAG(int, epochs, 3, "shuffled epochs per configuration");
 ABSL_FLAG(uint64_t, seed, 1, "shuffle seed");
-ABSL_FLAG(std::string, configs, "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50,fill_once:25:100,"
+ABSL_FLAG(std::string, configs,
+          "fill_once:25:25,fill_once:50:50,fill_once:100:100,lru:50:50,fill_once:25:100,"
           "fill_once:25:100:nosync",
           "comma-separated policy:memory_percent:disk_percent[:nosync]");
 ABSL_FLAG(int, threads, 16, "prefetch threads");
 ABSL_FLAG(int, depth, 0, "prefetch depth in samples; 0 = latency x bandwidth / sample size");
-ABSL_FLAG(double, link_mbit, 200, "shaped link rate (Mbit/s): the % column and the depth's bandwidth");
+ABSL_FLAG(double, link_mbit, 200,
+          "shaped link rate (Mbit/s): the % column and the depth's bandwidth");
 ABSL_FLAG(int, direct_samples, 200, "samples read one round trip each (remote direct baseline)");
 ABSL_FLAG(bool, disk_sync, true, "fdatasync + directory fsync per disk-tier publish");
 
@@ -72,8 +76,10 @@ struct Row {
 };
 
 void PrintHeader() {
-  std::printf("| mode | mem/disk budget | epoch | samples/s | payload MB/s | %% of link | cached at start | "
-              "mem hit | disk hit | remote MB | bound MB | stall s | mem warm s | disk warm s |\n");
+  std::printf(
+      "| mode | mem/disk budget | epoch | samples/s | payload MB/s | %% of link | cached at start "
+      "| "
+      "mem hit | disk hit | remote MB | bound MB | stall s | mem warm s | disk warm s |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 }
 
@@ -84,10 +90,10 @@ void PrintRow(const Row& r, double link_bytes_per_s) {
   };
   std::printf("| %s | %s | %d | %.0f | %.2f | %.1f%% | %s | %s | %s | %s | %s | %s | %s | %s |\n",
               r.mode.c_str(), r.budget.c_str(), r.epoch, r.samples / r.seconds, rate / 1e6,
-              100 * rate / link_bytes_per_s, num(100 * r.cached, "%.2f%%").c_str(), r.mem_hit.c_str(), r.disk_hit.c_str(),
-              num(r.remote_mb, "%.2f").c_str(), num(r.bound_mb, "%.2f").c_str(),
-              num(r.stall, "%.3f").c_str(), num(r.mem_warm, "%.2f").c_str(),
-              num(r.disk_warm, "%.2f").c_str());
+              100 * rate / link_bytes_per_s, num(100 * r.cached, "%.2f%%").c_str(),
+              r.mem_hit.c_str(), r.disk_hit.c_str(), num(r.remote_mb, "%.2f").c_str(),
+              num(r.bound_mb, "%.2f").c_str(), num(r.stall, "%.3f").c_str(),
+              num(r.mem_warm, "%.2f").c_str(), num(r.disk_warm, "%.2f").c_str());
   std::fflush(stdout);
 }
 
@@ -107,7 +113,8 @@ class PageCacheReader {
       absl::StatusOr<ShardHeader> h = DecodeShardHeader(head);
       if (!h.ok()) return h.status();
       std::string index(h->index_bytes(), '\0');
-      if (pread(fd, &index[0], index.size(), kShardHeaderBytes) != static_cast<ssize_t>(index.size())) {
+      if (pread(fd, &index[0], index.size(), kShardHeaderBytes) !=
+          static_cast<ssize_t>(index.size())) {
         return absl::DataLossError("short shard index");
       }
       absl::StatusOr<std::vector<ShardRecord>> r = DecodeShardIndex(*h, index, s.bytes);
@@ -176,11 +183,11 @@ int main(int argc, char** argv) {
     configs.push_back(config);
   }
 
-  auto token = ReadWholeFile(absl::GetFlag(FLAGS_token_file));
+  auto token = ReadTokenFile(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(token.status().ToString());
   RemoteTier::Options ro;
   ro.target = target;
-  ro.token = std::string(absl::StripAsciiWhitespace(*token));
+  ro.token = *token;
   ro.call_timeout = absl::Seconds(10);
   ro.read_timeout = absl::Seconds(60);
   auto connected = RemoteTier::Connect(ro);
@@ -190,8 +197,9 @@ int main(int argc, char** argv) {
   const std::vector<std::string> keys = manifest.SampleKeys();
 
   absl::StatusOr<std::string> local_manifest = ReadWholeFile(data_dir + "/MANIFEST");
-  absl::StatusOr<Manifest> local = local_manifest.ok() ? Manifest::Parse(*local_manifest)
-                                                       : absl::StatusOr<Manifest>(local_manifest.status());
+  absl::StatusOr<Manifest> local = local_manifest.ok()
+                                       ? Manifest::Parse(*local_manifest)
+                                       : absl::StatusOr<Manifest>(local_manifest.status());
   if (!local.ok()) return Fail(local.status().ToString());
   if (local->version() != manifest.version()) {
     return Fail("--data_dir holds another dataset version than the server");
@@ -237,7 +245,8 @@ int main(int argc, char** argv) {
   {
     Row row{"remote direct, no prefetch", "-", 1};
     absl::Time t0 = absl::Now();
-    for (int i = 0; i < absl::GetFlag(FLAGS_direct_samples) && i < static_cast<int>(keys.size()); ++i) {
+    for (int i = 0; i < absl::GetFlag(FLAGS_direct_samples) && i < static_cast<int>(keys.size());
+         ++i) {
       absl::StatusOr<Blob> blob = remote->Get(orders[0][i]);
       if (!blob.ok()) return Fail(blob.status().ToString());
       sink = Touch(**blob, sink);
@@ -285,8 +294,10 @@ int main(int argc, char** argv) {
       row.seconds = absl::ToDoubleSeconds(absl::Now() - t0);
       (*cache)->EndEpoch();
       EpochStats s = (*cache)->Stats().back();
-      if (options.memory_budget_bytes > 0) row.mem_hit = absl::StrFormat("%.2f%%", 100 * s.memory.hit_rate());
-      if (!options.disk_dir.empty()) row.disk_hit = absl::StrFormat("%.2f%%", 100 * s.disk.hit_rate());
+      if (options.memory_budget_bytes > 0)
+        row.mem_hit = absl::StrFormat("%.2f%%", 100 * s.memory.hit_rate());
+      if (!options.disk_dir.empty())
+        row.disk_hit = absl::StrFormat("%.2f%%", 100 * s.disk.hit_rate());
       row.remote_mb = s.remote_bytes / 1e6;
       row.bound_mb = ((1 - cached_fraction) * data_bytes + 0.01 * data_bytes) / 1e6;
       row.stall = s.stall_seconds;
@@ -294,7 +305,9 @@ int main(int argc, char** argv) {
       if (!options.disk_dir.empty()) row.disk_warm = s.disk.warm_seconds;
       PrintRow(row, link);
       if ((*cache)->disk() != nullptr) {
-        std::fprintf(stderr, "  [%s %s epoch %d] disk: %llu entries, %llu inserts, %llu full, %llu dropped, %llu errors\n",
+        std::fprintf(stderr,
+                     "  [%s %s epoch %d] disk: %llu entries, %llu inserts, %llu full, %llu "
+                     "dropped, %llu errors\n",
                      mode.c_str(), budget.c_str(), e,
                      static_cast<unsigned long long>((*cache)->disk()->entry_count()),
                      static_cast<unsigned long long>(s.disk.inserts),
@@ -307,7 +320,8 @@ int main(int argc, char** argv) {
   };
 
   // Baseline 3: the prefetcher over the remote tier, nothing cached.
-  if (absl::Status s = run_epochs("remote + prefetch, no cache", "0/0", DataCache::Options(), 1); !s.ok()) {
+  if (absl::Status s = run_epochs("remote + prefetch, no cache", "0/0", DataCache::Options(), 1);
+      !s.ok()) {
     return Fail(s.ToString());
   }
 

@@ -3,10 +3,14 @@
 //
 //   data_server --data_dir=/srv/fmnist --address=0.0.0.0:7070 --token_file=/run/job.token
 //
-// The token is read from a file, not a flag, so it does not appear in ps.
-// With port 0 the server picks a free port and, given --port_file, writes
-// it there (atomically) once it is listening. SIGINT/SIGTERM stop it,
-// giving running calls --shutdown_grace_ms to finish.
+// The token is read from a file, not a flag, so it does not appear in ps
+// (lib/cache/token.h: surrounding whitespace is stripped). The server
+// listens on exactly --address; with port 0 it picks a free port and,
+// given --port_file, writes it there (atomically) once it is listening.
+// SIGINT/SIGTERM stop it, giving running calls --shutdown_grace_ms to
+// finish, and it prints what it served (lib/cache/data_server.h, Stats).
+#include "gradwire/lib/cache/data_server.h"
+
 #include <signal.h>
 
 #include <cstdio>
@@ -15,12 +19,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gradwire/lib/cache/atomic_file.h"
-#include "gradwire/lib/cache/data_server.h"
 #include "gradwire/lib/cache/directory_source.h"
+#include "gradwire/lib/cache/token.h"
 
 ABSL_FLAG(std::string, data_dir, "", "packed dataset directory (MANIFEST + shards), required");
 ABSL_FLAG(std::string, address, "127.0.0.1:0", "listen address host:port (port 0 = any free)");
@@ -32,6 +35,11 @@ ABSL_FLAG(bool, verify_shards, true, "checksum every shard at start");
 ABSL_FLAG(int, response_delay_ms, 0,
           "benchmarks only: delay each reply, emulating a distant store where tc netem is missing");
 ABSL_FLAG(int, shutdown_grace_ms, 2000, "how long running calls may finish on SIGTERM");
+ABSL_FLAG(int, max_connections, 0,
+          "open connections at most (0: from the descriptor limit, at most 4096)");
+ABSL_FLAG(int, handshake_timeout_ms, 10000,
+          "close a connection that has not finished its HTTP/2 handshake within this");
+ABSL_FLAG(int, max_connection_idle_ms, 120000, "close a connection with no call for this long");
 
 namespace {
 
@@ -57,10 +65,8 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto token = gradwire::cache::ReadWholeFile(absl::GetFlag(FLAGS_token_file));
+  auto token = gradwire::cache::ReadTokenFile(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(token.status().ToString());
-  std::string token_text(absl::StripAsciiWhitespace(*token));
-  if (token_text.empty()) return Fail("--token_file is empty");
 
   DirectorySource::Options source_options;
   source_options.verify_shards = absl::GetFlag(FLAGS_verify_shards);
@@ -69,7 +75,15 @@ int main(int argc, char** argv) {
 
   DataServer::Options options;
   options.address = absl::GetFlag(FLAGS_address);
-  options.token = token_text;
+  options.token = *token;
+  if (absl::GetFlag(FLAGS_max_connections) < 0) return Fail("--max_connections must be >= 0");
+  options.max_connections = absl::GetFlag(FLAGS_max_connections);
+  if (absl::GetFlag(FLAGS_handshake_timeout_ms) < 1 ||
+      absl::GetFlag(FLAGS_max_connection_idle_ms) < 1) {
+    return Fail("--handshake_timeout_ms and --max_connection_idle_ms must be >= 1");
+  }
+  options.handshake_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_handshake_timeout_ms));
+  options.max_connection_idle = absl::Milliseconds(absl::GetFlag(FLAGS_max_connection_idle_ms));
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   if (absl::GetFlag(FLAGS_response_delay_ms) < 0) return Fail("--response_delay_ms must be >= 0");
   options.response_delay = absl::Milliseconds(absl::GetFlag(FLAGS_response_delay_ms));
@@ -100,5 +114,7 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal_number);
   std::fprintf(stderr, "data_server: signal %d, shutting down\n", signal_number);
   (*server)->Shutdown(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  std::fprintf(stderr, "data_server: %s\n",
+               gradwire::cache::FormatServerStats((*server)->stats()).c_str());
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "gradwire/lib/cache/atomic_file.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,8 +12,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "gradwire/lib/cache/errno_status.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/lib/cache/errno_status.h"
 
 namespace gradwire {
 namespace cache {
@@ -118,6 +119,20 @@ absl::Status TempFile::PublishAs(const std::string& name) {
   return absl::OkStatus();
 }
 
+absl::Status TempFile::PublishAsNew(const std::string& name) {
+  std::string target = absl::StrCat(dir_, "/", name);
+  int rc = renameat2(AT_FDCWD, path_.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE);
+  if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    // A filesystem without RENAME_NOREPLACE: link never replaces either.
+    rc = link(path_.c_str(), target.c_str());
+    if (rc == 0) unlink(path_.c_str());
+  }
+  if (rc != 0) return ErrnoToStatus(absl::StrCat("publish ", path_, " as ", target), errno);
+  close(fd_);
+  fd_ = -1;
+  return absl::OkStatus();
+}
+
 absl::Status SyncDirectory(const std::string& dir) {
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoToStatus(absl::StrCat("open directory ", dir), errno);
@@ -157,6 +172,23 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   }
   close(fd);
   return data;
+}
+
+absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::string_view what) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t got = pread(fd, out + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus(absl::StrCat("read ", what), errno);
+    }
+    if (got == 0) {
+      return absl::DataLossError(
+          absl::StrCat(what, ": ends at byte ", offset + done, ", ", n - done, " bytes short"));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
 }
 
 bool IsTempFileName(absl::string_view name) { return absl::StartsWith(name, kTempPrefix); }

@@ -40,6 +40,9 @@ class TempFile {
   // Renames onto dir/name (replacing it) and closes. Does not sync the
   // directory; call SyncDirectory once after one or more publishes.
   absl::Status PublishAs(const std::string& name);
+  // PublishAs that never replaces: AlreadyExists if dir/name exists (the
+  // temp file stays unpublished, removed by the destructor).
+  absl::Status PublishAsNew(const std::string& name);
 
   const std::string& path() const { return path_; }
   int fd() const { return fd_; }
@@ -62,6 +65,11 @@ absl::Status WriteFileAtomically(const std::string& dir, const std::string& name
 
 // Reads a whole file.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// Reads exactly `n` bytes at `offset` of the open file `fd` into `out`
+// (short reads and EINTR retried). `what` names the file in errors; a file
+// that ends first is DataLoss.
+absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::string_view what);
 
 // True if `name` is a temp file name (see kTempPrefix).
 bool IsTempFileName(absl::string_view name);

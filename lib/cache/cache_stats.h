@@ -14,13 +14,13 @@ struct TierStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t hit_bytes = 0;
-  uint64_t inserts = 0;          // entries admitted this epoch
-  uint64_t rejected_full = 0;    // inserts refused for lack of room
-  uint64_t rejected_too_big = 0; // objects larger than the whole budget
-  uint64_t write_errors = 0;     // other failed inserts (I/O errors, disk full)
-  uint64_t write_dropped = 0;    // async disk writes dropped: queue full
-  uint64_t corrupt = 0;          // damaged entries found (quarantined, refetched)
-  uint64_t used_bytes = 0;       // at the end of the epoch (or now)
+  uint64_t inserts = 0;           // entries admitted this epoch
+  uint64_t rejected_full = 0;     // inserts refused for lack of room
+  uint64_t rejected_too_big = 0;  // objects larger than the whole budget
+  uint64_t write_errors = 0;      // other failed inserts (I/O errors, disk full)
+  uint64_t write_dropped = 0;     // async disk writes dropped: queue full
+  uint64_t corrupt = 0;           // damaged entries found (quarantined, refetched)
+  uint64_t used_bytes = 0;        // at the end of the epoch (or now)
   uint64_t budget_bytes = 0;
   // Seconds from the cache's creation until the tier was warm: the first
   // insert it refused for lack of room, or else its latest admission.
@@ -32,7 +32,7 @@ struct TierStats {
 
 struct EpochStats {
   int epoch = 0;
-  uint64_t reads = 0;        // objects returned to the reader
+  uint64_t reads = 0;  // objects returned to the reader
   uint64_t read_bytes = 0;
   TierStats memory;
   TierStats disk;

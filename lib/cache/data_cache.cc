@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
@@ -124,33 +124,44 @@ bool DataCache::InsertMemory(const std::string& key, const Blob& value) {
 }
 
 void DataCache::InsertDisk(std::string key, Blob value) {
-  std::vector<std::pair<std::string, Blob>> one;
-  one.emplace_back(std::move(key), std::move(value));
+  std::vector<DiskFill> one(1);
+  one[0].key = std::move(key);
+  one[0].value = std::move(value);
   InsertDiskMany(std::move(one));
 }
 
-void DataCache::InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries) {
+void DataCache::ReleaseClaims(const std::vector<DiskFill>& fills) {
+  for (const DiskFill& f : fills) {
+    if (f.claimed) disk_->ReleaseClaim(f.key);
+  }
+}
+
+void DataCache::InsertDiskMany(std::vector<DiskFill> entries) {
   if (disk_ == nullptr || entries.empty()) return;
   if (options_.disk_write_queue_bytes == 0) {
-    for (auto& [key, value] : entries) {
-      CountInsert(disk_->Insert(key, value), &current()->disk, &disk_warmth_);
+    for (const DiskFill& f : entries) {
+      CountInsert(disk_->Insert(f.key, f.value), &current()->disk, &disk_warmth_);
     }
+    ReleaseClaims(entries);
     return;
   }
-  uint64_t dropped = 0;
+  std::vector<DiskFill> dropped;
   {
     std::lock_guard<std::mutex> lock(queue_mu_);
-    for (auto& entry : entries) {
-      size_t bytes = entry.first.size() + entry.second->size();
+    for (DiskFill& entry : entries) {
+      size_t bytes = entry.key.size() + entry.value->size();
       if (queued_bytes_ + bytes > options_.disk_write_queue_bytes) {
-        ++dropped;
+        dropped.push_back(std::move(entry));
       } else {
         queued_bytes_ += bytes;
         queue_.push_back(std::move(entry));
       }
     }
   }
-  if (dropped > 0) current()->disk.write_dropped.fetch_add(dropped, std::memory_order_relaxed);
+  if (!dropped.empty()) {
+    current()->disk.write_dropped.fetch_add(dropped.size(), std::memory_order_relaxed);
+    ReleaseClaims(dropped);
+  }
   queue_cv_.notify_one();
 }
 
@@ -164,16 +175,20 @@ void DataCache::DiskWriterLoop() {
                        [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
     if (queue_.empty()) continue;
-    std::vector<std::pair<std::string, Blob>> batch;
+    std::vector<DiskFill> batch;
     while (!queue_.empty() && batch.size() < kDiskBatch) {
-      queued_bytes_ -= queue_.front().first.size() + queue_.front().second->size();
+      queued_bytes_ -= queue_.front().key.size() + queue_.front().value->size();
       batch.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
     writer_busy_ = true;
     lock.unlock();
     // One syncfs and one directory fsync for the whole batch (group commit).
-    std::vector<absl::Status> results = disk_->InsertBatch(batch);
+    std::vector<std::pair<std::string, Blob>> entries;
+    entries.reserve(batch.size());
+    for (const DiskFill& f : batch) entries.emplace_back(f.key, f.value);
+    std::vector<absl::Status> results = disk_->InsertBatch(entries);
+    ReleaseClaims(batch);
     for (const absl::Status& s : results) CountInsert(s, &current()->disk, &disk_warmth_);
     lock.lock();
     writer_busy_ = false;
@@ -187,9 +202,9 @@ absl::Status DataCache::FlushDiskWrites(absl::Duration timeout) {
     return (queue_.empty() && !writer_busy_) || stopping_;
   });
   if (!done) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("data cache: ", queue_.size(), " disk writes still queued after ",
-                     absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("data cache: ", queue_.size(),
+                                                    " disk writes still queued after ",
+                                                    absl::FormatDuration(timeout)));
   }
   return absl::OkStatus();
 }
@@ -247,28 +262,8 @@ std::vector<absl::StatusOr<Blob>> DataCache::Fetch(absl::Span<const std::string>
   c->disk.hit_bytes.fetch_add(disk_hit_bytes, std::memory_order_relaxed);
   c->disk.misses.fetch_add(disk_misses, std::memory_order_relaxed);
   c->disk.corrupt.fetch_add(disk_corrupt, std::memory_order_relaxed);
-  if (from_source != nullptr) *from_source = missing.size();
-  if (!missing.empty()) {
-    std::vector<absl::StatusOr<Blob>> fetched = source_->GetBatch(missing);
-    uint64_t remote_bytes = 0, remote_errors = 0;
-    std::vector<std::pair<std::string, Blob>> disk_fills;
-    for (size_t j = 0; j < fetched.size(); ++j) {
-      if (fetched[j].ok()) {
-        remote_bytes += (*fetched[j])->size();
-        bool in_memory = InsertMemory(missing[j], *fetched[j]);
-        if (disk_ != nullptr && (!in_memory || options_.disk_includes_memory)) {
-          disk_fills.emplace_back(missing[j], *fetched[j]);
-        }
-      } else {
-        ++remote_errors;
-      }
-      out[missing_at[j]] = std::move(fetched[j]);
-    }
-    InsertDiskMany(std::move(disk_fills));
-    c->remote_reads.fetch_add(fetched.size(), std::memory_order_relaxed);
-    c->remote_bytes.fetch_add(remote_bytes, std::memory_order_relaxed);
-    c->remote_errors.fetch_add(remote_errors, std::memory_order_relaxed);
-  }
+  size_t sourced = missing.empty() ? 0 : FetchMissing(missing, missing_at, &out, c);
+  if (from_source != nullptr) *from_source = sourced;
   uint64_t reads = 0, read_bytes = 0;
   for (const absl::StatusOr<Blob>& r : out) {
     if (r.ok()) {
@@ -279,6 +274,107 @@ std::vector<absl::StatusOr<Blob>> DataCache::Fetch(absl::Span<const std::string>
   c->reads.fetch_add(reads, std::memory_order_relaxed);
   c->read_bytes.fetch_add(read_bytes, std::memory_order_relaxed);
   return out;
+}
+
+size_t DataCache::FetchMissing(const std::vector<std::string>& keys, const std::vector<size_t>& at,
+                               std::vector<absl::StatusOr<Blob>>* out, Counters* c) {
+  std::vector<size_t> all(keys.size());
+  for (size_t j = 0; j < keys.size(); ++j) all[j] = j;
+  if (disk_ == nullptr || disk_->Full()) {
+    FetchFromSource(keys, at, all, /*claimed=*/false, out, c);
+    return keys.size();
+  }
+  // Claim each miss; what another process has claimed, it is fetching.
+  std::vector<size_t> mine, theirs, unclaimed;
+  auto sort = [&](size_t j) {
+    switch (disk_->TryClaim(keys[j])) {
+      case SharedDirectory::Claim::kClaimed:
+        mine.push_back(j);
+        break;
+      case SharedDirectory::Claim::kBusy:
+        theirs.push_back(j);
+        break;
+      case SharedDirectory::Claim::kNone:
+        unclaimed.push_back(j);
+        break;
+    }
+  };
+  for (size_t j : all) sort(j);
+  size_t sourced = 0;
+  uint64_t disk_hits = 0, disk_hit_bytes = 0;
+  const absl::Time give_up = absl::Now() + options_.claim_wait;
+  absl::Duration poll = absl::Milliseconds(1);
+  while (true) {
+    // Published between the miss and the claim (or while waiting)?
+    auto on_disk = [&](std::vector<size_t>* which, bool claimed) {
+      std::vector<size_t> absent;
+      for (size_t j : *which) {
+        absl::StatusOr<Blob> hit = disk_->Lookup(keys[j]);
+        if (!hit.ok()) {
+          absent.push_back(j);
+          continue;
+        }
+        if (claimed) disk_->ReleaseClaim(keys[j]);
+        ++disk_hits;
+        disk_hit_bytes += (*hit)->size();
+        InsertMemory(keys[j], *hit);
+        (*out)[at[j]] = std::move(hit);
+      }
+      which->swap(absent);
+    };
+    on_disk(&mine, true);
+    on_disk(&unclaimed, false);
+    FetchFromSource(keys, at, mine, /*claimed=*/true, out, c);
+    FetchFromSource(keys, at, unclaimed, /*claimed=*/false, out, c);
+    sourced += mine.size() + unclaimed.size();
+    unclaimed.clear();
+    if (theirs.empty()) break;
+    absl::SleepFor(poll);
+    poll = std::min(poll * 2, absl::Milliseconds(20));
+    // A claim that went away: the entry is on disk, or its holder gave
+    // up or died; either way it is ours to read or fetch now.
+    mine.clear();
+    std::vector<size_t> waiting;
+    waiting.swap(theirs);
+    for (size_t j : waiting) sort(j);
+    if (!theirs.empty() && absl::Now() >= give_up) {
+      FetchFromSource(keys, at, theirs, /*claimed=*/false, out, c);  // a hung holder
+      sourced += theirs.size();
+      theirs.clear();
+    }
+  }
+  c->disk.hits.fetch_add(disk_hits, std::memory_order_relaxed);
+  c->disk.hit_bytes.fetch_add(disk_hit_bytes, std::memory_order_relaxed);
+  return sourced;
+}
+
+void DataCache::FetchFromSource(const std::vector<std::string>& keys, const std::vector<size_t>& at,
+                                const std::vector<size_t>& which, bool claimed,
+                                std::vector<absl::StatusOr<Blob>>* out, Counters* c) {
+  if (which.empty()) return;
+  std::vector<std::string> ask;
+  ask.reserve(which.size());
+  for (size_t j : which) ask.push_back(keys[j]);
+  std::vector<absl::StatusOr<Blob>> fetched = source_->GetBatch(ask);
+  uint64_t remote_bytes = 0, remote_errors = 0;
+  std::vector<DiskFill> disk_fills;
+  for (size_t i = 0; i < fetched.size(); ++i) {
+    bool to_disk = false;
+    if (fetched[i].ok()) {
+      remote_bytes += (*fetched[i])->size();
+      bool in_memory = InsertMemory(ask[i], *fetched[i]);
+      to_disk = disk_ != nullptr && (!in_memory || options_.disk_includes_memory);
+      if (to_disk) disk_fills.push_back({ask[i], *fetched[i], claimed});
+    } else {
+      ++remote_errors;
+    }
+    if (claimed && !to_disk) disk_->ReleaseClaim(ask[i]);  // nothing to wait for
+    (*out)[at[which[i]]] = std::move(fetched[i]);
+  }
+  InsertDiskMany(std::move(disk_fills));
+  c->remote_reads.fetch_add(fetched.size(), std::memory_order_relaxed);
+  c->remote_bytes.fetch_add(remote_bytes, std::memory_order_relaxed);
+  c->remote_errors.fetch_add(remote_errors, std::memory_order_relaxed);
 }
 
 TierStats DataCache::Snapshot(const TierCounters& c, const Warmth& w, const CacheTier* tier) const {

@@ -15,6 +15,16 @@
 // Never the only copy: the source holds everything, and an entry the
 // memory tier evicts (LRU) is written to the disk tier if that lacks it.
 //
+// Several processes sharing one disk directory (one per GPU) fetch each
+// missing entry once: a reader claims a miss before asking the source
+// (DiskTier::TryClaim, a lock that dies with its process) and holds the
+// claim until the entry is on disk; a reader that finds it claimed waits
+// (at most claim_wait) and reads it from disk instead. Entries reach the
+// disk when memory does not keep them or disk_includes_memory is set: with
+// a memory tier that keeps entries and no disk copy, each process fetches
+// its own. A full fill-once disk tier takes no claims (nothing more will be
+// written to share).
+//
 // Statistics are kept per epoch (BeginEpoch) and per tier; Stats() returns
 // them and FormatStats() prints them.
 #ifndef GRADWIRE_LIB_CACHE_DATA_CACHE_H_
@@ -48,10 +58,10 @@ class DataCache {
     uint64_t memory_budget_bytes = 0;  // 0: no memory tier
     EvictionPolicy memory_policy = EvictionPolicy::kFillOnce;
     int memory_shards = 16;
-    std::string disk_dir;              // empty: no disk tier
+    std::string disk_dir;  // empty: no disk tier
     uint64_t disk_budget_bytes = 0;
     EvictionPolicy disk_policy = EvictionPolicy::kFillOnce;
-    bool disk_sync = true;             // see DiskTier::Options::sync
+    bool disk_sync = true;  // see DiskTier::Options::sync
     bool disk_verify_on_open = true;
     // Disk fills go through a background writer; when this many bytes are
     // waiting, new ones are dropped (counted) rather than queued without
@@ -61,6 +71,9 @@ class DataCache {
     // evicted), so the two budgets add up. true: the disk also keeps a
     // copy of what memory holds, which survives a restart of the process.
     bool disk_includes_memory = false;
+    // How long a reader waits for an entry another process sharing the
+    // disk directory is fetching, before fetching it itself.
+    absl::Duration claim_wait = absl::Seconds(60);
   };
 
   static absl::StatusOr<std::unique_ptr<DataCache>> Create(std::shared_ptr<DataSource> source,
@@ -117,9 +130,25 @@ class DataCache {
   void CountInsert(const absl::Status& s, TierCounters* counters, Warmth* warmth);
   // True if memory took the entry.
   bool InsertMemory(const std::string& key, const Blob& value);
+  // A disk fill; `claimed`: this process holds the key's fetch claim,
+  // released once the fill is written or dropped.
+  struct DiskFill {
+    std::string key;
+    Blob value;
+    bool claimed = false;
+  };
   void InsertDisk(std::string key, Blob value);
   // Queues many disk fills under one lock and one wake-up.
-  void InsertDiskMany(std::vector<std::pair<std::string, Blob>> entries);
+  void InsertDiskMany(std::vector<DiskFill> entries);
+  void ReleaseClaims(const std::vector<DiskFill>& fills);
+  // Misses of Fetch: keys[j] goes to (*out)[at[j]]. Returns how many went
+  // to the source.
+  size_t FetchMissing(const std::vector<std::string>& keys, const std::vector<size_t>& at,
+                      std::vector<absl::StatusOr<Blob>>* out, Counters* c);
+  // Asks the source for keys[j], j in `which`, fills the tiers.
+  void FetchFromSource(const std::vector<std::string>& keys, const std::vector<size_t>& at,
+                       const std::vector<size_t>& which, bool claimed,
+                       std::vector<absl::StatusOr<Blob>>* out, Counters* c);
   void DiskWriterLoop();
   TierStats Snapshot(const TierCounters& c, const Warmth& w, const CacheTier* tier) const;
 
@@ -135,9 +164,9 @@ class DataCache {
   std::atomic<Counters*> current_{nullptr};
 
   std::mutex queue_mu_;
-  std::condition_variable queue_cv_;   // work arrived, or stopping
-  std::condition_variable drained_cv_; // queue empty and writer idle
-  std::deque<std::pair<std::string, Blob>> queue_;
+  std::condition_variable queue_cv_;    // work arrived, or stopping
+  std::condition_variable drained_cv_;  // queue empty and writer idle
+  std::deque<DiskFill> queue_;
   size_t queued_bytes_ = 0;
   bool writer_busy_ = false;
   bool stopping_ = false;

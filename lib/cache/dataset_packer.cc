@@ -6,11 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
-#include "gradwire/lib/cache/shard_format.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
+#include "gradwire/lib/cache/shard_format.h"
 
 namespace gradwire {
 namespace cache {

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
@@ -27,7 +27,7 @@ DirectorySource::~DirectorySource() {
 absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std::string& dir,
                                                                        const Options& options) {
   GRADWIRE_ASSIGN_OR_RETURN(std::string text,
-                      ReadWholeFile(absl::StrCat(dir, "/", Manifest::kFileName)));
+                            ReadWholeFile(absl::StrCat(dir, "/", Manifest::kFileName)));
   absl::StatusOr<Manifest> manifest = Manifest::Parse(text);
   if (!manifest.ok()) {
     return absl::Status(manifest.status().code(),
@@ -43,20 +43,22 @@ absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std
     struct stat st;
     if (fstat(fd, &st) != 0) return ErrnoToStatus(absl::StrCat("stat ", path), errno);
     if (static_cast<uint64_t>(st.st_size) != shard.bytes) {
-      return absl::DataLossError(absl::StrCat(path, ": ", st.st_size, " bytes, manifest says ",
-                                              shard.bytes));
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", st.st_size, " bytes, manifest says ", shard.bytes));
     }
     GRADWIRE_ASSIGN_OR_RETURN(std::string head, source->ReadAt(i, 0, kShardHeaderBytes));
     absl::StatusOr<ShardHeader> header = DecodeShardHeader(head);
-    if (!header.ok()) return absl::DataLossError(absl::StrCat(path, ": ", header.status().message()));
+    if (!header.ok())
+      return absl::DataLossError(absl::StrCat(path, ": ", header.status().message()));
     if (header->count != shard.count || header->first_index != shard.first_index) {
       return absl::DataLossError(absl::StrCat(path, ": header disagrees with the manifest"));
     }
     GRADWIRE_ASSIGN_OR_RETURN(std::string index,
-                        source->ReadAt(i, kShardHeaderBytes, header->index_bytes()));
+                              source->ReadAt(i, kShardHeaderBytes, header->index_bytes()));
     absl::StatusOr<std::vector<ShardRecord>> records =
         DecodeShardIndex(*header, index, shard.bytes);
-    if (!records.ok()) return absl::DataLossError(absl::StrCat(path, ": ", records.status().message()));
+    if (!records.ok())
+      return absl::DataLossError(absl::StrCat(path, ": ", records.status().message()));
     source->records_.push_back(*std::move(records));
     if (options.verify_shards) {
       GRADWIRE_ASSIGN_OR_RETURN(std::string all, source->ReadAt(i, 0, shard.bytes));
@@ -71,19 +73,8 @@ absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std
 absl::StatusOr<std::string> DirectorySource::ReadAt(size_t shard, uint64_t offset,
                                                     uint64_t length) const {
   std::string out(length, '\0');
-  uint64_t done = 0;
-  while (done < length) {
-    ssize_t n = pread(fds_[shard], &out[done], length - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus(absl::StrCat("read ", dir_, "/", manifest_.shards()[shard].name), errno);
-    }
-    if (n == 0) {
-      return absl::DataLossError(absl::StrCat(dir_, "/", manifest_.shards()[shard].name,
-                                              ": shorter than its manifest size"));
-    }
-    done += static_cast<uint64_t>(n);
-  }
+  GRADWIRE_RETURN_IF_ERROR(ReadFileAt(fds_[shard], offset, out.size(), &out[0],
+                                      absl::StrCat(dir_, "/", manifest_.shards()[shard].name)));
   return out;
 }
 

@@ -11,83 +11,35 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/disk_entry.h"
 #include "gradwire/lib/cache/errno_status.h"
-#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace cache {
 namespace {
 
-constexpr char kMagic[8] = {'G', 'W', 'C', 'A', 'C', 'H', 'E', '1'};
-constexpr size_t kHeaderBytes = 48;
 constexpr absl::string_view kEntrySuffix = ".gwc";
 constexpr absl::string_view kQuarantineDir = "quarantine";
 
-void PutLE(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-
-std::string EncodeHeader(absl::string_view key, uint64_t version, absl::string_view value) {
-  std::string out(kHeaderBytes, '\0');
-  std::memcpy(&out[0], kMagic, sizeof(kMagic));
-  PutLE(&out[8], key.size(), 4);
-  PutLE(&out[16], version, 8);
-  PutLE(&out[24], value.size(), 8);
-  PutLE(&out[32], Checksum64(value), 8);
-  out.append(key.data(), key.size());
-  std::string covered = out.substr(0, 40) + std::string(key);
-  PutLE(&out[40], Checksum64(covered), 8);
-  return out;
-}
-
-struct ParsedEntry {
-  std::string key;
-  uint64_t version = 0;
-  uint64_t value_offset = 0;
-  uint64_t value_length = 0;
-  uint64_t value_checksum = 0;
+// An entry file open for reading, closed on scope exit.
+struct OpenEntry {
+  int fd = -1;
+  uint64_t size = 0;
+  ~OpenEntry() {
+    if (fd >= 0) close(fd);
+  }
 };
 
-// Parses and checks the header of `bytes` (at least the header and key).
-// DataLoss for anything inconsistent, including a file shorter than its
-// header claims (a torn write that somehow got a name).
-absl::StatusOr<ParsedEntry> ParseHeader(absl::string_view bytes, uint64_t file_size) {
-  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::DataLossError("bad magic or truncated header");
-  }
-  ParsedEntry e;
-  uint64_t key_len = GetLE(bytes.data() + 8, 4);
-  if (GetLE(bytes.data() + 12, 4) != 0 || bytes.size() < kHeaderBytes + key_len) {
-    return absl::DataLossError("bad key length");
-  }
-  std::string covered(bytes.substr(0, 40));
-  covered.append(bytes.data() + kHeaderBytes, key_len);
-  if (Checksum64(covered) != GetLE(bytes.data() + 40, 8)) {
-    return absl::DataLossError("header checksum mismatch");
-  }
-  e.key.assign(bytes.data() + kHeaderBytes, key_len);
-  e.version = GetLE(bytes.data() + 16, 8);
-  e.value_length = GetLE(bytes.data() + 24, 8);
-  e.value_checksum = GetLE(bytes.data() + 32, 8);
-  e.value_offset = kHeaderBytes + key_len;
-  if (file_size != e.value_offset + e.value_length) {
-    return absl::DataLossError(absl::StrCat("file has ", file_size, " bytes, header promises ",
-                                            e.value_offset + e.value_length));
-  }
-  return e;
-}
-
-absl::Status VerifyValue(absl::string_view file_bytes, const ParsedEntry& e) {
-  if (Checksum64(file_bytes.substr(e.value_offset, e.value_length)) != e.value_checksum) {
-    return absl::DataLossError("value checksum mismatch");
-  }
+// Opens `path` and reads its size; NotFound if it is gone.
+absl::Status OpenEntryFile(const std::string& path, OpenEntry* e) {
+  e->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (e->fd < 0) return ErrnoToStatus(absl::StrCat("open ", path), errno);
+  struct stat st;
+  if (fstat(e->fd, &st) != 0) return ErrnoToStatus(absl::StrCat("stat ", path), errno);
+  e->size = static_cast<uint64_t>(st.st_size);
   return absl::OkStatus();
 }
 
@@ -101,7 +53,7 @@ std::string DiskTier::EntryFileName(uint64_t version, absl::string_view key) {
 }
 
 uint64_t DiskTier::EntryBytes(absl::string_view key, uint64_t value_bytes) {
-  return kHeaderBytes + key.size() + value_bytes;
+  return kEntryHeaderBytes + key.size() + value_bytes;
 }
 
 DiskTier::DiskTier(Options options) : options_(std::move(options)) {}
@@ -128,6 +80,7 @@ absl::Status DiskTier::Load() {
     }
     closedir(q);
   }
+  GRADWIRE_ASSIGN_OR_RETURN(shared_, SharedDirectory::Open(dir));
   DIR* listing = opendir(dir.c_str());
   if (listing == nullptr) return ErrnoToStatus(absl::StrCat("disk tier: list ", dir), errno);
   std::vector<std::string> names;
@@ -135,60 +88,75 @@ absl::Status DiskTier::Load() {
   closedir(listing);
 
   bool removed_any = false;
-  std::vector<std::pair<std::string, uint64_t>> loaded;  // key, bytes
+  uint64_t recount = 0;  // alone: what the entry files hold
+  std::vector<std::string> entry_names;
   for (const std::string& name : names) {
-    std::string path = absl::StrCat(dir, "/", name);
     if (IsTempFileName(name)) {
+      // Its writer died (a live one holds its lock): its reservation is
+      // lost ledger room until a lone opener recounts, as below.
       absl::StatusOr<bool> removed = RemoveAbandonedTempFile(dir, name);
       if (removed.ok() && *removed) {
         ++report_.temp_files_removed;
         removed_any = true;
       }
+    } else if (absl::EndsWith(name, kEntrySuffix)) {
+      entry_names.push_back(name);
+      struct stat st;
+      if (shared_->alone() && stat(absl::StrCat(dir, "/", name).c_str(), &st) == 0) {
+        recount += static_cast<uint64_t>(st.st_size);
+      }
+    }
+  }
+  // No one else has the directory open (they wait in Open until Share):
+  // the ledger is what the entries hold; the checks below subtract what
+  // they remove.
+  // (A ledger that cannot be written, on a full disk, fails the writes
+  // that need it, not the reads.)
+  if (shared_->alone()) shared_->SetBytes(recount).IgnoreError();
+  shared_->Share();
+
+  std::vector<std::pair<std::string, uint64_t>> loaded;  // key, bytes
+  for (const std::string& name : entry_names) {
+    std::string path = absl::StrCat(dir, "/", name);
+    OpenEntry file;
+    if (!OpenEntryFile(path, &file).ok()) continue;  // vanished (another process evicted it)
+    if (file.size > options_.budget_bytes) {
+      // Larger than the whole budget: not something this tier keeps, and
+      // not worth reading to find out what it is.
+      RemoveFile(name, file.size);
+      ++report_.over_budget_removed;
+      removed_any = true;
       continue;
     }
-    if (!absl::EndsWith(name, kEntrySuffix)) continue;
-    absl::StatusOr<std::string> bytes;
-    if (options_.verify_on_open) {
-      bytes = ReadWholeFile(path);
-    } else {
-      // Header and key only; the value is verified on lookup.
-      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      std::string head(kHeaderBytes + 4096, '\0');
-      ssize_t n = pread(fd, &head[0], head.size(), 0);
-      close(fd);
-      head.resize(n > 0 ? static_cast<size_t>(n) : 0);
-      bytes = std::move(head);
-    }
-    if (!bytes.ok()) continue;  // vanished (another process evicted it)
-    struct stat st;
-    if (stat(path.c_str(), &st) != 0) continue;
-    absl::StatusOr<ParsedEntry> entry = ParseHeader(*bytes, static_cast<uint64_t>(st.st_size));
+    absl::StatusOr<EntryHeader> entry = ReadEntryHeader(file.fd, file.size);
     absl::Status valid = entry.status();
-    if (valid.ok() && options_.verify_on_open) valid = VerifyValue(*bytes, *entry);
+    if (valid.ok() && options_.verify_on_open) valid = VerifyEntryValue(file.fd, *entry);
     if (valid.ok() && entry->version != options_.dataset_version) {
       // A stale entry of another dataset version: never served, so its
       // space is better given to the current version.
-      unlink(path.c_str());
+      RemoveFile(name, file.size);
       ++report_.stale_removed;
       removed_any = true;
       continue;
     }
-    if (valid.ok() && EntryFileName(entry->version, entry->key) != name) {
-      valid = absl::DataLossError("file name does not match its key");
-    }
     if (!valid.ok()) {
-      Quarantine(name).IgnoreError();
+      Quarantine(name, file.size).IgnoreError();
       ++report_.corrupt_quarantined;
       continue;
     }
-    loaded.emplace_back(entry->key, static_cast<uint64_t>(st.st_size));
+    if (EntryFileName(entry->version, entry->key) != name) {
+      // A valid entry under another key's name: moved to its own name.
+      ++report_.misplaced_repaired;
+      removed_any = true;
+      if (!Rehome(name, *entry, file.size)) continue;
+    }
+    loaded.emplace_back(entry->key, file.size);
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, bytes] : loaded) {
-    if (used_ + bytes > options_.budget_bytes) {
+    if (shared_->alone() && used_ + bytes > options_.budget_bytes) {
       // The budget shrank since these were written: honour the cap.
-      unlink(absl::StrCat(dir, "/", EntryFileName(options_.dataset_version, key)).c_str());
+      RemoveFile(EntryFileName(options_.dataset_version, key), bytes);
       ++report_.over_budget_removed;
       removed_any = true;
       continue;
@@ -217,16 +185,52 @@ void DiskTier::RemoveFromIndex(const std::string& key) {
   index_.erase(it);
 }
 
-absl::Status DiskTier::Quarantine(const std::string& file) {
+absl::Status DiskTier::Quarantine(const std::string& file, uint64_t bytes) {
   static std::atomic<uint64_t> counter{0};
   std::string from = absl::StrCat(options_.dir, "/", file);
   std::string to = absl::StrCat(options_.dir, "/", kQuarantineDir, "/", file, ".", getpid(), ".",
                                 counter.fetch_add(1));
   quarantined_.fetch_add(1, std::memory_order_relaxed);
-  if (rename(from.c_str(), to.c_str()) != 0 && unlink(from.c_str()) != 0 && errno != ENOENT) {
+  if (rename(from.c_str(), to.c_str()) == 0) {
+    shared_->Subtract(bytes);
+    return absl::OkStatus();
+  }
+  if (!RemoveFile(file, bytes) && errno != ENOENT) {
     return ErrnoToStatus(absl::StrCat("disk tier: quarantine ", from), errno);
   }
   return absl::OkStatus();
+}
+
+bool DiskTier::RemoveFile(const std::string& file, uint64_t bytes) {
+  if (unlink(absl::StrCat(options_.dir, "/", file).c_str()) != 0) return false;
+  shared_->Subtract(bytes);  // only the process that removed it subtracts
+  return true;
+}
+
+bool DiskTier::Rehome(const std::string& file, const EntryHeader& entry, uint64_t bytes) {
+  const std::string from = absl::StrCat(options_.dir, "/", file);
+  const std::string to = absl::StrCat(options_.dir, "/", EntryFileName(entry.version, entry.key));
+  // link + unlink: never replaces an entry already under the right name.
+  if (entry.version == options_.dataset_version && link(from.c_str(), to.c_str()) == 0) {
+    unlink(from.c_str());  // the bytes stay, under the new name
+    return true;
+  }
+  RemoveFile(file, bytes);
+  return false;
+}
+
+SharedDirectory::Claim DiskTier::TryClaim(absl::string_view key) {
+  return shared_->TryClaim(XXH64(key.data(), key.size(), options_.dataset_version));
+}
+
+void DiskTier::ReleaseClaim(absl::string_view key) {
+  shared_->ReleaseClaim(XXH64(key.data(), key.size(), options_.dataset_version));
+}
+
+bool DiskTier::Full() const {
+  const uint64_t smallest = smallest_entry_.load(std::memory_order_relaxed);
+  return options_.policy == EvictionPolicy::kFillOnce && smallest != UINT64_MAX &&
+         shared_->Bytes(options_.budget_bytes) + smallest > options_.budget_bytes;
 }
 
 absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
@@ -249,30 +253,39 @@ absl::StatusOr<Blob> DiskTier::Lookup(absl::string_view key_view) {
   if (!indexed && access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
     return absl::NotFoundError("disk tier miss");
   }
-  absl::StatusOr<std::string> bytes = ReadWholeFile(path);
-  if (!bytes.ok()) {
+  OpenEntry entry_file;
+  absl::Status opened = OpenEntryFile(path, &entry_file);
+  if (!opened.ok()) {
     if (indexed) RemoveFromIndex(key);  // evicted by another process
-    if (absl::IsNotFound(bytes.status())) return absl::NotFoundError("disk tier miss");
-    return bytes.status();
+    if (absl::IsNotFound(opened)) return absl::NotFoundError("disk tier miss");
+    return opened;
   }
-  absl::StatusOr<ParsedEntry> entry = ParseHeader(*bytes, bytes->size());
-  absl::Status valid = entry.status();
-  if (valid.ok()) valid = VerifyValue(*bytes, *entry);
-  if (valid.ok() && (entry->key != key || entry->version != options_.dataset_version)) {
-    // A hash collision with another key: not damage, just not ours.
-    return absl::NotFoundError("disk tier miss (file holds another key)");
-  }
-  if (!valid.ok()) {
+  absl::StatusOr<EntryHeader> entry =
+      entry_file.size > options_.budget_bytes
+          ? absl::DataLossError("larger than the tier's whole budget")
+          : ReadEntryHeader(entry_file.fd, entry_file.size);
+  if (entry.ok() && (entry->key != key || entry->version != options_.dataset_version)) {
+    // A valid entry of another key under this key's name (copied or moved
+    // there from outside): give it back its own name, and let this key be
+    // a miss that the next fill writes, rather than a miss every epoch.
     RemoveFromIndex(key);
-    GRADWIRE_RETURN_IF_ERROR(Quarantine(file));
+    Rehome(file, *entry, entry_file.size);
+    return absl::NotFoundError("disk tier miss (the file held another entry; moved)");
+  }
+  absl::StatusOr<std::string> value =
+      entry.ok() ? ReadEntryValue(entry_file.fd, *entry) : entry.status();
+  if (!value.ok()) {
+    RemoveFromIndex(key);
+    GRADWIRE_RETURN_IF_ERROR(Quarantine(file, entry_file.size));
     return absl::DataLossError(absl::StrCat("disk tier: entry for '", key, "' in ", path,
-                                            " is damaged (", valid.message(), "); quarantined"));
+                                            " is damaged (", value.status().message(),
+                                            "); quarantined"));
   }
   if (!indexed) {
     std::lock_guard<std::mutex> lock(mu_);
-    AddToIndexLocked(key, bytes->size());
+    AddToIndexLocked(key, entry_file.size);
   }
-  return MakeBlob(bytes->substr(entry->value_offset, entry->value_length));
+  return MakeBlob(*std::move(value));
 }
 
 bool DiskTier::Contains(absl::string_view key) {
@@ -280,50 +293,61 @@ bool DiskTier::Contains(absl::string_view key) {
     std::lock_guard<std::mutex> lock(mu_);
     if (index_.count(std::string(key)) > 0) return true;
   }
-  std::string path =
-      absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, key));
+  std::string path = absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, key));
   return access(path.c_str(), F_OK) == 0;
 }
 
-uint64_t DiskTier::used_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return used_;
-}
+uint64_t DiskTier::used_bytes() const { return shared_->Bytes(options_.budget_bytes); }
 
 uint64_t DiskTier::entry_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return index_.size();
 }
 
-absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes,
-                               std::vector<std::string>* victims, bool* already_present) {
+absl::Status DiskTier::Reserve(const std::string& key, uint64_t bytes, bool* already_present) {
   std::lock_guard<std::mutex> lock(mu_);
   *already_present = index_.count(key) > 0;
   if (*already_present) return absl::OkStatus();
-  if (options_.policy == EvictionPolicy::kLru) {
-    while (used_ + pending_ + bytes > options_.budget_bytes && !lru_.empty()) {
-      std::string victim = lru_.back();
-      auto it = index_.find(victim);
-      used_ -= it->second.bytes;
-      index_.erase(it);
-      lru_.pop_back();
-      victims->push_back(EntryFileName(options_.dataset_version, victim));
-    }
+  uint64_t smallest = smallest_entry_.load(std::memory_order_relaxed);
+  while (bytes < smallest && !smallest_entry_.compare_exchange_weak(smallest, bytes)) {
   }
-  if (used_ + pending_ + bytes > options_.budget_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("disk tier full (", used_ + pending_, " of ", options_.budget_bytes,
-                     " bytes used or being written", 
-                     options_.policy == EvictionPolicy::kFillOnce ? "; fill-once admits no more"
-                                                                  : "",
-                     ")"));
-  }
-  pending_ += bytes;
-  return absl::OkStatus();
+  const uint64_t budget = options_.budget_bytes;
+  return shared_->Update(
+      [&](uint64_t* used) -> absl::Status {
+        if (options_.policy == EvictionPolicy::kLru) {
+          // This process's least recent entries make room; one another
+          // process removed meanwhile gave its bytes back already.
+          while (*used + bytes > budget && !lru_.empty()) {
+            const std::string victim = lru_.back();
+            auto it = index_.find(victim);
+            const uint64_t victim_bytes = it->second.bytes;
+            used_ -= victim_bytes;
+            index_.erase(it);
+            lru_.pop_back();
+            const std::string file =
+                absl::StrCat(options_.dir, "/", EntryFileName(options_.dataset_version, victim));
+            if (unlink(file.c_str()) == 0) *used -= std::min(*used, victim_bytes);
+          }
+        }
+        if (*used + bytes > budget) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "disk tier full (", *used, " of ", budget,
+              " bytes used or being written by the processes sharing it",
+              options_.policy == EvictionPolicy::kFillOnce ? "; fill-once admits no more" : "",
+              ")"));
+        }
+        *used += bytes;
+        return absl::OkStatus();
+      },
+      budget);
 }
 
 absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, PendingWrite* w) {
   if (value == nullptr) return absl::InvalidArgumentError("disk tier: null value");
+  if (key.empty() || key.size() > kMaxEntryKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("disk tier: keys are 1 to ", kMaxEntryKeyBytes, " bytes, not ", key.size()));
+  }
   w->key = key;
   w->bytes = EntryBytes(key, value->size());
   if (w->bytes > options_.budget_bytes) {
@@ -331,14 +355,12 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
                                               " bytes, more than the tier's whole budget of ",
                                               options_.budget_bytes));
   }
-  std::vector<std::string> victims;
-  GRADWIRE_RETURN_IF_ERROR(Reserve(key, w->bytes, &victims, &w->present));
+  GRADWIRE_RETURN_IF_ERROR(Reserve(key, w->bytes, &w->present));
   if (w->present) return absl::OkStatus();
-  for (const std::string& v : victims) unlink(absl::StrCat(options_.dir, "/", v).c_str());
   absl::Status status = [&]() -> absl::Status {
     GRADWIRE_ASSIGN_OR_RETURN(TempFile temp, TempFile::Create(options_.dir));
     // One write per entry: header, key and value together.
-    std::string bytes = EncodeHeader(key, options_.dataset_version, *value);
+    std::string bytes = EncodeEntryHead(key, options_.dataset_version, *value);
     bytes += *value;
     GRADWIRE_RETURN_IF_ERROR(temp.Append(bytes));
     w->temp.emplace(std::move(temp));
@@ -350,12 +372,17 @@ absl::Status DiskTier::StartWrite(const std::string& key, const Blob& value, Pen
 
 absl::Status DiskTier::FinishWrite(PendingWrite* w, absl::Status status) {
   if (w->present) return absl::OkStatus();
+  bool duplicate = false;
   if (status.ok() && w->temp.has_value()) {
-    status = w->temp->PublishAs(EntryFileName(options_.dataset_version, w->key));
+    // Never over an existing file: another process published this entry
+    // meanwhile (the same bytes), and the ledger counts that one.
+    status = w->temp->PublishAsNew(EntryFileName(options_.dataset_version, w->key));
+    duplicate = absl::IsAlreadyExists(status);
+    if (duplicate) status = absl::OkStatus();
   }
   w->temp.reset();  // removes the temp file if it was not published
+  if (!status.ok() || duplicate) shared_->Subtract(w->bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  pending_ -= w->bytes;
   w->present = true;  // released: a second Finish is a no-op
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("disk tier: writing '", w->key,

@@ -146,11 +146,12 @@ absl::StatusOr<SampleLocation> Manifest::LocateSample(absl::string_view key) con
     return absl::NotFoundError(absl::StrCat("no sample '", key, "' (non-canonical index)"));
   }
   // Last shard of `split` starting at or before `index`.
-  auto it = std::upper_bound(shards_.begin(), shards_.end(), std::make_pair(split, index),
-                             [](const std::pair<absl::string_view, uint64_t>& k, const ShardInfo& s) {
-                               absl::string_view ss = s.split;
-                               return k.first < ss || (k.first == ss && k.second < s.first_index);
-                             });
+  auto it =
+      std::upper_bound(shards_.begin(), shards_.end(), std::make_pair(split, index),
+                       [](const std::pair<absl::string_view, uint64_t>& k, const ShardInfo& s) {
+                         absl::string_view ss = s.split;
+                         return k.first < ss || (k.first == ss && k.second < s.first_index);
+                       });
   if (it != shards_.begin()) {
     --it;
     if (it->split == split && index >= it->first_index && index < it->first_index + it->count) {

@@ -29,12 +29,12 @@ namespace gradwire {
 namespace cache {
 
 struct ShardInfo {
-  std::string name;       // file name, also the shard's key
-  std::string split;      // "train", "test", ...
+  std::string name;          // file name, also the shard's key
+  std::string split;         // "train", "test", ...
   uint64_t first_index = 0;  // index of its first sample within the split
-  uint64_t count = 0;     // samples in the shard
-  uint64_t bytes = 0;     // file size
-  uint64_t checksum = 0;  // XXH64 of the whole file
+  uint64_t count = 0;        // samples in the shard
+  uint64_t bytes = 0;        // file size
+  uint64_t checksum = 0;     // XXH64 of the whole file
 };
 
 struct SampleLocation {

@@ -54,8 +54,8 @@ absl::Status MemoryTier::Insert(absl::string_view key, const Blob& value) {
                              : options_.budget_bytes;
   if (charge > limit) {
     return absl::OutOfRangeError(absl::StrCat("memory tier: '", key, "' needs ", charge,
-                                              " bytes, more than the tier's budget (",
-                                              limit, " bytes per shard)"));
+                                              " bytes, more than the tier's budget (", limit,
+                                              " bytes per shard)"));
   }
   Shard& shard = ShardFor(key);
   std::vector<std::pair<std::string, Blob>> evicted;

@@ -18,8 +18,8 @@ size_t Prefetcher::DepthFor(absl::Duration latency, double bytes_per_second, dou
 }
 
 absl::StatusOr<std::unique_ptr<Prefetcher>> Prefetcher::ForEpoch(
-    DataCache* cache, const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch,
-    int rank, int world, const Options& options) {
+    DataCache* cache, const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch, int rank,
+    int world, const Options& options) {
   if (cache == nullptr) return absl::InvalidArgumentError("prefetcher: no cache");
   absl::StatusOr<std::vector<std::string>> order = EpochOrder(keys, seed, epoch, rank, world);
   if (!order.ok()) return order.status();
@@ -74,8 +74,9 @@ void Prefetcher::UpdateDepthLocked(absl::Duration latency, size_t from_source, u
   // to grow past itself. The smallest latency seen is used, not the
   // latest: latency that grows because our own requests queue on a
   // saturated link must not grow the depth (it would feed on itself).
-  depth_ = DepthFor(std::max(1.0, options_.headroom) * min_latency_, bandwidth, double(fetched_bytes_) / fetched_items_,
-                    options_.min_depth, options_.max_depth);
+  depth_ =
+      DepthFor(std::max(1.0, options_.headroom) * min_latency_, bandwidth,
+               double(fetched_bytes_) / fetched_items_, options_.min_depth, options_.max_depth);
 }
 
 size_t Prefetcher::BatchLocked() const {

@@ -85,8 +85,7 @@ class Prefetcher {
  private:
   void WorkerLoop();
   size_t BatchLocked() const;  // keys the next claim takes
-  void UpdateDepthLocked(absl::Duration latency, size_t from_source, uint64_t bytes,
-                         size_t items);
+  void UpdateDepthLocked(absl::Duration latency, size_t from_source, uint64_t bytes, size_t items);
 
   DataCache* const cache_;
   const std::vector<std::string> order_;

@@ -1,26 +1,19 @@
 #include "gradwire/lib/cache/shard_format.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/coding.h"
 #include "gradwire/lib/cache/checksum.h"
 
 namespace gradwire {
 namespace cache {
 namespace {
 
-constexpr char kMagic[8] = {'G', 'W', 'S', 'H', 'A', 'R', 'D', '1'};
+constexpr absl::string_view kMagic("GWSHARD1", 8);
+constexpr uint32_t kVersion = 1;
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint64_t GetLE(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
+// Shard files are data at rest: anything malformed in them is DataLoss.
+absl::Status AsDataLoss(const absl::Status& s) {
+  return s.ok() ? s : absl::DataLossError(s.message());
 }
 
 }  // namespace
@@ -29,33 +22,38 @@ std::string EncodeShard(uint64_t first_index, const std::vector<std::string>& re
   std::string index;
   uint64_t offset = kShardHeaderBytes + records.size() * kShardIndexEntryBytes;
   for (const std::string& r : records) {
-    PutU64(&index, offset);
-    PutU64(&index, r.size());
-    PutU64(&index, Checksum64(r));
+    PutFixed64(&index, offset);
+    PutFixed64(&index, r.size());
+    PutFixed64(&index, Checksum64(r));
     offset += r.size();
   }
-  std::string out(kMagic, sizeof(kMagic));
-  PutU32(&out, 1);
-  PutU32(&out, static_cast<uint32_t>(records.size()));
-  PutU64(&out, first_index);
-  PutU64(&out, Checksum64(index));
+  std::string out(kMagic);
+  PutFixed32(&out, kVersion);
+  PutFixed32(&out, static_cast<uint32_t>(records.size()));
+  PutFixed64(&out, first_index);
+  PutFixed64(&out, Checksum64(index));
   out += index;
   for (const std::string& r : records) out += r;
   return out;
 }
 
 absl::StatusOr<ShardHeader> DecodeShardHeader(absl::string_view bytes) {
-  if (bytes.size() < kShardHeaderBytes || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+  ByteReader in(bytes.substr(0, kShardHeaderBytes), "shard");
+  absl::string_view magic;
+  if (!in.ReadBytes("magic", kMagic.size(), &magic).ok() || magic != kMagic ||
+      bytes.size() < kShardHeaderBytes) {
     return absl::DataLossError("shard: bad magic (not a gradwire shard, or truncated)");
   }
-  if (GetLE(bytes.data() + 8, 4) != 1) {
-    return absl::DataLossError(
-        absl::StrCat("shard: unsupported format version ", GetLE(bytes.data() + 8, 4)));
-  }
+  uint32_t version = 0;
   ShardHeader h;
-  h.count = static_cast<uint32_t>(GetLE(bytes.data() + 12, 4));
-  h.first_index = GetLE(bytes.data() + 16, 8);
-  h.index_checksum = GetLE(bytes.data() + 24, 8);
+  if (absl::Status s = in.ReadFixed32("version", &version); !s.ok()) return AsDataLoss(s);
+  if (version != kVersion) {
+    return absl::DataLossError(absl::StrCat("shard: unsupported format version ", version));
+  }
+  absl::Status s = in.ReadFixed32("record count", &h.count);
+  if (s.ok()) s = in.ReadFixed64("first index", &h.first_index);
+  if (s.ok()) s = in.ReadFixed64("index checksum", &h.index_checksum);
+  if (!s.ok()) return AsDataLoss(s);
   return h;
 }
 
@@ -68,14 +66,15 @@ absl::StatusOr<std::vector<ShardRecord>> DecodeShardIndex(const ShardHeader& hea
   if (Checksum64(bytes) != header.index_checksum) {
     return absl::DataLossError("shard: index checksum mismatch");
   }
-  uint64_t data_start = kShardHeaderBytes + header.index_bytes();
+  const uint64_t data_start = kShardHeaderBytes + header.index_bytes();
+  ByteReader in(bytes, "shard index");
   std::vector<ShardRecord> records(header.count);
   for (uint32_t i = 0; i < header.count; ++i) {
-    const char* p = bytes.data() + uint64_t{i} * kShardIndexEntryBytes;
     ShardRecord& r = records[i];
-    r.offset = GetLE(p, 8);
-    r.length = GetLE(p + 8, 8);
-    r.checksum = GetLE(p + 16, 8);
+    absl::Status s = in.ReadFixed64("record offset", &r.offset);
+    if (s.ok()) s = in.ReadFixed64("record length", &r.length);
+    if (s.ok()) s = in.ReadFixed64("record checksum", &r.checksum);
+    if (!s.ok()) return AsDataLoss(s);
     if (r.offset < data_start || r.offset > file_size || r.length > file_size - r.offset) {
       return absl::DataLossError(absl::StrCat("shard: record ", i, " lies outside the file"));
     }

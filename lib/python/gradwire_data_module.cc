@@ -34,6 +34,7 @@
 #include "gradwire/lib/cache/manifest.h"
 #include "gradwire/lib/cache/prefetcher.h"
 #include "gradwire/lib/cache/remote_tier.h"
+#include "gradwire/lib/cache/token.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -159,12 +160,16 @@ class PyPrefetcher {
 class PyDataCache {
  public:
   PyDataCache(const std::optional<std::string>& path, const std::optional<std::string>& remote,
-              const std::optional<std::string>& token, uint64_t memory_budget_bytes,
+              const std::optional<std::string>& token,
+              const std::optional<std::string>& token_file, uint64_t memory_budget_bytes,
               const std::string& memory_policy, const std::string& disk_dir,
               uint64_t disk_budget_bytes, const std::string& disk_policy, bool disk_sync,
               bool verify_shards, double read_timeout_s) {
     if (path.has_value() == remote.has_value()) {
       throw py::value_error("give exactly one of path (a packed directory) or remote ('host:port')");
+    }
+    if (token.has_value() && token_file.has_value()) {
+      throw py::value_error("give token or token_file, not both");
     }
     cache::DataCache::Options options;
     options.memory_budget_bytes = memory_budget_bytes;
@@ -189,11 +194,18 @@ class PyDataCache {
       } else {
         cache::RemoteTier::Options ro;
         ro.target = *remote;
-        ro.token = token.value_or("");
+        // The server's rule for its token file (lib/cache/token.h); a
+        // token given directly is normalized the same way by Connect.
+        absl::StatusOr<std::string> loaded =
+            token_file.has_value() ? cache::ReadTokenFile(*token_file) : token.value_or("");
         if (read_timeout_s > 0) ro.read_timeout = absl::Seconds(read_timeout_s);
-        auto tier = cache::RemoteTier::Connect(ro);
-        if (tier.ok()) source = std::move(*tier);
-        error = tier.status();
+        error = loaded.status();
+        if (error.ok()) {
+          ro.token = *std::move(loaded);
+          auto tier = cache::RemoteTier::Connect(ro);
+          if (tier.ok()) source = std::move(*tier);
+          error = tier.status();
+        }
       }
       if (error.ok()) {
         auto created = cache::DataCache::Create(std::move(source), options);
@@ -305,16 +317,20 @@ returns the next n fixed-size objects joined. Made by DataCache.prefetch().)doc"
   py::class_<PyDataCache>(m, "DataCache", R"doc(
 A packed dataset read through gradwire's cache: memory tier -> disk tier ->
 source (lib/cache/data_cache.h). The source is a packed directory (path=)
-or a data server (remote='host:port', token=). memory_budget_bytes=0 or
+or a data server (remote='host:port', with token= or token_file=, read
+like the server's: surrounding whitespace stripped, printable ASCII only,
+ValueError otherwise). memory_budget_bytes=0 or
 disk_dir='' leave that tier out. Samples are keyed '<split>/<index>'.
 Reads release the GIL. Errors: ValueError (bad argument),
 FileNotFoundError (no dataset / no such key), OSError (damaged data,
 source unreachable), gradwire.Error (other).)doc")
       .def(py::init<const std::optional<std::string>&, const std::optional<std::string>&,
-                    const std::optional<std::string>&, uint64_t, const std::string&,
+                    const std::optional<std::string>&, const std::optional<std::string>&,
+                    uint64_t, const std::string&,
                     const std::string&, uint64_t, const std::string&, bool, bool, double>(),
            py::arg("path") = py::none(), py::arg("remote") = py::none(),
-           py::arg("token") = py::none(), py::arg("memory_budget_bytes") = 0,
+           py::arg("token") = py::none(), py::arg("token_file") = py::none(),
+           py::arg("memory_budget_bytes") = 0,
            py::arg("memory_policy") = "fill_once", py::arg("disk_dir") = "",
            py::arg("disk_budget_bytes") = 0, py::arg("disk_policy") = "fill_once",
            py::arg("disk_sync") = true, py::arg("verify_shards") = false,

@@ -29,6 +29,7 @@ using testing::ListDir;
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
+using testing::SampleBytesOf;
 
 struct Fixture {
   std::string data_dir;
@@ -44,11 +45,6 @@ Fixture MakeFixture(uint64_t train, uint64_t test, size_t per_shard = 256) {
   EXPECT_TRUE(source.ok()) << source.status();
   f.source = std::shared_ptr<DataSource>(std::move(*source));
   return f;
-}
-
-std::string Expected(const std::string& key) {
-  size_t slash = key.find('/');
-  return SampleBytes(key.substr(0, slash), std::stoull(key.substr(slash + 1)));
 }
 
 std::unique_ptr<DataCache> MakeCache(const Fixture& f, DataCache::Options o) {
@@ -89,7 +85,7 @@ TEST(DataCacheTest, ConcurrentReadersGetExactSourceBytesFromEveryTier) {
       threads.emplace_back([&, t] {
         for (size_t i = t; i < keys.size(); i += 4) {
           auto v = cache->Get(keys[i]);
-          if (!v.ok() || **v != Expected(keys[i])) ++wrong;
+          if (!v.ok() || **v != SampleBytesOf(keys[i])) ++wrong;
         }
       });
     }
@@ -112,7 +108,8 @@ TEST(DataCacheTest, FillOnceHitsExactlyTheCachedFractionLruDoesNot) {
   Fixture f = MakeFixture(6000, 0);
   std::vector<std::string> keys = f.manifest.SampleKeys();
   uint64_t data_bytes = 0;
-  for (const auto& k : keys) data_bytes += Expected(k).size() + k.size() + 64;  // memory charge
+  for (const auto& k : keys)
+    data_bytes += SampleBytesOf(k).size() + k.size() + 64;  // memory charge
   for (double fraction : {0.25, 0.5}) {
     double hit[2] = {0, 0};
     for (EvictionPolicy policy : {EvictionPolicy::kFillOnce, EvictionPolicy::kLru}) {
@@ -139,7 +136,7 @@ TEST(DataCacheTest, FillOnceHitsExactlyTheCachedFractionLruDoesNot) {
           EXPECT_NEAR(cached, fraction, 0.02);
           // Remote bytes of the epoch: at most (1 - cached) of the data + 1 %.
           uint64_t raw = 0;
-          for (const auto& k : keys) raw += Expected(k).size();
+          for (const auto& k : keys) raw += SampleBytesOf(k).size();
           EXPECT_LE(s[e].remote_bytes, (1 - cached) * raw + 0.01 * raw);
         }
       }
@@ -164,8 +161,8 @@ TEST(DataCacheTest, CorruptDiskEntriesAreDetectedQuarantinedAndRefetched) {
   std::vector<std::string> keys = f.manifest.SampleKeys();
   for (const auto& k : keys) ASSERT_TRUE(cache->Get(k).ok());
   for (size_t i = 0; i < keys.size(); ++i) {
-    std::string path = absl::StrCat(o.disk_dir, "/",
-                                     DiskTier::EntryFileName(f.manifest.version(), keys[i]));
+    std::string path =
+        absl::StrCat(o.disk_dir, "/", DiskTier::EntryFileName(f.manifest.version(), keys[i]));
     int fd = open(path.c_str(), O_RDWR);
     ASSERT_GE(fd, 0);
     off_t at = lseek(fd, 0, SEEK_END) - 1 - static_cast<off_t>(i % 50);  // in the value
@@ -179,7 +176,7 @@ TEST(DataCacheTest, CorruptDiskEntriesAreDetectedQuarantinedAndRefetched) {
   for (const auto& k : keys) {
     auto v = cache->Get(k);
     ASSERT_TRUE(v.ok()) << v.status();
-    ASSERT_EQ(**v, Expected(k));  // the refetched source bytes, never the corrupt ones
+    ASSERT_EQ(**v, SampleBytesOf(k));  // the refetched source bytes, never the corrupt ones
   }
   EpochStats s = cache->Stats().back();
   EXPECT_EQ(s.disk.corrupt, keys.size());
@@ -187,7 +184,7 @@ TEST(DataCacheTest, CorruptDiskEntriesAreDetectedQuarantinedAndRefetched) {
   EXPECT_EQ(cache->disk()->quarantined(), keys.size());
   // Refetched bytes were written back: the next epoch is all disk hits.
   cache->BeginEpoch(2);
-  for (const auto& k : keys) ASSERT_EQ(**cache->Get(k), Expected(k));
+  for (const auto& k : keys) ASSERT_EQ(**cache->Get(k), SampleBytesOf(k));
   EXPECT_EQ(cache->Stats().back().disk.hits, keys.size());
 }
 
@@ -248,7 +245,8 @@ TEST(DataCacheTest, FullDiskFallsBackWithoutCorruption) {
   Fixture f = MakeFixture(2000, 0);
   std::string mnt = MakeTempDir("tmpfs");
   bool mounted = mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=64k") == 0;
-  if (!mounted) std::printf("tmpfs mount refused (%s): using a 64 KB budget instead\n", strerror(errno));
+  if (!mounted)
+    std::printf("tmpfs mount refused (%s): using a 64 KB budget instead\n", strerror(errno));
   DataCache::Options o;
   o.disk_dir = mnt + "/cache";
   o.disk_budget_bytes = mounted ? (1 << 24) : 64 * 1024;  // tmpfs: the disk fills first
@@ -261,7 +259,7 @@ TEST(DataCacheTest, FullDiskFallsBackWithoutCorruption) {
       for (const auto& k : keys) {
         auto v = cache->Get(k);
         ASSERT_TRUE(v.ok()) << v.status();
-        ASSERT_EQ(**v, Expected(k));
+        ASSERT_EQ(**v, SampleBytesOf(k));
       }
     }
     EpochStats s = cache->Stats()[0];
@@ -315,7 +313,7 @@ TEST(PrefetcherTest, ForEpochReadsThisRanksShareInOrder) {
   ASSERT_TRUE(prefetcher.ok());
   std::vector<std::string> expected = *EpochOrder(keys, 11, 2, 1, 3);
   EXPECT_EQ((*prefetcher)->size(), expected.size());
-  for (const std::string& key : expected) ASSERT_EQ(**(*prefetcher)->Next(), Expected(key));
+  for (const std::string& key : expected) ASSERT_EQ(**(*prefetcher)->Next(), SampleBytesOf(key));
   EXPECT_TRUE(absl::IsInvalidArgument(
       Prefetcher::ForEpoch(cache.get(), keys, 11, 2, 3, 3, Prefetcher::Options()).status()));
 }
@@ -334,7 +332,7 @@ TEST(PrefetcherTest, DeliversOrderAndShutsDownEarly) {
     for (const std::string& key : order) {
       auto v = prefetcher.Next();
       ASSERT_TRUE(v.ok()) << v.status();
-      ASSERT_EQ(**v, Expected(key));
+      ASSERT_EQ(**v, SampleBytesOf(key));
     }
     EXPECT_TRUE(absl::IsOutOfRange(prefetcher.Next().status()));
   }

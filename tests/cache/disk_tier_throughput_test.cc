@@ -25,7 +25,8 @@ TEST(DiskTierThroughputTest, GroupCommitVersusOneSyncPerEntry) {
     ASSERT_TRUE(tier.ok());
     std::vector<std::pair<std::string, Blob>> entries;
     for (int i = 0; i < n; ++i) {
-      entries.emplace_back(Manifest::SampleKey("train", i), MakeBlob(testing::SampleBytes("train", i, 785)));
+      entries.emplace_back(Manifest::SampleKey("train", i),
+                           MakeBlob(testing::SampleBytes("train", i, 785)));
     }
     absl::Time t0 = absl::Now();
     if (batched) {
@@ -38,8 +39,8 @@ TEST(DiskTierThroughputTest, GroupCommitVersusOneSyncPerEntry) {
       for (const auto& [k, v] : entries) ASSERT_TRUE((*tier)->Insert(k, v).ok());
     }
     double seconds = absl::ToDoubleSeconds(absl::Now() - t0);
-    std::printf("%s: %.0f entries/s\n", batched ? "InsertBatch (syncfs)" : "Insert (fdatasync each)",
-                n / seconds);
+    std::printf("%s: %.0f entries/s\n",
+                batched ? "InsertBatch (syncfs)" : "Insert (fdatasync each)", n / seconds);
     for (const auto& [k, v] : entries) ASSERT_EQ(**(*tier)->Lookup(k), *v);
   }
 }

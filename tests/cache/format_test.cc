@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
@@ -87,9 +88,15 @@ TEST(ManifestTest, RandomDamageNeverYieldsAnotherVersion) {
     for (int e = 0; e < edits; ++e) {
       size_t at = (next() >> 33) % damaged.size();
       switch (next() % 3) {
-        case 0: damaged[at] = static_cast<char>(next() >> 56); break;
-        case 1: damaged.erase(at, 1 + (next() >> 60)); break;
-        default: damaged.insert(at, 1, static_cast<char>(next() >> 56)); break;
+        case 0:
+          damaged[at] = static_cast<char>(next() >> 56);
+          break;
+        case 1:
+          damaged.erase(at, 1 + (next() >> 60));
+          break;
+        default:
+          damaged.insert(at, 1, static_cast<char>(next() >> 56));
+          break;
       }
       if (damaged.empty()) damaged = "x";
     }
@@ -145,6 +152,16 @@ TEST(DirectorySourceTest, TruncatedShardIsRefusedAtOpen) {
   EXPECT_TRUE(absl::IsDataLoss(source.status())) << source.status();
 }
 
+// The shard layout is on disk and in manifests' checksums: these bytes were
+// written by the code before base/coding.h and must not change.
+TEST(ShardFormatTest, BytesAreThoseOfFormatVersion1) {
+  EXPECT_EQ(absl::BytesToHexString(EncodeShard(5, {"ab", "", "xyz"})),
+            "4757534841524431010000000300000005000000000000005a0fbded431f267c"
+            "68000000000000000200000000000000614ad092ca08f7656a00000000000000"
+            "000000000000000099e9d85137db46ef6a000000000000000300000000000000"
+            "a13c835b4648bafe616278797a");
+}
+
 TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
   std::string shard = EncodeShard(0, {"abc", "defg"});
   auto header = DecodeShardHeader(shard);
@@ -159,7 +176,8 @@ TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
                        absl::string_view(shard).substr(kShardHeaderBytes, header->index_bytes()),
                        shard.size() - 1)
           .status()));
-  EXPECT_TRUE(absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
+  EXPECT_TRUE(
+      absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
 }
 
 // The real dataset: Debian's dataset-fashion-mnist (tools/install_deps.sh).

@@ -16,7 +16,8 @@ std::string Value(int i) { return std::string(100 + i % 37, static_cast<char>('a
 
 TEST(MemoryTierTest, ReturnsExactBytesAndMisses) {
   MemoryTier tier({1 << 20, EvictionPolicy::kFillOnce, 4, nullptr});
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(tier.Insert(absl::StrCat("k", i), MakeBlob(Value(i))).ok());
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(tier.Insert(absl::StrCat("k", i), MakeBlob(Value(i))).ok());
   for (int i = 0; i < 100; ++i) {
     auto v = tier.Lookup(absl::StrCat("k", i));
     ASSERT_TRUE(v.ok());
@@ -56,7 +57,8 @@ TEST(MemoryTierTest, LruEvictsLeastRecentAndHandsVictimsOver) {
   std::vector<std::string> evicted;
   MemoryTier tier({3 * (100 + 2 + 64), EvictionPolicy::kLru, 1,
                    [&](const std::string& k, const Blob&) { evicted.push_back(k); }});
-  for (const char* k : {"k1", "k2", "k3"}) ASSERT_TRUE(tier.Insert(k, MakeBlob(std::string(100, 'x'))).ok());
+  for (const char* k : {"k1", "k2", "k3"})
+    ASSERT_TRUE(tier.Insert(k, MakeBlob(std::string(100, 'x'))).ok());
   ASSERT_TRUE(tier.Lookup("k1").ok());  // k2 is now the least recent
   ASSERT_TRUE(tier.Insert("k4", MakeBlob(std::string(100, 'y'))).ok());
   EXPECT_EQ(evicted, std::vector<std::string>{"k2"});

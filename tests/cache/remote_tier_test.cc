@@ -21,6 +21,7 @@
 #include "gradwire/lib/cache/data_server.h"
 #include "gradwire/lib/cache/directory_source.h"
 #include "gradwire/lib/cache/epoch_order.h"
+#include "gradwire/tests/cache/server_process.h"
 #include "gradwire/tests/cache/test_dataset.h"
 #include "gtest/gtest.h"
 
@@ -28,16 +29,12 @@ namespace gradwire {
 namespace cache {
 namespace {
 
+using testing::kToken;
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
-
-constexpr char kToken[] = "job-7f3a-secret";
-
-std::string Expected(const std::string& key) {
-  size_t slash = key.find('/');
-  return SampleBytes(key.substr(0, slash), std::stoull(key.substr(slash + 1)));
-}
+using testing::SampleBytesOf;
+using testing::ServerProcess;
 
 struct Served {
   std::string dir;
@@ -83,7 +80,7 @@ TEST(RemoteTierTest, ConcurrentReadersGetExactBytes) {
         if (batch.size() == 97 || i + 4 >= keys.size()) {
           auto got = (*remote)->GetBatch(batch);
           for (size_t j = 0; j < batch.size(); ++j) {
-            if (!got[j].ok() || **got[j] != Expected(batch[j])) ++wrong;
+            if (!got[j].ok() || **got[j] != SampleBytesOf(batch[j])) ++wrong;
           }
           batch.clear();
         }
@@ -155,63 +152,12 @@ TEST(RemoteTierTest, NoServerFailsWithinTheReadDeadline) {
   EXPECT_LE(took, absl::Milliseconds(1500));
 }
 
-// The data_server binary, started and SIGKILLed like a real remote host.
-class ServerProcess {
- public:
-  ServerProcess(std::string data_dir, std::string token_file, std::string port_file)
-      : data_dir_(std::move(data_dir)), token_file_(std::move(token_file)),
-        port_file_(std::move(port_file)) {}
-  ~ServerProcess() { Kill(); }
-
-  // Starts on `port` (0: any) and waits (bounded) until it listens.
-  int Start(int port) {
-    unlink(port_file_.c_str());
-    const char* srcdir = std::getenv("TEST_SRCDIR");
-    std::string binary = absl::StrCat(srcdir != nullptr ? srcdir : ".", "/gradwire/tools/data_server");
-    std::vector<std::string> args = {binary, "--data_dir=" + data_dir_,
-                                     "--token_file=" + token_file_, "--port_file=" + port_file_,
-                                     absl::StrCat("--address=127.0.0.1:", port)};
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(&a[0]);
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
-    }
-    absl::Time deadline = absl::Now() + absl::Seconds(30);
-    while (absl::Now() < deadline) {
-      auto text = ReadWholeFile(port_file_);
-      if (text.ok() && !text->empty()) return std::atoi(text->c_str());
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return -1;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return -1;
-  }
-
-  void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
- private:
-  std::string data_dir_, token_file_, port_file_;
-  pid_t pid_ = -1;
-};
-
 TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
   std::string dir = MakeTempDir("served");
   Manifest manifest = PackSynthetic(dir, 2000, 0, 500);
   std::string scratch = MakeTempDir("server");
   ASSERT_TRUE(WriteFileAtomically(scratch, "token", kToken).ok());
-  ServerProcess server(dir, scratch + "/token", scratch + "/port");
+  ServerProcess server(dir, scratch + "/token", scratch);
   int port = server.Start(0);
   ASSERT_GT(port, 0) << "data_server did not start";
 
@@ -227,7 +173,7 @@ TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
   ASSERT_TRUE(cache.ok());
   std::vector<std::string> order = *EpochOrder(manifest.SampleKeys(), 5, 1, 0, 1);
   size_t i = 0;
-  for (; i < order.size() / 2; ++i) ASSERT_EQ(**(*cache)->Get(order[i]), Expected(order[i]));
+  for (; i < order.size() / 2; ++i) ASSERT_EQ(**(*cache)->Get(order[i]), SampleBytesOf(order[i]));
 
   server.Kill();
   for (int n = 0; n < 3; ++n, ++i) {
@@ -246,7 +192,7 @@ TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
   while (absl::Now() < deadline && !(v = (*cache)->Get(order[i])).ok()) {
   }
   ASSERT_TRUE(v.ok()) << "no recovery after the server returned: " << v.status();
-  for (; i < order.size(); ++i) ASSERT_EQ(**(*cache)->Get(order[i]), Expected(order[i]));
+  for (; i < order.size(); ++i) ASSERT_EQ(**(*cache)->Get(order[i]), SampleBytesOf(order[i]));
   std::printf("%s", (*cache)->FormatStats().c_str());
 }
 

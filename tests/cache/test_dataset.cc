@@ -34,6 +34,11 @@ std::string SampleBytes(const std::string& split, uint64_t index, size_t min_byt
   return out;
 }
 
+std::string SampleBytesOf(const std::string& key, size_t min_bytes) {
+  const size_t slash = key.find('/');
+  return SampleBytes(key.substr(0, slash), std::stoull(key.substr(slash + 1)), min_bytes);
+}
+
 Manifest PackSynthetic(const std::string& dir, uint64_t train_samples, uint64_t test_samples,
                        size_t samples_per_shard, size_t min_bytes, const std::string& dataset_id) {
   std::vector<SplitRecords> splits(2);

@@ -13,12 +13,18 @@ namespace gradwire {
 namespace cache {
 namespace testing {
 
+// The job token the tests' data servers require.
+inline constexpr char kToken[] = "job-7f3a-secret";
+
 // A fresh empty directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTempDir(const std::string& tag);
 
 // Deterministic content of sample `index` of `split`: sizes vary between
 // min_bytes and min_bytes + 63 so length bugs show.
 std::string SampleBytes(const std::string& split, uint64_t index, size_t min_bytes = 100);
+
+// SampleBytes of the sample named by `key` ("<split>/<index>").
+std::string SampleBytesOf(const std::string& key, size_t min_bytes = 100);
 
 // Packs `train_samples` + `test_samples` samples into `dir`.
 Manifest PackSynthetic(const std::string& dir, uint64_t train_samples, uint64_t test_samples,

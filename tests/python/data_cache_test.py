@@ -184,7 +184,7 @@ class DataCacheTest(unittest.TestCase):
             self.skipTest("no --data_server")
         token = os.path.join(self.tmp, "token")
         with open(token, "w") as f:
-            f.write("0123456789abcdef0123456789abcdef")
+            f.write("0123456789abcdef0123456789abcdef\n")  # as editors and echo write it
         port_file = os.path.join(self.tmp, "port")
         server = subprocess.Popen([ARGS.data_server, f"--data_dir={self.packed}",
                                    "--address=127.0.0.1:0", f"--token_file={token}",
@@ -211,9 +211,38 @@ class DataCacheTest(unittest.TestCase):
             with self.assertRaises(OSError):
                 self.data.DataCache(remote=target, token="wrong-token-wrong-token-wrong",
                                     read_timeout_s=5)
+            self.check_tokens(target, token)
         finally:
             server.terminate()
             server.wait(timeout=30)
+
+    def check_tokens(self, target, token_file):
+        """The token as open(path).read() gives it (newline included) and the
+        token file itself both work; a token gRPC would abort the process on
+        (a newline inside, non-ASCII) is a ValueError. Run in a child: a
+        regression aborts that child (rc 134), not this test runner."""
+        with open(token_file) as f:
+            c = self.data.DataCache(remote=target, token=f.read(), memory_budget_bytes=1 << 20)
+        self.assertEqual(c.get("fixed/3"), self.fixed[3])
+        c = self.data.DataCache(remote=target, token_file=token_file)
+        self.assertEqual(c.get("fixed/4"), self.fixed[4])
+        with self.assertRaises(ValueError):
+            self.data.DataCache(remote=target, token="x", token_file=token_file)
+        for bad in ["0123456789abcdef\n0123456789abcdef", "t\u00f6ken-0123456789", "tok en"]:
+            child = subprocess.run(
+                [sys.executable, "-c",
+                 "import sys; sys.path.insert(0, sys.argv[1]); import gradwire.data as d\n"
+                 "try:\n"
+                 "    d.DataCache(remote=sys.argv[2], token=sys.argv[3], read_timeout_s=5)\n"
+                 "except ValueError as e:\n"
+                 "    print('ValueError:', e); sys.exit(0)\n"
+                 "sys.exit(3)\n",
+                 ARGS.package_dir, target, bad],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(child.returncode, 0,
+                             f"token {bad!r}: rc {child.returncode}\n{child.stdout}{child.stderr}")
+            self.assertIn("token byte", child.stdout)
+            self.assertNotIn(bad, child.stdout)
 
     def test_real_fashion_mnist_matches_idx(self):
         idx_dir = "/usr/share/datasets/fashion-mnist"
