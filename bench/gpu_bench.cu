@@ -25,14 +25,16 @@
 #include <string>
 #include <vector>
 
-#include "gradwire/kernels/cpu/quantized_sum.h"
-#include "gradwire/kernels/cpu/sparse_sum.h"
-#include "gradwire/kernels/cuda/decode_accumulate.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/fused_sgd.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/quantized_sum.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/cuda/topk.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace bench {

@@ -7,8 +7,12 @@
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse.h"
 #include "gradwire/kernels/cuda/topk.h"
 
 #if GRADWIRE_HAVE_CUDA
@@ -40,7 +44,8 @@ namespace {
 absl::Status Place(const char* who, const void* anchor, std::initializer_list<const void*> others,
                    Location* where) {
   *where = Locate(anchor);
-  if (*where == Location::kHost && cuda::DeviceCount() == 0) return absl::OkStatus();  // no GPU: all host
+  if (*where == Location::kHost && cuda::DeviceCount() == 0)
+    return absl::OkStatus();  // no GPU: all host
   for (const void* p : others) {
     if (p != nullptr && Locate(p) != *where) {
       return absl::InvalidArgumentError(std::string(who) +
@@ -52,69 +57,77 @@ absl::Status Place(const char* who, const void* anchor, std::initializer_list<co
 
 }  // namespace
 
-absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
-                          uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values, FusedStats* stats,
-                          cuda::Stream stream) {
+absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                          uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                          uint8_t* values, FusedStats* stats, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("TopKCompress", grad, {temp, residual, indices, values, stats}, &where);
   if (!s.ok()) return s;
   if (where == Location::kDevice) {
-    return cuda::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, stream);
+    return cuda::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values,
+                              stats, stream);
   }
   if (k > n) return absl::InvalidArgumentError("TopKCompress: k > n");
   cpu::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats);
   return absl::OkStatus();
 }
 
-absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
-                                uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
-                                FusedStats* stats, cpu::ApproxTopKBand* band, cuda::Stream stream) {
+absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
+                                float* residual, uint64_t n, uint64_t k, ValueFormat format,
+                                uint32_t* indices, uint8_t* values, FusedStats* stats,
+                                ApproxTopKBand* band, cuda::Stream stream) {
   Location where;
-  absl::Status s = Place("ApproxTopKCompress", grad, {temp, residual, indices, values, stats, band}, &where);
+  absl::Status s =
+      Place("ApproxTopKCompress", grad, {temp, residual, indices, values, stats, band}, &where);
   if (!s.ok()) return s;
   if (where == Location::kDevice) {
-    return cuda::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, band,
-                                    stream);
+    return cuda::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values,
+                                    stats, band, stream);
   }
   if (k > n) return absl::InvalidArgumentError("ApproxTopKCompress: k > n");
-  cpu::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, band);
+  cpu::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats,
+                          band);
   return absl::OkStatus();
 }
 
-absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
-                            uint64_t k, uint32_t* indices, cuda::Stream stream) {
+absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                            uint64_t n, uint64_t k, uint32_t* indices, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("RandomKIndices", indices, {temp}, &where);
   if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices, stream);
+  if (where == Location::kDevice)
+    return cuda::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices, stream);
   if (k > n) return absl::InvalidArgumentError("RandomKIndices: k > n");
   cpu::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices);
   return absl::OkStatus();
 }
 
-absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
-                             uint64_t k, uint64_t seed, uint64_t step, ValueFormat format, uint32_t* indices,
-                             uint8_t* values, FusedStats* stats, cuda::Stream stream) {
+absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                             uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
+                             ValueFormat format, uint32_t* indices, uint8_t* values,
+                             FusedStats* stats, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("RandomKCompress", grad, {temp, residual, indices, values, stats}, &where);
   if (!s.ok()) return s;
   if (where == Location::kDevice) {
-    return cuda::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values,
-                                 stats, stream);
+    return cuda::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format,
+                                 indices, values, stats, stream);
   }
   if (k > n) return absl::InvalidArgumentError("RandomKCompress: k > n");
-  cpu::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values, stats);
+  cpu::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values,
+                       stats);
   return absl::OkStatus();
 }
 
-absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits, uint32_t bucket_size,
-                          uint64_t seed, uint64_t step, uint8_t* scales, uint8_t* packed, FusedStats* stats,
-                          cuda::Stream stream) {
+absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                          uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
+                          uint8_t* packed, FusedStats* stats, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("QsgdCompress", grad, {residual, scales, packed, stats}, &where);
   if (!s.ok()) return s;
   if (where == Location::kDevice) {
-    return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats, stream);
+    return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed,
+                              stats, stream);
   }
   if (bits < 1 || bits > 8 || bucket_size < 1) {
     return absl::InvalidArgumentError("QsgdCompress: bits must be 1..8, bucket_size >= 1");
@@ -123,8 +136,9 @@ absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32
   return absl::OkStatus();
 }
 
-absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size, uint8_t* scales,
-                          uint8_t* packed, FusedStats* stats, cuda::Stream stream) {
+absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
+                          uint8_t* scales, uint8_t* packed, FusedStats* stats,
+                          cuda::Stream stream) {
   Location where;
   absl::Status s = Place("SignCompress", grad, {residual, scales, packed, stats}, &where);
   if (!s.ok()) return s;
@@ -136,28 +150,31 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
   return absl::OkStatus();
 }
 
-absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
-                          FusedStats* stats, cuda::Stream stream) {
+absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                          uint8_t* values, FusedStats* stats, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("CastCompress", grad, {residual, values, stats}, &where);
   if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::CastCompress(grad, residual, n, format, values, stats, stream);
+  if (where == Location::kDevice)
+    return cuda::CastCompress(grad, residual, n, format, values, stats, stream);
   cpu::CastCompress(grad, residual, n, format, values, stats);
   return absl::OkStatus();
 }
 
-absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k, ValueFormat format,
-                                    float* dense, cuda::Stream stream) {
+absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
+                                    ValueFormat format, float* dense, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("SparseDecodeAccumulate", dense, {indices, values}, &where);
   if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream);
+  if (where == Location::kDevice)
+    return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream);
   cpu::SparseDecodeAccumulate(indices, values, k, format, dense);
   return absl::OkStatus();
 }
 
-absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
-                                  uint32_t bucket_size, float* dense, cuda::Stream stream) {
+absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bits, uint32_t bucket_size, float* dense,
+                                  cuda::Stream stream) {
   Location where;
   absl::Status s = Place("QsgdDecodeAccumulate", dense, {scales, packed}, &where);
   if (!s.ok()) return s;
@@ -171,23 +188,26 @@ absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
   return absl::OkStatus();
 }
 
-absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bucket_size,
-                                  float* dense, cuda::Stream stream) {
+absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bucket_size, float* dense, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("SignDecodeAccumulate", dense, {scales, packed}, &where);
   if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream);
-  if (bucket_size < 1) return absl::InvalidArgumentError("SignDecodeAccumulate: bucket_size must be >= 1");
+  if (where == Location::kDevice)
+    return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream);
+  if (bucket_size < 1)
+    return absl::InvalidArgumentError("SignDecodeAccumulate: bucket_size must be >= 1");
   cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense);
   return absl::OkStatus();
 }
 
-absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense,
-                                  cuda::Stream stream) {
+absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
+                                  float* dense, cuda::Stream stream) {
   Location where;
   absl::Status s = Place("CastDecodeAccumulate", dense, {values}, &where);
   if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::CastDecodeAccumulate(values, n, format, dense, stream);
+  if (where == Location::kDevice)
+    return cuda::CastDecodeAccumulate(values, n, format, dense, stream);
   cpu::CastDecodeAccumulate(values, n, format, dense);
   return absl::OkStatus();
 }

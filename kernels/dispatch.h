@@ -14,10 +14,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
-#include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -38,7 +37,7 @@ absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, f
 absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
-                                cpu::ApproxTopKBand* band, cuda::Stream stream = nullptr);
+                                ApproxTopKBand* band, cuda::Stream stream = nullptr);
 
 // Indices only: the buffer `indices` decides where it runs.
 absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,

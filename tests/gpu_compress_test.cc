@@ -20,7 +20,10 @@
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
 #include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse.h"
 #include "gradwire/kernels/cuda/topk.h"
 #include "gradwire/kernels/element_math.h"
 #include "tests/gpu_test_util.h"
@@ -89,7 +92,7 @@ void ExpectSameStats(const FusedStats& cpu, DeviceArray<FusedStats>& gpu) {
 // every selected |acc| is >= the band's lower key and every unselected one
 // below its upper key (a magnitude ratio of at most 1.125 for normal floats).
 void CheckApprox(const std::vector<float>& grad, const std::vector<float>& residual, uint64_t k,
-                 ValueFormat format, const cpu::ApproxTopKBand& band, const std::vector<uint32_t>& idx,
+                 ValueFormat format, const ApproxTopKBand& band, const std::vector<uint32_t>& idx,
                  const std::vector<uint8_t>& val, const std::vector<float>& new_residual) {
   const uint64_t n = grad.size();
   const bool ef = !residual.empty();
@@ -138,7 +141,7 @@ void RunSelection(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat f
   std::vector<uint8_t> cpu_val(k * ValueWidth(format));
   std::vector<float> cpu_res = residual;
   FusedStats cpu_stats;
-  cpu::ApproxTopKBand cpu_band;
+  ApproxTopKBand cpu_band;
   float* cres = ef ? cpu_res.data() : nullptr;
   switch (sel) {
     case Selector::kExact:
@@ -173,7 +176,7 @@ void RunSelection(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat f
   DeviceArray<uint32_t> d_idx(k);
   DeviceArray<uint8_t> d_val(k * ValueWidth(format));
   DeviceArray<FusedStats> d_stats(1);
-  DeviceArray<cpu::ApproxTopKBand> d_band(1);
+  DeviceArray<ApproxTopKBand> d_band(1);
   ASSERT_EQ(d_idx.Poison() + d_val.Poison() + d_stats.Poison() + d_band.Poison(), "");
   float* gres = ef ? d_res.get() : nullptr;
   uint64_t temp_bytes = 0;
@@ -203,7 +206,7 @@ void RunSelection(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat f
     // The CPU fills the band from its sampled candidates, the GPU from the
     // whole band in index order: equal bands, both within the tolerance,
     // not necessarily the same band members. Check the GPU's own contract.
-    const cpu::ApproxTopKBand b = d_band.Download()[0];
+    const ApproxTopKBand b = d_band.Download()[0];
     EXPECT_EQ(b.lower_key, cpu_band.lower_key);
     EXPECT_EQ(b.upper_key, cpu_band.upper_key);
     EXPECT_EQ(b.above, cpu_band.above);

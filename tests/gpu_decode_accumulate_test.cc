@@ -12,7 +12,8 @@
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/quantized_sum.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
-#include "gradwire/kernels/cuda/decode_accumulate.h"
+#include "gradwire/kernels/cuda/quantized_sum.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "tests/gpu_test_util.h"
 
 namespace gradwire {

@@ -23,8 +23,8 @@
 
 #include <stdint.h>
 
-#include "gradwire/kernels/cpu/fused_stats.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -42,17 +42,6 @@ namespace cpu {
 void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
                   uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
                   FusedStats* stats);
-
-// The magnitude-key band an approximate selection drew its last elements
-// from: selected keys are >= lower_key, unselected keys are < upper_key.
-struct ApproxTopKBand {
-  uint32_t lower_key = 0;
-  uint32_t upper_key = 0;
-  uint64_t above = 0;    // elements with key >= upper_key (all selected)
-  uint64_t in_band = 0;  // candidates counted in the band (the CPU version
-                         // may not count band elements below its sampled
-                         // bound; they are never needed)
-};
 
 // Approximate top-k in the spirit of MSTopK: instead of binary-searching a
 // threshold with one counting pass per candidate, every candidate

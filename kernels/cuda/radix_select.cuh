@@ -33,6 +33,7 @@
 #define GRADWIRE_KERNELS_CUDA_RADIX_SELECT_CUH_
 
 #include <cuda_runtime.h>
+#include <thrust/iterator/counting_iterator.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -40,14 +41,13 @@
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
+#include <string>
 
 #include "absl/status/status.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
-#include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/cuda_status.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -133,8 +133,8 @@ using PickScan = cub::BlockScan<unsigned long long, kStreamThreads>;
 // digits > d) < need <= (count of digits >= d) and narrows the plan to it;
 // level 0 starts from need = k. The histogram is read through L2 (__ldcg):
 // the other blocks' atomics live there.
-__device__ void PickDigit(const unsigned long long* hist, int bins, int width, int level, unsigned long long k,
-                          Plan* plan, PickScan::TempStorage& storage) {
+__device__ inline void PickDigit(const unsigned long long* hist, int bins, int width, int level,
+                                 unsigned long long k, Plan* plan, PickScan::TempStorage& storage) {
   const unsigned long long need = level == 0 ? k : plan->need;
   const uint32_t old_prefix = level == 0 ? 0u : plan->prefix;
   const int per = (bins + kStreamThreads - 1) / kStreamThreads;
@@ -165,7 +165,7 @@ __device__ void PickDigit(const unsigned long long* hist, int bins, int width, i
 // True in the last block of the grid to get here (threadFenceReduction
 // pattern): every block's histogram atomics are visible to it, so it picks
 // the digit and saves a dependent single-block launch.
-__device__ bool LastBlockDone(unsigned int* ticket) {
+__device__ inline bool LastBlockDone(unsigned int* ticket) {
   __shared__ bool last;
   __threadfence();
   __syncthreads();
@@ -191,8 +191,8 @@ struct FloatLoader {
 
 template <typename KeyOfAcc, typename Loader>
 __global__ void __launch_bounds__(kStreamThreads)
-    Level0Kernel(Loader load, KeyOfAcc key_of, uint64_t n, int shift, int bins, int width, unsigned long long k,
-                 unsigned long long* __restrict__ hist, Plan* plan) {
+    Level0Kernel(Loader load, KeyOfAcc key_of, uint64_t n, int shift, int bins, int width,
+                 unsigned long long k, unsigned long long* __restrict__ hist, Plan* plan) {
   extern __shared__ uint32_t shist[];
   __shared__ PickScan::TempStorage pick_storage;
   __shared__ unsigned long long block_nonfinite;
@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kStreamThreads)
   // kUnroll independent loads in flight per thread before the first use.
   constexpr int kU = Loader::kUnroll;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x * kU;
-  for (uint64_t i0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x * kU + threadIdx.x; i0 < n; i0 += stride) {
+  for (uint64_t i0 = static_cast<uint64_t>(blockIdx.x) * blockDim.x * kU + threadIdx.x; i0 < n;
+       i0 += stride) {
     float acc[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -263,8 +264,9 @@ struct AtOrAboveTopDigit {
 // Histogram of digit L over the candidates whose higher digits match.
 template <typename Source>
 __global__ void __launch_bounds__(kStreamThreads)
-    CandidateHistKernel(Source src, const uint32_t* __restrict__ cand, int prev_shift, int shift, int width,
-                        int level, unsigned long long k, unsigned long long* __restrict__ hist, Plan* plan) {
+    CandidateHistKernel(Source src, const uint32_t* __restrict__ cand, int prev_shift, int shift,
+                        int width, int level, unsigned long long k,
+                        unsigned long long* __restrict__ hist, Plan* plan) {
   extern __shared__ uint32_t shist[];
   __shared__ PickScan::TempStorage pick_storage;
   const int bins = 1 << width;
@@ -282,7 +284,8 @@ __global__ void __launch_bounds__(kStreamThreads)
   for (int b = threadIdx.x; b < bins; b += blockDim.x) {
     if (shist[b] != 0) atomicAdd(&hist[b], static_cast<unsigned long long>(shist[b]));
   }
-  if (LastBlockDone(&plan->tickets[level])) PickDigit(hist, bins, width, level, k, plan, pick_storage);
+  if (LastBlockDone(&plan->tickets[level]))
+    PickDigit(hist, bins, width, level, k, plan, pick_storage);
 }
 
 // -------------------------------------------------------------- output --
@@ -315,7 +318,8 @@ __global__ void __launch_bounds__(kChunkThreads)
       continue;
     }
     uint32_t packed = 0;  // above in the low 16 bits, ties in the high
-    for (uint64_t j = c * kChunk + threadIdx.x; j < Min64(m, (c + 1) * kChunk); j += kChunkThreads) {
+    for (uint64_t j = c * kChunk + threadIdx.x; j < Min64(m, (c + 1) * kChunk);
+         j += kChunkThreads) {
       const uint32_t d = src.Key(cand[j]) >> final_shift;
       packed += d > threshold ? 1u : (d == threshold ? 0x10000u : 0u);
     }
@@ -334,17 +338,18 @@ struct OutputSpec {
   float* residual;  // null: no error feedback
 };
 
-__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial, int final_shift,
-                                         FusedStats* stats, cpu::ApproxTopKBand* band);
+__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial,
+                                         int final_shift, FusedStats* stats, ApproxTopKBand* band);
 
 // Writes the output; its first thread also writes stats and band (all
 // known by now), saving a launch.
 template <typename Source>
 __global__ void __launch_bounds__(kChunkThreads)
     ChunkWriteKernel(Source src, const uint32_t* __restrict__ cand, int final_shift,
-                     const ChunkCounts* __restrict__ before, OutputSpec out,
-                     const Plan* plan, uint64_t k, FusedStats* stats, cpu::ApproxTopKBand* band) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) WriteStatsAndBand(plan, k, false, final_shift, stats, band);
+                     const ChunkCounts* __restrict__ before, OutputSpec out, const Plan* plan,
+                     uint64_t k, FusedStats* stats, ApproxTopKBand* band) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    WriteStatsAndBand(plan, k, false, final_shift, stats, band);
   using Scan = cub::BlockScan<uint32_t, kChunkThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   const uint64_t m = static_cast<uint64_t>(plan->num_cand);
@@ -379,7 +384,8 @@ __global__ void __launch_bounds__(kChunkThreads)
       if (out.values == nullptr) continue;  // indices only (random-k receivers)
       const float acc = src.Acc(i);
       StoreValue(out.values, pos, acc, out.format);
-      if (out.residual != nullptr) out.residual[i] = ResidualAfter(acc, RoundToFormat(acc, out.format));
+      if (out.residual != nullptr)
+        out.residual[i] = ResidualAfter(acc, RoundToFormat(acc, out.format));
     }
     __syncthreads();  // scan_storage is reused by the next chunk
   }
@@ -387,7 +393,7 @@ __global__ void __launch_bounds__(kChunkThreads)
 
 // Raw acc left in the residual by level 0 becomes ResidualAfter(acc, 0):
 // only non-finite values change (to 0). Skipped when there were none.
-__global__ void __launch_bounds__(kStreamThreads)
+static __global__ void __launch_bounds__(kStreamThreads)
     FixNonFiniteKernel(float* __restrict__ residual, uint64_t n, const Plan* plan) {
   if (plan->nonfinite == 0) return;
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -396,8 +402,8 @@ __global__ void __launch_bounds__(kStreamThreads)
   }
 }
 
-__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial, int final_shift,
-                                         FusedStats* stats, cpu::ApproxTopKBand* band) {
+__device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool trivial,
+                                         int final_shift, FusedStats* stats, ApproxTopKBand* band) {
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = plan->nonfinite;
@@ -410,8 +416,8 @@ __device__ inline void WriteStatsAndBand(const Plan* plan, uint64_t k, bool triv
   }
 }
 
-__global__ void FinishKernel(const Plan* plan, uint64_t k, bool trivial, int final_shift, FusedStats* stats,
-                             cpu::ApproxTopKBand* band) {
+static __global__ void FinishKernel(const Plan* plan, uint64_t k, bool trivial, int final_shift,
+                                    FusedStats* stats, ApproxTopKBand* band) {
   WriteStatsAndBand(plan, k, trivial, final_shift, stats, band);
 }
 
@@ -471,12 +477,13 @@ absl::Status LayoutFor(uint64_t n, const Levels& levels, Layout* l) {
   off += Align256(max_chunks * sizeof(ChunkCounts));
   size_t select_bytes = 0, scan_bytes = 0;
   AtOrAboveTopDigit<Source> pred{Source{}, 0, nullptr};
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceSelect::If(
-      nullptr, select_bytes, thrust::counting_iterator<uint32_t>(0), static_cast<uint32_t*>(nullptr),
-      static_cast<long long*>(nullptr), static_cast<int64_t>(std::max<uint64_t>(n, 1)), pred));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(
+      cub::DeviceSelect::If(nullptr, select_bytes, thrust::counting_iterator<uint32_t>(0),
+                            static_cast<uint32_t*>(nullptr), static_cast<long long*>(nullptr),
+                            static_cast<int64_t>(std::max<uint64_t>(n, 1)), pred));
   GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveScan(
-      nullptr, scan_bytes, static_cast<ChunkCounts*>(nullptr), static_cast<ChunkCounts*>(nullptr), AddCounts{},
-      ChunkCounts{0, 0}, static_cast<int64_t>(max_chunks)));
+      nullptr, scan_bytes, static_cast<ChunkCounts*>(nullptr), static_cast<ChunkCounts*>(nullptr),
+      AddCounts{}, ChunkCounts{0, 0}, static_cast<int64_t>(max_chunks)));
   l->cub = off;
   off += Align256(std::max(select_bytes, scan_bytes));
   l->total = off;
@@ -490,7 +497,8 @@ struct DeviceShape {
 inline absl::Status GetShape(DeviceShape* shape) {
   int device = 0;
   GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&shape->sms, cudaDevAttrMultiProcessorCount, device));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&shape->sms, cudaDevAttrMultiProcessorCount, device));
   return absl::OkStatus();
 }
 
@@ -503,9 +511,9 @@ inline unsigned StreamGrid(const DeviceShape& shape, uint64_t work) {
 // format); `src` reads keys and acc afterwards. temp must hold
 // LayoutFor(n).total bytes.
 template <typename Source, typename KeyOfAcc, typename Loader>
-absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader load, KeyOfAcc key_of,
-                          uint64_t n, uint64_t k, OutputSpec out, FusedStats* stats,
-                          cpu::ApproxTopKBand* band, cudaStream_t stream) {
+absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader load,
+                          KeyOfAcc key_of, uint64_t n, uint64_t k, OutputSpec out,
+                          FusedStats* stats, ApproxTopKBand* band, cudaStream_t stream) {
   Layout l;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(LayoutFor<Source>(n, levels, &l));
   DeviceShape shape;
@@ -525,7 +533,8 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   // top-k with k == n still runs the selection: it reports the band.)
   if (n == 0 || k == 0 || (k == n && band == nullptr)) {
     if (n != 0) {
-      AllOrNoneKernel<<<StreamGrid(shape, n), kStreamThreads, 0, stream>>>(load, n, k == n, out, plan);
+      AllOrNoneKernel<<<StreamGrid(shape, n), kStreamThreads, 0, stream>>>(load, n, k == n, out,
+                                                                           plan);
       GRADWIRE_CUDA_CHECK_LAUNCH("AllOrNoneKernel");
     }
     if (stats != nullptr || band != nullptr) {
@@ -540,12 +549,12 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   const size_t smem0 = bins0 * sizeof(uint32_t);
   auto* level0 = &Level0Kernel<KeyOfAcc, Loader>;
   if (smem0 > 48 * 1024) {
-    GRADWIRE_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(level0, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem0)));
+    GRADWIRE_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+        level0, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem0)));
   }
   // 2. the band: picked by Level0's last block
-  level0<<<StreamGrid(shape, n), kStreamThreads, smem0, stream>>>(load, key_of, n, levels.shift[0], bins0,
-                                                                  levels.width[0], k, hist[0], plan);
+  level0<<<StreamGrid(shape, n), kStreamThreads, smem0, stream>>>(
+      load, key_of, n, levels.shift[0], bins0, levels.width[0], k, hist[0], plan);
   GRADWIRE_CUDA_CHECK_LAUNCH("Level0Kernel");
   // 3. candidates, in index order
   size_t cub_bytes = l.total - l.cub;
@@ -562,22 +571,55 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
   }
   // 5. output in index order
   const int final_shift = levels.shift[levels.count - 1];
-  const unsigned chunk_grid = static_cast<unsigned>(std::min<uint64_t>(max_chunks, shape.sms * 8ull));
-  ChunkCountKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, max_chunks,
-                                                                     counts, plan);
+  const unsigned chunk_grid =
+      static_cast<unsigned>(std::min<uint64_t>(max_chunks, shape.sms * 8ull));
+  ChunkCountKernel<Source>
+      <<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, max_chunks, counts, plan);
   GRADWIRE_CUDA_CHECK_LAUNCH("ChunkCountKernel");
   cub_bytes = l.total - l.cub;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveScan(cub_temp, cub_bytes, counts, counts_before,
-                                                               AddCounts{}, ChunkCounts{0, 0},
-                                                               static_cast<int64_t>(max_chunks), stream));
-  ChunkWriteKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(src, cand, final_shift, counts_before, out,
-                                                                     plan, k, stats, band);
+  GRADWIRE_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::ExclusiveScan(cub_temp, cub_bytes, counts, counts_before, AddCounts{},
+                                     ChunkCounts{0, 0}, static_cast<int64_t>(max_chunks), stream));
+  ChunkWriteKernel<Source><<<chunk_grid, kChunkThreads, 0, stream>>>(
+      src, cand, final_shift, counts_before, out, plan, k, stats, band);
   GRADWIRE_CUDA_CHECK_LAUNCH("ChunkWriteKernel");
   // 6. non-finite residuals (ChunkWrite already wrote stats and band)
   if (out.residual != nullptr) {
     FixNonFiniteKernel<<<StreamGrid(shape, n), kStreamThreads, 0, stream>>>(out.residual, n, plan);
     GRADWIRE_CUDA_CHECK_LAUNCH("FixNonFiniteKernel");
   }
+  return absl::OkStatus();
+}
+
+// Shape and null checks of a selection call.
+inline absl::Status CheckShape(const char* who, uint64_t n, uint64_t k, const void* grad,
+                               const uint32_t* indices, const uint8_t* values) {
+  if (k > n) return absl::InvalidArgumentError(std::string(who) + ": k > n");
+  if (n > (uint64_t{1} << 32))
+    return absl::InvalidArgumentError(std::string(who) + ": n > 2^32 (u32 indices)");
+  if (n > 0 && grad == nullptr)
+    return absl::InvalidArgumentError(std::string(who) + ": grad is null");
+  if (k > 0 && (indices == nullptr || values == nullptr)) {
+    return absl::InvalidArgumentError(std::string(who) + ": indices or values is null");
+  }
+  return absl::OkStatus();
+}
+
+// The temp-storage query, then the size check.
+template <typename Source>
+absl::Status QueryOrCheck(const char* who, void* temp, uint64_t* temp_bytes, uint64_t n,
+                          const Levels& levels, bool* query_only) {
+  if (temp_bytes == nullptr)
+    return absl::InvalidArgumentError(std::string(who) + ": temp_bytes is null");
+  Layout layout;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(LayoutFor<Source>(n, levels, &layout));
+  *query_only = temp == nullptr;
+  if (*query_only) {
+    *temp_bytes = layout.total;
+    return absl::OkStatus();
+  }
+  if (*temp_bytes < layout.total)
+    return absl::InvalidArgumentError(std::string(who) + ": temp storage too small");
   return absl::OkStatus();
 }
 

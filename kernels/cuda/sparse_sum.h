@@ -11,16 +11,15 @@
 //
 // Bytes moved: 8 per entry read (u32 index + fp32 value) plus 4n written
 // (8n when accumulating onto the buffer's old contents): the 4n + 8Pk floor.
-#ifndef GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_
-#define GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_
+#ifndef GRADWIRE_KERNELS_CUDA_SPARSE_SUM_H_
+#define GRADWIRE_KERNELS_CUDA_SPARSE_SUM_H_
 
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "gradwire/kernels/cpu/quantized_sum.h"
-#include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cuda/stream.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -38,15 +37,8 @@ namespace cuda {
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
                               const SparseSumOptions& options, Stream stream);
 
-// The same for quantized payloads (kernels/cpu/quantized_sum.h): one pass
-// over n; each thread decodes its elements from every worker in order.
-// Bytes: P * (nb/8 + 4n/B) read + 4n written (8n when accumulating).
-absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads,
-                                 const QuantizedFormat& format, float* dense, uint64_t n,
-                                 const SparseSumOptions& options, Stream stream);
-
 }  // namespace cuda
 }  // namespace kernels
 }  // namespace gradwire
 
-#endif  // GRADWIRE_KERNELS_CUDA_DECODE_ACCUMULATE_H_
+#endif  // GRADWIRE_KERNELS_CUDA_SPARSE_SUM_H_

@@ -1,10 +1,9 @@
-#include "gradwire/kernels/cuda/decode_accumulate.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "gradwire/kernels/cuda/cuda_status.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/element_math.h"
 
 namespace gradwire {
@@ -13,7 +12,7 @@ namespace cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr uint32_t kTile = 4096;      // dense elements per shared-memory tile (16 KB)
+constexpr uint32_t kTile = 4096;       // dense elements per shared-memory tile (16 KB)
 constexpr int kWorkersPerLaunch = 64;  // payload descriptors passed by value
 
 struct WorkerList {
@@ -27,7 +26,10 @@ __host__ __device__ __forceinline__ uint64_t Min64(uint64_t a, uint64_t b) { ret
 __device__ uint64_t LowerBound(const uint32_t* idx, uint64_t lo, uint64_t hi, uint64_t key) {
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (idx[mid] < key) lo = mid + 1; else hi = mid;
+    if (idx[mid] < key)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -54,7 +56,8 @@ __global__ void __launch_bounds__(kThreads)
     // Load (or zero) the tile.
     if (vec && len == kTile) {
       for (uint32_t j = 4 * tid; j < kTile; j += 4 * kThreads) {
-        float4 v = accumulate ? *reinterpret_cast<const float4*>(dense + base + j) : make_float4(0, 0, 0, 0);
+        float4 v = accumulate ? *reinterpret_cast<const float4*>(dense + base + j)
+                              : make_float4(0, 0, 0, 0);
         *reinterpret_cast<float4*>(&tile[j]) = v;
       }
     } else {
@@ -79,7 +82,10 @@ __global__ void __launch_bounds__(kThreads)
     if (vec && len == kTile) {
       for (uint32_t j = 4 * tid; j < kTile; j += 4 * kThreads) {
         float4 v = *reinterpret_cast<const float4*>(&tile[j]);
-        v.x *= scale; v.y *= scale; v.z *= scale; v.w *= scale;
+        v.x *= scale;
+        v.y *= scale;
+        v.z *= scale;
+        v.w *= scale;
         *reinterpret_cast<float4*>(dense + base + j) = v;
       }
     } else {
@@ -89,67 +95,14 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-struct QuantizedList {
-  QuantizedPayload p[kWorkersPerLaunch];
-  int count;
-};
-
-template <bool kSign>
-__global__ void __launch_bounds__(kThreads)
-    QuantizedSumKernel(const QuantizedList workers, uint32_t bits, uint32_t bucket, float* __restrict__ dense,
-                       uint64_t n, bool accumulate, float scale) {
-  const uint32_t max_code = QsgdMaxCode(bits);
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
-    float acc = accumulate ? dense[i] : 0.0f;
-    const uint64_t b = i / bucket;
-    for (int w = 0; w < workers.count; ++w) {
-      const float s = LoadValue(workers.p[w].scales, b, ValueFormat::kFp32);
-      const uint32_t code = ReadPackedCode(workers.p[w].packed, i, bits);
-      acc += kSign ? SignDecode(code, s) : QsgdDequantize(code, s, max_code);
-    }
-    dense[i] = acc * scale;
-  }
-}
-
 }  // namespace
-
-absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads, const QuantizedFormat& format,
-                                 float* dense, uint64_t n, const SparseSumOptions& options, Stream stream) {
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(cpu::ValidateQuantizedSum(payloads, format, n));
-  if (n == 0) return absl::OkStatus();
-  if (dense == nullptr) return absl::InvalidArgumentError("QuantizedSumToDense: dense is null");
-  int device = 0, sms = 0;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const unsigned grid =
-      static_cast<unsigned>(std::min<uint64_t>((n + kThreads - 1) / kThreads, static_cast<uint64_t>(sms) * 8));
-  size_t done = 0;
-  do {
-    QuantizedList list;
-    list.count = static_cast<int>(std::min<size_t>(kWorkersPerLaunch, payloads.size() - done));
-    for (int w = 0; w < list.count; ++w) list.p[w] = payloads[done + w];
-    const bool first = done == 0;
-    done += list.count;
-    const bool last = done == payloads.size();
-    const bool acc = first ? options.accumulate : true;
-    const float scale = last ? options.scale : 1.0f;
-    if (format.sign) {
-      QuantizedSumKernel<true><<<grid, kThreads, 0, stream>>>(list, 1, format.bucket_size, dense, n, acc, scale);
-    } else {
-      QuantizedSumKernel<false><<<grid, kThreads, 0, stream>>>(list, format.bits, format.bucket_size, dense, n, acc,
-                                                               scale);
-    }
-    GRADWIRE_CUDA_CHECK_LAUNCH("QuantizedSumKernel");
-  } while (done < payloads.size());
-  return absl::OkStatus();
-}
 
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
                               const SparseSumOptions& options, Stream stream) {
   for (size_t w = 0; w < payloads.size(); ++w) {
     const SparsePayload& p = payloads[w];
-    if (p.count > n) return absl::InvalidArgumentError("SparseSumToDense: a worker has more entries than n");
+    if (p.count > n)
+      return absl::InvalidArgumentError("SparseSumToDense: a worker has more entries than n");
     if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
       return absl::InvalidArgumentError("SparseSumToDense: a worker has null buffers");
     }
@@ -162,9 +115,11 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
   if (dense == nullptr) return absl::InvalidArgumentError("SparseSumToDense: dense is null");
   int device = 0, sms = 0;
   GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const uint64_t num_tiles = (n + kTile - 1) / kTile;
-  const unsigned grid = static_cast<unsigned>(std::min<uint64_t>(num_tiles, static_cast<uint64_t>(sms) * 8));
+  const unsigned grid =
+      static_cast<unsigned>(std::min<uint64_t>(num_tiles, static_cast<uint64_t>(sms) * 8));
   size_t done = 0;
   do {  // at least one launch, so P = 0 still zeroes/scales
     WorkerList list;
@@ -173,9 +128,8 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
     const bool first = done == 0;
     done += list.count;
     const bool last = done == payloads.size();
-    SparseSumKernel<<<grid, kThreads, 0, stream>>>(list, dense, n, num_tiles,
-                                                  first ? options.accumulate : true,
-                                                  last ? options.scale : 1.0f);
+    SparseSumKernel<<<grid, kThreads, 0, stream>>>(
+        list, dense, n, num_tiles, first ? options.accumulate : true, last ? options.scale : 1.0f);
     GRADWIRE_CUDA_CHECK_LAUNCH("SparseSumKernel");
   } while (done < payloads.size());
   return absl::OkStatus();

@@ -1,0 +1,27 @@
+// Decoding one payload of sparse (index, value) pairs into a dense gradient
+// on the GPU. Same contract as kernels/cpu/sparse.h, plus a stream; for the
+// sum of many workers' payloads see kernels/cuda/sparse_sum.h.
+#ifndef GRADWIRE_KERNELS_CUDA_SPARSE_H_
+#define GRADWIRE_KERNELS_CUDA_SPARSE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "gradwire/kernels/cuda/stream.h"
+#include "gradwire/kernels/element_math.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cuda {
+
+// dense[indices[j]] += value j, for j < k. Device memory throughout. The
+// indices are validated by the caller (each < the dense length, strictly
+// ascending, so the scatter needs no atomics).
+absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
+                                    ValueFormat format, float* dense, Stream stream);
+
+}  // namespace cuda
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CUDA_SPARSE_H_
