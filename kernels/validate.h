@@ -1,7 +1,8 @@
 // Argument checks shared by the CPU references and the CUDA entry points, so
 // that both refuse the same calls with the same messages. Each looks only at
 // host-side values (options, counts, whether pointers are null), never at
-// the memory a pointer refers to.
+// the memory a pointer refers to. Also the early return kernels/ uses for
+// such checks (kernels/ uses nothing of base/, so it has its own).
 #ifndef GRADWIRE_KERNELS_VALIDATE_H_
 #define GRADWIRE_KERNELS_VALIDATE_H_
 
@@ -30,5 +31,12 @@ absl::Status ValidateQuantizedSum(absl::Span<const QuantizedPayload> payloads,
 
 }  // namespace kernels
 }  // namespace gradwire
+
+// Returns the status from the enclosing function if `expr` is not OK.
+#define GRADWIRE_KERNELS_RETURN_IF_ERROR(expr)                           \
+  do {                                                                   \
+    ::absl::Status gradwire_kernels_status_ = (expr);                    \
+    if (!gradwire_kernels_status_.ok()) return gradwire_kernels_status_; \
+  } while (0)
 
 #endif  // GRADWIRE_KERNELS_VALIDATE_H_

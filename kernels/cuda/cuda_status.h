@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "gradwire/kernels/validate.h"
 
 namespace gradwire {
 namespace kernels {
@@ -37,11 +38,5 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what) {
 // Checks the launch just issued (configuration errors surface here).
 #define GRADWIRE_CUDA_CHECK_LAUNCH(name) \
   GRADWIRE_CUDA_RETURN_IF_ERROR((static_cast<void>(name), cudaGetLastError()))
-
-#define GRADWIRE_KERNELS_RETURN_IF_ERROR(expr)           \
-  do {                                                   \
-    ::absl::Status gradwire_status_ = (expr);            \
-    if (!gradwire_status_.ok()) return gradwire_status_; \
-  } while (0)
 
 #endif  // GRADWIRE_KERNELS_CUDA_CUDA_STATUS_H_
