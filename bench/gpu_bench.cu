@@ -289,7 +289,7 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
     float* dense = Alloc<float>(n);
     Report("decode_accumulate_p8", n, density, k,
            Time([&] {
-             CHECK_OK(kernels::cuda::SparseSumToDense(payloads, dense, n, {false, 1.0f / P}, nullptr));
+             CHECK_OK(kernels::cuda::SparseSumToDense(payloads, dense, n, {false, 1.0f / P}, nullptr, nullptr));
            }),
            4.0 * n + 8.0 * P * k, copy_4n_ms);
     for (int w = 0; w < P; ++w) {

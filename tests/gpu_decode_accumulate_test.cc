@@ -78,7 +78,7 @@ void RunCase(uint64_t n, int workers, double density, ValueFormat type, bool acc
   }
   const SparseSumOptions options{accumulate, workers > 0 ? 1.0f / workers : 1.0f};
   ASSERT_TRUE(cpu::SparseSumToDense(host, absl::MakeSpan(dense), options).ok());
-  ASSERT_TRUE(cuda::SparseSumToDense(dev, d_dense.get(), n, options, nullptr).ok());
+  ASSERT_TRUE(cuda::SparseSumToDense(dev, d_dense.get(), n, options, nullptr, nullptr).ok());
   ASSERT_EQ(testing::DeviceSynchronize(), "");
   std::vector<float> got = d_dense.Download();
   for (uint64_t i = 0; i < n; ++i) {
@@ -113,7 +113,7 @@ TEST(GpuDecodeAccumulateTest, MoreWorkersThanOneLaunchAndNone) {
 
 TEST(GpuDecodeAccumulateTest, EmptyDenseIsANoOp) {
   GRADWIRE_SKIP_WITHOUT_GPU();
-  EXPECT_TRUE(cuda::SparseSumToDense({}, nullptr, 0, {}, nullptr).ok());
+  EXPECT_TRUE(cuda::SparseSumToDense({}, nullptr, 0, {}, nullptr, nullptr).ok());
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ absl::Status FusedSgdStep(const FusedSgdPlan&, const SgdOptions&, Stream) {
   return NoCuda("FusedSgdStep");
 }
 absl::Status SparseSumToDense(absl::Span<const SparsePayload>, float*, uint64_t,
-                              const SparseSumOptions&, Stream) {
+                              const SparseSumOptions&, uint64_t*, Stream) {
   return NoCuda("SparseSumToDense");
 }
 absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload>, const QuantizedFormat&, float*,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gradwire/kernels/cuda/cuda_status.h"
+#include "gradwire/kernels/cuda/launch.cuh"
 #include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/element_math.h"
 
@@ -20,28 +21,57 @@ struct WorkerList {
   int count;
 };
 
-__host__ __device__ __forceinline__ uint64_t Min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-
-// First position in [lo, hi) of `idx` whose value is >= key.
+// First position in [lo, hi) of `idx` whose value is >= key (for any
+// contents of idx: the answer stays within [lo, hi]).
 __device__ uint64_t LowerBound(const uint32_t* idx, uint64_t lo, uint64_t hi, uint64_t key) {
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (idx[mid] < key)
+    if (idx[mid] < key) {
       lo = mid + 1;
-    else
+    } else {
       hi = mid;
+    }
   }
   return lo;
 }
 
+// Counts the entries that break the precondition (index >= n, or not above
+// the previous index of the same worker) into *bad: every entry of every
+// worker is looked at once, grid-strided, one atomic per warp that found any.
+__device__ void CountBadEntries(const WorkerList& workers, uint64_t n, unsigned long long* bad) {
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kThreads;
+  for (int w = 0; w < workers.count; ++w) {
+    const SparsePayload& p = workers.p[w];
+    // Warp-uniform loop bound, so the ballot sees whole warps.
+    for (uint64_t j0 =
+             static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x - threadIdx.x % 32;
+         j0 < p.count; j0 += stride) {
+      const uint64_t j = j0 + threadIdx.x % 32;
+      bool broken = false;
+      if (j < p.count) {
+        const uint32_t i = p.indices[j];
+        broken = i >= n || (j > 0 && i <= p.indices[j - 1]);
+      }
+      const unsigned found = __ballot_sync(0xffffffffu, broken);
+      if (found != 0 && threadIdx.x % 32 == 0) atomicAdd(bad, __popc(found));
+    }
+  }
+}
+
 // Block b owns a contiguous run of tiles, so each worker's cursor only moves
-// forward: one full binary search per block, then short ones per tile.
+// forward: one binary search per worker and block finds where its run
+// starts; after that each tile takes a worker's entries in rounds of
+// kThreads consecutive ones, a round ending the worker's share of the tile
+// as soon as one of its entries lies past the tile (the barrier that counts
+// them also orders worker w's additions before worker w+1's). An entry is
+// added only if its index falls inside the tile, so no index, however
+// broken, writes outside it.
 __global__ void __launch_bounds__(kThreads)
     SparseSumKernel(const WorkerList workers, float* __restrict__ dense, uint64_t n,
-                    uint64_t num_tiles, bool accumulate, float scale) {
+                    uint64_t num_tiles, bool accumulate, float scale, unsigned long long* bad) {
   __shared__ float tile[kTile];
   __shared__ uint64_t cursor[kWorkersPerLaunch];
-  __shared__ uint64_t seg_end[kWorkersPerLaunch];
+  if (bad != nullptr) CountBadEntries(workers, n, bad);
   const uint64_t t_begin = num_tiles * blockIdx.x / gridDim.x;
   const uint64_t t_end = num_tiles * (blockIdx.x + 1) / gridDim.x;
   if (t_begin >= t_end) return;
@@ -63,22 +93,26 @@ __global__ void __launch_bounds__(kThreads)
     } else {
       for (uint32_t j = tid; j < len; j += kThreads) tile[j] = accumulate ? dense[base + j] : 0.0f;
     }
-    // Each worker's entries inside [base, base + len): at most len of them.
-    if (tid < workers.count) {
-      const SparsePayload& p = workers.p[tid];
-      const uint64_t lo = cursor[tid];
-      seg_end[tid] = LowerBound(p.indices, lo, Min64(lo + len, p.count), base + len);
-    }
-    __syncthreads();
+    __syncthreads();  // the tile (and, the first time, the cursors) are ready
     for (int w = 0; w < workers.count; ++w) {
       const SparsePayload& p = workers.p[w];
-      const uint64_t end = seg_end[w];
-      for (uint64_t j = cursor[w] + tid; j < end; j += kThreads) {
-        tile[p.indices[j] - base] += LoadValue(p.values, j, p.format);
+      uint64_t at = cursor[w];
+      for (;;) {
+        const uint64_t j = at + tid;
+        int in_tile = 0;
+        if (j < p.count) {
+          const uint64_t offset = p.indices[j] - base;  // wraps (huge) below the tile
+          if (offset < len) {
+            tile[offset] += LoadValue(p.values, j, p.format);
+            in_tile = 1;
+          }
+        }
+        const int taken = __syncthreads_count(in_tile);
+        at += taken;
+        if (taken < kThreads) break;
       }
-      __syncthreads();  // worker w's additions land before worker w+1's
+      if (tid == 0) cursor[w] = at;  // read again only after the tile's last barrier
     }
-    if (tid < workers.count) cursor[tid] = seg_end[tid];
     if (vec && len == kTile) {
       for (uint32_t j = 4 * tid; j < kTile; j += 4 * kThreads) {
         float4 v = *reinterpret_cast<const float4*>(&tile[j]);
@@ -98,11 +132,13 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* dense, uint64_t n,
-                              const SparseSumOptions& options, Stream stream) {
+                              const SparseSumOptions& options, uint64_t* bad_entries,
+                              Stream stream) {
   for (size_t w = 0; w < payloads.size(); ++w) {
     const SparsePayload& p = payloads[w];
-    if (p.count > n)
+    if (p.count > n) {
       return absl::InvalidArgumentError("SparseSumToDense: a worker has more entries than n");
+    }
     if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
       return absl::InvalidArgumentError("SparseSumToDense: a worker has null buffers");
     }
@@ -111,15 +147,20 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
       return absl::InvalidArgumentError("SparseSumToDense: unknown value type");
     }
   }
+  if (n > (uint64_t{1} << 32)) {
+    return absl::InvalidArgumentError("SparseSumToDense: n > 2^32 (u32 indices)");
+  }
+  if (n > 0 && dense == nullptr) {
+    return absl::InvalidArgumentError("SparseSumToDense: dense is null");
+  }
+  if (bad_entries != nullptr) {
+    GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(bad_entries, 0, sizeof(uint64_t), stream));
+  }
   if (n == 0) return absl::OkStatus();
-  if (dense == nullptr) return absl::InvalidArgumentError("SparseSumToDense: dense is null");
-  int device = 0, sms = 0;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const uint64_t num_tiles = (n + kTile - 1) / kTile;
-  const unsigned grid =
-      static_cast<unsigned>(std::min<uint64_t>(num_tiles, static_cast<uint64_t>(sms) * 8));
+  const uint64_t num_tiles = CeilDiv(n, kTile);
+  unsigned grid = 0;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(num_tiles, 1, 8, &grid));
+  auto* bad = reinterpret_cast<unsigned long long*>(bad_entries);
   size_t done = 0;
   do {  // at least one launch, so P = 0 still zeroes/scales
     WorkerList list;
@@ -128,8 +169,9 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
     const bool first = done == 0;
     done += list.count;
     const bool last = done == payloads.size();
-    SparseSumKernel<<<grid, kThreads, 0, stream>>>(
-        list, dense, n, num_tiles, first ? options.accumulate : true, last ? options.scale : 1.0f);
+    SparseSumKernel<<<grid, kThreads, 0, stream>>>(list, dense, n, num_tiles,
+                                                   first ? options.accumulate : true,
+                                                   last ? options.scale : 1.0f, bad);
     GRADWIRE_CUDA_CHECK_LAUNCH("SparseSumKernel");
   } while (done < payloads.size());
   return absl::OkStatus();
