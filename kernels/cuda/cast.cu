@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kThreads)
     if (residual != nullptr) residual[i] = ResidualAfter(a, RoundToFormat(a, format));
   }
   WriteSelected(stats, n);
-  AddNonFinite(stats, nonfinite);
+  AddBlockCount(NonFiniteCounter(stats), nonfinite);
 }
 
 __global__ void __launch_bounds__(kThreads)

@@ -58,20 +58,23 @@ inline absl::Status ZeroStats(FusedStats* stats, cudaStream_t stream) {
   return absl::OkStatus();
 }
 
-// Adds a thread's non-finite count to stats->nonfinite with one global
-// atomic per block (warp sums, then one shared sum). Called by every thread
-// of the block, after its last element.
-__device__ inline void AddNonFinite(FusedStats* stats, uint32_t count) {
+// Adds every thread's `count` to *counter (may be null: nothing) with one
+// global atomic per block: warp sums, then one shared sum. Called by every
+// thread of the block, after its last element.
+__device__ inline void AddBlockCount(unsigned long long* counter, uint32_t count) {
   __shared__ unsigned long long block_count;
-  if (stats == nullptr) return;  // uniform across the block
+  if (counter == nullptr) return;  // uniform across the block
   if (threadIdx.x == 0) block_count = 0;
   __syncthreads();
   for (int o = 16; o > 0; o >>= 1) count += __shfl_xor_sync(0xffffffffu, count, o);
   if (threadIdx.x % 32 == 0 && count != 0) atomicAdd(&block_count, count);
   __syncthreads();
-  if (threadIdx.x == 0 && block_count != 0) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(&stats->nonfinite), block_count);
-  }
+  if (threadIdx.x == 0 && block_count != 0) atomicAdd(counter, block_count);
+}
+
+// The counter a compressor adds its non-finite elements to (null: none).
+__device__ inline unsigned long long* NonFiniteCounter(FusedStats* stats) {
+  return stats != nullptr ? reinterpret_cast<unsigned long long*>(&stats->nonfinite) : nullptr;
 }
 
 // stats->selected, written once per call by the first thread of the grid.

@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // acc and scale are reused by the next group
   }
   WriteSelected(p.stats, p.n);
-  AddNonFinite(p.stats, nonfinite);
+  AddBlockCount(NonFiniteCounter(p.stats), nonfinite);
 }
 
 // Two passes for buckets larger than a group: scales (one block per
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) QuantizeUnitsKernel(QuantParams p) {
     StoreUnit(p.packed, i0, p.bits, word, count);
   }
   WriteSelected(p.stats, p.n);
-  AddNonFinite(p.stats, nonfinite);
+  AddBlockCount(NonFiniteCounter(p.stats), nonfinite);
 }
 
 template <bool kSign>

@@ -9,19 +9,21 @@ absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uin
                             uint64_t n, uint64_t k, uint32_t* indices, Stream stream) {
   const char* who = "RandomKIndices";
   bool query_only = false;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::QueryOrCheck<radix::RandomSource>(
-      who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      radix::QueryOrCheck(who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
   if (query_only) return absl::OkStatus();
   if (k > n) return absl::InvalidArgumentError("RandomKIndices: k > n");
-  if (n > (uint64_t{1} << 32))
+  if (n > (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError("RandomKIndices: n > 2^32 (u32 indices)");
-  if (k > 0 && indices == nullptr)
+  }
+  if (k > 0 && indices == nullptr) {
     return absl::InvalidArgumentError("RandomKIndices: indices is null");
+  }
   const uint64_t key = StreamKey(seed, step, kStreamRandomK);
-  radix::RandomSource src{key, nullptr};
-  return radix::RunSelection(
-      temp, radix::kFullLevels, src, radix::NoLoad{}, radix::RandomOfIndex{key}, n, k,
-      radix::OutputSpec{indices, nullptr, ValueFormat::kFp32, nullptr}, nullptr, nullptr, stream);
+  return radix::RunSelection(temp, radix::kFullLevels, radix::RandomSource{key, nullptr},
+                             radix::IndexOnlyLoader{key}, n, k,
+                             radix::OutputSpec{indices, nullptr, ValueFormat::kFp32, nullptr},
+                             nullptr, nullptr, stream);
 }
 
 absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
@@ -30,15 +32,16 @@ absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad
                              FusedStats* stats, Stream stream) {
   const char* who = "RandomKCompress";
   bool query_only = false;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::QueryOrCheck<radix::RandomSource>(
-      who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      radix::QueryOrCheck(who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
   if (query_only) return absl::OkStatus();
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, grad, indices, values));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, format, grad, indices, values));
   const uint64_t key = StreamKey(seed, step, kStreamRandomK);
-  radix::RandomSource src{key, residual != nullptr ? residual : grad};
-  return radix::RunSelection(
-      temp, radix::kFullLevels, src, radix::FloatLoader{grad, residual}, radix::RandomOfIndex{key},
-      n, k, radix::OutputSpec{indices, values, format, residual}, stats, nullptr, stream);
+  const radix::RandomSource src{key, residual != nullptr ? residual : grad};
+  const radix::FloatLoader<radix::RandomOfIndex> load{grad, residual, {key}};
+  return radix::RunSelection(temp, radix::kFullLevels, src, load, n, k,
+                             radix::OutputSpec{indices, values, format, residual}, stats, nullptr,
+                             stream);
 }
 
 }  // namespace cuda

@@ -15,14 +15,14 @@ absl::Status FloatTopK(const char* who, const Levels& levels, void* temp, uint64
                        ApproxTopKBand* band, Stream stream) {
   bool query_only = false;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(
-      radix::QueryOrCheck<radix::MagnitudeSource>(who, temp, temp_bytes, n, levels, &query_only));
+      radix::QueryOrCheck(who, temp, temp_bytes, n, levels, &query_only));
   if (query_only) return absl::OkStatus();
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, grad, indices, values));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, format, grad, indices, values));
   // After level 0 the keys come from the stored acc (the residual buffer
   // with error feedback, else the gradient itself).
-  radix::MagnitudeSource src{residual != nullptr ? residual : grad};
-  return radix::RunSelection(temp, levels, src, radix::FloatLoader{grad, residual},
-                             radix::MagnitudeOfAcc{}, n, k,
+  const radix::MagnitudeSource src{residual != nullptr ? residual : grad};
+  const radix::FloatLoader<radix::MagnitudeOfAcc> load{grad, residual, {}};
+  return radix::RunSelection(temp, levels, src, load, n, k,
                              OutputSpec{indices, values, format, residual}, stats, band, stream);
 }
 
@@ -51,13 +51,13 @@ absl::Status TopKCompress16(void* temp, uint64_t* temp_bytes, const uint16_t* gr
     return absl::InvalidArgumentError("TopKCompress16: grad_format must be fp16 or bf16");
   }
   bool query_only = false;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::QueryOrCheck<radix::Half16Source>(
-      who, temp, temp_bytes, n, radix::kHalfLevels, &query_only));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      radix::QueryOrCheck(who, temp, temp_bytes, n, radix::kHalfLevels, &query_only));
   if (query_only) return absl::OkStatus();
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, grad, indices, values));
-  radix::Half16Source src{grad, grad_format == ValueFormat::kBf16};
-  return radix::RunSelection(temp, radix::kHalfLevels, src, radix::Half16Loader{src},
-                             radix::Half16KeyOfIndex{src}, n, k,
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, format, grad, indices, values));
+  const bool bf16 = grad_format == ValueFormat::kBf16;
+  return radix::RunSelection(temp, radix::kHalfLevels, radix::Half16Source{grad, bf16},
+                             radix::Half16Loader{grad, bf16}, n, k,
                              OutputSpec{indices, values, format, nullptr}, stats, nullptr, stream);
 }
 
