@@ -14,6 +14,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr uint64_t kGroupMax = 4096;  // elements of one shared-memory group
+// A group takes 9 bytes per element of shared memory (36 KB): 6 blocks fit
+// an SM, so the grid is capped there and registers at 40 to let all run.
+constexpr int kGroupBlocksPerSm = 6;
 
 struct QuantParams {
   const float* grad;
@@ -100,7 +103,7 @@ __device__ __forceinline__ void StoreUnit(uint8_t* packed, uint64_t i0, uint32_t
 // One pass: groups of whole buckets (group_elems a multiple of 8 and of the
 // bucket size, except the tensor's last group).
 template <bool kSign, typename ScaleAcc>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kGroupBlocksPerSm)
     QuantizeGroupsKernel(QuantParams p, uint64_t group_elems) {
   extern __shared__ float smem[];
   float* acc = smem;                  // group_elems
@@ -279,7 +282,8 @@ absl::Status Quantize(const char* who, const QuantParams& p, cudaStream_t stream
   if (unit <= kGroupMax) {
     const uint64_t group = kGroupMax / unit * unit;
     const size_t smem = 2 * group * sizeof(float) + group;  // acc, scales (<= group), codes
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(CeilDiv(p.n, group) * kThreads, kThreads, 8, &grid));
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(
+        GridFor(CeilDiv(p.n, group) * kThreads, kThreads, kGroupBlocksPerSm, &grid));
     QuantizeGroupsKernel<kSign, ScaleAcc><<<grid, kThreads, smem, stream>>>(p, group);
     GRADWIRE_CUDA_CHECK_LAUNCH("QuantizeGroupsKernel");
     return absl::OkStatus();

@@ -15,6 +15,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr uint32_t kTile = 4096;       // dense elements per shared-memory tile (16 KB)
 constexpr int kWorkersPerLaunch = 64;  // payload descriptors passed by value
+constexpr int kBlocksPerSm = 8;        // the grid's cap; all resident at once (<= 32 registers)
 
 struct WorkerList {
   SparsePayload p[kWorkersPerLaunch];
@@ -66,7 +67,7 @@ __device__ void CountBadEntries(const WorkerList& workers, uint64_t n, unsigned 
 // them also orders worker w's additions before worker w+1's). An entry is
 // added only if its index falls inside the tile, so no index, however
 // broken, writes outside it.
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     SparseSumKernel(const WorkerList workers, float* __restrict__ dense, uint64_t n,
                     uint64_t num_tiles, bool accumulate, float scale, unsigned long long* bad) {
   __shared__ float tile[kTile];
@@ -159,7 +160,7 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
   if (n == 0) return absl::OkStatus();
   const uint64_t num_tiles = CeilDiv(n, kTile);
   unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(num_tiles, 1, 8, &grid));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(num_tiles, 1, kBlocksPerSm, &grid));
   auto* bad = reinterpret_cast<unsigned long long*>(bad_entries);
   size_t done = 0;
   do {  // at least one launch, so P = 0 still zeroes/scales
