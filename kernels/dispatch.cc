@@ -70,23 +70,31 @@ bool KnownFormat(ValueFormat f) {
   return f == ValueFormat::kFp32 || f == ValueFormat::kFp16 || f == ValueFormat::kBf16;
 }
 
-// Top-k, approximate top-k and random-k: the shape, then (unless this is
-// the size query, which needs no buffers) the buffers n and k need.
-absl::Status CheckSelection(const char* who, const void* temp, const uint64_t* temp_bytes,
-                            uint64_t n, uint64_t k, ValueFormat format) {
-  if (temp_bytes == nullptr) return Refuse(who, "temp_bytes is null");
-  if (!KnownFormat(format)) return Refuse(who, "unknown value format");
-  if (k > n) return Refuse(who, "k > n");
-  if (n > (uint64_t{1} << 32)) return Refuse(who, "n > 2^32 (u32 indices)");
-  return absl::OkStatus();
-}
+// A selection call's common arguments (top-k, approximate top-k and
+// random-k). Random-k's indices-only call has no gradient and no values:
+// it passes temp for the one and indices for the other.
+struct Selection {
+  const char* who;
+  void* temp;
+  uint64_t* temp_bytes;
+  uint64_t n, k;
+  ValueFormat format;
+  const void* grad;
+  const void* indices;
+  const void* values;
+};
 
-absl::Status CheckSelectionBuffers(const char* who, const void* temp, uint64_t n, uint64_t k,
-                                   const void* grad, const void* indices, const void* values) {
-  if (temp == nullptr) return absl::OkStatus();  // the size query
-  if (n > 0 && grad == nullptr) return Refuse(who, "grad is null");
-  if (k > 0 && (indices == nullptr || values == nullptr)) {
-    return Refuse(who, "indices or values is null");
+// The shape, then (unless this is the size query, which needs no buffers)
+// the buffers n and k need.
+absl::Status CheckSelection(const Selection& s) {
+  if (s.temp_bytes == nullptr) return Refuse(s.who, "temp_bytes is null");
+  if (!KnownFormat(s.format)) return Refuse(s.who, "unknown value format");
+  if (s.k > s.n) return Refuse(s.who, "k > n");
+  if (s.n > (uint64_t{1} << 32)) return Refuse(s.who, "n > 2^32 (u32 indices)");
+  if (s.temp == nullptr) return absl::OkStatus();  // the size query
+  if (s.n > 0 && s.grad == nullptr) return Refuse(s.who, "grad is null");
+  if (s.k > 0 && (s.indices == nullptr || s.values == nullptr)) {
+    return Refuse(s.who, "indices or values is null");
   }
   return absl::OkStatus();
 }
@@ -106,25 +114,6 @@ absl::Status CheckDense(const char* who, uint64_t n, ValueFormat format, const v
   if (!KnownFormat(format)) return Refuse(who, "unknown value format");
   if (n > 0 && (in == nullptr || out == nullptr)) return Refuse(who, "null buffer");
   return absl::OkStatus();
-}
-
-// The size query: what either side needs, so one buffer serves both.
-template <typename CpuQuery, typename CudaQuery>
-absl::Status AnswerSizeQuery(uint64_t* temp_bytes, const CpuQuery& cpu_query,
-                             const CudaQuery& cuda_query) {
-  uint64_t host = 0, device = 0;
-  cpu_query(&host);
-  if (DeviceCount() > 0) GRADWIRE_KERNELS_RETURN_IF_ERROR(cuda_query(&device));
-  *temp_bytes = std::max(host, device);
-  return absl::OkStatus();
-}
-
-// The CPU references trust their temp size: check it for them.
-absl::Status CheckHostTemp(const char* who, uint64_t have, uint64_t n) {
-  uint64_t need = 0;
-  cpu::TopKCompress(nullptr, &need, nullptr, nullptr, n, 0, ValueFormat::kFp32, nullptr, nullptr,
-                    nullptr);
-  return have >= need ? absl::OkStatus() : Refuse(who, "temp storage too small");
 }
 
 }  // namespace
@@ -178,124 +167,119 @@ absl::Status Place(const char* who, std::initializer_list<const void*> buffers, 
 
 }  // namespace dispatch_internal
 
+namespace {
+
 using dispatch_internal::Place;
+
+// The CPU references trust their temp size: check it for them (every
+// selection needs the same, cpu/radix_select.h SelectTempBytes).
+absl::Status CheckHostTemp(const char* who, uint64_t have, uint64_t n) {
+  uint64_t need = 0;
+  cpu::TopKCompress(nullptr, &need, nullptr, nullptr, n, 0, ValueFormat::kFp32, nullptr, nullptr,
+                    nullptr);
+  return have >= need ? absl::OkStatus() : Refuse(who, "temp storage too small");
+}
+
+// What every entry point does once its arguments are checked: run
+// `on_host()` (the CPU reference, which returns nothing) or `on_device()`
+// where `buffers` live.
+template <typename OnHost, typename OnDevice>
+absl::Status Run(const char* who, std::initializer_list<const void*> buffers, const OnHost& on_host,
+                 const OnDevice& on_device) {
+  Location where;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, buffers, &where));
+  if (where == Location::kDevice) return on_device();
+  on_host();
+  return absl::OkStatus();
+}
+
+// The same for the selections, which take CUB-style temp storage, after
+// CheckSelection: the size query (temp == nullptr) locates nothing and
+// answers what either side needs, so one buffer serves both; the host's
+// temp size is checked. on_host(temp, temp_bytes) and
+// on_device(temp, temp_bytes) make the call; `residual`, `stats` and
+// `band` are the call's other buffers (null if it has none).
+template <typename OnHost, typename OnDevice>
+absl::Status RunSelection(const Selection& s, const void* residual, const void* stats,
+                          const void* band, const OnHost& on_host, const OnDevice& on_device) {
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(s));
+  if (s.temp == nullptr) {
+    uint64_t host = 0, device = 0;
+    on_host(nullptr, &host);
+    if (DeviceCount() > 0) GRADWIRE_KERNELS_RETURN_IF_ERROR(on_device(nullptr, &device));
+    *s.temp_bytes = std::max(host, device);
+    return absl::OkStatus();
+  }
+  Location where;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      Place(s.who, {s.temp, s.grad, s.indices, s.values, residual, stats, band}, &where));
+  if (where == Location::kDevice) return on_device(s.temp, s.temp_bytes);
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(s.who, *s.temp_bytes, s.n));
+  on_host(s.temp, s.temp_bytes);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 // -------------------------------------------------------------- selection --
 
 absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                           uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                           uint8_t* values, FusedStats* stats, cuda::Stream stream) {
-  const char* who = "TopKCompress";
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(who, temp, temp_bytes, n, k, format));
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelectionBuffers(who, temp, n, k, grad, indices, values));
-  if (temp == nullptr) {
-    return AnswerSizeQuery(
-        temp_bytes,
-        [&](uint64_t* b) {
-          cpu::TopKCompress(nullptr, b, grad, residual, n, k, format, indices, values, stats);
-        },
-        [&](uint64_t* b) {
-          return cuda::TopKCompress(nullptr, b, grad, residual, n, k, format, indices, values,
-                                    stats, stream);
-        });
-  }
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(
-      Place(who, {temp, grad, residual, indices, values, stats}, &where));
-  if (where == Location::kDevice) {
-    return cuda::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values,
-                              stats, stream);
-  }
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(who, *temp_bytes, n));
-  cpu::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats);
-  return absl::OkStatus();
+  return RunSelection(
+      {"TopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
+      nullptr,
+      [&](void* t, uint64_t* b) {
+        cpu::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats,
+                                  stream);
+      });
 }
 
 absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
                                 ApproxTopKBand* band, cuda::Stream stream) {
-  const char* who = "ApproxTopKCompress";
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(who, temp, temp_bytes, n, k, format));
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelectionBuffers(who, temp, n, k, grad, indices, values));
-  if (temp == nullptr) {
-    return AnswerSizeQuery(
-        temp_bytes,
-        [&](uint64_t* b) {
-          cpu::ApproxTopKCompress(nullptr, b, grad, residual, n, k, format, indices, values, stats,
-                                  band);
-        },
-        [&](uint64_t* b) {
-          return cuda::ApproxTopKCompress(nullptr, b, grad, residual, n, k, format, indices, values,
-                                          stats, band, stream);
-        });
-  }
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(
-      Place(who, {temp, grad, residual, indices, values, stats, band}, &where));
-  if (where == Location::kDevice) {
-    return cuda::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values,
-                                    stats, band, stream);
-  }
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(who, *temp_bytes, n));
-  cpu::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats,
-                          band);
-  return absl::OkStatus();
+  return RunSelection(
+      {"ApproxTopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual,
+      stats, band,
+      [&](void* t, uint64_t* b) {
+        cpu::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats, band);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats,
+                                        band, stream);
+      });
 }
 
 absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
                             uint64_t n, uint64_t k, uint32_t* indices, cuda::Stream stream) {
-  const char* who = "RandomKIndices";
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(who, temp, temp_bytes, n, k, ValueFormat::kFp32));
-  if (temp != nullptr && k > 0 && indices == nullptr) return Refuse(who, "indices is null");
-  if (temp == nullptr) {
-    return AnswerSizeQuery(
-        temp_bytes,
-        [&](uint64_t* b) { cpu::RandomKIndices(nullptr, b, seed, step, n, k, indices); },
-        [&](uint64_t* b) {
-          return cuda::RandomKIndices(nullptr, b, seed, step, n, k, indices, stream);
-        });
-  }
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {temp, indices}, &where));
-  if (where == Location::kDevice) {
-    return cuda::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices, stream);
-  }
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(who, *temp_bytes, n));
-  cpu::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices);
-  return absl::OkStatus();
+  return RunSelection(
+      {"RandomKIndices", temp, temp_bytes, n, k, ValueFormat::kFp32, temp, indices, indices},
+      nullptr, nullptr, nullptr,
+      [&](void* t, uint64_t* b) { cpu::RandomKIndices(t, b, seed, step, n, k, indices); },
+      [&](void* t, uint64_t* b) {
+        return cuda::RandomKIndices(t, b, seed, step, n, k, indices, stream);
+      });
 }
 
 absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                              uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
                              ValueFormat format, uint32_t* indices, uint8_t* values,
                              FusedStats* stats, cuda::Stream stream) {
-  const char* who = "RandomKCompress";
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(who, temp, temp_bytes, n, k, format));
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelectionBuffers(who, temp, n, k, grad, indices, values));
-  if (temp == nullptr) {
-    return AnswerSizeQuery(
-        temp_bytes,
-        [&](uint64_t* b) {
-          cpu::RandomKCompress(nullptr, b, grad, residual, n, k, seed, step, format, indices,
-                               values, stats);
-        },
-        [&](uint64_t* b) {
-          return cuda::RandomKCompress(nullptr, b, grad, residual, n, k, seed, step, format,
-                                       indices, values, stats, stream);
-        });
-  }
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(
-      Place(who, {temp, grad, residual, indices, values, stats}, &where));
-  if (where == Location::kDevice) {
-    return cuda::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format,
-                                 indices, values, stats, stream);
-  }
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(who, *temp_bytes, n));
-  cpu::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values,
-                       stats);
-  return absl::OkStatus();
+  return RunSelection(
+      {"RandomKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
+      nullptr,
+      [&](void* t, uint64_t* b) {
+        cpu::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices, values,
+                             stats);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices,
+                                     values, stats, stream);
+      });
 }
 
 // ------------------------------------------------------------ quantizers --
@@ -305,14 +289,15 @@ absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32
                           uint8_t* packed, FusedStats* stats, cuda::Stream stream) {
   const char* who = "QsgdCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, grad, scales, packed));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {grad, residual, scales, packed, stats}, &where));
-  if (where == Location::kDevice) {
-    return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed,
-                              stats, stream);
-  }
-  cpu::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats);
-  return absl::OkStatus();
+  return Run(
+      who, {grad, residual, scales, packed, stats},
+      [&] {
+        cpu::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats);
+      },
+      [&] {
+        return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed,
+                                  stats, stream);
+      });
 }
 
 absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
@@ -320,26 +305,22 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
                           cuda::Stream stream) {
   const char* who = "SignCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, grad, scales, packed));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {grad, residual, scales, packed, stats}, &where));
-  if (where == Location::kDevice) {
-    return cuda::SignCompress(grad, residual, n, bucket_size, scales, packed, stats, stream);
-  }
-  cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats);
-  return absl::OkStatus();
+  return Run(
+      who, {grad, residual, scales, packed, stats},
+      [&] { cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats); },
+      [&] {
+        return cuda::SignCompress(grad, residual, n, bucket_size, scales, packed, stats, stream);
+      });
 }
 
 absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
                           uint8_t* values, FusedStats* stats, cuda::Stream stream) {
   const char* who = "CastCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, grad, values));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {grad, residual, values, stats}, &where));
-  if (where == Location::kDevice) {
-    return cuda::CastCompress(grad, residual, n, format, values, stats, stream);
-  }
-  cpu::CastCompress(grad, residual, n, format, values, stats);
-  return absl::OkStatus();
+  return Run(
+      who, {grad, residual, values, stats},
+      [&] { cpu::CastCompress(grad, residual, n, format, values, stats); },
+      [&] { return cuda::CastCompress(grad, residual, n, format, values, stats, stream); });
 }
 
 // -------------------------------------------------------------- decoders --
@@ -349,13 +330,10 @@ absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* valu
   const char* who = "SparseDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, k, format, values, dense));
   if (k > 0 && indices == nullptr) return Refuse(who, "null buffer");
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {indices, values, dense}, &where));
-  if (where == Location::kDevice) {
-    return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream);
-  }
-  cpu::SparseDecodeAccumulate(indices, values, k, format, dense);
-  return absl::OkStatus();
+  return Run(
+      who, {indices, values, dense},
+      [&] { cpu::SparseDecodeAccumulate(indices, values, k, format, dense); },
+      [&] { return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream); });
 }
 
 absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
@@ -363,39 +341,31 @@ absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
                                   cuda::Stream stream) {
   const char* who = "QsgdDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, dense, scales, packed));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {scales, packed, dense}, &where));
-  if (where == Location::kDevice) {
-    return cuda::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense, stream);
-  }
-  cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense);
-  return absl::OkStatus();
+  return Run(
+      who, {scales, packed, dense},
+      [&] { cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense); },
+      [&] {
+        return cuda::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense, stream);
+      });
 }
 
 absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                   uint32_t bucket_size, float* dense, cuda::Stream stream) {
   const char* who = "SignDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, dense, scales, packed));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {scales, packed, dense}, &where));
-  if (where == Location::kDevice) {
-    return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream);
-  }
-  cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense);
-  return absl::OkStatus();
+  return Run(
+      who, {scales, packed, dense},
+      [&] { cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense); },
+      [&] { return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream); });
 }
 
 absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
                                   float* dense, cuda::Stream stream) {
   const char* who = "CastDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, values, dense));
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {values, dense}, &where));
-  if (where == Location::kDevice) {
-    return cuda::CastDecodeAccumulate(values, n, format, dense, stream);
-  }
-  cpu::CastDecodeAccumulate(values, n, format, dense);
-  return absl::OkStatus();
+  return Run(
+      who, {values, dense}, [&] { cpu::CastDecodeAccumulate(values, n, format, dense); },
+      [&] { return cuda::CastDecodeAccumulate(values, n, format, dense, stream); });
 }
 
 }  // namespace kernels

@@ -32,19 +32,11 @@ namespace gradwire {
 namespace kernels {
 namespace {
 
-using testing::Data;
 using testing::DeviceArray;
-using testing::ExpectSameBytes;
-using testing::ExpectSameFloats;
-using testing::ExpectSameStats;
-using testing::ExpectSameValues;
-using testing::kFormats;
-using testing::MakeData;
-using testing::MakeResidual;
 
 std::vector<Data> Distributions() {
   if (testing::QuickMode()) return {Data::kNormal, Data::kTies, Data::kNonFinite};
-  return std::vector<Data>(std::begin(testing::kAllData), std::end(testing::kAllData));
+  return std::vector<Data>(std::begin(kAllData), std::end(kAllData));
 }
 
 cuda::Stream StreamOf(testing::TestStream* s) { return s != nullptr ? s->get() : nullptr; }
@@ -58,8 +50,8 @@ enum class Quant { kQsgd, kSign };
 void RunQuant(Quant q, Data data, uint64_t n, uint32_t bits, uint32_t bucket, bool ef,
               std::mt19937_64& rng, testing::TestStream* stream = nullptr) {
   SCOPED_TRACE(::testing::Message()
-               << (q == Quant::kQsgd ? "qsgd" : "sign") << " data " << testing::Name(data) << " n "
-               << n << " bits " << bits << " bucket " << bucket << " ef " << ef);
+               << (q == Quant::kQsgd ? "qsgd" : "sign") << " data " << Name(data) << " n " << n
+               << " bits " << bits << " bucket " << bucket << " ef " << ef);
   const std::vector<float> grad = MakeData(data, n, rng);
   const std::vector<float> residual = ef ? MakeResidual(data, n, rng) : std::vector<float>();
   const uint64_t seed = rng(), step = rng() % 100;
@@ -120,8 +112,7 @@ void RunQuant(Quant q, Data data, uint64_t n, uint32_t bits, uint32_t bucket, bo
 const uint32_t kBuckets[] = {512u, 3u, 1u, 5000u, 65536u};
 
 TEST(GpuCompressTest, QsgdMatchesCpuBitForBit) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   for (uint64_t n : {0ull, 1ull, 7ull, 1000ull, 100003ull, 1ull << 20}) {
     if (testing::QuickMode() && n > 1000) continue;
     for (Data data : Distributions()) {
@@ -140,8 +131,7 @@ TEST(GpuCompressTest, QsgdMatchesCpuBitForBit) {
 }
 
 TEST(GpuCompressTest, SignMatchesCpuBitForBit) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   for (uint64_t n : {0ull, 1ull, 7ull, 1000ull, 100003ull, 1ull << 20}) {
     if (testing::QuickMode() && n > 1000) continue;
     for (Data data : Distributions()) {
@@ -159,10 +149,8 @@ TEST(GpuCompressTest, SignMatchesCpuBitForBit) {
 // two-pass path's scale kernel >= 3 buckets and its unit kernel several
 // grid strides; the decoders loop too.
 TEST(GpuCompressTest, QuantizersLoopOverSeveralGroupsPerBlock) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
-  const uint64_t sms = testing::MultiprocessorCount();
-  ASSERT_GT(sms, 0u);
+  GRADWIRE_GPU_TEST(rng);
+  GRADWIRE_GPU_SMS(sms);
   const uint64_t n = testing::QuickMode() ? 8 * sms * 4096 + 9 : 4 * 8 * sms * 4096 + 9;
   std::printf("n = %llu\n", static_cast<unsigned long long>(n));
   for (bool ef : {false, true}) {
@@ -177,8 +165,8 @@ TEST(GpuCompressTest, QuantizersLoopOverSeveralGroupsPerBlock) {
 // --------------------------------------------------- casts, sparse decode --
 void RunCast(Data data, uint64_t n, ValueFormat f, bool ef, std::mt19937_64& rng,
              testing::TestStream* stream = nullptr) {
-  SCOPED_TRACE(::testing::Message() << "cast data " << testing::Name(data) << " n " << n
-                                    << " format " << int(f) << " ef " << ef);
+  SCOPED_TRACE(::testing::Message()
+               << "cast data " << Name(data) << " n " << n << " format " << int(f) << " ef " << ef);
   const std::vector<float> grad = MakeData(data, n, rng);
   std::vector<float> res = ef ? MakeResidual(data, n, rng) : std::vector<float>();
   DeviceArray<float> d_grad(grad), d_res(res);
@@ -221,8 +209,7 @@ void RunCast(Data data, uint64_t n, ValueFormat f, bool ef, std::mt19937_64& rng
 }
 
 TEST(GpuCompressTest, CastsAndSparseDecodeMatchCpu) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   for (uint64_t n : {0ull, 1ull, 1001ull, 1ull << 20}) {
     if (testing::QuickMode() && n > 1001) continue;
     for (Data data : Distributions()) {
@@ -238,8 +225,7 @@ TEST(GpuCompressTest, CastsAndSparseDecodeMatchCpu) {
 
 // All of it on a stream that does not synchronize with the default stream.
 TEST(GpuCompressTest, NonBlockingStream) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   testing::TestStream stream;
   ASSERT_EQ(stream.error(), "");
   const uint64_t n = testing::QuickMode() ? 20011 : 2000003;
@@ -253,8 +239,7 @@ TEST(GpuCompressTest, NonBlockingStream) {
 // replayed on new gradients: three steps of error feedback, each checked
 // against the CPU's step.
 TEST(GpuCompressTest, GraphReplayMatchesCpuStepByStep) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 10007 : 1000003;
   const uint32_t bits = 4, bucket = 512;
   const uint64_t seed = rng(), step = 5;
@@ -345,17 +330,13 @@ TEST(GpuCompressTest, RefusedCallsLeaveStatsUntouched) {
 // of host memory, so only with GRADWIRE_GPU_LARGE=1
 // (tools/gpu/run_on_device.sh run large).
 TEST(GpuCompressTest, QsgdAboveTwoToThe32) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  if (!testing::LargeMode()) {
-    std::printf("SKIPPED: set GRADWIRE_GPU_LARGE=1 to run n > 2^32\n");
-    GTEST_SKIP() << "GRADWIRE_GPU_LARGE not set";
-  }
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_SKIP_UNLESS_LARGE("n > 2^32");
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = (uint64_t{1} << 32) + 9;
   const uint32_t bits = 4, bucket = 512;
   const uint64_t seed = rng();
-  const std::vector<float> grad = testing::FastData(n, rng());
-  std::vector<float> res = testing::FastData(n, rng());
+  const std::vector<float> grad = FastData(n, rng());
+  std::vector<float> res = FastData(n, rng());
   DeviceArray<float> d_grad(grad), d_res(res);
   DeviceArray<uint8_t> d_scales(4 * BucketCount(n, bucket)), d_packed(PackedBytes(n, bits));
   DeviceArray<FusedStats> d_stats(1);

@@ -29,7 +29,6 @@ namespace kernels {
 namespace {
 
 using testing::DeviceArray;
-using testing::ExpectSameFloats;
 
 // A 16-bit value with every class represented: random bit patterns (any
 // sign, subnormals, normals), and often ±0, ±Inf, NaN, ±max.
@@ -129,8 +128,7 @@ void RunCase(uint64_t n, int workers, double density, ValueFormat type, bool acc
 }
 
 TEST(GpuDecodeAccumulateTest, Fp32BitIdenticalAcrossSizesAndDensities) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   for (uint64_t n : {1ull, 4095ull, 4096ull, 4097ull, 100003ull, 1ull << 22}) {
     if (testing::QuickMode() && n > 4097) continue;
     for (double density : {0.001, 0.01, 0.1, 1.0}) {
@@ -145,10 +143,8 @@ TEST(GpuDecodeAccumulateTest, Fp32BitIdenticalAcrossSizesAndDensities) {
 // of a tile and the end-of-tile barrier all run; densities from empty tiles
 // to more than one round (256 entries) of a worker per tile.
 TEST(GpuDecodeAccumulateTest, SeveralTilesPerBlock) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
-  const uint64_t sms = testing::MultiprocessorCount();
-  ASSERT_GT(sms, 0u);
+  GRADWIRE_GPU_TEST(rng);
+  GRADWIRE_GPU_SMS(sms);
   const uint64_t tiles_per_block = testing::QuickMode() ? 2 : 4;
   const uint64_t n = tiles_per_block * 8 * sms * 4096 + 4097;
   std::printf("n = %llu\n", static_cast<unsigned long long>(n));
@@ -159,8 +155,7 @@ TEST(GpuDecodeAccumulateTest, SeveralTilesPerBlock) {
 }
 
 TEST(GpuDecodeAccumulateTest, SixteenBitSpecialsAndAccumulate) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 10000 : 1 << 20;
   for (ValueFormat type : {ValueFormat::kFp16, ValueFormat::kBf16}) {
     for (bool accumulate : {false, true}) {
@@ -172,8 +167,7 @@ TEST(GpuDecodeAccumulateTest, SixteenBitSpecialsAndAccumulate) {
 }
 
 TEST(GpuDecodeAccumulateTest, MoreWorkersThanOneLaunchAndNone) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   RunCase(50000, 70, 0.02, ValueFormat::kFp32, false, rng);
   RunCase(50000, 129, 0.01, ValueFormat::kFp16, true, rng);
   RunCase(50000, 0, 0.0, ValueFormat::kFp32, false, rng);
@@ -188,8 +182,7 @@ TEST(GpuDecodeAccumulateTest, EmptyDenseIsANoOp) {
 }
 
 TEST(GpuDecodeAccumulateTest, NonBlockingStream) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   testing::TestStream stream;
   ASSERT_EQ(stream.error(), "");
   const uint64_t n = testing::QuickMode() ? 40000 : 3000017;
@@ -200,8 +193,7 @@ TEST(GpuDecodeAccumulateTest, NonBlockingStream) {
 // One graph, replayed on new payload contents (same counts: the descriptors
 // are baked into the launch), each replay against the CPU.
 TEST(GpuDecodeAccumulateTest, GraphReplay) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 20000 : 1000003;
   Payloads p;
   MakePayloads(n, 5, 0.01, ValueFormat::kFp32, rng, &p);
@@ -239,8 +231,7 @@ TEST(GpuDecodeAccumulateTest, GraphReplay) {
 // written outside dense (the sanitizer's memcheck run checks that) and
 // dense's guard zone beyond n keeps its poison.
 TEST(GpuDecodeAccumulateTest, BrokenIndicesAreCountedAndStayInBounds) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = 3 * 4096 + 100;  // the last tile is 100 elements of 4096
   std::vector<std::vector<uint32_t>> idx = {
       {0, 5, 5, 7, 3, 9000, 4096 * 3 + 99},                           // repeat, decrease
@@ -323,8 +314,7 @@ void RunQuantizedCase(uint64_t n, int workers, bool sign, uint32_t bits, uint32_
 }
 
 TEST(GpuDecodeAccumulateTest, QuantizedPayloadsBitIdentical) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 3001 : 1000003;
   for (uint32_t bits = 1; bits <= 8; ++bits) {
     for (bool accumulate : {false, true}) {

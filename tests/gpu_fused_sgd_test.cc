@@ -98,8 +98,7 @@ TEST(GpuFusedSgdTest, PlainSgdWithoutMomentumBuffers) {
 TEST(GpuFusedSgdTest, SeveralChunksPerBlockOnANonBlockingStream) {
   GRADWIRE_SKIP_WITHOUT_GPU();
   if (testing::QuickMode()) GTEST_SKIP() << "large";
-  const size_t sms = testing::MultiprocessorCount();
-  ASSERT_GT(sms, 0u);
+  GRADWIRE_GPU_SMS(sms);
   const size_t chunks = 4 * 8 * sms;
   std::vector<size_t> sizes = {chunks / 2 * 16384 + 5, 3, chunks / 2 * 16384 - 1, 16385};
   testing::TestStream stream;

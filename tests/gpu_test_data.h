@@ -19,10 +19,10 @@
 #include "gradwire/kernels/types.h"
 #include "tests/gpu_test_util.h"
 
+// In namespace kernels (not testing, like gpu_test_util.h): the GPU tests
+// live there and use these without using-declarations.
 namespace gradwire {
-namespace testing {
-
-using kernels::ValueFormat;
+namespace kernels {
 
 enum class Data { kNormal, kHeavyTail, kTies, kZeros, kNonFinite, kSpecials };
 inline const Data kAllData[] = {Data::kNormal, Data::kHeavyTail, Data::kTies,
@@ -49,40 +49,28 @@ inline float Special(uint64_t r, float normal) {
   const uint64_t pick = r % (kCount + 3);
   const float sign = (r >> 32) & 1 ? -1.0f : 1.0f;
   if (pick < kCount) return sign * kSpecials[pick];
-  if (pick == kCount) return kernels::BitsFloat(0x7fc00000u | static_cast<uint32_t>(r >> 40));
+  if (pick == kCount) return BitsFloat(0x7fc00000u | static_cast<uint32_t>(r >> 40));
   return normal;  // plenty of ordinary values in between
 }
 
-inline std::vector<float> MakeData(Data kind, uint64_t n, std::mt19937_64& rng) {
-  std::vector<float> v(n);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (uint64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case Data::kNormal:
-        v[i] = normal(rng);
-        break;
-      case Data::kHeavyTail:
-        v[i] = normal(rng) / (0.05f + std::fabs(normal(rng)));
-        break;
-      case Data::kTies:
-        v[i] = static_cast<float>(static_cast<int>(rng() % 7) - 3) * 0.25f;
-        break;
-      case Data::kZeros:
-        v[i] = 0.0f;
-        break;
-      case Data::kNonFinite: {
-        const uint64_t r = rng() % 50;
-        v[i] = r == 0   ? std::nanf("")
-               : r == 1 ? std::numeric_limits<float>::infinity()
-               : r == 2 ? -std::numeric_limits<float>::infinity()
-                        : normal(rng) * 1e5f;
-        break;
-      }
-      case Data::kSpecials:
-        v[i] = Special(rng(), normal(rng));
-        break;
-    }
+// One element of distribution `kind`.
+inline float Draw(Data kind, std::mt19937_64& rng, std::normal_distribution<float>& normal) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (kind == Data::kZeros) return 0.0f;
+  if (kind == Data::kTies) return static_cast<float>(static_cast<int>(rng() % 7) - 3) * 0.25f;
+  if (kind == Data::kSpecials) return Special(rng(), normal(rng));
+  if (kind == Data::kNonFinite) {  // 2 % NaN, 4 % ±Inf, the rest large
+    const uint64_t r = rng() % 50;
+    return r == 0 ? std::nanf("") : r == 1 ? kInf : r == 2 ? -kInf : normal(rng) * 1e5f;
   }
+  const float x = normal(rng);
+  return kind == Data::kHeavyTail ? x / (0.05f + std::fabs(normal(rng))) : x;
+}
+
+inline std::vector<float> MakeData(Data kind, uint64_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = Draw(kind, rng, normal);
   return v;
 }
 
@@ -98,9 +86,9 @@ inline std::vector<float> MakeResidual(Data kind, uint64_t n, std::mt19937_64& r
 inline std::vector<float> FastData(uint64_t n, uint64_t seed) {
   std::vector<float> v(n);
   for (uint64_t i = 0; i < n; ++i) {
-    const uint64_t h = kernels::ElementHash(seed, i);
+    const uint64_t h = ElementHash(seed, i);
     // Sum of two uniforms, centred: a triangle distribution on (-1, 1).
-    v[i] = kernels::UnitFloat(h) + kernels::UnitFloat(h << 24) - 1.0f;
+    v[i] = UnitFloat(h) + UnitFloat(h << 24) - 1.0f;
   }
   return v;
 }
@@ -119,7 +107,7 @@ inline void ExpectSameFloats(const std::vector<float>& cpu, const std::vector<fl
                              const char* what) {
   ASSERT_EQ(cpu.size(), gpu.size()) << what;
   for (size_t i = 0; i < cpu.size(); ++i) {
-    ASSERT_TRUE(SameValue(cpu[i], gpu[i]))
+    ASSERT_TRUE(testing::SameValue(cpu[i], gpu[i]))
         << what << " differs at " << i << " (cpu " << cpu[i] << ", gpu " << gpu[i] << ")";
   }
 }
@@ -130,11 +118,12 @@ inline void ExpectSameValues(const std::vector<uint8_t>& cpu, const std::vector<
                              uint64_t offset, uint64_t count, ValueFormat format,
                              const char* what) {
   ASSERT_EQ(cpu.size(), gpu.size()) << what;
-  const uint64_t end = offset + count * kernels::ValueWidth(format);
+  const uint64_t end = offset + count * ValueWidth(format);
   for (uint64_t j = 0; j < count; ++j) {
-    const float c = kernels::LoadValue(cpu.data() + offset, j, format);
-    const float g = kernels::LoadValue(gpu.data() + offset, j, format);
-    ASSERT_TRUE(SameValue(c, g)) << what << " " << j << " (cpu " << c << ", gpu " << g << ")";
+    const float c = LoadValue(cpu.data() + offset, j, format);
+    const float g = LoadValue(gpu.data() + offset, j, format);
+    ASSERT_TRUE(testing::SameValue(c, g))
+        << what << " " << j << " (cpu " << c << ", gpu " << g << ")";
   }
   for (uint64_t b = 0; b < cpu.size(); ++b) {
     if (b < offset || b >= end) {
@@ -143,14 +132,13 @@ inline void ExpectSameValues(const std::vector<uint8_t>& cpu, const std::vector<
   }
 }
 
-inline void ExpectSameStats(const kernels::FusedStats& cpu,
-                            const DeviceArray<kernels::FusedStats>& gpu) {
-  const kernels::FusedStats g = gpu.Download()[0];
+inline void ExpectSameStats(const FusedStats& cpu, const testing::DeviceArray<FusedStats>& gpu) {
+  const FusedStats g = gpu.Download()[0];
   EXPECT_EQ(cpu.selected, g.selected);
   EXPECT_EQ(cpu.nonfinite, g.nonfinite);
 }
 
-}  // namespace testing
+}  // namespace kernels
 }  // namespace gradwire
 
 #endif  // GRADWIRE_TESTS_GPU_TEST_DATA_H_

@@ -38,19 +38,15 @@ int MultiprocessorCount() {
 TestStream::TestStream() {
   cudaStream_t s = nullptr;
   error_ = Why(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  stream_ = s;
+  stream_.reset(s);
 }
-TestStream::~TestStream() {
-  if (stream_ != nullptr) cudaStreamDestroy(stream_);
-}
+void TestStream::Destroy::operator()(CUstream_st* stream) const { cudaStreamDestroy(stream); }
 std::string TestStream::Synchronize() {
-  return Why(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  return Why(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
 }
 
-TestGraph::~TestGraph() {
-  if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
-  if (graph_ != nullptr) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
-}
+void TestGraph::DestroyGraph::operator()(CUgraph_st* graph) const { cudaGraphDestroy(graph); }
+void TestGraph::DestroyExec::operator()(CUgraphExec_st* exec) const { cudaGraphExecDestroy(exec); }
 std::string TestGraph::Begin(kernels::cuda::Stream stream) {
   stream_ = stream;
   return Why(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
@@ -58,7 +54,7 @@ std::string TestGraph::Begin(kernels::cuda::Stream stream) {
 std::string TestGraph::End() {
   cudaGraph_t graph = nullptr;
   std::string e = Why(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
-  graph_ = graph;
+  graph_.reset(graph);
   if (!e.empty()) return e;
   size_t nodes = 0;
   e = Why(cudaGraphGetNodes(graph, nullptr, &nodes), "cudaGraphGetNodes");
@@ -66,11 +62,11 @@ std::string TestGraph::End() {
   if (!e.empty()) return e;
   cudaGraphExec_t exec = nullptr;
   e = Why(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
-  exec_ = exec;
+  exec_.reset(exec);
   return e;
 }
 std::string TestGraph::Launch() {
-  return Why(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream_), "cudaGraphLaunch");
+  return Why(cudaGraphLaunch(exec_.get(), stream_), "cudaGraphLaunch");
 }
 
 }  // namespace testing

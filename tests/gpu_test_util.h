@@ -14,12 +14,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "tests/test_seed.h"
+
+// The CUDA runtime's graph handles, named without its headers (as
+// kernels/cuda/stream.h names the stream).
+struct CUgraph_st;
+struct CUgraphExec_st;
 
 namespace gradwire {
 namespace testing {
@@ -35,44 +41,50 @@ std::string DeviceSynchronize();
 // Streaming multiprocessors of the current device (0 on error): tests size
 // their inputs so that every block of a grid-stride kernel loops.
 int MultiprocessorCount();
+// The same as an element count's factor; fails the test on error.
+#define GRADWIRE_GPU_SMS(sms)                                                             \
+  const uint64_t sms = static_cast<uint64_t>(::gradwire::testing::MultiprocessorCount()); \
+  ASSERT_GT(sms, 0u) << "cudaDeviceGetAttribute(MultiProcessorCount) failed"
 
 // A stream created with cudaStreamNonBlocking: it does not synchronize with
 // the legacy default stream, so work a kernel left on the default stream by
 // mistake would race with it. Download() copies on the default stream:
-// Synchronize() first.
+// Synchronize() first. Movable, not copyable; destroys the stream.
 class TestStream {
  public:
   TestStream();
-  ~TestStream();
-  TestStream(const TestStream&) = delete;
-  TestStream& operator=(const TestStream&) = delete;
-  kernels::cuda::Stream get() const { return stream_; }
+  kernels::cuda::Stream get() const { return stream_.get(); }
   const std::string& error() const { return error_; }
   std::string Synchronize();
 
  private:
-  kernels::cuda::Stream stream_ = nullptr;
+  struct Destroy {
+    void operator()(CUstream_st* stream) const;
+  };
+  std::unique_ptr<CUstream_st, Destroy> stream_;
   std::string error_;
 };
 
 // A CUDA graph captured from the calls made on `stream` between Begin and
 // End (global capture mode: any call that is not graph-safe fails the
-// capture), then replayed with Launch.
+// capture), instantiated by End, then replayed with Launch.
 class TestGraph {
  public:
-  TestGraph() = default;
-  ~TestGraph();
-  TestGraph(const TestGraph&) = delete;
-  TestGraph& operator=(const TestGraph&) = delete;
   std::string Begin(kernels::cuda::Stream stream);
-  std::string End();  // instantiates
+  std::string End();
   std::string Launch();
   int nodes() const { return nodes_; }
 
  private:
+  struct DestroyGraph {
+    void operator()(CUgraph_st* graph) const;
+  };
+  struct DestroyExec {
+    void operator()(CUgraphExec_st* exec) const;
+  };
   kernels::cuda::Stream stream_ = nullptr;
-  void* graph_ = nullptr;  // cudaGraph_t
-  void* exec_ = nullptr;   // cudaGraphExec_t
+  std::unique_ptr<CUgraph_st, DestroyGraph> graph_;    // cudaGraph_t
+  std::unique_ptr<CUgraphExec_st, DestroyExec> exec_;  // cudaGraphExec_t
   int nodes_ = 0;
 };
 
@@ -136,6 +148,20 @@ inline bool SameValue(float a, float b) { return SameBits(a, b) || (a != a && b 
   std::printf("seed %llu (replay: GRADWIRE_TEST_SEED=%llu)\n", \
               static_cast<unsigned long long>(rng##_seed),     \
               static_cast<unsigned long long>(rng##_seed))
+
+// Skips (printing SKIPPED) unless GRADWIRE_GPU_LARGE is set.
+#define GRADWIRE_SKIP_UNLESS_LARGE(what)                                  \
+  do {                                                                    \
+    if (!::gradwire::testing::LargeMode()) {                              \
+      std::printf("SKIPPED: set GRADWIRE_GPU_LARGE=1 to run %s\n", what); \
+      GTEST_SKIP() << "GRADWIRE_GPU_LARGE not set";                       \
+    }                                                                     \
+  } while (0)
+
+// The start of most GPU tests: skip without a device, then `rng`.
+#define GRADWIRE_GPU_TEST(rng) \
+  GRADWIRE_SKIP_WITHOUT_GPU(); \
+  GRADWIRE_GPU_SEEDED_RNG(rng)
 
 #define GRADWIRE_SKIP_WITHOUT_GPU()                                         \
   do {                                                                      \

@@ -18,10 +18,11 @@ std::string DeviceSynchronize() { return kNoCuda; }
 int MultiprocessorCount() { return 0; }
 
 TestStream::TestStream() : error_(kNoCuda) {}
-TestStream::~TestStream() {}
+void TestStream::Destroy::operator()(CUstream_st*) const {}
 std::string TestStream::Synchronize() { return kNoCuda; }
 
-TestGraph::~TestGraph() {}
+void TestGraph::DestroyGraph::operator()(CUgraph_st*) const {}
+void TestGraph::DestroyExec::operator()(CUgraphExec_st*) const {}
 std::string TestGraph::Begin(kernels::cuda::Stream) { return kNoCuda; }
 std::string TestGraph::End() { return kNoCuda; }
 std::string TestGraph::Launch() { return kNoCuda; }

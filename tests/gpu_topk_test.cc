@@ -33,15 +33,7 @@ namespace gradwire {
 namespace kernels {
 namespace {
 
-using testing::Data;
 using testing::DeviceArray;
-using testing::ExpectSameBytes;
-using testing::ExpectSameFloats;
-using testing::ExpectSameStats;
-using testing::ExpectSameValues;
-using testing::kFormats;
-using testing::MakeData;
-using testing::MakeResidual;
 
 enum class Selector { kExact, kApprox, kRandom };
 const Selector kSelectors[] = {Selector::kExact, Selector::kApprox, Selector::kRandom};
@@ -57,11 +49,11 @@ struct DeviceRun {
 
 // The CPU reference's result for one case.
 struct Reference {
+  FusedStats stats;
+  ApproxTopKBand band;  // approximate top-k only
   std::vector<uint32_t> idx;
   std::vector<uint8_t> val;
-  std::vector<float> residual;
-  FusedStats stats;
-  ApproxTopKBand band;
+  std::vector<float> residual;  // empty without error feedback
 };
 
 Reference RunCpu(Selector sel, const std::vector<float>& grad, std::vector<float> residual,
@@ -146,8 +138,8 @@ void CheckApprox(const std::vector<float>& grad, const std::vector<float>& resid
 
 void RunCase(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat format, bool ef,
              std::mt19937_64& rng, const DeviceRun& setup = DeviceRun()) {
-  SCOPED_TRACE(::testing::Message() << Name(sel) << " data " << testing::Name(data) << " n " << n
-                                    << " k " << k << " format " << int(format) << " ef " << ef);
+  SCOPED_TRACE(::testing::Message() << Name(sel) << " data " << Name(data) << " n " << n << " k "
+                                    << k << " format " << int(format) << " ef " << ef);
   const std::vector<float> grad = MakeData(data, n, rng);
   const std::vector<float> residual = ef ? MakeResidual(data, n, rng) : std::vector<float>();
   const uint64_t seed = rng(), step = rng() % 1000;
@@ -229,7 +221,7 @@ void Sweep(Selector sel) {
   uint64_t turn = 0;
   for (uint64_t n : {0ull, 1ull, 1000ull, 4097ull, 100003ull, 1ull << 20}) {
     if (testing::QuickMode() && n > 100003) continue;
-    for (Data data : testing::kAllData) {
+    for (Data data : kAllData) {
       if (testing::QuickMode() && data != Data::kNormal && data != Data::kTies &&
           data != Data::kNonFinite) {
         continue;
@@ -287,10 +279,8 @@ uint64_t Candidates(Selector sel, const std::vector<float>& acc, uint64_t k, uin
 // candidates and the chunk loops over > 2 * 8 * SMs chunks of 4096 (on an
 // H100: > 8.6M candidates). The case asserts its own candidate count.
 TEST(GpuTopKTest, ManyCandidateChunksPerBlock) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
-  const uint64_t sms = testing::MultiprocessorCount();
-  ASSERT_GT(sms, 0u);
+  GRADWIRE_GPU_TEST(rng);
+  GRADWIRE_GPU_SMS(sms);
   // Quick mode (racecheck): the zeros case alone, two chunks per block.
   const uint64_t want_candidates = (testing::QuickMode() ? 1 : 2) * 8 * sms * 4096;
   struct Big {
@@ -310,9 +300,9 @@ TEST(GpuTopKTest, ManyCandidateChunksPerBlock) {
     std::mt19937_64 data_rng(seed);
     const std::vector<float> grad = MakeData(c.data, c.n, data_rng);
     const uint64_t m = Candidates(c.sel, grad, c.k, seed, step);
-    std::printf("%s %s n=%llu k=%llu: %llu candidates\n", Name(c.sel),
-                testing::Name(c.data).c_str(), static_cast<unsigned long long>(c.n),
-                static_cast<unsigned long long>(c.k), static_cast<unsigned long long>(m));
+    std::printf("%s %s n=%llu k=%llu: %llu candidates\n", Name(c.sel), Name(c.data).c_str(),
+                static_cast<unsigned long long>(c.n), static_cast<unsigned long long>(c.k),
+                static_cast<unsigned long long>(m));
     EXPECT_GT(m, want_candidates);  // of grad alone: with EF, acc differs a little
     for (bool ef : {false, true}) {
       RunCase(c.sel, c.data, c.n, c.k, ValueFormat::kBf16, ef, rng);
@@ -327,11 +317,10 @@ TEST(GpuTopKTest, ManyCandidateChunksPerBlock) {
 // values that saturate fp16 included) and a size where each of the one
 // block per SM loops many times.
 TEST(GpuTopKTest, SixteenBitTopKMatchesWidenedCpu) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
-  const uint64_t sms = testing::MultiprocessorCount();
+  GRADWIRE_GPU_TEST(rng);
+  GRADWIRE_GPU_SMS(sms);
   for (ValueFormat in : {ValueFormat::kFp16, ValueFormat::kBf16}) {
-    for (Data data : testing::kAllData) {
+    for (Data data : kAllData) {
       for (uint64_t n :
            {uint64_t{1}, uint64_t{5000}, uint64_t{1} << 20, 4 * sms * 512 * 16 + 333}) {
         if (testing::QuickMode() && n > 5000) continue;
@@ -341,7 +330,7 @@ TEST(GpuTopKTest, SixteenBitTopKMatchesWidenedCpu) {
           if (big && k != n / 100) continue;
           for (ValueFormat out : kFormats) {
             SCOPED_TRACE(::testing::Message() << "in " << int(in) << " out " << int(out) << " data "
-                                              << testing::Name(data) << " n " << n << " k " << k);
+                                              << Name(data) << " n " << n << " k " << k);
             const std::vector<float> raw = MakeData(data, n, rng);
             std::vector<uint16_t> bits(n);
             std::vector<float> widened(n);
@@ -381,8 +370,7 @@ TEST(GpuTopKTest, SixteenBitTopKMatchesWidenedCpu) {
 // One temp buffer, never re-poisoned, serves call after call: new data,
 // other k, other selectors, other n (smaller than the buffer was sized for).
 TEST(GpuTopKTest, TempStorageReusedAcrossCallsAndSelectors) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 20000 : 3000017;
   uint64_t bytes = 0;
   for (Selector sel : kSelectors) {
@@ -410,8 +398,7 @@ TEST(GpuTopKTest, TempStorageReusedAcrossCallsAndSelectors) {
 // all of a call's work must be on `stream` (a memset or a launch left on
 // the default stream would race with the rest).
 TEST(GpuTopKTest, NonBlockingStream) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   testing::TestStream stream;
   ASSERT_EQ(stream.error(), "");
   DeviceRun setup;
@@ -432,8 +419,7 @@ TEST(GpuTopKTest, NonBlockingStream) {
 // gradients are three steps of error feedback, checked against three CPU
 // steps.
 TEST(GpuTopKTest, GraphReplayMatchesCpuStepByStep) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = testing::QuickMode() ? 30011 : 1000003, k = n / 100;
   for (Selector sel : kSelectors) {
     SCOPED_TRACE(Name(sel));
@@ -522,16 +508,12 @@ TEST(GpuTopKTest, RejectsBadArgumentsBeforeWriting) {
 // against the CPU, on hash-generated data with the largest magnitudes
 // planted at the very end of the range.
 TEST(GpuTopKTest, AtTwoToThe32) {
-  GRADWIRE_SKIP_WITHOUT_GPU();
-  if (!testing::LargeMode()) {
-    std::printf("SKIPPED: set GRADWIRE_GPU_LARGE=1 to run n = 2^32\n");
-    GTEST_SKIP() << "GRADWIRE_GPU_LARGE not set";
-  }
-  GRADWIRE_GPU_SEEDED_RNG(rng);
+  GRADWIRE_SKIP_UNLESS_LARGE("n = 2^32");
+  GRADWIRE_GPU_TEST(rng);
   const uint64_t n = uint64_t{1} << 32, k = 4096;
-  std::vector<float> grad = testing::FastData(n, rng());
+  std::vector<float> grad = FastData(n, rng());
   for (uint64_t i = n - 100; i < n; ++i) grad[i] = 1000.0f + static_cast<float>(n - i);
-  std::vector<float> residual = testing::FastData(n, rng());
+  std::vector<float> residual = FastData(n, rng());
   DeviceArray<float> d_grad(grad), d_res(residual);
   ASSERT_EQ(d_grad.error() + d_res.error(), "");
   const Reference want =

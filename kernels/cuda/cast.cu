@@ -11,8 +11,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
 __global__ void __launch_bounds__(kThreads)
     CastKernel(const float* __restrict__ grad, float* __restrict__ residual, uint64_t n,
                ValueFormat format, uint8_t* __restrict__ values, FusedStats* stats) {

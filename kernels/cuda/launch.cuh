@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "gradwire/kernels/cuda/cuda_status.h"
 #include "gradwire/kernels/types.h"
 
@@ -45,6 +46,35 @@ inline absl::Status GridFor(uint64_t work, int threads, int blocks_per_sm, unsig
   GRADWIRE_KERNELS_RETURN_IF_ERROR(MultiprocessorCount(&sms));
   *grid = static_cast<unsigned>(std::max<uint64_t>(
       1, std::min<uint64_t>(CeilDiv(work, threads), static_cast<uint64_t>(sms) * blocks_per_sm)));
+  return absl::OkStatus();
+}
+
+constexpr int kThreads = 256;  // block size of the element-wise kernels
+
+// Payload descriptors handed to a kernel by value, kWorkersPerLaunch at a
+// time (the sums of several workers' payloads).
+constexpr int kWorkersPerLaunch = 64;
+template <typename Payload>
+struct PayloadBatch {
+  Payload p[kWorkersPerLaunch];
+  int count;
+};
+
+// A sum over many payloads in worker order: calls launch(batch, first,
+// last) for consecutive batches, at least once (an empty batch when there
+// are no payloads, so that the sum still zeroes and scales its output).
+// `first`: the batch starts the sum; `last`: it ends it.
+template <typename Payload, typename Launch>
+absl::Status ForEachBatch(absl::Span<const Payload> payloads, const Launch& launch) {
+  size_t done = 0;
+  do {
+    PayloadBatch<Payload> batch;
+    batch.count = static_cast<int>(std::min<size_t>(kWorkersPerLaunch, payloads.size() - done));
+    for (int w = 0; w < batch.count; ++w) batch.p[w] = payloads[done + w];
+    const bool first = done == 0;
+    done += batch.count;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(launch(batch, first, done == payloads.size()));
+  } while (done < payloads.size());
   return absl::OkStatus();
 }
 

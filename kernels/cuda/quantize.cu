@@ -11,7 +11,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr uint64_t kGroupMax = 4096;  // elements of one shared-memory group
 // A group takes 9 bytes per element of shared memory (36 KB): 6 blocks fit

@@ -13,13 +13,7 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWorkersPerLaunch = 64;  // payload descriptors passed by value
-
-struct QuantizedList {
-  QuantizedPayload p[kWorkersPerLaunch];
-  int count;
-};
+using QuantizedList = PayloadBatch<QuantizedPayload>;
 
 template <bool kSign>
 __global__ void __launch_bounds__(kThreads)
@@ -49,26 +43,19 @@ absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads,
   if (dense == nullptr) return absl::InvalidArgumentError("QuantizedSumToDense: dense is null");
   unsigned grid = 0;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(n, kThreads, 8, &grid));
-  size_t done = 0;
-  do {  // at least one launch, so P = 0 still zeroes/scales
-    QuantizedList list;
-    list.count = static_cast<int>(std::min<size_t>(kWorkersPerLaunch, payloads.size() - done));
-    for (int w = 0; w < list.count; ++w) list.p[w] = payloads[done + w];
-    const bool first = done == 0;
-    done += list.count;
-    const bool last = done == payloads.size();
+  return ForEachBatch(payloads, [&](const QuantizedList& batch, bool first, bool last) {
     const bool acc = first ? options.accumulate : true;
     const float scale = last ? options.scale : 1.0f;
     if (format.sign) {
       QuantizedSumKernel<true>
-          <<<grid, kThreads, 0, stream>>>(list, 1, format.bucket_size, dense, n, acc, scale);
+          <<<grid, kThreads, 0, stream>>>(batch, 1, format.bucket_size, dense, n, acc, scale);
     } else {
       QuantizedSumKernel<false><<<grid, kThreads, 0, stream>>>(
-          list, format.bits, format.bucket_size, dense, n, acc, scale);
+          batch, format.bits, format.bucket_size, dense, n, acc, scale);
     }
     GRADWIRE_CUDA_CHECK_LAUNCH("QuantizedSumKernel");
-  } while (done < payloads.size());
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace cuda

@@ -9,8 +9,6 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
 __global__ void __launch_bounds__(kThreads)
     SparseDecodeKernel(const uint32_t* indices, const uint8_t* values, uint64_t k,
                        ValueFormat format, float* dense) {

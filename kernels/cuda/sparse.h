@@ -14,11 +14,13 @@ namespace gradwire {
 namespace kernels {
 namespace cuda {
 
-// dense[indices[j]] += value j, for j < k. Device memory throughout. The
-// indices are validated by the caller (each < the dense length, strictly
-// ascending, so the scatter needs no atomics).
+// dense[indices[j]] += value j, for j < k. Device memory throughout.
 absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
                                     ValueFormat format, float* dense, Stream stream);
+// The indices are the caller's to validate (each < the dense length,
+// strictly ascending, so the scatter needs no atomics): this call has no
+// dense length to check them against. Payloads that arrive on the device
+// unchecked go through SparseSumToDense (sparse_sum.h), which checks them.
 
 }  // namespace cuda
 }  // namespace kernels

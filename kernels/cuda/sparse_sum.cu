@@ -12,15 +12,10 @@ namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr uint32_t kTile = 4096;       // dense elements per shared-memory tile (16 KB)
-constexpr int kWorkersPerLaunch = 64;  // payload descriptors passed by value
-constexpr int kBlocksPerSm = 8;        // the grid's cap; all resident at once (<= 32 registers)
+constexpr uint32_t kTile = 4096;  // dense elements per shared-memory tile (16 KB)
+constexpr int kBlocksPerSm = 8;   // the grid's cap; all resident at once (<= 32 registers)
 
-struct WorkerList {
-  SparsePayload p[kWorkersPerLaunch];
-  int count;
-};
+using WorkerList = PayloadBatch<SparsePayload>;
 
 // First position in [lo, hi) of `idx` whose value is >= key (for any
 // contents of idx: the answer stays within [lo, hi]).
@@ -162,20 +157,13 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, float* d
   unsigned grid = 0;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(num_tiles, 1, kBlocksPerSm, &grid));
   auto* bad = reinterpret_cast<unsigned long long*>(bad_entries);
-  size_t done = 0;
-  do {  // at least one launch, so P = 0 still zeroes/scales
-    WorkerList list;
-    list.count = static_cast<int>(std::min<size_t>(kWorkersPerLaunch, payloads.size() - done));
-    for (int w = 0; w < list.count; ++w) list.p[w] = payloads[done + w];
-    const bool first = done == 0;
-    done += list.count;
-    const bool last = done == payloads.size();
-    SparseSumKernel<<<grid, kThreads, 0, stream>>>(list, dense, n, num_tiles,
+  return ForEachBatch(payloads, [&](const WorkerList& batch, bool first, bool last) {
+    SparseSumKernel<<<grid, kThreads, 0, stream>>>(batch, dense, n, num_tiles,
                                                    first ? options.accumulate : true,
                                                    last ? options.scale : 1.0f, bad);
     GRADWIRE_CUDA_CHECK_LAUNCH("SparseSumKernel");
-  } while (done < payloads.size());
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace cuda
