@@ -58,7 +58,8 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
 // Which ones is approximate only within the band: every selected |acc| is
 // > 1/1.125 (about 0.889) times the exact k-th largest |acc|, and every
 // unselected |acc| is < 1.125 times it, for normal floats. `band`, if
-// non-null, receives the band used. temp_bytes as for TopKCompress.
+// non-null, receives the band used (ApproxTopKBand, kernels/types.h).
+// temp_bytes as for TopKCompress.
 void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                         uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                         uint8_t* values, FusedStats* stats, ApproxTopKBand* band);
