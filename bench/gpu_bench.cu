@@ -25,14 +25,16 @@
 #include <string>
 #include <vector>
 
-#include "gradwire/kernels/cpu/quantized_sum.h"
-#include "gradwire/kernels/cpu/sparse_sum.h"
-#include "gradwire/kernels/cuda/decode_accumulate.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/fused_sgd.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/quantized_sum.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/cuda/topk.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace bench {
@@ -40,22 +42,22 @@ namespace {
 
 using kernels::ValueFormat;
 
-#define CHECK_CUDA(expr)                                                                      \
-  do {                                                                                        \
-    cudaError_t e_ = (expr);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
+#define CHECK_CUDA(expr)                                                                          \
+  do {                                                                                            \
+    cudaError_t e_ = (expr);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+      std::exit(1);                                                                               \
+    }                                                                                             \
   } while (0)
 
-#define CHECK_OK(expr)                                                                          \
-  do {                                                                                          \
-    absl::Status s_ = (expr);                                                                   \
-    if (!s_.ok()) {                                                                             \
+#define CHECK_OK(expr)                                                                           \
+  do {                                                                                           \
+    absl::Status s_ = (expr);                                                                    \
+    if (!s_.ok()) {                                                                              \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.ToString().c_str()); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+      std::exit(1);                                                                              \
+    }                                                                                            \
   } while (0)
 
 // Standard normal from the counter hash (Box-Muller): reproducible, no host copy.
@@ -107,7 +109,8 @@ T* Alloc(uint64_t count) {
 }
 
 void FlushL2() {
-  ReadAll<<<g_dev.sms * 4, 512>>>(reinterpret_cast<const float4*>(g_dev.flush), (128u << 20) / 16, g_dev.sink);
+  ReadAll<<<g_dev.sms * 4, 512>>>(reinterpret_cast<const float4*>(g_dev.flush), (128u << 20) / 16,
+                                  g_dev.sink);
   CHECK_CUDA(cudaGetLastError());
 }
 
@@ -157,25 +160,28 @@ double CopyMs(uint64_t bytes) {
 }
 
 void Header() {
-  std::printf("device,kernel,n,density,k,median_ms,min_ms,floor_bytes,copy_ms_same_bytes,fraction_of_copy_bw,"
-              "reads_of_4n\n");
-  std::fprintf(stderr, "%-28s %11s %7s %10s %10s %12s %10s %7s %7s\n", "kernel", "n", "density", "median_ms",
-               "min_ms", "floor_MB", "copy_ms", "frac", "reads");
+  std::printf(
+      "device,kernel,n,density,k,median_ms,min_ms,floor_bytes,copy_ms_same_bytes,fraction_of_copy_"
+      "bw,"
+      "reads_of_4n\n");
+  std::fprintf(stderr, "%-28s %11s %7s %10s %10s %12s %10s %7s %7s\n", "kernel", "n", "density",
+               "median_ms", "min_ms", "floor_MB", "copy_ms", "frac", "reads");
 }
 
 // reads_of_4n: kernel time over the time to read 4n bytes at the copy's
 // bandwidth (the issue's "within 2 full reads" figure for top-k).
-void Report(const std::string& kernel, uint64_t n, double density, uint64_t k, Timing t, double floor_bytes,
-            double copy_4n_ms) {
+void Report(const std::string& kernel, uint64_t n, double density, uint64_t k, Timing t,
+            double floor_bytes, double copy_4n_ms) {
   const double copy_ms = CopyMs(static_cast<uint64_t>(floor_bytes));
   const double frac = copy_ms / t.median_ms;
   const double one_read_ms = copy_4n_ms / 2.0;  // the copy of 4n moved 8n bytes
-  std::printf("%s,%s,%llu,%g,%llu,%.4f,%.4f,%.0f,%.4f,%.3f,%.2f\n", g_dev.name.c_str(), kernel.c_str(),
-              static_cast<unsigned long long>(n), density, static_cast<unsigned long long>(k), t.median_ms,
-              t.min_ms, floor_bytes, copy_ms, frac, t.median_ms / one_read_ms);
+  std::printf("%s,%s,%llu,%g,%llu,%.4f,%.4f,%.0f,%.4f,%.3f,%.2f\n", g_dev.name.c_str(),
+              kernel.c_str(), static_cast<unsigned long long>(n), density,
+              static_cast<unsigned long long>(k), t.median_ms, t.min_ms, floor_bytes, copy_ms, frac,
+              t.median_ms / one_read_ms);
   std::fprintf(stderr, "%-28s %11llu %7g %10.4f %10.4f %12.1f %10.4f %7.3f %7.2f\n", kernel.c_str(),
-               static_cast<unsigned long long>(n), density, t.median_ms, t.min_ms, floor_bytes / 1e6, copy_ms, frac,
-               t.median_ms / one_read_ms);
+               static_cast<unsigned long long>(n), density, t.median_ms, t.min_ms,
+               floor_bytes / 1e6, copy_ms, frac, t.median_ms / one_read_ms);
   std::fflush(stdout);
 }
 
@@ -206,27 +212,27 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
   auto* indices = Alloc<uint32_t>(kmax);
   auto* values = Alloc<uint8_t>(4 * kmax);
   uint64_t temp_bytes = 0, t2 = 0;
-  CHECK_OK(kernels::cuda::TopKCompress(nullptr, &temp_bytes, grad, residual, n, kmax, ValueFormat::kFp32, indices,
-                                       values, stats, nullptr));
-  CHECK_OK(kernels::cuda::RandomKCompress(nullptr, &t2, grad, residual, n, kmax, 0, 0, ValueFormat::kFp32, indices,
-                                          values, stats, nullptr));
+  CHECK_OK(kernels::cuda::TopKCompress(nullptr, &temp_bytes, grad, residual, n, kmax,
+                                       ValueFormat::kFp32, indices, values, stats, nullptr));
+  CHECK_OK(kernels::cuda::RandomKCompress(nullptr, &t2, grad, residual, n, kmax, 0, 0,
+                                          ValueFormat::kFp32, indices, values, stats, nullptr));
   temp_bytes = std::max(temp_bytes, t2);
-  CHECK_OK(kernels::cuda::TopKCompress16(nullptr, &t2, nullptr, ValueFormat::kFp16, n, kmax, ValueFormat::kFp32,
-                                         indices, values, stats, nullptr));
+  CHECK_OK(kernels::cuda::TopKCompress16(nullptr, &t2, nullptr, ValueFormat::kFp16, n, kmax,
+                                         ValueFormat::kFp32, indices, values, stats, nullptr));
   temp_bytes = std::max(temp_bytes, t2);
   auto* temp = Alloc<uint8_t>(temp_bytes);
   uint16_t* half = Alloc<uint16_t>(n);
-  CHECK_OK(kernels::cuda::CastCompress(grad, nullptr, n, ValueFormat::kFp16, reinterpret_cast<uint8_t*>(half),
-                                       nullptr, nullptr));
+  CHECK_OK(kernels::cuda::CastCompress(grad, nullptr, n, ValueFormat::kFp16,
+                                       reinterpret_cast<uint8_t*>(half), nullptr, nullptr));
 
   for (double density : densities) {
     const uint64_t k = std::max<uint64_t>(1, static_cast<uint64_t>(density * n));
     // Selection: floor = one read of the input + the output (with EF: read
     // g and e, write e, + output).
-    Report("topk_exact", n, density, k,
-           Time([&] {
-             CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, nullptr, n, k, ValueFormat::kFp32, indices,
-                                                  values, stats, nullptr));
+    Report("topk_exact", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, nullptr, n, k,
+                                                  ValueFormat::kFp32, indices, values, stats,
+                                                  nullptr));
            }),
            4.0 * n + 8.0 * k, copy_4n_ms);
     // The same call captured once in a CUDA graph (it never syncs the host,
@@ -237,38 +243,39 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
       cudaGraph_t graph;
       cudaGraphExec_t exec;
       CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-      CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, nullptr, n, k, ValueFormat::kFp32, indices,
-                                           values, stats, s));
+      CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, nullptr, n, k,
+                                           ValueFormat::kFp32, indices, values, stats, s));
       CHECK_CUDA(cudaStreamEndCapture(s, &graph));
       CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      Report("topk_exact_graph", n, density, k, Time([&] { CHECK_CUDA(cudaGraphLaunch(exec, nullptr)); }),
-             4.0 * n + 8.0 * k, copy_4n_ms);
+      Report("topk_exact_graph", n, density, k,
+             Time([&] { CHECK_CUDA(cudaGraphLaunch(exec, nullptr)); }), 4.0 * n + 8.0 * k,
+             copy_4n_ms);
       CHECK_CUDA(cudaGraphExecDestroy(exec));
       CHECK_CUDA(cudaGraphDestroy(graph));
       CHECK_CUDA(cudaStreamDestroy(s));
     }
-    Report("topk_exact_ef", n, density, k,
-           Time([&] {
-             CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, residual, n, k, ValueFormat::kFp32,
-                                                  indices, values, stats, nullptr));
+    Report("topk_exact_ef", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::TopKCompress(temp, &temp_bytes, grad, residual, n, k,
+                                                  ValueFormat::kFp32, indices, values, stats,
+                                                  nullptr));
            }),
            12.0 * n + 8.0 * k, copy_4n_ms);
-    Report("topk_exact_fp16_input", n, density, k,
-           Time([&] {
-             CHECK_OK(kernels::cuda::TopKCompress16(temp, &temp_bytes, half, ValueFormat::kFp16, n, k,
-                                                    ValueFormat::kFp16, indices, values, stats, nullptr));
+    Report("topk_exact_fp16_input", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::TopKCompress16(temp, &temp_bytes, half, ValueFormat::kFp16, n,
+                                                    k, ValueFormat::kFp16, indices, values, stats,
+                                                    nullptr));
            }),
            2.0 * n + 6.0 * k, copy_4n_ms);
-    Report("topk_approx_ef", n, density, k,
-           Time([&] {
-             CHECK_OK(kernels::cuda::ApproxTopKCompress(temp, &temp_bytes, grad, residual, n, k, ValueFormat::kFp32,
-                                                        indices, values, stats, nullptr, nullptr));
+    Report("topk_approx_ef", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::ApproxTopKCompress(temp, &temp_bytes, grad, residual, n, k,
+                                                        ValueFormat::kFp32, indices, values, stats,
+                                                        nullptr, nullptr));
            }),
            12.0 * n + 8.0 * k, copy_4n_ms);
-    Report("randomk_ef", n, density, k,
-           Time([&] {
+    Report("randomk_ef", n, density, k, Time([&] {
              CHECK_OK(kernels::cuda::RandomKCompress(temp, &temp_bytes, grad, residual, n, k, 7, 1,
-                                                     ValueFormat::kFp32, indices, values, stats, nullptr));
+                                                     ValueFormat::kFp32, indices, values, stats,
+                                                     nullptr));
            }),
            12.0 * n + 4.0 * k, copy_4n_ms);
     // Decode-accumulate of 8 workers' payloads (fp32 values).
@@ -285,11 +292,20 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
     }
     CHECK_CUDA(cudaGetLastError());
     float* dense = Alloc<float>(n);
-    Report("decode_accumulate_p8", n, density, k,
-           Time([&] {
-             CHECK_OK(kernels::cuda::SparseSumToDense(payloads, dense, n, {false, 1.0f / P}, nullptr));
+    Report("decode_accumulate_p8", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::SparseSumToDense(payloads, dense, n, {false, 1.0f / P},
+                                                      nullptr, nullptr));
            }),
            4.0 * n + 8.0 * P * k, copy_4n_ms);
+    // The same with the device-side index check counting broken entries
+    // (reads every index once more, mostly from L2).
+    auto* bad = Alloc<uint64_t>(1);
+    Report("decode_accumulate_p8_checked", n, density, k, Time([&] {
+             CHECK_OK(kernels::cuda::SparseSumToDense(payloads, dense, n, {false, 1.0f / P}, bad,
+                                                      nullptr));
+           }),
+           4.0 * n + 8.0 * P * k, copy_4n_ms);
+    CHECK_CUDA(cudaFree(bad));
     for (int w = 0; w < P; ++w) {
       CHECK_CUDA(cudaFree(w_idx[w]));
       CHECK_CUDA(cudaFree(w_val[w]));
@@ -302,31 +318,30 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
   auto* scales = Alloc<uint8_t>(4 * kernels::BucketCount(n, bucket));
   auto* packed = Alloc<uint8_t>(kernels::PackedBytes(n, 8));
   for (uint32_t bits : {1u, 4u, 8u}) {
-    Report("qsgd" + std::to_string(bits) + "_ef", n, 1, n,
-           Time([&] {
-             CHECK_OK(kernels::cuda::QsgdCompress(grad, residual, n, bits, bucket, 3, 4, scales, packed, stats,
-                                                  nullptr));
+    Report("qsgd" + std::to_string(bits) + "_ef", n, 1, n, Time([&] {
+             CHECK_OK(kernels::cuda::QsgdCompress(grad, residual, n, bits, bucket, 3, 4, scales,
+                                                  packed, stats, nullptr));
            }),
            12.0 * n + n * bits / 8.0 + 4.0 * n / bucket, copy_4n_ms);
   }
-  Report("sign_ef", n, 1, n,
-         Time([&] {
-           CHECK_OK(kernels::cuda::SignCompress(grad, residual, n, bucket, scales, packed, stats, nullptr));
+  Report("sign_ef", n, 1, n, Time([&] {
+           CHECK_OK(kernels::cuda::SignCompress(grad, residual, n, bucket, scales, packed, stats,
+                                                nullptr));
          }),
          12.0 * n + n / 8.0 + 4.0 * n / bucket, copy_4n_ms);
   auto* cast_out = Alloc<uint8_t>(2 * n);
-  Report("cast_fp16_ef", n, 1, n,
-         Time([&] {
-           CHECK_OK(kernels::cuda::CastCompress(grad, residual, n, ValueFormat::kFp16, cast_out, stats, nullptr));
+  Report("cast_fp16_ef", n, 1, n, Time([&] {
+           CHECK_OK(kernels::cuda::CastCompress(grad, residual, n, ValueFormat::kFp16, cast_out,
+                                                stats, nullptr));
          }),
          14.0 * n, copy_4n_ms);
   CHECK_CUDA(cudaFree(cast_out));
   float* dense = Alloc<float>(n);
-  Report("qsgd4_decode_accumulate", n, 1, n,
-         Time([&] {
-           CHECK_OK(kernels::cuda::QsgdDecodeAccumulate(scales, packed, n, 4, bucket, dense, nullptr));
-         }),
-         8.0 * n + n / 2.0 + 4.0 * n / bucket, copy_4n_ms);
+  Report(
+      "qsgd4_decode_accumulate", n, 1, n, Time([&] {
+        CHECK_OK(kernels::cuda::QsgdDecodeAccumulate(scales, packed, n, 4, bucket, dense, nullptr));
+      }),
+      8.0 * n + n / 2.0 + 4.0 * n / bucket, copy_4n_ms);
 
   // Sum of 8 workers' 4-bit QSGD payloads (distinct copies, so no L2 reuse).
   {
@@ -340,10 +355,9 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
       CHECK_CUDA(cudaMemcpy(bufs.back() + sb, packed, pb, cudaMemcpyDeviceToDevice));
       payloads.push_back({bufs.back(), bufs.back() + sb});
     }
-    Report("qsgd4_sum_p8", n, 1, n,
-           Time([&] {
-             CHECK_OK(kernels::cuda::QuantizedSumToDense(payloads, {false, 4, bucket}, dense, n, {false, 1.0f / P},
-                                                         nullptr));
+    Report("qsgd4_sum_p8", n, 1, n, Time([&] {
+             CHECK_OK(kernels::cuda::QuantizedSumToDense(payloads, {false, 4, bucket}, dense, n,
+                                                         {false, 1.0f / P}, nullptr));
            }),
            4.0 * n + P * (n / 2.0 + 4.0 * n / bucket), copy_4n_ms);
     for (uint8_t* b : bufs) CHECK_CUDA(cudaFree(b));
@@ -371,11 +385,13 @@ void BenchSize(uint64_t n, const std::vector<double>& densities) {
     auto* storage = Alloc<uint8_t>(bytes);
     CHECK_OK(kernels::cuda::PrepareFusedSgd(storage, &bytes, tensors, o, &plan, nullptr));
     Report("fused_sgd_" + std::to_string(tensors.size()) + "_tensors", n, 1, n,
-           Time([&] { CHECK_OK(kernels::cuda::FusedSgdStep(plan, o, nullptr)); }), 20.0 * n, copy_4n_ms);
+           Time([&] { CHECK_OK(kernels::cuda::FusedSgdStep(plan, o, nullptr)); }), 20.0 * n,
+           copy_4n_ms);
     CHECK_CUDA(cudaFree(storage));
     CHECK_CUDA(cudaFree(momentum));
   }
-  for (void* p : std::vector<void*>{grad, residual, stats, indices, values, temp, half, scales, packed, dense}) {
+  for (void* p : std::vector<void*>{grad, residual, stats, indices, values, temp, half, scales,
+                                    packed, dense}) {
     CHECK_CUDA(cudaFree(p));
   }
 }
@@ -389,9 +405,12 @@ int Main(int argc, char** argv) {
   std::vector<double> sizes = {1e6, 25.6e6, 110e6, 340e6};
   std::vector<double> densities = {0.001, 0.01, 0.1};
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--sizes=", 8) == 0) sizes = ParseList(argv[i] + 8);
-    else if (std::strncmp(argv[i], "--densities=", 12) == 0) densities = ParseList(argv[i] + 12);
-    else if (std::strncmp(argv[i], "--reps=", 7) == 0) g_reps = std::max(1, std::atoi(argv[i] + 7));
+    if (std::strncmp(argv[i], "--sizes=", 8) == 0)
+      sizes = ParseList(argv[i] + 8);
+    else if (std::strncmp(argv[i], "--densities=", 12) == 0)
+      densities = ParseList(argv[i] + 12);
+    else if (std::strncmp(argv[i], "--reps=", 7) == 0)
+      g_reps = std::max(1, std::atoi(argv[i] + 7));
     else if (std::strcmp(argv[i], "--quick") == 0) {
       sizes = {1e6, 4e6};
       g_reps = 3;
@@ -406,7 +425,8 @@ int Main(int argc, char** argv) {
   g_dev.l2 = prop.l2CacheSize;
   g_dev.name = prop.name;
   std::replace(g_dev.name.begin(), g_dev.name.end(), ',', ' ');
-  std::fprintf(stderr, "device: %s, %d SMs, L2 %zu MB, reps %d (median), L2 flushed before each call\n",
+  std::fprintf(stderr,
+               "device: %s, %d SMs, L2 %zu MB, reps %d (median), L2 flushed before each call\n",
                prop.name, g_dev.sms, g_dev.l2 >> 20, g_reps);
   g_dev.flush = Alloc<float>((128u << 20) / 4);
   CHECK_CUDA(cudaMemset(g_dev.flush, 0, 128u << 20));

@@ -1,15 +1,21 @@
 #include "gradwire/kernels/dispatch.h"
 
-#include <initializer_list>
+#include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse.h"
 #include "gradwire/kernels/cuda/topk.h"
+#include "gradwire/kernels/validate.h"
 
 #if GRADWIRE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -17,179 +23,349 @@
 
 namespace gradwire {
 namespace kernels {
-
-Location Locate(const void* ptr) {
-#if GRADWIRE_HAVE_CUDA
-  if (ptr == nullptr || cuda::DeviceCount() == 0) return Location::kHost;
-  cudaPointerAttributes attrs;
-  if (cudaPointerGetAttributes(&attrs, ptr) != cudaSuccess) {
-    cudaGetLastError();  // unregistered host memory reports an error on old runtimes
-    return Location::kHost;
-  }
-  return attrs.type == cudaMemoryTypeDevice ? Location::kDevice : Location::kHost;
-#else
-  (void)ptr;
-  return Location::kHost;
-#endif
-}
-
 namespace {
 
-// Where the call runs: where `anchor` lives, provided every other non-null
-// buffer lives there too.
-absl::Status Place(const char* who, const void* anchor, std::initializer_list<const void*> others,
-                   Location* where) {
-  *where = Locate(anchor);
-  if (*where == Location::kHost && cuda::DeviceCount() == 0) return absl::OkStatus();  // no GPU: all host
-  for (const void* p : others) {
-    if (p != nullptr && Locate(p) != *where) {
-      return absl::InvalidArgumentError(std::string(who) +
-                                        ": buffers are split between host and device memory");
-    }
+// ------------------------------------------------------- the CUDA runtime --
+
+int CudaDeviceCount() { return cuda::DeviceCount(); }
+
+absl::Status CudaLocate(const void* ptr, Location* where) {
+#if GRADWIRE_HAVE_CUDA
+  cudaPointerAttributes attrs;
+  const cudaError_t err = cudaPointerGetAttributes(&attrs, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clears the error unless it is sticky (then it stays, as it should)
+    return absl::InternalError(std::string("cudaPointerGetAttributes: ") + cudaGetErrorName(err) +
+                               " (" + cudaGetErrorString(err) + ")");
   }
+  // Managed memory is readable by the CPU: the reference runs on it.
+  *where = attrs.type == cudaMemoryTypeDevice ? Location::kDevice : Location::kHost;
+#else
+  (void)ptr;
+  *where = Location::kHost;
+#endif
+  return absl::OkStatus();
+}
+
+constexpr dispatch_internal::Runtime kCudaRuntime = {CudaDeviceCount, CudaLocate};
+std::atomic<const dispatch_internal::Runtime*> g_runtime{&kCudaRuntime};
+std::atomic<int> g_device_count{-1};  // -1: not asked yet
+
+int DeviceCount() {
+  int count = g_device_count.load(std::memory_order_acquire);
+  if (count < 0) {
+    count = g_runtime.load(std::memory_order_acquire)->device_count();
+    g_device_count.store(count, std::memory_order_release);
+  }
+  return count;
+}
+
+// ------------------------------------------------------------ the checks --
+
+absl::Status Refuse(const char* who, const char* what) {
+  return absl::InvalidArgumentError(std::string(who) + ": " + what);
+}
+
+bool KnownFormat(ValueFormat f) {
+  return f == ValueFormat::kFp32 || f == ValueFormat::kFp16 || f == ValueFormat::kBf16;
+}
+
+// A selection call's common arguments (top-k, approximate top-k and
+// random-k). Random-k's indices-only call has no gradient and no values:
+// it passes temp for the one and indices for the other.
+struct Selection {
+  const char* who;
+  void* temp;
+  uint64_t* temp_bytes;
+  uint64_t n, k;
+  ValueFormat format;
+  const void* grad;
+  const void* indices;
+  const void* values;
+};
+
+// The shape, then (unless this is the size query, which needs no buffers)
+// the buffers n and k need.
+absl::Status CheckSelection(const Selection& s) {
+  if (s.temp_bytes == nullptr) return Refuse(s.who, "temp_bytes is null");
+  if (!KnownFormat(s.format)) return Refuse(s.who, "unknown value format");
+  if (s.k > s.n) return Refuse(s.who, "k > n");
+  if (s.n > (uint64_t{1} << 32)) return Refuse(s.who, "n > 2^32 (u32 indices)");
+  if (s.temp == nullptr) return absl::OkStatus();  // the size query
+  if (s.n > 0 && s.grad == nullptr) return Refuse(s.who, "grad is null");
+  if (s.k > 0 && (s.indices == nullptr || s.values == nullptr)) {
+    return Refuse(s.who, "indices or values is null");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckQuantize(const char* who, uint64_t n, uint32_t bits, uint32_t bucket_size,
+                           const void* in, const void* scales, const void* packed) {
+  if (bits < 1 || bits > 8) return Refuse(who, "bits must be 1..8");
+  if (bucket_size < 1) return Refuse(who, "bucket_size must be >= 1");
+  if (n > 0 && (in == nullptr || scales == nullptr || packed == nullptr)) {
+    return Refuse(who, "null buffer");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDense(const char* who, uint64_t n, ValueFormat format, const void* in,
+                        const void* out) {
+  if (!KnownFormat(format)) return Refuse(who, "unknown value format");
+  if (n > 0 && (in == nullptr || out == nullptr)) return Refuse(who, "null buffer");
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
-                          uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values, FusedStats* stats,
-                          cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("TopKCompress", grad, {temp, residual, indices, values, stats}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, stream);
+// ------------------------------------------------------------- locating --
+
+absl::Status Locate(const void* ptr, Location* where) {
+  if (ptr == nullptr || DeviceCount() == 0) {
+    *where = Location::kHost;
+    return absl::OkStatus();
   }
-  if (k > n) return absl::InvalidArgumentError("TopKCompress: k > n");
-  cpu::TopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats);
+  return g_runtime.load(std::memory_order_acquire)->locate(ptr, where);
+}
+
+Location Locate(const void* ptr) {
+  Location where = Location::kHost;
+  if (!Locate(ptr, &where).ok()) return Location::kHost;
+  return where;
+}
+
+namespace dispatch_internal {
+
+const Runtime* SetRuntimeForTesting(const Runtime* runtime) {
+  const Runtime* previous = g_runtime.exchange(runtime != nullptr ? runtime : &kCudaRuntime);
+  g_device_count.store(-1, std::memory_order_release);
+  return previous;
+}
+
+absl::Status Place(const char* who, std::initializer_list<const void*> buffers, Location* where) {
+  *where = Location::kHost;
+  if (DeviceCount() == 0) return absl::OkStatus();  // no GPU: everything is host memory
+  const Runtime* runtime = g_runtime.load(std::memory_order_acquire);
+  const void* asked[8];
+  int num_asked = 0;
+  for (const void* p : buffers) {
+    if (p == nullptr || std::find(asked, asked + num_asked, p) != asked + num_asked) continue;
+    Location here;
+    absl::Status s = runtime->locate(p, &here);
+    if (!s.ok()) {
+      return absl::Status(s.code(),
+                          std::string(who) + ": where a buffer lives: " + std::string(s.message()));
+    }
+    if (num_asked > 0 && here != *where) {
+      return Refuse(who, "buffers are split between host and device memory");
+    }
+    *where = here;
+    if (num_asked < 8) asked[num_asked++] = p;
+  }
   return absl::OkStatus();
 }
 
-absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
-                                uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
-                                FusedStats* stats, cpu::ApproxTopKBand* band, cuda::Stream stream) {
+}  // namespace dispatch_internal
+
+namespace {
+
+using dispatch_internal::Place;
+
+// The CPU references trust their temp size: check it for them (every
+// selection needs the same, cpu/radix_select.h SelectTempBytes).
+absl::Status CheckHostTemp(const char* who, uint64_t have, uint64_t n) {
+  uint64_t need = 0;
+  cpu::TopKCompress(nullptr, &need, nullptr, nullptr, n, 0, ValueFormat::kFp32, nullptr, nullptr,
+                    nullptr);
+  return have >= need ? absl::OkStatus() : Refuse(who, "temp storage too small");
+}
+
+// What every entry point does once its arguments are checked: run
+// `on_host()` (the CPU reference, which returns nothing) or `on_device()`
+// where `buffers` live.
+template <typename OnHost, typename OnDevice>
+absl::Status Run(const char* who, std::initializer_list<const void*> buffers, const OnHost& on_host,
+                 const OnDevice& on_device) {
   Location where;
-  absl::Status s = Place("ApproxTopKCompress", grad, {temp, residual, indices, values, stats, band}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, band,
-                                    stream);
-  }
-  if (k > n) return absl::InvalidArgumentError("ApproxTopKCompress: k > n");
-  cpu::ApproxTopKCompress(temp, temp_bytes, grad, residual, n, k, format, indices, values, stats, band);
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, buffers, &where));
+  if (where == Location::kDevice) return on_device();
+  on_host();
   return absl::OkStatus();
 }
 
-absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
-                            uint64_t k, uint32_t* indices, cuda::Stream stream) {
+// The same for the selections, which take CUB-style temp storage, after
+// CheckSelection: the size query (temp == nullptr) locates nothing and
+// answers what either side needs, so one buffer serves both; the host's
+// temp size is checked. on_host(temp, temp_bytes) and
+// on_device(temp, temp_bytes) make the call; `residual`, `stats` and
+// `band` are the call's other buffers (null if it has none).
+template <typename OnHost, typename OnDevice>
+absl::Status RunSelection(const Selection& s, const void* residual, const void* stats,
+                          const void* band, const OnHost& on_host, const OnDevice& on_device) {
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(s));
+  if (s.temp == nullptr) {
+    uint64_t host = 0, device = 0;
+    on_host(nullptr, &host);
+    if (DeviceCount() > 0) GRADWIRE_KERNELS_RETURN_IF_ERROR(on_device(nullptr, &device));
+    *s.temp_bytes = std::max(host, device);
+    return absl::OkStatus();
+  }
   Location where;
-  absl::Status s = Place("RandomKIndices", indices, {temp}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices, stream);
-  if (k > n) return absl::InvalidArgumentError("RandomKIndices: k > n");
-  cpu::RandomKIndices(temp, temp_bytes, seed, step, n, k, indices);
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      Place(s.who, {s.temp, s.grad, s.indices, s.values, residual, stats, band}, &where));
+  if (where == Location::kDevice) return on_device(s.temp, s.temp_bytes);
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(s.who, *s.temp_bytes, s.n));
+  on_host(s.temp, s.temp_bytes);
   return absl::OkStatus();
 }
 
-absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
-                             uint64_t k, uint64_t seed, uint64_t step, ValueFormat format, uint32_t* indices,
-                             uint8_t* values, FusedStats* stats, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("RandomKCompress", grad, {temp, residual, indices, values, stats}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values,
-                                 stats, stream);
-  }
-  if (k > n) return absl::InvalidArgumentError("RandomKCompress: k > n");
-  cpu::RandomKCompress(temp, temp_bytes, grad, residual, n, k, seed, step, format, indices, values, stats);
-  return absl::OkStatus();
+}  // namespace
+
+// -------------------------------------------------------------- selection --
+
+absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                          uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
+                          uint8_t* values, FusedStats* stats, cuda::Stream stream) {
+  return RunSelection(
+      {"TopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
+      nullptr,
+      [&](void* t, uint64_t* b) {
+        cpu::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats,
+                                  stream);
+      });
 }
 
-absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits, uint32_t bucket_size,
-                          uint64_t seed, uint64_t step, uint8_t* scales, uint8_t* packed, FusedStats* stats,
-                          cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("QsgdCompress", grad, {residual, scales, packed, stats}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats, stream);
-  }
-  if (bits < 1 || bits > 8 || bucket_size < 1) {
-    return absl::InvalidArgumentError("QsgdCompress: bits must be 1..8, bucket_size >= 1");
-  }
-  cpu::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats);
-  return absl::OkStatus();
+absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
+                                float* residual, uint64_t n, uint64_t k, ValueFormat format,
+                                uint32_t* indices, uint8_t* values, FusedStats* stats,
+                                ApproxTopKBand* band, cuda::Stream stream) {
+  return RunSelection(
+      {"ApproxTopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual,
+      stats, band,
+      [&](void* t, uint64_t* b) {
+        cpu::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats, band);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats,
+                                        band, stream);
+      });
 }
 
-absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size, uint8_t* scales,
+absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                            uint64_t n, uint64_t k, uint32_t* indices, cuda::Stream stream) {
+  return RunSelection(
+      {"RandomKIndices", temp, temp_bytes, n, k, ValueFormat::kFp32, temp, indices, indices},
+      nullptr, nullptr, nullptr,
+      [&](void* t, uint64_t* b) { cpu::RandomKIndices(t, b, seed, step, n, k, indices); },
+      [&](void* t, uint64_t* b) {
+        return cuda::RandomKIndices(t, b, seed, step, n, k, indices, stream);
+      });
+}
+
+absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
+                             uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
+                             ValueFormat format, uint32_t* indices, uint8_t* values,
+                             FusedStats* stats, cuda::Stream stream) {
+  return RunSelection(
+      {"RandomKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
+      nullptr,
+      [&](void* t, uint64_t* b) {
+        cpu::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices, values,
+                             stats);
+      },
+      [&](void* t, uint64_t* b) {
+        return cuda::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices,
+                                     values, stats, stream);
+      });
+}
+
+// ------------------------------------------------------------ quantizers --
+
+absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                          uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
                           uint8_t* packed, FusedStats* stats, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("SignCompress", grad, {residual, scales, packed, stats}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::SignCompress(grad, residual, n, bucket_size, scales, packed, stats, stream);
-  }
-  if (bucket_size < 1) return absl::InvalidArgumentError("SignCompress: bucket_size must be >= 1");
-  cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats);
-  return absl::OkStatus();
+  const char* who = "QsgdCompress";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, grad, scales, packed));
+  return Run(
+      who, {grad, residual, scales, packed, stats},
+      [&] {
+        cpu::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats);
+      },
+      [&] {
+        return cuda::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed,
+                                  stats, stream);
+      });
 }
 
-absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
-                          FusedStats* stats, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("CastCompress", grad, {residual, values, stats}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::CastCompress(grad, residual, n, format, values, stats, stream);
-  cpu::CastCompress(grad, residual, n, format, values, stats);
-  return absl::OkStatus();
+absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
+                          uint8_t* scales, uint8_t* packed, FusedStats* stats,
+                          cuda::Stream stream) {
+  const char* who = "SignCompress";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, grad, scales, packed));
+  return Run(
+      who, {grad, residual, scales, packed, stats},
+      [&] { cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats); },
+      [&] {
+        return cuda::SignCompress(grad, residual, n, bucket_size, scales, packed, stats, stream);
+      });
 }
 
-absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k, ValueFormat format,
-                                    float* dense, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("SparseDecodeAccumulate", dense, {indices, values}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream);
-  cpu::SparseDecodeAccumulate(indices, values, k, format, dense);
-  return absl::OkStatus();
+absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                          uint8_t* values, FusedStats* stats, cuda::Stream stream) {
+  const char* who = "CastCompress";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, grad, values));
+  return Run(
+      who, {grad, residual, values, stats},
+      [&] { cpu::CastCompress(grad, residual, n, format, values, stats); },
+      [&] { return cuda::CastCompress(grad, residual, n, format, values, stats, stream); });
 }
 
-absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
-                                  uint32_t bucket_size, float* dense, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("QsgdDecodeAccumulate", dense, {scales, packed}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) {
-    return cuda::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense, stream);
-  }
-  if (bits < 1 || bits > 8 || bucket_size < 1) {
-    return absl::InvalidArgumentError("QsgdDecodeAccumulate: bits must be 1..8, bucket_size >= 1");
-  }
-  cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense);
-  return absl::OkStatus();
+// -------------------------------------------------------------- decoders --
+
+absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
+                                    ValueFormat format, float* dense, cuda::Stream stream) {
+  const char* who = "SparseDecodeAccumulate";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, k, format, values, dense));
+  if (k > 0 && indices == nullptr) return Refuse(who, "null buffer");
+  return Run(
+      who, {indices, values, dense},
+      [&] { cpu::SparseDecodeAccumulate(indices, values, k, format, dense); },
+      [&] { return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream); });
 }
 
-absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bucket_size,
-                                  float* dense, cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("SignDecodeAccumulate", dense, {scales, packed}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream);
-  if (bucket_size < 1) return absl::InvalidArgumentError("SignDecodeAccumulate: bucket_size must be >= 1");
-  cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense);
-  return absl::OkStatus();
-}
-
-absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense,
+absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bits, uint32_t bucket_size, float* dense,
                                   cuda::Stream stream) {
-  Location where;
-  absl::Status s = Place("CastDecodeAccumulate", dense, {values}, &where);
-  if (!s.ok()) return s;
-  if (where == Location::kDevice) return cuda::CastDecodeAccumulate(values, n, format, dense, stream);
-  cpu::CastDecodeAccumulate(values, n, format, dense);
-  return absl::OkStatus();
+  const char* who = "QsgdDecodeAccumulate";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, dense, scales, packed));
+  return Run(
+      who, {scales, packed, dense},
+      [&] { cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense); },
+      [&] {
+        return cuda::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense, stream);
+      });
+}
+
+absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bucket_size, float* dense, cuda::Stream stream) {
+  const char* who = "SignDecodeAccumulate";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, dense, scales, packed));
+  return Run(
+      who, {scales, packed, dense},
+      [&] { cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense); },
+      [&] { return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream); });
+}
+
+absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
+                                  float* dense, cuda::Stream stream) {
+  const char* who = "CastDecodeAccumulate";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, values, dense));
+  return Run(
+      who, {values, dense}, [&] { cpu::CastDecodeAccumulate(values, n, format, dense); },
+      [&] { return cuda::CastDecodeAccumulate(values, n, format, dense, stream); });
 }
 
 }  // namespace kernels

@@ -1,34 +1,51 @@
-// Where a buffer lives decides which implementation of a kernel runs.
+// Where a call's buffers live decides which implementation of a kernel runs.
 //
 // Each entry point below has the contract of its CPU reference in
 // kernels/cpu/ (same arguments, same results bit for bit) plus a CUDA
-// stream. It asks Locate() where the gradient (or payload) lives: host
-// memory runs the CPU reference synchronously (the stream is ignored),
-// device memory runs the CUDA kernel asynchronously on `stream`. Every
-// other non-null buffer of the call, stats and temp included, must live in
-// the same place: mixing is InvalidArgument, never a crash. The size query
-// (temp == nullptr) answers for the place the gradient lives.
+// stream. The call runs where its non-null buffers live: host memory runs
+// the CPU reference synchronously (the stream is ignored), device memory
+// runs the CUDA kernel asynchronously on `stream`. Null buffers live
+// nowhere and do not vote (an empty PyTorch CUDA tensor has a null data
+// pointer), so n = 0 with a null gradient and device temp/stats runs on the
+// device; a call with no non-null buffer runs on the host. Every non-null
+// buffer, stats and temp included, must live in the same place: mixing is
+// InvalidArgument, never a crash. Each distinct buffer is located once per
+// call, and the device count once per process. If the CUDA runtime cannot
+// say where a buffer lives (a sticky error left by a failed kernel, say),
+// the call returns that error: a device pointer never reaches the CPU.
+//
+// Both paths check their arguments before touching memory: null buffers
+// that n or k need, k > n, n > 2^32 where indices are u32, too little temp
+// storage, unknown formats are InvalidArgument. The size query
+// (temp == nullptr) locates nothing and answers the larger of the two
+// sides' needs when a GPU is present, so one buffer serves either side.
 #ifndef GRADWIRE_KERNELS_DISPATCH_H_
 #define GRADWIRE_KERNELS_DISPATCH_H_
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "absl/status/status.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
-#include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
 
 enum class Location {
-  kHost,    // ordinary (or pinned) host memory: the CPU reference runs
+  kHost,    // memory the CPU reads: ordinary, pinned or managed; the CPU reference runs
   kDevice,  // CUDA device memory: the CUDA kernel runs
 };
 
-// Asks the CUDA runtime where `ptr` lives. Host memory, a null pointer, a
-// build without CUDA and a machine without a GPU all answer kHost.
+// Where `ptr` lives, from the CUDA runtime (kHost for a null pointer, in a
+// build without CUDA and on a machine without a GPU). When the runtime
+// fails to answer, returns its error (Internal, naming it) and leaves
+// *where unchanged.
+absl::Status Locate(const void* ptr, Location* where);
+
+// The same for display: kHost also when the runtime fails to answer. Never
+// use this to decide where to run; the entry points below do not.
 Location Locate(const void* ptr);
 
 absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
@@ -38,9 +55,9 @@ absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, f
 absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
-                                cpu::ApproxTopKBand* band, cuda::Stream stream = nullptr);
+                                ApproxTopKBand* band, cuda::Stream stream = nullptr);
 
-// Indices only: the buffer `indices` decides where it runs.
+// Indices only (a receiver's call).
 absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
                             uint64_t n, uint64_t k, uint32_t* indices,
                             cuda::Stream stream = nullptr);
@@ -61,7 +78,7 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
 absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
                           uint8_t* values, FusedStats* stats, cuda::Stream stream = nullptr);
 
-// Decoders: `dense` decides where they run.
+// Decoders.
 absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
                                     ValueFormat format, float* dense,
                                     cuda::Stream stream = nullptr);
@@ -73,6 +90,24 @@ absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
                                   cuda::Stream stream = nullptr);
 absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
                                   float* dense, cuda::Stream stream = nullptr);
+
+namespace dispatch_internal {
+
+// The two CUDA runtime queries dispatch makes, replaceable so that host
+// tests can stand in for a GPU (or for a failing one) without one.
+struct Runtime {
+  int (*device_count)();                                     // asked once, then cached
+  absl::Status (*locate)(const void* ptr, Location* where);  // non-null ptr only
+};
+
+// Installs `runtime` (nullptr: the CUDA runtime) and forgets the cached
+// device count; returns the previous runtime. Tests only; not thread-safe.
+const Runtime* SetRuntimeForTesting(const Runtime* runtime);
+
+// Where a call with these buffers runs (the rule above), for tests.
+absl::Status Place(const char* who, std::initializer_list<const void*> buffers, Location* where);
+
+}  // namespace dispatch_internal
 
 }  // namespace kernels
 }  // namespace gradwire

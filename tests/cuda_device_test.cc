@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/test_seed.h"
+
 namespace gradwire {
 namespace {
 
@@ -17,7 +19,8 @@ TEST(CudaDeviceTest, ProbeKernelComputesAffineMap) {
     std::printf("SKIPPED: no CUDA device (%s)\n", why.c_str());
     GTEST_SKIP() << "no CUDA device: " << why;
   }
-  std::mt19937 rng(std::random_device{}());
+  GRADWIRE_SEEDED_RNG(rng);
+  std::printf("seed %llu\n", static_cast<unsigned long long>(rng_seed));
   std::normal_distribution<float> dist;
   std::vector<float> in(1 << 20), out(in.size(), std::nanf(""));
   for (float& x : in) x = dist(rng);

@@ -1,6 +1,7 @@
 // The CUDA fused multi-tensor SGD step gives the CPU reference's bits, on
 // many tensors of awkward sizes (empty, 1, not multiples of 4 or of a chunk)
-// and on misaligned tensors (the scalar path).
+// and on misaligned tensors (the scalar path); with enough chunks that every
+// block loops over several; on a non-blocking stream. Seeds are printed.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -17,9 +18,10 @@ namespace {
 using testing::DeviceArray;
 using testing::SameBits;
 
-void RunCase(std::vector<size_t> sizes, size_t misalign, SgdOptions o, bool with_momentum) {
+void RunCase(std::vector<size_t> sizes, size_t misalign, SgdOptions o, bool with_momentum,
+             testing::TestStream* stream = nullptr) {
   if (testing::QuickMode()) sizes.resize(6);
-  std::mt19937 rng(std::random_device{}());
+  GRADWIRE_GPU_SEEDED_RNG(rng);
   std::normal_distribution<float> dist;
   size_t total = 0;
   std::vector<size_t> offset;
@@ -37,21 +39,23 @@ void RunCase(std::vector<size_t> sizes, size_t misalign, SgdOptions o, bool with
   ASSERT_EQ(dp.error() + dg.error() + dm.error(), "");
   std::vector<SgdTensor> host, dev;
   for (size_t t = 0; t < sizes.size(); ++t) {
-    host.push_back({p.data() + offset[t], g.data() + offset[t], with_momentum ? m.data() + offset[t] : nullptr,
-                    sizes[t]});
-    dev.push_back({dp.get() + offset[t], dg.get() + offset[t], with_momentum ? dm.get() + offset[t] : nullptr,
-                   sizes[t]});
+    host.push_back({p.data() + offset[t], g.data() + offset[t],
+                    with_momentum ? m.data() + offset[t] : nullptr, sizes[t]});
+    dev.push_back({dp.get() + offset[t], dg.get() + offset[t],
+                   with_momentum ? dm.get() + offset[t] : nullptr, sizes[t]});
   }
   size_t bytes = 0;
   cuda::FusedSgdPlan plan;
-  ASSERT_TRUE(cuda::PrepareFusedSgd(nullptr, &bytes, dev, o, &plan, nullptr).ok());
+  cuda::Stream s = stream != nullptr ? stream->get() : nullptr;
+  ASSERT_TRUE(cuda::PrepareFusedSgd(nullptr, &bytes, dev, o, &plan, s).ok());
   DeviceArray<uint8_t> storage(bytes);
-  ASSERT_TRUE(cuda::PrepareFusedSgd(storage.get(), &bytes, dev, o, &plan, nullptr).ok());
+  ASSERT_EQ(testing::DeviceSynchronize(), "");
+  ASSERT_TRUE(cuda::PrepareFusedSgd(storage.get(), &bytes, dev, o, &plan, s).ok());
   for (int step = 0; step < 3; ++step) {
     o.first_step = step == 0;
     ASSERT_TRUE(cpu::FusedSgdStep(host, o).ok());
-    ASSERT_TRUE(cuda::FusedSgdStep(plan, o, nullptr).ok());
-    ASSERT_EQ(testing::DeviceSynchronize(), "");
+    ASSERT_TRUE(cuda::FusedSgdStep(plan, o, s).ok());
+    ASSERT_EQ(stream != nullptr ? stream->Synchronize() : testing::DeviceSynchronize(), "");
   }
   std::vector<float> gp = dp.Download(), gm = dm.Download();
   for (size_t i = 0; i < total; ++i) {
@@ -87,6 +91,23 @@ TEST(GpuFusedSgdTest, PlainSgdWithoutMomentumBuffers) {
   o.lr = 0.3f;
   o.weight_decay = 0.01f;
   RunCase(kSizes, 2, o, false);
+}
+
+// More chunks (16384 elements each) than 4 x the grid (8 blocks per SM):
+// every block loops over several chunks of several tensors.
+TEST(GpuFusedSgdTest, SeveralChunksPerBlockOnANonBlockingStream) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  if (testing::QuickMode()) GTEST_SKIP() << "large";
+  GRADWIRE_GPU_SMS(sms);
+  const size_t chunks = 4 * 8 * sms;
+  std::vector<size_t> sizes = {chunks / 2 * 16384 + 5, 3, chunks / 2 * 16384 - 1, 16385};
+  testing::TestStream stream;
+  ASSERT_EQ(stream.error(), "");
+  SgdOptions o;
+  o.lr = 0.05f;
+  o.momentum = 0.9f;
+  o.weight_decay = 1e-4f;
+  RunCase(sizes, 0, o, true, &stream);
 }
 
 TEST(GpuFusedSgdTest, RejectsMomentumWithoutBuffers) {

@@ -10,20 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "gradwire/kernels/sgd_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
-
-// One parameter tensor: `size` elements of parameters, their gradient and
-// their momentum buffer (may be null when momentum == 0). The same struct
-// describes host tensors here and device tensors in the CUDA version.
-struct SgdTensor {
-  float* param = nullptr;
-  const float* grad = nullptr;
-  float* momentum = nullptr;
-  uint64_t size = 0;
-};
-
 namespace cpu {
 
 // Applies one SGD step to every tensor. InvalidArgument (and nothing
@@ -31,10 +21,9 @@ namespace cpu {
 // buffer while options.momentum != 0, or if lr/momentum/dampening/
 // weight_decay is not finite, or nesterov is set with momentum == 0 or
 // dampening != 0 (torch's rule).
+// (The checks are kernels/validate.h ValidateSgd, shared with the CUDA
+// entry point.)
 absl::Status FusedSgdStep(absl::Span<const SgdTensor> tensors, const SgdOptions& options);
-
-// The checks FusedSgdStep makes, shared with the CUDA entry point.
-absl::Status ValidateSgd(absl::Span<const SgdTensor> tensors, const SgdOptions& options);
 
 }  // namespace cpu
 }  // namespace kernels

@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#include "gradwire/kernels/cpu/fused_stats.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {

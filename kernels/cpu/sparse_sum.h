@@ -1,6 +1,6 @@
 // CPU reference for summing P workers' sparse payloads into one dense
 // buffer (the receive side of a sparse allgather), with optional averaging.
-// The CUDA version (kernels/cuda/decode_accumulate.h) gives the same bits.
+// The CUDA version (kernels/cuda/sparse_sum.h) gives the same bits.
 #ifndef GRADWIRE_KERNELS_CPU_SPARSE_SUM_H_
 #define GRADWIRE_KERNELS_CPU_SPARSE_SUM_H_
 
@@ -9,27 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
-
-// One worker's entries: `count` strictly increasing indices < n and as many
-// values stored little endian in `format` at any alignment (the layout of
-// a frame's sections; see element_math.h LoadValue).
-struct SparsePayload {
-  const uint32_t* indices = nullptr;
-  const uint8_t* values = nullptr;
-  uint64_t count = 0;
-  ValueFormat format = ValueFormat::kFp32;
-};
-
-struct SparseSumOptions {
-  // Start from dense's old contents (true) or from zero (false).
-  bool accumulate = false;
-  // Multiplies each finished sum: 1 sums, 1/P averages (one rounding).
-  float scale = 1.0f;
-};
-
 namespace cpu {
 
 // dense[i] = (start[i] + v_0[i] + v_1[i] + ... + v_{P-1}[i]) * scale, added

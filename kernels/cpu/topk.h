@@ -23,8 +23,8 @@
 
 #include <stdint.h>
 
-#include "gradwire/kernels/cpu/fused_stats.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -43,17 +43,6 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
                   uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
                   FusedStats* stats);
 
-// The magnitude-key band an approximate selection drew its last elements
-// from: selected keys are >= lower_key, unselected keys are < upper_key.
-struct ApproxTopKBand {
-  uint32_t lower_key = 0;
-  uint32_t upper_key = 0;
-  uint64_t above = 0;    // elements with key >= upper_key (all selected)
-  uint64_t in_band = 0;  // candidates counted in the band (the CPU version
-                         // may not count band elements below its sampled
-                         // bound; they are never needed)
-};
-
 // Approximate top-k in the spirit of MSTopK: instead of binary-searching a
 // threshold with one counting pass per candidate, every candidate
 // threshold is counted at once (a histogram of the keys' top 11 bits:
@@ -69,7 +58,8 @@ struct ApproxTopKBand {
 // Which ones is approximate only within the band: every selected |acc| is
 // > 1/1.125 (about 0.889) times the exact k-th largest |acc|, and every
 // unselected |acc| is < 1.125 times it, for normal floats. `band`, if
-// non-null, receives the band used. temp_bytes as for TopKCompress.
+// non-null, receives the band used (ApproxTopKBand, kernels/types.h).
+// temp_bytes as for TopKCompress.
 void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                         uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                         uint8_t* values, FusedStats* stats, ApproxTopKBand* band);

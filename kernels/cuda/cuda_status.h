@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "gradwire/kernels/validate.h"
 
 namespace gradwire {
 namespace kernels {
@@ -28,20 +29,14 @@ inline absl::Status CudaStatus(cudaError_t err, const char* what) {
 
 // Returns from the enclosing function if a CUDA call (or, after a launch,
 // cudaGetLastError()) failed.
-#define GRADWIRE_CUDA_RETURN_IF_ERROR(expr)                                                     \
-  do {                                                                                          \
+#define GRADWIRE_CUDA_RETURN_IF_ERROR(expr)                                                      \
+  do {                                                                                           \
     ::absl::Status gradwire_cuda_status_ = ::gradwire::kernels::cuda::CudaStatus((expr), #expr); \
-    if (!gradwire_cuda_status_.ok()) return gradwire_cuda_status_;                              \
+    if (!gradwire_cuda_status_.ok()) return gradwire_cuda_status_;                               \
   } while (0)
 
 // Checks the launch just issued (configuration errors surface here).
 #define GRADWIRE_CUDA_CHECK_LAUNCH(name) \
   GRADWIRE_CUDA_RETURN_IF_ERROR((static_cast<void>(name), cudaGetLastError()))
-
-#define GRADWIRE_KERNELS_RETURN_IF_ERROR(expr)         \
-  do {                                                 \
-    ::absl::Status gradwire_status_ = (expr);          \
-    if (!gradwire_status_.ok()) return gradwire_status_; \
-  } while (0)
 
 #endif  // GRADWIRE_KERNELS_CUDA_CUDA_STATUS_H_

@@ -1,8 +1,8 @@
-#include "gradwire/kernels/cuda/device.h"
-
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "gradwire/kernels/cuda/device.h"
 
 namespace gradwire {
 namespace kernels {

@@ -1,12 +1,11 @@
-#include "gradwire/kernels/cuda/fused_sgd.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "gradwire/kernels/cuda/cuda_status.h"
+#include "gradwire/kernels/cuda/fused_sgd.h"
+#include "gradwire/kernels/validate.h"
 
 namespace gradwire {
 namespace kernels {
@@ -35,14 +34,16 @@ __global__ void __launch_bounds__(kThreads)
     // 16-byte accesses when every stream is 16-byte aligned at `begin`
     // (chunk offsets are multiples of 4 elements).
     const bool vec = ((reinterpret_cast<uintptr_t>(t.param) | reinterpret_cast<uintptr_t>(t.grad) |
-                       (has_buf ? reinterpret_cast<uintptr_t>(t.momentum) : 0)) & 15) == 0;
+                       (has_buf ? reinterpret_cast<uintptr_t>(t.momentum) : 0)) &
+                      15) == 0;
     uint64_t i = begin;
     if (vec) {
       const uint64_t vec_end = begin + (end - begin) / 4 * 4;
       for (uint64_t v = begin + 4 * threadIdx.x; v < vec_end; v += 4 * kThreads) {
         float4 p = *reinterpret_cast<const float4*>(t.param + v);
         const float4 g = __ldg(reinterpret_cast<const float4*>(t.grad + v));
-        float4 b = has_buf ? *reinterpret_cast<const float4*>(t.momentum + v) : make_float4(0, 0, 0, 0);
+        float4 b =
+            has_buf ? *reinterpret_cast<const float4*>(t.momentum + v) : make_float4(0, 0, 0, 0);
         SgdUpdate(o, g.x, &p.x, &b.x);
         SgdUpdate(o, g.y, &p.y, &b.y);
         SgdUpdate(o, g.z, &p.z, &b.z);
@@ -65,8 +66,9 @@ __global__ void __launch_bounds__(kThreads)
 absl::Status PrepareFusedSgd(void* storage, size_t* storage_bytes,
                              absl::Span<const SgdTensor> tensors, const SgdOptions& options,
                              FusedSgdPlan* plan, Stream stream) {
-  if (storage_bytes == nullptr) return absl::InvalidArgumentError("PrepareFusedSgd: storage_bytes is null");
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(cpu::ValidateSgd(tensors, options));
+  if (storage_bytes == nullptr)
+    return absl::InvalidArgumentError("PrepareFusedSgd: storage_bytes is null");
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(ValidateSgd(tensors, options));
   std::vector<SgdChunk> chunks;
   for (size_t t = 0; t < tensors.size(); ++t) {
     for (uint64_t off = 0; off < tensors[t].size; off += kSgdChunkElements) {
@@ -80,13 +82,15 @@ absl::Status PrepareFusedSgd(void* storage, size_t* storage_bytes,
     *storage_bytes = needed;
     return absl::OkStatus();
   }
-  if (*storage_bytes < needed) return absl::InvalidArgumentError("PrepareFusedSgd: storage too small");
+  if (*storage_bytes < needed)
+    return absl::InvalidArgumentError("PrepareFusedSgd: storage too small");
   if (plan == nullptr) return absl::InvalidArgumentError("PrepareFusedSgd: plan is null");
-  if (tensors.size() > UINT32_MAX) return absl::InvalidArgumentError("PrepareFusedSgd: too many tensors");
+  if (tensors.size() > UINT32_MAX)
+    return absl::InvalidArgumentError("PrepareFusedSgd: too many tensors");
   char* base = static_cast<char*>(storage);
   if (!tensors.empty()) {
-    GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base, tensors.data(), tensors.size() * sizeof(SgdTensor),
-                                                  cudaMemcpyHostToDevice, stream));
+    GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        base, tensors.data(), tensors.size() * sizeof(SgdTensor), cudaMemcpyHostToDevice, stream));
   }
   if (!chunks.empty()) {
     GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(base + tensor_bytes, chunks.data(),
@@ -96,7 +100,8 @@ absl::Status PrepareFusedSgd(void* storage, size_t* storage_bytes,
   GRADWIRE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   int device = 0, sms = 0;
   GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  GRADWIRE_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   plan->tensors = base;
   plan->chunks = base + tensor_bytes;
   plan->num_chunks = chunks.size();
@@ -104,25 +109,21 @@ absl::Status PrepareFusedSgd(void* storage, size_t* storage_bytes,
   for (const SgdTensor& t : tensors) {
     if (t.size != 0 && t.momentum == nullptr) plan->has_momentum = false;
   }
-  plan->grid = static_cast<uint32_t>(std::min<uint64_t>(chunks.size(), static_cast<uint64_t>(sms) * 8));
+  plan->grid =
+      static_cast<uint32_t>(std::min<uint64_t>(chunks.size(), static_cast<uint64_t>(sms) * 8));
   return absl::OkStatus();
 }
 
 absl::Status FusedSgdStep(const FusedSgdPlan& plan, const SgdOptions& options, Stream stream) {
   if (plan.num_chunks == 0) return absl::OkStatus();
   if (options.momentum != 0.0f && !plan.has_momentum) {
-    return absl::InvalidArgumentError("SGD: momentum != 0 but the registered tensors have no momentum buffers");
+    return absl::InvalidArgumentError(
+        "SGD: momentum != 0 but the registered tensors have no momentum buffers");
   }
-  if (!std::isfinite(options.lr) || !std::isfinite(options.momentum) || !std::isfinite(options.dampening) ||
-      !std::isfinite(options.weight_decay)) {
-    return absl::InvalidArgumentError("SGD: lr, momentum, dampening and weight_decay must be finite");
-  }
-  if (options.nesterov && (options.momentum == 0.0f || options.dampening != 0.0f)) {
-    return absl::InvalidArgumentError("SGD: nesterov needs momentum != 0 and dampening == 0");
-  }
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(ValidateSgdOptions(options));
   FusedSgdKernel<<<plan.grid, kThreads, 0, stream>>>(static_cast<const SgdTensor*>(plan.tensors),
-                                                    static_cast<const SgdChunk*>(plan.chunks),
-                                                    plan.num_chunks, options);
+                                                     static_cast<const SgdChunk*>(plan.chunks),
+                                                     plan.num_chunks, options);
   GRADWIRE_CUDA_CHECK_LAUNCH("FusedSgdKernel");
   return absl::OkStatus();
 }

@@ -16,8 +16,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "gradwire/kernels/cpu/fused_sgd.h"
 #include "gradwire/kernels/cuda/stream.h"
+#include "gradwire/kernels/sgd_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -31,7 +32,7 @@ struct FusedSgdPlan {
   const void* tensors = nullptr;  // device array of SgdTensor
   const void* chunks = nullptr;   // device chunk table
   uint64_t num_chunks = 0;
-  uint32_t grid = 0;  // blocks per launch (a few per SM; blocks loop over chunks)
+  uint32_t grid = 0;          // blocks per launch (a few per SM; blocks loop over chunks)
   bool has_momentum = false;  // every non-empty tensor has a momentum buffer
 };
 

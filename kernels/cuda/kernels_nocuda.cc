@@ -3,9 +3,13 @@
 // every buffer is host memory), so only direct callers see these.
 #include <string>
 
-#include "gradwire/kernels/cuda/decode_accumulate.h"
+#include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/fused_sgd.h"
 #include "gradwire/kernels/cuda/quantize.h"
+#include "gradwire/kernels/cuda/quantized_sum.h"
+#include "gradwire/kernels/cuda/randomk.h"
+#include "gradwire/kernels/cuda/sparse.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/cuda/topk.h"
 
 namespace gradwire {
@@ -25,7 +29,7 @@ absl::Status FusedSgdStep(const FusedSgdPlan&, const SgdOptions&, Stream) {
   return NoCuda("FusedSgdStep");
 }
 absl::Status SparseSumToDense(absl::Span<const SparsePayload>, float*, uint64_t,
-                              const SparseSumOptions&, Stream) {
+                              const SparseSumOptions&, uint64_t*, Stream) {
   return NoCuda("SparseSumToDense");
 }
 absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload>, const QuantizedFormat&, float*,
@@ -41,8 +45,8 @@ absl::Status TopKCompress16(void*, uint64_t*, const uint16_t*, ValueFormat, uint
   return NoCuda("TopKCompress16");
 }
 absl::Status ApproxTopKCompress(void*, uint64_t*, const float*, float*, uint64_t, uint64_t,
-                                ValueFormat, uint32_t*, uint8_t*, FusedStats*,
-                                cpu::ApproxTopKBand*, Stream) {
+                                ValueFormat, uint32_t*, uint8_t*, FusedStats*, ApproxTopKBand*,
+                                Stream) {
   return NoCuda("ApproxTopKCompress");
 }
 absl::Status RandomKIndices(void*, uint64_t*, uint64_t, uint64_t, uint64_t, uint64_t, uint32_t*,
@@ -61,8 +65,8 @@ absl::Status QsgdDecodeAccumulate(const uint8_t*, const uint8_t*, uint64_t, uint
                                   float*, Stream) {
   return NoCuda("QsgdDecodeAccumulate");
 }
-absl::Status SignCompress(const float*, float*, uint64_t, uint32_t, uint8_t*, uint8_t*,
-                          FusedStats*, Stream) {
+absl::Status SignCompress(const float*, float*, uint64_t, uint32_t, uint8_t*, uint8_t*, FusedStats*,
+                          Stream) {
   return NoCuda("SignCompress");
 }
 absl::Status SignDecodeAccumulate(const uint8_t*, const uint8_t*, uint64_t, uint32_t, float*,
@@ -76,8 +80,8 @@ absl::Status CastCompress(const float*, float*, uint64_t, ValueFormat, uint8_t*,
 absl::Status CastDecodeAccumulate(const uint8_t*, uint64_t, ValueFormat, float*, Stream) {
   return NoCuda("CastDecodeAccumulate");
 }
-absl::Status SparseDecodeAccumulate(const uint32_t*, const uint8_t*, uint64_t, ValueFormat,
-                                    float*, Stream) {
+absl::Status SparseDecodeAccumulate(const uint32_t*, const uint8_t*, uint64_t, ValueFormat, float*,
+                                    Stream) {
   return NoCuda("SparseDecodeAccumulate");
 }
 

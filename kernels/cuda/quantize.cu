@@ -1,36 +1,33 @@
-#include "gradwire/kernels/cuda/quantize.h"
-
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cub/block/block_reduce.cuh>
 #include <string>
 
 #include "gradwire/kernels/cuda/cuda_status.h"
+#include "gradwire/kernels/cuda/launch.cuh"
+#include "gradwire/kernels/cuda/quantize.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr uint64_t kGroupMax = 4096;  // elements of one shared-memory group
-
-__host__ __device__ inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-__host__ __device__ inline uint64_t Min64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+// A group takes 9 bytes per element of shared memory (36 KB): 6 blocks fit
+// an SM, so the grid is capped there and registers at 40 to let all run.
+constexpr int kGroupBlocksPerSm = 6;
 
 struct QuantParams {
   const float* grad;
   float* residual;  // null: no error feedback
   uint64_t n;
-  uint32_t bits;    // 1 for sign
+  uint32_t bits;  // 1 for sign
   uint32_t max_code;
   uint32_t bucket;
   uint64_t rounding;  // stream key for QSGD's stochastic rounding
   uint8_t* scales;
   uint8_t* packed;
-  unsigned long long* nonfinite;  // &stats->nonfinite, or null
+  FusedStats* stats;  // device, or null
 };
 
 // What a bucket's scale is built from.
@@ -57,7 +54,9 @@ struct SignScaleAcc {
     sum += o.sum;
     finite += o.finite;
   }
-  __device__ float Scale() const { return finite > 0 ? static_cast<float>(sum / static_cast<double>(finite)) : 0.0f; }
+  __device__ float Scale() const {
+    return finite > 0 ? static_cast<float>(sum / static_cast<double>(finite)) : 0.0f;
+  }
 };
 
 template <typename ScaleAcc>
@@ -78,7 +77,8 @@ __device__ SignScaleAcc WarpMerge(SignScaleAcc a) {
 
 // Code of one element and its decoded value.
 template <bool kSign>
-__device__ __forceinline__ uint32_t Encode(const QuantParams& p, uint64_t i, float a, float scale, float* decoded) {
+__device__ __forceinline__ uint32_t Encode(const QuantParams& p, uint64_t i, float a, float scale,
+                                           float* decoded) {
   if (kSign) {
     const uint32_t c = SignCode(a);
     *decoded = SignDecode(c, scale);
@@ -92,28 +92,22 @@ __device__ __forceinline__ uint32_t Encode(const QuantParams& p, uint64_t i, flo
 
 // Writes the packed bytes of the 8-element unit starting at element i0
 // (a multiple of 8, so its codes start on a byte), `count` <= 8 codes.
-__device__ __forceinline__ void StoreUnit(uint8_t* packed, uint64_t i0, uint32_t bits, uint64_t word,
-                                          uint32_t count) {
+__device__ __forceinline__ void StoreUnit(uint8_t* packed, uint64_t i0, uint32_t bits,
+                                          uint64_t word, uint32_t count) {
   const uint64_t off = i0 / 8 * bits;
   const uint32_t bytes = (count * bits + 7) / 8;
   for (uint32_t b = 0; b < bytes; ++b) packed[off + b] = static_cast<uint8_t>(word >> (8 * b));
 }
 
-__device__ __forceinline__ void AddNonFinite(unsigned long long* block_counter, uint32_t count) {
-  if (count != 0) atomicAdd(block_counter, static_cast<unsigned long long>(count));
-}
-
 // One pass: groups of whole buckets (group_elems a multiple of 8 and of the
 // bucket size, except the tensor's last group).
 template <bool kSign, typename ScaleAcc>
-__global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, uint64_t group_elems) {
+__global__ void __launch_bounds__(kThreads, kGroupBlocksPerSm)
+    QuantizeGroupsKernel(QuantParams p, uint64_t group_elems) {
   extern __shared__ float smem[];
-  float* acc = smem;                    // group_elems
-  float* scale = smem + group_elems;    // buckets per group (<= group_elems)
+  float* acc = smem;                  // group_elems
+  float* scale = smem + group_elems;  // buckets per group (<= group_elems)
   uint8_t* codes = reinterpret_cast<uint8_t*>(smem + 2 * group_elems);  // group_elems
-  __shared__ unsigned long long block_nonfinite;
-  if (threadIdx.x == 0) block_nonfinite = 0;
-  __syncthreads();
   uint32_t nonfinite = 0;
   const uint64_t groups = CeilDiv(p.n, group_elems);
   for (uint64_t g = blockIdx.x; g < groups; g += gridDim.x) {
@@ -131,7 +125,8 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
     if (ScaleAcc::kSequential) {
       for (uint32_t b = threadIdx.x; b < buckets; b += kThreads) {
         ScaleAcc s;
-        const uint32_t end = static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
+        const uint32_t end =
+            static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
         for (uint32_t j = b * p.bucket; j < end; ++j) s.Add(acc[j]);
         scale[b] = s.Scale();
         StoreValue(p.scales, start / p.bucket + b, s.Scale(), ValueFormat::kFp32);
@@ -140,7 +135,8 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
       for (uint32_t b = warp; b < buckets; b += kWarps) {
         ScaleAcc s;
-        const uint32_t end = static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
+        const uint32_t end =
+            static_cast<uint32_t>(Min64(static_cast<uint64_t>(b + 1) * p.bucket, len));
         for (uint32_t j = b * p.bucket + lane; j < end; j += 32) s.Add(acc[j]);
         s = WarpMerge(s);
         if (lane == 0) {
@@ -156,7 +152,8 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
       const float a = acc[j];
       nonfinite += IsFinite(a) ? 0u : 1u;
       float decoded;
-      codes[j] = static_cast<uint8_t>(Encode<kSign>(p, start + j, a, scale[j / p.bucket], &decoded));
+      codes[j] =
+          static_cast<uint8_t>(Encode<kSign>(p, start + j, a, scale[j / p.bucket], &decoded));
       if (p.residual != nullptr) p.residual[start + j] = ResidualAfter(a, decoded);
     }
     __syncthreads();
@@ -165,16 +162,14 @@ __global__ void __launch_bounds__(kThreads) QuantizeGroupsKernel(QuantParams p, 
       const uint32_t j0 = 8 * u;
       const uint32_t count = static_cast<uint32_t>(Min64(8, len - j0));
       uint64_t word = 0;
-      for (uint32_t e = 0; e < count; ++e) word |= static_cast<uint64_t>(codes[j0 + e]) << (e * p.bits);
+      for (uint32_t e = 0; e < count; ++e)
+        word |= static_cast<uint64_t>(codes[j0 + e]) << (e * p.bits);
       StoreUnit(p.packed, start + j0, p.bits, word, count);
     }
     __syncthreads();  // acc and scale are reused by the next group
   }
-  if (p.nonfinite != nullptr) {
-    AddNonFinite(&block_nonfinite, nonfinite);
-    __syncthreads();
-    if (threadIdx.x == 0 && block_nonfinite != 0) atomicAdd(p.nonfinite, block_nonfinite);
-  }
+  WriteSelected(p.stats, p.n);
+  AddBlockCount(NonFiniteCounter(p.stats), nonfinite);
 }
 
 // Two passes for buckets larger than a group: scales (one block per
@@ -192,7 +187,8 @@ __global__ void __launch_bounds__(kThreads) BucketScaleKernel(QuantParams p) {
       ScaleAcc s;
       for (uint64_t base = begin; base < end; base += kThreads) {
         const uint64_t i = base + threadIdx.x;
-        if (i < end) stage[threadIdx.x] = p.residual != nullptr ? p.grad[i] + p.residual[i] : p.grad[i];
+        if (i < end)
+          stage[threadIdx.x] = p.residual != nullptr ? p.grad[i] + p.residual[i] : p.grad[i];
         __syncthreads();
         if (threadIdx.x == 0) {
           const uint32_t cnt = static_cast<uint32_t>(Min64(kThreads, end - base));
@@ -221,9 +217,6 @@ __global__ void __launch_bounds__(kThreads) BucketScaleKernel(QuantParams p) {
 
 template <bool kSign>
 __global__ void __launch_bounds__(kThreads) QuantizeUnitsKernel(QuantParams p) {
-  __shared__ unsigned long long block_nonfinite;
-  if (threadIdx.x == 0) block_nonfinite = 0;
-  __syncthreads();
   uint32_t nonfinite = 0;
   const uint64_t units = CeilDiv(p.n, 8);
   for (uint64_t u = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; u < units;
@@ -243,19 +236,14 @@ __global__ void __launch_bounds__(kThreads) QuantizeUnitsKernel(QuantParams p) {
     }
     StoreUnit(p.packed, i0, p.bits, word, count);
   }
-  if (p.nonfinite != nullptr) {
-    AddNonFinite(&block_nonfinite, nonfinite);
-    __syncthreads();
-    if (threadIdx.x == 0 && block_nonfinite != 0) atomicAdd(p.nonfinite, block_nonfinite);
-  }
+  WriteSelected(p.stats, p.n);
+  AddBlockCount(NonFiniteCounter(p.stats), nonfinite);
 }
-
-__global__ void SetSelectedKernel(FusedStats* stats, uint64_t selected) { stats->selected = selected; }
 
 template <bool kSign>
 __global__ void __launch_bounds__(kThreads)
-    DequantizeAccumulateKernel(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
-                               uint32_t bucket, float* dense) {
+    DequantizeAccumulateKernel(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                               uint32_t bits, uint32_t bucket, float* dense) {
   const uint32_t max_code = QsgdMaxCode(bits);
   for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
        i += static_cast<uint64_t>(gridDim.x) * kThreads) {
@@ -265,168 +253,95 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    CastKernel(const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
-               unsigned long long* nonfinite_out) {
-  __shared__ unsigned long long block_nonfinite;
-  if (threadIdx.x == 0) block_nonfinite = 0;
-  __syncthreads();
-  uint32_t nonfinite = 0;
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
-    const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
-    nonfinite += IsFinite(a) ? 0u : 1u;
-    StoreValue(values, i, a, format);
-    if (residual != nullptr) residual[i] = ResidualAfter(a, RoundToFormat(a, format));
+// Everything a refused call is refused for, checked before anything is
+// written (stats included).
+absl::Status CheckQuantize(const char* who, const QuantParams& p) {
+  if (p.bits < 1 || p.bits > 8) {
+    return absl::InvalidArgumentError(std::string(who) + ": bits must be 1..8");
   }
-  if (nonfinite_out != nullptr) {
-    AddNonFinite(&block_nonfinite, nonfinite);
-    __syncthreads();
-    if (threadIdx.x == 0 && block_nonfinite != 0) atomicAdd(nonfinite_out, block_nonfinite);
+  if (p.bucket < 1) {
+    return absl::InvalidArgumentError(std::string(who) + ": bucket_size must be >= 1");
   }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    CastDecodeKernel(const uint8_t* values, uint64_t n, ValueFormat format, float* dense) {
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
-       i += static_cast<uint64_t>(gridDim.x) * kThreads) {
-    dense[i] += LoadValue(values, i, format);
+  if (p.n > 0 && (p.grad == nullptr || p.scales == nullptr || p.packed == nullptr)) {
+    return absl::InvalidArgumentError(std::string(who) + ": null buffer");
   }
-}
-
-__global__ void __launch_bounds__(kThreads)
-    SparseDecodeKernel(const uint32_t* indices, const uint8_t* values, uint64_t k, ValueFormat format,
-                       float* dense) {
-  for (uint64_t j = static_cast<uint64_t>(blockIdx.x) * kThreads + threadIdx.x; j < k;
-       j += static_cast<uint64_t>(gridDim.x) * kThreads) {
-    dense[indices[j]] += LoadValue(values, j, format);
-  }
-}
-
-absl::Status Grid(uint64_t work, unsigned* grid) {
-  int device = 0, sms = 0;
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  *grid = static_cast<unsigned>(std::max<uint64_t>(1, std::min<uint64_t>(CeilDiv(work, kThreads), sms * 8ull)));
   return absl::OkStatus();
-}
-
-absl::Status StartStats(FusedStats* stats, uint64_t n, cudaStream_t stream) {
-  if (stats == nullptr) return absl::OkStatus();
-  GRADWIRE_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(stats, 0, sizeof(FusedStats), stream));
-  SetSelectedKernel<<<1, 1, 0, stream>>>(stats, n);
-  GRADWIRE_CUDA_CHECK_LAUNCH("SetSelectedKernel");
-  return absl::OkStatus();
-}
-
-unsigned long long* NonFinite(FusedStats* stats) {
-  return stats != nullptr ? reinterpret_cast<unsigned long long*>(&stats->nonfinite) : nullptr;
 }
 
 template <bool kSign, typename ScaleAcc>
 absl::Status Quantize(const char* who, const QuantParams& p, cudaStream_t stream) {
-  if (p.bits < 1 || p.bits > 8) return absl::InvalidArgumentError(std::string(who) + ": bits must be 1..8");
-  if (p.bucket < 1) return absl::InvalidArgumentError(std::string(who) + ": bucket_size must be >= 1");
-  if (p.n > 0 && (p.grad == nullptr || p.scales == nullptr || p.packed == nullptr)) {
-    return absl::InvalidArgumentError(std::string(who) + ": null buffer");
-  }
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, p));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(ZeroStats(p.stats, stream));
   if (p.n == 0) return absl::OkStatus();
   // Smallest group of whole buckets starting on a byte: a multiple of 8
   // elements; then as many of those as fit kGroupMax.
   uint64_t unit = p.bucket;
   while (unit % 8 != 0) unit += p.bucket;
+  unsigned grid = 0;
   if (unit <= kGroupMax) {
     const uint64_t group = kGroupMax / unit * unit;
     const size_t smem = 2 * group * sizeof(float) + group;  // acc, scales (<= group), codes
-    unsigned grid = 0;
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(CeilDiv(p.n, group) * kThreads, &grid));
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(
+        GridFor(CeilDiv(p.n, group) * kThreads, kThreads, kGroupBlocksPerSm, &grid));
     QuantizeGroupsKernel<kSign, ScaleAcc><<<grid, kThreads, smem, stream>>>(p, group);
     GRADWIRE_CUDA_CHECK_LAUNCH("QuantizeGroupsKernel");
     return absl::OkStatus();
   }
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(CeilDiv(p.n, p.bucket) * kThreads, &grid));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(CeilDiv(p.n, p.bucket) * kThreads, kThreads, 8, &grid));
   BucketScaleKernel<ScaleAcc><<<grid, kThreads, 0, stream>>>(p);
   GRADWIRE_CUDA_CHECK_LAUNCH("BucketScaleKernel");
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(CeilDiv(p.n, 8), &grid));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(CeilDiv(p.n, 8), kThreads, 8, &grid));
   QuantizeUnitsKernel<kSign><<<grid, kThreads, 0, stream>>>(p);
   GRADWIRE_CUDA_CHECK_LAUNCH("QuantizeUnitsKernel");
   return absl::OkStatus();
 }
 
+template <bool kSign>
+absl::Status Dequantize(const char* who, const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                        uint32_t bits, uint32_t bucket_size, float* dense, cudaStream_t stream) {
+  if (bits < 1 || bits > 8 || bucket_size < 1) {
+    return absl::InvalidArgumentError(std::string(who) + ": bits must be 1..8, bucket_size >= 1");
+  }
+  if (n == 0) return absl::OkStatus();
+  if (scales == nullptr || packed == nullptr || dense == nullptr) {
+    return absl::InvalidArgumentError(std::string(who) + ": null buffer");
+  }
+  unsigned grid = 0;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(GridFor(n, kThreads, 8, &grid));
+  DequantizeAccumulateKernel<kSign>
+      <<<grid, kThreads, 0, stream>>>(scales, packed, n, bits, bucket_size, dense);
+  GRADWIRE_CUDA_CHECK_LAUNCH("DequantizeAccumulateKernel");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits, uint32_t bucket_size,
-                          uint64_t seed, uint64_t step, uint8_t* scales, uint8_t* packed, FusedStats* stats,
-                          Stream stream) {
-  if (bits < 1 || bits > 8) return absl::InvalidArgumentError("QsgdCompress: bits must be 1..8");
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(StartStats(stats, n, stream));
-  const QuantParams p{grad, residual, n, bits, QsgdMaxCode(bits), bucket_size,
-                      StreamKey(seed, step, kStreamRounding), scales, packed, NonFinite(stats)};
+absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                          uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
+                          uint8_t* packed, FusedStats* stats, Stream stream) {
+  const uint32_t max_code = bits >= 1 && bits <= 8 ? QsgdMaxCode(bits) : 0;
+  const QuantParams p{
+      grad,   residual, n,    bits, max_code, bucket_size, StreamKey(seed, step, kStreamRounding),
+      scales, packed,   stats};
   return Quantize<false, QsgdScaleAcc>("QsgdCompress", p, stream);
 }
 
-absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size, uint8_t* scales,
-                          uint8_t* packed, FusedStats* stats, Stream stream) {
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(StartStats(stats, n, stream));
-  const QuantParams p{grad, residual, n, 1, 1, bucket_size, 0, scales, packed, NonFinite(stats)};
+absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
+                          uint8_t* scales, uint8_t* packed, FusedStats* stats, Stream stream) {
+  const QuantParams p{grad, residual, n, 1, 1, bucket_size, 0, scales, packed, stats};
   return Quantize<true, SignScaleAcc>("SignCompress", p, stream);
 }
 
-absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
-                                  uint32_t bucket_size, float* dense, Stream stream) {
-  if (bits < 1 || bits > 8 || bucket_size < 1) {
-    return absl::InvalidArgumentError("QsgdDecodeAccumulate: bits must be 1..8, bucket_size >= 1");
-  }
-  if (n == 0) return absl::OkStatus();
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(n, &grid));
-  DequantizeAccumulateKernel<false><<<grid, kThreads, 0, stream>>>(scales, packed, n, bits, bucket_size, dense);
-  GRADWIRE_CUDA_CHECK_LAUNCH("DequantizeAccumulateKernel");
-  return absl::OkStatus();
-}
-
-absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bucket_size,
-                                  float* dense, Stream stream) {
-  if (bucket_size < 1) return absl::InvalidArgumentError("SignDecodeAccumulate: bucket_size must be >= 1");
-  if (n == 0) return absl::OkStatus();
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(n, &grid));
-  DequantizeAccumulateKernel<true><<<grid, kThreads, 0, stream>>>(scales, packed, n, 1, bucket_size, dense);
-  GRADWIRE_CUDA_CHECK_LAUNCH("DequantizeAccumulateKernel");
-  return absl::OkStatus();
-}
-
-absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
-                          FusedStats* stats, Stream stream) {
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(StartStats(stats, n, stream));
-  if (n == 0) return absl::OkStatus();
-  if (grad == nullptr || values == nullptr) return absl::InvalidArgumentError("CastCompress: null buffer");
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(n, &grid));
-  CastKernel<<<grid, kThreads, 0, stream>>>(grad, residual, n, format, values, NonFinite(stats));
-  GRADWIRE_CUDA_CHECK_LAUNCH("CastKernel");
-  return absl::OkStatus();
-}
-
-absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense,
+absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bits, uint32_t bucket_size, float* dense,
                                   Stream stream) {
-  if (n == 0) return absl::OkStatus();
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(n, &grid));
-  CastDecodeKernel<<<grid, kThreads, 0, stream>>>(values, n, format, dense);
-  GRADWIRE_CUDA_CHECK_LAUNCH("CastDecodeKernel");
-  return absl::OkStatus();
+  return Dequantize<false>("QsgdDecodeAccumulate", scales, packed, n, bits, bucket_size, dense,
+                           stream);
 }
 
-absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
-                                    ValueFormat format, float* dense, Stream stream) {
-  if (k == 0) return absl::OkStatus();
-  unsigned grid = 0;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Grid(k, &grid));
-  SparseDecodeKernel<<<grid, kThreads, 0, stream>>>(indices, values, k, format, dense);
-  GRADWIRE_CUDA_CHECK_LAUNCH("SparseDecodeKernel");
-  return absl::OkStatus();
+absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                  uint32_t bucket_size, float* dense, Stream stream) {
+  return Dequantize<true>("SignDecodeAccumulate", scales, packed, n, 1, bucket_size, dense, stream);
 }
 
 }  // namespace cuda

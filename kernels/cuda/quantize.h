@@ -1,11 +1,13 @@
-// Dense compressors on the GPU with fused error feedback, and their
-// decoders: QSGD (1-8 bits, stochastic, per-bucket fp32 scales), sign with
-// per-bucket scale, and fp32/fp16/bf16 casts. Same contract and byte layout
-// as kernels/cpu/quantize.h and kernels/cpu/cast.h, plus a stream.
+// Bucketed quantizers on the GPU with fused error feedback, and their
+// decoders: QSGD (1-8 bits, stochastic, per-bucket fp32 scales) and sign
+// with per-bucket scale. Same contract and byte layout as
+// kernels/cpu/quantize.h, plus a stream.
 //
 // All pointers are device memory (stats too; may be null). Output sections
 // may have any alignment, as in a frame. No temp storage, no allocation,
-// no host synchronization.
+// no host synchronization. A refused call (InvalidArgument: bits outside
+// 1..8, bucket_size 0, null buffers with n > 0) writes nothing, stats
+// included.
 //
 // One pass: a block loads a group of whole buckets (a multiple of 8
 // elements, so each group's packed codes start on a byte) into shared
@@ -26,9 +28,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -46,17 +48,6 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
 
 absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                   uint32_t bucket_size, float* dense, Stream stream);
-
-absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
-                          uint8_t* values, FusedStats* stats, Stream stream);
-
-absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense,
-                                  Stream stream);
-
-// dense[indices[j]] += value j, for one payload (indices validated, strictly
-// ascending, so the scatter needs no atomics).
-absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,
-                                    ValueFormat format, float* dense, Stream stream);
 
 }  // namespace cuda
 }  // namespace kernels

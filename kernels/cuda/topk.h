@@ -1,11 +1,11 @@
-// Top-k by magnitude on the GPU, exact and approximate, and random-k, each
-// with fused error feedback. Same contract as kernels/cpu/topk.h and
-// kernels/cpu/randomk.h (same selected set, order, values and residual,
-// bit for bit), plus a stream; kernels/cuda/radix_select.cuh describes the
-// passes.
+// Top-k by magnitude on the GPU, exact and approximate, with fused error
+// feedback. Same contract as kernels/cpu/topk.h (same selected set, order,
+// values and residual, bit for bit), plus a stream; random-k, which shares
+// the selection, is kernels/cuda/randomk.h; kernels/cuda/radix_select.cuh
+// describes the passes.
 //
 // Every pointer is device memory, including `stats` and `band` (either may
-// be null; ApproxTopKBand is cpu::ApproxTopKBand): nothing is copied back and the host never waits, so a call can
+// be null): nothing is copied back and the host never waits, so a call can
 // be captured in a CUDA graph. Temp storage follows CUB: call with
 // temp == nullptr to learn *temp_bytes for n (about 4n + 64 KiB: the
 // candidate list's worst case, every element in the k-th element's bin),
@@ -18,10 +18,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
-#include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 
 namespace gradwire {
 namespace kernels {
@@ -52,17 +51,7 @@ absl::Status TopKCompress16(void* temp, uint64_t* temp_bytes, const uint16_t* gr
 absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad,
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
-                                cpu::ApproxTopKBand* band, Stream stream);
-
-// Random-k indices for (seed, step, n, k), ascending (cpu/randomk.h).
-absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
-                            uint64_t n, uint64_t k, uint32_t* indices, Stream stream);
-
-// Random-k with fused error feedback (cpu/randomk.h RandomKCompress).
-absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
-                             uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
-                             ValueFormat format, uint32_t* indices, uint8_t* values,
-                             FusedStats* stats, Stream stream);
+                                ApproxTopKBand* band, Stream stream);
 
 }  // namespace cuda
 }  // namespace kernels

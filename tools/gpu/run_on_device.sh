@@ -9,13 +9,15 @@
 # `build` writes .device/ (ignored by git): stripped binaries linked with
 # static cudart, libstdc++ and libgcc, plus the few shared libraries they
 # need that a CUDA image lacks (Debian's absl). `run` (on the GPU machine)
-# runs every phase below, each within its own budget (200+170+150+60 s), writing 7
-# files to $OUT; `run tests|sanitize|bench|torch` runs one phase.
+# runs the phases tests, sanitize, bench and torch, each within its own
+# budget (200+170+150+60 s), writing 7 files to $OUT; `run PHASE` runs one.
+# Two phases need a call each and are not in `run`: `racecheck` (racecheck
+# at the sizes where every block loops) and `large` (n = 2^32 and above).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 
-TESTS=(cuda_device_test gpu_compress_test gpu_decode_accumulate_test gpu_fused_sgd_test dispatch_test)
+TESTS=(cuda_device_test gpu_topk_test gpu_compress_test gpu_decode_accumulate_test gpu_fused_sgd_test dispatch_test)
 
 build() {
   set -e
@@ -72,12 +74,16 @@ phase_sanitize() {
   if [ -z "$cs" ]; then echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/sanitizer.log"; return 1; fi
   # memcheck on everything; racecheck (slower) on the kernels that share
   # memory between threads: decode tiles, quantizer groups, selection.
+  # Broken indices race by design (two entries for one element in a round:
+  # the sum is unspecified, the memory safe): memcheck only.
   local runs=(
+    "memcheck gpu_topk_test *"
     "memcheck gpu_compress_test *"
     "memcheck gpu_decode_accumulate_test *"
     "memcheck gpu_fused_sgd_test *"
-    "racecheck gpu_decode_accumulate_test *"
-    "racecheck gpu_compress_test *Qsgd*:*Sign*:*ExactTopK*"
+    "racecheck gpu_decode_accumulate_test *:-*BrokenIndices*"
+    "racecheck gpu_compress_test *Qsgd*:*Sign*"
+    "racecheck gpu_topk_test *ExactTopK*"
   )
   local r tool t filter
   for r in "${runs[@]}"; do
@@ -91,11 +97,48 @@ phase_sanitize() {
   return $status
 }
 
-# n > 2^31 (64-bit offsets): ~30 GB of GPU memory, a few minutes. Not in `all`.
+# racecheck at the sizes where every block loops (several decode tiles,
+# quantizer groups and top-k output chunks per block): the loops whose
+# shared memory is reused across iterations. Slow; not in `all`.
+phase_racecheck() {
+  local cs status=0 end=$(( $(date +%s) + ${RACECHECK_BUDGET:-540} ))
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
+  [ -n "$cs" ] || { echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/racecheck.log"; return 1; }
+  local runs=(
+    "gpu_decode_accumulate_test *SeveralTilesPerBlock*"
+    "gpu_compress_test *QuantizersLoopOverSeveralGroupsPerBlock*"
+    "gpu_topk_test *ManyCandidateChunksPerBlock*"
+  )
+  local r t filter
+  for r in "${runs[@]}"; do
+    read -r t filter <<< "$r"
+    echo "=== racecheck $t $filter" >> "$OUT/racecheck.log"
+    GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool racecheck --error-exitcode 9 \
+      ".device/bin/$t" --gtest_color=no --gtest_filter="$filter" >> "$OUT/racecheck.log" 2>&1 \
+      || { status=1; echo "SANITIZER FAILED: racecheck $t" | tee -a "$OUT/racecheck.log"; }
+  done
+  grep -E "RACECHECK SUMMARY|SANITIZER FAILED|^n = |candidates" "$OUT/racecheck.log"
+  return $status
+}
+
+# n = 2^32 (u32 indices at their limit) and n > 2^32 (64-bit offsets): ~50
+# GB of GPU and ~70 GB of host memory, minutes. Not in `all`.
+# `run large topk` or `run large qsgd` runs one of the two.
 phase_large() {
-  GRADWIRE_GPU_LARGE=1 timeout "${LARGE_BUDGET:-540}" .device/bin/gpu_compress_test --gtest_color=no \
-    --gtest_filter='*SizesAboveTwoToThe31*' 2>&1 | tee "$OUT/large.log" | tail -n 30
-  return "${PIPESTATUS[0]}"
+  local filter
+  case "${1:-both}" in
+    topk) filter='GpuTopKTest.AtTwoToThe32' ;;
+    qsgd) filter='GpuCompressTest.QsgdAboveTwoToThe32' ;;
+    *) filter='GpuTopKTest.AtTwoToThe32:GpuCompressTest.QsgdAboveTwoToThe32' ;;
+  esac
+  local status=0 end=$(( $(date +%s) + ${LARGE_BUDGET:-540} )) t
+  : > "$OUT/large.log"
+  for t in gpu_topk_test gpu_compress_test; do
+    GRADWIRE_GPU_LARGE=1 timeout "$(left $end)" ".device/bin/$t" --gtest_color=no \
+      --gtest_filter="$filter" >> "$OUT/large.log" 2>&1 || status=1
+  done
+  grep -E "^\[ *(PASSED|FAILED|SKIPPED|OK) *\]|Failure|seed" "$OUT/large.log"
+  return $status
 }
 
 phase_bench() {
@@ -122,7 +165,8 @@ case "${1:-}" in
       sanitize) phase_sanitize ;;
       bench) shift; phase_bench "$@" ;;
       torch) phase_torch ;;
-      large) phase_large ;;
+      large) shift; phase_large "$@" ;;
+      racecheck) phase_racecheck ;;
       all)
         s=0
         phase_tests || s=1
@@ -131,7 +175,7 @@ case "${1:-}" in
         phase_torch || s=1
         python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
         exit $s ;;
-      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|large]" >&2; exit 2 ;;
+      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|racecheck|large [topk|qsgd]]" >&2; exit 2 ;;
     esac ;;
-  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|large]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|racecheck|large]" >&2; exit 2 ;;
 esac

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gradwire/kernels/cpu/fused_stats.h"
+#include "gradwire/kernels/types.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/codec/wire_format.h"
 
