@@ -7,6 +7,9 @@ scales this machine cannot run (e.g. 16 nodes x 8 GPUs at 10/25 Gbit/s),
 and checks itself against tools/cluster_bench.py's measurements.
 
     planner.py --validate bench-results/X.json       # error % per measured case
+    planner.py --validate_scaling /tmp/scaling/scaling.json   # scaling_bench.py's run
+    planner.py --scale --out docs/results/DATE-planner-scale  # every exchange at scale,
+                                     # the library's cost model per bucket (planner_exchange.py)
     planner.py --calibrate bench-results/X.json \\
         --nodes 16 --gpus_per_node 8 --links 10gbit,25gbit \\
         --profiles resnet50,bert_large \\
@@ -198,10 +201,9 @@ DIRECT_MAX_BLOCK_BYTES = 256 << 10
 
 
 def agreement_s(p, alpha):
-    """gradwire's agreement round before every collective."""
-    if p <= 1:
-        return 0.0
-    return alpha if p <= DIRECT_MAX_RANKS else (p - 1) * alpha
+    """gradwire's agreement round before every collective: always direct
+    (P-1 one-hop messages at once, transport/gloo_group.h), one step."""
+    return alpha if p > 1 else 0.0
 
 
 def allgather_s(p, nbytes_per_rank, bw, alpha):
@@ -526,6 +528,10 @@ def main(argv=None):
     p.add_argument("--intra_gbytes", type=float, default=100.0,
                    help="intra-node GB/s at scale (NVLink-class); 0 = free")
     p.add_argument("--json_out")
+    args = sys.argv[1:] if argv is None else argv
+    if any(t.split("=")[0] in ("--validate_scaling", "--scale") for t in args):
+        import planner_exchange  # the library's cost model per bucket (sparse allreduce)
+        return planner_exchange.main(args)
     a = p.parse_args(argv)
     try:
         gradwire_extension()

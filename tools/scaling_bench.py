@@ -35,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emulated_cluster  # noqa: E402
+from gwtools import rates  # noqa: E402
 
 
 def run_case(cluster, binary, exchange, spec, a, job):
@@ -72,14 +73,19 @@ def run_case(cluster, binary, exchange, spec, a, job):
         "bytes_received": max(res["bytes_received_per_iter"] for res in results),
         "compress_ms": max(res["compress_ms_per_iter"] for res in results),
         "selection_rounds": max(res["selection_rounds"] for res in results),
+        # The library's measurement of this run (AgreeExchangeModel: the same on every rank).
+        "model": results[0].get("model"),
     }
 
 
-def predict(binary, hosts, spec, a):
+def predict(binary, hosts, spec, a, measured=None):
+    """The cost model's prediction (scaling_rank --exchange=predict) at the
+    nominal link rate and the round latency the run measured, if any."""
+    round_us = [f"--round_us={measured['seconds_per_round'] * 1e6}"] if measured else []
     out = subprocess.run([binary, "--exchange=predict", f"--ranks={hosts}",
                           f"--compression={spec}", f"--elements={a.elements}",
                           f"--buckets={a.buckets}",
-                          f"--link_mbit={emulated_cluster.parse_rate(a.link) / 1e6}"],
+                          f"--link_mbit={rates.parse_rate(a.link) / 1e6}"] + round_us,
                          check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.split("PREDICT ", 1)[1])
 
@@ -153,7 +159,7 @@ def main():
             for name, exchange, spec in plan:
                 t0 = time.monotonic()
                 res = run_case(cluster, binary, exchange, spec, a, f"scaling-{p}-{len(cases)}")
-                model = predict(binary, p, spec, a)[exchange]
+                model = predict(binary, p, spec, a, res.get("model"))[exchange]
                 res.update({"name": name, "hosts": p, "exchange": exchange, "spec": spec,
                             "predicted": model})
                 cases.append(res)
@@ -194,10 +200,35 @@ def main():
     with open(os.path.join(a.out, "scaling.md"), "w") as f:
         f.write(table)
     with open(os.path.join(a.out, "scaling.json"), "w") as f:
-        json.dump({"settings": {k: v for k, v in vars(a).items() if k != "secret"},
+        json.dump({"settings": {**{k: v for k, v in vars(a).items() if k != "secret"},
+                                "cores": os.cpu_count()},
                    "cases": cases, "figures": checks}, f, indent=1)
     plot(cases, hosts, os.path.join(a.out, "scaling.png"))
     print(f"wrote {a.out}/scaling.md, scaling.json, scaling.png")
+    validate(os.path.join(a.out, "scaling.json"), a.out)
+
+
+def validate(json_path, out_dir):
+    """The planner's validation of this run (tools/planner.py
+    --validate_scaling): printed, appended to scaling.md, and written to
+    scaling_validation.json. Skipped, saying why, without the extension."""
+    import planner
+    import planner_exchange
+    try:
+        planner.gradwire_extension()
+    except planner.ExtensionMissing as e:
+        print(f"planner validation skipped: {e}")
+        return
+    with open(json_path) as f:
+        results = json.load(f)
+    rows = planner_exchange.validate_scaling(results)
+    text = ("\n## Planner validation (tools/planner.py --validate_scaling)\n\n" +
+            planner_exchange.format_validation(rows) + "\n")
+    print(text)
+    with open(os.path.join(out_dir, "scaling.md"), "a") as f:
+        f.write(text)
+    with open(os.path.join(out_dir, "scaling_validation.json"), "w") as f:
+        json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":

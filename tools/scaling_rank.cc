@@ -7,7 +7,8 @@
 //   --exchange=predict           no network: prints the cost model's
 //                                estimate of each exchange for --ranks
 //                                ranks and --link_mbit (one JSON line)
-// Each iteration: a new gradient (untimed), a barrier, then every bucket
+// First (--measure_model) the library measures the cost model's figures
+// (AgreeExchangeModel). Each iteration: a new gradient (untimed), a barrier, then every bucket
 // in turn; its time is from the barrier to the last bucket done. Prints
 // one line "RESULT {json}" with this rank's iteration times and bytes.
 // Rendezvous from the environment (tools/launch.py, scaling_bench.py);
@@ -47,6 +48,9 @@ ABSL_FLAG(int, event_loop_nice, 0, "GroupOptions::event_loop_nice (ranks sharing
 ABSL_FLAG(int, ranks, 4, "predict: ranks");
 ABSL_FLAG(double, link_mbit, 100, "predict: link rate in Mbit/s");
 ABSL_FLAG(double, round_us, 200, "predict: seconds per message step, in us");
+ABSL_FLAG(bool, measure_model, true,
+          "measure the cost model's link and codec figures first (AgreeExchangeModel), "
+          "reported as \"model\" in RESULT for the planner's validation");
 
 namespace gradwire {
 namespace {
@@ -126,6 +130,18 @@ int Main() {
   SparseAllreduce allreduce(**codec, *auth);
 
   transport::GlooGroup& g = **group;
+  // The library's own measurement of this run's link, round latency and
+  // codec (what a Communicator with measure_exchange_model agrees on).
+  std::string model_json = "null";
+  if (absl::GetFlag(FLAGS_measure_model)) {
+    absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(g, ExchangeModel(), true, codec->get());
+    if (!m.ok()) return Fail(m.status());
+    model_json = absl::StrFormat(
+        "{\"bytes_per_second\": %.6g, \"seconds_per_round\": %.6g, "
+        "\"encoded_elements_per_second\": %.6g, \"decoded_entries_per_second\": %.6g}",
+        m->bytes_per_second, m->seconds_per_round, m->encoded_elements_per_second,
+        m->decoded_entries_per_second);
+  }
   const int buckets = absl::GetFlag(FLAGS_buckets);
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);
   const float p = static_cast<float>(g.size());
@@ -166,11 +182,12 @@ int Main() {
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
       "\"iter_ms\": [%s], \"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
       "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, "
-      "\"selection_rounds\": %d}\n",
+      "\"selection_rounds\": %d, \"model\": %s}\n",
       g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), times.c_str(),
       static_cast<double>(sent) / iters, static_cast<double>(received) / iters,
       absl::ToDoubleMilliseconds(stats.compress_time) / iters,
-      absl::ToDoubleMilliseconds(stats.auth_time) / iters, allreduce.last_run().selection_rounds);
+      absl::ToDoubleMilliseconds(stats.auth_time) / iters, allreduce.last_run().selection_rounds,
+      model_json.c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

@@ -40,6 +40,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
+#include "exchange_cost_binding.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -383,6 +384,7 @@ PYBIND11_MODULE(_gradwire, m) {
   m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
 
   gradwire::python::DefineErrorType(m);
+  gradwire::python::DefineExchangeCost(m);  // exchange_cost_binding.h
 
   m.def(
       "canonical_spec",

@@ -104,3 +104,10 @@ uses_error_feedback = _gradwire.uses_error_feedback
 # DDP hook and tools/planner.py use these rather than a rule of their own.
 path_for = _gradwire.path_for
 bucket_plan = _gradwire.bucket_plan
+
+# The library's exchange cost model (lib/comm/exchange_cost_model.h): what
+# the Communicator predicts and picks per bucket; tools/planner.py uses it.
+exchange_cost = _gradwire.exchange_cost
+choose_exchange = _gradwire.choose_exchange
+EXCHANGE_MODEL_DEFAULTS = _gradwire.EXCHANGE_MODEL_DEFAULTS
+__all__ += ["exchange_cost", "choose_exchange", "EXCHANGE_MODEL_DEFAULTS"]

@@ -1,0 +1,139 @@
+// The library's exchange cost model (lib/comm/exchange_cost_model.h) for
+// Python: gradwire.exchange_cost and gradwire.choose_exchange, so that
+// tools/planner.py predicts with the Communicator's own model instead of
+// a copy of its formulas. Pure functions: no communicator, no network.
+#include "exchange_cost_binding.h"
+
+#include <pybind11/pybind11.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
+#include "status_exception.h"
+
+namespace gradwire {
+namespace python {
+namespace {
+
+namespace py = pybind11;
+
+constexpr ExchangeKind kKinds[] = {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                                   ExchangeKind::kSparseAllreduce};
+
+ExchangeKind KindOf(const std::string& name) {
+  for (ExchangeKind kind : kKinds) {
+    if (name == ExchangeKindName(kind)) return kind;
+  }
+  throw py::value_error(absl::StrCat(
+      "kind must be 'dense_ring', 'sparse_allgather' or 'sparse_allreduce', got '", name, "'"));
+}
+
+bool IsSparse(const CompressionSpec& spec) {
+  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
+         spec.method == Method::kRandomK;
+}
+
+double Positive(double value, const char* name) {
+  if (!(value > 0) || !std::isfinite(value)) {
+    throw py::value_error(absl::StrCat(name, " must be a positive finite number, got ", value));
+  }
+  return value;
+}
+
+ExchangeModel ModelOf(double bytes_per_second, double seconds_per_round,
+                      double encoded_elements_per_second, double decoded_entries_per_second) {
+  ExchangeModel model;
+  model.bytes_per_second = Positive(bytes_per_second, "bytes_per_second");
+  if (!(seconds_per_round >= 0) || !std::isfinite(seconds_per_round)) {
+    throw py::value_error(
+        absl::StrCat("seconds_per_round must be a finite number >= 0, got ", seconds_per_round));
+  }
+  model.seconds_per_round = seconds_per_round;
+  model.encoded_elements_per_second =
+      Positive(encoded_elements_per_second, "encoded_elements_per_second");
+  model.decoded_entries_per_second =
+      Positive(decoded_entries_per_second, "decoded_entries_per_second");
+  return model;
+}
+
+void CheckShape(int ranks, int64_t elements) {
+  if (ranks < 1) throw py::value_error(absl::StrCat("ranks must be >= 1, got ", ranks));
+  if (elements < 0) throw py::value_error(absl::StrCat("elements must be >= 0, got ", elements));
+}
+
+py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
+                        const std::string& spec_text, double bytes_per_second,
+                        double seconds_per_round, double encoded_elements_per_second,
+                        double decoded_entries_per_second) {
+  const ExchangeKind kind = KindOf(kind_name);
+  CheckShape(ranks, elements);
+  const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
+  if (kind != ExchangeKind::kDenseRing && !IsSparse(spec)) {
+    throw py::value_error(absl::StrCat(kind_name, " needs a sparse spec (topk, approx_topk, "
+                                       "randomk), got '", spec_text, "'"));
+  }
+  const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
+                                      encoded_elements_per_second, decoded_entries_per_second);
+  const ExchangeCost c =
+      EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model);
+  py::dict d;
+  d["kind"] = kind_name;
+  d["bytes_sent"] = c.bytes_sent;
+  d["bytes_received"] = c.bytes_received;
+  d["rounds"] = c.rounds;
+  d["wire_s"] = c.wire_seconds;
+  d["compute_s"] = c.compute_seconds;
+  d["seconds"] = c.seconds();
+  return d;
+}
+
+std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spec_text,
+                             double bytes_per_second, double seconds_per_round,
+                             double encoded_elements_per_second,
+                             double decoded_entries_per_second) {
+  CheckShape(ranks, elements);
+  const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
+  const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
+                                      encoded_elements_per_second, decoded_entries_per_second);
+  return ExchangeKindName(
+      ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
+}
+
+}  // namespace
+
+void DefineExchangeCost(py::module_& m) {
+  const ExchangeModel defaults;
+  py::dict d;
+  d["bytes_per_second"] = defaults.bytes_per_second;
+  d["seconds_per_round"] = defaults.seconds_per_round;
+  d["encoded_elements_per_second"] = defaults.encoded_elements_per_second;
+  d["decoded_entries_per_second"] = defaults.decoded_entries_per_second;
+  m.attr("EXCHANGE_MODEL_DEFAULTS") = d;
+  m.def("exchange_cost", &ExchangeCostOf, py::arg("kind"), py::arg("ranks"), py::arg("elements"),
+        py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
+        py::arg("seconds_per_round") = defaults.seconds_per_round,
+        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
+        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+        R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
+ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
+kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the sparse
+kinds need a sparse spec); the model: one rank's link (bytes/s each way),
+seconds per message step, encode and decode rates (defaults:
+EXCHANGE_MODEL_DEFAULTS). Returns {'kind', 'bytes_sent', 'bytes_received'
+(per rank), 'rounds', 'wire_s', 'compute_s', 'seconds'}.)doc");
+  m.def("choose_exchange", &ChooseExchangeOf, py::arg("ranks"), py::arg("elements"),
+        py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
+        py::arg("seconds_per_round") = defaults.seconds_per_round,
+        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
+        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+        R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
+the kind with the smallest predicted time; 'dense_ring' for a spec that is
+not sparse. Same model arguments as exchange_cost.)doc");
+}
+
+}  // namespace python
+}  // namespace gradwire

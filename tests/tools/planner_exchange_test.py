@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""tools/planner_exchange.py and the binding of the library's exchange cost
+model (gradwire.exchange_cost / choose_exchange) it predicts with.
+
+    planner_exchange_test.py --package_dir lib/python --tools_dir tools
+"""
+
+import argparse
+import copy
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ARGS = None
+
+
+class BindingTest(unittest.TestCase):
+    def test_choice_is_the_cheapest_estimate(self):
+        # The Communicator's choice and the estimates the planner reads
+        # are one model: the choice is the argmin of the three estimates.
+        for p in (2, 4, 16, 17, 64, 512):
+            for n in (1 << 14, 1 << 20, 25 << 18):
+                for spec in ("topk:ratio=0.01", "topk:ratio=0.001", "randomk:ratio=0.01",
+                             "topk:ratio=0.3"):
+                    for bw in (2.5e6, 1.25e9, 3e10):
+                        t = {k: gw.exchange_cost(k, p, n, spec, bytes_per_second=bw)["seconds"]
+                             for k in pe.KINDS}
+                        got = gw.choose_exchange(p, n, spec, bytes_per_second=bw)
+                        self.assertAlmostEqual(t[got], min(t.values()), delta=1e-12,
+                                               msg=(p, n, spec, bw, got, t))
+        self.assertEqual(gw.choose_exchange(64, 1 << 20, "qsgd:bits=4"), "dense_ring")
+
+    def test_bytes_do_not_grow_with_p(self):
+        b = {p: gw.exchange_cost("sparse_allreduce", p, 16 << 20, "topk:ratio=0.01")["bytes_sent"]
+             for p in (4, 16, 64)}
+        self.assertLessEqual(b[16] / b[4], 1.3)
+        ag = {p: gw.exchange_cost("sparse_allgather", p, 16 << 20, "topk:ratio=0.01")["bytes_sent"]
+              for p in (4, 16)}
+        self.assertGreater(ag[16] / ag[4], 4.5)
+        ring = gw.exchange_cost("dense_ring", 4, 1000, "none")
+        self.assertAlmostEqual(ring["bytes_sent"], 2 * 3 / 4 * 4000 + 3 * 80)
+        self.assertAlmostEqual(ring["seconds"], ring["wire_s"] + ring["compute_s"])
+
+    def test_bad_arguments_are_value_errors(self):
+        bad = [(("x", 4, 10, "topk"), {}), (("sparse_allreduce", 4, 10, "none"), {}),
+               (("dense_ring", 0, 10, "none"), {}), (("dense_ring", 4, -1, "none"), {}),
+               (("dense_ring", 4, 10, "topk:ratio=2"), {}),
+               (("dense_ring", 4, 10, "none"), {"bytes_per_second": 0}),
+               (("dense_ring", 4, 10, "none"), {"seconds_per_round": float("inf")}),
+               (("dense_ring", 4, 10, "none"), {"encoded_elements_per_second": float("nan")}),
+               (("dense_ring", 4, 10, "none"), {"decoded_entries_per_second": -1})]
+        for args, kwargs in bad:
+            with self.assertRaises(ValueError, msg=(args, kwargs)):
+                gw.exchange_cost(*args, **kwargs)
+        with self.assertRaises(ValueError):
+            gw.choose_exchange(0, 10, "topk")
+
+
+class PlansTest(unittest.TestCase):
+    def setUp(self):
+        self.dense_b, self.comp_b = [300000], [6 << 20, 6 << 20, 1 << 20]
+        self.s = pe.Setting(64, 8, 25e9)
+
+    def test_flat_choice_is_the_librarys_per_bucket(self):
+        ps = pe.plans(self.dense_b, self.comp_b, "topk:ratio=0.01", self.s)
+        a2a = self.s.nic / pe.all_to_all_share(512, 8)
+        want = {}
+        for n in self.comp_b:
+            k = gw.choose_exchange(512, n, "topk:ratio=0.01", bytes_per_second=a2a,
+                                   seconds_per_round=self.s.alpha_s, **self.s.rates)
+            want[k] = want.get(k, 0) + 1
+        self.assertEqual(ps["flat chosen"]["choices"], want)
+        if len(want) == 1:  # one kind for every bucket: that kind's plan exactly
+            self.assertAlmostEqual(ps["flat chosen"]["seconds"],
+                                   ps["flat " + pe.LABEL[next(iter(want))]]["seconds"])
+
+    def test_library_plan_is_the_faster_mode(self):
+        for spec in ("topk:ratio=0.01", "topk:ratio=0.001", "randomk:ratio=0.01"):
+            ps = pe.plans(self.dense_b, self.comp_b, spec, self.s)
+            self.assertAlmostEqual(ps["library plan"]["seconds"],
+                                   min(ps["flat chosen"]["seconds"],
+                                       ps["hierarchical chosen"]["seconds"]))
+
+    def test_hierarchical_dense_baseline(self):
+        s = pe.Setting(4, 2, 8e9, alpha_s=0.0, intra_bps=None, goodput=1.0)
+        ps = pe.plans([], [1000], "topk:ratio=0.01", s)
+        base = ps["hierarchical dense (tuned baseline)"]
+        # Two rings of 500 elements across 4 nodes, each with half the NIC.
+        self.assertAlmostEqual(base["nic_bytes"], 2 * 3 / 4 * 4 * 500)
+        self.assertAlmostEqual(base["seconds"], 2 * 3 / 4 * 4 * 500 / (1e9 / 2))
+        self.assertEqual(base["choices"], {"dense_ring": 1})
+
+    def test_flat_link_by_pattern(self):
+        self.assertEqual(pe.flat_link("dense_ring", 512, 8, 1.0), 1.0)
+        self.assertEqual(pe.flat_link("sparse_allgather", 512, 8, 1.0), 1.0)
+        self.assertAlmostEqual(pe.flat_link("sparse_allreduce", 512, 8, 1.0),
+                               1 / (8 * 504 / 511))
+        self.assertEqual(pe.flat_link("sparse_allreduce", 4, 1, 1.0), 1.0)
+
+
+def scaling_json(with_model):
+    """A synthetic scaling_bench result whose times are the model's own."""
+    gw_cost = lambda kind, p, spec, alpha: gw.exchange_cost(  # noqa: E731
+        kind, p, 1 << 20, spec, bytes_per_second=20e6 / 8 * pe.TCP_GOODPUT,
+        seconds_per_round=alpha, encoded_elements_per_second=1e8,
+        decoded_entries_per_second=5e7)
+    cases = []
+    for p in (4, 8):
+        for kind, spec in (("dense_ring", "topk:ratio=0.01"),
+                           ("sparse_allreduce", "topk:ratio=0.01")):
+            alpha = 1e-3 * p
+            c = gw_cost(kind, p, spec, alpha)
+            case = {"hosts": p, "name": kind, "exchange": kind, "spec": spec,
+                    "ms": 2 * c["seconds"] * 1e3, "bytes_sent": 2 * c["bytes_sent"],
+                    "bytes_received": 2 * c["bytes_received"],
+                    "compress_ms": 2 * c["compute_s"] * 1e3}
+            if with_model:
+                case["model"] = {"bytes_per_second": 1.0, "seconds_per_round": alpha,
+                                 "encoded_elements_per_second": 1e8,
+                                 "decoded_entries_per_second": 5e7}
+            cases.append(case)
+    return {"settings": {"link": "20mbit", "elements": 1 << 20, "buckets": 2, "cores": 2},
+            "cases": cases}
+
+
+class ValidationTest(unittest.TestCase):
+    def test_exact_run_has_no_error(self):
+        rows = pe.validate_scaling(scaling_json(True))
+        self.assertEqual(len(rows), 4)
+        for r in rows:
+            self.assertAlmostEqual(r["error_pct"], 0, places=6, msg=r)
+            self.assertAlmostEqual(r["error_inrun_pct"], 0, places=6, msg=r)
+            self.assertAlmostEqual(r["bytes_error_pct"], 0, places=6, msg=r)
+            self.assertAlmostEqual(r["round_us"], 1e3 * r["hosts"])
+        text = pe.format_validation(rows)
+        self.assertIn("(4/4 cases within 20 %)", text)
+
+    def test_errors_are_signed_and_reported(self):
+        run = scaling_json(True)
+        run["cases"][1]["ms"] *= 2  # measured twice the model: -50 %
+        rows = pe.validate_scaling(run)
+        self.assertAlmostEqual(rows[1]["error_pct"], -50, places=6)
+        self.assertIn("(3/4 cases within 20 %)", pe.format_validation(rows))
+
+    def test_old_runs_use_defaults(self):
+        rows = pe.validate_scaling(scaling_json(False), alpha_s=300e-6)
+        self.assertTrue(all(r["round_us"] == 300 and r["model_source"] == "defaults"
+                            for r in rows))
+
+
+class CommandLineTest(unittest.TestCase):
+    def run_planner(self, *argv):
+        return subprocess.run([sys.executable, os.path.join(ARGS.tools_dir, "planner.py"), *argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": ARGS.package_dir})
+
+    def test_scale_writes_results(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "scale")
+            r = self.run_planner("--scale", "--scales", "64x8", "--links", "25gbit",
+                                 "--profiles", "bert_large", "--specs", "topk:ratio=0.01",
+                                 "--out", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out + ".json") as f:
+                rows = json.load(f)["rows"]
+            keys = {row["key"] for row in rows}
+            self.assertTrue({"library plan", "hierarchical dense (tuned baseline)",
+                             "flat dense ring", "flat sparse allgather",
+                             "flat sparse allreduce"} <= keys)
+            for row in rows:
+                self.assertTrue(math.isfinite(row["ms"]) and row["ms"] > 0, row)
+            with open(out + ".md") as f:
+                self.assertIn("tools/planner.py --scale", f.read())
+
+    def test_validate_scaling_command(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "scaling.json")
+            with open(path, "w") as f:
+                json.dump(scaling_json(True), f)
+            r = self.run_planner("--validate_scaling", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("4/4 cases within 20 %", r.stdout)
+
+    def test_bad_input_exits_2(self):
+        for argv in (["--scale", "--scales", "64y8"], ["--scale", "--scales", "0x8"],
+                     ["--scale", "--specs", "topk:ratio=7"], ["--scale", "--links", "fast"],
+                     ["--validate_scaling", "/nonexistent/scaling.json"]):
+            r = self.run_planner(*argv)
+            self.assertEqual(r.returncode, 2, (argv, r.stdout, r.stderr))
+            self.assertIn("planner:", r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
+    def test_agreement_is_one_direct_step(self):
+        for p in (2, 16, 17, 512):
+            self.assertEqual(planner.agreement_s(p, 1e-4), 1e-4)
+        self.assertEqual(planner.agreement_s(1, 1e-4), 0.0)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--package_dir", required=True)
+    ap.add_argument("--tools_dir", required=True)
+    ARGS, rest = ap.parse_known_args()
+    sys.path[:0] = [ARGS.package_dir, ARGS.tools_dir]
+    import gradwire as gw  # noqa: E402
+    import planner  # noqa: E402
+    import planner_exchange as pe  # noqa: E402
+    unittest.main(argv=[sys.argv[0]] + rest)
