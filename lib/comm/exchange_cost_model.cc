@@ -111,14 +111,15 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
   switch (kind) {
     case ExchangeKind::kDenseRing:
       c.bytes_sent = c.bytes_received = 2 * (p - 1) / p * 4 * n + (p - 1) * kAgreementBytes;
-      c.rounds = p > 1 ? (direct ? 1 : p - 1) + 2 * (p - 1) : 0;
+      // GlooGroup's agreement round is one direct exchange at any P.
+      c.rounds = p > 1 ? 1 + 2 * (p - 1) : 0;
       c.compute_seconds = 2 * n / stream;
       break;
     case ExchangeKind::kSparseAllgather: {
       const double frame = kCodecFrameOverhead + k * (IndexBytes(spec, n, k) + ValueWidth(spec));
       c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? 1 : p - 1;
-      c.rounds = p > 1 ? (direct ? 1 : p - 1) + gather : 0;
+      c.rounds = p > 1 ? 1 + gather : 0;
       c.compute_seconds = encode + p * k / model.decoded_entries_per_second + n / stream;
       break;
     }
