@@ -1,6 +1,7 @@
 #include "gradwire/lib/codec/cast_codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
@@ -68,26 +69,17 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
-    const absl::string_view name = MethodName(spec_.method);
-    if (h.value_type != type_) {
-      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
-                           static_cast<uint64_t>(type_), "dense codecs fix their value type");
-    }
-    if (h.index_encoding != IndexEncoding::kNone) {
-      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-                           "dense frames carry no indices");
-    }
-    if (h.bucket_size != 0) return FieldMismatch(name, "bucket_size", h.bucket_size, 0, "unused");
-    if (h.element_count != n) {
-      return FieldMismatch(name, "element_count", h.element_count, n,
-                           "dense frames carry n values");
-    }
-    if (h.scale_bytes != 0)
-      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
-    if (h.value_bytes != n * kernels::ValueWidth(format_)) {
-      return FieldMismatch(name, "value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
-                           "n values of the codec's width");
-    }
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
+        MethodName(spec_.method),
+        {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(type_),
+          "dense codecs fix their value type"},
+         {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+          "dense frames carry no indices"},
+         {"bucket_size", h.bucket_size, 0, "unused"},
+         {"element_count", h.element_count, n, "dense frames carry n values"},
+         {"scale_bytes", h.scale_bytes, 0, "no scales"},
+         {"value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
+          "n values of the codec's width"}}));
     return parsed;
   }
 

@@ -1,6 +1,7 @@
 #include "gradwire/lib/codec/quantized_codec.h"
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
@@ -66,32 +67,17 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     if (!parsed.ok()) return parsed.status();
     const FrameHeader& h = parsed->header;
     const absl::string_view name = MethodName(spec_.method);
-    if (h.value_type != ValueType::kPacked) {
-      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
-                           static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed");
-    }
-    if (h.index_encoding != IndexEncoding::kNone) {
-      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-                           "quantized frames carry no indices");
-    }
-    if (h.quant_bits != bits_) {
-      return FieldMismatch(name, "quant_bits", h.quant_bits, bits_, "the spec's bits");
-    }
-    if (h.bucket_size != spec_.bucket_size) {
-      return FieldMismatch(name, "bucket_size", h.bucket_size, spec_.bucket_size,
-                           "the spec's bucket");
-    }
-    if (h.element_count != n) {
-      return FieldMismatch(name, "element_count", h.element_count, n, "one code per element");
-    }
-    if (h.scale_bytes != ScaleBytes(n)) {
-      return FieldMismatch(name, "scale_bytes", h.scale_bytes, ScaleBytes(n),
-                           "one fp32 scale per bucket");
-    }
-    if (h.value_bytes != kernels::PackedBytes(n, bits_)) {
-      return FieldMismatch(name, "value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
-                           "n codes of quant_bits each");
-    }
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
+        name, {{"value_type", static_cast<uint64_t>(h.value_type),
+                static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed"},
+               {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                "quantized frames carry no indices"},
+               {"quant_bits", h.quant_bits, bits_, "the spec's bits"},
+               {"bucket_size", h.bucket_size, spec_.bucket_size, "the spec's bucket"},
+               {"element_count", h.element_count, n, "one code per element"},
+               {"scale_bytes", h.scale_bytes, ScaleBytes(n), "one fp32 scale per bucket"},
+               {"value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
+                "n codes of quant_bits each"}}));
     const uint8_t* scales = parsed->sections.scales.data();
     const uint8_t* packed = parsed->sections.values.data();
     const uint64_t buckets = kernels::BucketCount(n, spec_.bucket_size);

@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
@@ -199,24 +200,15 @@ class SparseCodec : public Codec {
     const absl::string_view name = MethodName(spec_.method);
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
-    if (h.value_type != spec_.values) {
-      return FieldMismatch(name, "value_type", static_cast<uint64_t>(h.value_type),
-                           static_cast<uint64_t>(spec_.values), "the spec's values= setting");
-    }
-    if (h.index_encoding != encoding_) {
-      return FieldMismatch(name, "index_encoding", static_cast<uint64_t>(h.index_encoding),
-                           static_cast<uint64_t>(encoding_), "the spec's indices= setting");
-    }
-    if (h.bucket_size != 0) return FieldMismatch(name, "bucket_size", h.bucket_size, 0, "unused");
-    if (h.element_count != k) {
-      return FieldMismatch(name, "element_count", h.element_count, k,
-                           "k = round(ratio * n) for this spec's ratio");
-    }
-    if (h.scale_bytes != 0)
-      return FieldMismatch(name, "scale_bytes", h.scale_bytes, 0, "no scales");
-    if (h.value_bytes != k * width) {
-      return FieldMismatch(name, "value_bytes", h.value_bytes, k * width, "k values");
-    }
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
+        name, {{"value_type", static_cast<uint64_t>(h.value_type),
+                static_cast<uint64_t>(spec_.values), "the spec's values= setting"},
+               {"index_encoding", static_cast<uint64_t>(h.index_encoding),
+                static_cast<uint64_t>(encoding_), "the spec's indices= setting"},
+               {"bucket_size", h.bucket_size, 0, "unused"},
+               {"element_count", h.element_count, k, "k = round(ratio * n) for this spec's ratio"},
+               {"scale_bytes", h.scale_bytes, 0, "no scales"},
+               {"value_bytes", h.value_bytes, k * width, "k values"}}));
     if (id_ == CodecId::kRandomK && h.seed != spec_.seed) {
       return FieldMismatch(name, "seed", h.seed, spec_.seed,
                            "random-k indices derive from the shared seed");

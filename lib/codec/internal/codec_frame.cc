@@ -75,5 +75,12 @@ absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uin
       absl::StrCat(codec, " frame: ", field, " is ", got, ", expected ", want, " (", why, ")"));
 }
 
+absl::Status CheckFields(absl::string_view codec, std::initializer_list<ExpectedField> fields) {
+  for (const ExpectedField& f : fields) {
+    if (f.got != f.want) return FieldMismatch(codec, f.field, f.got, f.want, f.why);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace codec_internal
 }  // namespace gradwire

@@ -4,6 +4,7 @@
 #define GRADWIRE_LIB_CODEC_INTERNAL_CODEC_FRAME_H_
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -46,6 +47,19 @@ absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
 // InvalidArgument "<codec> frame: <field> is <got>, expected <want> (...)".
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
                            uint64_t want, absl::string_view why);
+
+// One header field a codec requires: its value in the frame, the value the
+// codec expects, and why (for the message).
+struct ExpectedField {
+  absl::string_view field;
+  uint64_t got;
+  uint64_t want;
+  absl::string_view why;
+};
+
+// The first field whose value differs, as FieldMismatch; OK if none does.
+// Codecs list their header requirements in order, checked in that order.
+absl::Status CheckFields(absl::string_view codec, std::initializer_list<ExpectedField> fields);
 
 }  // namespace codec_internal
 }  // namespace gradwire
