@@ -38,9 +38,9 @@ within each epoch, so its own tiers serve every epoch after the first;
 --data_order reshuffle is the torch.randperm order of the runs before
 (DistributedSampler's: the set reshuffled across the ranks each epoch, which
 per-rank tiers serve only 25 % of epoch 2 and 44 % of epoch 3, issue 18).
-The test set is read once from the packed directory. Each run's JSON holds the cache statistics per rank and epoch
-(reads, memory/disk hits, reads and bytes from the source, time spent
-reading) and table.md sums them per method. The source is the directory
+The test set is read once from the packed directory. Each run's JSON holds
+the cache statistics per rank and epoch (reads, memory/disk hits, reads and
+bytes from the source, time spent reading) and table.md sums them per method. The source is the directory
 even with --emulate (the namespaces share the file system): a data server
 on rank 0's host would put the dataset on the same shaped links whose
 interface counters measure the gradient exchange.
