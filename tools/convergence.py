@@ -32,11 +32,15 @@ for 1000 random indices per split, exactly (bit for bit), so accuracies stay
 comparable with runs from before the cache. Each rank reads its training
 examples through a DataCache: a memory tier (--cache_memory_mb), a disk tier
 in its own temp dir (--cache_disk_mb), then the packed directory; a
-Prefetcher reads ahead in the epoch's order, which is the same
-torch.randperm order as before. The test set is read once from the packed
-directory. Each run's JSON holds the cache statistics per rank and epoch
-(reads, memory/disk hits, reads and bytes from the source, time spent
-reading) and table.md sums them per method. The source is the directory
+Prefetcher reads ahead in the epoch's order. By default (--data_order sticky)
+each rank keeps one shard of the training set for the whole run, reshuffled
+within each epoch, so its own tiers serve every epoch after the first;
+--data_order reshuffle is the torch.randperm order of the runs before
+(DistributedSampler's: the set reshuffled across the ranks each epoch, which
+per-rank tiers serve only 25 % of epoch 2 and 44 % of epoch 3, issue 18).
+The test set is read once from the packed directory. Each run's JSON holds
+the cache statistics per rank and epoch (reads, memory/disk hits, reads and
+bytes from the source, time spent reading) and table.md sums them per method. The source is the directory
 even with --emulate (the namespaces share the file system): a data server
 on rank 0's host would put the dataset on the same shaped links whose
 interface counters measure the gradient exchange.
@@ -63,7 +67,8 @@ from gwtools import ports, ranks, results  # noqa: E402
 
 DEFAULT_METHODS = list(METHODS)
 TRAINING_FLAGS = ("epochs", "iters", "batch", "lr", "lr_schedule", "warmup", "eval_every",
-                  "test_samples", "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb")
+                  "test_samples", "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb",
+                  "data_order")
 
 
 # ---------------------------------------------------------------- one run
@@ -148,12 +153,17 @@ def add_training_flags(p):
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)
-    # Smaller than the ~27 MB a rank touches in 3 epochs, so the disk tier
-    # serves part of the reads too; the report shows hits per tier.
+    # A rank's shard is 11.8 MB (15,000 examples); with --data_order reshuffle a
+    # rank touches ~27 MB in 3 epochs, more than memory, so the disk tier
+    # serves part of the reads too; the report shows hits per tier and epoch.
     p.add_argument("--cache_memory_mb", type=float, default=16.0,
                    help="per rank's data cache memory tier (0: none)")
     p.add_argument("--cache_disk_mb", type=float, default=256.0,
                    help="per rank's disk tier in a temp dir (0: none)")
+    p.add_argument("--data_order", choices=("sticky", "reshuffle"), default="sticky",
+                   help="sticky: each rank one shard for the run, reshuffled within each "
+                        "epoch; reshuffle: the whole set across the ranks each epoch "
+                        "(DistributedSampler's order, the runs before issue 18)")
 
 
 def build_parser():

@@ -219,14 +219,19 @@ class RankRun:
         a, torch, train = self.args, self.torch, self.train
         epoch, pos = divmod(it, self.per_epoch)
         if pos == 0:
-            # The same order as ever (so accuracies stay comparable), prefetched
-            # by the cache in that order: batch pos is order[pos*B:(pos+1)*B].
-            g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
-            order = torch.randperm(len(train), generator=g)[self.rank::self.world]
+            # Prefetched by the cache in this order: batch pos is order[pos*B:(pos+1)*B].
+            # sticky: this rank's shard, the same every epoch, so its own tiers
+            # serve every epoch after the first; reshuffle: the order of the runs
+            # before issue 18 (torch.randperm over the whole set, DistributedSampler's).
+            if a.data_order == "sticky":
+                order = train.epoch_indices(a.seed, epoch + 1, self.rank, self.world)
+            else:
+                g = torch.Generator().manual_seed(a.seed * 1000 + epoch)
+                order = torch.randperm(len(train), generator=g)[self.rank::self.world].tolist()
             train.cache.begin_epoch(epoch + 1)
             if batches is not None:
                 batches.close()
-            batches = train.batches(order[:self.per_epoch * a.batch].tolist(), a.batch)
+            batches = train.batches(order[:self.per_epoch * a.batch], a.batch)
         images, labels = next(batches)
         xb = torch.from_numpy(self.data.normalize(images))
         return xb, torch.from_numpy(labels.astype(np.int64)), batches
@@ -293,7 +298,8 @@ class RankRun:
              "data_cache": {"source": self.train.cache.source,
                             "version": self.train.cache.version,
                             "memory_budget_bytes": int(a.cache_memory_mb * 2**20),
-                            "disk_budget_bytes": int(a.cache_disk_mb * 2**20), "ranks": per_rank,
+                            "disk_budget_bytes": int(a.cache_disk_mb * 2**20),
+                            "order": a.data_order, "ranks": per_rank,
                             "total": {k: sum(p[k] for p in per_rank) for k in per_rank[0]
                                       if k != "epochs"}}}
         if self.state is not None:

@@ -19,6 +19,20 @@ def wire_bytes(r):
     return None, "n/a"
 
 
+def tier_hits_per_epoch(method_runs):
+    """'e1 / e2 / ...': the share of each epoch's reads (all ranks, all seeds) that the
+    ranks' memory and disk tiers served."""
+    reads, hits = {}, {}
+    for r in method_runs:
+        for rank in r.get("data_cache", {}).get("ranks", []):
+            for e in rank["epochs"]:
+                reads[e["epoch"]] = reads.get(e["epoch"], 0) + e["reads"]
+                hits[e["epoch"]] = (hits.get(e["epoch"], 0) + e["memory_hits"]
+                                    + e["disk_hits"])
+    return " / ".join(f"{100 * hits[e] / reads[e]:.1f} %" for e in sorted(reads)
+                      if reads[e]) or "n/a"
+
+
 def data_cache_table(runs, order):
     """Where the ranks' training reads came from (gradwire's DataCache), per method:
     all ranks together, mean over seeds."""
@@ -37,16 +51,19 @@ def data_cache_table(runs, order):
         lines.append(f"| {runs[m][0]['label']} | {len(totals)} | {reads:.0f} | "
                      f"{pct('memory_hits')} | {pct('disk_hits')} | {pct('source_reads')} | "
                      f"{mean('source_bytes') / 1e6:.1f} | "
-                     f"{mean('corrupt') + mean('source_errors'):.0f} | {mean('data_s'):.1f} |")
+                     f"{mean('corrupt') + mean('source_errors'):.0f} | {mean('data_s'):.1f} | "
+                     f"{tier_hits_per_epoch(runs[m])} |")
     if not lines:
         return ""
     first = next(r for m in order for r in runs[m] if "data_cache" in r)["data_cache"]
     return (f"\nTraining data through gradwire's DataCache ({first['source']}, version "
             f"{first['version']}; per rank: memory tier "
             f"{first['memory_budget_bytes'] / 2**20:.0f} MiB, disk tier "
-            f"{first['disk_budget_bytes'] / 2**20:.0f} MiB); all ranks, mean over seeds:\n\n"
+            f"{first['disk_budget_bytes'] / 2**20:.0f} MiB; all ranks, mean over seeds; "
+            f"{first.get('order', 'reshuffle')} order):\n\n"
             "| method | seeds | reads | memory hits | disk hits | from source | source MB | "
-            "errors | rank-s reading data |\n|---|---|---|---|---|---|---|---|---|\n"
+            "errors | rank-s reading data | tier hits per epoch |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n"
             + "\n".join(lines) + "\n")
 
 

@@ -359,9 +359,14 @@ source unreachable), gradwire.Error (other).)doc")
   m.def(
       "epoch_order",
       [](const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch, int rank,
-         int world) { return Value(cache::EpochOrder(keys, seed, epoch, rank, world)); },
+         int world, bool sticky) {
+        return Value(sticky ? cache::StickyEpochOrder(keys, seed, epoch, rank, world)
+                            : cache::EpochOrder(keys, seed, epoch, rank, world));
+      },
       py::arg("keys"), py::arg("seed"), py::arg("epoch"), py::arg("rank"), py::arg("world"),
-      "This rank's share of the shuffled epoch (lib/cache/epoch_order.h).");
+      py::arg("sticky") = false,
+      "This rank's share of the shuffled epoch (lib/cache/epoch_order.h); sticky: the same "
+      "shard every epoch, reshuffled within (what a rank's own tiers can hold).");
 
   m.def(
       "pack_dataset",

@@ -68,6 +68,38 @@ TEST(EpochOrderTest, RanksPartitionEachEpochAndEpochsDiffer) {
   EXPECT_TRUE(absl::IsInvalidArgument(EpochOrder(keys, 7, 1, 4, 4).status()));
 }
 
+// Sticky shards: the ranks still partition every epoch, each rank reads the
+// same set every epoch (what its own tiers can keep), in a new order. The
+// reshuffling order gives a rank a different set each epoch: the issue-18
+// cause, kept here as the contrast.
+TEST(EpochOrderTest, StickyShardsKeepEachRanksSetAcrossEpochs) {
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1003; ++i) keys.push_back(absl::StrCat("k", i));
+  std::vector<std::set<std::string>> first(4);
+  for (uint64_t epoch = 1; epoch <= 3; ++epoch) {
+    std::multiset<std::string> seen;
+    for (int r = 0; r < 4; ++r) {
+      auto order = StickyEpochOrder(keys, 7, epoch, r, 4);
+      ASSERT_TRUE(order.ok());
+      EXPECT_EQ(order->size(), r < 3 ? 251u : 250u);
+      seen.insert(order->begin(), order->end());
+      std::set<std::string> set(order->begin(), order->end());
+      if (epoch == 1) {
+        first[r] = set;
+      } else {
+        EXPECT_EQ(set, first[r]) << "rank " << r << " epoch " << epoch;
+        EXPECT_NE(*order, *StickyEpochOrder(keys, 7, epoch - 1, r, 4));
+      }
+    }
+    EXPECT_EQ(seen, std::multiset<std::string>(keys.begin(), keys.end()));
+  }
+  EXPECT_NE(*StickyEpochOrder(keys, 7, 1, 0, 4), *StickyEpochOrder(keys, 8, 1, 0, 4));
+  auto a = *EpochOrder(keys, 7, 1, 0, 4), b = *EpochOrder(keys, 7, 2, 0, 4);
+  EXPECT_NE(std::set<std::string>(a.begin(), a.end()), std::set<std::string>(b.begin(), b.end()));
+  EXPECT_TRUE(absl::IsInvalidArgument(StickyEpochOrder(keys, 7, 1, 4, 4).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(StickyEpochOrder(keys, 7, 1, 0, 0).status()));
+}
+
 TEST(DataCacheTest, ConcurrentReadersGetExactSourceBytesFromEveryTier) {
   Fixture f = MakeFixture(2000, 0);
   DataCache::Options o;

@@ -37,13 +37,26 @@ Prefetcher = _gradwire_data.Prefetcher
 epoch_order = _gradwire_data.epoch_order
 pack_dataset = _gradwire_data.pack_dataset
 
-__all__ = ["DataCache", "Prefetcher", "epoch_order", "pack_dataset", "read_idx",
+__all__ = ["DataCache", "Prefetcher", "epoch_order", "epoch_indices", "pack_dataset", "read_idx",
            "fashion_mnist_idx", "pack_fashion_mnist", "FashionMnist", "normalize",
            "FASHION_MNIST_MEAN", "FASHION_MNIST_STD", "summarize_stats"]
 
 IMAGE_SHAPE = (28, 28)
 RECORD_BYTES = 1 + IMAGE_SHAPE[0] * IMAGE_SHAPE[1]
 FASHION_MNIST_MEAN, FASHION_MNIST_STD = 0.2860, 0.3530
+
+
+def epoch_indices(cache, split, seed, epoch, rank, world, sticky=True):
+    """This rank's sample indices of `split` in an epoch (a list of ints), in reading order.
+
+    sticky (default): each rank keeps one shard of the split for the whole run, reshuffled
+    within each epoch, so a rank's own tiers that hold its shard serve every epoch after
+    the first. sticky=False: DistributedSampler's order, the split reshuffled across the
+    ranks each epoch; per-rank tiers then serve only 1 - (1 - 1/world)^(epoch-1) of an
+    epoch (lib/cache/epoch_order.h)."""
+    prefix = split + "/"
+    keys = epoch_order(cache.keys(split), seed, epoch, rank, world, sticky)
+    return [int(k[len(prefix):]) for k in keys]
 
 
 def read_idx(path):
@@ -127,6 +140,10 @@ class FashionMnist:
 
     def __len__(self):
         return self.size
+
+    def epoch_indices(self, seed, epoch, rank, world, sticky=True):
+        """This rank's sample indices in an epoch: epoch_indices() of this split."""
+        return epoch_indices(self.cache, self.split, seed, epoch, rank, world, sticky)
 
     def read(self, indices):
         """(images uint8 [n,28,28], labels uint8 [n]) of these sample indices, one batch."""
