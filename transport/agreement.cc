@@ -33,6 +33,12 @@ const char* OpName(uint64_t op) {
       return "split";
     case kExpectSame:
       return "expect_same";
+    case kSealedAllreduce:
+      return "allreduce_ring_sealed";
+    case kSealedReduceScatter:
+      return "reduce_scatter_ring_sealed";
+    case kSealedAllgather:
+      return "allgather_ring_sealed";
   }
   return "unknown";
 }

@@ -36,6 +36,9 @@ enum CollectiveOp : uint64_t {
   kBarrier,
   kSplit,
   kExpectSame,
+  kSealedAllreduce,
+  kSealedReduceScatter,
+  kSealedAllgather,
 };
 // "allgatherv", "allreduce_ring", ...; "unknown" for other values.
 const char* OpName(uint64_t op);
