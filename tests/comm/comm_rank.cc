@@ -16,10 +16,12 @@
 //              disagrees (dense_length: in a mixed exchange); every
 //              rank must get InvalidArgument "collective mismatch" naming
 //              it, then FailedPrecondition (poisoned).
-//   auth       kind=secret|job: rank 1 signs with another secret / job id;
-//              every rank must get Unauthenticated / PermissionDenied
-//              and its data must be unchanged (dense=1: also a dense
-//              section in the frames, also unchanged).
+//   auth       kind=secret|job: rank 1 holds another secret / job id;
+//              every rank's Create must fail in the key round with
+//              Unauthenticated / PermissionDenied naming the culprit (or
+//              its peers). Should Create let it through, the first
+//              exchange (spec=none: dense; else compressed, dense=1 with a
+//              dense section) must refuse and leave the data unchanged.
 //   async      GradientExchanger over a mixed profile (dense and compressed
 //              buckets) must equal the synchronous Communicator and the
 //              CPU reference bit for bit; then an error-feedback checkpoint
@@ -372,21 +374,37 @@ void ScenarioAuth() {
   std::string secret = kSecret, job = g_config.job_id;
   if (me_odd && kind == "secret") secret = "another-secret-entirely-0123456789";
   if (me_odd && kind == "job") job += "-other";
+  auto want = [&](const absl::Status& s) {
+    return kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
+  };
   auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  if (!CheckOk("parse", spec.status())) return;
   auto comm = MakeComm(*spec, hier, secret, job);
-  if (!CheckOk("create", comm.status())) return;
+  // Every rank refuses in Create's key round, before any gradient moves:
+  // the others name rank 1, rank 1 names the others.
+  Check(absl::StrCat(kind, " refused at create"), want(comm.status()), comm.status().ToString());
+  std::printf("AUTH %s\n", comm.status().ToString().c_str());
+  if (!comm.ok()) {
+    const std::string named = me_odd ? "rank(s) [0" : "rank(s) [1]";
+    Check("culprit named", absl::StrContains(comm.status().message(), named),
+          comm.status().ToString());
+    return;
+  }
+  // Create let it through (the key round's check is broken): the first
+  // exchange must still refuse (dense: the chunk MACs; compressed: the
+  // frame MACs) and leave the data as it was.
   std::vector<float> data = Input(g_config.rank, 3, 2, 4000);
   const std::vector<float> before = data;
-  // dense=1: the forged frames carry a dense section too; neither output
-  // may change.
   std::vector<float> dense = Input(g_config.rank, 3, 3, IntArg("dense", 0) ? 300 : 0);
   const std::vector<float> dense_before = dense;
-  absl::Status s = (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
-                                                   absl::MakeSpan(dense));
+  absl::Status s = spec->method == Method::kNone
+                       ? (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kDense)
+                       : (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
+                                                          absl::MakeSpan(dense));
+  Check(absl::StrCat(kind, " rejected at the first exchange"),
+        absl::IsUnauthenticated(s) || absl::IsPermissionDenied(s), s.ToString());
+  std::printf("AUTH exchange %s\n", s.ToString().c_str());
   Check("dense section unchanged", dense == dense_before);
-  const bool want = kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
-  Check(absl::StrCat(kind, " rejected"), want, s.ToString());
-  std::printf("AUTH %s\n", s.ToString().c_str());
   Check("data unchanged", data == before);
 }
 

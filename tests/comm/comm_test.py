@@ -43,6 +43,9 @@ CASES = [
     ("mismatch dense section length", 3, 0, "mismatch", ["kind=dense_length"]),
     ("mismatch length hier", 4, 2, "mismatch", ["kind=length", "hier=1"]),
     ("mismatch spec hier", 4, 2, "mismatch", ["kind=spec", "hier=1"]),
+    # Issue 19: a dense job with two secrets must fail on both ranks.
+    ("wrong secret, method none", 2, 0, "auth", ["kind=secret", "spec=none"]),
+    ("wrong job, method none", 2, 0, "auth", ["kind=job", "spec=none"]),
     ("wrong secret", 3, 0, "auth", ["kind=secret"]),
     ("wrong job", 3, 0, "auth", ["kind=job"]),
     ("wrong secret, frames with a dense section", 3, 0, "auth", ["kind=secret", "dense=1"]),
