@@ -26,6 +26,23 @@ constexpr int64_t kLookahead = 4;
 
 using Clock = std::chrono::steady_clock;
 
+// One ring call. Message m = (t - first) * kmax + j is segment j of ring
+// step t; it travels as two Gloo messages, the segment's floats (slot 2m)
+// and its trailer (slot 2m + 1), so that segments can be sent from and
+// received into the caller's buffer where the ring allows:
+//   - this rank's first messages are sealed and sent from `data`;
+//   - a partial sum arrives in scratch, gets this rank's elements added
+//     there, and moves on from there, resealed;
+//   - the last partial sum of chunk r is added into `data` and (allreduce)
+//     sealed and sent from there as the allgather's first message;
+//   - an allgather segment arrives in `data` and moves on from there with
+//     the trailer it came with.
+// Segment j's messages take turns in two banks: message (t, j) is handled
+// by ops_[bank(t) * kmax + j], a received one by the bank of t + 1 (where
+// it moves on from). Before a receive is posted in a bank, the bank's
+// previous send (message t - 1) must have left; so is every earlier send
+// of the segment, which frees the scratch buffer and the part of `data`
+// the first messages were sent from.
 class Ring {
  public:
   Ring(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data,
@@ -35,7 +52,7 @@ class Ring {
 
  private:
   struct Op {
-    std::unique_ptr<gloo::transport::UnboundBuffer> recv, send;
+    std::unique_ptr<gloo::transport::UnboundBuffer> recv, recv_trailer, send, send_trailer;
   };
 
   int Mod(int64_t x) const { return static_cast<int>(((x % size_) + size_) % size_); }
@@ -46,27 +63,29 @@ class Ring {
   uint64_t SegmentElements(int c, uint64_t j) const { return std::min(seg_, counts_[c] - j * seg_); }
   uint64_t SegmentOffset(int c, uint64_t j) const { return offsets_[c] + j * seg_; }
   bool PartialSum(int64_t t) const { return t <= size_ - 2; }
-  // Where this rank's message of step t (its own first segments, or a
-  // received segment moving on) lives: two banks of one buffer per
-  // segment. A segment received at step t moves on as step t + 1 from
-  // where it arrived, so it arrives in bank (t + 1 - first) % 2; the bank's
-  // previous occupant, message t - 1, must have left first.
   int64_t Bank(int64_t t) const { return (t - first_step_) % 2; }
-  float* Buffer(int64_t bank, uint64_t j) { return scratch_->data() + (bank * kmax_ + j) * stride_; }
-  Op& OpOf(int64_t bank, uint64_t j) { return ops_[bank * kmax_ + j]; }
-  uint64_t SlotOf(int64_t m) const { return slot_base_ + static_cast<uint64_t>(m); }
+  size_t Index(int64_t bank, uint64_t j) const { return bank * kmax_ + j; }
+  float* Scratch(int64_t bank, uint64_t j) { return scratch_->data() + Index(bank, j) * stride_; }
+  uint8_t* Trailer(int64_t bank, uint64_t j) { return &trailers_[Index(bank, j) * trailer_]; }
+  // Where received message (t, j) lands and moves on from.
+  float* Landing(int64_t t, uint64_t j) {
+    return PartialSum(t) ? Scratch(Bank(t + 1), j)
+                         : data_.data() + SegmentOffset(RecvChunk(t), j);
+  }
+  uint64_t Slot(int64_t m) const { return slot_base_ + 2 * static_cast<uint64_t>(m); }
 
   // The context of segment j of chunk c at ring step t, sealed by group
   // rank `sealer`.
   SealedChunkContext Context(int64_t t, int c, uint64_t j, int sealer) const;
-  // Seals the e elements at `buf` (trailer behind them) as `context`.
-  bool Seal(const SealedChunkContext& context, float* buf, uint64_t e);
-  bool Verify(const SealedChunkContext& context, const float* buf, uint64_t e, int64_t t);
+  // false when failure_ is set.
+  bool Seal(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer);
+  bool Verify(const SealedChunkContext& context, const float* seg, uint64_t e,
+              const uint8_t* trailer, int64_t t);
 
   // These throw Gloo's exceptions (Run maps them); a false return means
   // failure_ is set.
   void WaitSend(Op& op, Clock::time_point deadline);
-  void Send(Op& op, float* buf, uint64_t e, int64_t m);
+  void Send(Op& op, float* seg, uint64_t e, uint8_t* trailer, int64_t m);
   void PostReceives(int64_t upto, Clock::time_point deadline);
   bool SendFirst(int64_t upto);
   bool Process(int64_t m, Clock::time_point deadline);
@@ -87,12 +106,13 @@ class Ring {
   int64_t last_step_ = 0;
   uint64_t seg_ = 1;     // elements per segment
   int64_t kmax_ = 0;     // segments per step (of the largest chunk)
-  int64_t total_ = 0;    // message numbers: (steps) x kmax_
-  uint64_t stride_ = 0;  // floats per buffer
+  int64_t total_ = 0;    // messages: steps x kmax_
+  uint64_t stride_ = 0;  // floats per scratch buffer
   uint64_t slot_base_ = 0;
   int64_t next_post_ = 0;
   int64_t next_first_ = 0;
   std::vector<Op> ops_;  // per bank and segment
+  std::vector<uint8_t> trailers_;
   absl::Status failure_;
 };
 
@@ -117,13 +137,12 @@ Ring::Ring(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data
   const int64_t steps = last_step_ - first_step_ + 1;
   const uint64_t largest = *std::max_element(counts_.begin(), counts_.end());
   seg_ = std::max<uint64_t>(1, args.segment_bytes / sizeof(float));
-  // Every message of the call needs its own slot number.
-  const uint64_t per_step = kMaxMessages / steps;
+  // Every message of the call needs its own two slot numbers.
+  const uint64_t per_step = kMaxMessages / (2 * steps);
   seg_ = std::max(seg_, (largest + per_step - 1) / per_step);
   kmax_ = static_cast<int64_t>((largest + seg_ - 1) / seg_);
   total_ = steps * kmax_;
-  // Room for the trailer behind each segment, buffers 64-byte aligned.
-  stride_ = (seg_ + (trailer_ + 3) / 4 + 15) / 16 * 16;
+  stride_ = (seg_ + 15) / 16 * 16;  // 64-byte aligned buffers
   slot_base_ = static_cast<uint64_t>(gloo::Slot::build(kSealedRingSlotPrefix, args.call));
 }
 
@@ -143,25 +162,27 @@ SealedChunkContext Ring::Context(int64_t t, int c, uint64_t j, int sealer) const
   return x;
 }
 
-bool Ring::Seal(const SealedChunkContext& context, float* buf, uint64_t e) {
+bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e,
+                uint8_t* trailer) {
   uint8_t bytes[SealedChunkContext::kBytes];
   context.EncodeTo(bytes);
   const absl::Time t0 = absl::Now();
-  absl::Status s = args_.auth->Seal(absl::MakeConstSpan(bytes),
-                                    absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(buf), e * 4),
-                                    reinterpret_cast<uint8_t*>(buf + e));
+  absl::Status s = args_.auth->Seal(
+      absl::MakeConstSpan(bytes),
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float)), trailer);
   stats_->auth_time += absl::Now() - t0;
   if (!s.ok()) failure_ = s;
   return s.ok();
 }
 
-bool Ring::Verify(const SealedChunkContext& context, const float* buf, uint64_t e, int64_t t) {
+bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t e,
+                  const uint8_t* trailer, int64_t t) {
   uint8_t bytes[SealedChunkContext::kBytes];
   context.EncodeTo(bytes);
   const absl::Time t0 = absl::Now();
   absl::Status s = args_.auth->Verify(
-      absl::MakeConstSpan(bytes), absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(buf), e * 4),
-      reinterpret_cast<const uint8_t*>(buf + e));
+      absl::MakeConstSpan(bytes),
+      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float)), trailer);
   stats_->auth_time += absl::Now() - t0;
   if (s.ok()) return true;
   const int from = args_.world_ranks[prev_];
@@ -176,20 +197,23 @@ bool Ring::Verify(const SealedChunkContext& context, const float* buf, uint64_t 
 }
 
 void Ring::WaitSend(Op& op, Clock::time_point deadline) {
-  if (op.send == nullptr) return;
   // Gloo throws IoException on a timeout or a dead peer; false means the
   // wait was aborted.
-  if (!op.send->waitSend(nullptr, GlooTimeoutUntil(deadline))) {
-    throw gloo::IoException("sealed ring: send aborted");
+  for (auto* send : {&op.send, &op.send_trailer}) {
+    if (*send == nullptr) continue;
+    if (!(*send)->waitSend(nullptr, GlooTimeoutUntil(deadline))) {
+      throw gloo::IoException("sealed ring: send aborted");
+    }
+    send->reset();
   }
-  op.send.reset();
 }
 
-void Ring::Send(Op& op, float* buf, uint64_t e, int64_t m) {
-  const size_t bytes = e * sizeof(float) + trailer_;
-  op.send = context_->createUnboundBuffer(buf, bytes);
-  op.send->send(next_, SlotOf(m));
-  stats_->bytes_sent += bytes;
+void Ring::Send(Op& op, float* seg, uint64_t e, uint8_t* trailer, int64_t m) {
+  op.send = context_->createUnboundBuffer(seg, e * sizeof(float));
+  op.send->send(next_, Slot(m));
+  op.send_trailer = context_->createUnboundBuffer(trailer, trailer_);
+  op.send_trailer->send(next_, Slot(m) + 1);
+  stats_->bytes_sent += e * sizeof(float) + trailer_;
 }
 
 void Ring::PostReceives(int64_t upto, Clock::time_point deadline) {
@@ -198,12 +222,12 @@ void Ring::PostReceives(int64_t upto, Clock::time_point deadline) {
     const uint64_t j = next_post_ % kmax_;
     const int c = RecvChunk(t);
     if (j >= Segments(c)) continue;
-    const int64_t bank = Bank(t + 1);
-    Op& op = OpOf(bank, j);
-    WaitSend(op, deadline);  // message t - 1 of this segment has left
-    const size_t bytes = SegmentElements(c, j) * sizeof(float) + trailer_;
-    op.recv = context_->createUnboundBuffer(Buffer(bank, j), bytes);
-    op.recv->recv(prev_, SlotOf(next_post_));
+    Op& op = ops_[Index(Bank(t + 1), j)];
+    WaitSend(op, deadline);  // message (t - 1, j), and with it every earlier one, has left
+    op.recv = context_->createUnboundBuffer(Landing(t, j), SegmentElements(c, j) * sizeof(float));
+    op.recv->recv(prev_, Slot(next_post_));
+    op.recv_trailer = context_->createUnboundBuffer(Trailer(Bank(t + 1), j), trailer_);
+    op.recv_trailer->recv(prev_, Slot(next_post_) + 1);
   }
 }
 
@@ -212,11 +236,11 @@ bool Ring::SendFirst(int64_t upto) {
   const int64_t n = static_cast<int64_t>(Segments(c));
   for (; next_first_ < n && next_first_ <= upto; ++next_first_) {
     const uint64_t j = static_cast<uint64_t>(next_first_);
-    float* buf = Buffer(Bank(first_step_), j);
+    float* seg = data_.data() + SegmentOffset(c, j);
     const uint64_t e = SegmentElements(c, j);
-    std::memcpy(buf, data_.data() + SegmentOffset(c, j), e * sizeof(float));
-    if (!Seal(Context(first_step_, c, j, rank_), buf, e)) return false;
-    Send(OpOf(Bank(first_step_), j), buf, e, next_first_);
+    uint8_t* trailer = Trailer(Bank(first_step_), j);
+    if (!Seal(Context(first_step_, c, j, rank_), seg, e, trailer)) return false;
+    Send(ops_[Index(Bank(first_step_), j)], seg, e, trailer, next_first_);
   }
   return true;
 }
@@ -226,40 +250,48 @@ bool Ring::Process(int64_t m, Clock::time_point deadline) {
   const uint64_t j = m % kmax_;
   const int c = RecvChunk(t);
   if (j >= Segments(c)) return true;
-  Op& op = OpOf(Bank(t + 1), j);
-  float* buf = Buffer(Bank(t + 1), j);
-  if (!op.recv->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
-    throw gloo::IoException("sealed ring: receive aborted");
+  Op& op = ops_[Index(Bank(t + 1), j)];
+  for (auto* recv : {&op.recv, &op.recv_trailer}) {
+    if (!(*recv)->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
+      throw gloo::IoException("sealed ring: receive aborted");
+    }
+    recv->reset();
   }
-  op.recv.reset();
   const uint64_t e = SegmentElements(c, j);
   stats_->bytes_received += e * sizeof(float) + trailer_;
+  float* seg = Landing(t, j);
+  uint8_t* trailer = Trailer(Bank(t + 1), j);
   float* out = data_.data() + SegmentOffset(c, j);
   const bool forward = t < last_step_;
   if (PartialSum(t)) {
-    if (!Verify(Context(t, c, j, prev_), buf, e, t)) return false;
-    // buf = (sum so far) + mine: the fixed order the header documents.
-    float* __restrict acc = buf;
-    const float* __restrict mine = out;
-    for (uint64_t i = 0; i < e; ++i) acc[i] += mine[i];
-    if (t == size_ - 2) std::memcpy(out, buf, e * sizeof(float));  // chunk c == rank_ is done
+    if (!Verify(Context(t, c, j, prev_), seg, e, trailer, t)) return false;
+    // (sum so far) + mine: the fixed order the header documents. The last
+    // step's sum is chunk r's (c == rank_): it goes into `data` and on
+    // from there.
+    if (t == size_ - 2) {
+      for (uint64_t i = 0; i < e; ++i) out[i] += seg[i];
+      seg = out;
+    } else {
+      for (uint64_t i = 0; i < e; ++i) seg[i] += out[i];
+    }
     // Onward as this rank's own message of step t + 1: the next partial
     // sum, or (after the last reduce-scatter step) the finished chunk.
-    if (forward && !Seal(Context(t + 1, c, j, rank_), buf, e)) return false;
-  } else {
-    if (!Verify(Context(t, c, j, c), buf, e, t)) return false;
-    std::memcpy(out, buf, e * sizeof(float));
+    if (forward && !Seal(Context(t + 1, c, j, rank_), seg, e, trailer)) return false;
+  } else if (!Verify(Context(t, c, j, c), seg, e, trailer, t)) {
+    return false;
   }
   // An allgather segment goes on as it came, its owner's trailer intact.
-  if (forward) Send(op, buf, e, m + kmax_);
+  if (forward) Send(op, seg, e, trailer, m + kmax_);
   return true;
 }
 
 absl::Status Ring::Run(const char* what) {
   if (kmax_ == 0) return absl::OkStatus();  // nothing to move anywhere
-  const size_t need = 2 * kmax_ * stride_;
+  // Partial sums land in scratch; an allgather alone needs none.
+  const size_t need = PartialSum(first_step_) ? 2 * kmax_ * stride_ : 0;
   if (scratch_->size() < need) scratch_->resize(need);
   ops_.resize(2 * kmax_);
+  trailers_.resize(2 * kmax_ * trailer_);
   const Clock::time_point deadline = Clock::now() + GlooTimeout(args_.timeout);
   absl::Status status = CallGloo(what, [&] {
     // A receive goes into the bank of message (t - 1, j), once that has

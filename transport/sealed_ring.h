@@ -60,7 +60,7 @@ struct SealedRingArgs {
   absl::Duration timeout;  // of the whole ring, from the call
   // Largest segment (a multiple of 4; the same on every rank). Raised as
   // far as needed to keep a call within Gloo's 2^24 slots.
-  uint64_t segment_bytes = 256 << 10;
+  uint64_t segment_bytes = 1 << 20;
 };
 
 struct SealedRingStats {
@@ -70,9 +70,9 @@ struct SealedRingStats {
 };
 
 // The ring over `data` (counts.size() == P chunks summing to data.size(),
-// agreed by every rank). `scratch` holds the segments in flight: two
+// agreed by every rank). `scratch` holds the partial sums in flight: two
 // buffers per segment of the largest chunk, so about 2 n / P floats (kept
-// by the caller across calls). On failure `data` is
+// by the caller across calls; an allgather alone needs none). On failure `data` is
 // partially written, and the caller must close the context's connections
 // (the ring's buffers may still be posted): DeadlineExceeded / Unavailable
 // from Gloo, Unauthenticated naming the rank whose chunk failed to verify,

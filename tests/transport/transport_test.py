@@ -172,7 +172,8 @@ def test_sealed_forged(n, kind, culprit=1):
     sealing: every rank fails, the rank receiving from it with
     Unauthenticated naming it; nothing hangs."""
     def t():
-        status, lines = run_launch(n, "sealed_forged", f"kind={kind}", f"culprit={culprit}")
+        status, lines = run_launch(n, "sealed_forged", f"kind={kind}", f"culprit={culprit}",
+                                   "timeout_ms=3000")
         statuses = {int(l.split("]")[0].split()[-1]): l for l in lines if "STATUS" in l}
         assert len(statuses) == n, f"expected a status from each rank: {lines[-20:]}"
         victim = (culprit + 1) % n
@@ -575,8 +576,8 @@ TESTS = [
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
     *[(f"sealed_{n}_ranks", test_sealed(n)) for n in (2, 3, 5)],
-    # Segments of 64 bytes: hundreds per chunk, every pool buffer reused.
-    *[(f"sealed_{n}_ranks_small_segments", test_sealed(n, "seg=64")) for n in (2, 4)],
+    # Segments of 1 KiB: hundreds per chunk, every bank buffer reused many times.
+    *[(f"sealed_{n}_ranks_small_segments", test_sealed(n, "seg=1024")) for n in (2, 4)],
     ("sealed_forged_key_2_ranks", test_sealed_forged(2, "key")),
     ("sealed_forged_key_4_ranks", test_sealed_forged(4, "key", culprit=2)),
     ("sealed_tampered_3_ranks", test_sealed_forged(3, "tamper", culprit=0)),
