@@ -55,6 +55,8 @@ CASES = [
     ("rank dies mid-step", 3, 0, "fault", ["timeout_ms=4000"]),
     ("rank dies mid-step hier", 4, 2, "fault", ["timeout_ms=4000", "hier=1"]),
     ("rank dies before a barrier", 3, 0, "fault", ["timeout_ms=4000", "barrier=1"]),
+    ("stopped rank named by WaitAll", 3, 0, "stop", ["timeout_ms=2000"]),
+    ("stopped rank named by WaitAll, method none", 3, 0, "stop", ["timeout_ms=2000", "spec=none"]),
 ]
 
 
@@ -97,7 +99,7 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name}: {nproc} ranks, {checks} checks, {secs:.1f} s",
               flush=True)
         for l in out.splitlines():
-            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH", "FAULT")) and l.startswith("[rank 0]"):
+            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH", "FAULT", "STOP ")) and l.startswith("[rank 0]"):
                 print("    " + l, flush=True)
         if not ok:
             failed.append(name)
