@@ -191,6 +191,44 @@ def ring_allreduce_s(p, nbytes, bw, alpha):
     return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes / bw
 
 
+# transport/sealed_ring.h: dense buffers (and the hierarchical exchange's
+# intra-node stages) ride a ring in segments of up to 1 MiB, each followed
+# by its 28-byte AES-256-GMAC trailer (lib/codec/chunk_mac.h).
+SEALED_SEGMENT_BYTES = 1 << 20
+CHUNK_TRAILER_BYTES = 28
+# One core's AES-256-GMAC throughput (docs/communicator.md, "Authenticated
+# dense exchange": 10.4 GB/s measured with AES-NI and VPCLMULQDQ).
+GMAC_BYTES_PER_S = 10.4e9
+
+
+def sealed_ring_bytes(p, nbytes):
+    """Bytes one rank sends in the sealed ring allreduce of nbytes: 2(P-1)
+    chunks, each segment with its trailer."""
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    chunk = nbytes / p
+    return 2 * (p - 1) * (chunk + math.ceil(chunk / SEALED_SEGMENT_BYTES) * CHUNK_TRAILER_BYTES)
+
+
+def sealed_mac_s(p, nbytes, cpu_share=1.0):
+    """CPU time one rank spends sealing and verifying in a sealed ring
+    allreduce of nbytes (reduce-scatter + allgather; either half alone
+    costs about half): it verifies 2(P-1) chunks and seals P of them, on
+    its share of a core."""
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    return (3 * (p - 1) + 1) / p * nbytes / GMAC_BYTES_PER_S * cpu_share
+
+
+def sealed_ring_allreduce_s(p, nbytes, bw, alpha, cpu_share=1.0):
+    """The dense path: the ring's 2(P-1) steps over the trailered bytes,
+    and the MACs (serial here: a rank seals a segment before it moves on)."""
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    return (2 * (p - 1) * alpha + sealed_ring_bytes(p, nbytes) / bw +
+            sealed_mac_s(p, nbytes, cpu_share))
+
+
 # transport/gloo_group.h GroupOptions: gathers go direct (one message hop)
 # in groups of up to this many ranks; allgatherv only for blocks up to this.
 DIRECT_MAX_RANKS = 16
@@ -198,10 +236,9 @@ DIRECT_MAX_BLOCK_BYTES = 256 << 10
 
 
 def agreement_s(p, alpha):
-    """gradwire's agreement round before every collective."""
-    if p <= 1:
-        return 0.0
-    return alpha if p <= DIRECT_MAX_RANKS else (p - 1) * alpha
+    """gradwire's agreement round before every collective: always one
+    direct hop (P-1 messages at once), whatever the group size."""
+    return alpha if p > 1 else 0.0
 
 
 def allgather_s(p, nbytes_per_rank, bw, alpha):
@@ -230,12 +267,13 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     wire = 0.0
     nic_bytes = 0.0
 
-    # Dense buckets: one ring over all p ranks; a NIC carries one ring edge.
+    # Dense buckets: one sealed ring over all p ranks; a NIC carries one
+    # ring edge.
     for n in dense_b:
-        wire += ring_allreduce_s(p, 4 * n, bw, alpha_s)
+        wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
         if agreement:  # gradwire's agreement round before every collective
             wire += agreement_s(p, alpha_s)
-        nic_bytes += 2 * (p - 1) / p * 4 * n if p > 1 else 0
+        nic_bytes += sealed_ring_bytes(p, 4 * n)
     cpu_elements = 0
     gpu_s = 0.0
     for n in comp_b:
@@ -244,6 +282,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             shard = math.ceil(n / g)
             if g > 1 and intra:
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # reduce-scatter half
+            # Both sealed intra-node halves MAC on the CPU, loopback or not.
+            wire += sealed_mac_s(g, 4 * n, cpu_share)
             s = payload_bytes(m, shard)
             # g parallel cross-node rings share the NIC: it carries g * s per step.
             # world-wide agreement (descriptors inside one agreement round),
