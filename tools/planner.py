@@ -191,42 +191,31 @@ def ring_allreduce_s(p, nbytes, bw, alpha):
     return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes / bw
 
 
-# transport/sealed_ring.h: dense buffers (and the hierarchical exchange's
-# intra-node stages) ride a ring in segments of up to 1 MiB, each followed
-# by its 28-byte AES-256-GMAC trailer (lib/codec/chunk_mac.h).
-SEALED_SEGMENT_BYTES = 1 << 20
-CHUNK_TRAILER_BYTES = 28
-# One core's AES-256-GMAC throughput (docs/communicator.md, "Authenticated
-# dense exchange": 10.4 GB/s measured with AES-NI and VPCLMULQDQ).
-GMAC_BYTES_PER_S = 10.4e9
+# transport/sealed_ring.h: dense buffers (and hierarchical intra-node stages)
+# ride a ring in segments of up to 1 MiB, each with a 28-byte AES-256-GMAC
+# trailer; one core MACs 10.4 GB/s (docs/communicator.md, measured).
+SEALED_SEGMENT_BYTES, CHUNK_TRAILER_BYTES, GMAC_BYTES_PER_S = 1 << 20, 28, 10.4e9
 
 
 def sealed_ring_bytes(p, nbytes):
-    """Bytes one rank sends in the sealed ring allreduce of nbytes: 2(P-1)
-    chunks, each segment with its trailer."""
-    if p <= 1 or nbytes == 0:
-        return 0.0
-    chunk = nbytes / p
-    return 2 * (p - 1) * (chunk + math.ceil(chunk / SEALED_SEGMENT_BYTES) * CHUNK_TRAILER_BYTES)
+    """Bytes a rank sends in the sealed ring allreduce: 2(P-1) chunks + trailers."""
+    chunk = nbytes / max(p, 1)
+    segments = math.ceil(chunk / SEALED_SEGMENT_BYTES)
+    return 2 * (p - 1) * (chunk + segments * CHUNK_TRAILER_BYTES) if p > 1 and nbytes else 0.0
 
 
 def sealed_mac_s(p, nbytes, cpu_share=1.0):
-    """CPU time one rank spends sealing and verifying in a sealed ring
-    allreduce of nbytes (reduce-scatter + allgather; either half alone
-    costs about half): it verifies 2(P-1) chunks and seals P of them, on
-    its share of a core."""
-    if p <= 1 or nbytes == 0:
-        return 0.0
-    return (3 * (p - 1) + 1) / p * nbytes / GMAC_BYTES_PER_S * cpu_share
+    """A rank's MAC time in a sealed ring allreduce (verify 2(P-1), seal P
+    chunks) on its share of a core; each half alone costs about half."""
+    return (3 * (p - 1) + 1) / p * nbytes / GMAC_BYTES_PER_S * cpu_share if p > 1 else 0.0
 
 
 def sealed_ring_allreduce_s(p, nbytes, bw, alpha, cpu_share=1.0):
-    """The dense path: the ring's 2(P-1) steps over the trailered bytes,
-    and the MACs (serial here: a rank seals a segment before it moves on)."""
+    """The dense path: 2(P-1) steps over the trailered bytes, MACs serial."""
     if p <= 1 or nbytes == 0:
         return 0.0
-    return (2 * (p - 1) * alpha + sealed_ring_bytes(p, nbytes) / bw +
-            sealed_mac_s(p, nbytes, cpu_share))
+    return 2 * (p - 1) * alpha + sealed_ring_bytes(p, nbytes) / bw + sealed_mac_s(p, nbytes,
+                                                                                    cpu_share)
 
 
 # transport/gloo_group.h GroupOptions: gathers go direct (one message hop)
@@ -236,8 +225,7 @@ DIRECT_MAX_BLOCK_BYTES = 256 << 10
 
 
 def agreement_s(p, alpha):
-    """gradwire's agreement round before every collective: always one
-    direct hop (P-1 messages at once), whatever the group size."""
+    """The agreement round before every collective: one direct hop, any P."""
     return alpha if p > 1 else 0.0
 
 
@@ -267,8 +255,7 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     wire = 0.0
     nic_bytes = 0.0
 
-    # Dense buckets: one sealed ring over all p ranks; a NIC carries one
-    # ring edge.
+    # Dense buckets: one sealed ring over all p ranks; a NIC carries one ring edge.
     for n in dense_b:
         wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
         if agreement:  # gradwire's agreement round before every collective
