@@ -97,6 +97,13 @@ absl::Status CheckSame(absl::Span<const CallDescriptor> all, absl::Span<const in
 absl::Status CheckSameLength(absl::Span<const CallDescriptor> all,
                              absl::Span<const int> world_ranks, const char* op, const char* unit);
 
+// A collective's local check of a per-rank count table (reduce-scatters,
+// sealed collectives): OK iff `counts` has `size` entries summing to `n`;
+// else InvalidArgument "<op>: 3 counts summing to 90 for 4 ranks and 100
+// elements".
+absl::Status CheckCountTable(const char* op, absl::Span<const uint64_t> counts, int size,
+                             uint64_t n);
+
 // What a failed exchange knows of each rank's contribution.
 enum class Arrival : uint8_t {
   kArrived,  // it came (or is this rank's own)

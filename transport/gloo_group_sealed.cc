@@ -74,14 +74,7 @@ absl::Status GlooGroup::SealedImpl(uint64_t op, absl::Span<float> data,
                                    const ChunkAuthenticator& auth, const ChunkScope& scope) {
   return Run(op, /*agreement_round=*/true, [&]() -> absl::Status {
     const uint64_t n = data.size();
-    absl::Status local;
-    uint64_t total = 0;
-    for (uint64_t c : counts) total += c;
-    if (counts.size() != static_cast<size_t>(size_) || total != n) {
-      local = absl::InvalidArgumentError(absl::StrCat(OpName(op), ": ", counts.size(),
-                                                      " counts summing to ", total, " for ",
-                                                      size_, " ranks and ", n, " elements"));
-    }
+    const absl::Status local = CheckCountTable(OpName(op), counts, size_, n);
     // Everything the ring's message sizes and contexts depend on must
     // agree, or a receive would be posted for a message of another size.
     std::vector<uint64_t> shared(counts.begin(), counts.end());

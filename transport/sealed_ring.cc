@@ -77,10 +77,14 @@ class Ring {
   // The context of segment j of chunk c at ring step t, sealed by group
   // rank `sealer`.
   SealedChunkContext Context(int64_t t, int c, uint64_t j, int sealer) const;
+  // The authenticator's Seal or Verify of segment `seg` (e elements) and
+  // its trailer under `context`, timed.
+  absl::Status Authenticate(bool seal, const SealedChunkContext& context, const float* seg,
+                            uint64_t e, uint8_t* trailer);
   // false when failure_ is set.
   bool Seal(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer);
-  bool Verify(const SealedChunkContext& context, const float* seg, uint64_t e,
-              const uint8_t* trailer, int64_t t);
+  bool Verify(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer,
+              int64_t t);
 
   // These throw Gloo's exceptions (Run maps them); a false return means
   // failure_ is set.
@@ -162,28 +166,27 @@ SealedChunkContext Ring::Context(int64_t t, int c, uint64_t j, int sealer) const
   return x;
 }
 
-bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e,
-                uint8_t* trailer) {
+absl::Status Ring::Authenticate(bool seal, const SealedChunkContext& context, const float* seg,
+                                uint64_t e, uint8_t* trailer) {
   uint8_t bytes[SealedChunkContext::kBytes];
   context.EncodeTo(bytes);
+  const absl::Span<const uint8_t> chunk(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float));
   const absl::Time t0 = absl::Now();
-  absl::Status s = args_.auth->Seal(
-      absl::MakeConstSpan(bytes),
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float)), trailer);
+  absl::Status s = seal ? args_.auth->Seal(bytes, chunk, trailer)
+                        : args_.auth->Verify(bytes, chunk, trailer);
   stats_->auth_time += absl::Now() - t0;
-  if (!s.ok()) failure_ = s;
-  return s.ok();
+  return s;
+}
+
+bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e,
+                uint8_t* trailer) {
+  failure_ = Authenticate(/*seal=*/true, context, seg, e, trailer);
+  return failure_.ok();
 }
 
 bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t e,
-                  const uint8_t* trailer, int64_t t) {
-  uint8_t bytes[SealedChunkContext::kBytes];
-  context.EncodeTo(bytes);
-  const absl::Time t0 = absl::Now();
-  absl::Status s = args_.auth->Verify(
-      absl::MakeConstSpan(bytes),
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float)), trailer);
-  stats_->auth_time += absl::Now() - t0;
+                  uint8_t* trailer, int64_t t) {
+  const absl::Status s = Authenticate(/*seal=*/false, context, seg, e, trailer);
   if (s.ok()) return true;
   const int from = args_.world_ranks[prev_];
   const std::string where =
