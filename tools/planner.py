@@ -194,6 +194,33 @@ def ring_allreduce_s(p, nbytes, bw, alpha):
     return 2 * (p - 1) * alpha + 2 * (p - 1) / p * nbytes / bw
 
 
+# transport/sealed_ring.h: dense buffers (and hierarchical intra-node stages)
+# ride a ring in segments of up to 1 MiB, each with a 28-byte AES-256-GMAC
+# trailer; one core MACs 10.4 GB/s (docs/communicator.md, measured).
+SEALED_SEGMENT_BYTES, CHUNK_TRAILER_BYTES, GMAC_BYTES_PER_S = 1 << 20, 28, 10.4e9
+
+
+def sealed_ring_bytes(p, nbytes):
+    """Bytes a rank sends in the sealed ring allreduce: 2(P-1) chunks + trailers."""
+    chunk = nbytes / max(p, 1)
+    segments = math.ceil(chunk / SEALED_SEGMENT_BYTES)
+    return 2 * (p - 1) * (chunk + segments * CHUNK_TRAILER_BYTES) if p > 1 and nbytes else 0.0
+
+
+def sealed_mac_s(p, nbytes, cpu_share=1.0):
+    """A rank's MAC time in a sealed ring allreduce (verify 2(P-1), seal P
+    chunks) on its share of a core; each half alone costs about half."""
+    return (3 * (p - 1) + 1) / p * nbytes / GMAC_BYTES_PER_S * cpu_share if p > 1 else 0.0
+
+
+def sealed_ring_allreduce_s(p, nbytes, bw, alpha, cpu_share=1.0):
+    """The dense path: 2(P-1) steps over the trailered bytes, MACs serial."""
+    if p <= 1 or nbytes == 0:
+        return 0.0
+    return 2 * (p - 1) * alpha + sealed_ring_bytes(p, nbytes) / bw + sealed_mac_s(p, nbytes,
+                                                                                    cpu_share)
+
+
 # transport/gloo_group.h GroupOptions: gathers go direct (one message hop)
 # in groups of up to this many ranks; allgatherv only for blocks up to this.
 DIRECT_MAX_RANKS = 16
@@ -201,8 +228,7 @@ DIRECT_MAX_BLOCK_BYTES = 256 << 10
 
 
 def agreement_s(p, alpha):
-    """gradwire's agreement round before every collective: always direct
-    (P-1 one-hop messages at once, transport/gloo_group.h), one step."""
+    """The agreement round before every collective: one direct hop, any P."""
     return alpha if p > 1 else 0.0
 
 
@@ -232,12 +258,12 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     wire = 0.0
     nic_bytes = 0.0
 
-    # Dense buckets: one ring over all p ranks; a NIC carries one ring edge.
+    # Dense buckets: one sealed ring over all p ranks; a NIC carries one ring edge.
     for n in dense_b:
-        wire += ring_allreduce_s(p, 4 * n, bw, alpha_s)
+        wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
         if agreement:  # gradwire's agreement round before every collective
             wire += agreement_s(p, alpha_s)
-        nic_bytes += 2 * (p - 1) / p * 4 * n if p > 1 else 0
+        nic_bytes += sealed_ring_bytes(p, 4 * n)
     cpu_elements = 0
     gpu_s = 0.0
     for n in comp_b:
@@ -246,6 +272,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             shard = math.ceil(n / g)
             if g > 1 and intra:
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # reduce-scatter half
+            # Both sealed intra-node halves MAC on the CPU, loopback or not.
+            wire += sealed_mac_s(g, 4 * n, cpu_share)
             s = payload_bytes(m, shard)
             # g parallel cross-node rings share the NIC: it carries g * s per step.
             # world-wide agreement (descriptors inside one agreement round),

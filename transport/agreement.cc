@@ -33,6 +33,12 @@ const char* OpName(uint64_t op) {
       return "split";
     case kExpectSame:
       return "expect_same";
+    case kSealedAllreduce:
+      return "allreduce_ring_sealed";
+    case kSealedReduceScatter:
+      return "reduce_scatter_ring_sealed";
+    case kSealedAllgather:
+      return "allgather_ring_sealed";
   }
   return "unknown";
 }
@@ -121,6 +127,16 @@ absl::Status CheckSameLength(absl::Span<const CallDescriptor> all,
   }
   return absl::InvalidArgumentError(
       absl::StrCat("collective mismatch in ", op, ": ", absl::StrJoin(parts, "; ")));
+}
+
+absl::Status CheckCountTable(const char* op, absl::Span<const uint64_t> counts, int size,
+                             uint64_t n) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  if (counts.size() == static_cast<size_t>(size) && total == n) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(op, ": ", counts.size(), " counts summing to ",
+                                                 total, " for ", size, " ranks and ", n,
+                                                 " elements"));
 }
 
 absl::Status NameMissing(const absl::Status& failure, absl::string_view what,

@@ -36,6 +36,9 @@ enum CollectiveOp : uint64_t {
   kBarrier,
   kSplit,
   kExpectSame,
+  kSealedAllreduce,
+  kSealedReduceScatter,
+  kSealedAllgather,
 };
 // "allgatherv", "allreduce_ring", ...; "unknown" for other values.
 const char* OpName(uint64_t op);
@@ -93,6 +96,13 @@ absl::Status CheckSame(absl::Span<const CallDescriptor> all, absl::Span<const in
 // `unit`s ("rank 2 passes 50 elements; ranks [0, 1] pass 100 elements").
 absl::Status CheckSameLength(absl::Span<const CallDescriptor> all,
                              absl::Span<const int> world_ranks, const char* op, const char* unit);
+
+// A collective's local check of a per-rank count table (reduce-scatters,
+// sealed collectives): OK iff `counts` has `size` entries summing to `n`;
+// else InvalidArgument "<op>: 3 counts summing to 90 for 4 ranks and 100
+// elements".
+absl::Status CheckCountTable(const char* op, absl::Span<const uint64_t> counts, int size,
+                             uint64_t n);
 
 // What a failed exchange knows of each rank's contribution.
 enum class Arrival : uint8_t {

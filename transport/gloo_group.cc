@@ -32,6 +32,11 @@ absl::StatusOr<std::unique_ptr<GlooGroup>> GlooGroup::Create(int rank, int size,
         absl::StrCat("GlooGroup event_loop_nice must be in [0, 19], not ", options.event_loop_nice,
                      " (lowering a nice value needs privileges)"));
   }
+  if (options.sealed_segment_bytes < 64 || options.sealed_segment_bytes % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooGroup sealed_segment_bytes must be a multiple of 4, at least 64, not ",
+                     options.sealed_segment_bytes));
+  }
   IgnoreSigpipeIfDefault();
   GRADWIRE_ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device,
                             CreateTcpDevice(options.bind_address, options.event_loop_nice));

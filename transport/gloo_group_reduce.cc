@@ -94,14 +94,8 @@ absl::Status GlooGroup::ReduceScatterSum(absl::Span<float> data,
                                          absl::Span<const uint64_t> counts) {
   return Run(kReduceScatter, /*agreement_round=*/true, [&]() -> absl::Status {
     const uint64_t n = data.size();
-    absl::Status local;
-    uint64_t total = 0;
-    for (uint64_t c : counts) total += c;
-    if (counts.size() != static_cast<size_t>(size_) || total != n) {
-      local = absl::InvalidArgumentError(absl::StrCat("reduce_scatter: ", counts.size(),
-                                                      " counts summing to ", total, " for ", size_,
-                                                      " ranks and ", n, " elements"));
-    } else if (n * sizeof(float) > static_cast<uint64_t>(INT_MAX)) {
+    absl::Status local = CheckCountTable("reduce_scatter", counts, size_, n);
+    if (local.ok() && n * sizeof(float) > static_cast<uint64_t>(INT_MAX)) {
       local = absl::InvalidArgumentError(
           "reduce_scatter is limited to 2^29 elements (Gloo uses int byte counts)");
     }

@@ -28,6 +28,9 @@ struct CallStats {
   uint64_t bytes_received = 0;
   absl::Duration wire_time = absl::ZeroDuration();
   absl::Duration agree_time = absl::ZeroDuration();  // within wire_time
+  // Sealed collectives: time in the caller's ChunkAuthenticator (sealing
+  // and verifying chunks), within wire_time.
+  absl::Duration auth_time = absl::ZeroDuration();
 
   std::string ToString() const {
     return absl::StrFormat("%s: sent %d B, received %d B, %.3f ms (%.3f ms agreeing)", op,

@@ -258,27 +258,34 @@ FrameAuthenticator::FrameAuthenticator(FrameAuthenticator&&) noexcept = default;
 FrameAuthenticator& FrameAuthenticator::operator=(FrameAuthenticator&&) noexcept = default;
 FrameAuthenticator::~FrameAuthenticator() = default;
 
-absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame,
-                                            const uint8_t* fields, uint8_t out[32]) const {
+absl::Status FrameAuthenticator::KeyedHash(const char* label,
+                                           std::initializer_list<absl::Span<const uint8_t>> parts,
+                                           uint8_t out[32]) const {
   // A copy of the keyed context per call keeps Sign/Verify const and
   // thread-safe, and skips re-deriving the HMAC key pads each time.
   EVP_MAC_CTX* ctx = EVP_MAC_CTX_dup(mac_->keyed);
   if (ctx == nullptr) return absl::InternalError(OpenSslError("EVP_MAC_CTX_dup"));
-  uint8_t length[8];
-  EncodeFixed64(length, frame.size());
+  bool ok = EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(label),
+                           std::strlen(label) + 1) == 1;
+  for (absl::Span<const uint8_t> part : parts) {
+    ok = ok && (part.empty() || EVP_MAC_update(ctx, part.data(), part.size()) == 1);
+  }
   size_t out_len = 0;
-  // The frame length is hashed before the frame so that the boundary
-  // between frame and trailer fields is unambiguous.
-  const bool ok =
-      EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(kMacLabel), sizeof(kMacLabel)) ==
-          1 &&
-      EVP_MAC_update(ctx, length, sizeof(length)) == 1 &&
-      (frame.empty() || EVP_MAC_update(ctx, frame.data(), frame.size()) == 1) &&
-      EVP_MAC_update(ctx, fields, kTrailerFieldBytes) == 1 &&
-      EVP_MAC_final(ctx, out, &out_len, kHmacBytes) == 1 && out_len == kHmacBytes;
+  ok = ok && EVP_MAC_final(ctx, out, &out_len, kHmacBytes) == 1 && out_len == kHmacBytes;
   EVP_MAC_CTX_free(ctx);
   if (!ok) return absl::InternalError(OpenSslError("HMAC-SHA256"));
   return absl::OkStatus();
+}
+
+absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame,
+                                            const uint8_t* fields, uint8_t out[32]) const {
+  uint8_t length[8];
+  EncodeFixed64(length, frame.size());
+  // The frame length is hashed before the frame so that the boundary
+  // between frame and trailer fields is unambiguous.
+  return KeyedHash(kMacLabel, {absl::MakeConstSpan(length), frame,
+                               absl::MakeConstSpan(fields, kTrailerFieldBytes)},
+                   out);
 }
 
 absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,

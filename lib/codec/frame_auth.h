@@ -21,6 +21,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -140,6 +141,7 @@ class FrameAuthenticator {
                                                    const FrameOrigin& expected) const;
 
  private:
+  friend class ChunkMac;  // derives its session keys from the secret
   struct MacState;  // OpenSSL objects, kept out of this header
 
   FrameAuthenticator(std::unique_ptr<MacState> mac, std::string job_id,
@@ -148,6 +150,12 @@ class FrameAuthenticator {
   // Full 32-byte HMAC over the frame and the trailer fields.
   absl::Status ComputeMac(absl::Span<const uint8_t> frame, const uint8_t* fields,
                           uint8_t out[32]) const;
+  // HMAC-SHA256 under the job secret of `label` (with its NUL) followed by
+  // `parts`. Every use has its own label (the frame MAC's, ChunkMac's
+  // keys), so no value derived for one purpose serves another.
+  absl::Status KeyedHash(const char* label, std::initializer_list<absl::Span<const uint8_t>> parts,
+                         uint8_t out[32]) const;
+  const std::array<uint8_t, 16>& job_fingerprint() const { return job_fingerprint_; }
 
   std::unique_ptr<MacState> mac_;
   std::string job_id_;

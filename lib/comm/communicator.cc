@@ -8,6 +8,7 @@
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/lib/codec/chunk_mac.h"
 #include "gradwire/transport/rendezvous_store.h"
 
 namespace gradwire {
@@ -25,6 +26,31 @@ void EnsureSize(std::vector<T>* v, size_t n) {
 constexpr char kMagic[] = "GWCM";
 constexpr uint32_t kVersion = 1;
 constexpr char kWhat[] = "communicator checkpoint";
+
+// Which exchange of a bucket a sealed collective is (ChunkScope::stage).
+enum Stage : uint32_t {
+  kDenseStage = 1,              // the world's allreduce of a dense buffer
+  kNodeReduceScatterStage = 2,  // hierarchical step 1
+  kNodeAllgatherStage = 3,      // hierarchical step 4
+};
+
+// The sealed collectives' MAC: this session's ChunkMac.
+class SessionChunkAuth : public transport::ChunkAuthenticator {
+ public:
+  explicit SessionChunkAuth(ChunkMac mac) : mac_(std::move(mac)) {}
+  size_t trailer_bytes() const override { return ChunkMac::kTrailerBytes; }
+  absl::Status Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                    uint8_t* trailer) const override {
+    return mac_.Seal(context, chunk, trailer);
+  }
+  absl::Status Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                      const uint8_t* trailer) const override {
+    return mac_.Verify(context, chunk, trailer);
+  }
+
+ private:
+  ChunkMac mac_;
+};
 
 }  // namespace
 
@@ -47,6 +73,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     FrameAuthenticator auth, const CommunicatorOptions& options) {
   if (world == nullptr) return absl::InvalidArgumentError("Communicator::Create: no world group");
   GRADWIRE_RETURN_IF_ERROR(options.compression.Validate());
+  if (options.dense_algorithm != transport::AllreduceAlgorithm::kRing) {
+    return absl::InvalidArgumentError(
+        "dense exchanges are authenticated chunk by chunk, which only the sealed ring does: "
+        "dense_algorithm must be ring (halving-doubling is no longer offered)");
+  }
   absl::StatusOr<std::unique_ptr<Codec>> codec =
       MakeCodec(options.compression.ForSender(world->rank()));
   if (!codec.ok()) return codec.status();
@@ -59,6 +90,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,
                                                options.measure_exchange_model, c->codec_.get()));
+  GRADWIRE_RETURN_IF_ERROR(c->AgreeChunkKey());
   if (!options.hierarchical) return c;
 
   if (node_id < 0 || local_world_size < 1) {
@@ -155,16 +187,34 @@ ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) cons
   return path_rule().PathFor(elements, one_dimensional);
 }
 
+absl::Status Communicator::AgreeChunkKey() {
+  const uint32_t p = static_cast<uint32_t>(world_->size());
+  GRADWIRE_ASSIGN_OR_RETURN(const auto nonce, ChunkMac::NewNonce());
+  std::vector<uint8_t> nonces(p * ChunkMac::kNonceBytes);
+  GRADWIRE_RETURN_IF_ERROR(world_->Allgather(nonce, absl::MakeSpan(nonces)));
+  GRADWIRE_ASSIGN_OR_RETURN(ChunkMac mac, ChunkMac::Create(auth_, world_->rank(), p, nonces));
+  std::vector<uint8_t> confirmations(p * ChunkMac::kConfirmationBytes);
+  GRADWIRE_RETURN_IF_ERROR(world_->Allgather(mac.Confirmation(), absl::MakeSpan(confirmations)));
+  GRADWIRE_RETURN_IF_ERROR(mac.CheckConfirmations(confirmations, world_->world_ranks()));
+  chunk_auth_ = std::make_unique<SessionChunkAuth>(std::move(mac));
+  return absl::OkStatus();
+}
+
 void Communicator::AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const {
   cost->AddCall(group.last_call());
+  // Sealing and verifying dense chunks happen inside the call: CPU work,
+  // booked with the frames' MACs rather than as wire time.
+  cost->auth_time += group.last_call().auth_time;
+  cost->wire_time -= group.last_call().auth_time;
   if (&group == node_.get()) {
     cost->intra_node_bytes_sent += group.last_call().bytes_sent;
     cost->intra_node_bytes_received += group.last_call().bytes_received;
   }
 }
 
-absl::Status Communicator::Dense(absl::Span<float> data, ExchangeStats* cost) {
-  absl::Status s = world_->AllreduceSum(data, options_.dense_algorithm);
+absl::Status Communicator::Dense(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                 ExchangeStats* cost) {
+  absl::Status s = world_->SealedAllreduceSum(data, *chunk_auth_, {step, bucket, kDenseStage});
   AddWire(*world_, cost);
   GRADWIRE_RETURN_IF_ERROR(s);
   const absl::Time t0 = absl::Now();
@@ -188,18 +238,22 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
     const uint64_t begin = std::min<uint64_t>(n, r * shard);
     shards_[r] = std::min<uint64_t>(shard, n - begin);
   }
-  // 1. Dense reduce-scatter inside the node, on a copy: the caller's data
-  // must stay intact until the exchange has succeeded.
+  // 1. Sealed reduce-scatter inside the node, on a copy: the caller's data
+  // must stay intact until the exchange has succeeded. My shard stays at
+  // its place.
   EnsureSize(&work_, n);
   absl::Span<float> work = absl::MakeSpan(work_.data(), n);
   std::copy(data.begin(), data.end(), work.begin());
+  uint64_t begin = 0;
+  for (int r = 0; r < me; ++r) begin += shards_[r];
   if (local > 1) {
-    absl::Status s = node_->ReduceScatterSum(work, shards_);
+    absl::Status s = node_->SealedReduceScatterSum(work, shards_, *chunk_auth_,
+                                                   {step, bucket, kNodeReduceScatterStage});
     AddWire(*node_, cost);
     GRADWIRE_RETURN_IF_ERROR(s);
   }
   // 2-3. Compress my shard of the node's sum and average it across nodes.
-  absl::Span<float> mine = work.subspan(0, shards_[me]);
+  absl::Span<float> mine = work.subspan(begin, shards_[me]);
   // Every rank of the cross group holds a shard of the same size: the
   // same choice.
   const float world = static_cast<float>(world_->size());
@@ -231,11 +285,10 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
                        "; see its log): the node discards the result"));
     }
   }
-  // 4. Every rank of the node gets every averaged shard.
-  for (int r = 0; r < local; ++r) shards_[r] *= sizeof(float);
-  s = node_->Allgatherv(
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(mine.data()), mine.size() * 4), shards_,
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(data.data()), n * sizeof(float)));
+  // 4. Every rank of the node gets every averaged shard (sealed allgather,
+  // in place: my shard goes to its place in `data` first).
+  std::copy(mine.begin(), mine.end(), data.begin() + begin);
+  s = node_->SealedAllgather(data, shards_, *chunk_auth_, {step, bucket, kNodeAllgatherStage});
   AddWire(*node_, cost);
   return s;
 }
@@ -266,11 +319,11 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
   ExchangeStats cost;
   absl::Status s;
   if (path == ExchangePath::kDense) {
-    s = Dense(data, &cost);
+    s = Dense(bucket, step, data, &cost);
   } else if (options_.hierarchical) {
     // The dense part crosses the node links dense anyway: its own
     // allreduce first, then the compressed part.
-    if (!dense.empty()) s = Dense(dense, &cost);
+    if (!dense.empty()) s = Dense(bucket, step, dense, &cost);
     if (s.ok()) s = Hierarchical(key.Piece(), bucket, step, data, &cost);
     cost.compressed_buckets = 1;
   } else {

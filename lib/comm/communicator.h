@@ -5,21 +5,28 @@
 //
 // Paths (PathFor picks one per buffer by the path rule of bucket_plan.h;
 // AllreduceMean can be told which):
-//   kDense       Gloo ring / halving-doubling allreduce of fp32, divided
-//                by the world size. Used for method "none" and for small or
-//                1-D tensors (biases, norms), where compression saves less
-//                than it costs, like DDP and HiTopKComm do.
+//   kDense       sealed ring allreduce of fp32 (transport/sealed_ring.h),
+//                divided by the world size. Used for method "none" and for
+//                small or 1-D tensors (biases, norms), where compression
+//                saves less than it costs, like DDP and HiTopKComm do.
 //   kCompressed  flat: SparseAllgather over all ranks.
 //                hierarchical (HiTopKComm, ranks grouped into nodes):
-//                dense reduce-scatter inside the node -> error feedback +
+//                sealed reduce-scatter inside the node -> error feedback +
 //                compression of this rank's shard -> SparseAllgather
 //                among the ranks with the same local rank (one per node)
-//                -> allgather of the averaged shards inside the node
+//                -> sealed allgather of the averaged shards inside the node
 //                (after a one-word round in the node sharing each rank's
 //                cross-node verdict, so a failure seen by one cross-node
 //                group is reported by every rank).
 //                Compressed traffic then crosses the slow inter-node
 //                network once per node, not once per GPU.
+//
+// Every byte that enters a sum is authenticated with the job secret:
+// compressed frames by their HMAC trailer (frame_auth.h), dense chunks by
+// their GMAC trailer under a session key that Create agrees on with every
+// rank (chunk_mac.h). A rank holding another secret makes Create fail on
+// every rank with Unauthenticated naming it (another job id sharing the
+// secret: PermissionDenied).
 //
 // Every rank must make the same calls in the same order with the same
 // bucket ids, steps and lengths; disagreement is reported on every rank as
@@ -52,6 +59,7 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
+#include "gradwire/transport/chunk_authenticator.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 
@@ -68,6 +76,9 @@ struct CommunicatorOptions {
   // (biases, norm scales) whatever their size.
   uint64_t dense_below_elements = 16384;
   bool dense_one_dimensional = true;
+  // Only kRing: dense exchanges are authenticated chunk by chunk, which
+  // the sealed ring does and Gloo's halving-doubling cannot (Create
+  // refuses it).
   transport::AllreduceAlgorithm dense_algorithm = transport::AllreduceAlgorithm::kRing;
   // Connect / ConnectAt: transport::GroupOptions::event_loop_nice (0..19),
   // for ranks that share a machine's cores.
@@ -87,8 +98,10 @@ struct CommunicatorOptions {
 class Communicator {
  public:
   // Builds on an existing world group. `node_id` and `local_world_size`
-  // place this rank (used only when options.hierarchical). Collective:
-  // hierarchical mode splits the world into node and cross-node groups.
+  // place this rank (used only when options.hierarchical). Collective: the
+  // key round of the dense path (two small allgathers over the world; a
+  // rank with another secret fails every rank here), then, in hierarchical
+  // mode, the split into node and cross-node groups.
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       std::unique_ptr<transport::GlooGroup> world, int node_id, int local_world_size,
       FrameAuthenticator auth, const CommunicatorOptions& options);
@@ -234,7 +247,10 @@ class Communicator {
   // for AllreduceMean; path kDense never has one.
   absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                         absl::Span<float> dense, ExchangePath path);
-  absl::Status Dense(absl::Span<float> data, ExchangeStats* cost);
+  absl::Status Dense(uint32_t bucket, uint64_t step, absl::Span<float> data, ExchangeStats* cost);
+  // The key round: agrees on this session's dense chunk key with every
+  // rank and checks that they all hold the job secret.
+  absl::Status AgreeChunkKey();
   absl::Status Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
                             absl::Span<float> data, ExchangeStats* cost);
   void AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const;
@@ -244,6 +260,7 @@ class Communicator {
   std::unique_ptr<transport::GlooGroup> cross_;  // hierarchical: my local rank on every node
   std::unique_ptr<Codec> codec_;
   FrameAuthenticator auth_;
+  std::unique_ptr<transport::ChunkAuthenticator> chunk_auth_;  // dense chunks, this session
   const CommunicatorOptions options_;
   ErrorFeedback ef_;
   std::unique_ptr<SparseAllgather> flat_;

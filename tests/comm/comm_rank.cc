@@ -16,15 +16,19 @@
 //              disagrees (dense_length: in a mixed exchange); every
 //              rank must get InvalidArgument "collective mismatch" naming
 //              it, then FailedPrecondition (poisoned).
-//   auth       kind=secret|job: rank 1 signs with another secret / job id;
-//              every rank must get Unauthenticated / PermissionDenied
-//              and its data must be unchanged (dense=1: also a dense
-//              section in the frames, also unchanged).
+//   auth       kind=secret|job: rank 1 holds another secret / job id;
+//              every rank's Create must fail in the key round with
+//              Unauthenticated / PermissionDenied naming the culprit (or
+//              its peers). Should Create let it through, the first
+//              exchange (spec=none: dense; else compressed, dense=1 with a
+//              dense section) must refuse and leave the data unchanged.
 //   async      GradientExchanger over a mixed profile (dense and compressed
 //              buckets) must equal the synchronous Communicator and the
 //              CPU reference bit for bit; then an error-feedback checkpoint
 //              taken after step 1 and restored into a new exchanger must
 //              reproduce step 2 exactly.
+//   stop       the last rank SIGSTOPs itself between steps; survivors'
+//              WaitAll must fail within 2x the deadline, naming it.
 //   fault      the last rank exits in the middle of a step; survivors'
 //              exchangers must fail (Unavailable / DeadlineExceeded)
 //              within 2x the deadline and stay poisoned.
@@ -34,6 +38,7 @@
 // whose summation order is theirs) have order-independent results and the
 // comparison can be bitwise. Output: "CHECK <name> ok|FAILED <why>" lines;
 // exit 0 iff every check passed.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -372,21 +377,37 @@ void ScenarioAuth() {
   std::string secret = kSecret, job = g_config.job_id;
   if (me_odd && kind == "secret") secret = "another-secret-entirely-0123456789";
   if (me_odd && kind == "job") job += "-other";
+  auto want = [&](const absl::Status& s) {
+    return kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
+  };
   auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  if (!CheckOk("parse", spec.status())) return;
   auto comm = MakeComm(*spec, hier, secret, job);
-  if (!CheckOk("create", comm.status())) return;
+  // Every rank refuses in Create's key round, before any gradient moves:
+  // the others name rank 1, rank 1 names the others.
+  Check(absl::StrCat(kind, " refused at create"), want(comm.status()), comm.status().ToString());
+  std::printf("AUTH %s\n", comm.status().ToString().c_str());
+  if (!comm.ok()) {
+    const std::string named = me_odd ? "rank(s) [0" : "rank(s) [1]";
+    Check("culprit named", absl::StrContains(comm.status().message(), named),
+          comm.status().ToString());
+    return;
+  }
+  // Create let it through (the key round's check is broken): the first
+  // exchange must still refuse (dense: the chunk MACs; compressed: the
+  // frame MACs) and leave the data as it was.
   std::vector<float> data = Input(g_config.rank, 3, 2, 4000);
   const std::vector<float> before = data;
-  // dense=1: the forged frames carry a dense section too; neither output
-  // may change.
   std::vector<float> dense = Input(g_config.rank, 3, 3, IntArg("dense", 0) ? 300 : 0);
   const std::vector<float> dense_before = dense;
-  absl::Status s = (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
-                                                   absl::MakeSpan(dense));
+  absl::Status s = spec->method == Method::kNone
+                       ? (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kDense)
+                       : (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
+                                                          absl::MakeSpan(dense));
+  Check(absl::StrCat(kind, " rejected at the first exchange"),
+        absl::IsUnauthenticated(s) || absl::IsPermissionDenied(s), s.ToString());
+  std::printf("AUTH exchange %s\n", s.ToString().c_str());
   Check("dense section unchanged", dense == dense_before);
-  const bool want = kind == "secret" ? absl::IsUnauthenticated(s) : absl::IsPermissionDenied(s);
-  Check(absl::StrCat(kind, " rejected"), want, s.ToString());
-  std::printf("AUTH %s\n", s.ToString().c_str());
   Check("data unchanged", data == before);
 }
 
@@ -604,6 +625,66 @@ void ScenarioFault() {
   Check("poisoned afterwards", absl::IsFailedPrecondition(later), later.ToString());
 }
 
+// Issue 19: the last rank stops (SIGSTOP) between steps; every survivor's
+// WaitAll, given 3/4 of the transport's deadline (so it expires while the
+// bucket is on the wire, and then waits for the transport's verdict), must
+// return within 2x the deadline with DeadlineExceeded that says what was
+// not exchanged and carries the transport's verdict naming the stopped
+// rank. A child process
+// resumes the victim once the survivors are done, and it exits quietly.
+void ScenarioStop() {
+  const int victim = g_config.world_size - 1;
+  const int stop_step = static_cast<int>(IntArg("stop_step", 2));
+  const absl::Duration deadline = absl::Milliseconds(IntArg("timeout_ms", 2000));
+  auto spec = CompressionSpec::Parse(Arg("spec", "topk:ratio=0.05"));
+  auto comm = MakeComm(*spec, IntArg("hier", 0) != 0, kSecret, g_config.job_id);
+  if (!CheckOk("create", comm.status())) return;
+  ExchangerOptions eo;
+  eo.bucket_bytes = 100000;
+  auto ex = GradientExchanger::Create(std::move(*comm), eo);
+  if (!CheckOk("exchanger", ex.status())) return;
+  for (int step = 0; step <= stop_step; ++step) {
+    if (step == stop_step && g_config.rank == victim) {
+      const pid_t me = getpid();
+      if (fork() == 0) {  // only async-signal-safe calls in the child
+        usleep(static_cast<useconds_t>(absl::ToInt64Microseconds(3 * deadline)));
+        kill(me, SIGCONT);
+        _exit(0);
+      }
+      std::printf("STOPPING at step %d\n", step);
+      std::fflush(stdout);
+      raise(SIGSTOP);
+      Check("victim resumed", true);
+      return;
+    }
+    if (!CheckOk(absl::StrCat("begin step ", step), (*ex)->BeginStep(step))) return;
+    std::vector<std::vector<float>> grads;
+    for (size_t t = 0; t < std::size(kProfile); ++t) {
+      grads.push_back(Input(g_config.rank, step, 600 + t, kProfile[t].n));
+    }
+    for (size_t t = 0; t < std::size(kProfile); ++t) {
+      (void)(*ex)->Submit(kProfile[t].name, absl::MakeSpan(grads[t]));
+    }
+    const absl::Time start = absl::Now();
+    absl::Status s = (*ex)->Flush();
+    if (s.ok()) s = (*ex)->WaitAll(deadline * 3 / 4);
+    const absl::Duration took = absl::Now() - start;
+    if (step < stop_step) {
+      if (!CheckOk(absl::StrCat("step ", step), s)) return;
+      continue;
+    }
+    std::printf("STOP %s after %.0f ms\n", s.ToString().c_str(), absl::ToDoubleMilliseconds(took));
+    Check("deadline exceeded", absl::IsDeadlineExceeded(s), s.ToString());
+    Check("says what was not exchanged",
+          absl::StrContains(s.message(), absl::StrCat("of step ", step, " not exchanged within")),
+          s.ToString());
+    Check("names the stopped rank",
+          absl::StrContains(s.message(), absl::StrCat("rank ", victim, " did not arrive")),
+          s.ToString());
+    Check("within 2x the deadline", took <= 2 * deadline, absl::FormatDuration(took));
+  }
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: comm_rank <scenario> [key=value ...]\n");
@@ -636,6 +717,8 @@ int Main(int argc, char** argv) {
     ScenarioAsync();
   } else if (scenario == "fault") {
     ScenarioFault();
+  } else if (scenario == "stop") {
+    ScenarioStop();
   } else {
     std::printf("SETUP unknown scenario %s\n", scenario.c_str());
     return 2;

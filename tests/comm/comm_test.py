@@ -43,6 +43,9 @@ CASES = [
     ("mismatch dense section length", 3, 0, "mismatch", ["kind=dense_length"]),
     ("mismatch length hier", 4, 2, "mismatch", ["kind=length", "hier=1"]),
     ("mismatch spec hier", 4, 2, "mismatch", ["kind=spec", "hier=1"]),
+    # Issue 19: a dense job with two secrets must fail on both ranks.
+    ("wrong secret, method none", 2, 0, "auth", ["kind=secret", "spec=none"]),
+    ("wrong job, method none", 2, 0, "auth", ["kind=job", "spec=none"]),
     ("wrong secret", 3, 0, "auth", ["kind=secret"]),
     ("wrong job", 3, 0, "auth", ["kind=job"]),
     ("wrong secret, frames with a dense section", 3, 0, "auth", ["kind=secret", "dense=1"]),
@@ -52,6 +55,8 @@ CASES = [
     ("rank dies mid-step", 3, 0, "fault", ["timeout_ms=4000"]),
     ("rank dies mid-step hier", 4, 2, "fault", ["timeout_ms=4000", "hier=1"]),
     ("rank dies before a barrier", 3, 0, "fault", ["timeout_ms=4000", "barrier=1"]),
+    ("stopped rank named by WaitAll", 3, 0, "stop", ["timeout_ms=2000"]),
+    ("stopped rank named by WaitAll, method none", 3, 0, "stop", ["timeout_ms=2000", "spec=none"]),
 ]
 
 
@@ -94,7 +99,7 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} {name}: {nproc} ranks, {checks} checks, {secs:.1f} s",
               flush=True)
         for l in out.splitlines():
-            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH", "FAULT")) and l.startswith("[rank 0]"):
+            if l.split("] ", 1)[-1].startswith(("MISMATCH", "AUTH", "FAULT", "STOP ")) and l.startswith("[rank 0]"):
                 print("    " + l, flush=True)
         if not ok:
             failed.append(name)

@@ -294,8 +294,22 @@ TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
 // SparseAllgather) are reused. What remains is the transport's
 // per-call bookkeeping (its agreement round), measured on a bare group
 // and subtracted: every compressed bucket makes one Allgather and one
-// AllgathervOfGatheredTable, every dense one an AllreduceSum.
+// AllgathervOfGatheredTable, every dense one a SealedAllreduceSum.
 class SteadyStateTest : public ::testing::TestWithParam<const char*> {};
+
+// A one-rank group seals nothing; the sealed call still wants a MAC.
+class UnusedChunkAuth : public transport::ChunkAuthenticator {
+ public:
+  size_t trailer_bytes() const override { return 28; }
+  absl::Status Seal(absl::Span<const uint8_t>, absl::Span<const uint8_t>,
+                    uint8_t*) const override {
+    return absl::InternalError("a one-rank group seals nothing");
+  }
+  absl::Status Verify(absl::Span<const uint8_t>, absl::Span<const uint8_t>,
+                      const uint8_t*) const override {
+    return absl::InternalError("a one-rank group verifies nothing");
+  }
+};
 
 TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
   auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
@@ -309,11 +323,10 @@ TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
   ASSERT_TRUE(bare->AllgathervOfGatheredTable(mine, sizes, absl::MakeSpan(all)).ok());
   const long transport_per_bucket = g_allocations.load() - before;
   std::vector<float> floats(100);
-  ASSERT_TRUE(
-      bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  const UnusedChunkAuth chunk_auth;
+  ASSERT_TRUE(bare->SealedAllreduceSum(absl::MakeSpan(floats), chunk_auth, {0, 0, 1}).ok());
   before = g_allocations.load();
-  ASSERT_TRUE(
-      bare->AllreduceSum(absl::MakeSpan(floats), transport::AllreduceAlgorithm::kRing).ok());
+  ASSERT_TRUE(bare->SealedAllreduceSum(absl::MakeSpan(floats), chunk_auth, {1, 0, 1}).ok());
   const long transport_per_dense = g_allocations.load() - before;
 
   ExchangerOptions o;

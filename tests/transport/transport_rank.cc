@@ -44,6 +44,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
+#include "gradwire/transport/chunk_authenticator.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -183,6 +186,8 @@ std::unique_ptr<Job> Setup() {
       Arg("direct_block", options.direct_allgatherv_max_block_bytes);
   // loop_nice: GroupOptions::event_loop_nice.
   options.event_loop_nice = static_cast<int>(Arg("loop_nice", 0));
+  // seg: GroupOptions::sealed_segment_bytes.
+  options.sealed_segment_bytes = Arg("seg", options.sealed_segment_bytes);
   const int nice_before = ThreadNice(static_cast<int>(syscall(SYS_gettid)));
   absl::StatusOr<std::unique_ptr<GlooGroup>> group =
       GlooGroup::Create(config->rank, config->world_size, job->store->Scoped("world"), options);
@@ -433,6 +438,175 @@ void RunMismatch(GlooGroup& g) {
   Check("sum_after_mismatch", after[63] == static_cast<float>(g.size()));
 }
 
+// ------------------------------------------------------ sealed collectives
+
+// A stand-in MAC for the sealed ring (the transport knows none): a keyed
+// XXH3-64 of key | context | chunk, then 5 filler bytes (13 in all: an
+// odd trailer size on purpose). Not cryptographic; it tells whether the
+// ring binds what it should. `tamper`: after sealing, flip a bit of the
+// chunk, as a device on the wire would.
+class TestAuthenticator : public ChunkAuthenticator {
+ public:
+  TestAuthenticator(uint64_t key, bool tamper) : key_(key), tamper_(tamper) {}
+  size_t trailer_bytes() const override { return 13; }
+  absl::Status Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                    uint8_t* trailer) const override {
+    EncodeFixed64(trailer, Tag(context, chunk));
+    std::memset(trailer + 8, 0xA5, 5);
+    if (tamper_ && !chunk.empty()) const_cast<uint8_t*>(chunk.data())[chunk.size() / 2] ^= 4;
+    return absl::OkStatus();
+  }
+  absl::Status Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                      const uint8_t* trailer) const override {
+    bool filler = true;
+    for (int i = 8; i < 13; ++i) filler = filler && trailer[i] == 0xA5;
+    if (!filler || DecodeFixed64(trailer) != Tag(context, chunk)) {
+      return absl::UnauthenticatedError("test tag mismatch");
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  uint64_t Tag(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk) const {
+    std::string input;
+    PutFixed64(&input, key_);
+    input.append(reinterpret_cast<const char*>(context.data()), context.size());
+    input.append(reinterpret_cast<const char*>(chunk.data()), chunk.size());
+    return Checksum64(input);
+  }
+  uint64_t key_;
+  bool tamper_;
+};
+
+// Inexact floats: sums depend on their order, so bitwise equality with the
+// reference says the ring adds in the order sealed_ring.h documents.
+float Inexact(int rank, uint64_t i) {
+  const uint64_t x = (rank + 3) * 2654435761u ^ (i + 1) * 40503u;
+  return static_cast<float>(static_cast<int64_t>(x % 2000003) - 1000001) / 997.0f;
+}
+
+// The documented order: chunk c = ((x[c+1] + x[c+2]) + ...) + x[c].
+std::vector<float> RingSum(int size, uint64_t n, const std::vector<uint64_t>& counts) {
+  std::vector<float> out(n);
+  uint64_t begin = 0;
+  for (int c = 0; c < size; ++c) {
+    for (uint64_t i = begin; i < begin + counts[c]; ++i) {
+      float acc = Inexact((c + 1) % size, i);
+      for (int k = 2; k <= size; ++k) acc += Inexact((c + k) % size, i);
+      out[i] = acc;
+    }
+    begin += counts[c];
+  }
+  return out;
+}
+
+uint64_t FirstDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (uint64_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return a.size();
+}
+
+void RunSealed(GlooGroup& g) {
+  const TestAuthenticator auth(42, false);
+  const int p = g.size(), me = g.rank();
+  uint32_t step = 0;
+  for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{1000}, uint64_t{4099},
+                     uint64_t{(1 << 18) + 5}}) {
+    std::vector<uint64_t> even(p, n / p);
+    for (uint64_t r = 0; r < n % p; ++r) ++even[r];
+    const std::vector<float> want = RingSum(p, n, even);
+    std::vector<float> data(n);
+    for (uint64_t i = 0; i < n; ++i) data[i] = Inexact(me, i);
+    const std::string name = absl::StrCat("sealed_allreduce_", n);
+    if (!CheckOk(name, g.SealedAllreduceSum(absl::MakeSpan(data), auth, {++step, 1, 0}))) return;
+    const uint64_t bad = FirstDifference(data, want);
+    Check(name + "_bitwise", bad == n, absl::StrCat("first difference at element ", bad));
+    if (n > 0 && p > 1) {
+      Check(name + "_auth_timed", g.last_call().auth_time > absl::ZeroDuration());
+      // Every chunk but mine in the reduce-scatter, every chunk but the
+      // next rank's in the allgather, each segment with its trailer.
+      const uint64_t payload = (2 * n - even[me] - even[(me + 1) % p]) * sizeof(float);
+      const uint64_t sent = g.last_call().bytes_sent;
+      Check(name + "_bytes", sent > payload && sent < payload + payload / 4 + 1000,
+            absl::StrCat(g.last_call().ToString(), "; payload ", payload));
+    }
+
+    // Uneven chunks, some empty.
+    std::vector<uint64_t> counts(p, 0);
+    uint64_t used = 0;
+    for (int c = 0; c + 1 < p; ++c) {
+      counts[c] = c % 2 == 1 ? 0 : n / (p + 1);
+      used += counts[c];
+    }
+    counts[p - 1] = n - used;
+    uint64_t begin = 0;
+    for (int c = 0; c < me; ++c) begin += counts[c];
+    const std::vector<float> sums = RingSum(p, n, counts);
+    for (uint64_t i = 0; i < n; ++i) data[i] = Inexact(me, i);
+    if (!CheckOk(name + "_reduce_scatter",
+                 g.SealedReduceScatterSum(absl::MakeSpan(data), counts, auth, {++step, 2, 1}))) {
+      return;
+    }
+    std::vector<float> expect(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const bool mine = i >= begin && i < begin + counts[me];
+      expect[i] = mine ? sums[i] : Inexact(me, i);
+    }
+    const uint64_t bad_rs = FirstDifference(data, expect);
+    Check(name + "_reduce_scatter_bitwise", bad_rs == n,
+          absl::StrCat("first difference at element ", bad_rs));
+
+    // Allgather: only my chunk holds data going in.
+    std::vector<float> gathered(n, -1.0f);
+    for (uint64_t i = begin; i < begin + counts[me]; ++i) gathered[i] = Inexact(me, i);
+    if (!CheckOk(name + "_allgather",
+                 g.SealedAllgather(absl::MakeSpan(gathered), counts, auth, {++step, 3, 2}))) {
+      return;
+    }
+    std::vector<float> all(n);
+    uint64_t b = 0;
+    for (int c = 0; c < p; ++c) {
+      for (uint64_t i = b; i < b + counts[c]; ++i) all[i] = Inexact(c, i);
+      b += counts[c];
+    }
+    const uint64_t bad_ag = FirstDifference(gathered, all);
+    Check(name + "_allgather_bitwise", bad_ag == n,
+          absl::StrCat("first difference at element ", bad_ag));
+  }
+  // Ranks that disagree on the scope are a mismatch, found before any chunk
+  // moves; the group stays usable.
+  std::vector<float> data(100, 1.0f);
+  const ChunkScope scope{me == p - 1 ? 8u : 7u, 5, 0};
+  const absl::Status s = g.SealedAllreduceSum(absl::MakeSpan(data), auth, scope);
+  if (p > 1) {
+    Check("sealed_scope_mismatch",
+          absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch") &&
+              absl::StrContains(s.message(), absl::StrCat("rank ", p - 1, " passes step 8")),
+          s.ToString());
+  }
+  CheckOk("sealed_usable_after_mismatch",
+          g.SealedAllreduceSum(absl::MakeSpan(data), auth, {100, 5, 0}));
+  Print(absl::StrCat("STATS ", g.totals().ToString()));
+}
+
+// One rank (culprit=) seals with another key (kind=key) or alters its
+// chunks after sealing (kind=tamper). Every rank must fail; the driver
+// checks who names whom.
+void RunSealedForged(GlooGroup& g) {
+  const bool culprit = g.rank() == Arg("culprit", 1);
+  const bool tamper = g_args["kind"] == "tamper";
+  const TestAuthenticator auth(culprit && !tamper ? 43 : 42, culprit && tamper);
+  std::vector<float> data(Arg("n", 100000));
+  for (uint64_t i = 0; i < data.size(); ++i) data[i] = Inexact(g.rank(), i);
+  const absl::Time start = absl::Now();
+  const absl::Status s = g.SealedAllreduceSum(absl::MakeSpan(data), auth, {1, 0, 0});
+  PrintStatus(s, absl::Now() - start);
+  Check("forged_exchange_fails", !s.ok(), s.ToString());
+  const absl::Status again = g.Barrier();
+  Check("poisoned_afterwards", absl::IsFailedPrecondition(again), again.ToString());
+}
+
 int CountOpenFds() {
   int n = 0;
   for (int fd = 0; fd < 4096; ++fd) n += fcntl(fd, F_GETFD) != -1;
@@ -498,6 +672,10 @@ int main(int argc, char** argv) {
     RunMismatch(g);
   else if (scenario == "recreate")
     RunRecreate(*job);
+  else if (scenario == "sealed")
+    RunSealed(g);
+  else if (scenario == "sealed_forged")
+    RunSealedForged(g);
   else if (scenario == "idle") {
     // Hold the group open (garbage-connection test probes it), then check
     // it still works.

@@ -161,6 +161,45 @@ def test_mismatch(kind):
     return t
 
 
+def test_sealed(n, *args):
+    def t():
+        expect_job_ok(n, "sealed", *args)
+    return t
+
+
+def test_sealed_forged(n, kind, culprit=1):
+    """Issue 19: one rank seals with another key, or alters chunks after
+    sealing: every rank fails, the rank receiving from it with
+    Unauthenticated naming it; nothing hangs."""
+    def t():
+        status, lines = run_launch(n, "sealed_forged", f"kind={kind}", f"culprit={culprit}",
+                                   "timeout_ms=3000")
+        statuses = {int(l.split("]")[0].split()[-1]): l for l in lines if "STATUS" in l}
+        assert len(statuses) == n, f"expected a status from each rank: {lines[-20:]}"
+        victim = (culprit + 1) % n
+        if kind == "key":
+            # The culprit cannot verify its predecessor's chunk either; its
+            # successor may find its connections closed by the culprit's
+            # failure before its own verdict, unless they are alone.
+            before = (culprit + n - 1) % n
+            assert "UNAUTHENTICATED" in statuses[culprit], statuses[culprit]
+            assert f"from rank {before}" in statuses[culprit], statuses[culprit]
+            if n == 2:
+                assert "UNAUTHENTICATED" in statuses[victim], statuses[victim]
+        else:
+            # A tampering culprit verifies fine itself: its successor must
+            # be the one to refuse.
+            assert "UNAUTHENTICATED" in statuses[victim], statuses[victim]
+            assert f"from rank {culprit}" in statuses[victim], statuses[victim]
+        for r, l in statuses.items():
+            assert "code=OK" not in l, f"rank {r} accepted: {l}"
+        assert status == 0, f"a check failed: {lines[-20:]}"
+        for r in sorted(statuses):
+            print(f"    rank {r}: {statuses[r].split('code=')[1].split()[0]} "
+                  f"{statuses[r].split('msg=')[1][:150]}")
+    return t
+
+
 # --------------------------------------------------------------- launcher
 
 def test_launcher_stops_all_on_failure():
@@ -536,6 +575,12 @@ TESTS = [
     ("allgatherv_2_ranks_loop_nice_5", test_allgatherv(2, "loop_nice=5")),
     *[(f"allreduce_{n}_ranks", test_allreduce(n)) for n in (2, 3, 8)],
     *[(f"hierarchical_{n}x{k}", test_hierarchical(n, k)) for n, k in ((4, 2), (6, 3), (3, 1))],
+    *[(f"sealed_{n}_ranks", test_sealed(n)) for n in (2, 3, 5)],
+    # Segments of 1 KiB: hundreds per chunk, every bank buffer reused many times.
+    *[(f"sealed_{n}_ranks_small_segments", test_sealed(n, "seg=1024")) for n in (2, 4)],
+    ("sealed_forged_key_2_ranks", test_sealed_forged(2, "key")),
+    ("sealed_forged_key_4_ranks", test_sealed_forged(4, "key", culprit=2)),
+    ("sealed_tampered_3_ranks", test_sealed_forged(3, "tamper", culprit=0)),
     *[(f"mismatch_{k}", test_mismatch(k)) for k in ("count", "cap", "table", "op", "inline_length", "fingerprint")],
     ("recreate_no_fd_leak", test_recreate_no_fd_leak),
     ("launcher_stops_all_on_failure", test_launcher_stops_all_on_failure),
