@@ -331,7 +331,7 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     const ExchangeKind kind = dense.empty() ? KindFor(data.size()) : ExchangeKind::kSparseAllgather;
     const float world = static_cast<float>(world_->size());
     if (kind == ExchangeKind::kDenseRing) {
-      s = Dense(data, &cost);
+      s = Dense(bucket, step, data, &cost);
     } else if (kind == ExchangeKind::kSparseAllreduce) {
       s = sparse_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);
     } else {
