@@ -18,12 +18,12 @@
 
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/codec.h"
-#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
-#include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/lib/codec/wire_format.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/rendezvous_config.h"
 
 #endif  // GRADWIRE_GRADWIRE_H_

@@ -20,7 +20,7 @@ namespace kernels {
 // Hyper-parameters of one step; the same meaning as torch.optim.SGD.
 struct SgdOptions {
   float lr = 0.01f;
-  float momentum = 0.0f;      // 0: plain SGD, no momentum buffer is touched
+  float momentum = 0.0f;  // 0: plain SGD, no momentum buffer is touched
   float dampening = 0.0f;
   float weight_decay = 0.0f;  // L2 term added to the gradient
   bool nesterov = false;

@@ -133,9 +133,10 @@ TEST(ChunkMacTest, TagIsDocumentedGmac) {
   key_input.append(nonces.begin(), nonces.end());
   unsigned char key[32];
   unsigned int key_len = 0;
-  ASSERT_NE(HMAC(EVP_sha256(), kSecret, 32, reinterpret_cast<const unsigned char*>(key_input.data()),
-                 key_input.size(), key, &key_len),
-            nullptr);
+  ASSERT_NE(
+      HMAC(EVP_sha256(), kSecret, 32, reinterpret_cast<const unsigned char*>(key_input.data()),
+           key_input.size(), key, &key_len),
+      nullptr);
   std::string aad("gradwire dense chunk v1", 24);
   for (uint64_t len : {uint64_t{20}, uint64_t{333}}) {
     for (int i = 0; i < 8; ++i) aad.push_back(static_cast<char>(len >> (8 * i)));
@@ -146,9 +147,10 @@ TEST(ChunkMacTest, TagIsDocumentedGmac) {
   int len = 0;
   unsigned char tag[16], none[16];
   ASSERT_EQ(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, trailer.data()), 1);
-  ASSERT_EQ(EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
-                              static_cast<int>(aad.size())),
-            1);
+  ASSERT_EQ(
+      EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
+                        static_cast<int>(aad.size())),
+      1);
   ASSERT_EQ(EVP_EncryptFinal_ex(ctx, none, &len), 1);
   ASSERT_EQ(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, tag), 1);
   EVP_CIPHER_CTX_free(ctx);
@@ -236,8 +238,8 @@ TEST(ChunkMacTest, SessionsAreDistinct) {
   const ChunkMac old_session = Session(auth, 0, 2, nonces);
   const ChunkMac new_session = Session(auth, 1, 2, Nonces(2, 77));
   const std::vector<uint8_t> trailer = Sealed(old_session, Bytes(8, 1), Bytes(64, 2));
-  EXPECT_TRUE(absl::IsUnauthenticated(new_session.Verify(Bytes(8, 1), Bytes(64, 2),
-                                                         trailer.data())));
+  EXPECT_TRUE(
+      absl::IsUnauthenticated(new_session.Verify(Bytes(8, 1), Bytes(64, 2), trailer.data())));
   // The world size is bound as well.
   const std::vector<uint8_t> nonces3 = Nonces(3);
   const ChunkMac three = Session(auth, 1, 3, nonces3);

@@ -206,7 +206,8 @@ TEST(CodecTest, DecodeAverageEqualsDecodeIntoZerosThenDivide) {
           std::vector<float> got(n, 42.0f);  // stale contents must not leak through
           CodecScratch scratch;
           size_t bad = 99;
-          ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got), &scratch, &bad).ok());
+          ASSERT_TRUE(
+              codec->DecodeAverage(views, divisor, absl::MakeSpan(got), &scratch, &bad).ok());
           for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
           // Reusing the scratch (stale bitmap and indices) changes nothing.
           std::fill(got.begin(), got.end(), -1.0f);
@@ -220,8 +221,8 @@ TEST(CodecTest, DecodeAverageEqualsDecodeIntoZerosThenDivide) {
         with_bad[p - 1] = broken;
         std::vector<float> untouched(n, 7.0f);
         size_t bad = 99;
-        absl::Status s = codec->DecodeAverage(with_bad, 2.0f, absl::MakeSpan(untouched), nullptr,
-                                              &bad);
+        absl::Status s =
+            codec->DecodeAverage(with_bad, 2.0f, absl::MakeSpan(untouched), nullptr, &bad);
         EXPECT_FALSE(s.ok());
         EXPECT_EQ(bad, p - 1);
         EXPECT_EQ(untouched, std::vector<float>(n, 7.0f));

@@ -1,13 +1,12 @@
 // The nvcc-built probe kernel runs and computes the right values on a GPU;
 // without one the test says SKIPPED (never a silent pass).
-#include "gradwire/kernels/cuda/device.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "gradwire/kernels/cuda/device.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {

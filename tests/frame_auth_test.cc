@@ -45,8 +45,7 @@ JobSecret Secret(const char* value = kSecret) {
   return std::move(*s);
 }
 
-FrameAuthenticator Auth(const char* secret = kSecret, const char* job = "job-a",
-                        size_t tag = 16) {
+FrameAuthenticator Auth(const char* secret = kSecret, const char* job = "job-a", size_t tag = 16) {
   auto a = FrameAuthenticator::Create(Secret(secret), job, tag);
   EXPECT_TRUE(a.ok()) << a.status();
   return std::move(*a);
@@ -121,17 +120,16 @@ TEST(FrameAuthTest, TagIsDocumentedHmacSha256) {
     EXPECT_EQ(fields[4], 1);
     EXPECT_EQ(fields[5], tag);
     EXPECT_EQ(fields[6] | fields[7], 0);
-    EXPECT_EQ(fields[8], 5);    // rank
-    EXPECT_EQ(fields[12], 9);   // bucket
-    EXPECT_EQ(fields[16], 8);   // step, low byte first
+    EXPECT_EQ(fields[8], 5);   // rank
+    EXPECT_EQ(fields[12], 9);  // bucket
+    EXPECT_EQ(fields[16], 8);  // step, low byte first
     EXPECT_EQ(fields[23], 1);
     // Job fingerprint = SHA-256("gradwire job id v1\0" | job id)[0..16).
     const std::string job_input = std::string("gradwire job id v1", 19) + "job-a";
     unsigned char hash[32];
     unsigned int hash_len = 0;
-    ASSERT_EQ(EVP_Digest(job_input.data(), job_input.size(), hash, &hash_len, EVP_sha256(),
-                         nullptr),
-              1);
+    ASSERT_EQ(
+        EVP_Digest(job_input.data(), job_input.size(), hash, &hash_len, EVP_sha256(), nullptr), 1);
     EXPECT_EQ(std::vector<uint8_t>(fields + 24, fields + 40),
               std::vector<uint8_t>(hash, hash + 16));
 
@@ -214,8 +212,7 @@ TEST(FrameAuthTest, RewritingTheOriginBreaksTheTag) {
   const size_t fields = a.size() - 40;
   a[fields + 8] = 2;   // claim rank 2
   a[fields + 16] = 4;  // and step 4
-  EXPECT_REJECTED(Check(auth, a, Origin(2, 4)), absl::StatusCode::kUnauthenticated,
-                  "MAC mismatch");
+  EXPECT_REJECTED(Check(auth, a, Origin(2, 4)), absl::StatusCode::kUnauthenticated, "MAC mismatch");
 }
 
 TEST(FrameAuthTest, MovingBytesBetweenFrameAndTrailerBreaksTheTag) {
@@ -234,8 +231,7 @@ TEST(FrameAuthTest, AnotherJobSharingTheSecretIsPermissionDenied) {
   const std::vector<uint8_t> a = Signed(theirs, SomeFrame(), Origin(1, 3));
   EXPECT_REJECTED(Check(ours, a, Origin(1, 3)), absl::StatusCode::kPermissionDenied,
                   "frame belongs to another job");
-  EXPECT_REJECTED(Check(ours, a, Origin(1, 3)), absl::StatusCode::kPermissionDenied,
-                  "job 'job-a'");
+  EXPECT_REJECTED(Check(ours, a, Origin(1, 3)), absl::StatusCode::kPermissionDenied, "job 'job-a'");
 }
 
 TEST(FrameAuthTest, WrongRankIsPermissionDenied) {
@@ -278,8 +274,8 @@ TEST(FrameAuthTest, TagsDependOnEveryOriginField) {
 TEST(FrameAuthTest, UnsignedFrameAndWrongTagSizeAreUnauthenticated) {
   const FrameAuthenticator auth16 = Auth(kSecret, "job-a", 16);
   const FrameAuthenticator auth32 = Auth(kSecret, "job-a", 32);
-  EXPECT_REJECTED(Check(auth16, SomeFrame(200), Origin(0, 0)),
-                  absl::StatusCode::kUnauthenticated, "no authentication trailer");
+  EXPECT_REJECTED(Check(auth16, SomeFrame(200), Origin(0, 0)), absl::StatusCode::kUnauthenticated,
+                  "no authentication trailer");
   const std::vector<uint8_t> a = Signed(auth32, SomeFrame(), Origin(0, 0));
   EXPECT_REJECTED(Check(auth16, a, Origin(0, 0)), absl::StatusCode::kUnauthenticated,
                   "tag of 32 bytes, this job uses 16");
@@ -335,8 +331,7 @@ TEST_F(JobSecretTest, ValueMustBeLongEnough) {
   EXPECT_REJECTED(JobSecret::FromValue("", "--job_secret").status(),
                   absl::StatusCode::kInvalidArgument, "job secret from --job_secret is empty");
   const absl::Status s = JobSecret::FromValue("hunter2hunter", "--job_secret").status();
-  EXPECT_REJECTED(s, absl::StatusCode::kInvalidArgument,
-                  "is 13 bytes; at least 16 are required");
+  EXPECT_REJECTED(s, absl::StatusCode::kInvalidArgument, "is 13 bytes; at least 16 are required");
   EXPECT_THAT(std::string(s.message()), Not(HasSubstr("hunter2")));  // never echo a secret
   EXPECT_TRUE(JobSecret::FromValue("0123456789abcdef", "x").ok());
 }
@@ -445,8 +440,8 @@ TEST_F(JobSecretTest, SameBytesFromEverySourceAreTheSameSecret) {
     for (size_t i = 0; i < auths.size(); ++i) {
       const std::vector<uint8_t> a = Signed(auths[i], SomeFrame(), Origin(0, 1));
       for (size_t j = 0; j < auths.size(); ++j) {
-        EXPECT_TRUE(Check(auths[j], a, Origin(0, 1)).ok()) << "signed by " << i << ", verified by "
-                                                           << j;
+        EXPECT_TRUE(Check(auths[j], a, Origin(0, 1)).ok())
+            << "signed by " << i << ", verified by " << j;
       }
     }
   }

@@ -16,7 +16,8 @@ struct Model {
   std::vector<std::vector<float>> p, g, m;
   std::vector<SgdTensor> Tensors() {
     std::vector<SgdTensor> t;
-    for (size_t i = 0; i < p.size(); ++i) t.push_back({p[i].data(), g[i].data(), m[i].data(), p[i].size()});
+    for (size_t i = 0; i < p.size(); ++i)
+      t.push_back({p[i].data(), g[i].data(), m[i].data(), p[i].size()});
     return t;
   }
 };

@@ -34,11 +34,14 @@ TEST(QuantizedSumTest, AveragesWorkersWithinTheQuantizationBound) {
       mean[i] += g[i] / P;
       max_abs = std::max(max_abs, std::fabs(g[i]));
     }
-    cpu::QsgdCompress(g.data(), nullptr, n, bits, bucket, rng(), 1, scales[w].data(), packed[w].data(), nullptr);
+    cpu::QsgdCompress(g.data(), nullptr, n, bits, bucket, rng(), 1, scales[w].data(),
+                      packed[w].data(), nullptr);
     payloads.push_back({scales[w].data(), packed[w].data()});
   }
   std::vector<float> dense(n, 123.0f);
-  ASSERT_TRUE(cpu::QuantizedSumToDense(payloads, {false, bits, bucket}, absl::MakeSpan(dense), {false, 1.0f / P}).ok());
+  ASSERT_TRUE(cpu::QuantizedSumToDense(payloads, {false, bits, bucket}, absl::MakeSpan(dense),
+                                       {false, 1.0f / P})
+                  .ok());
   const double bound = 2.0 * max_abs / QsgdMaxCode(bits);  // per worker, so also for the mean
   for (uint64_t i = 0; i < n; ++i) ASSERT_LE(std::fabs(dense[i] - mean[i]), bound + 1e-5) << i;
 }

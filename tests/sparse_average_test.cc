@@ -62,7 +62,8 @@ Runs MakeRuns(std::mt19937_64& rng, uint64_t n, int p, double density, ValueForm
     }
   }
   for (int r = 0; r < p; ++r) {
-    out.runs.push_back({out.indices[r].data(), out.values[r].data(), out.indices[r].size(), format});
+    out.runs.push_back(
+        {out.indices[r].data(), out.values[r].data(), out.indices[r].size(), format});
   }
   return out;
 }
@@ -92,8 +93,8 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
 
 TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
   GRADWIRE_SEEDED_RNG(rng);
-  const float divisors[] = {1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f,
-                            std::ldexp(1.0f, 100), std::ldexp(1.0f, -130)};
+  const float divisors[] = {
+      1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100), std::ldexp(1.0f, -130)};
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
     for (double density : {0.0005, 0.01, 0.05, 0.3, 1.0}) {
       for (int p : {1, 2, 3, 4, 5}) {
@@ -102,10 +103,9 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
           const uint64_t n = (rng() % 3 == 0) ? rng() % 5000 : 20000 + rng() % 30000;
           const Runs runs = MakeRuns(rng, n, p, density, format, share);
           for (float divisor : divisors) {
-            SCOPED_TRACE(::testing::Message() << "format " << static_cast<int>(format)
-                                            << " density " << density << " p " << p
-                                            << " share " << share << " n " << n
-                                            << " divisor " << divisor);
+            SCOPED_TRACE(::testing::Message()
+                         << "format " << static_cast<int>(format) << " density " << density << " p "
+                         << p << " share " << share << " n " << n << " divisor " << divisor);
             std::vector<float> out(n, 123.0f);  // old contents must not leak
             cpu::SparseAverage(runs.runs, divisor, absl::MakeSpan(out));
             ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, Reference(runs, format, divisor, n)));

@@ -30,13 +30,15 @@ TEST(SparseSumTest, SumsWorkersAndAverages) {
 TEST(SparseSumTest, WidensHalfAndBfloat16Exactly) {
   std::vector<uint32_t> idx = {1, 2, 3};
   std::vector<uint16_t> half = {0x3C00, 0xC000, 0x0001};  // 1, -2, smallest subnormal
-  std::vector<uint16_t> bf = {0x3F80, 0x4040, 0xFF80};     // 1, 3, -inf
+  std::vector<uint16_t> bf = {0x3F80, 0x4040, 0xFF80};    // 1, 3, -inf
   std::vector<float> dense(4);
   ASSERT_TRUE(cpu::SparseSumToDense({{idx.data(), Bytes(half), 3, ValueFormat::kFp16}},
-                                    absl::MakeSpan(dense), {}).ok());
+                                    absl::MakeSpan(dense), {})
+                  .ok());
   EXPECT_EQ(dense, (std::vector<float>{0.0f, 1.0f, -2.0f, 5.9604645e-8f}));
   ASSERT_TRUE(cpu::SparseSumToDense({{idx.data(), Bytes(bf), 3, ValueFormat::kBf16}},
-                                    absl::MakeSpan(dense), {}).ok());
+                                    absl::MakeSpan(dense), {})
+                  .ok());
   EXPECT_EQ(dense[1], 1.0f);
   EXPECT_EQ(dense[2], 3.0f);
   EXPECT_EQ(dense[3], -INFINITY);
@@ -52,7 +54,8 @@ TEST(SparseSumTest, RejectsMalformedPayloadsWithoutTouchingDense) {
               absl::StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(cpu::SparseSumToDense({{nullptr, Bytes(vals), 2, ValueFormat::kFp32}},
-                                  absl::MakeSpan(dense), {}).code(),
+                                  absl::MakeSpan(dense), {})
+                .code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(dense, std::vector<float>(4, 7.0f));
 }

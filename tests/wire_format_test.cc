@@ -87,11 +87,11 @@ absl::Status Parse(const std::vector<uint8_t>& f, FrameLimits limits = {}) {
   return ParseFrame(absl::MakeConstSpan(f), limits).status();
 }
 
-#define EXPECT_REJECTED(expr, want_code, substr)                 \
-  do {                                                           \
-    const absl::Status _s = (expr);                              \
-    EXPECT_EQ(_s.code(), (want_code)) << _s;                     \
-    EXPECT_THAT(std::string(_s.message()), HasSubstr(substr));   \
+#define EXPECT_REJECTED(expr, want_code, substr)               \
+  do {                                                         \
+    const absl::Status _s = (expr);                            \
+    EXPECT_EQ(_s.code(), (want_code)) << _s;                   \
+    EXPECT_THAT(std::string(_s.message()), HasSubstr(substr)); \
   } while (0)
 
 // ---------------------------------------------------------------- layout
@@ -261,8 +261,8 @@ TEST(WireFormatTest, EachBadFieldHasItsOwnMessage) {
       {"flags", [](auto& f) { f[9] = 0x81; }, "unknown flag bits 0x80"},
       {"element_count", [](auto& f) { PutU64(f, 24, 101); },
        "element_count 101 exceeds dense_length 100"},
-      {"index bytes with none",
-       [](auto& f) { f[7] = 0; }, "index_bytes 12 with index_encoding none"},
+      {"index bytes with none", [](auto& f) { f[7] = 0; },
+       "index_bytes 12 with index_encoding none"},
   };
   for (const FieldCase& c : cases) {
     std::vector<uint8_t> f = TopKFrame();
@@ -358,34 +358,33 @@ TEST(WireFormatTest, StartFrameRefusesWhatParseFrameWould) {
   std::vector<uint8_t> out(4096);
   FrameHeader h = TopKHeader();
   h.quant_bits = 3;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "quant_bits 3 must be 0");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "quant_bits 3 must be 0");
   h = TopKHeader();
   h.codec = static_cast<CodecId>(42);
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "unknown codec id 42");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "unknown codec id 42");
   h = TopKHeader();
   h.flags = 0x40;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "unknown flag bits 0x40");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "unknown flag bits 0x40");
   h = TopKHeader();
   h.element_count = 101;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "element_count 101 exceeds");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "element_count 101 exceeds");
   h = TopKHeader();
   h.index_encoding = IndexEncoding::kNone;
   h.index_bytes = 4;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "index_encoding none");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "index_encoding none");
   h = TopKHeader();
   h.index_bytes = kU64Max;
   h.value_bytes = 100;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument, "overflow");
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
+                  "overflow");
   h = TopKHeader();
   h.value_bytes = 4096;
-  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(),
-                  absl::StatusCode::kInvalidArgument,
+  EXPECT_REJECTED(StartFrame(h, absl::MakeSpan(out)).status(), absl::StatusCode::kInvalidArgument,
                   "output buffer of 4096 bytes is smaller than the 4176-byte frame");
 }
 
@@ -457,9 +456,11 @@ TEST(IndexEncodingTest, VarintEdgeValuesHaveMinimalLengths) {
   const struct {
     uint32_t first;
     size_t bytes;
-  } cases[] = {{0, 1},           {127, 1},         {128, 2},          {16383, 2},
-               {16384, 3},       {(1u << 21) - 1, 3}, {1u << 21, 4},  {(1u << 28) - 1, 4},
-               {1u << 28, 5},    {0xffffffffu, 5}};
+  } cases[] = {{0, 1},        {127, 1},
+               {128, 2},      {16383, 2},
+               {16384, 3},    {(1u << 21) - 1, 3},
+               {1u << 21, 4}, {(1u << 28) - 1, 4},
+               {1u << 28, 5}, {0xffffffffu, 5}};
   for (const auto& c : cases) {
     const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, {c.first});
     EXPECT_EQ(bytes.size(), c.bytes) << c.first;

@@ -221,8 +221,8 @@ Row RunCodec(const CompressionSpec& spec, const std::vector<uint64_t>& sizes,
 }
 
 std::vector<CompressionSpec> SpecsFromFlags() {
-  std::vector<std::string> texts = absl::StrSplit(absl::GetFlag(FLAGS_spec), ';',
-                                                  absl::SkipWhitespace());
+  std::vector<std::string> texts =
+      absl::StrSplit(absl::GetFlag(FLAGS_spec), ';', absl::SkipWhitespace());
   if (texts.empty()) {
     texts = {"none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "sign"};
   }
@@ -276,11 +276,11 @@ int main(int argc, char** argv) {
       "Compresses a ResNet-50-shaped gradient with gradwire's codecs and prints a table.");
   // absl exits with status 1 on an unknown flag; this tool promises 2 and
   // a list of what it does know.
-  static const char* const kKnown[] = {
-      "spec", "steps",
-      // absl's own
-      "help", "helpfull", "helpshort", "helppackage", "version", "only_check_args", "flagfile",
-      "fromenv", "tryfromenv", "undefok"};
+  static const char* const kKnown[] = {"spec", "steps",
+                                       // absl's own
+                                       "help", "helpfull", "helpshort", "helppackage", "version",
+                                       "only_check_args", "flagfile", "fromenv", "tryfromenv",
+                                       "undefok"};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") break;
@@ -290,9 +290,7 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const char* k : kKnown) known = known || arg == k;
     if (!known) {
-      std::fprintf(stderr,
-                   "codec_demo: unknown flag --%s (known: --spec, --steps)\n",
-                   arg.c_str());
+      std::fprintf(stderr, "codec_demo: unknown flag --%s (known: --spec, --steps)\n", arg.c_str());
       return 2;
     }
   }

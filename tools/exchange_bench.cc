@@ -381,13 +381,15 @@ std::string ResultJson(const RunInfo& info, const Series& s) {
   const double n_it = std::max<size_t>(1, s.iter_ms.size());
   auto ms = [](const std::vector<double>& v) { return absl::StrFormat("%.3f", Median(v)); };
   return absl::StrCat(
-      "{\n  \"ok\": true,\n  \"rank\": ", info.rank, ",\n  \"compression\": ",
-      JsonQuote(info.spec), ",\n  \"hierarchical\": ", info.hierarchical ? "true" : "false",
-      ",\n  \"world_size\": ", info.world_size, ",\n  \"local_world_size\": ",
-      info.local_world_size, ",\n  \"params\": ", info.params, ",\n  \"tensors\": ", info.tensors,
+      "{\n  \"ok\": true,\n  \"rank\": ", info.rank, ",\n  \"compression\": ", JsonQuote(info.spec),
+      ",\n  \"hierarchical\": ", info.hierarchical ? "true" : "false",
+      ",\n  \"world_size\": ", info.world_size,
+      ",\n  \"local_world_size\": ", info.local_world_size, ",\n  \"params\": ", info.params,
+      ",\n  \"tensors\": ", info.tensors,
       ",\n  \"bucket_size_mb\": ", absl::GetFlag(FLAGS_bucket_size_mb),
-      ",\n  \"dense_buckets\": ", info.dense_buckets, ",\n  \"compressed_buckets\": ",
-      info.compressed_buckets, ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
+      ",\n  \"dense_buckets\": ", info.dense_buckets,
+      ",\n  \"compressed_buckets\": ", info.compressed_buckets,
+      ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
       ",\n  \"iters\": ", absl::GetFlag(FLAGS_iters),
       absl::StrFormat(",\n  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "
                       "\"max\": %.3f}",
@@ -399,15 +401,15 @@ std::string ResultJson(const RunInfo& info, const Series& s) {
                       s.timed.bytes_sent / n_it, s.timed.bytes_received / n_it,
                       s.timed.intra_node_bytes_sent / n_it,
                       s.timed.intra_node_bytes_received / n_it),
-      ",\n  \"compress_ms_median\": ", ms(s.compress_ms), ",\n  \"auth_ms_median\": ",
-      ms(s.auth_ms), ",\n  \"wire_ms_median\": ", ms(s.wire_ms), ",\n  \"sync_ms_median\": ",
-      ms(s.sync_ms), ",\n  \"transfer_ms_median\": ", ms(s.transfer_ms),
-      ",\n  \"wait_ms_median\": ", ms(s.wait_ms), ",\n  \"pipeline_depth\": ",
-      info.pipeline_depth, ",\n  \"bucket_views\": ",
-      absl::GetFlag(FLAGS_bucket_views) ? "true" : "false", ",\n  \"copy_ms_median\": ",
-      ms(s.copy_ms), ",\n  \"span_ms_median\": ", ms(s.span_ms),
-      ",\n  \"overlap_fraction_median\": ", ms(s.overlap), ",\n  \"align_steps\": ",
-      absl::GetFlag(FLAGS_align_steps) ? "true" : "false",
+      ",\n  \"compress_ms_median\": ", ms(s.compress_ms),
+      ",\n  \"auth_ms_median\": ", ms(s.auth_ms), ",\n  \"wire_ms_median\": ", ms(s.wire_ms),
+      ",\n  \"sync_ms_median\": ", ms(s.sync_ms),
+      ",\n  \"transfer_ms_median\": ", ms(s.transfer_ms),
+      ",\n  \"wait_ms_median\": ", ms(s.wait_ms), ",\n  \"pipeline_depth\": ", info.pipeline_depth,
+      ",\n  \"bucket_views\": ", absl::GetFlag(FLAGS_bucket_views) ? "true" : "false",
+      ",\n  \"copy_ms_median\": ", ms(s.copy_ms), ",\n  \"span_ms_median\": ", ms(s.span_ms),
+      ",\n  \"overlap_fraction_median\": ", ms(s.overlap),
+      ",\n  \"align_steps\": ", absl::GetFlag(FLAGS_align_steps) ? "true" : "false",
       ",\n  \"process_cpu_ms_median\": ", ms(s.cpu_ms), ",\n  \"iter_ms_series\": [",
       absl::StrJoin(s.iter_ms, ", ",
                     [](std::string* o, double v) { absl::StrAppendFormat(o, "%.3f", v); }),
@@ -422,19 +424,18 @@ void PrintSummary(const RunInfo& info, const Series& s) {
       "%.3f MB (of which intra-node %.3f / %.3f MB); compress %.1f ms, auth %.1f ms, wire "
       "%.1f ms (sync %.1f, transfer %.1f) (medians); copy %.1f ms, span %.1f ms, overlap "
       "%.0f%% (pipeline depth %d); process CPU %.1f ms per step\n",
-      info.rank, info.spec.c_str(), info.hierarchical ? "hierarchical" : "flat",
-      info.world_size, Median(s.iter_ms), Percentile(s.iter_ms, 0.9),
-      s.timed.bytes_sent / n_it / 1e6, s.timed.bytes_received / n_it / 1e6,
-      s.timed.intra_node_bytes_sent / n_it / 1e6, s.timed.intra_node_bytes_received / n_it / 1e6,
-      Median(s.compress_ms), Median(s.auth_ms), Median(s.wire_ms), Median(s.sync_ms),
-      Median(s.transfer_ms), Median(s.copy_ms), Median(s.span_ms), 100 * Median(s.overlap),
-      info.pipeline_depth, Median(s.cpu_ms));
+      info.rank, info.spec.c_str(), info.hierarchical ? "hierarchical" : "flat", info.world_size,
+      Median(s.iter_ms), Percentile(s.iter_ms, 0.9), s.timed.bytes_sent / n_it / 1e6,
+      s.timed.bytes_received / n_it / 1e6, s.timed.intra_node_bytes_sent / n_it / 1e6,
+      s.timed.intra_node_bytes_received / n_it / 1e6, Median(s.compress_ms), Median(s.auth_ms),
+      Median(s.wire_ms), Median(s.sync_ms), Median(s.transfer_ms), Median(s.copy_ms),
+      Median(s.span_ms), 100 * Median(s.overlap), info.pipeline_depth, Median(s.cpu_ms));
   if (info.rank == 0) {
-    std::printf("plan: %llu tensors, %llu params, %d dense + %d compressed buckets of <= %.1f "
-                "MiB\n",
-                static_cast<unsigned long long>(info.tensors),
-                static_cast<unsigned long long>(info.params), info.dense_buckets,
-                info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb));
+    std::printf(
+        "plan: %llu tensors, %llu params, %d dense + %d compressed buckets of <= %.1f "
+        "MiB\n",
+        static_cast<unsigned long long>(info.tensors), static_cast<unsigned long long>(info.params),
+        info.dense_buckets, info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb));
   }
 }
 
@@ -482,8 +483,10 @@ int Main() {
 int main(int argc, char** argv) {
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
-    std::fprintf(stderr, "exchange_bench: unexpected argument \"%s\" (flags look like "
-                 "--name=value)\n", rest[1]);
+    std::fprintf(stderr,
+                 "exchange_bench: unexpected argument \"%s\" (flags look like "
+                 "--name=value)\n",
+                 rest[1]);
     return 2;
   }
   return gradwire::Main();

@@ -40,7 +40,8 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     return absl::DataLossError(absl::StrCat(actual, ": not an IDX file"));
   }
   if (static_cast<uint8_t>(bytes[2]) != 0x08) {
-    return absl::InvalidArgumentError(absl::StrCat(actual, ": only unsigned-byte IDX is supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(actual, ": only unsigned-byte IDX is supported"));
   }
   size_t d = static_cast<uint8_t>(bytes[3]);
   if (d == 0 || bytes.size() < 4 + 4 * d) {
@@ -54,7 +55,8 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   }
   if (bytes.size() - (4 + 4 * d) != total) {
     return absl::DataLossError(absl::StrCat(actual, ": header promises ", total,
-                                            " bytes of data, file has ", bytes.size() - (4 + 4 * d)));
+                                            " bytes of data, file has ",
+                                            bytes.size() - (4 + 4 * d)));
   }
   out.data = bytes.substr(4 + 4 * d);
   return out;

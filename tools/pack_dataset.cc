@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   const std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   const int per_shard = absl::GetFlag(FLAGS_samples_per_shard);
   if (out_dir.empty() || per_shard <= 0) {
-    std::fprintf(stderr, "pack_dataset: --out_dir is required and --samples_per_shard must be > 0\n");
+    std::fprintf(stderr,
+                 "pack_dataset: --out_dir is required and --samples_per_shard must be > 0\n");
     return 2;
   }
   std::vector<gradwire::cache::SplitRecords> splits;

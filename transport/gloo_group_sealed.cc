@@ -1,10 +1,9 @@
 // GlooGroup's sealed collectives: the authenticated ring of sealed_ring.h
 // behind an agreement round.
-#include <vector>
-
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -22,8 +21,8 @@ namespace {
 constexpr size_t kPayloadUsed = 24;
 
 std::string DescribePayload(const uint8_t* p) {
-  return absl::StrCat("step ", DecodeFixed64(p + 8), ", bucket ", DecodeFixed32(p + 16),
-                      ", stage ", DecodeFixed32(p + 20), ", counts/segment hash 0x",
+  return absl::StrCat("step ", DecodeFixed64(p + 8), ", bucket ", DecodeFixed32(p + 16), ", stage ",
+                      DecodeFixed32(p + 20), ", counts/segment hash 0x",
                       absl::Hex(DecodeFixed64(p)));
 }
 
@@ -39,8 +38,9 @@ absl::Status CheckSamePayload(const std::vector<CallDescriptor>& all,
   if (groups.size() == 1) return absl::OkStatus();
   std::vector<std::string> parts;
   for (const auto& [payload, ranks] : groups) {
-    parts.push_back(absl::StrCat(RanksVerb(ranks, "passes", "pass"), " ",
-                                 DescribePayload(reinterpret_cast<const uint8_t*>(payload.data()))));
+    parts.push_back(
+        absl::StrCat(RanksVerb(ranks, "passes", "pass"), " ",
+                     DescribePayload(reinterpret_cast<const uint8_t*>(payload.data()))));
   }
   return absl::InvalidArgumentError(
       absl::StrCat("collective mismatch in ", OpName(op), ": ", absl::StrJoin(parts, "; ")));
@@ -64,8 +64,7 @@ absl::Status GlooGroup::SealedReduceScatterSum(absl::Span<float> data,
 }
 
 absl::Status GlooGroup::SealedAllgather(absl::Span<float> data, absl::Span<const uint64_t> counts,
-                                        const ChunkAuthenticator& auth,
-                                        const ChunkScope& scope) {
+                                        const ChunkAuthenticator& auth, const ChunkScope& scope) {
   return SealedImpl(kSealedAllgather, data, counts, auth, scope);
 }
 

@@ -60,7 +60,9 @@ class Ring {
   int SendChunk(int64_t t) const { return Mod(rank_ - 1 - t); }
   int RecvChunk(int64_t t) const { return Mod(rank_ - 2 - t); }
   uint64_t Segments(int c) const { return (counts_[c] + seg_ - 1) / seg_; }
-  uint64_t SegmentElements(int c, uint64_t j) const { return std::min(seg_, counts_[c] - j * seg_); }
+  uint64_t SegmentElements(int c, uint64_t j) const {
+    return std::min(seg_, counts_[c] - j * seg_);
+  }
   uint64_t SegmentOffset(int c, uint64_t j) const { return offsets_[c] + j * seg_; }
   bool PartialSum(int64_t t) const { return t <= size_ - 2; }
   int64_t Bank(int64_t t) const { return (t - first_step_) % 2; }
@@ -69,8 +71,7 @@ class Ring {
   uint8_t* Trailer(int64_t bank, uint64_t j) { return &trailers_[Index(bank, j) * trailer_]; }
   // Where received message (t, j) lands and moves on from.
   float* Landing(int64_t t, uint64_t j) {
-    return PartialSum(t) ? Scratch(Bank(t + 1), j)
-                         : data_.data() + SegmentOffset(RecvChunk(t), j);
+    return PartialSum(t) ? Scratch(Bank(t + 1), j) : data_.data() + SegmentOffset(RecvChunk(t), j);
   }
   uint64_t Slot(int64_t m) const { return slot_base_ + 2 * static_cast<uint64_t>(m); }
 
@@ -121,8 +122,7 @@ class Ring {
 };
 
 Ring::Ring(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data,
-           absl::Span<const uint64_t> counts, std::vector<float>* scratch,
-           SealedRingStats* stats)
+           absl::Span<const uint64_t> counts, std::vector<float>* scratch, SealedRingStats* stats)
     : args_(args),
       context_(args.context),
       rank_(args.context->rank),
@@ -172,20 +172,19 @@ absl::Status Ring::Authenticate(bool seal, const SealedChunkContext& context, co
   context.EncodeTo(bytes);
   const absl::Span<const uint8_t> chunk(reinterpret_cast<const uint8_t*>(seg), e * sizeof(float));
   const absl::Time t0 = absl::Now();
-  absl::Status s = seal ? args_.auth->Seal(bytes, chunk, trailer)
-                        : args_.auth->Verify(bytes, chunk, trailer);
+  absl::Status s =
+      seal ? args_.auth->Seal(bytes, chunk, trailer) : args_.auth->Verify(bytes, chunk, trailer);
   stats_->auth_time += absl::Now() - t0;
   return s;
 }
 
-bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e,
-                uint8_t* trailer) {
+bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer) {
   failure_ = Authenticate(/*seal=*/true, context, seg, e, trailer);
   return failure_.ok();
 }
 
-bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t e,
-                  uint8_t* trailer, int64_t t) {
+bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer,
+                  int64_t t) {
   const absl::Status s = Authenticate(/*seal=*/false, context, seg, e, trailer);
   if (s.ok()) return true;
   const int from = args_.world_ranks[prev_];
@@ -193,9 +192,9 @@ bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t 
       PartialSum(t) ? absl::StrCat("the partial sum from rank ", from, " (ring step ", t)
                     : absl::StrCat("chunk ", context.chunk, " of rank ", context.sealer,
                                    " as forwarded by rank ", from, " (ring step ", t);
-  failure_ = absl::UnauthenticatedError(
-      absl::StrCat(where, ", segment ", context.segment, ", ", e,
-                   " elements) failed authentication: ", s.message()));
+  failure_ =
+      absl::UnauthenticatedError(absl::StrCat(where, ", segment ", context.segment, ", ", e,
+                                              " elements) failed authentication: ", s.message()));
   return false;
 }
 

@@ -64,7 +64,7 @@ struct SealedRingArgs {
 };
 
 struct SealedRingStats {
-  uint64_t bytes_sent = 0;      // segments and trailers
+  uint64_t bytes_sent = 0;  // segments and trailers
   uint64_t bytes_received = 0;
   absl::Duration auth_time = absl::ZeroDuration();  // in Seal and Verify
 };

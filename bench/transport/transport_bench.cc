@@ -94,8 +94,8 @@ int Run(const std::map<std::string, std::string>& args) {
       std::printf("%-40s %10.2f ms  %6.3fx dense ring  %s\n", name.c_str(), *ms,
                   baseline > 0 ? *ms / baseline : 1.0, extra.c_str());
       rows.push_back(absl::StrFormat(
-          "{\"name\": \"%s\", \"ms\": %.4f, \"x_dense_ring\": %.5f, \"note\": \"%s\"%s}",
-          name, *ms, baseline > 0 ? *ms / baseline : 1.0, extra, fields));
+          "{\"name\": \"%s\", \"ms\": %.4f, \"x_dense_ring\": %.5f, \"note\": \"%s\"%s}", name, *ms,
+          baseline > 0 ? *ms / baseline : 1.0, extra, fields));
     }
     std::fflush(stdout);
   };

@@ -9,8 +9,9 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
-absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads, const QuantizedFormat& f,
-                                 absl::Span<float> dense, const SparseSumOptions& options) {
+absl::Status QuantizedSumToDense(absl::Span<const QuantizedPayload> payloads,
+                                 const QuantizedFormat& f, absl::Span<float> dense,
+                                 const SparseSumOptions& options) {
   absl::Status valid = ValidateQuantizedSum(payloads, f, dense.size());
   if (!valid.ok()) return valid;
   const uint64_t n = dense.size();

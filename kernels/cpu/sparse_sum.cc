@@ -61,16 +61,14 @@ bool ReciprocalIsExact(float d) {
 // Adds a payload's entries from j on whose index is below `end` into
 // `chunk`, which holds out[c0, ...); returns where they stop.
 template <ValueFormat kFormat>
-uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end,
-                    float* chunk) {
+uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end, float* chunk) {
   for (; j < run.count && run.indices[j] < end; ++j) {
     chunk[run.indices[j] - c0] += LoadValue(run.values, j, kFormat);
   }
   return j;
 }
 
-uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end,
-                    float* chunk) {
+uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end, float* chunk) {
   switch (run.format) {
     case ValueFormat::kFp32:
       return AddToChunk<ValueFormat::kFp32>(run, j, c0, end, chunk);

@@ -71,8 +71,8 @@ absl::StatusOr<std::vector<std::string>> EpochOrder(const std::vector<std::strin
 }
 
 absl::StatusOr<std::vector<std::string>> StickyEpochOrder(const std::vector<std::string>& keys,
-                                                          uint64_t seed, uint64_t epoch,
-                                                          int rank, int world) {
+                                                          uint64_t seed, uint64_t epoch, int rank,
+                                                          int world) {
   GRADWIRE_RETURN_IF_ERROR(CheckRank(rank, world));
   // The partition: from the seed alone, so every epoch gives a rank the same shard.
   const std::vector<size_t> shard =

@@ -39,8 +39,8 @@ absl::StatusOr<std::vector<std::string>> EpochOrder(const std::vector<std::strin
                                                     int world);
 
 absl::StatusOr<std::vector<std::string>> StickyEpochOrder(const std::vector<std::string>& keys,
-                                                          uint64_t seed, uint64_t epoch,
-                                                          int rank, int world);
+                                                          uint64_t seed, uint64_t epoch, int rank,
+                                                          int world);
 
 }  // namespace cache
 }  // namespace gradwire

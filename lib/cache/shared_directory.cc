@@ -140,7 +140,8 @@ bool SharedDirectory::MemberAlive(uint64_t member) const {
 }
 
 void SharedDirectory::Share() {
-  if (alone_ && fd_ >= 0) SetLock(fd_, F_RDLCK, kPresenceLock);  // converts in place: never unlocked
+  if (alone_ && fd_ >= 0)
+    SetLock(fd_, F_RDLCK, kPresenceLock);  // converts in place: never unlocked
 }
 
 absl::StatusOr<uint64_t> SharedDirectory::ReadLocked() const {

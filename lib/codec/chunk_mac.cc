@@ -68,8 +68,8 @@ absl::StatusOr<ChunkMac> ChunkMac::Create(const FrameAuthenticator& auth, uint32
     return absl::InvalidArgumentError(absl::StrCat("chunk auth: bad rank ", rank, " of ", size));
   }
   if (nonces.size() != uint64_t{size} * kNonceBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk auth: ", nonces.size(),
-                                                   " bytes of nonces for ", size, " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk auth: ", nonces.size(), " bytes of nonces for ", size, " ranks"));
   }
   uint8_t ranks[4];
   EncodeFixed32(ranks, size);
@@ -79,8 +79,7 @@ absl::StatusOr<ChunkMac> ChunkMac::Create(const FrameAuthenticator& auth, uint32
       kKeyLabel, {absl::MakeConstSpan(auth.job_fingerprint()), absl::MakeConstSpan(ranks), nonces},
       key);
   if (s.ok()) {
-    s = auth.KeyedHash(kConfirmKeyLabel, {absl::MakeConstSpan(ranks), nonces},
-                       state->confirm_key);
+    s = auth.KeyedHash(kConfirmKeyLabel, {absl::MakeConstSpan(ranks), nonces}, state->confirm_key);
   }
   if (s.ok()) {
     state->keyed = EVP_CIPHER_CTX_new();
@@ -93,8 +92,8 @@ absl::StatusOr<ChunkMac> ChunkMac::Create(const FrameAuthenticator& auth, uint32
   if (!s.ok()) return s;
   ChunkMac mac(std::move(state), rank, size);
   std::memcpy(mac.confirmation_.data(), auth.job_fingerprint().data(), kJobBytes);
-  if (absl::Status c = mac.ConfirmationTag(rank, mac.confirmation_.data(),
-                                           mac.confirmation_.data() + kJobBytes);
+  if (absl::Status c =
+          mac.ConfirmationTag(rank, mac.confirmation_.data(), mac.confirmation_.data() + kJobBytes);
       !c.ok()) {
     return c;
   }
@@ -127,9 +126,9 @@ absl::Status ChunkMac::ConfirmationTag(uint32_t rank, const uint8_t* job, uint8_
 absl::Status ChunkMac::CheckConfirmations(absl::Span<const uint8_t> confirmations,
                                           absl::Span<const int> names) const {
   if (confirmations.size() != uint64_t{size_} * kConfirmationBytes || names.size() != size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chunk auth: ", confirmations.size(), " bytes of confirmations and ",
-                     names.size(), " names for ", size_, " ranks"));
+    return absl::InvalidArgumentError(absl::StrCat("chunk auth: ", confirmations.size(),
+                                                   " bytes of confirmations and ", names.size(),
+                                                   " names for ", size_, " ranks"));
   }
   std::vector<int> forged, other_job;
   for (uint32_t r = 0; r < size_; ++r) {
@@ -179,13 +178,13 @@ absl::Status ChunkMac::Tag(const uint8_t iv[12], absl::Span<const uint8_t> conte
   };
   int final_len = 0;
   uint8_t none[16];
-  const bool ok =
-      ctx != nullptr && EVP_CIPHER_CTX_copy(ctx, cipher_->keyed) == 1 &&
-      EVP_EncryptInit_ex2(ctx, nullptr, nullptr, iv, nullptr) == 1 &&
-      aad(reinterpret_cast<const uint8_t*>(kChunkLabel), sizeof(kChunkLabel)) &&
-      aad(lengths, sizeof(lengths)) && aad(context.data(), context.size()) &&
-      aad(chunk.data(), chunk.size()) && EVP_EncryptFinal_ex(ctx, none, &final_len) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, kTagBytes, tag) == 1;
+  const bool ok = ctx != nullptr && EVP_CIPHER_CTX_copy(ctx, cipher_->keyed) == 1 &&
+                  EVP_EncryptInit_ex2(ctx, nullptr, nullptr, iv, nullptr) == 1 &&
+                  aad(reinterpret_cast<const uint8_t*>(kChunkLabel), sizeof(kChunkLabel)) &&
+                  aad(lengths, sizeof(lengths)) && aad(context.data(), context.size()) &&
+                  aad(chunk.data(), chunk.size()) &&
+                  EVP_EncryptFinal_ex(ctx, none, &final_len) == 1 &&
+                  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, kTagBytes, tag) == 1;
   EVP_CIPHER_CTX_free(ctx);
   if (!ok) return absl::InternalError(OpenSslError("AES-256-GMAC"));
   return absl::OkStatus();

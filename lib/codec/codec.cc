@@ -36,8 +36,8 @@ absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span
   return DecodeAccumulateWith(frame, dense, own);
 }
 
-absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames,
-                                  float divisor, absl::Span<float> out, CodecScratch* scratch,
+absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                  absl::Span<float> out, CodecScratch* scratch,
                                   size_t* bad_frame) const {
   size_t ignored = 0;
   if (bad_frame == nullptr) bad_frame = &ignored;

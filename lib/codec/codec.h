@@ -43,9 +43,9 @@
 namespace gradwire {
 
 struct EncodeStats {
-  size_t frame_bytes = 0;     // bytes written to the output
-  uint64_t selected = 0;      // values carried (k for sparse codecs)
-  uint64_t nonfinite = 0;     // NaN/Inf elements seen in g + e_old
+  size_t frame_bytes = 0;  // bytes written to the output
+  uint64_t selected = 0;   // values carried (k for sparse codecs)
+  uint64_t nonfinite = 0;  // NaN/Inf elements seen in g + e_old
 };
 
 // Reusable working memory for Codec calls: one buffer, grown on demand to

@@ -25,13 +25,13 @@ enum class Method { kNone, kFp16, kBf16, kTopK, kApproxTopK, kRandomK, kQsgd, kS
 
 struct CompressionSpec {
   Method method = Method::kNone;
-  double ratio = 0.01;       // density k/n for sparse methods, in (0, 1]
-  int quant_bits = 4;        // qsgd: 1..8
+  double ratio = 0.01;         // density k/n for sparse methods, in (0, 1]
+  int quant_bits = 4;          // qsgd: 1..8
   uint32_t bucket_size = 512;  // qsgd, sign: elements per fp32 scale, >= 1
   // Unset means the method's default: on for lossy methods, off otherwise.
   enum class ErrorFeedback { kDefault, kOn, kOff } error_feedback = ErrorFeedback::kDefault;
-  uint64_t seed = 0;          // shared by all ranks (random-k, stochastic rounding)
-  ValueType values = ValueType::kFp32;              // sparse methods: fp32/fp16/bf16
+  uint64_t seed = 0;                    // shared by all ranks (random-k, stochastic rounding)
+  ValueType values = ValueType::kFp32;  // sparse methods: fp32/fp16/bf16
   // Top-k methods: varint (default: sorted indices as delta varints, about
   // 1.1-1.7 bytes each at 0.1-1 % density instead of 4; lossless, and
   // the saving is what a 1-10 Gbit/s link notices) or raw (u32, cheapest

@@ -60,8 +60,8 @@ absl::Status ErrorFeedback::GiveBack(absl::string_view key, absl::Span<const uin
   for (uint32_t i : indices) {
     if (i >= residual.size()) {
       return absl::InvalidArgumentError(absl::StrCat("giving back index ", i, " to \"", key,
-                                                     "\", whose residual has ",
-                                                     residual.size(), " elements"));
+                                                     "\", whose residual has ", residual.size(),
+                                                     " elements"));
     }
   }
   for (size_t j = 0; j < indices.size(); ++j) {

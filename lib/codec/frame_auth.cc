@@ -80,22 +80,21 @@ absl::string_view StripTrailingWhitespace(absl::string_view v) {
 
 // ------------------------------------------------------------ JobSecret
 
-absl::StatusOr<JobSecret> JobSecret::FromValue(absl::string_view value,
-                                               absl::string_view origin) {
+absl::StatusOr<JobSecret> JobSecret::FromValue(absl::string_view value, absl::string_view origin) {
   if (value.empty()) return Refuse(origin, "is empty");
   const absl::string_view v = StripTrailingWhitespace(value);
   if (v.empty()) {
     return Refuse(origin, absl::StrCat("is only whitespace (", value.size(), " bytes)"));
   }
   if (v.size() < kMinBytes) {
-    return Refuse(origin, absl::StrCat("is ", v.size(), " bytes; at least ", kMinBytes,
-                                       " are required"));
+    return Refuse(origin,
+                  absl::StrCat("is ", v.size(), " bytes; at least ", kMinBytes, " are required"));
   }
   // Long enough but one byte repeated (16 NUL bytes, a run of one key): a
   // key an attacker guesses in at most 256 tries.
   if (v.find_first_not_of(v[0]) == absl::string_view::npos) {
-    return Refuse(origin, absl::StrCat("is ", v.size(),
-                                       " copies of one byte value: it can be guessed"));
+    return Refuse(origin,
+                  absl::StrCat("is ", v.size(), " copies of one byte value: it can be guessed"));
   }
   return JobSecret(std::string(v));
 }
@@ -122,8 +121,7 @@ absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("job secret file '", path, "' is a directory"));
+    return absl::InvalidArgumentError(absl::StrCat("job secret file '", path, "' is a directory"));
   }
   // Read one byte past the cap to tell "exactly at the cap" from "larger".
   std::string bytes(kMaxFileBytes + 1, '\0');
@@ -144,9 +142,8 @@ absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
   ::close(fd);
   if (got > kMaxFileBytes) {
     OPENSSL_cleanse(&bytes[0], bytes.size());
-    return absl::InvalidArgumentError(absl::StrCat("job secret file '", path,
-                                                   "' is larger than ", kMaxFileBytes,
-                                                   " bytes: is it the right file?"));
+    return absl::InvalidArgumentError(absl::StrCat("job secret file '", path, "' is larger than ",
+                                                   kMaxFileBytes, " bytes: is it the right file?"));
   }
   absl::StatusOr<JobSecret> secret = FromValue(absl::string_view(bytes.data(), got), origin);
   OPENSSL_cleanse(&bytes[0], bytes.size());
@@ -166,9 +163,7 @@ absl::StatusOr<JobSecret> JobSecret::Resolve(absl::string_view flag_value,
   return env;
 }
 
-JobSecret::JobSecret(JobSecret&& other) noexcept : bytes_(std::move(other.bytes_)) {
-  other.Wipe();
-}
+JobSecret::JobSecret(JobSecret&& other) noexcept : bytes_(std::move(other.bytes_)) { other.Wipe(); }
 
 JobSecret& JobSecret::operator=(JobSecret&& other) noexcept {
   if (this != &other) {
@@ -247,8 +242,7 @@ absl::StatusOr<FrameAuthenticator> FrameAuthenticator::Create(const JobSecret& s
 }
 
 FrameAuthenticator::FrameAuthenticator(std::unique_ptr<MacState> mac, std::string job_id,
-                                       std::array<uint8_t, 16> job_fingerprint,
-                                       size_t tag_bytes)
+                                       std::array<uint8_t, 16> job_fingerprint, size_t tag_bytes)
     : mac_(std::move(mac)),
       job_id_(std::move(job_id)),
       job_fingerprint_(job_fingerprint),
@@ -277,15 +271,15 @@ absl::Status FrameAuthenticator::KeyedHash(const char* label,
   return absl::OkStatus();
 }
 
-absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame,
-                                            const uint8_t* fields, uint8_t out[32]) const {
+absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame, const uint8_t* fields,
+                                            uint8_t out[32]) const {
   uint8_t length[8];
   EncodeFixed64(length, frame.size());
   // The frame length is hashed before the frame so that the boundary
   // between frame and trailer fields is unambiguous.
-  return KeyedHash(kMacLabel, {absl::MakeConstSpan(length), frame,
-                               absl::MakeConstSpan(fields, kTrailerFieldBytes)},
-                   out);
+  return KeyedHash(
+      kMacLabel,
+      {absl::MakeConstSpan(length), frame, absl::MakeConstSpan(fields, kTrailerFieldBytes)}, out);
 }
 
 absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
@@ -314,9 +308,9 @@ absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size
 absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
     absl::Span<const uint8_t> authenticated, const FrameOrigin& expected) const {
   if (authenticated.size() < trailer_bytes()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "frame auth: ", authenticated.size(), " bytes cannot carry the ", trailer_bytes(),
-        "-byte authentication trailer"));
+    return absl::UnauthenticatedError(absl::StrCat("frame auth: ", authenticated.size(),
+                                                   " bytes cannot carry the ", trailer_bytes(),
+                                                   "-byte authentication trailer"));
   }
   // Structure first (these fields are not yet authentic: they only choose
   // the error message, never what is accepted).
@@ -329,9 +323,9 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
         "): sender has authentication off, or not a gradwire peer"));
   }
   if (fields[kVersionAt] != kAuthVersion) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("frame auth: unsupported trailer version ", fields[kVersionAt],
-                     " (this build reads ", kAuthVersion, ")"));
+    return absl::UnauthenticatedError(absl::StrCat("frame auth: unsupported trailer version ",
+                                                   fields[kVersionAt], " (this build reads ",
+                                                   kAuthVersion, ")"));
   }
   if (fields[kTagBytesAt] != tag_bytes_) {
     return absl::UnauthenticatedError(absl::StrCat("frame auth: tag of ", fields[kTagBytesAt],
@@ -341,8 +335,8 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
     return absl::UnauthenticatedError("frame auth: reserved trailer bits are set");
   }
 
-  const absl::Span<const uint8_t> frame = authenticated.first(authenticated.size() -
-                                                              trailer_bytes());
+  const absl::Span<const uint8_t> frame =
+      authenticated.first(authenticated.size() - trailer_bytes());
   const uint8_t* tag = frame.data() + frame.size();
   uint8_t mac[kHmacBytes];
   if (absl::Status s = ComputeMac(frame, fields, mac); !s.ok()) return s;
@@ -355,10 +349,10 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
   // Authentic from here on: a mismatch is a frame the job's own secret
   // signed, but for another job, rank, bucket or step.
   if (std::memcmp(fields + kJobAt, job_fingerprint_.data(), kJobBytes) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "frame auth: frame belongs to another job (job fingerprint ",
-        HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id_, "' is ",
-        HexBytes(job_fingerprint_), "): two jobs share a secret"));
+    return absl::PermissionDeniedError(
+        absl::StrCat("frame auth: frame belongs to another job (job fingerprint ",
+                     HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id_,
+                     "' is ", HexBytes(job_fingerprint_), "): two jobs share a secret"));
   }
   const uint32_t rank = DecodeFixed32(fields + kRankAt);
   if (rank != expected.sender_rank) {
@@ -377,8 +371,7 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
   }
   if (step > expected.step) {
     return absl::PermissionDeniedError(absl::StrCat("frame auth: frame from step ", step,
-                                                    " is ahead of expected step ",
-                                                    expected.step));
+                                                    " is ahead of expected step ", expected.step));
   }
   return frame;
 }

@@ -111,8 +111,7 @@ class FrameAuthenticator {
   // half the hash) or 32 (untruncated). Every rank of a job must use the
   // same; a frame with another tag size is refused.
   static absl::StatusOr<FrameAuthenticator> Create(const JobSecret& secret,
-                                                   absl::string_view job_id,
-                                                   size_t tag_bytes = 16);
+                                                   absl::string_view job_id, size_t tag_bytes = 16);
 
   FrameAuthenticator(FrameAuthenticator&&) noexcept;
   FrameAuthenticator& operator=(FrameAuthenticator&&) noexcept;
@@ -142,7 +141,7 @@ class FrameAuthenticator {
 
  private:
   friend class ChunkMac;  // derives its session keys from the secret
-  struct MacState;  // OpenSSL objects, kept out of this header
+  struct MacState;        // OpenSSL objects, kept out of this header
 
   FrameAuthenticator(std::unique_ptr<MacState> mac, std::string job_id,
                      std::array<uint8_t, 16> job_fingerprint, size_t tag_bytes);

@@ -108,15 +108,14 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
   absl::Status CheckAverage(absl::Span<const ParsedFrame> frames, float divisor,
                             size_t* bad_frame) const override {
     if (frames.empty()) return absl::OkStatus();
-    const uint64_t buckets =
-        kernels::BucketCount(frames[0].header.dense_length, spec_.bucket_size);
+    const uint64_t buckets = kernels::BucketCount(frames[0].header.dense_length, spec_.bucket_size);
     size_t first_bad = frames.size();
     uint64_t bad_bucket = 0;
     for (uint64_t b = 0; b < buckets; ++b) {
       float bound = 0.0f;
       for (size_t r = 0; r < first_bad; ++r) {
-        bound += kernels::LoadValue(frames[r].sections.scales.data(), b,
-                                    kernels::ValueFormat::kFp32);
+        bound +=
+            kernels::LoadValue(frames[r].sections.scales.data(), b, kernels::ValueFormat::kFp32);
         if (!kernels::IsFinite(bound / divisor)) {
           first_bad = r;
           bad_bucket = b;
@@ -126,10 +125,10 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     }
     if (first_bad == frames.size()) return absl::OkStatus();
     *bad_frame = first_bad;
-    return absl::InvalidArgumentError(absl::StrCat(
-        MethodName(spec_.method), " frame ", first_bad, ": the scales of bucket ", bad_bucket,
-        " over frames 0..", first_bad, ", divided by ", divisor,
-        ", overflow fp32: the average could overflow to infinity"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(MethodName(spec_.method), " frame ", first_bad, ": the scales of bucket ",
+                     bad_bucket, " over frames 0..", first_bad, ", divided by ", divisor,
+                     ", overflow fp32: the average could overflow to infinity"));
   }
 
   void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {

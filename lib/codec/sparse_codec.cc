@@ -169,8 +169,7 @@ class SparseCodec : public Codec {
       parsed.push_back(*std::move(f));
       // Random-k frames of the same step carry the same indices (derived
       // from the shared seed): derive them once.
-      if (id_ == CodecId::kRandomK && r > 0 &&
-          parsed[r].header.step == parsed[r - 1].header.step) {
+      if (id_ == CodecId::kRandomK && r > 0 && parsed[r].header.step == parsed[r - 1].header.step) {
         indices.push_back(indices[r - 1]);
         continue;
       }

@@ -127,8 +127,8 @@ absl::Status CheckFields(const WireHeader& h) {
         absl::StrCat("unknown codec id ", Raw(f.codec), " (known: 0..", kMaxCodecId, ")"));
   }
   if (Raw(f.value_type) > kMaxValueType) {
-    return Invalid(absl::StrCat("unknown value_type ", Raw(f.value_type), " (known: 0..",
-                                kMaxValueType, ")"));
+    return Invalid(
+        absl::StrCat("unknown value_type ", Raw(f.value_type), " (known: 0..", kMaxValueType, ")"));
   }
   if (Raw(f.index_encoding) > kMaxIndexEncoding) {
     return Invalid(absl::StrCat("unknown index_encoding ", Raw(f.index_encoding), " (known: 0..",
@@ -136,8 +136,8 @@ absl::Status CheckFields(const WireHeader& h) {
   }
   const bool packed = f.value_type == ValueType::kPacked;
   if (packed && (f.quant_bits < 1 || f.quant_bits > kMaxQuantBits)) {
-    return Invalid(absl::StrCat("quant_bits ", f.quant_bits,
-                                " out of range 1..8 for packed values"));
+    return Invalid(
+        absl::StrCat("quant_bits ", f.quant_bits, " out of range 1..8 for packed values"));
   }
   if (!packed && f.quant_bits != 0) {
     return Invalid(absl::StrCat("quant_bits ", f.quant_bits,
@@ -171,34 +171,34 @@ absl::Status CheckSections(const FrameHeader& f, uint64_t body, uint64_t frame_b
   if (absl::Status s = CheckNoIndexBytes(f); !s.ok()) return s;
   if (f.index_bytes > body) {
     return Invalid(absl::StrCat("index_bytes ", f.index_bytes, " exceeds the ", body,
-                                " bytes between header and checksum (frame length ",
-                                frame_bytes, ")"));
+                                " bytes between header and checksum (frame length ", frame_bytes,
+                                ")"));
   }
   uint64_t left = body - f.index_bytes;
   if (f.scale_bytes > left) {
     return Invalid(absl::StrCat("scale_bytes ", f.scale_bytes, " exceeds the ", left,
-                                " bytes left after ", f.index_bytes,
-                                " index bytes (frame length ", frame_bytes, ")"));
+                                " bytes left after ", f.index_bytes, " index bytes (frame length ",
+                                frame_bytes, ")"));
   }
   left -= f.scale_bytes;
   if (f.value_bytes > left) {
     return Invalid(absl::StrCat("value_bytes ", f.value_bytes, " exceeds the ", left,
-                                " bytes left after indices and scales (frame length ",
-                                frame_bytes, ")"));
+                                " bytes left after indices and scales (frame length ", frame_bytes,
+                                ")"));
   }
   if (f.value_bytes < left) {
     return Invalid(absl::StrCat("frame length ", frame_bytes, " has ", left - f.value_bytes,
-                                " trailing bytes beyond its sections (index_bytes ",
-                                f.index_bytes, ", scale_bytes ", f.scale_bytes,
-                                ", value_bytes ", f.value_bytes, ")"));
+                                " trailing bytes beyond its sections (index_bytes ", f.index_bytes,
+                                ", scale_bytes ", f.scale_bytes, ", value_bytes ", f.value_bytes,
+                                ")"));
   }
   return absl::OkStatus();
 }
 
 absl::Status CheckElementCount(const FrameHeader& f) {
   if (f.element_count > f.dense_length) {
-    return Invalid(absl::StrCat("element_count ", f.element_count, " exceeds dense_length ",
-                                f.dense_length));
+    return Invalid(
+        absl::StrCat("element_count ", f.element_count, " exceeds dense_length ", f.dense_length));
   }
   return absl::OkStatus();
 }
@@ -220,8 +220,8 @@ absl::Status CheckOutgoing(const WireHeader& h, size_t buffer_bytes, uint64_t* t
   if (absl::Status s = CheckElementCount(f); !s.ok()) return s;
   if (!TotalBytes(f, total)) {
     return Invalid(absl::StrCat("section lengths overflow a 64-bit frame length (index_bytes ",
-                                f.index_bytes, ", scale_bytes ", f.scale_bytes,
-                                ", value_bytes ", f.value_bytes, ")"));
+                                f.index_bytes, ", scale_bytes ", f.scale_bytes, ", value_bytes ",
+                                f.value_bytes, ")"));
   }
   if (*total > buffer_bytes) {
     return Invalid(absl::StrCat("output buffer of ", buffer_bytes, " bytes is smaller than the ",
@@ -251,8 +251,8 @@ uint64_t SaturatingMul(uint64_t a, uint64_t b) {
 // only says "no"; base's DecodeVarint32 says why).
 absl::Status VarintError(absl::Span<const uint8_t> in, size_t pos, size_t ordinal) {
   uint32_t ignored = 0;
-  absl::Status s = DecodeVarint32(in, &pos, &ignored,
-                                  absl::StrCat("delta-varint indices: varint #", ordinal));
+  absl::Status s =
+      DecodeVarint32(in, &pos, &ignored, absl::StrCat("delta-varint indices: varint #", ordinal));
   if (s.ok()) return absl::InternalError("wire frame: varint decoders disagree");
   return Invalid(s.message());
 }
@@ -291,8 +291,7 @@ absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
   return static_cast<size_t>(total);
 }
 
-absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame,
-                                       const FrameLimits& limits) {
+absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const FrameLimits& limits) {
   if (frame.size() < kMinFrameBytes) {
     return Invalid(absl::StrCat("truncated: ", frame.size(), " bytes, shorter than the ",
                                 kMinFrameBytes, "-byte minimum (", kFrameHeaderBytes,
@@ -321,10 +320,10 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame,
   const uint64_t stored = DecodeFixed64(frame.data() + covered);
   const uint64_t computed = Checksum64(frame.data(), covered);
   if (stored != computed) {
-    return absl::DataLossError(absl::StrCat(
-        "wire frame: checksum mismatch (stored 0x", absl::Hex(stored, absl::kZeroPad16),
-        ", computed 0x", absl::Hex(computed, absl::kZeroPad16), " over ", covered,
-        " bytes): frame corrupted in transit"));
+    return absl::DataLossError(absl::StrCat("wire frame: checksum mismatch (stored 0x",
+                                            absl::Hex(stored, absl::kZeroPad16), ", computed 0x",
+                                            absl::Hex(computed, absl::kZeroPad16), " over ",
+                                            covered, " bytes): frame corrupted in transit"));
   }
 
   ParsedFrame parsed;
@@ -357,8 +356,8 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
   switch (encoding) {
     case IndexEncoding::kNone:
       if (!indices.empty()) {
-        return Invalid(absl::StrCat("cannot encode ", indices.size(),
-                                    " indices with index_encoding none"));
+        return Invalid(
+            absl::StrCat("cannot encode ", indices.size(), " indices with index_encoding none"));
       }
       return size_t{0};
     case IndexEncoding::kRawU32: {
@@ -390,15 +389,14 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
   switch (encoding) {
     case IndexEncoding::kNone:
       if (!in.empty() || !out.empty()) {
-        return Invalid(absl::StrCat("index_encoding none carries no indices, but got ",
-                                    in.size(), " bytes for ", out.size(), " indices"));
+        return Invalid(absl::StrCat("index_encoding none carries no indices, but got ", in.size(),
+                                    " bytes for ", out.size(), " indices"));
       }
       return absl::OkStatus();
     case IndexEncoding::kRawU32: {
       if (in.size() % 4 != 0 || in.size() / 4 != out.size()) {
         return Invalid(absl::StrCat("raw u32 indices: ", in.size(), " bytes for ", out.size(),
-                                    " indices (need exactly ", SaturatingMul(out.size(), 4),
-                                    ")"));
+                                    " indices (need exactly ", SaturatingMul(out.size(), 4), ")"));
       }
       for (size_t i = 0; i < out.size(); ++i) {
         const uint32_t v = DecodeFixed32(in.data() + 4 * i);
@@ -419,8 +417,8 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
       // Each varint takes at least one byte: refuse early rather than decode
       // a section that cannot possibly hold out.size() indices.
       if (out.size() > in.size()) {
-        return Invalid(absl::StrCat("delta-varint indices: ", in.size(),
-                                    " bytes cannot hold ", out.size(), " indices"));
+        return Invalid(absl::StrCat("delta-varint indices: ", in.size(), " bytes cannot hold ",
+                                    out.size(), " indices"));
       }
       const uint8_t* p = in.data();
       const uint8_t* const limit = in.data() + in.size();
@@ -436,19 +434,16 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
         // construction; the u64 sum cannot wrap (< 2^33).
         const uint64_t v = i == 0 ? raw : prev + 1 + raw;
         if (v >= dense_length || v > std::numeric_limits<uint32_t>::max()) {
-          return Invalid(absl::StrCat("delta-varint indices: index #", i, " = ", v,
-                                      " is not below dense_length ", dense_length,
-                                      v > std::numeric_limits<uint32_t>::max()
-                                          ? " (and exceeds u32)"
-                                          : ""));
+          return Invalid(absl::StrCat(
+              "delta-varint indices: index #", i, " = ", v, " is not below dense_length ",
+              dense_length, v > std::numeric_limits<uint32_t>::max() ? " (and exceeds u32)" : ""));
         }
         out[i] = static_cast<uint32_t>(v);
         prev = v;
       }
       if (p != limit) {
-        return Invalid(absl::StrCat("delta-varint indices: ", limit - p,
-                                    " trailing bytes after ", out.size(), " indices (section of ",
-                                    in.size(), " bytes)"));
+        return Invalid(absl::StrCat("delta-varint indices: ", limit - p, " trailing bytes after ",
+                                    out.size(), " indices (section of ", in.size(), " bytes)"));
       }
       return absl::OkStatus();
     }

@@ -66,7 +66,7 @@ struct FrameHeader {
   CodecId codec = CodecId::kDense;
   ValueType value_type = ValueType::kFp32;
   IndexEncoding index_encoding = IndexEncoding::kNone;
-  uint8_t quant_bits = 0;      // 1..8 for kPacked values, else 0
+  uint8_t quant_bits = 0;  // 1..8 for kPacked values, else 0
   uint8_t flags = 0;
   uint32_t bucket_size = 0;    // elements per scale (quantizers), else 0
   uint64_t dense_length = 0;   // n: elements of the dense gradient

@@ -299,8 +299,7 @@ absl::Status Communicator::AllreduceMean(uint32_t bucket, uint64_t step, absl::S
 }
 
 absl::Status Communicator::AllreduceMeanWithDense(uint32_t bucket, uint64_t step,
-                                                   absl::Span<float> data,
-                                                   absl::Span<float> dense) {
+                                                  absl::Span<float> data, absl::Span<float> dense) {
   return Exchange(bucket, step, data, dense, ExchangePath::kCompressed);
 }
 
@@ -351,8 +350,7 @@ absl::Span<const float> Communicator::Residual(uint32_t bucket) const {
   return ef_.Residual(key.Piece());
 }
 
-absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step,
-                                       absl::Span<const float> data,
+absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step, absl::Span<const float> data,
                                        SparseAllgather::InFlight& f, ExchangeStats* cost) {
   const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
   return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, f, cost);

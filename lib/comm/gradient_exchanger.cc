@@ -452,7 +452,7 @@ void GradientExchanger::CommLoop() {
 }
 
 absl::Status GradientExchanger::WaitIdleLocked(std::unique_lock<std::mutex>& lock,
-                                              absl::Duration timeout, const char* what) {
+                                               absl::Duration timeout, const char* what) {
   if (absl::Status s = CheckHealthyLocked(); !s.ok()) return s;
   if (!done_cv_.wait_until(lock, DeadlineAfter(timeout),
                            [&] { return !poison_.ok() || in_flight_ == 0; })) {

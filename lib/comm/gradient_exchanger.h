@@ -184,8 +184,8 @@ class GradientExchanger {
     bool staged = false;      // flat compressed: stages (a) and (c) on the compute thread
     std::vector<float> data;  // fused gradients, in member order
     std::vector<absl::Span<float>> targets;  // per member: the caller's tensor this step
-    size_t filled = 0;       // members submitted this step
-    bool queued = false;     // in the pipeline this step
+    size_t filled = 0;                       // members submitted this step
+    bool queued = false;                     // in the pipeline this step
     Stage stage = Stage::kDone;
     int slot = -1;           // staged: its InFlight in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
@@ -237,9 +237,9 @@ class GradientExchanger {
   // need no queues of their own: a bucket waits at a cursor until the
   // previous stage is done with it.
   std::vector<Bucket*> queue_;
-  size_t encode_at_ = 0;    // compute thread, stage (a)
-  size_t transfer_at_ = 0;  // comm thread, stage (b)
-  size_t finish_at_ = 0;    // compute thread, stage (c)
+  size_t encode_at_ = 0;          // compute thread, stage (a)
+  size_t transfer_at_ = 0;        // comm thread, stage (b)
+  size_t finish_at_ = 0;          // compute thread, stage (c)
   uint64_t staged_started_ = 0;   // staged buckets this step that began (a)
   uint64_t staged_finished_ = 0;  // ... that finished (c): slots in use = difference
   int in_flight_ = 0;             // queued, not yet written back

@@ -59,8 +59,8 @@ size_t SparseAllgather::DenseSectionBytes(uint64_t n) const {
 }
 
 absl::Status SparseAllgather::CheckTable(const transport::GlooGroup& group,
-                                             absl::Span<const Descriptor> table,
-                                             const Descriptor& mine, bool check_frames) const {
+                                         absl::Span<const Descriptor> table, const Descriptor& mine,
+                                         bool check_frames) const {
   const size_t p = group.size();
   // The common case (everything agrees) compares integers only; messages
   // are built, and memory allocated, only on the error path.
@@ -112,7 +112,7 @@ absl::Status SparseAllgather::CheckTable(const transport::GlooGroup& group,
 }
 
 absl::Status SparseAllgather::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
-                                        uint64_t n, ExchangeStats* stats) {
+                                    uint64_t n, ExchangeStats* stats) {
   const size_t p = group.size();
   const Descriptor mine{0, n, step, bucket, spec_fingerprint_, 0};
   EnsureSize(&agree_, p);
@@ -127,15 +127,14 @@ absl::Status SparseAllgather::Agree(transport::GlooGroup& group, uint32_t bucket
 }
 
 absl::Status SparseAllgather::Run(transport::GlooGroup& group, ErrorFeedback& ef,
-                                      absl::string_view key, uint32_t bucket, uint64_t step,
-                                      absl::Span<const float> in, absl::Span<float> out,
-                                      absl::Span<const float> dense_in,
-                                      absl::Span<float> dense_out, float divisor,
-                                      ExchangeStats* stats) {
+                                  absl::string_view key, uint32_t bucket, uint64_t step,
+                                  absl::Span<const float> in, absl::Span<float> out,
+                                  absl::Span<const float> dense_in, absl::Span<float> dense_out,
+                                  float divisor, ExchangeStats* stats) {
   if (in.size() != out.size() || dense_in.size() != dense_out.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compressed allreduce: input has ", in.size(), " + ", dense_in.size(),
-        " dense elements, output ", out.size(), " + ", dense_out.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("compressed allreduce: input has ", in.size(), " + ", dense_in.size(),
+                     " dense elements, output ", out.size(), " + ", dense_out.size()));
   }
   GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, dense_in, run_, stats));
   GRADWIRE_RETURN_IF_ERROR(Transfer(group, run_, stats));
@@ -143,10 +142,9 @@ absl::Status SparseAllgather::Run(transport::GlooGroup& group, ErrorFeedback& ef
 }
 
 absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFeedback& ef,
-                                         absl::string_view key, uint32_t bucket, uint64_t step,
-                                         absl::Span<const float> in,
-                                         absl::Span<const float> dense_in, InFlight& f,
-                                         ExchangeStats* stats) {
+                                     absl::string_view key, uint32_t bucket, uint64_t step,
+                                     absl::Span<const float> in, absl::Span<const float> dense_in,
+                                     InFlight& f, ExchangeStats* stats) {
   // 1-2. Encode with error feedback (then the dense section), then sign.
   ExchangeStats cost;
   const uint64_t n = in.size();
@@ -173,9 +171,8 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
   cost.compress_time += t1 - t0;
   if (s.ok()) {
     const uint32_t my_world_rank = group.world_ranks()[group.rank()];
-    absl::StatusOr<size_t> signed_bytes =
-        auth_.Sign(absl::MakeSpan(f.send_.data(), cap), payload,
-                   FrameOrigin{my_world_rank, step, bucket});
+    absl::StatusOr<size_t> signed_bytes = auth_.Sign(absl::MakeSpan(f.send_.data(), cap), payload,
+                                                     FrameOrigin{my_world_rank, step, bucket});
     cost.auth_time += absl::Now() - t1;
     s = signed_bytes.status();
     if (s.ok()) f.frame_bytes_ = *signed_bytes;
@@ -185,12 +182,10 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
 }
 
 absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
-                                           ExchangeStats* stats) {
+                                       ExchangeStats* stats) {
   const size_t p = group.size();
   ExchangeStats cost;
-  auto add_wire = [&cost, &group]() {
-    cost.AddCall(group.last_call());
-  };
+  auto add_wire = [&cost, &group]() { cost.AddCall(group.last_call()); };
   auto finish = [&](absl::Status s) {
     if (stats != nullptr) stats->Add(cost);
     return s;
@@ -230,17 +225,17 @@ absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
 }
 
 absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight& f,
-                                         absl::Span<float> out, absl::Span<float> dense_out,
-                                         float divisor, ExchangeStats* stats) {
+                                     absl::Span<float> out, absl::Span<float> dense_out,
+                                     float divisor, ExchangeStats* stats) {
   const size_t p = group.size();
   const uint64_t n = f.n_;
   const uint64_t dense_n = f.dense_n_;
   const uint32_t bucket = f.bucket_;
   const uint64_t step = f.step_;
   if (out.size() != n || dense_out.size() != dense_n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "compressed allreduce: input had ", n, " + ", dense_n, " dense elements, output has ",
-        out.size(), " + ", dense_out.size()));
+    return absl::InvalidArgumentError(absl::StrCat("compressed allreduce: input had ", n, " + ",
+                                                   dense_n, " dense elements, output has ",
+                                                   out.size(), " + ", dense_out.size()));
   }
   const size_t dense_bytes = DenseSectionBytes(dense_n);
   ExchangeStats cost;
@@ -262,10 +257,10 @@ absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight
     offset += f.sizes_[r];
     if (!frame.ok()) {
       cost.auth_time += absl::Now() - t0;
-      return finish(absl::Status(
-          frame.status().code(), absl::StrCat("frame from rank ", sender, " (bucket ", bucket,
-                                              ", step ", step,
-                                              ") rejected: ", frame.status().message())));
+      return finish(
+          absl::Status(frame.status().code(),
+                       absl::StrCat("frame from rank ", sender, " (bucket ", bucket, ", step ",
+                                    step, ") rejected: ", frame.status().message())));
     }
     // The dense section is the payload's tail. CheckTable bounded the
     // length from below, but a frame is only trusted as far as it is

@@ -63,8 +63,8 @@
 #include "absl/types/span.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
-#include "gradwire/lib/comm/exchange_stats.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/exchange_stats.h"
 #include "gradwire/transport/gloo_group.h"
 
 namespace gradwire {
@@ -183,12 +183,12 @@ class SparseAllgather {
   const uint64_t spec_fingerprint_;
 
   // Reused across calls (grown, never shrunk).
-  InFlight run_;                     // Run's own
-  std::vector<Descriptor> agree_;    // Agree's table (Transfer's thread)
-  std::vector<absl::Span<const uint8_t>> frames_;  // Finish
+  InFlight run_;                                         // Run's own
+  std::vector<Descriptor> agree_;                        // Agree's table (Transfer's thread)
+  std::vector<absl::Span<const uint8_t>> frames_;        // Finish
   std::vector<absl::Span<const uint8_t>> dense_frames_;  // Finish
   std::vector<float> dense_sum_;                         // Finish
-  CodecScratch decode_scratch_;                    // Finish
+  CodecScratch decode_scratch_;                          // Finish
 };
 
 }  // namespace gradwire

@@ -347,7 +347,8 @@ TEST(DiskTierTest, FetchClaimDiesWithItsProcess) {
 TEST(DiskTierTest, ReadOnlyDirectoryServesWhatItHolds) {
   std::string dir = MakeTempDir("disk");
   ASSERT_TRUE(OpenTier(dir)->Insert(Key(1), MakeBlob(SampleBytes("train", 1))).ok());
-  unlink(absl::StrCat(dir, "/", SharedDirectory::kFileName).c_str());  // as an older version left it
+  unlink(
+      absl::StrCat(dir, "/", SharedDirectory::kFileName).c_str());  // as an older version left it
   if (mount(dir.c_str(), dir.c_str(), nullptr, MS_BIND, nullptr) != 0 ||
       mount(nullptr, dir.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
     GTEST_SKIP() << "cannot mount read-only here: " << strerror(errno);

@@ -46,9 +46,8 @@ TEST(BucketPlanTest, FusesPerPathAndClosesAtTheCap) {
       {"w1", 16384, {}, 2, false},      // compressed: opens bucket 2
       {"w2", 16384, {}, 2, true},       // 32768 >= 20000: closes it
       {"small", 100, {}, 1, false},     // dense: below 16384
-      {"empty", 0, {}, 1, false},
-      {"w3", 20000, {}, 3, true},       // exactly the cap closes
-      {"w4", 17000, {}, 4, false},      // left open until Fix
+      {"empty", 0, {}, 1, false},      {"w3", 20000, {}, 3, true},  // exactly the cap closes
+      {"w4", 17000, {}, 4, false},                                  // left open until Fix
   };
   for (const Want& w : tensors) {
     absl::StatusOr<BucketPlan::Added> a = plan.Add(w.name, w.n, w.shape);

@@ -58,9 +58,9 @@
 #include "absl/time/time.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gradwire/lib/codec/codec.h"
-#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
@@ -177,8 +177,8 @@ class Reference {
           *error = enc.status().ToString();
           return {};
         }
-        absl::Status d = codec.DecodeAccumulate(
-            absl::MakeConstSpan(frame.data(), enc->frame_bytes), absl::MakeSpan(sum));
+        absl::Status d = codec.DecodeAccumulate(absl::MakeConstSpan(frame.data(), enc->frame_bytes),
+                                                absl::MakeSpan(sum));
         if (!d.ok()) {
           *error = d.ToString();
           return {};
@@ -271,8 +271,8 @@ void ScenarioReference() {
         std::vector<float> dense = Input(g_config.rank, step, section_bucket, 517);
         absl::Status s = (*comm)->AllreduceMeanWithDense(mixed_bucket, step, absl::MakeSpan(data),
                                                          absl::MakeSpan(dense));
-        const std::string name = absl::StrCat(text, hier ? " hier" : " flat", " with dense step ",
-                                              step);
+        const std::string name =
+            absl::StrCat(text, hier ? " hier" : " flat", " with dense step ", step);
         if (!CheckOk(name + " status", s)) return;
         std::string error;
         std::vector<float> want = ref.Compressed(mixed_bucket, step, 3001, &error);
@@ -309,7 +309,7 @@ void ScenarioReference() {
       if (g_config.rank == 0) absl::SleepFor(late);
       std::vector<float> data = Input(g_config.rank, steps, last, sizes[last]);
       if (!CheckOk("late rank exchange", (*comm)->AllreduceMean(last, steps, absl::MakeSpan(data),
-                                                                 ExchangePath::kCompressed))) {
+                                                                ExchangePath::kCompressed))) {
         return;
       }
       const ExchangeStats& c = (*comm)->last_call();
@@ -348,10 +348,10 @@ void ScenarioMismatch() {
   // kind=dense_length: a mixed exchange whose dense sections differ.
   std::vector<float> dense = Input(g_config.rank, 0, 1, me_odd ? 40 : 41);
   const std::vector<float> dense_before = dense;
-  absl::Status s = kind == "dense_length"
-                       ? (*comm)->AllreduceMeanWithDense(0, step, absl::MakeSpan(data),
-                                                         absl::MakeSpan(dense))
-                       : (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
+  absl::Status s =
+      kind == "dense_length"
+          ? (*comm)->AllreduceMeanWithDense(0, step, absl::MakeSpan(data), absl::MakeSpan(dense))
+          : (*comm)->AllreduceMean(0, step, absl::MakeSpan(data), path);
   if (kind == "dense_length") {
     Check("mismatch names the dense section",
           absl::StrContains(s.message(), "dense section length"), s.ToString());
@@ -400,10 +400,10 @@ void ScenarioAuth() {
   const std::vector<float> before = data;
   std::vector<float> dense = Input(g_config.rank, 3, 3, IntArg("dense", 0) ? 300 : 0);
   const std::vector<float> dense_before = dense;
-  absl::Status s = spec->method == Method::kNone
-                       ? (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kDense)
-                       : (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data),
-                                                          absl::MakeSpan(dense));
+  absl::Status s =
+      spec->method == Method::kNone
+          ? (*comm)->AllreduceMean(2, 3, absl::MakeSpan(data), ExchangePath::kDense)
+          : (*comm)->AllreduceMeanWithDense(2, 3, absl::MakeSpan(data), absl::MakeSpan(dense));
   Check(absl::StrCat(kind, " rejected at the first exchange"),
         absl::IsUnauthenticated(s) || absl::IsPermissionDenied(s), s.ToString());
   std::printf("AUTH exchange %s\n", s.ToString().c_str());

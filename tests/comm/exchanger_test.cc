@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gloo/rendezvous/hash_store.h"
-#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -192,10 +192,10 @@ TEST(ExchangerTest, PipelineDepthDoesNotChangeResults) {
   for (int step = 0; step < 4; ++step) {
     for (int t = 0; t < 5; ++t) {
       want[step].push_back(input(step, t));
-      ASSERT_TRUE(reference
-                      ->AllreduceMean(t, step, absl::MakeSpan(want[step][t]),
-                                      ExchangePath::kCompressed)
-                      .ok());
+      ASSERT_TRUE(
+          reference
+              ->AllreduceMean(t, step, absl::MakeSpan(want[step][t]), ExchangePath::kCompressed)
+              .ok());
     }
   }
   for (int depth : {1, 2, 3}) {
@@ -209,8 +209,8 @@ TEST(ExchangerTest, PipelineDepthDoesNotChangeResults) {
       ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
       ASSERT_EQ(ex->bucket_count(), 5u) << ex->DescribePlan();
       for (int t = 0; t < 5; ++t) {
-        EXPECT_EQ(grads[t], want[step][t]) << "depth " << depth << " step " << step << " tensor "
-                                           << names[t];
+        EXPECT_EQ(grads[t], want[step][t])
+            << "depth " << depth << " step " << step << " tensor " << names[t];
       }
       const ExchangeStats st = ex->StepStats();
       EXPECT_EQ(st.compressed_buckets, 5u);
@@ -243,7 +243,8 @@ TEST(ExchangerTest, GradientSlotsSkipTheCopiesAndChangeNoResult) {
       grads.push_back(input(step, t));
     }
     ASSERT_TRUE(copying->BeginStep(step).ok());
-    for (int t = 0; t < 3; ++t) ASSERT_TRUE(copying->Submit(names[t], absl::MakeSpan(want[t])).ok());
+    for (int t = 0; t < 3; ++t)
+      ASSERT_TRUE(copying->Submit(names[t], absl::MakeSpan(want[t])).ok());
     ASSERT_TRUE(copying->Flush().ok());
     ASSERT_TRUE(copying->WaitAll(absl::Seconds(10)).ok());
 
@@ -301,8 +302,7 @@ class SteadyStateTest : public ::testing::TestWithParam<const char*> {};
 class UnusedChunkAuth : public transport::ChunkAuthenticator {
  public:
   size_t trailer_bytes() const override { return 28; }
-  absl::Status Seal(absl::Span<const uint8_t>, absl::Span<const uint8_t>,
-                    uint8_t*) const override {
+  absl::Status Seal(absl::Span<const uint8_t>, absl::Span<const uint8_t>, uint8_t*) const override {
     return absl::InternalError("a one-rank group seals nothing");
   }
   absl::Status Verify(absl::Span<const uint8_t>, absl::Span<const uint8_t>,
@@ -358,8 +358,7 @@ TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
 
 INSTANTIATE_TEST_SUITE_P(Codecs, SteadyStateTest,
                          ::testing::Values("qsgd:bits=4,bucket=128", "topk:ratio=0.01",
-                                           "approx_topk:ratio=0.01",
-                                           "randomk:ratio=0.05,seed=3",
+                                           "approx_topk:ratio=0.01", "randomk:ratio=0.05,seed=3",
                                            "topk:ratio=0.02,values=fp16,indices=varint"));
 
 }  // namespace

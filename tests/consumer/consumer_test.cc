@@ -1,13 +1,13 @@
 // Compiles and runs against @gradwire//:gradwire from outside the project:
 // the public header resolves under the gradwire/ prefix and the library links.
-#include "gradwire/gradwire.h"
-
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "gradwire/gradwire.h"
 
 TEST(ConsumerTest, HostBufferDispatchesToTheCpu) {
   std::vector<float> v(16, 1.0f);
@@ -28,9 +28,10 @@ TEST(ConsumerTest, EncodesAndDecodesThroughThePublicHeader) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->selected, 10u);
   std::vector<float> sum(100, 0.0f);
-  ASSERT_TRUE((*codec)->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes),
-                                         absl::MakeSpan(sum))
-                  .ok());
+  ASSERT_TRUE(
+      (*codec)
+          ->DecodeAccumulate(absl::MakeSpan(frame.data(), stats->frame_bytes), absl::MakeSpan(sum))
+          .ok());
   // What was sent plus what error feedback kept is the gradient.
   for (int i = 0; i < 100; ++i) EXPECT_EQ(sum[i] + ef.Residual("w")[i], grad[i]);
 }
@@ -64,9 +65,8 @@ TEST(ConsumerTest, OneRankCommunicatorAveragesThroughTheFullStack) {
   std::vector<float> data = grad;
   ASSERT_EQ((*comm)->PathFor(data.size(), /*one_dimensional=*/false),
             gradwire::ExchangePath::kCompressed);
-  ASSERT_TRUE((*comm)->AllreduceMean(0, 0, absl::MakeSpan(data),
-                                     gradwire::ExchangePath::kCompressed)
-                  .ok());
+  ASSERT_TRUE(
+      (*comm)->AllreduceMean(0, 0, absl::MakeSpan(data), gradwire::ExchangePath::kCompressed).ok());
   // k = 1 % of 65536 = 655 elements; the 676 spikes are the largest, so the
   // 655 largest spikes come back exactly and everything else is zero.
   int kept = 0;

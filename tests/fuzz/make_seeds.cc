@@ -1,8 +1,8 @@
 // Writes a few valid frames, one per codec shape, as the fuzzer's starting
 // corpus: generated rather than checked in so they follow the format when
 // it changes. Usage: make_seeds OUTPUT_DIR
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -63,15 +63,15 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   bool ok = true;
-  ok &= Write(dir, "empty_dense", Header(CodecId::kDense, ValueType::kFp32, IndexEncoding::kNone, 0),
-              {}, 0, 0);
+  ok &= Write(dir, "empty_dense",
+              Header(CodecId::kDense, ValueType::kFp32, IndexEncoding::kNone, 0), {}, 0, 0);
   ok &= Write(dir, "dense_fp32", Header(CodecId::kDense, ValueType::kFp32, IndexEncoding::kNone, 4),
               {}, 0, 16);
-  ok &= Write(dir, "fp16", Header(CodecId::kFp16, ValueType::kFp16, IndexEncoding::kNone, 5), {},
-              0, 10);
-  ok &= Write(dir, "topk_raw",
-              Header(CodecId::kTopK, ValueType::kFp32, IndexEncoding::kRawU32, 1000),
-              {0, 3, 4, 999}, 0, 16);
+  ok &= Write(dir, "fp16", Header(CodecId::kFp16, ValueType::kFp16, IndexEncoding::kNone, 5), {}, 0,
+              10);
+  ok &=
+      Write(dir, "topk_raw", Header(CodecId::kTopK, ValueType::kFp32, IndexEncoding::kRawU32, 1000),
+            {0, 3, 4, 999}, 0, 16);
   ok &= Write(dir, "topk_varint",
               Header(CodecId::kTopK, ValueType::kBf16, IndexEncoding::kDeltaVarint, 1u << 20),
               {1, 2, 200, 70000, (1u << 20) - 1}, 0, 10);

@@ -1,8 +1,7 @@
 #include "gradwire/lib/codec/internal/codec_frame.h"
 
-#include "gradwire/lib/codec/codec.h"
-
 #include "absl/strings/str_cat.h"
+#include "gradwire/lib/codec/codec.h"
 
 namespace gradwire {
 namespace codec_internal {

@@ -10,8 +10,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gradwire/kernels/types.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/kernels/types.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
