@@ -17,14 +17,10 @@ and checks itself against tools/cluster_bench.py's measurements.
 
 The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
-  dense ring allreduce        2(P-1) alpha + 2(P-1)/P * 4n / B
-                              (+ gradwire's agreement round per collective: a gather
-                              of a few dozen bytes, 1 alpha direct for P <= 16, else
-                              (P-1) alpha by ring; transport/gloo_group.h)
-  sparse allgather            agreement + h alpha + (P-1) * s / B,  s = payload per
-                              rank (descriptors inside the agreement round, then
-                              frames); h = 1 (direct) for P <= 16 and s <= 256 KiB,
-                              else P-1 (ring); the bytes per link are the same
+  dense ring allreduce        agreement + 2(P-1) alpha + 2(P-1)/P * 4n / B (sealed:
+                              + chunk tags and GMAC time); agreement = 1 alpha, any P
+  sparse allgather            agreement + h alpha + (P-1) * s / B, s = payload per rank;
+                              h = 1 (direct) for P <= 16 and s <= 256 KiB, else P-1
                               (top-k: (4 + v)k + frame, v = delta-varint bytes per
                               index for geometric gaps; random-k: 4k; qsgd:
                               nb/8 + 4n/512)
@@ -57,12 +53,10 @@ here are under-predicted.
 Validation adds the host-side cost of the dense gradwire run of the same
 profile and link (iter - wire - averaging, per element: copying gradients
 into buckets and back), which every gradwire method pays.
-Buckets follow exchange_bench's plan, computed by the library itself (its
-path rule and bucket fusion, lib/comm/bucket_plan.h, through the Python
-extension: build it with `bazel build //lib/python:_gradwire.so` and run
-with the interpreter it is built for, /usr/bin/python3): tensors < 16384
-elements or 1-D go dense; the rest fuse into 25 MiB buckets, one codec call
-each.
+Buckets follow the library's own plan (lib/comm/bucket_plan.h through the
+Python extension: `bazel build //lib/python:_gradwire.so`, run with
+/usr/bin/python3): tensors < 16384 elements or 1-D go dense; the rest fuse
+into 25 MiB buckets, one codec call each.
 """
 
 import argparse
