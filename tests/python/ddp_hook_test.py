@@ -80,7 +80,8 @@ CASES = [
 # every rank's error must contain.
 MISMATCHES = [
     ("rank 3 flat, others hierarchical", "flat",
-     ["collective mismatch", "rank 3 called allreduce_ring", "called split"]),
+     ["collective mismatch in settings at rendezvous", "rank 3 hierarchical=0",
+      "ranks [0, 1, 2] hierarchical=1"]),
     ("rank 3 claims node 0 (nodes of 3 + 1)", "layout",
      ["collective mismatch", "hierarchical exchange needs equal nodes"]),
 ]
