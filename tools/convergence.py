@@ -183,12 +183,22 @@ def rank_main(args):
     n_params = sum(p.numel() for p in model.parameters())
     ddp = DDP(model, bucket_cap_mb=args.bucket_cap_mb)
     state = None
+    if args.method.endswith("_mc"):  # the hook applies momentum and weight decay
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=MOMENTUM,
+                              weight_decay=WEIGHT_DECAY)
     if kind == "gradwire":
         import gradwire.ddp
-        extra = {}
-        if args.method.endswith("_mc"):
-            extra = {"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
-        state = gradwire.ddp.GradwireState(setting, warmup_iters=args.warmup, **extra)
+        if args.hook_defaults:
+            # The library's defaults: its warm-up, and momentum correction
+            # taken over from the SGD optimizer where the method selects.
+            state = gradwire.ddp.GradwireState(setting, optimizer=opt)
+        else:
+            extra = {}
+            if args.method.endswith("_mc"):
+                extra = {"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
+            state = gradwire.ddp.GradwireState(setting, warmup_iters=args.warmup, **extra)
         ddp.register_comm_hook(state, gradwire.ddp.hook)
     elif kind == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
@@ -209,11 +219,6 @@ def rank_main(args):
             last[0] = powerSGD_hook.powerSGD_hook(st, bucket)
             return last[0]
         ddp.register_comm_hook(ps, serialized_powersgd)
-    if args.method.endswith("_mc"):  # the hook applies momentum and weight decay
-        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr)
-    else:
-        opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=MOMENTUM,
-                              weight_decay=WEIGHT_DECAY)
 
     per_epoch = len(train) // (args.batch * world)
     iters = args.iters or int(args.epochs * per_epoch)
@@ -295,7 +300,9 @@ def rank_main(args):
             "method": args.method, "label": label, "seed": args.seed, "world_size": world,
             "iterations": iters, "iterations_per_epoch": per_epoch, "params": n_params,
             "batch_per_rank": args.batch, "lr": args.lr, "lr_schedule": args.lr_schedule,
-            "warmup": args.warmup,
+            "warmup": (state.warmup_iters if state is not None else args.warmup),
+            "hook_defaults": bool(args.hook_defaults),
+            "momentum_correction": bool(state is not None and state.momentum > 0),
             "curve": curve, "final_accuracy": curve[-1]["accuracy"],
             "train_s": train_s, "s_per_epoch": train_s / iters * per_epoch,
             "torch": torch.__version__,
@@ -349,7 +356,7 @@ def run_one(args, method, seed, cluster=None):
     rank_cmd = [python, os.path.abspath(__file__), "rank", "--method", method,
                 "--seed", str(seed), "--json_out", json_out, "--data_dir", args.data_dir]
     for flag in ("epochs", "iters", "batch", "lr", "lr_schedule", "warmup", "eval_every",
-                 "test_samples",
+                 "test_samples", "hook_defaults",
                  "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb"):
         rank_cmd += [f"--{flag}", str(getattr(args, flag))]
     env = dict(os.environ)
@@ -555,6 +562,10 @@ def add_training_flags(p):
                    help="cosine: decay to 0 over the run; constant: the fixed rate of the "
                         "2-epoch table in docs/python.md")
     p.add_argument("--warmup", type=int, default=20, help="dense warm-up iterations")
+    p.add_argument("--hook_defaults", type=int, default=0,
+                   help="1: gradwire runs use GradwireState(spec, optimizer=opt), the library's "
+                        "defaults (its warm-up; momentum correction for selection codecs) "
+                        "instead of --warmup and the *_mc methods' explicit settings")
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)

@@ -69,7 +69,7 @@ uint16_t RoundToHalfBits(float f) {
   const uint32_t x = kernels::FloatBits(f);
   const uint32_t a = x & 0x7fffffffu;
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  if (a > 0x7f800000u) return sign | 0x7e00u;  // NaN: torch's quiet NaN
+  if (a > 0x7f800000u) return sign | 0x7e00u;  // NaN: a quiet NaN, as torch's
   // From 65520 (halfway between 65504 and 2^16, which rounds to even:
   // 2^16) up, the nearest half is infinity; gradwire's codecs saturate.
   if (a >= 0x477ff000u) return sign | 0x7c00u;
@@ -79,8 +79,12 @@ uint16_t RoundToHalfBits(float f) {
 uint16_t RoundToBfloat16Bits(float f) {
   const uint32_t x = kernels::FloatBits(f);
   const uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7fc0u;  // NaN: torch's
-  if (a >= 0x7f7f8000u) return static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7f80u);
+  // Finite values from halfway past the largest bfloat16 up round to
+  // infinity, where gradwire's codecs saturate. A NaN stays a NaN (the
+  // kernels' bits: torch's differ between its versions and code paths).
+  if (a >= 0x7f7f8000u && a < 0x7f800000u) {
+    return static_cast<uint16_t>(((x >> 16) & 0x8000u) | 0x7f80u);
+  }
   return kernels::FloatToBf16Bits(f);
 }
 

@@ -12,7 +12,8 @@
 // float32 (error-feedback residuals stay float32), and rounded back into
 // the caller's memory by WriteBack: to nearest, ties to even, a finite
 // value beyond the format's range becoming infinity, exactly as torch's
-// tensor.to(torch.float16 / torch.bfloat16) rounds.
+// tensor.to(torch.float16 / torch.bfloat16) rounds (a NaN stays a NaN;
+// its bits may differ from torch's, which differ between torch versions).
 //
 // Refused with gradwire.UnsupportedError (a TypeError), naming the
 // argument: other dtypes, non-contiguous layouts, device memory (CUDA:
