@@ -10,6 +10,14 @@ GRADWIRE_REDIS_PASSWORD_FILE). With --redis a private redis-server is started
 first on a free loopback port, with a random password (requirepass) and no
 persistence. Output lines are forwarded with a "[rank i] " prefix.
 
+Job secret: every rank needs the same one. With --job_secret_file, or
+$GRADWIRE_JOB_SECRET / $GRADWIRE_JOB_SECRET_FILE already set, the ranks get
+that; otherwise the launcher makes one (32 random bytes, hex) in a 0600 file
+in its private directory, removed when the job ends, and hands the ranks
+its path as $GRADWIRE_JOB_SECRET_FILE (read by the Python package and by
+JobSecret::Resolve in the C++ tools), so the secret itself is in no
+environment or command line.
+
 If any rank exits non-zero (or dies from a signal), every other rank is
 stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher
 exits with that rank's status (128 + signal for a signal). If the whole
@@ -115,6 +123,30 @@ class Ranks:
             t.join(timeout=2)
 
 
+def write_private(path, text):
+    """Creates `path` readable by this user only (0600) holding `text`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def job_secret_env(args, store_dir, out):
+    """The ranks' secret variables: the given file, the launcher's own
+    variables, or a new secret in a 0600 file (module doc)."""
+    if args.job_secret_file:
+        path = os.path.abspath(args.job_secret_file)
+        if not os.path.isfile(path):
+            raise RuntimeError(f"--job_secret_file={args.job_secret_file} does not exist")
+        return {"GRADWIRE_JOB_SECRET_FILE": path}
+    if os.environ.get("GRADWIRE_JOB_SECRET") or os.environ.get("GRADWIRE_JOB_SECRET_FILE"):
+        return {}
+    path = os.path.join(store_dir, "job_secret")
+    write_private(path, secrets.token_hex(32) + "\n")
+    print(f"[launch] no job secret given: made one for this job in {path} (0600; "
+          "$GRADWIRE_JOB_SECRET_FILE)", file=out, flush=True)
+    return {"GRADWIRE_JOB_SECRET_FILE": path}
+
+
 def exit_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
@@ -129,6 +161,9 @@ def main(argv):
     parser.add_argument("--redis_password", default="",
                         help="password for --redis (default: random)")
     parser.add_argument("--job_id", default="", help="default: unique per launch")
+    parser.add_argument("--job_secret_file", default="",
+                        help="file holding the job secret (default: $GRADWIRE_JOB_SECRET or "
+                             "$GRADWIRE_JOB_SECRET_FILE if set, else one made for this job)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the whole job")
     parser.add_argument("--grace", type=float, default=3, help="seconds between SIGTERM and SIGKILL")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -164,9 +199,8 @@ def main(argv):
         if args.redis:
             redis, redis_port = start_redis(password, out)
             password_file = os.path.join(store_dir, "redis_password")
-            fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(password)
+            write_private(password_file, password)
+        secret_env = job_secret_env(args, store_dir, out)
         master_port = free_port()
         for rank in range(args.nproc):
             env = dict(os.environ)
@@ -177,6 +211,9 @@ def main(argv):
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(master_port),
                 "GRADWIRE_JOB_ID": job_id,
             })
+            env.update(secret_env)
+            if "GRADWIRE_JOB_SECRET_FILE" in secret_env:
+                env.pop("GRADWIRE_JOB_SECRET", None)
             if redis is not None:
                 env["GRADWIRE_REDIS"] = f"127.0.0.1:{redis_port}"
                 # A 0600 file keeps the secret out of the ranks' environment.

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,8 +29,6 @@ namespace py = pybind11;
 namespace gradwire {
 namespace python {
 namespace {
-
-constexpr char kJobSecretFileEnv[] = "GRADWIRE_JOB_SECRET_FILE";
 
 std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
   if (!path.has_value() || path->empty() || *path == "auto") return std::nullopt;
@@ -64,8 +61,9 @@ py::dict StatsDict(const ExchangeStats& s) {
   return d;
 }
 
-// secret=, secret_file=, $GRADWIRE_JOB_SECRET, $GRADWIRE_JOB_SECRET_FILE,
-// in that order; none of them: how to make one.
+// secret=, secret_file=, then JobSecret::Resolve's environment
+// ($GRADWIRE_JOB_SECRET, then the file $GRADWIRE_JOB_SECRET_FILE); none of
+// them: how to make one.
 JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file) {
   if (!secret.is_none()) {
     if (!secret_file.empty()) RaiseInvalid("pass secret or secret_file, not both");
@@ -76,17 +74,17 @@ JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file
     return Value(JobSecret::FromValue(secret.cast<std::string>(), "secret"));
   }
   if (!secret_file.empty()) return Value(JobSecret::FromFile(secret_file));
-  if (std::getenv(kJobSecretEnv) != nullptr) return Value(JobSecret::FromEnvironment());
-  if (const char* file = std::getenv(kJobSecretFileEnv); file != nullptr && *file != '\0') {
-    return Value(JobSecret::FromFile(file));
+  absl::StatusOr<JobSecret> resolved = JobSecret::Resolve("", "");
+  if (absl::IsFailedPrecondition(resolved.status())) {  // none set
+    RaiseInvalid(absl::StrCat(
+        "no job secret: every rank of a job needs the same secret of at least ",
+        JobSecret::kMinBytes, " bytes. Pass secret_file=PATH (or secret=...), or set $",
+        kJobSecretFileEnv, " or $", kJobSecretEnv,
+        ". Make one with: (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' "
+        "> job.secret) and give every rank the file; tools/launch.py makes one for its ranks "
+        "when none is set"));
   }
-  RaiseInvalid(absl::StrCat(
-      "no job secret: every rank of a job needs the same secret of at least ",
-      JobSecret::kMinBytes, " bytes. Pass secret_file=PATH (or secret=...), or set $",
-      kJobSecretFileEnv, " or $", kJobSecretEnv,
-      ". Make one with: (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' "
-      "> job.secret) and give every rank the file; tools/launch.py makes one for its ranks "
-      "when none is set"));
+  return Value(std::move(resolved));
 }
 
 // A Communicator joined through a store Python hands over (torch.distributed's:

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The Python surface of gradwire in one process (issue 15): errors, specs,
 tensors in and out, the extension's loading rule, and GradwireState's
-settings, pickling and failures on a one-rank torch.distributed group.
+settings, pickling and failures on a one-rank torch.distributed group; and
+the job secret tools/launch.py makes when none is given.
 
-    binding_test.py --package_dir lib/python
+    binding_test.py --package_dir lib/python --launch tools/launch.py
 """
 import argparse
 import datetime
@@ -233,6 +234,41 @@ class ExtensionPath(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)  # bazel-bin is the documented place
 
 
+class LaunchSecret(unittest.TestCase):
+    """tools/launch.py makes a job secret when none is given: a 0600 file,
+    the same for every rank, named by $GRADWIRE_JOB_SECRET_FILE only, gone
+    after the job; ranks joining from the environment use it."""
+
+    RANK = r"""
+import os, stat, sys
+sys.path.insert(0, sys.argv[1])
+import gradwire, numpy as np
+path = os.environ["GRADWIRE_JOB_SECRET_FILE"]
+mode = stat.S_IMODE(os.stat(path).st_mode)
+assert "GRADWIRE_JOB_SECRET" not in os.environ, "the secret itself is in the environment"
+assert mode == 0o600, oct(mode)
+assert len(open(path).read().strip()) >= 32
+c = gradwire.Communicator("none")   # ranks and store from launch.py's environment
+x = np.full(16, c.rank + 1.0, np.float32)
+c.allreduce_mean(x, bucket=0, step=1)
+assert x[0] == 1.5, x
+c.close()
+print("SECRET", path, flush=True)
+"""
+
+    def test_made_when_none_given(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRADWIRE_JOB_SECRET")}
+        env.pop("PYTHONPATH", None)
+        r = subprocess.run([sys.executable, ARGS.launch, "--nproc=2", "--timeout=120", "--",
+                            sys.executable, "-c", self.RANK, ARGS.package_dir],
+                           env=env, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
+        self.assertIn("made one for this job", r.stdout)
+        paths = {line.split()[-1] for line in r.stdout.splitlines() if "SECRET /" in line}
+        self.assertEqual(len(paths), 1, r.stdout)  # one file for both ranks
+        self.assertFalse(os.path.exists(paths.pop()), "the secret outlived the job")
+
+
 class OneRankGroup(unittest.TestCase):
     """GradwireState and Communicator on a one-rank torch.distributed group."""
 
@@ -372,6 +408,7 @@ def main():
     global ARGS
     parser = argparse.ArgumentParser()
     parser.add_argument("--package_dir", required=True)
+    parser.add_argument("--launch", required=True, help="tools/launch.py")
     ARGS, rest = parser.parse_known_args()
     ARGS.package_dir = os.path.abspath(ARGS.package_dir)
     sys.path.insert(0, ARGS.package_dir)

@@ -5,4 +5,5 @@
 set -euo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
 python="${GRADWIRE_PYTHON:-/usr/bin/python3}"
-exec "$python" "$here/tests/python/binding_test.py" --package_dir "$here/lib/python" "$@"
+exec "$python" "$here/tests/python/binding_test.py" --package_dir "$here/lib/python" \
+  --launch "$here/tools/launch.py" "$@"
