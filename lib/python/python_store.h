@@ -32,9 +32,13 @@ class PythonStore : public gloo::rendezvous::Store {
   PythonStore(pybind11::object store, std::chrono::milliseconds default_timeout);
   ~PythonStore() override;  // takes the GIL to drop the reference
 
+  // store.set(key, bytes(data))
   void set(const std::string& key, const std::vector<char>& data) override;
+  // store.get(key), as a byte vector
   std::vector<char> get(const std::string& key) override;
+  // store.wait(keys, default_timeout in seconds)
   void wait(const std::vector<std::string>& keys) override;
+  // store.wait(keys, timeout in seconds)
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override;
 
