@@ -92,7 +92,7 @@ __all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_
 
 # Dense iterations before compression starts, by default: enough for the
 # first, fastest-changing steps of training (see docs/python.md, "Defaults").
-DEFAULT_WARMUP_ITERS = 100
+DEFAULT_WARMUP_ITERS = 200
 
 _AUTO_SUFFIX = "/auto"
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
