@@ -331,6 +331,28 @@ class OneRankGroup(unittest.TestCase):
             comm.allreduce_mean(torch.ones(4), bucket=0xFFFFFFFF, step=1)
         comm.close()
 
+    def test_job_keys_unique(self):
+        """Per group, per communicator, and per job (a fresh process counts
+        from 1 again: the nonce keeps it apart); keys deleted after joining."""
+        from gradwire import _torch_join
+        dist = self.dist
+        other = dist.new_group([0])
+        ids = []
+        for group in (dist.group.WORLD, dist.group.WORLD, other):
+            args = _torch_join.join_args(group, {})
+            ids.append(args["job_id"])
+            args["store"].cleanup()
+        saved = dict(_torch_join._made)
+        _torch_join._made.clear()  # as in the next job's process
+        try:
+            args = _torch_join.join_args(dist.group.WORLD, {})
+            args["store"].cleanup()
+            ids.append(args["job_id"])
+        finally:
+            _torch_join._made.update(saved)
+        self.assertEqual(len(set(ids)), len(ids), ids)
+        self.assertNotEqual(ids[0].split("/")[1], ids[2].split("/")[1], ids)  # group names
+
     def test_settings_refused(self):
         g = self.g
         with self.assertRaisesRegex(g.InvalidArgumentError, "ratio does not apply to method sign"):

@@ -20,7 +20,7 @@ variable but the secret ($GRADWIRE_JOB_SECRET_FILE, a 0600 file). Cases:
   different warm-up  rank 1 another warmup_iters: the same (hook settings).
 Each rank prints PASS; the driver wants one per rank.
 
-    torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3]
+    torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] [--only "train,two states"]
 """
 import argparse
 import os
@@ -76,6 +76,8 @@ def driver(args):
         failed = 0
         port = free_port()
         for name, case, expect in CASES:
+            if args.only and name not in args.only.split(","):
+                continue
             if name != "train again":  # the same job again: same command, same port
                 port = free_port()
             cmd = [args.python, os.path.abspath(__file__), "--package_dir", args.package_dir,
@@ -88,7 +90,8 @@ def driver(args):
             if not ok:
                 failed += 1
                 print(proc.stdout[-5000:], proc.stderr[-5000:])
-        print(f"{len(CASES) - failed} passed, {failed} failed")
+        ran = len([n for n, _, _ in CASES if not args.only or n in args.only.split(",")])
+        print(f"{ran - failed} passed, {failed} failed")
         return 1 if failed else 0
 
 
@@ -221,6 +224,7 @@ def main():
     parser.add_argument("--package_dir", required=True)
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--case", default="")
+    parser.add_argument("--only", default="", help="comma-separated case names to run")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     args.package_dir = os.path.abspath(args.package_dir)
