@@ -49,6 +49,11 @@ class BazelBuildPy(build_py):
 
     def run(self):
         super().run()
+        package = os.path.join(self.build_lib, "gradwire")
+        # An earlier build's extensions in build/ must never ship.
+        for name in EXTENSIONS:
+            if os.path.exists(os.path.join(package, name)):
+                os.remove(os.path.join(package, name))
         bazel = os.environ.get("BAZEL", "bazel")
         flags = shlex.split(os.environ.get("GRADWIRE_BAZEL_FLAGS", ""))
         env = bazel_env()
@@ -57,7 +62,6 @@ class BazelBuildPy(build_py):
         subprocess.run([bazel, "build"] + flags + targets, cwd=ROOT, env=env, check=True)
         bin_dir = subprocess.run([bazel, "info"] + flags + ["bazel-bin"], cwd=ROOT, env=env,
                                  check=True, capture_output=True, text=True).stdout.strip()
-        package = os.path.join(self.build_lib, "gradwire")
         os.makedirs(package, exist_ok=True)
         for name in EXTENSIONS:
             built = os.path.join(bin_dir, "lib", "python", name)

@@ -38,6 +38,15 @@ while read -r path; do
     *) echo "FAIL: loaded from outside the virtualenv: $path" >&2; status=1 ;;
   esac
 done <<< "$out"
+# The installed extensions are this tree's build, byte for byte.
+bin="$(cd "$root" && bazel info bazel-bin 2>/dev/null)"
+site="$(dirname "$(head -1 <<< "$out")")"
+for name in _gradwire.so _gradwire_data.so; do
+  if ! cmp -s "$bin/lib/python/$name" "$site/$name"; then
+    echo "FAIL: the installed $name is not $bin/lib/python/$name" >&2
+    status=1
+  fi
+done
 if [ "$status" -eq 0 ]; then
   echo "PASS: pip install --no-build-isolation . and import gradwire from / ($(( $(date +%s) - start )) s)"
 fi

@@ -50,8 +50,11 @@ def _candidates(filename, first_dirs=()):
     yield os.path.join(os.path.dirname(here), filename)
     # A source tree: lib/python/gradwire -> the workspace root, whose
     # bazel-bin is the configuration of its last build.
-    workspace = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    yield os.path.join(workspace, "bazel-bin", "lib", "python", filename)
+    lib_python = os.path.dirname(here)
+    if (os.path.basename(lib_python) == "python"
+            and os.path.basename(os.path.dirname(lib_python)) == "lib"):
+        workspace = os.path.dirname(os.path.dirname(lib_python))
+        yield os.path.join(workspace, "bazel-bin", "lib", "python", filename)
 
 
 def _load_extension(name, env_var, first_dirs=()):
