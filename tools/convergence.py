@@ -191,8 +191,8 @@ def rank_main(args):
     if kind == "gradwire":
         import gradwire.ddp
         if args.hook_defaults:
-            # The library's defaults: its warm-up, and momentum correction
-            # taken over from the SGD optimizer where the method selects.
+            # The library's defaults for everything but the spec (its
+            # warm-up; momentum correction as it decides from the optimizer).
             state = gradwire.ddp.GradwireState(setting, optimizer=opt)
         else:
             extra = {}
@@ -564,8 +564,8 @@ def add_training_flags(p):
     p.add_argument("--warmup", type=int, default=20, help="dense warm-up iterations")
     p.add_argument("--hook_defaults", type=int, default=0,
                    help="1: gradwire runs use GradwireState(spec, optimizer=opt), the library's "
-                        "defaults (its warm-up; momentum correction for selection codecs) "
-                        "instead of --warmup and the *_mc methods' explicit settings")
+                        "defaults (its warm-up and momentum-correction choice) instead of "
+                        "--warmup and the *_mc methods' explicit settings")
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)

@@ -360,32 +360,38 @@ class OneRankGroup(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "warmup_iters must be >= 1"):
             g.ddp.GradwireState(method="topk", warmup_iters=0)
 
-    def test_momentum_correction_default(self):
+    def test_momentum_correction_takes_over_sgd(self):
         torch, g = self.torch, self.g
         params = [torch.nn.Parameter(torch.zeros(3))]
         opt = torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=5e-4)
-        state = g.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt)
+        off = g.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt)  # the default
+        self.assertEqual((off.momentum, off.weight_decay), (0.0, 0.0))
+        self.assertEqual(opt.param_groups[0]["momentum"], 0.9)
+        off.close()
+        state = g.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt,
+                                    momentum_correction=True)
         self.assertEqual((state.momentum, state.weight_decay), (0.9, 5e-4))
         group = opt.param_groups[0]
         self.assertEqual((group["momentum"], group["weight_decay"]), (0.0, 0.0))
         self.assertEqual(group["gradwire_momentum"], 0.9)
         state.close()
         # A state built again on the same (taken over) optimizer takes the same.
-        again = g.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt)
+        again = g.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt,
+                                    momentum_correction=True)
         self.assertEqual(again.momentum, 0.9)
         again.close()
-        for spec, kwargs in (("qsgd:bits=4", {}), ("topk", {"nesterov": True}),
-                             ("topk", {"momentum_correction": False})):
-            with self.subTest(spec=spec, kwargs=kwargs):
-                mc = kwargs.pop("momentum_correction", None)
-                o = torch.optim.SGD(params, lr=0.1, momentum=0.9, **kwargs)
-                s = g.ddp.GradwireState(spec, optimizer=o, momentum_correction=mc)
-                self.assertEqual(s.momentum, 0.0)
-                self.assertEqual(o.param_groups[0]["momentum"], 0.9)
-                s.close()
-        with self.assertRaisesRegex(g.InvalidArgumentError, "not torch.optim.SGD"):
-            g.ddp.GradwireState("topk", optimizer=torch.optim.Adam(params),
-                                momentum_correction=True)
+        for spec, optimizer, want in (
+                ("qsgd:bits=4", torch.optim.SGD(params, lr=0.1, momentum=0.9),
+                 "not a selection codec"),
+                ("topk", torch.optim.SGD(params, lr=0.1, momentum=0.9, nesterov=True),
+                 "Nesterov"),
+                ("topk", torch.optim.Adam(params), "not torch.optim.SGD"),
+                ("topk", torch.optim.SGD(params, lr=0.1), "no momentum")):
+            with self.subTest(want=want):
+                before = dict(optimizer.param_groups[0])
+                with self.assertRaisesRegex(g.InvalidArgumentError, want):
+                    g.ddp.GradwireState(spec, optimizer=optimizer, momentum_correction=True)
+                self.assertEqual(optimizer.param_groups[0], before)  # left alone
 
     def test_pickle_and_state_dict(self):
         torch, g = self.torch, self.g

@@ -4,7 +4,7 @@
     dist.init_process_group("gloo", ...)        # gradwire meets its peers through it
     model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
-    state = gradwire.ddp.GradwireState(method="topk", ratio=0.01, optimizer=opt)
+    state = gradwire.ddp.GradwireState(method="topk", ratio=0.01)
     model.register_comm_hook(state, gradwire.ddp.hook)
     ...
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
@@ -53,12 +53,14 @@ the velocity locally, u = m * u + d, and send u through the error-feedback
 exchange (the residual accumulates velocity), after which u is zeroed where
 this rank's frame carried it in full (momentum factor masking); dense
 tensors average d and then u = m * u + avg(d), exactly torch.optim.SGD's
-momentum. The bucket returns the update direction. On by default when
-optimizer= is a torch.optim.SGD with momentum and the method selects (topk,
-approx_topk, randomk; flat exchange): the state then sets the optimizer's
-momentum and weight decay to 0 and applies them itself (gradwire/_momentum.py;
-momentum_correction=False keeps them in the optimizer). momentum= and
-weight_decay= give them explicitly, with a plain SGD optimizer.
+momentum. The bucket returns the update direction. momentum_correction=True
+with optimizer= a torch.optim.SGD with momentum, for a selection codec
+(topk, approx_topk, randomk; flat exchange), takes them over: the state sets
+the optimizer's momentum and weight decay to 0 and applies them itself
+(gradwire/_momentum.py); or momentum= and weight_decay= give them, with a
+plain SGD optimizer. Off by default: after the default warm-up it did not
+help in the runs measured (docs/results/2026-11-24-convergence.md); after a
+short warm-up it does.
 
 spec "auto" (or "auto:ratio=0.01" for the floor): warm-up iterations also
 measure the backward pass and each bucket's dense exchange (averaged over
@@ -124,9 +126,10 @@ class GradwireState(BucketExchange):
     process_group: the torch.distributed group to exchange in (default: the
         default group).
     warmup_iters: dense iterations before compression starts (>= 1).
-    optimizer, momentum_correction: DGC momentum correction, on by default
-        for torch.optim.SGD with momentum and a selection codec (module doc);
-        momentum=, weight_decay= set it explicitly instead.
+    optimizer, momentum_correction: DGC momentum correction (module doc):
+        momentum_correction=True takes SGD's momentum and weight decay over
+        from optimizer=; momentum=, weight_decay= set them explicitly
+        instead. Off by default.
     dense_below_elements, dense_one_dimensional: the library's path rule
         (gradwire.path_for).
     overlap: exchange on a background thread (see module doc).
