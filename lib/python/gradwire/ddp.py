@@ -92,8 +92,9 @@ from gradwire._exchange import BucketExchange
 
 __all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_WARMUP_ITERS"]
 
-# Dense iterations before compression starts, by default: enough for the
-# first, fastest-changing steps of training (see docs/python.md, "Defaults").
+# Dense iterations before compression starts, by default: chosen on two
+# Fashion-MNIST settings, then measured on six others (docs/python.md,
+# "Defaults"; docs/results/2026-11-24-convergence.md).
 DEFAULT_WARMUP_ITERS = 200
 
 _AUTO_SUFFIX = "/auto"
