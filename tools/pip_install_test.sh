@@ -48,6 +48,7 @@ for name in _gradwire.so _gradwire_data.so; do
   fi
 done
 if [ "$status" -eq 0 ]; then
-  echo "PASS: pip install --no-build-isolation . and import gradwire from / ($(( $(date +%s) - start )) s)"
+  echo "PASS: pip install --no-build-isolation . and import gradwire from /" \
+    "($(( $(date +%s) - start )) s)"
 fi
 exit "$status"

@@ -34,8 +34,8 @@ std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
   if (!path.has_value() || path->empty() || *path == "auto") return std::nullopt;
   if (*path == "dense") return ExchangePath::kDense;
   if (*path == "compressed") return ExchangePath::kCompressed;
-  RaiseInvalid(absl::StrCat(
-      "path must be 'dense', 'compressed' or None (the size/1-D rule), got '", *path, "'"));
+  RaiseInvalid(absl::StrCat("path must be 'dense', 'compressed' or None (the size/1-D rule), got '",
+                            *path, "'"));
 }
 
 void CheckBucket(uint32_t bucket) {
@@ -123,8 +123,9 @@ class PyCommunicator {
     std::shared_ptr<transport::RendezvousStore> joined;
     if (store.is_none()) {
       if (rank >= 0 || world_size >= 0 || !job_id.empty()) {
-        RaiseInvalid("rank, world_size and job_id go with store=; without one they come from "
-                     "the environment");
+        RaiseInvalid(
+            "rank, world_size and job_id go with store=; without one they come from "
+            "the environment");
       }
       config = Value(transport::ConfigFromEnvironment(config));
       // A second communicator in the same job (another spec) needs keys of
@@ -202,13 +203,12 @@ class PyCommunicator {
 
   // For float32 host memory reached by address (tensor.data_ptr(),
   // numel()); the caller guarantees it for the duration of the call.
-  std::string AllreduceMeanPtr(uintptr_t data_ptr, uint64_t numel, uint32_t bucket,
-                               uint64_t step, const std::optional<std::string>& path,
-                               bool one_dimensional) {
+  std::string AllreduceMeanPtr(uintptr_t data_ptr, uint64_t numel, uint32_t bucket, uint64_t step,
+                               const std::optional<std::string>& path, bool one_dimensional) {
     if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
     if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
-    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), bucket, step,
-                    path, one_dimensional, nullptr);
+    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), bucket, step, path,
+                    one_dimensional, nullptr);
   }
 
   bool CopyResidual(uint32_t bucket, const py::object& out) const {
@@ -318,8 +318,8 @@ buffer protocol; float32 in place, float16/bfloat16 widened and rounded
 back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
       .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
                     const std::string&, const std::string&, bool, int, const std::string&,
-                    const py::object&, int, int, const std::string&, int, int,
-                    const std::string&, const std::string&, const std::string&>(),
+                    const py::object&, int, int, const std::string&, int, int, const std::string&,
+                    const std::string&, const std::string&>(),
            py::arg("spec") = "none", py::arg("secret") = py::none(),
            py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
            py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
@@ -327,8 +327,8 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
            py::arg("emulate_nodes") = false, py::arg("event_loop_nice") = 0,
            py::arg("secret_file") = "", py::arg("store") = py::none(), py::arg("rank") = -1,
            py::arg("world_size") = -1, py::arg("job_id") = "", py::arg("node_id") = -1,
-           py::arg("local_world_size") = -1, py::arg("iface") = "",
-           py::arg("bind_address") = "", py::arg("settings") = "")
+           py::arg("local_world_size") = -1, py::arg("iface") = "", py::arg("bind_address") = "",
+           py::arg("settings") = "")
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("size", &PyCommunicator::size)
       .def_property_readonly("spec", &PyCommunicator::spec)
@@ -341,8 +341,8 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
 or bfloat16) becomes the average over ranks. bucket keys the
 error-feedback residual; step must grow. path: 'dense', 'compressed' or
 None (size / 1-D rule). Returns the path taken. Releases the GIL.)doc")
-      .def("allreduce_mean_with_dense", &PyCommunicator::AllreduceMeanWithDense,
-           py::arg("buffer"), py::arg("dense"), py::arg("bucket"), py::arg("step"),
+      .def("allreduce_mean_with_dense", &PyCommunicator::AllreduceMeanWithDense, py::arg("buffer"),
+           py::arg("dense"), py::arg("bucket"), py::arg("step"),
            R"doc(One exchange for a mixed buffer: buffer is averaged compressed with
 error feedback keyed by bucket, dense travels exact in the same frames and
 becomes the rank-order mean. For small dense parts: every rank receives

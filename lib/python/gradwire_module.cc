@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "communicator_binding.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
-#include "communicator_binding.h"
 #include "python_spec.h"
 #include "reference_binding.h"
 #include "status_exception.h"
@@ -93,14 +93,12 @@ PYBIND11_MODULE(_gradwire, m) {
   gradwire::python::DefineErrorType(m);
 
   m.def(
-      "canonical_spec",
-      [](const std::string& spec) { return Value(ParseSpec(spec)).ToString(); },
-      py::arg("spec"), "Parses a spec string ('topk:ratio=0.01', ...); returns its canonical form.");
+      "canonical_spec", [](const std::string& spec) { return Value(ParseSpec(spec)).ToString(); },
+      py::arg("spec"),
+      "Parses a spec string ('topk:ratio=0.01', ...); returns its canonical form.");
   m.def(
       "spec_settings",
-      [](const std::string& method) {
-        return python::SettingsOf(Value(ParseSpec(method)).method);
-      },
+      [](const std::string& method) { return python::SettingsOf(Value(ParseSpec(method)).method); },
       py::arg("method"),
       "The settings (spec keys) a method uses: spec_settings('sign') -> ['bucket', 'ef'].");
   m.def(
@@ -109,9 +107,7 @@ PYBIND11_MODULE(_gradwire, m) {
       py::arg("spec"));
   m.def(
       "selected_count",
-      [](const std::string& spec, uint64_t n) {
-        return Value(ParseSpec(spec)).SelectedCount(n);
-      },
+      [](const std::string& spec, uint64_t n) { return Value(ParseSpec(spec)).SelectedCount(n); },
       py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
   m.def(
       "path_for",

@@ -119,7 +119,8 @@ HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* wh
     return out;
   }
   if (!py::hasattr(obj, "__dlpack__")) {
-    RaiseUnsupported(absl::StrCat(what, " must be a tensor or array (DLPack or the buffer "
+    RaiseUnsupported(absl::StrCat(what,
+                                  " must be a tensor or array (DLPack or the buffer "
                                   "protocol: torch.Tensor, numpy.ndarray), got ",
                                   TypeName(obj)));
   }
@@ -143,8 +144,8 @@ HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* wh
   void* capsule = PyCapsule_GetPointer(out.owner_.ptr(), "dltensor");
   if (capsule == nullptr) {
     PyErr_Clear();
-    RaiseUnsupported(absl::StrCat(what, ": __dlpack__ of ", TypeName(obj),
-                                  " returned no \"dltensor\" capsule"));
+    RaiseUnsupported(
+        absl::StrCat(what, ": __dlpack__ of ", TypeName(obj), " returned no \"dltensor\" capsule"));
   }
   // The capsule stays unconsumed (its name unchanged) and owned by
   // owner_: when it dies, its destructor calls the producer's deleter.

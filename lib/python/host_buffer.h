@@ -57,7 +57,7 @@ class HostFloats {
   HostFloats() = default;
   void Widen(void* raw, size_t n, Format format);
 
-  pybind11::object owner_;                   // the DLPack capsule, if any
+  pybind11::object owner_;                     // the DLPack capsule, if any
   std::optional<pybind11::buffer_info> info_;  // the buffer-protocol view, if any
   Format format_ = Format::kFloat32;
   uint16_t* narrow_ = nullptr;  // the caller's float16/bfloat16 elements

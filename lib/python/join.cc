@@ -44,8 +44,7 @@ std::string AgreedSettings(const CommunicatorOptions& options) {
       "spec=", options.compression.ToString(), ";hierarchical=", options.hierarchical ? 1 : 0,
       ";dense_below_elements=", options.dense_below_elements,
       ";dense_one_dimensional=", options.dense_one_dimensional ? 1 : 0, ";dense_algorithm=",
-      options.dense_algorithm == transport::AllreduceAlgorithm::kRing ? "ring"
-                                                                        : "halving_doubling",
+      options.dense_algorithm == transport::AllreduceAlgorithm::kRing ? "ring" : "halving_doubling",
       ";");
 }
 
@@ -76,10 +75,10 @@ absl::Status CheckSameSecret(transport::GlooGroup& world, const FrameAuthenticat
   if (groups.size() == 1) return absl::OkStatus();
   std::vector<std::string> parts;
   for (const auto& [c, ranks] : groups) {
-    parts.push_back(parts.empty() ? absl::StrCat(NameRanks(ranks),
-                                                 ranks.size() == 1 ? " holds" : " hold",
-                                                 " one secret")
-                                  : absl::StrCat(NameRanks(ranks), " another"));
+    parts.push_back(
+        parts.empty()
+            ? absl::StrCat(NameRanks(ranks), ranks.size() == 1 ? " holds" : " hold", " one secret")
+            : absl::StrCat(NameRanks(ranks), " another"));
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "collective mismatch in job secret at rendezvous: ", absl::StrJoin(parts, ", "),
@@ -89,9 +88,8 @@ absl::Status CheckSameSecret(transport::GlooGroup& world, const FrameAuthenticat
 
 absl::Status CheckSameSettings(transport::GlooGroup& world, const std::string& settings) {
   if (settings.size() > kMaxSettingsBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("settings to agree on are ", settings.size(), " bytes, at most ",
-                     kMaxSettingsBytes));
+    return absl::InvalidArgumentError(absl::StrCat("settings to agree on are ", settings.size(),
+                                                   " bytes, at most ", kMaxSettingsBytes));
   }
   std::vector<uint8_t> gathered;
   std::vector<uint64_t> sizes;

@@ -35,9 +35,7 @@ auto CallPython(const char* what, const std::string& key, Fn fn) -> decltype(fn(
 }
 
 void PythonStore::set(const std::string& key, const std::vector<char>& data) {
-  CallPython("set", key, [&] {
-    store_.attr("set")(key, py::bytes(data.data(), data.size()));
-  });
+  CallPython("set", key, [&] { store_.attr("set")(key, py::bytes(data.data(), data.size())); });
 }
 
 std::vector<char> PythonStore::get(const std::string& key) {
@@ -51,9 +49,8 @@ void PythonStore::wait(const std::vector<std::string>& keys) { wait(keys, defaul
 
 void PythonStore::wait(const std::vector<std::string>& keys,
                        const std::chrono::milliseconds& timeout) {
-  CallPython("wait", keys.empty() ? std::string() : keys.front(), [&] {
-    store_.attr("wait")(keys, static_cast<double>(timeout.count()) / 1000.0);
-  });
+  CallPython("wait", keys.empty() ? std::string() : keys.front(),
+             [&] { store_.attr("wait")(keys, static_cast<double>(timeout.count()) / 1000.0); });
 }
 
 }  // namespace python

@@ -22,11 +22,12 @@ struct Classes {
 Classes g_classes;
 
 // Their names in the gradwire module, and where each is held.
-constexpr const char* kNames[] = {"Error",            "InvalidArgumentError", "MismatchError",
-                                  "UnsupportedError", "NotFoundError",        "CommunicationError"};
-py::handle* const kSlots[] = {&g_classes.error,       &g_classes.invalid_argument,
-                              &g_classes.mismatch,    &g_classes.unsupported,
-                              &g_classes.not_found,   &g_classes.communication};
+constexpr const char* kNames[] = {"Error",         "InvalidArgumentError",
+                                  "MismatchError", "UnsupportedError",
+                                  "NotFoundError", "CommunicationError"};
+py::handle* const kSlots[] = {&g_classes.error,     &g_classes.invalid_argument,
+                              &g_classes.mismatch,  &g_classes.unsupported,
+                              &g_classes.not_found, &g_classes.communication};
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == sizeof(kSlots) / sizeof(kSlots[0]));
 
 py::handle NewClass(py::module_& m, const char* name, const char* doc, py::tuple bases) {
@@ -43,12 +44,18 @@ struct FlagName {
   absl::string_view python;
 };
 constexpr FlagName kFlagNames[] = {
-    {"compression", "method"},     {"compression_ratio", "ratio"},
-    {"quant_bits", "bits"},        {"bucket_size", "bucket"},
-    {"error_feedback", "error_feedback"}, {"seed", "seed"},
-    {"values", "values"},          {"indices", "indices"},
-    {"job_secret", "secret"},      {"job_secret_file", "secret_file"},
-    {"iface", "iface"},            {"bind_address", "bind_address"},
+    {"compression", "method"},
+    {"compression_ratio", "ratio"},
+    {"quant_bits", "bits"},
+    {"bucket_size", "bucket"},
+    {"error_feedback", "error_feedback"},
+    {"seed", "seed"},
+    {"values", "values"},
+    {"indices", "indices"},
+    {"job_secret", "secret"},
+    {"job_secret_file", "secret_file"},
+    {"iface", "iface"},
+    {"bind_address", "bind_address"},
 };
 
 const FlagName* KnownFlag(absl::string_view token) {
@@ -104,8 +111,7 @@ std::string PythonMessage(absl::string_view message) {
 
 void DefineErrorType(py::module_& m) {
   g_classes.error = NewClass(
-      m, "Error",
-      "Base of every error gradwire raises; .code is the library's status code.",
+      m, "Error", "Base of every error gradwire raises; .code is the library's status code.",
       py::make_tuple(py::handle(PyExc_Exception)));
   g_classes.invalid_argument =
       NewClass(m, "InvalidArgumentError", "A bad argument (a ValueError).",
@@ -114,9 +120,10 @@ void DefineErrorType(py::module_& m) {
       m, "MismatchError",
       "Ranks disagree (spec, secret, settings or a collective call); raised on every rank.",
       py::make_tuple(g_classes.invalid_argument));
-  g_classes.unsupported = NewClass(
-      m, "UnsupportedError", "A buffer gradwire cannot take: dtype, device or layout (a TypeError).",
-      py::make_tuple(g_classes.error, py::handle(PyExc_TypeError)));
+  g_classes.unsupported =
+      NewClass(m, "UnsupportedError",
+               "A buffer gradwire cannot take: dtype, device or layout (a TypeError).",
+               py::make_tuple(g_classes.error, py::handle(PyExc_TypeError)));
   g_classes.not_found =
       NewClass(m, "NotFoundError", "A missing dataset, key or file (a FileNotFoundError).",
                py::make_tuple(g_classes.error, py::handle(PyExc_FileNotFoundError)));
@@ -124,8 +131,7 @@ void DefineErrorType(py::module_& m) {
       m, "CommunicationError",
       "A failed exchange or rendezvous: dead or stalled peers, refused credentials, damaged "
       "bytes, a poisoned communicator (a RuntimeError; also an OSError).",
-      py::make_tuple(g_classes.error, py::handle(PyExc_RuntimeError),
-                     py::handle(PyExc_OSError)));
+      py::make_tuple(g_classes.error, py::handle(PyExc_RuntimeError), py::handle(PyExc_OSError)));
 }
 
 void UseCoreErrorType(py::module_& m) {

@@ -229,7 +229,8 @@ class ExtensionPath(unittest.TestCase):
             r = self.run_python({}, pkg)
             self.assertNotEqual(r.returncode, 0, "loaded an extension from bazel-out/")
             self.assertIn("extension _gradwire.so not found", r.stderr)
-            os.symlink(os.path.join(ws, "bazel-out", "k8-opt", "bin"), os.path.join(ws, "bazel-bin"))
+            os.symlink(os.path.join(ws, "bazel-out", "k8-opt", "bin"),
+                       os.path.join(ws, "bazel-bin"))
             r = self.run_python({}, pkg, "import gradwire; print(gradwire.extension_path)")
             self.assertEqual(r.returncode, 0, r.stderr)  # bazel-bin is the documented place
 

@@ -20,7 +20,8 @@ variable but the secret ($GRADWIRE_JOB_SECRET_FILE, a 0600 file). Cases:
   different warm-up  rank 1 another warmup_iters: the same (hook settings).
 Each rank prints PASS; the driver wants one per rank.
 
-    torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] [--only "train,two states"]
+    torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] \
+        [--only "train,two states"]
 """
 import argparse
 import os
