@@ -68,7 +68,7 @@ from gwtools import ports, ranks, results  # noqa: E402
 DEFAULT_METHODS = list(METHODS)
 TRAINING_FLAGS = ("epochs", "iters", "batch", "lr", "lr_schedule", "warmup", "eval_every",
                   "test_samples", "bucket_cap_mb", "cache_memory_mb", "cache_disk_mb",
-                  "data_order")
+                  "data_order", "hook_defaults")
 
 
 # ---------------------------------------------------------------- one run
@@ -150,6 +150,10 @@ def add_training_flags(p):
                    help="cosine: decay to 0 over the run; constant: the fixed rate of the "
                         "2-epoch table in docs/python.md")
     p.add_argument("--warmup", type=int, default=20, help="dense warm-up iterations")
+    p.add_argument("--hook_defaults", type=int, default=0,
+                   help="1: gradwire runs use GradwireState(spec, optimizer=opt), the library's "
+                        "defaults (its warm-up and momentum-correction choice) instead of "
+                        "--warmup and the *_mc methods' explicit settings")
     p.add_argument("--eval_every", type=int, default=100)
     p.add_argument("--test_samples", type=int, default=10000)
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)

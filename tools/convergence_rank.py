@@ -180,11 +180,22 @@ class RankRun:
         self.model = make_net(nn, F)
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.ddp = DDP(self.model, bucket_cap_mb=a.bucket_cap_mb)
+        if a.method.endswith("_mc"):  # the hook applies momentum and weight decay
+            self.opt = torch.optim.SGD(self.ddp.parameters(), lr=a.lr)
+        else:
+            self.opt = torch.optim.SGD(self.ddp.parameters(), lr=a.lr, momentum=MOMENTUM,
+                                       weight_decay=WEIGHT_DECAY)
         if self.kind == "gradwire":
             import gradwire.ddp
-            extra = ({"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
-                     if a.method.endswith("_mc") else {})
-            self.state = gradwire.ddp.GradwireState(self.setting, warmup_iters=a.warmup, **extra)
+            if a.hook_defaults:
+                # The library's defaults for everything but the spec (its
+                # warm-up; momentum correction as it decides from the optimizer).
+                self.state = gradwire.ddp.GradwireState(self.setting, optimizer=self.opt)
+            else:
+                extra = ({"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
+                         if a.method.endswith("_mc") else {})
+                self.state = gradwire.ddp.GradwireState(self.setting, warmup_iters=a.warmup,
+                                                        **extra)
             self.ddp.register_comm_hook(self.state, gradwire.ddp.hook)
         elif self.kind == "powersgd":
             from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
@@ -193,11 +204,6 @@ class RankRun:
                 start_powerSGD_iter=max(2, a.warmup), use_error_feedback=True, warm_start=True,
                 random_seed=a.seed)
             self.ddp.register_comm_hook(ps, serialized_powersgd_hook(powerSGD_hook))
-        if a.method.endswith("_mc"):  # the hook applies momentum and weight decay
-            self.opt = torch.optim.SGD(self.ddp.parameters(), lr=a.lr)
-        else:
-            self.opt = torch.optim.SGD(self.ddp.parameters(), lr=a.lr, momentum=MOMENTUM,
-                                       weight_decay=WEIGHT_DECAY)
 
     def evaluate(self):
         """(accuracy, mean loss) on the test samples, every rank a share."""
@@ -291,7 +297,10 @@ class RankRun:
         r = {"method": a.method, "label": self.label, "seed": a.seed, "world_size": self.world,
              "iterations": it, "iterations_per_epoch": self.per_epoch, "params": self.n_params,
              "batch_per_rank": a.batch, "lr": a.lr, "lr_schedule": a.lr_schedule,
-             "warmup": a.warmup, "curve": self.curve,
+             "warmup": self.state.warmup_iters if self.state is not None else a.warmup,
+             "hook_defaults": bool(a.hook_defaults),
+             "momentum_correction": bool(self.state is not None and self.state.momentum > 0),
+             "curve": self.curve,
              "final_accuracy": self.curve[-1]["accuracy"], "train_s": self.train_s,
              "s_per_epoch": self.train_s / it * self.per_epoch,
              "torch": self.torch.__version__,

@@ -13,6 +13,7 @@ GRADWIRE_PACKAGES=(
   iproute2
   zlib1g-dev dataset-fashion-mnist e2fsprogs
   python3-dev pybind11-dev python3-numpy python3-torch python3-matplotlib
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 
 missing=()

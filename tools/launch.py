@@ -10,6 +10,14 @@ GRADWIRE_REDIS_PASSWORD_FILE). With --redis a private redis-server is started
 first on a free loopback port, with a random password (requirepass) and no
 persistence. Output lines are forwarded with a "[rank i] " prefix.
 
+Job secret: every rank needs the same one. With --job_secret_file, or
+$GRADWIRE_JOB_SECRET / $GRADWIRE_JOB_SECRET_FILE already set, the ranks get
+that; otherwise the launcher makes one (32 random bytes, hex) in a 0600 file
+in its private directory, removed when the job ends, and hands the ranks
+its path as $GRADWIRE_JOB_SECRET_FILE (read by the Python package and by
+JobSecret::Resolve in the C++ tools), so the secret itself is in no
+environment or command line.
+
 If any rank exits non-zero (or dies from a signal), every other rank is
 stopped (SIGTERM, then SIGKILL after --grace seconds) and the launcher
 exits with that rank's status (128 + signal for a signal). If the whole
@@ -69,6 +77,30 @@ def start_redis(password, out):
     return proc, port
 
 
+def write_private(path, text):
+    """Creates `path` readable by this user only (0600) holding `text`."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def job_secret_env(args, store_dir, out):
+    """The ranks' secret variables: the given file, the launcher's own
+    variables, or a new secret in a 0600 file (module doc)."""
+    if args.job_secret_file:
+        path = os.path.abspath(args.job_secret_file)
+        if not os.path.isfile(path):
+            raise RuntimeError(f"--job_secret_file={args.job_secret_file} does not exist")
+        return {"GRADWIRE_JOB_SECRET_FILE": path}
+    if os.environ.get("GRADWIRE_JOB_SECRET") or os.environ.get("GRADWIRE_JOB_SECRET_FILE"):
+        return {}
+    path = os.path.join(store_dir, "job_secret")
+    write_private(path, secrets.token_hex(32) + "\n")
+    print(f"[launch] no job secret given: made one for this job in {path} (0600; "
+          "$GRADWIRE_JOB_SECRET_FILE)", file=out, flush=True)
+    return {"GRADWIRE_JOB_SECRET_FILE": path}
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nproc", type=int, required=True, help="number of local ranks")
@@ -79,6 +111,9 @@ def parse_args(argv):
     parser.add_argument("--redis_password", default="",
                         help="password for --redis (default: random)")
     parser.add_argument("--job_id", default="", help="default: unique per launch")
+    parser.add_argument("--job_secret_file", default="",
+                        help="file holding the job secret (default: $GRADWIRE_JOB_SECRET or "
+                             "$GRADWIRE_JOB_SECRET_FILE if set, else one made for this job)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds for the whole job")
     parser.add_argument("--grace", type=float, default=3,
                         help="seconds between SIGTERM and SIGKILL")
@@ -122,14 +157,6 @@ def say_outcome(outcome, args, out):
         print("[launch] interrupted; stopped all ranks", file=out, flush=True)
 
 
-def write_password(store_dir, password):
-    path = os.path.join(store_dir, "redis_password")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(password)
-    return path
-
-
 def main(argv):
     args = parse_args(argv)
     out = sys.stdout
@@ -152,13 +179,18 @@ def main(argv):
         if args.redis:
             password = args.redis_password or secrets.token_hex(16)
             redis, redis_port = start_redis(password, out)
-            password_file = write_password(store_dir, password)
+            password_file = os.path.join(store_dir, "redis_password")
+            write_private(password_file, password)
+        secret_env = job_secret_env(args, store_dir, out)
         master_port = free_port()
         for rank in range(args.nproc):
             if stop_requested:
                 raise KeyboardInterrupt
-            ranks.start(rank, args.cmd, rank_env(args, rank, job_id, master_port, store_dir,
-                                                 redis_port, password_file))
+            env = rank_env(args, rank, job_id, master_port, store_dir, redis_port, password_file)
+            env.update(secret_env)
+            if "GRADWIRE_JOB_SECRET_FILE" in secret_env:
+                env.pop("GRADWIRE_JOB_SECRET", None)
+            ranks.start(rank, args.cmd, env)
         outcome = ranks.supervise(args.timeout, grace_s=args.grace,
                                   stop=lambda: bool(stop_requested))
         say_outcome(outcome, args, out)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every gradwire test: installs what it needs, then builds and tests the
-# project and the consumer workspace that uses it as an outside project would.
+# project and the consumer workspace that uses it as an outside project would,
+# and installs the Python package with pip into a fresh virtualenv.
 # Usage: bash tools/test.sh [extra bazel flags, e.g. --config=asan]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -10,6 +11,9 @@ bash tools/install_deps.sh
 status=0
 bazel test "$@" //... || status=$?
 (cd tests/consumer && bazel test "$@" //...) || status=$?
+# The pip install a new user does (a fresh virtualenv, `pip install .`,
+# `import gradwire` from /); reuses the outputs of the build above.
+bash tools/pip_install_test.sh || status=$?
 
 # One closing line counting test cases (not targets) from the JUnit XML.
 python3 tools/summarize_tests.py bazel-testlogs tests/consumer/bazel-testlogs || status=1

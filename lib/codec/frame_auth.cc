@@ -156,9 +156,11 @@ absl::StatusOr<JobSecret> JobSecret::Resolve(absl::string_view flag_value,
   if (!flag_file.empty()) return FromFile(std::string(flag_file));
   absl::StatusOr<JobSecret> env = FromEnvironment(kJobSecretEnv);
   if (absl::IsNotFound(env.status())) {
+    const char* file = std::getenv(kJobSecretFileEnv);
+    if (file != nullptr && *file != '\0') return FromFile(file);
     return absl::FailedPreconditionError(
         absl::StrCat("no job secret: pass --job_secret_file=PATH, set $", kJobSecretEnv,
-                     ", or pass --job_secret (visible in ps; avoid)"));
+                     " or $", kJobSecretFileEnv, ", or pass --job_secret (visible in ps; avoid)"));
   }
   return env;
 }

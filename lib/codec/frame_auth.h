@@ -35,6 +35,9 @@ namespace gradwire {
 
 // Environment variable JobSecret::Resolve reads when no flag is given.
 inline constexpr char kJobSecretEnv[] = "GRADWIRE_JOB_SECRET";
+// ... and, when that is unset, the file this one names (tools/launch.py
+// makes a 0600 one per job when no secret is given).
+inline constexpr char kJobSecretFileEnv[] = "GRADWIRE_JOB_SECRET_FILE";
 
 // The key shared by every rank of a job. Holds raw bytes; the memory is
 // wiped when the object dies. Move-only, and deliberately has no accessor
@@ -70,8 +73,9 @@ class JobSecret {
   static absl::StatusOr<JobSecret> FromFile(const std::string& path);
 
   // The resolution order tools use: `flag_value` if non-empty, else the
-  // file `flag_file` if non-empty, else $GRADWIRE_JOB_SECRET. If none is
-  // set: FailedPrecondition naming all three. Prefer the file or the
+  // file `flag_file` if non-empty, else $GRADWIRE_JOB_SECRET, else the file
+  // $GRADWIRE_JOB_SECRET_FILE. If none is set: FailedPrecondition naming
+  // them all. Prefer the file or the
   // environment: a flag value is visible to every user in `ps`.
   static absl::StatusOr<JobSecret> Resolve(absl::string_view flag_value,
                                            absl::string_view flag_file);

@@ -27,6 +27,9 @@ hook on a fixed synthetic classification task (its own shard) and checks:
       round-trips the residuals byte for byte, and a restored run repeats
       the next step bit for bit; a checkpoint of another rank is refused;
   (d) every rank ends with bit-identical parameters.
+float16 / bfloat16 models (2 ranks): the same checks on half-precision
+buckets, against the reference fed the same half-precision inputs (the
+binding widens them and rounds back as torch rounds, binding_test.py).
 Mismatch cases (4 ranks): one rank flat while the others are hierarchical,
 or a node layout of 3 + 1 ranks: every rank must fail promptly with the
 C++ layer's "collective mismatch" error, not hang.
@@ -71,6 +74,12 @@ CASES = [
     # drops the momentum of every coordinate a rank sent, so these 30
     # steps fall less far (about 0.61) than with the optimizer's momentum.
     ("topk 5% + EF + momentum correction", "topk:ratio=0.05", True, 0.7, {"momentum": 0.9}),
+    # float16 / bfloat16 models (parameters and gradients; the layers
+    # compute in float32, which CPU float16 matmuls need): buckets are
+    # widened, exchanged and rounded back, and must equal the reference
+    # fed the same half-precision inputs, bit for bit.
+    ("topk 5% + EF, float16 model", "topk:ratio=0.05", True, 0.6, {"dtype": "float16"}),
+    ("topk 5% + EF, bfloat16 model", "topk:ratio=0.05", True, 0.6, {"dtype": "bfloat16"}),
     # HiTopKComm through the hook: 4 ranks as 2 emulated nodes x 2.
     ("hierarchical 2 nodes x 2, topk 1% + EF", "topk:ratio=0.01", True, HIER_LOSS_RATIO,
      {"nproc": 4, "ranks_per_node": 2, "hierarchical": True}),
@@ -80,7 +89,8 @@ CASES = [
 # every rank's error must contain.
 MISMATCHES = [
     ("rank 3 flat, others hierarchical", "flat",
-     ["collective mismatch", "rank 3 called allreduce_ring", "called split"]),
+     ["collective mismatch in settings at rendezvous", "rank 3 hierarchical=0",
+      "ranks [0, 1, 2] hierarchical=1"]),
     ("rank 3 claims node 0 (nodes of 3 + 1)", "layout",
      ["collective mismatch", "hierarchical exchange needs equal nodes"]),
 ]
@@ -129,7 +139,8 @@ def driver(args):
         cmd += ["--", args.python, os.path.abspath(__file__), "--rank_main", "--spec", spec,
                 "--overlap", str(int(overlap)), "--loss_ratio", str(ratio),
                 "--hierarchical", str(int(extra.get("hierarchical", False))),
-                "--momentum", str(extra.get("momentum", 0.0))]
+                "--momentum", str(extra.get("momentum", 0.0)),
+                "--dtype", extra.get("dtype", "float32")]
         if mismatch:
             cmd += ["--mismatch", mismatch[0], "--expect_error", "|".join(mismatch[1])]
         t0 = time.monotonic()
@@ -221,19 +232,41 @@ def thread_nice(tid):
         return int(f.read().rsplit(")", 1)[1].split()[16])
 
 
-def small_ddp_model(torch, dist, DDP):
+def bits(torch, t):
+    """The tensor's bits as integers of its width (bit-for-bit compares)."""
+    return t.view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
+def small_ddp_model(torch, dist, DDP, dtype=None):
     """(model, DDP wrapper) of the MLP every rank case trains, seeded alike.
     64x512 = 32768 elements (compressed), 512x40 = 20480 (compressed),
     40x10 = 400 (dense: small), biases (dense: 1-D). Small buckets so
-    several of them, mixed, go through the hook."""
+    several of them, mixed, go through the hook. dtype: the parameters'
+    (and so the buckets'); the layers compute in float32."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
-                                torch.nn.Linear(512, 40), torch.nn.ReLU(),
-                                torch.nn.Linear(40, 10))
+
+    class Float32Linear(torch.nn.Linear):
+        def forward(self, x):
+            return torch.nn.functional.linear(x, self.weight.float(), self.bias.float())
+
+    linear = Float32Linear if dtype not in (None, torch.float32) else torch.nn.Linear
+    model = torch.nn.Sequential(linear(64, 512), torch.nn.ReLU(),
+                                linear(512, 40), torch.nn.ReLU(),
+                                linear(40, 10))
+    if dtype is not None:
+        model.to(dtype)
     # DDP's documented knob for its first bucket (1 MiB by default would
     # hold the whole model): several buckets exercise the per-index state.
-    dist._DEFAULT_FIRST_BUCKET_BYTES = 50_000
-    return model, DDP(model, bucket_cap_mb=0.05)
+    # Caps scale with the element size, so half precision splits alike.
+    scale = next(model.parameters()).element_size() / 4
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(50_000 * scale)
+    if dtype == torch.bfloat16:
+        # torch 1.13's gloo cannot broadcast bfloat16 ("Invalid scalar
+        # type"), which DDP's constructor does to align parameters; they are
+        # equal already (same seed), so that one broadcast is skipped.
+        import torch.nn.parallel.distributed as ddp_module
+        ddp_module._sync_module_states = lambda *args, **kwargs: None
+    return model, DDP(model, bucket_cap_mb=0.05 * scale)
 
 
 def rank_main(args):
@@ -263,7 +296,8 @@ def rank_main(args):
     y_all = (x_all @ teacher).argmax(1)
     x, y = x_all[rank::world], y_all[rank::world]
 
-    model, ddp = small_ddp_model(torch, dist, DDP)
+    dtype = getattr(torch, args.dtype)
+    model, ddp = small_ddp_model(torch, dist, DDP, dtype)
     hier = bool(args.hierarchical)
     corrected = args.momentum > 0
     extra = {"momentum": args.momentum, "weight_decay": MC_WEIGHT_DECAY} if corrected else {}
@@ -318,8 +352,11 @@ def rank_main(args):
 
     # (b) gather every rank's inputs and compare with the C++ reference.
     inputs = torch.cat([r[3] for r in records])
-    gathered = [torch.empty_like(inputs) for _ in range(world)]
-    dist.all_gather(gathered, inputs)
+    # The bits, whatever the dtype, as int32 (gloo gathers no int16).
+    wide = bits(torch, inputs).to(torch.int32)
+    gathered = [torch.empty_like(wide) for _ in range(world)]
+    dist.all_gather(gathered, wide)
+    gathered = [g.to(bits(torch, inputs).dtype).view(inputs.dtype) for g in gathered]
     if state.auto:
         # Both ranks decided alike (from the same averaged measurements).
         mine = torch.tensor([zlib.crc32(state.auto_report.encode())], dtype=torch.int64)
@@ -340,7 +377,7 @@ def rank_main(args):
     def reference(bucket_id, step, ins, out, path):
         """out = what the hook's exchange of ins (one tensor per rank) must give."""
         if not hier:
-            ref.average(bucket_id, step, [t.numpy() for t in ins], out.numpy(), path)
+            ref.average(bucket_id, step, list(ins), out, path)
             return True
         if path == "compressed":
             node_sums = [ins[j * local] + ins[j * local + 1] for j in range(nodes)]
@@ -382,7 +419,7 @@ def rank_main(args):
     def dense_matches(cands, got):
         hit = torch.zeros(got.numel(), dtype=torch.bool)
         for c in cands:
-            hit |= c.view(torch.int32) == got.view(torch.int32)
+            hit |= bits(torch, c) == bits(torch, got)
         return bool(hit.all())
     offset, compressed_parts, mismatches = 0, 0, 0
     dense_exchanges = 0  # dense allreduces the hook should have made
@@ -390,7 +427,7 @@ def rank_main(args):
         n = inp.numel()
         per_rank = [g[offset:offset + n] for g in gathered]
         offset += n
-        expect = torch.empty(n)
+        expect = torch.empty(n, dtype=inp.dtype)
         dense_cands = []  # hierarchical: (start, stop, candidates) of dense parts
         whole_dense = step < state.warmup_iters or (
             state.auto and (state.auto_spec is None or state.auto_plan.get(index) == "dense"))
@@ -409,7 +446,7 @@ def rank_main(args):
                 if not parts:
                     continue
                 ins = [torch.cat([t[a:b] for a, b, _ in parts]) for t in per_rank]
-                o = torch.empty(ins[0].numel())
+                o = torch.empty(ins[0].numel(), dtype=inp.dtype)
                 c = reference(2 * index + (0 if dense else 1), step, ins, o,
                               "dense" if dense else "compressed")
                 if c is not True:
@@ -475,7 +512,7 @@ def rank_main(args):
     train_step(iters)
     again = [r[4] for r in records]
     check(len(again) == len(after_one) and
-          all(torch.equal(a.view(torch.int32), b.view(torch.int32))
+          all(torch.equal(bits(torch, a), bits(torch, b))
               for a, b in zip(again, after_one)),
           "the step after a restore differs from the step after the save")
     other = dict(ckpt["gradwire"])
@@ -487,7 +524,8 @@ def rank_main(args):
         print(f"rank {rank}: refused as expected: {e}", flush=True)
 
     # (d) every rank holds the same parameters, bit for bit.
-    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).view(torch.int32)
+    params = bits(torch, torch.cat([p.detach().reshape(-1) for p in model.parameters()]))
+    params = params.to(torch.int32)
     all_params = [torch.empty_like(params) for _ in range(world)]
     dist.all_gather(all_params, params)
     check(all(torch.equal(params, q) for q in all_params), "ranks ended with different parameters")
@@ -505,7 +543,7 @@ def differs(torch, got, out, expect, reported, what):
     """1 when `got` (the compared form of the hook's output `out`) is missing
     or differs from `expect` in any bit, else 0; prints the first three
     differences (`reported`: how many so far), with the largest error."""
-    if got is not None and torch.equal(got.view(torch.int32), expect.view(torch.int32)):
+    if got is not None and torch.equal(bits(torch, got), bits(torch, expect)):
         return 0
     if reported < 3:
         diff = (out - expect).abs().max() if out is not None else "no output"
@@ -675,6 +713,7 @@ def main():
     parser.add_argument("--loss_ratio", type=float, default=0.6)
     parser.add_argument("--hierarchical", type=int, default=0)
     parser.add_argument("--momentum", type=float, default=0.0)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     parser.add_argument("--mismatch", default="", help="flat | layout")
     parser.add_argument("--expect_error", default="", help="|-separated substrings")
     args = parser.parse_args()

@@ -1,40 +1,44 @@
 """gradwire: compressed gradient exchange for data-parallel training.
 
-    import gradwire
-    comm = gradwire.Communicator("topk:ratio=0.01")   # RANK/WORLD_SIZE/... from the env
-    comm.allreduce_mean(array_or_tensor.numpy(), bucket=0, step=1)   # in place, averaged
+    import torch, torch.distributed as dist, gradwire
+    dist.init_process_group("gloo", ...)               # as usual
+    comm = gradwire.Communicator(method="topk", ratio=0.01, process_group=dist.group.WORLD)
+    comm.allreduce_mean(tensor, bucket=0, step=1)      # in place, averaged over ranks
     state = comm.save_state()                          # error-feedback residuals (bytes)
 
 and, for PyTorch DDP, gradwire.ddp (model.register_comm_hook(state, gradwire.ddp.hook)).
 Training data through gradwire's data cache (memory -> disk -> directory or
 data server): gradwire.data (DataCache, FashionMnist batches for numpy/torch).
 
-The C++ core is the extension module _gradwire.so (built by Bazel:
-`bazel build //lib/python:_gradwire.so`); gradwire.data loads a second one,
-_gradwire_data.so (`bazel build //lib/python:_gradwire_data.so`), when it is
-imported, so `import gradwire, gradwire.ddp` never loads the data cache's
-gRPC. This package finds _gradwire.so, in order: $GRADWIRE_EXTENSION (a
-path to the .so), next to this file, in Bazel runfiles
-(lib/python/_gradwire.so), or the newest build under the workspace's
-bazel-out/ (any configuration) or bazel-bin/; _gradwire_data.so at
-$GRADWIRE_DATA_EXTENSION, next to the _gradwire.so it loaded, then in the
-same places.
+Errors are gradwire.Error subclasses that are also the Python exception
+they stand for: InvalidArgumentError (ValueError; MismatchError when ranks
+disagree), UnsupportedError (TypeError), NotFoundError (FileNotFoundError),
+CommunicationError (RuntimeError): see docs/python.md.
+
+The C++ core is the extension module _gradwire.so; gradwire.data loads a
+second one, _gradwire_data.so, when it is imported, so `import gradwire,
+gradwire.ddp` never loads the data cache's gRPC. `pip install .` at the
+repository root builds both (with Bazel) into the installed package. This
+package loads _gradwire.so from $GRADWIRE_EXTENSION when set (and only
+from there: a path that does not exist is an error), else from next to
+this file (an installed wheel), from Bazel runfiles, or from the
+workspace's bazel-bin/ (lib/python on PYTHONPATH in a source tree);
+_gradwire_data.so from $GRADWIRE_DATA_EXTENSION likewise, else next to the
+_gradwire.so loaded, then the same places.
 """
 
-import glob
 import importlib.machinery
 import importlib.util
 import os
 import sys
 
-__all__ = ["Communicator", "ReferenceExchange", "Error", "canonical_spec", "selected_count",
+__all__ = ["Communicator", "ReferenceExchange", "Error", "InvalidArgumentError",
+           "MismatchError", "UnsupportedError", "NotFoundError", "CommunicationError",
+           "canonical_spec", "make_spec", "spec_settings", "selected_count",
            "uses_error_feedback", "path_for", "bucket_plan", "extension_path"]
 
 
-def _candidates(filename, env_var, first_dirs=()):
-    env = os.environ.get(env_var)
-    if env:
-        yield env
+def _candidates(filename, first_dirs=()):
     for d in first_dirs:
         yield os.path.join(d, filename)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -42,27 +46,30 @@ def _candidates(filename, env_var, first_dirs=()):
     for root in (os.environ.get("TEST_SRCDIR"), os.environ.get("RUNFILES_DIR")):
         if root:
             yield os.path.join(root, "gradwire", "lib", "python", filename)
-    # lib/python/gradwire -> workspace root. bazel-bin follows the last
-    # build's configuration (tools/benchmark.sh builds -c opt), which may
-    # hold an older extension than another configuration's tree: take the
-    # newest build of any configuration.
-    workspace = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    built = glob.glob(os.path.join(workspace, "bazel-out", "*", "bin", "lib", "python",
-                                   filename))
-    built.append(os.path.join(workspace, "bazel-bin", "lib", "python", filename))
-    yield from sorted((p for p in built if os.path.isfile(p)), key=os.path.getmtime,
-                      reverse=True)
     # Inside a Bazel runfiles tree the package itself sits next to the .so.
     yield os.path.join(os.path.dirname(here), filename)
+    # A source tree: lib/python/gradwire -> the workspace root, whose
+    # bazel-bin is the configuration of its last build.
+    lib_python = os.path.dirname(here)
+    if (os.path.basename(lib_python) == "python"
+            and os.path.basename(os.path.dirname(lib_python)) == "lib"):
+        workspace = os.path.dirname(os.path.dirname(lib_python))
+        yield os.path.join(workspace, "bazel-bin", "lib", "python", filename)
 
 
 def _load_extension(name, env_var, first_dirs=()):
     """Loads extension `name` ("_gradwire", "_gradwire_data") as gradwire.<name>;
     returns (module, path)."""
     filename = name + ".so"
-    tried = []
-    for path in _candidates(filename, env_var, first_dirs):
-        tried.append(path)
+    chosen = os.environ.get(env_var)
+    if chosen:
+        if not os.path.isfile(chosen):
+            raise ImportError(f"gradwire: ${env_var}={chosen} does not exist (or is not a "
+                              "file); unset it to use the installed or built extension")
+        paths = [chosen]
+    else:
+        paths = list(_candidates(filename, first_dirs))
+    for path in paths:
         if os.path.isfile(path):
             full = "gradwire." + name
             loader = importlib.machinery.ExtensionFileLoader(full, path)
@@ -76,9 +83,10 @@ def _load_extension(name, env_var, first_dirs=()):
                 del sys.modules[full]
                 raise
             return module, path
-    raise ImportError(f"gradwire: extension {filename} not found (build it with "
-                      f"`bazel build //lib/python:{filename}` or set ${env_var}); "
-                      "tried: " + ", ".join(tried))
+    raise ImportError(f"gradwire: extension {filename} not found: install the package "
+                      "(`pip install .` at the repository root) or build it "
+                      f"(`bazel build //lib/python:{filename}`), or set ${env_var}; tried: "
+                      + ", ".join(paths))
 
 
 def _load():
@@ -94,16 +102,122 @@ def _load_data():
 
 _gradwire, extension_path = _load()
 
-Communicator = _gradwire.Communicator
 ReferenceExchange = _gradwire.ReferenceExchange
 Error = _gradwire.Error
+InvalidArgumentError = _gradwire.InvalidArgumentError
+MismatchError = _gradwire.MismatchError
+UnsupportedError = _gradwire.UnsupportedError
+NotFoundError = _gradwire.NotFoundError
+CommunicationError = _gradwire.CommunicationError
 canonical_spec = _gradwire.canonical_spec
+spec_settings = _gradwire.spec_settings
 selected_count = _gradwire.selected_count
 uses_error_feedback = _gradwire.uses_error_feedback
 # The library's path rule and bucket fusion (lib/comm/bucket_plan.h): the
 # DDP hook and tools/planner.py use these rather than a rule of their own.
 path_for = _gradwire.path_for
 bucket_plan = _gradwire.bucket_plan
+
+
+def _error(cls, message):
+    """An instance of one of the classes above, raised from Python code."""
+    e = cls(message)
+    e.code = "INVALID_ARGUMENT"
+    return e
+
+
+# Keyword arguments -> spec keys; how each value is written.
+_SETTINGS = {"ratio": "ratio", "bits": "bits", "bucket": "bucket", "error_feedback": "ef",
+             "seed": "seed", "values": "values", "indices": "indices"}
+
+
+def _setting_text(name, value):
+    if name == "error_feedback":
+        if not isinstance(value, bool):
+            raise _error(UnsupportedError, f"error_feedback must be True or False, got "
+                                           f"{value!r}")
+        return "on" if value else "off"
+    if name == "ratio":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _error(UnsupportedError, f"ratio must be a number, got {value!r}")
+        return repr(float(value))
+    if name in ("bits", "bucket", "seed"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _error(UnsupportedError, f"{name} must be an int, got {value!r}")
+        return str(value)
+    if not isinstance(value, str):
+        raise _error(UnsupportedError, f"{name} must be a str, got {value!r}")
+    return value
+
+
+def make_spec(spec=None, *, method=None, ratio=None, bits=None, bucket=None,
+              error_feedback=None, seed=None, values=None, indices=None):
+    """The spec string for a spec and/or typed settings, checked and canonical.
+
+        make_spec(method="topk", ratio=0.01, error_feedback=True)
+        make_spec("qsgd", bits=8)              # settings added to a spec string
+        make_spec("sign:bucket=1024")
+
+    Settings a method does not use are refused (spec_settings(method) lists
+    the ones it does), as is a setting given twice. Returns the canonical
+    spec (canonical_spec)."""
+    if spec is not None and method is not None:
+        raise _error(InvalidArgumentError, "pass a spec string or method=, not both")
+    text = spec if spec is not None else method
+    if text is None:
+        raise _error(InvalidArgumentError, "no compression method: pass method= (e.g. 'topk', "
+                                           "'qsgd', 'none') or a spec string")
+    if not isinstance(text, str):
+        raise _error(UnsupportedError, f"{'spec' if spec is not None else 'method'} must be a "
+                                       f"str, got {text!r}")
+    given = {"ratio": ratio, "bits": bits, "bucket": bucket, "error_feedback": error_feedback,
+             "seed": seed, "values": values, "indices": indices}
+    parts = [f"{_SETTINGS[n]}={_setting_text(n, v)}" for n, v in given.items() if v is not None]
+    if parts:
+        text = text + ("," if ":" in text else ":") + ",".join(parts)
+    return canonical_spec(text)
+
+
+class Communicator(_gradwire.Communicator):
+    """Averages tensors across the ranks of a job; see docs/python.md.
+
+        Communicator(method="topk", ratio=0.01, process_group=dist.group.WORLD)
+        Communicator("qsgd:bits=4,bucket=512")      # ranks from the environment
+
+    spec / method + settings: as make_spec.
+    process_group: a torch.distributed process group: ranks, world size and
+        rendezvous come from it (its store; nothing else to configure), and
+        the job key is unique per group and per communicator. None: the
+        environment describes the job (RANK, WORLD_SIZE, GRADWIRE_STORE_DIR
+        or GRADWIRE_REDIS, ...: torchrun, mpirun, tools/launch.py).
+    secret / secret_file: the job secret (every rank the same, >= 16 bytes);
+        default $GRADWIRE_JOB_SECRET, then $GRADWIRE_JOB_SECRET_FILE.
+    Constructing is collective: every rank checks together that all hold
+    the same secret and settings, and a mismatch raises MismatchError on
+    every rank, naming the ranks. Other keyword arguments: hierarchical,
+    dense_below_elements, dense_one_dimensional, timeout_s, dense_algorithm,
+    job_suffix, emulate_nodes, event_loop_nice, iface, bind_address,
+    settings (more text the ranks must agree on).
+    """
+
+    def __init__(self, spec=None, secret=None, *, process_group=None, secret_file=None,
+                 method=None, ratio=None, bits=None, bucket=None, error_feedback=None,
+                 seed=None, values=None, indices=None, **options):
+        if spec is None and method is None:
+            spec = "none"
+        text = make_spec(spec, method=method, ratio=ratio, bits=bits, bucket=bucket,
+                         error_feedback=error_feedback, seed=seed, values=values,
+                         indices=indices)
+        self.process_group = process_group
+        if process_group is None:
+            super().__init__(text, secret, secret_file=secret_file or "", **options)
+            return
+        from gradwire import _torch_join
+        joined = _torch_join.join_args(process_group, options)
+        try:
+            super().__init__(text, secret, secret_file=secret_file or "", **joined, **options)
+        finally:
+            joined["store"].cleanup()
 
 # The library's exchange cost model (lib/comm/exchange_cost_model.h): what
 # the Communicator predicts and picks per bucket; tools/planner.py uses it.

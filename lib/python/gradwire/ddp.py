@@ -1,14 +1,22 @@
 """PyTorch DDP communication hook: gradwire's compressed exchange with error feedback.
 
     import gradwire.ddp
-    state = gradwire.ddp.GradwireState("topk:ratio=0.01", warmup_iters=10)
+    dist.init_process_group("gloo", ...)        # gradwire meets its peers through it
     model = torch.nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    state = gradwire.ddp.GradwireState(method="topk", ratio=0.01)
     model.register_comm_hook(state, gradwire.ddp.hook)
     ...
-    torch.save({"model": model.state_dict(), "gradwire": state.state_dict()},
-               f"ckpt.rank{rank}.pt")          # residuals are per rank
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                "gradwire": state.state_dict()}, f"ckpt.rank{rank}.pt")  # residuals are per rank
     state.load_state_dict(torch.load(f"ckpt.rank{rank}.pt")["gradwire"])
     state.close()                               # collective, before exiting
+
+Rendezvous: through torch.distributed (process_group=, default the default
+group): ranks, world size and the store come from it; constructing is
+collective and checks, on every rank together, that all ranks hold the same
+job secret and settings (spec, warm-up, momentum, ...): a mismatch raises
+gradwire.MismatchError on every rank, before any training step.
 
 What it does with each GradBucket (DDP's fused, flattened gradients):
 - Iterations < warmup_iters: dense averaging (Gloo ring allreduce), like
@@ -19,48 +27,56 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   (gradwire.path_for): with spec "none" every tensor is exchanged dense
   (ring allreduce); otherwise tensors with fewer than
   dense_below_elements elements and 1-D tensors (biases, norm scales) are
-  exchanged dense, the rest compressed by the spec ("topk:ratio=0.01",
-  "qsgd:bits=4,bucket=512", "sign:bucket=1024", ... as in the C++ library
-  and its --compression flags), with an error-feedback residual keyed by
-  the bucket index (the spec's ef= setting turns it off). A small dense
-  part rides, exact, in the compressed exchange's own frames, so a mixed
-  bucket costs one exchange (combine_dense_below_bytes). Shapes come from
+  exchanged dense, the rest compressed by the spec, with an
+  error-feedback residual keyed by the bucket index. A small dense part
+  rides, exact, in the compressed exchange's own frames, so a mixed bucket
+  costs one exchange (combine_dense_below_bytes). Shapes come from
   bucket.parameters() (torch >= 1.10); without them the whole bucket takes
   one path by its size.
+- float16 and bfloat16 buckets are widened to float32 (exact), exchanged
+  (residuals and momentum stay float32) and rounded back to the bucket's
+  dtype (tensor.copy_: to nearest, ties to even). CPU buckets only: a CUDA
+  bucket fails with gradwire.UnsupportedError until the device path lands.
 - The exchange runs on one background thread (overlap=True), in the order
   DDP hands buckets over, which is the same on every rank; the hook returns
   a Future that completes when the bucket is averaged, so backprop of the
-  remaining layers continues meanwhile. overlap=False exchanges inline and
-  returns a completed Future.
+  remaining layers continues meanwhile. overlap=False exchanges inline.
+- A failed exchange fails its Future with the original exception (DDP's
+  backward then raises a RuntimeError naming it, "...gradwire.MismatchError:
+  ..."), is kept as state.failure, and fails every later bucket at once.
 
-momentum=m (> 0, with weight_decay=wd): DGC's momentum correction (Lin et
-al., ICLR 2018). Sparsifying the gradient and applying momentum after the
-exchange delays and distorts the momentum of every dropped coordinate;
-instead the hook takes over SGD's momentum and weight decay: per tensor
-d = g + wd * w, then compressed tensors accumulate the velocity locally,
-u = m * u + d, and send u through the error-feedback exchange (the
-residual accumulates velocity, not gradient), after which u is zeroed
-where this rank's frame carried it in full (momentum factor masking);
-dense tensors average d and then u = m * u + avg(d), which is exactly
-torch.optim.SGD's momentum. The bucket returns the update direction, so
-the optimizer must be plain SGD: torch.optim.SGD(params, lr) with no
-momentum and no weight decay. The velocities are part of state_dict().
-Flat exchanges with top-k/approx top-k/random-k only.
+Momentum correction (DGC, Lin et al., ICLR 2018): sparsifying the gradient
+and applying momentum after the exchange delays and distorts the momentum
+of every dropped coordinate; instead the hook takes over SGD's momentum and
+weight decay: per tensor d = g + wd * w, then compressed tensors accumulate
+the velocity locally, u = m * u + d, and send u through the error-feedback
+exchange (the residual accumulates velocity), after which u is zeroed where
+this rank's frame carried it in full (momentum factor masking); dense
+tensors average d and then u = m * u + avg(d), exactly torch.optim.SGD's
+momentum. The bucket returns the update direction. momentum_correction=True
+with optimizer= a torch.optim.SGD with momentum, for a selection codec
+(topk, approx_topk, randomk; flat exchange), takes them over: the state sets
+the optimizer's momentum and weight decay to 0 and applies them itself
+(gradwire/_momentum.py); or momentum= and weight_decay= give them, with a
+plain SGD optimizer. Off by default: after the default warm-up it did not
+help in the runs measured (docs/results/2026-11-24-convergence.md); after a
+short warm-up it does.
 
 spec "auto" (or "auto:ratio=0.01" for the floor): warm-up iterations also
 measure the backward pass and each bucket's dense exchange (averaged over
 ranks, so every rank decides the same), then decide per bucket: dense if
 its exchange hides behind the backward computation still to come, else
-top-k at the largest density from a ladder (0.1, 0.03, 0.01, 0.003,
-0.001, floored by ratio) whose predicted exchange hides. state.auto_report
-says what was chosen and why (see choose_auto_plan).
+top-k at the largest density from a ladder (gradwire._auto) whose predicted
+exchange hides. state.auto_report says what was chosen and why.
+
+Pickling (as torch's PowerSGDState): a state pickles its settings and its
+state_dict(), not its process group, secret or connections; the unpickled
+state joins the default process group (or state.process_group, set before
+first use) at its first use, collectively, and restores the state_dict then.
 
 Newer PyTorch: the hook only uses GradBucket.index/buffer/is_last/
 parameters and torch.futures.Future, stable since 1.10; the extension has
-no torch C++ dependency, so the same _gradwire.so works with any torch
-built for the same Python. CPU tensors only: a CUDA bucket is refused with
-a clear error (GPU buffers would go through the device-pointer + stream
-path of the CUDA build; future work).
+no torch C++ dependency (tensors cross by DLPack).
 """
 
 import queue
@@ -70,118 +86,146 @@ import time
 import torch
 
 import gradwire
+from gradwire import _momentum
+from gradwire._auto import AUTO_LADDER, choose_auto_plan  # noqa: F401 (public here)
+from gradwire._exchange import BucketExchange
 
-AUTO_LADDER = (0.1, 0.03, 0.01, 0.003, 0.001)
+__all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_WARMUP_ITERS"]
+
+# Dense iterations before compression starts, by default: chosen on two
+# Fashion-MNIST settings, then measured on six others (docs/python.md,
+# "Defaults"; docs/results/2026-11-24-convergence.md).
+DEFAULT_WARMUP_ITERS = 200
+
 _AUTO_SUFFIX = "/auto"
+_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+# What __getstate__ keeps of a state besides its state_dict().
+_CONFIG = ("spec", "auto", "auto_floor", "warmup_iters", "dense_below_elements",
+           "dense_one_dimensional", "overlap", "auto_tail_fraction", "momentum", "weight_decay",
+           "combine_dense_below_bytes", "_secret_file", "_args")
 
 
-def _gather(tensor, segments):
-    """The segments' elements of `tensor`, concatenated (a new tensor)."""
-    return torch.cat([tensor[s.start:s.stop] for s in segments])
+def _invalid(message):
+    return gradwire._error(gradwire.InvalidArgumentError, message)
 
 
-def _scatter(flat, tensor, segments):
-    """Inverse of _gather: copies `flat` back into the segments of `tensor`."""
-    k = 0
-    for s in segments:
-        n = s.stop - s.start
-        tensor[s.start:s.stop].copy_(flat[k:k + n])
-        k += n
+def _unwrap(fut):
+    """The bucket, or the original exception raised again: in a then()
+    callback, so DDP's future fails (at the C++ level) with its message."""
+    return fut.value()
 
 
-class _Segment:
-    """A run of consecutive tensors in a bucket that take one path."""
-
-    __slots__ = ("start", "stop", "dense")
-
-    def __init__(self, start, stop, dense):
-        self.start, self.stop, self.dense = start, stop, dense
-
-
-class GradwireState:
+class GradwireState(BucketExchange):
     """Per-process state of the hook: communicator(s), plan, residuals, stats.
 
-    spec: a gradwire spec string, or "auto" / "auto:ratio=R".
-    secret: the job secret (str/bytes, >= 16 bytes) or None for
-        $GRADWIRE_JOB_SECRET.
+    spec: a gradwire spec string ("topk:ratio=0.01", "qsgd:bits=4,bucket=512",
+        "none", ...) or "auto" / "auto:ratio=R"; or method= with typed
+        settings (ratio=, bits=, bucket=, error_feedback=, seed=, values=,
+        indices=: gradwire.make_spec). Default: top-k 1 % with error feedback.
+    secret / secret_file: the job secret (str/bytes, >= 16 bytes) or a file
+        holding it; default $GRADWIRE_JOB_SECRET, then $GRADWIRE_JOB_SECRET_FILE.
+    process_group: the torch.distributed group to exchange in (default: the
+        default group).
     warmup_iters: dense iterations before compression starts (>= 1).
-    dense_below_elements, dense_one_dimensional: the settings of the
-        library's path rule (gradwire.path_for).
+    optimizer, momentum_correction: DGC momentum correction (module doc):
+        momentum_correction=True takes SGD's momentum and weight decay over
+        from optimizer=; momentum=, weight_decay= set them explicitly
+        instead. Off by default.
+    dense_below_elements, dense_one_dimensional: the library's path rule
+        (gradwire.path_for).
     overlap: exchange on a background thread (see module doc).
-    momentum, weight_decay: DGC momentum correction (see module doc);
-        momentum=0 (default) leaves momentum to the optimizer.
     auto_tail_fraction: auto mode: the last bucket's exchange (nothing can
         hide it) may take at most this fraction of the backward time.
     combine_dense_below_bytes: a mixed bucket whose dense part would cost
         each rank at most this many received bytes as an allgather
         ((P-1) x 4 x elements) sends it inside the compressed exchange's
-        frames, exact (one exchange, two message rounds); a larger dense
-        part gets a ring allreduce of its own. 0: always separate.
+        frames (one exchange); a larger dense part gets a ring allreduce of
+        its own. 0: always separate.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
-    timeout_s, dense_algorithm).
+    timeout_s, dense_algorithm, event_loop_nice, emulate_nodes, iface).
     """
 
-    def __init__(self, spec="topk:ratio=0.01", secret=None, warmup_iters=1,
+    def __init__(self, spec=None, secret=None, *, process_group=None, method=None, ratio=None,
+                 bits=None, bucket=None, error_feedback=None, seed=None, values=None,
+                 indices=None, warmup_iters=DEFAULT_WARMUP_ITERS, optimizer=None,
+                 momentum_correction=None, momentum=None, weight_decay=None,
                  dense_below_elements=16384, dense_one_dimensional=True, overlap=True,
-                 auto_tail_fraction=0.1, momentum=0.0, weight_decay=0.0,
-                 combine_dense_below_bytes=256 * 1024, **communicator_args):
-        if warmup_iters < 1:
-            raise ValueError("warmup_iters must be >= 1 (DDP rebuilds its buckets after "
-                             "the first iteration)")
-        self.auto = spec == "auto" or spec.startswith("auto:")
+                 auto_tail_fraction=0.1, combine_dense_below_bytes=256 * 1024, secret_file=None,
+                 **communicator_args):
+        if spec is None and method is None:
+            spec = "topk:ratio=0.01"
+        raw = spec if spec is not None else method
+        self.auto = isinstance(raw, str) and (raw == "auto" or raw.startswith("auto:"))
         self.auto_floor = 0.001
-        if self.auto and warmup_iters < 2:
-            raise ValueError("spec 'auto' needs warmup_iters >= 2 (iteration 0 runs DDP's "
-                             "bucket rebuild, later warm-up iterations are measured)")
+        if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int):
+            raise gradwire._error(gradwire.UnsupportedError,
+                                  f"warmup_iters must be an int, got {warmup_iters!r}")
+        if warmup_iters < 1:
+            raise _invalid("warmup_iters must be >= 1 (DDP rebuilds its buckets after the "
+                           "first iteration)")
         if self.auto:
-            if ":" in spec:
-                key, _, value = spec.split(":", 1)[1].partition("=")
-                if key != "ratio":
-                    raise ValueError(f"auto accepts only ratio=R (the density floor), got {spec!r}")
-                self.auto_floor = float(value)
-                if not 0 < self.auto_floor <= 1:
-                    raise ValueError(f"auto: ratio must be in (0, 1], got {value!r}")
+            others = {"bits": bits, "bucket": bucket, "error_feedback": error_feedback,
+                      "seed": seed, "values": values, "indices": indices}
+            given = [k for k, v in others.items() if v is not None]
+            if given:
+                raise _invalid(f"spec 'auto' takes only ratio= (the density floor), got "
+                               f"{', '.join(given)}")
+            if warmup_iters < 2:
+                raise _invalid("spec 'auto' needs warmup_iters >= 2 (iteration 0 runs DDP's "
+                               "bucket rebuild, later warm-up iterations are measured)")
+            self.auto_floor = self._auto_floor(raw, ratio)
             self.spec = "none"
         else:
-            self.spec = gradwire.canonical_spec(spec)
-        if not 0.0 <= momentum < 1.0 or weight_decay < 0.0:
-            raise ValueError(f"momentum must be in [0, 1) and weight_decay >= 0, got "
-                             f"{momentum!r} and {weight_decay!r}")
-        if momentum > 0.0:
-            if self.auto:
-                raise ValueError("momentum correction is not available with spec 'auto'")
-            if communicator_args.get("hierarchical"):
-                raise ValueError("momentum correction needs the flat exchange (its mask is "
-                                 "this rank's own selection)")
-            method = spec.split(":", 1)[0]
-            if method not in ("topk", "approx_topk", "randomk"):
-                raise ValueError(f"momentum correction needs a selection codec (topk, "
-                                 f"approx_topk, randomk), got {spec!r}")
-        elif weight_decay > 0.0:
-            raise ValueError("weight_decay here belongs to momentum correction; with "
-                             "momentum=0 leave weight decay to the optimizer")
-        self.momentum = float(momentum)
-        self.weight_decay = float(weight_decay)
-        self._velocity = {}        # momentum correction: bucket index -> u
-        self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
-        self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
+            self.spec = gradwire.make_spec(spec, method=method, ratio=ratio, bits=bits,
+                                           bucket=bucket, error_feedback=error_feedback,
+                                           seed=seed, values=values, indices=indices)
+        self.momentum, self.weight_decay = _momentum.resolve(
+            self.spec.split(":", 1)[0], self.auto, communicator_args.get("hierarchical", False),
+            optimizer, momentum_correction, momentum, weight_decay)
         if combine_dense_below_bytes < 0:
-            raise ValueError("combine_dense_below_bytes must be >= 0")
+            raise _invalid("combine_dense_below_bytes must be >= 0")
+        if not 0 < auto_tail_fraction:
+            raise _invalid("auto_tail_fraction must be > 0")
         self.combine_dense_below_bytes = combine_dense_below_bytes
         self.warmup_iters = warmup_iters
         self.dense_below_elements = dense_below_elements
         self.dense_one_dimensional = dense_one_dimensional
+        self.overlap = overlap
+        self.auto_tail_fraction = auto_tail_fraction
+        self.process_group = process_group
+        self._secret = secret
+        self._secret_file = secret_file
+        self._args = dict(communicator_args)
+        self._reset()
+        self._start()
+
+    @staticmethod
+    def _auto_floor(raw, ratio):
+        floor = ratio
+        if ":" in raw:
+            key, _, value = raw.split(":", 1)[1].partition("=")
+            if key != "ratio" or ratio is not None:
+                raise _invalid(f"auto accepts only ratio=R (the density floor), got {raw!r}")
+            try:
+                floor = float(value)
+            except ValueError:
+                raise _invalid(f"auto: ratio must be a number, got {value!r}") from None
+        floor = 0.001 if floor is None else float(floor)
+        if not 0 < floor <= 1:
+            raise _invalid(f"auto: ratio must be in (0, 1], got {floor!r}")
+        return floor
+
+    def _reset(self):
+        """Everything besides the settings: no connection yet."""
+        self.comm = None
+        self.rank = self.world_size = None
+        self.failure = None        # the exception that failed an exchange, if one did
+        self._velocity = {}        # momentum correction: bucket index -> u
+        self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
+        self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
         # The spec whose path rule splits buckets: auto compresses with
         # top-k once it has decided (its communicator's spec is "none").
         self._path_spec = "topk" if self.auto else self.spec
-        self.overlap = overlap
-        self.auto_tail_fraction = auto_tail_fraction
-        self._secret = secret
-        self._args = dict(communicator_args)
-        self.comm = gradwire.Communicator(
-            self.spec, secret, dense_below_elements=dense_below_elements,
-            dense_one_dimensional=dense_one_dimensional, **self._args)
-        self.rank, self.world_size = self.comm.rank, self.comm.size
         self.auto_comm = None      # auto: the communicator of the chosen spec
         self.auto_plan = None      # auto: {bucket index: "dense" | ratio}
         self.auto_spec = None
@@ -196,132 +240,56 @@ class GradwireState:
         self._sizes = {}
         self._queue = None
         self._worker = None
-        self._failure = None
-        if overlap:
+        self._restore = None       # an unpickled state's state_dict, restored on connect
+
+    def _settings(self):
+        """The hook's settings every rank must share (checked at rendezvous)."""
+        auto = f"{self.auto_floor!r}" if self.auto else "off"
+        return (f"hook.warmup_iters={self.warmup_iters};hook.momentum={self.momentum!r};"
+                f"hook.weight_decay={self.weight_decay!r};"
+                f"hook.combine_dense_below_bytes={self.combine_dense_below_bytes};"
+                f"hook.auto={auto};hook.auto_tail_fraction={self.auto_tail_fraction!r};")
+
+    def _connect(self, spec, **extra):
+        import torch.distributed as dist
+        group = self.process_group if self.process_group is not None else dist.group.WORLD
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError("gradwire.ddp.GradwireState: torch.distributed is not "
+                               "initialized: call torch.distributed.init_process_group first")
+        return gradwire.Communicator(
+            spec, self._secret, process_group=group, secret_file=self._secret_file,
+            dense_below_elements=self.dense_below_elements,
+            dense_one_dimensional=self.dense_one_dimensional, settings=self._settings(),
+            **self._args, **extra)
+
+    def _start(self):
+        """Joins the group (collective) and starts the exchange thread."""
+        self.comm = self._connect(self.spec)
+        self.rank, self.world_size = self.comm.rank, self.comm.size
+        if self.overlap:
             self._queue = queue.Queue()
             self._worker = threading.Thread(target=self._work, name="gradwire-ddp", daemon=True)
             self._worker.start()
+        if self._restore is not None:
+            restore, self._restore = self._restore, None
+            self.load_state_dict(restore)
+
+    def _ensure_started(self):
+        if self.comm is None:
+            self._start()
 
     # -- the exchange --------------------------------------------------
-    def _layout(self, bucket):
-        """Segments of the bucket's buffer by path, fixed per bucket index."""
-        index, length = bucket.index(), bucket.buffer().numel()
-        cached = self._layouts.get(index)
-        if cached is not None and cached[0] == length:
-            return cached[1]
-        try:
-            shapes = [tuple(p.shape) for p in bucket.parameters()]
-        except (AttributeError, RuntimeError):
-            shapes = None
-        if not shapes or sum(_numel(s) for s in shapes) != length:
-            dense = self._is_dense(length, False)
-            segments = [_Segment(0, length, dense)]
-        else:
-            segments = []
-            offset = 0
-            for s in shapes:
-                n = _numel(s)
-                dense = self._is_dense(n, len(s) == 1)
-                if segments and segments[-1].dense == dense:
-                    segments[-1].stop = offset + n
-                else:
-                    segments.append(_Segment(offset, offset + n, dense))
-                offset += n
-        self._layouts[index] = (length, segments)
-        return segments
-
-    def _is_dense(self, elements, one_dimensional):
-        return gradwire.path_for(self._path_spec, elements, one_dimensional,
-                                 self.dense_below_elements, self.dense_one_dimensional) == "dense"
-
-    def _exchange(self, index, step, tensor, segments, mc=None):
-        """Averages `tensor` (the bucket's flat buffer) in place (with
-        momentum correction: replaces it by the update direction)."""
-        if self.momentum > 0.0:
-            return self._exchange_corrected(index, step, tensor, segments, *mc)
-        warm = step < self.warmup_iters
-        flat = tensor.numpy()
-        if warm:
-            t0 = time.perf_counter()
-            self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
-            if self.auto and step >= 1:
-                self._dense_s.setdefault(index, []).append(time.perf_counter() - t0)
+    def _exchange_bucket(self, index, step, tensor, segments, mc):
+        """_exchange on a float32 view: float16/bfloat16 buckets are widened
+        and rounded back."""
+        if tensor.dtype == torch.float32:
+            self._exchange(index, step, tensor, segments, mc)
             return
-        comm, compress = self.comm, True
-        if self.auto:
-            choice = self.auto_plan.get(index, "dense")
-            compress = choice != "dense"
-            comm = self.auto_comm if compress else self.comm
-        if not compress or all(seg.dense for seg in segments):
-            self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
-            return
-        if all(not seg.dense for seg in segments):
-            comm.allreduce_mean(flat, bucket=2 * index + 1, step=step, path="compressed")
-            return
-        # Mixed bucket: gather each path's tensors into one contiguous
-        # buffer, exchange, scatter back.
-        dense_segs = [s for s in segments if s.dense]
-        sparse_segs = [s for s in segments if not s.dense]
-        dense, sparse = _gather(tensor, dense_segs), _gather(tensor, sparse_segs)
-        self._exchange_mixed(comm, index, step, sparse, dense)
-        _scatter(dense, tensor, dense_segs)
-        _scatter(sparse, tensor, sparse_segs)
-
-    def _exchange_mixed(self, comm, index, step, sparse, dense):
-        """Averages a bucket's compressed part `sparse` and its dense part
-        `dense` (None: none) in place: one exchange when the dense part is
-        small enough to ride in the compressed frames, else two."""
-        if dense is None:
-            comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
-                                path="compressed")
-        elif (self.world_size - 1) * 4 * dense.numel() <= self.combine_dense_below_bytes:
-            comm.allreduce_mean_with_dense(sparse.numpy(), dense.numpy(), bucket=2 * index + 1,
-                                           step=step)
-        else:
-            self.comm.allreduce_mean(dense.numpy(), bucket=2 * index, step=step, path="dense")
-            comm.allreduce_mean(sparse.numpy(), bucket=2 * index + 1, step=step,
-                                path="compressed")
-
-    def _exchange_corrected(self, index, step, tensor, segments, weights, params):
-        """DGC momentum correction and masking (module doc), in place."""
-        m = self.momentum
-        if weights is not None:
-            tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
-        u = self._velocity.get(index)
-        if u is None or u.numel() != tensor.numel():
-            # A new bucket, or DDP's rebuild after iteration 0: the
-            # parameters' velocities carry over (_end_iteration).
-            u = torch.zeros_like(tensor)
-            off = 0
-            for p in params:
-                v = self._param_velocity.pop(id(p), None)
-                if v is not None:
-                    u[off:off + v.numel()].copy_(v)
-                off += p.numel()
-            self._velocity[index] = u
-            self._bucket_params[index] = params
-        compressed = [s for s in segments if not s.dense] if step >= self.warmup_iters else []
-        if not compressed:
-            self.comm.allreduce_mean(tensor.numpy(), bucket=2 * index, step=step, path="dense")
-            u.mul_(m).add_(tensor)
-            tensor.copy_(u)
-            return
-        dense = [s for s in segments if s.dense]
-        # Compressed tensors: accumulate the velocity locally and send it.
-        for s in compressed:
-            u[s.start:s.stop].mul_(m).add_(tensor[s.start:s.stop])
-        sparse = _gather(u, compressed)
-        flat = _gather(tensor, dense) if dense else None
-        self._exchange_mixed(self.comm, index, step, sparse, flat)
-        residual = torch.empty(sparse.numel(), dtype=torch.float32)
-        if self.comm.copy_residual(2 * index + 1, residual.numpy()):
-            # Momentum factor masking: drop what this rank sent in full.
-            _scatter(_gather(u, compressed).masked_fill_(residual == 0, 0.0), u, compressed)
-        _scatter(sparse, tensor, compressed)
-        if dense:
-            velocity = _gather(u, dense).mul_(m).add_(flat)
-            _scatter(velocity, u, dense)
-            _scatter(velocity, tensor, dense)
+        work = tensor.float()
+        if mc is not None and mc[0] is not None:
+            mc = (mc[0].float(), mc[1])
+        self._exchange(index, step, work, segments, mc)
+        tensor.copy_(work)
 
     def _work(self):
         while True:
@@ -332,54 +300,70 @@ class GradwireState:
             if tensor is None:  # _drain's marker: everything before it is done
                 fut.set_result(None)
                 continue
-            if self._failure is not None:
-                fut.set_exception(self._failure)
-                continue
-            try:
-                self._exchange(index, step, tensor, segments, mc)
-            except Exception as e:  # noqa: BLE001 - handed to DDP through the future
-                self._failure = e
-                fut.set_exception(e)
-                continue
-            fut.set_result(tensor)
+            self._run(index, step, tensor, segments, mc, fut)
+
+    def _run(self, index, step, tensor, segments, mc, fut):
+        if self.failure is not None:
+            fut.set_exception(self.failure)
+            return
+        try:
+            self._exchange_bucket(index, step, tensor, segments, mc)
+        except Exception as e:  # noqa: BLE001 - handed to DDP through the future
+            self.failure = e
+            fut.set_exception(e)
+            return
+        fut.set_result(tensor)
+
+    def _check_bucket(self, tensor):
+        if tensor.device.type != "cpu":
+            raise gradwire._error(
+                gradwire.UnsupportedError,
+                f"gradwire.ddp.hook: {tensor.device.type.upper()} buckets are not supported "
+                "until the device path lands: train with CPU tensors (a gloo process group)")
+        if tensor.dtype not in _FLOAT_TYPES:
+            raise gradwire._error(
+                gradwire.UnsupportedError,
+                f"gradwire.ddp.hook: float32, float16 or bfloat16 buckets only, got "
+                f"{tensor.dtype}")
 
     def _submit(self, bucket):
-        tensor = bucket.buffer()
-        if tensor.device.type != "cpu" or tensor.dtype != torch.float32:
-            raise TypeError(f"gradwire.ddp.hook: float32 CPU buckets only, got {tensor.dtype} "
-                            f"on {tensor.device} (CUDA buffers: future work)")
-        index, step = bucket.index(), self.iteration
-        if self.auto and 1 <= step < self.warmup_iters:
-            now = time.perf_counter()
-            if self._t_first is None:
-                self._t_first = now
-            self._ready.setdefault(index, []).append(now - self._t_first)
-            self._sizes[index] = tensor.numel()
-        segments = self._layout(bucket)
-        mc = None  # momentum correction: (weights or None, parameters)
-        if self.momentum > 0.0:
-            params = list(bucket.parameters())
-            if sum(p.numel() for p in params) != tensor.numel():
-                raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
-                                   "bucket's buffer; momentum correction needs it")
-            weights = None
-            if self.weight_decay > 0.0:
-                # The weights as one flat vector in the bucket's layout (DDP
-                # waits for every Future before the optimizer steps, so they
-                # do not change while the exchange uses them).
-                weights = torch.cat([p.detach().reshape(-1) for p in params])
-            mc = (weights, params)
         fut = torch.futures.Future()
+        try:
+            self._ensure_started()
+            tensor = bucket.buffer()
+            self._check_bucket(tensor)
+            index, step = bucket.index(), self.iteration
+            if self.auto and 1 <= step < self.warmup_iters:
+                now = time.perf_counter()
+                if self._t_first is None:
+                    self._t_first = now
+                self._ready.setdefault(index, []).append(now - self._t_first)
+                self._sizes[index] = tensor.numel()
+            segments = self._layout(bucket)
+            mc = self._momentum_inputs(bucket, tensor) if self.momentum > 0.0 else None
+        except Exception as e:  # noqa: BLE001 - handed to DDP through the future
+            self.failure = self.failure or e
+            fut.set_exception(e)
+            return fut.then(_unwrap)
         if self.overlap:
-            if self._failure is not None:
-                raise self._failure
             self._queue.put((index, step, tensor, segments, mc, fut))
         else:
-            self._exchange(index, step, tensor, segments, mc)
-            fut.set_result(tensor)
+            self._run(index, step, tensor, segments, mc, fut)
         if bucket.is_last():
             self._end_iteration(step)
-        return fut
+        return fut.then(_unwrap)
+
+    @staticmethod
+    def _momentum_inputs(bucket, tensor):
+        """Momentum correction's (weights or None, parameters) of a bucket."""
+        params = list(bucket.parameters())
+        if sum(p.numel() for p in params) != tensor.numel():
+            raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
+                               "bucket's buffer; momentum correction needs it")
+        # The weights as one flat vector in the bucket's layout (DDP waits
+        # for every Future before the optimizer steps, so they do not
+        # change while the exchange uses them).
+        return torch.cat([p.detach().reshape(-1) for p in params]), params
 
     def _end_iteration(self, step):
         if step == 0:
@@ -400,12 +384,13 @@ class GradwireState:
             self._t_first = None
             if step == self.warmup_iters - 1:
                 self._drain()
-                self._decide_auto()
+                if self.failure is None:
+                    self._decide_auto()
         self.iteration += 1
 
     def _drain(self):
         """Waits until the worker has exchanged everything queued."""
-        if self.overlap:
+        if self._worker is not None:
             done = threading.Event()
             fut = torch.futures.Future()
             fut.add_done_callback(lambda _: done.set())
@@ -416,9 +401,9 @@ class GradwireState:
     def _decide_auto(self):
         indices = sorted(self._sizes)
         # Every rank must decide alike: average the measurements (medians
-        # over the warm-up) over
-        # ranks with a dense exchange, whose result is identical everywhere
-        # (iteration 0 is not measured: DDP's bucket rebuild).
+        # over the warm-up) over ranks with a dense exchange, whose result
+        # is identical everywhere (iteration 0 is not measured: DDP's
+        # bucket rebuild).
         def med(xs):
             xs = sorted(xs)
             return xs[len(xs) // 2]
@@ -426,8 +411,7 @@ class GradwireState:
         for i in indices:
             meas += [med(self._ready[i]), med(self._dense_s[i])]
         buf = torch.tensor(meas, dtype=torch.float32)
-        self.comm.allreduce_mean(buf.numpy(), bucket=0xFFFFFFF0, step=self.warmup_iters,
-                                 path="dense")
+        self.comm.allreduce_mean(buf, bucket=0xFFFFFFF0, step=self.warmup_iters, path="dense")
         backward = float(buf[0])
         buckets = []
         for j, i in enumerate(indices):
@@ -440,14 +424,12 @@ class GradwireState:
         self.auto_report = report
         if ratio is not None:
             self.auto_spec = gradwire.canonical_spec(f"topk:ratio={ratio}")
-            self.auto_comm = gradwire.Communicator(
-                self.auto_spec, self._secret, dense_below_elements=self.dense_below_elements,
-                dense_one_dimensional=self.dense_one_dimensional, job_suffix=_AUTO_SUFFIX,
-                **self._args)
+            self.auto_comm = self._connect(self.auto_spec, job_suffix=_AUTO_SUFFIX)
 
-    # -- checkpoints, stats, shutdown -----------------------------------
+    # -- checkpoints, pickling, stats, shutdown ------------------------
     def state_dict(self):
         """This rank's hook state (residuals are per rank: save one per rank)."""
+        self._ensure_started()
         self._drain()
         return {
             "version": 1, "rank": self.rank, "world_size": self.world_size,
@@ -466,22 +448,20 @@ class GradwireState:
 
         Collective in auto mode when the checkpoint chose a compressed spec
         (every rank builds that communicator)."""
+        self._ensure_started()
         if state.get("version") != 1:
-            raise ValueError(f"gradwire.ddp: unknown state version {state.get('version')!r}")
+            raise _invalid(f"gradwire.ddp: unknown state version {state.get('version')!r}")
         for key in ("rank", "world_size", "spec", "momentum", "weight_decay"):
             # Checkpoints from before momentum correction hold neither: 0.
             saved = state.get(key, 0.0 if key in ("momentum", "weight_decay") else None)
             if saved != getattr(self, key):
-                raise ValueError(f"gradwire.ddp: checkpoint has {key}={saved!r}, "
-                                 f"this state {getattr(self, key)!r}")
+                raise _invalid(f"gradwire.ddp: checkpoint has {key}={saved!r}, "
+                               f"this state {getattr(self, key)!r}")
         self._drain()
         self.comm.restore_state(state["residuals"])
         if state.get("auto_spec") and self.auto_comm is None:
             self.auto_spec = state["auto_spec"]
-            self.auto_comm = gradwire.Communicator(
-                self.auto_spec, self._secret, dense_below_elements=self.dense_below_elements,
-                dense_one_dimensional=self.dense_one_dimensional, job_suffix=_AUTO_SUFFIX,
-                **self._args)
+            self.auto_comm = self._connect(self.auto_spec, job_suffix=_AUTO_SUFFIX)
         if state.get("auto_residuals") is not None:
             self.auto_comm.restore_state(state["auto_residuals"])
         self._velocity = {int(i): u.clone() for i, u in (state.get("velocity") or {}).items()}
@@ -490,8 +470,23 @@ class GradwireState:
         self.iteration = state["iteration"]
         self.warmup_iters = state["warmup_iters"]
 
+    def __getstate__(self):
+        """Settings and state_dict(); not the process group, the secret or
+        the connections (see the module doc)."""
+        state = self._restore if self.comm is None else self.state_dict()
+        return {"config": {k: getattr(self, k) for k in _CONFIG}, "state": state}
+
+    def __setstate__(self, pickled):
+        for k, v in pickled["config"].items():
+            setattr(self, k, v)
+        self.process_group = None
+        self._secret = None
+        self._reset()
+        self._restore = pickled["state"]
+
     def totals(self):
         """Bytes and times of every exchange so far (all communicators)."""
+        self._ensure_started()
         out = dict(self.comm.totals())
         if self.auto_comm is not None:
             for k, v in self.auto_comm.totals().items():
@@ -500,6 +495,8 @@ class GradwireState:
 
     def close(self):
         """Collective orderly shutdown; call on every rank before exiting."""
+        if self.comm is None:
+            return
         if self._worker is not None:
             self._drain()
             self._queue.put(None)
@@ -513,68 +510,3 @@ class GradwireState:
 def hook(state, bucket):
     """DDP communication hook: model.register_comm_hook(state, hook)."""
     return state._submit(bucket)
-
-
-def choose_auto_plan(buckets, backward_s, world_size, floor=0.001, tail_fraction=0.1,
-                     ladder=AUTO_LADDER):
-    """Decides, per bucket, dense or a top-k density. Returns (plan, ratio, report).
-
-    buckets: [{"index", "elements", "ready_s" (seconds after the first bucket
-    was ready), "dense_s" (measured dense exchange seconds)}]; backward_s:
-    seconds from the first bucket ready to the last (computation the
-    exchanges can hide behind).
-
-    Model: one worker exchanges buckets in ready order. A bucket's
-    exchange hides if it finishes before the next bucket is ready (the
-    queue never grows); the last bucket, which nothing hides, must finish
-    within tail_fraction * backward_s. Top-k at density r moves about
-    r * P times the bytes of the dense ring allreduce (P-1 frames of 8rn
-    bytes received, against 2(P-1)/P * 4n), so its predicted time is
-    max(r * P, 0.05) * dense_s (the 5 % floor stands for the fixed per-call
-    cost and the encode). Greedily per bucket: dense if it hides, else the
-    largest density (>= floor) that hides, else the floor. One density is
-    used for every compressed bucket (one codec, one communicator): the
-    smallest any bucket needed.
-    """
-    buckets = sorted(buckets, key=lambda b: b["ready_s"])
-    plan, lines, needed = {}, [], []
-    finish = 0.0
-    for j, b in enumerate(buckets):
-        last = j == len(buckets) - 1
-        deadline = (backward_s * (1 + tail_fraction) if last else buckets[j + 1]["ready_s"])
-        start = max(finish, b["ready_s"])
-        options = [("dense", b["dense_s"])]
-        options += [(r, max(r * world_size, 0.05) * b["dense_s"]) for r in ladder
-                    if r >= floor and r * world_size < 1]
-        choice, cost = options[-1] if len(options) > 1 else options[0]
-        for opt, t in options:
-            if start + t <= deadline:
-                choice, cost = opt, t
-                break
-        finish = start + cost
-        plan[b["index"]] = choice
-        if choice != "dense":
-            needed.append(choice)
-        lines.append(
-            f"bucket {b['index']}: {b['elements']} elements, dense exchange "
-            f"{b['dense_s'] * 1e3:.1f} ms, ready at {b['ready_s'] * 1e3:.1f} ms, must finish by "
-            f"{deadline * 1e3:.1f} ms -> " +
-            ("dense (hides behind backward)" if choice == "dense" else
-             f"top-k {choice:g} (predicted {cost * 1e3:.1f} ms)"))
-    ratio = min(needed) if needed else None
-    if ratio is not None:
-        for i, c in plan.items():
-            if c != "dense":
-                plan[i] = ratio
-    head = (f"auto: backward {backward_s * 1e3:.1f} ms, {len(buckets)} buckets, "
-            f"{world_size} ranks; " +
-            ("network is not the bottleneck: all dense" if ratio is None else
-             f"compressing {len(needed)} bucket(s) with topk:ratio={ratio:g}"))
-    return plan, ratio, "\n".join([head] + lines)
-
-
-def _numel(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -1,0 +1,367 @@
+#include "communicator_binding.h"
+
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/transport/rendezvous_config.h"
+#include "gradwire/transport/rendezvous_store.h"
+#include "host_buffer.h"
+#include "join.h"
+#include "python_spec.h"
+#include "python_store.h"
+#include "status_exception.h"
+
+namespace py = pybind11;
+
+namespace gradwire {
+namespace python {
+namespace {
+
+std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
+  if (!path.has_value() || path->empty() || *path == "auto") return std::nullopt;
+  if (*path == "dense") return ExchangePath::kDense;
+  if (*path == "compressed") return ExchangePath::kCompressed;
+  RaiseInvalid(absl::StrCat("path must be 'dense', 'compressed' or None (the size/1-D rule), got '",
+                            *path, "'"));
+}
+
+void CheckBucket(uint32_t bucket) {
+  if (bucket == kJoinBucket) {
+    RaiseInvalid(absl::StrCat("bucket ", bucket, " is reserved (rendezvous tokens)"));
+  }
+}
+
+py::dict StatsDict(const ExchangeStats& s) {
+  py::dict d;
+  d["dense_buckets"] = s.dense_buckets;
+  d["compressed_buckets"] = s.compressed_buckets;
+  d["elements"] = s.elements;
+  d["bytes_sent"] = s.bytes_sent;
+  d["bytes_received"] = s.bytes_received;
+  d["intra_node_bytes_sent"] = s.intra_node_bytes_sent;
+  d["intra_node_bytes_received"] = s.intra_node_bytes_received;
+  d["compress_s"] = absl::ToDoubleSeconds(s.compress_time);
+  d["auth_s"] = absl::ToDoubleSeconds(s.auth_time);
+  d["wire_s"] = absl::ToDoubleSeconds(s.wire_time);
+  d["sync_s"] = absl::ToDoubleSeconds(s.sync_time);
+  d["wait_s"] = absl::ToDoubleSeconds(s.wait_time);
+  return d;
+}
+
+// secret=, secret_file=, then JobSecret::Resolve's environment
+// ($GRADWIRE_JOB_SECRET, then the file $GRADWIRE_JOB_SECRET_FILE); none of
+// them: how to make one.
+JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file) {
+  if (!secret.is_none()) {
+    if (!secret_file.empty()) RaiseInvalid("pass secret or secret_file, not both");
+    if (!py::isinstance<py::bytes>(secret) && !py::isinstance<py::str>(secret)) {
+      RaiseUnsupported(absl::StrCat("secret must be str or bytes, got ",
+                                    std::string(py::str(py::type::handle_of(secret)))));
+    }
+    return Value(JobSecret::FromValue(secret.cast<std::string>(), "secret"));
+  }
+  if (!secret_file.empty()) return Value(JobSecret::FromFile(secret_file));
+  absl::StatusOr<JobSecret> resolved = JobSecret::Resolve("", "");
+  if (absl::IsFailedPrecondition(resolved.status())) {  // none set
+    RaiseInvalid(absl::StrCat(
+        "no job secret: every rank of a job needs the same secret of at least ",
+        JobSecret::kMinBytes, " bytes. Pass secret_file=PATH (or secret=...), or set $",
+        kJobSecretFileEnv, " or $", kJobSecretEnv,
+        ". Make one with: (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' "
+        "> job.secret) and give every rank the file; tools/launch.py makes one for its ranks "
+        "when none is set"));
+  }
+  return Value(std::move(resolved));
+}
+
+// A Communicator joined through a store Python hands over (torch.distributed's:
+// rank, world_size, job_id with it), or from the environment
+// (rendezvous_config.h); see join.h for the checks at rendezvous.
+class PyCommunicator {
+ public:
+  PyCommunicator(const std::string& spec, const py::object& secret, bool hierarchical,
+                 uint64_t dense_below_elements, bool dense_one_dimensional, double timeout_s,
+                 const std::string& dense_algorithm, const std::string& job_suffix,
+                 bool emulate_nodes, int event_loop_nice, const std::string& secret_file,
+                 const py::object& store, int rank, int world_size, const std::string& job_id,
+                 int node_id, int local_world_size, const std::string& iface,
+                 const std::string& bind_address, const std::string& settings) {
+    CommunicatorOptions options;
+    options.event_loop_nice = event_loop_nice;
+    options.compression = Value(ParseSpec(spec));
+    options.hierarchical = hierarchical;
+    options.dense_below_elements = dense_below_elements;
+    options.dense_one_dimensional = dense_one_dimensional;
+    if (dense_algorithm == "ring") {
+      options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
+    } else if (dense_algorithm == "halving_doubling") {
+      options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
+    } else {
+      RaiseInvalid(absl::StrCat("dense_algorithm must be 'ring' or 'halving_doubling', got '",
+                                dense_algorithm, "'"));
+    }
+    if (!(timeout_s >= 0)) RaiseInvalid("timeout_s must be >= 0 (0: the default, 30 s)");
+    JobSecret job_secret = ResolveSecret(secret, secret_file);
+
+    transport::RendezvousConfig config;
+    config.iface = iface;
+    config.bind_address = bind_address;
+    if (timeout_s > 0) config.timeout = absl::Seconds(timeout_s);
+    std::shared_ptr<transport::RendezvousStore> joined;
+    if (store.is_none()) {
+      if (rank >= 0 || world_size >= 0 || !job_id.empty()) {
+        RaiseInvalid(
+            "rank, world_size and job_id go with store=; without one they come from "
+            "the environment");
+      }
+      config = Value(transport::ConfigFromEnvironment(config));
+      // A second communicator in the same job (another spec) needs keys of
+      // its own in the store, and frames its peers' MACs keep apart.
+      config.job_id += job_suffix;
+      Check(transport::Validate(config));
+    } else {
+      if (rank < 0 || world_size < 1 || rank >= world_size || job_id.empty()) {
+        RaiseInvalid(absl::StrCat("store= needs 0 <= rank < world_size and a job_id, got rank ",
+                                  rank, ", world_size ", world_size, ", job_id '", job_id, "'"));
+      }
+      config.rank = rank;
+      config.world_size = world_size;
+      config.local_world_size = local_world_size > 0 ? local_world_size : world_size;
+      config.node_id = node_id >= 0 ? node_id : rank / config.local_world_size;
+      config.job_id = job_id + job_suffix;
+      if (config.timeout <= absl::ZeroDuration()) {
+        config.timeout = transport::RendezvousConfig::kDefaultTimeout;
+      }
+      joined = transport::RendezvousStore::Wrap(
+          std::make_shared<PythonStore>(
+              store, std::chrono::milliseconds(absl::ToInt64Milliseconds(config.timeout))),
+          config.job_id, config.timeout);
+    }
+    JoinOptions join;
+    join.rank = config.rank;
+    join.world_size = config.world_size;
+    join.node_id = config.node_id;
+    join.local_world_size = config.local_world_size;
+    join.job_id = config.job_id;
+    join.timeout = config.timeout > absl::ZeroDuration()
+                       ? config.timeout
+                       : transport::RendezvousConfig::kDefaultTimeout;
+    join.settings = settings;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm;
+    {
+      py::gil_scoped_release release;
+      comm = Connect(config, emulate_nodes, std::move(joined), join, job_secret, options);
+    }
+    comm_ = Value(std::move(comm));
+  }
+
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  std::string spec() const { return comm_->options().compression.ToString(); }
+
+  std::string PathFor(uint64_t elements, bool one_dimensional) const {
+    return ExchangePathName(comm_->PathFor(elements, one_dimensional));
+  }
+
+  std::string AllreduceMean(const py::object& buffer, uint32_t bucket, uint64_t step,
+                            const std::optional<std::string>& path, bool one_dimensional) {
+    HostFloats data = HostFloats::From(buffer, /*writable=*/true, "buffer");
+    return Run(data, bucket, step, path, one_dimensional);
+  }
+
+  // Communicator::AllreduceMeanWithDense: `buffer` compressed, `dense`
+  // exact, one exchange.
+  void AllreduceMeanWithDense(const py::object& buffer, const py::object& dense_buffer,
+                              uint32_t bucket, uint64_t step) {
+    CheckBucket(bucket);
+    HostFloats data = HostFloats::From(buffer, /*writable=*/true, "buffer");
+    HostFloats dense = HostFloats::From(dense_buffer, /*writable=*/true, "dense");
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->AllreduceMeanWithDense(bucket, step, data.floats(), dense.floats());
+      if (s.ok()) {
+        data.WriteBack();
+        dense.WriteBack();
+      }
+    }
+    Check(s);
+  }
+
+  // For float32 host memory reached by address (tensor.data_ptr(),
+  // numel()); the caller guarantees it for the duration of the call.
+  std::string AllreduceMeanPtr(uintptr_t data_ptr, uint64_t numel, uint32_t bucket, uint64_t step,
+                               const std::optional<std::string>& path, bool one_dimensional) {
+    if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
+    if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
+    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), bucket, step, path,
+                    one_dimensional, nullptr);
+  }
+
+  bool CopyResidual(uint32_t bucket, const py::object& out) const {
+    absl::Span<const float> residual = comm_->Residual(bucket);
+    if (residual.empty()) {
+      HostFloats::From(out, /*writable=*/true, "out");  // still checks the argument
+      return false;
+    }
+    CopyInto(residual, out, "out");
+    return true;
+  }
+
+  py::bytes SaveState() const { return py::bytes(Value(comm_->SaveState())); }
+  void RestoreState(const py::bytes& state) { Check(comm_->RestoreState(std::string(state))); }
+
+  py::dict LastCall() const { return StatsDict(comm_->last_call()); }
+  py::dict Totals() const { return StatsDict(comm_->totals()); }
+  std::string Describe(bool totals) const {
+    return (totals ? comm_->totals() : comm_->last_call()).ToString();
+  }
+  void Health() const { Check(comm_->health()); }
+
+  void Close() {
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->Close();
+    }
+    Check(s);
+  }
+
+ private:
+  // Rendezvous: the environment's store (opened here: Redis may block) or
+  // the given one, the bind address, then Join. No GIL.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Connect(
+      const transport::RendezvousConfig& config, bool emulate_nodes,
+      std::shared_ptr<transport::RendezvousStore> store, const JoinOptions& join_in,
+      const JobSecret& secret, const CommunicatorOptions& options) {
+    JoinOptions join = join_in;
+    if (store == nullptr) {
+      absl::StatusOr<std::shared_ptr<transport::RendezvousStore>> opened =
+          transport::RendezvousStore::Open(config);
+      if (!opened.ok()) return opened.status();
+      store = *std::move(opened);
+    }
+    // Emulated nodes bind loopback, which ResolveBindAddress refuses for
+    // a job that "spans hosts" (rightly, for real ones).
+    if (emulate_nodes) {
+      join.bind_address = "127.0.0.1";
+    } else {
+      absl::StatusOr<std::string> address = transport::ResolveBindAddress(config);
+      if (!address.ok()) return address.status();
+      join.bind_address = *address;
+    }
+    return Join(std::move(store), join, secret, options);
+  }
+
+  std::string Run(HostFloats& data, uint32_t bucket, uint64_t step,
+                  const std::optional<std::string>& path, bool one_dimensional) {
+    return Exchange(data.floats(), bucket, step, path, one_dimensional, &data);
+  }
+
+  std::string Exchange(absl::Span<float> data, uint32_t bucket, uint64_t step,
+                       const std::optional<std::string>& path, bool one_dimensional,
+                       HostFloats* write_back) {
+    CheckBucket(bucket);
+    const ExchangePath chosen =
+        ParsePath(path).value_or(comm_->PathFor(data.size(), one_dimensional));
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->AllreduceMean(bucket, step, data, chosen);
+      if (s.ok() && write_back != nullptr) write_back->WriteBack();
+    }
+    Check(s);
+    return ExchangePathName(chosen);
+  }
+
+  std::unique_ptr<Communicator> comm_;
+};
+
+}  // namespace
+
+void DefineCommunicator(py::module_& m) {
+  py::class_<PyCommunicator>(m, "Communicator", R"doc(
+Averages buffers across the ranks of a job (the C++ Communicator).
+Collective: every rank constructs it, and calls allreduce_mean with the
+same buckets, steps and lengths in the same order. Use gradwire.Communicator
+(the package's class): it adds typed spec arguments and torch.distributed
+process groups.
+
+Rendezvous: through store= (an object with set(key, bytes), get(key) ->
+bytes, wait(keys, timeout_s); with rank, world_size, job_id and optionally
+node_id, local_world_size), else from the environment (RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, GRADWIRE_STORE_DIR /
+GRADWIRE_REDIS, GRADWIRE_JOB_ID, GRADWIRE_IFACE, GRADWIRE_TIMEOUT_MS, or
+mpirun's OMPI_COMM_WORLD_*). Then every rank checks, together, that all
+hold the same secret and settings (spec, hierarchy, dense rule, and the
+settings= string): a mismatch raises MismatchError on every rank.
+secret: str/bytes (>= 16 bytes), else secret_file=, $GRADWIRE_JOB_SECRET,
+$GRADWIRE_JOB_SECRET_FILE.
+job_suffix: appended to the job id (several communicators in one job).
+emulate_nodes: bind 127.0.0.1 although the job spans "hosts" (tests).
+event_loop_nice: 0..19 added to the nice value of Gloo's event-loop thread.
+Buffers: torch tensors and other DLPack producers, numpy arrays and the
+buffer protocol; float32 in place, float16/bfloat16 widened and rounded
+back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
+      .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
+                    const std::string&, const std::string&, bool, int, const std::string&,
+                    const py::object&, int, int, const std::string&, int, int, const std::string&,
+                    const std::string&, const std::string&>(),
+           py::arg("spec") = "none", py::arg("secret") = py::none(),
+           py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
+           py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
+           py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "",
+           py::arg("emulate_nodes") = false, py::arg("event_loop_nice") = 0,
+           py::arg("secret_file") = "", py::arg("store") = py::none(), py::arg("rank") = -1,
+           py::arg("world_size") = -1, py::arg("job_id") = "", py::arg("node_id") = -1,
+           py::arg("local_world_size") = -1, py::arg("iface") = "", py::arg("bind_address") = "",
+           py::arg("settings") = "")
+      .def_property_readonly("rank", &PyCommunicator::rank)
+      .def_property_readonly("size", &PyCommunicator::size)
+      .def_property_readonly("spec", &PyCommunicator::spec)
+      .def("path_for", &PyCommunicator::PathFor, py::arg("elements"),
+           py::arg("one_dimensional") = false,
+           "'dense' or 'compressed': the path a tensor of this size takes by default.")
+      .def("allreduce_mean", &PyCommunicator::AllreduceMean, py::arg("buffer"), py::arg("bucket"),
+           py::arg("step"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+           R"doc(In place: buffer (a contiguous CPU tensor or array of float32, float16
+or bfloat16) becomes the average over ranks. bucket keys the
+error-feedback residual; step must grow. path: 'dense', 'compressed' or
+None (size / 1-D rule). Returns the path taken. Releases the GIL.)doc")
+      .def("allreduce_mean_with_dense", &PyCommunicator::AllreduceMeanWithDense, py::arg("buffer"),
+           py::arg("dense"), py::arg("bucket"), py::arg("step"),
+           R"doc(One exchange for a mixed buffer: buffer is averaged compressed with
+error feedback keyed by bucket, dense travels exact in the same frames and
+becomes the rank-order mean. For small dense parts: every rank receives
+every rank's dense. Releases the GIL.)doc")
+      .def("allreduce_mean_ptr", &PyCommunicator::AllreduceMeanPtr, py::arg("data_ptr"),
+           py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
+           py::arg("one_dimensional") = false,
+           "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
+      .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
+           "Copies the bucket's error-feedback residual into out (same length); "
+           "False if it has none yet.")
+      .def("save_state", &PyCommunicator::SaveState, "Error-feedback residuals as bytes.")
+      .def("restore_state", &PyCommunicator::RestoreState, py::arg("state"))
+      .def("last_call", &PyCommunicator::LastCall)
+      .def("totals", &PyCommunicator::Totals)
+      .def("describe", &PyCommunicator::Describe, py::arg("totals") = true)
+      .def("health", &PyCommunicator::Health, "Raises the failure that poisoned it, if any.")
+      .def("close", &PyCommunicator::Close, "Collective orderly shutdown (every rank).");
+}
+
+}  // namespace python
+}  // namespace gradwire

@@ -1,0 +1,165 @@
+"""How GradwireState exchanges one DDP bucket (gradwire.ddp, module doc):
+the bucket's layout by the library's path rule, the dense / compressed /
+mixed exchanges, and DGC's momentum correction. A mixin: GradwireState
+holds the communicators and settings these methods use. Buckets arrive
+here as float32 (GradwireState widens float16 / bfloat16 ones)."""
+
+import time
+
+import torch
+
+import gradwire
+
+
+def _gather(tensor, segments):
+    """The segments' elements of `tensor`, concatenated (a new tensor)."""
+    return torch.cat([tensor[s.start:s.stop] for s in segments])
+
+
+def _scatter(flat, tensor, segments):
+    """Inverse of _gather: copies `flat` back into the segments of `tensor`."""
+    k = 0
+    for s in segments:
+        n = s.stop - s.start
+        tensor[s.start:s.stop].copy_(flat[k:k + n])
+        k += n
+
+
+class _Segment:
+    """A run of consecutive tensors in a bucket that take one path."""
+
+    __slots__ = ("start", "stop", "dense")
+
+    def __init__(self, start, stop, dense):
+        self.start, self.stop, self.dense = start, stop, dense
+
+
+class BucketExchange:
+    """The per-bucket exchange of GradwireState (see the module doc)."""
+
+    def _layout(self, bucket):
+        """Segments of the bucket's buffer by path, fixed per bucket index."""
+        index, length = bucket.index(), bucket.buffer().numel()
+        cached = self._layouts.get(index)
+        if cached is not None and cached[0] == length:
+            return cached[1]
+        try:
+            shapes = [tuple(p.shape) for p in bucket.parameters()]
+        except (AttributeError, RuntimeError):
+            shapes = None
+        if not shapes or sum(_numel(s) for s in shapes) != length:
+            dense = self._is_dense(length, False)
+            segments = [_Segment(0, length, dense)]
+        else:
+            segments = []
+            offset = 0
+            for s in shapes:
+                n = _numel(s)
+                dense = self._is_dense(n, len(s) == 1)
+                if segments and segments[-1].dense == dense:
+                    segments[-1].stop = offset + n
+                else:
+                    segments.append(_Segment(offset, offset + n, dense))
+                offset += n
+        self._layouts[index] = (length, segments)
+        return segments
+
+    def _is_dense(self, elements, one_dimensional):
+        return gradwire.path_for(self._path_spec, elements, one_dimensional,
+                                 self.dense_below_elements, self.dense_one_dimensional) == "dense"
+
+    def _exchange(self, index, step, tensor, segments, mc=None):
+        """Averages `tensor` (the bucket's flat buffer) in place (with
+        momentum correction: replaces it by the update direction)."""
+        if self.momentum > 0.0:
+            return self._exchange_corrected(index, step, tensor, segments, *mc)
+        warm = step < self.warmup_iters
+        flat = tensor
+        if warm:
+            t0 = time.perf_counter()
+            self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
+            if self.auto and step >= 1:
+                self._dense_s.setdefault(index, []).append(time.perf_counter() - t0)
+            return
+        comm, compress = self.comm, True
+        if self.auto:
+            choice = self.auto_plan.get(index, "dense")
+            compress = choice != "dense"
+            comm = self.auto_comm if compress else self.comm
+        if not compress or all(seg.dense for seg in segments):
+            self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
+            return
+        if all(not seg.dense for seg in segments):
+            comm.allreduce_mean(flat, bucket=2 * index + 1, step=step, path="compressed")
+            return
+        # Mixed bucket: gather each path's tensors into one contiguous
+        # buffer, exchange, scatter back.
+        dense_segs = [s for s in segments if s.dense]
+        sparse_segs = [s for s in segments if not s.dense]
+        dense, sparse = _gather(tensor, dense_segs), _gather(tensor, sparse_segs)
+        self._exchange_mixed(comm, index, step, sparse, dense)
+        _scatter(dense, tensor, dense_segs)
+        _scatter(sparse, tensor, sparse_segs)
+
+    def _exchange_mixed(self, comm, index, step, sparse, dense):
+        """Averages a bucket's compressed part `sparse` and its dense part
+        `dense` (None: none) in place: one exchange when the dense part is
+        small enough to ride in the compressed frames, else two."""
+        if dense is None:
+            comm.allreduce_mean(sparse, bucket=2 * index + 1, step=step,
+                                path="compressed")
+        elif (self.world_size - 1) * 4 * dense.numel() <= self.combine_dense_below_bytes:
+            comm.allreduce_mean_with_dense(sparse, dense, bucket=2 * index + 1,
+                                           step=step)
+        else:
+            self.comm.allreduce_mean(dense, bucket=2 * index, step=step, path="dense")
+            comm.allreduce_mean(sparse, bucket=2 * index + 1, step=step,
+                                path="compressed")
+
+    def _exchange_corrected(self, index, step, tensor, segments, weights, params):
+        """DGC momentum correction and masking (module doc), in place."""
+        m = self.momentum
+        if weights is not None:
+            tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
+        u = self._velocity.get(index)
+        if u is None or u.numel() != tensor.numel():
+            # A new bucket, or DDP's rebuild after iteration 0: the
+            # parameters' velocities carry over (_end_iteration).
+            u = torch.zeros_like(tensor)
+            off = 0
+            for p in params:
+                v = self._param_velocity.pop(id(p), None)
+                if v is not None:
+                    u[off:off + v.numel()].copy_(v)
+                off += p.numel()
+            self._velocity[index] = u
+            self._bucket_params[index] = params
+        compressed = [s for s in segments if not s.dense] if step >= self.warmup_iters else []
+        if not compressed:
+            self.comm.allreduce_mean(tensor, bucket=2 * index, step=step, path="dense")
+            u.mul_(m).add_(tensor)
+            tensor.copy_(u)
+            return
+        dense = [s for s in segments if s.dense]
+        # Compressed tensors: accumulate the velocity locally and send it.
+        for s in compressed:
+            u[s.start:s.stop].mul_(m).add_(tensor[s.start:s.stop])
+        sparse = _gather(u, compressed)
+        flat = _gather(tensor, dense) if dense else None
+        self._exchange_mixed(self.comm, index, step, sparse, flat)
+        residual = torch.empty(sparse.numel(), dtype=torch.float32)
+        if self.comm.copy_residual(2 * index + 1, residual):
+            # Momentum factor masking: drop what this rank sent in full.
+            _scatter(_gather(u, compressed).masked_fill_(residual == 0, 0.0), u, compressed)
+        _scatter(sparse, tensor, compressed)
+        if dense:
+            velocity = _gather(u, dense).mul_(m).add_(flat)
+            _scatter(velocity, u, dense)
+            _scatter(velocity, tensor, dense)
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
