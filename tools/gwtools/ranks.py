@@ -15,7 +15,9 @@ is stopped: SIGTERM, SIGKILL after grace_s. At the deadline every rank still
 running is stopped. The Outcome holds each rank's exit (code, whether the
 supervisor stopped it), the last lines of its output, and the ranks likely at
 fault ("suspects"): ranks killed by a signal nobody here sent, ranks still
-running at a deadline the others met, and ranks the failing ranks' errors name.
+running at a deadline the others met, and ranks the failing ranks' errors name
+(where a rank was killed or hung, not those that exited with an error of
+their own: witnesses, not suspects).
 """
 
 import collections
@@ -134,11 +136,17 @@ class Outcome:
                     out.setdefault(r.rank, "still running when the others had " +
                                    ("failed" if self.status == "failed" else "finished") +
                                    " (hung?)")
+        # Where a rank was killed or hung, a named rank that exited with an
+        # error of its own is a witness (it saw that peer fail too).
+        witnesses = set()
+        if out:
+            witnesses = {r.rank for r in self.failed()
+                         if r.returncode is not None and r.returncode > 0}
         for r in self.failed():
             own = set()
             if addresses:
                 own = next((set(v) for v in addresses.values() if r.rank in v), set())
-            for n in sorted(ranks_named(r.tail, world, addresses) - own - {r.rank}):
+            for n in sorted(ranks_named(r.tail, world, addresses) - own - {r.rank} - witnesses):
                 out.setdefault(n, f"named by rank {r.rank}'s error")
         return dict(sorted(out.items()))
 

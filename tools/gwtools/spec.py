@@ -25,6 +25,16 @@ METHODS = ("none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "si
 SPARSE = ("topk", "approx_topk", "randomk")
 KEYS = ("ratio", "bits", "bucket", "ef", "seed", "values", "indices")
 LIST_SEPARATOR = ";"
+# The settings each method uses (lib/python/python_spec.cc, SettingsOf):
+# others are refused unless the string is canonical (names every setting).
+SETTINGS_OF = {
+    "none": (), "fp16": ("ef",), "bf16": ("ef",),
+    "topk": ("ratio", "ef", "values", "indices"),
+    "approx_topk": ("ratio", "ef", "values", "indices"),
+    "randomk": ("ratio", "ef", "seed", "values"),
+    "qsgd": ("bits", "bucket", "seed", "ef"),
+    "sign": ("bucket", "ef"),
+}
 HIERARCHICAL_CHOICES = ("off", "on", "both")
 
 _FLOAT = re.compile(r"\s*\+?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\s*",
@@ -157,6 +167,14 @@ def parse_spec(text):
             _set(fields, key, value)
     spec = Spec(**fields)
     _validate(spec)
+    if colon and spec.canonical() != text.strip():
+        used = SETTINGS_OF[name]
+        for key in seen:
+            if key not in used:
+                takes = (f"{name} takes: {', '.join(used)}" if used
+                         else f"{name} takes no settings")
+                raise SpecError(f"setting {key} does not apply to method {name} in spec "
+                                f"{text.strip()!r} ({takes})")
     return spec
 
 
