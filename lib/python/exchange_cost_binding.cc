@@ -73,8 +73,10 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
   if (kind != ExchangeKind::kDenseRing && !IsSparse(spec)) {
-    throw py::value_error(absl::StrCat(kind_name, " needs a sparse spec (topk, approx_topk, "
-                                       "randomk), got '", spec_text, "'"));
+    throw py::value_error(absl::StrCat(kind_name,
+                                       " needs a sparse spec (topk, approx_topk, "
+                                       "randomk), got '",
+                                       spec_text, "'"));
   }
   const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
                                       encoded_elements_per_second, decoded_entries_per_second);
@@ -99,8 +101,7 @@ std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spe
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
   const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
                                       encoded_elements_per_second, decoded_entries_per_second);
-  return ExchangeKindName(
-      ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
+  return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
 }  // namespace

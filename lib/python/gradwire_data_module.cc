@@ -160,13 +160,14 @@ class PyPrefetcher {
 class PyDataCache {
  public:
   PyDataCache(const std::optional<std::string>& path, const std::optional<std::string>& remote,
-              const std::optional<std::string>& token,
-              const std::optional<std::string>& token_file, uint64_t memory_budget_bytes,
-              const std::string& memory_policy, const std::string& disk_dir,
-              uint64_t disk_budget_bytes, const std::string& disk_policy, bool disk_sync,
-              bool verify_shards, double read_timeout_s) {
+              const std::optional<std::string>& token, const std::optional<std::string>& token_file,
+              uint64_t memory_budget_bytes, const std::string& memory_policy,
+              const std::string& disk_dir, uint64_t disk_budget_bytes,
+              const std::string& disk_policy, bool disk_sync, bool verify_shards,
+              double read_timeout_s) {
     if (path.has_value() == remote.has_value()) {
-      throw py::value_error("give exactly one of path (a packed directory) or remote ('host:port')");
+      throw py::value_error(
+          "give exactly one of path (a packed directory) or remote ('host:port')");
     }
     if (token.has_value() && token_file.has_value()) {
       throw py::value_error("give token or token_file, not both");
@@ -325,16 +326,15 @@ Reads release the GIL. Errors: ValueError (bad argument),
 FileNotFoundError (no dataset / no such key), OSError (damaged data,
 source unreachable), gradwire.Error (other).)doc")
       .def(py::init<const std::optional<std::string>&, const std::optional<std::string>&,
-                    const std::optional<std::string>&, const std::optional<std::string>&,
-                    uint64_t, const std::string&,
-                    const std::string&, uint64_t, const std::string&, bool, bool, double>(),
+                    const std::optional<std::string>&, const std::optional<std::string>&, uint64_t,
+                    const std::string&, const std::string&, uint64_t, const std::string&, bool,
+                    bool, double>(),
            py::arg("path") = py::none(), py::arg("remote") = py::none(),
            py::arg("token") = py::none(), py::arg("token_file") = py::none(),
-           py::arg("memory_budget_bytes") = 0,
-           py::arg("memory_policy") = "fill_once", py::arg("disk_dir") = "",
-           py::arg("disk_budget_bytes") = 0, py::arg("disk_policy") = "fill_once",
-           py::arg("disk_sync") = true, py::arg("verify_shards") = false,
-           py::arg("read_timeout_s") = 0.0)
+           py::arg("memory_budget_bytes") = 0, py::arg("memory_policy") = "fill_once",
+           py::arg("disk_dir") = "", py::arg("disk_budget_bytes") = 0,
+           py::arg("disk_policy") = "fill_once", py::arg("disk_sync") = true,
+           py::arg("verify_shards") = false, py::arg("read_timeout_s") = 0.0)
       .def_property_readonly("dataset_id", &PyDataCache::DatasetId)
       .def_property_readonly("version", &PyDataCache::Version, "The manifest version (hex).")
       .def_property_readonly("source", &PyDataCache::Source)
@@ -358,8 +358,8 @@ source unreachable), gradwire.Error (other).)doc")
 
   m.def(
       "epoch_order",
-      [](const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch, int rank,
-         int world, bool sticky) {
+      [](const std::vector<std::string>& keys, uint64_t seed, uint64_t epoch, int rank, int world,
+         bool sticky) {
         return Value(sticky ? cache::StickyEpochOrder(keys, seed, epoch, rank, world)
                             : cache::EpochOrder(keys, seed, epoch, rank, world));
       },
