@@ -150,20 +150,10 @@ class PyCommunicator {
               store, std::chrono::milliseconds(absl::ToInt64Milliseconds(config.timeout))),
           config.job_id, config.timeout);
     }
-    JoinOptions join;
-    join.rank = config.rank;
-    join.world_size = config.world_size;
-    join.node_id = config.node_id;
-    join.local_world_size = config.local_world_size;
-    join.job_id = config.job_id;
-    join.timeout = config.timeout > absl::ZeroDuration()
-                       ? config.timeout
-                       : transport::RendezvousConfig::kDefaultTimeout;
-    join.settings = settings;
     absl::StatusOr<std::unique_ptr<Communicator>> comm;
     {
       py::gil_scoped_release release;
-      comm = Connect(config, emulate_nodes, std::move(joined), join, job_secret, options);
+      comm = Connect(config, emulate_nodes, std::move(joined), settings, job_secret, options);
     }
     comm_ = Value(std::move(comm));
   }
@@ -245,9 +235,8 @@ class PyCommunicator {
   // the given one, the bind address, then Join. No GIL.
   static absl::StatusOr<std::unique_ptr<Communicator>> Connect(
       const transport::RendezvousConfig& config, bool emulate_nodes,
-      std::shared_ptr<transport::RendezvousStore> store, const JoinOptions& join_in,
+      std::shared_ptr<transport::RendezvousStore> store, const std::string& settings,
       const JobSecret& secret, const CommunicatorOptions& options) {
-    JoinOptions join = join_in;
     if (store == nullptr) {
       absl::StatusOr<std::shared_ptr<transport::RendezvousStore>> opened =
           transport::RendezvousStore::Open(config);
@@ -256,14 +245,13 @@ class PyCommunicator {
     }
     // Emulated nodes bind loopback, which ResolveBindAddress refuses for
     // a job that "spans hosts" (rightly, for real ones).
-    if (emulate_nodes) {
-      join.bind_address = "127.0.0.1";
-    } else {
+    std::string bind_address = "127.0.0.1";
+    if (!emulate_nodes) {
       absl::StatusOr<std::string> address = transport::ResolveBindAddress(config);
       if (!address.ok()) return address.status();
-      join.bind_address = *address;
+      bind_address = *std::move(address);
     }
-    return Join(std::move(store), join, secret, options);
+    return Join(std::move(store), config, bind_address, settings, secret, options);
   }
 
   std::string Run(HostFloats& data, uint32_t bucket, uint64_t step,

@@ -21,40 +21,31 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 
 namespace gradwire {
 namespace python {
 
-struct JoinOptions {
-  int rank = -1;
-  int world_size = -1;
-  // Placement for the hierarchical exchange (Communicator::Create).
-  int node_id = -1;
-  int local_world_size = -1;
-  // Names the MAC's job (FrameAuthenticator); the store is scoped to it.
-  std::string job_id;
-  std::string bind_address;
-  absl::Duration timeout = absl::Seconds(30);
-  // Further "key=value;" settings every rank must share, compared with
-  // the communicator's own.
-  std::string settings;
-};
-
 // The bucket id join tokens are signed with; no exchange may use it.
 inline constexpr uint32_t kJoinBucket = 0xFFFFFFFFu;
 
-// Rendezvous in `store` (already scoped to the job), the two checks, then
+// Rendezvous in `store` (already scoped to the job) as `config` says (rank,
+// world size, node placement, job id naming the MAC's job, timeout: zero for
+// the default), listening on `bind_address`; the two checks (`settings`:
+// further "key=value;" text every rank must share), then
 // Communicator::Create. On a hierarchical communicator a closing barrier
 // makes sure every rank has read every key of the store, so the caller
 // may delete the keys it set once this returns.
 absl::StatusOr<std::unique_ptr<Communicator>> Join(
-    std::shared_ptr<transport::RendezvousStore> store, const JoinOptions& join,
-    const JobSecret& secret, const CommunicatorOptions& options);
+    std::shared_ptr<transport::RendezvousStore> store, const transport::RendezvousConfig& config,
+    absl::string_view bind_address, absl::string_view settings, const JobSecret& secret,
+    const CommunicatorOptions& options);
 
 // The checks alone, on a connected group.
 absl::Status CheckSameSecret(transport::GlooGroup& world, const FrameAuthenticator& auth);
