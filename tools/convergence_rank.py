@@ -27,9 +27,15 @@ METHODS = {
     # hook instead of the optimizer (see lib/python/gradwire/ddp.py).
     "topk1_mc": ("top-k 1 % + EF + momentum correction", "gradwire", "topk:ratio=0.01"),
     "topk0.1_mc": ("top-k 0.1 % + EF + momentum correction", "gradwire", "topk:ratio=0.001"),
+    # The sparse allreduce (Ok-Topk style, lib/comm/sparse_allreduce.h)
+    # forced for every compressed bucket instead of the cost model's pick.
+    "topk1_sar": ("top-k 1 % + EF, sparse allreduce", "gradwire", "topk:ratio=0.01"),
+    "topk0.1_sar": ("top-k 0.1 % + EF, sparse allreduce", "gradwire", "topk:ratio=0.001"),
     "powersgd2": ("PyTorch PowerSGD rank 2", "powersgd", 2),
     "auto": ("gradwire auto", "gradwire", "auto"),
 }
+# GradwireState(exchange=) per method; the others: "auto" (the cost model).
+EXCHANGE = {"topk1_sar": "sparse_allreduce", "topk0.1_sar": "sparse_allreduce"}
 MOMENTUM, WEIGHT_DECAY = 0.9, 5e-4  # every run's SGD
 
 
@@ -187,15 +193,17 @@ class RankRun:
                                        weight_decay=WEIGHT_DECAY)
         if self.kind == "gradwire":
             import gradwire.ddp
+            exchange = EXCHANGE.get(a.method, "auto")
             if a.hook_defaults:
                 # The library's defaults for everything but the spec (its
                 # warm-up; momentum correction as it decides from the optimizer).
-                self.state = gradwire.ddp.GradwireState(self.setting, optimizer=self.opt)
+                self.state = gradwire.ddp.GradwireState(self.setting, optimizer=self.opt,
+                                                        exchange=exchange)
             else:
                 extra = ({"momentum": MOMENTUM, "weight_decay": WEIGHT_DECAY}
                          if a.method.endswith("_mc") else {})
                 self.state = gradwire.ddp.GradwireState(self.setting, warmup_iters=a.warmup,
-                                                        **extra)
+                                                        exchange=exchange, **extra)
             self.ddp.register_comm_hook(self.state, gradwire.ddp.hook)
         elif self.kind == "powersgd":
             from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
@@ -316,6 +324,9 @@ class RankRun:
             r["gradwire_bytes_sent_per_iter"] = t["bytes_sent"] / it
             r["gradwire_bytes_received_per_iter"] = t["bytes_received"] / it
             r["gradwire_totals"] = t
+            r["exchange"] = self.state.exchange
+            r["bucket_exchanges"] = {str(i): e for i, e in self.state.bucket_exchanges.items()}
+            print(self.state.exchange_report, flush=True)
             if self.state.auto:
                 r["auto_report"] = self.state.auto_report
                 print(self.state.auto_report, flush=True)

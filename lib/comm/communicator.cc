@@ -86,6 +86,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   c->flat_ = std::make_unique<SparseAllgather>(*c->codec_, c->auth_);
   if (SparseAllreduce::Supports(c->codec_->spec())) {
     c->sparse_allreduce_ = std::make_unique<SparseAllreduce>(*c->codec_, c->auth_);
+  } else if (options.exchange == ExchangeKind::kSparseAllreduce) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange sparse_allreduce needs a sparse spec (topk, approx_topk, randomk), "
+                     "got \"",
+                     options.compression.ToString(), "\""));
   }
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,
@@ -166,21 +171,26 @@ PathRule Communicator::PathRuleFor(const CommunicatorOptions& options) {
   return rule;
 }
 
+Communicator::ModelInput Communicator::ModelInputFor(uint64_t elements) const {
+  if (!options_.hierarchical) return {world_->size(), elements};
+  return {cross_->size(), (elements + node_->size() - 1) / node_->size()};
+}
+
 ExchangeKind Communicator::KindFor(uint64_t elements) const {
-  if (!options_.choose_exchange || sparse_allreduce_ == nullptr) {
+  if (options_.exchange.has_value()) return *options_.exchange;  // Create checked it
+  return ModelKindFor(elements);
+}
+
+ExchangeKind Communicator::ModelKindFor(uint64_t elements) const {
+  if (sparse_allreduce_ == nullptr) return ExchangeKind::kSparseAllgather;
+  const ModelInput in = ModelInputFor(elements);
+  if (in.ranks < 2) return ExchangeKind::kSparseAllgather;
+  const ExchangeKind kind = ChooseExchange(in.ranks, in.elements, codec_->spec(), model_);
+  // Hierarchical: the cross-node stage is one of the sparse exchanges.
+  if (options_.hierarchical && kind == ExchangeKind::kDenseRing) {
     return ExchangeKind::kSparseAllgather;
   }
-  if (!options_.hierarchical) {
-    if (world_->size() < 2) return ExchangeKind::kSparseAllgather;
-    return ChooseExchange(world_->size(), elements, codec_->spec(), model_);
-  }
-  // Hierarchical: the cross-node stage averages one node shard.
-  const uint64_t shard = (elements + node_->size() - 1) / node_->size();
-  if (cross_->size() < 2 || ChooseExchange(cross_->size(), shard, codec_->spec(), model_) !=
-                                ExchangeKind::kSparseAllreduce) {
-    return ExchangeKind::kSparseAllgather;
-  }
-  return ExchangeKind::kSparseAllreduce;
+  return kind;
 }
 
 ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) const {
@@ -319,6 +329,19 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
   absl::Status s;
   if (path == ExchangePath::kDense) {
     s = Dense(bucket, step, data, &cost);
+  } else if (options_.exchange == ExchangeKind::kDenseRing && dense.empty()) {
+    s = Dense(bucket, step, data, &cost);
+  } else if (options_.exchange == ExchangeKind::kDenseRing) {
+    // One ring over both parts, joined in a copy.
+    EnsureSize(&work_, data.size() + dense.size());
+    absl::Span<float> both = absl::MakeSpan(work_.data(), data.size() + dense.size());
+    std::copy(data.begin(), data.end(), both.begin());
+    std::copy(dense.begin(), dense.end(), both.begin() + data.size());
+    s = Dense(bucket, step, both, &cost);
+    if (s.ok()) {
+      std::copy(both.begin(), both.begin() + data.size(), data.begin());
+      std::copy(both.begin() + data.size(), both.end(), dense.begin());
+    }
   } else if (options_.hierarchical) {
     // The dense part crosses the node links dense anyway: its own
     // allreduce first, then the compressed part.
@@ -326,10 +349,20 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     if (s.ok()) s = Hierarchical(key.Piece(), bucket, step, data, &cost);
     cost.compressed_buckets = 1;
   } else {
-    // A dense section rides only in the allgather's frames.
-    const ExchangeKind kind = dense.empty() ? KindFor(data.size()) : ExchangeKind::kSparseAllgather;
+    // A dense section rides only in the allgather's frames; a forced
+    // other exchange sends it by the ring first.
+    ExchangeKind kind = KindFor(data.size());
+    if (!dense.empty() && kind != ExchangeKind::kSparseAllgather) {
+      if (options_.exchange.has_value()) {
+        s = Dense(bucket, step, dense, &cost);
+      } else {
+        kind = ExchangeKind::kSparseAllgather;
+      }
+    }
     const float world = static_cast<float>(world_->size());
-    if (kind == ExchangeKind::kDenseRing) {
+    if (!s.ok()) {
+      // The dense part failed: nothing more to send.
+    } else if (kind == ExchangeKind::kDenseRing) {
       s = Dense(bucket, step, data, &cost);
     } else if (kind == ExchangeKind::kSparseAllreduce) {
       s = sparse_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);

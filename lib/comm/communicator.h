@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,9 +89,15 @@ struct CommunicatorOptions {
   // the sparse allreduce (flat; hierarchical: the cross-node stage, sparse
   // allgather or allreduce) from P, n, the spec and `exchange_model`. At
   // Create the ranks agree on the model (each figure the slowest rank's),
-  // measured first with measure_exchange_model. false: always the sparse
-  // allgather. Every rank must pass the same settings.
-  bool choose_exchange = true;
+  // measured first with measure_exchange_model. `exchange` set: every
+  // compressed buffer takes that one instead (kSparseAllreduce needs a
+  // sparse spec, Create refuses it otherwise; hierarchical mode: the
+  // cross-node stage for the sparse kinds, the whole buffer by the world's
+  // ring for kDenseRing). A buffer with a dense part that must ride in the
+  // frames (AllreduceMeanWithDense) takes the sparse allgather when the
+  // model chooses; a forced other exchange sends that part by the ring
+  // first. Every rank must pass the same settings (join.h checks them).
+  std::optional<ExchangeKind> exchange;
   ExchangeModel exchange_model;
   bool measure_exchange_model = false;
 };
@@ -191,8 +198,19 @@ class Communicator {
     return CanStage(path) && KindFor(elements) == ExchangeKind::kSparseAllgather;
   }
   // The exchange a compressed buffer of `elements` takes (see
-  // CommunicatorOptions::choose_exchange), the same on every rank.
+  // CommunicatorOptions::exchange), the same on every rank.
   ExchangeKind KindFor(uint64_t elements) const;
+  // The cost model's pick for that buffer, whether or not `exchange` forces
+  // another.
+  ExchangeKind ModelKindFor(uint64_t elements) const;
+  // What the cost model weighs for that buffer: flat, the world's ranks
+  // and `elements`; hierarchical, the cross-node group's ranks and one
+  // node shard (the stage the choice is about).
+  struct ModelInput {
+    int ranks = 0;
+    uint64_t elements = 0;
+  };
+  ModelInput ModelInputFor(uint64_t elements) const;
   const ExchangeModel& exchange_model() const { return model_; }
 
   // OK, or the failure that poisoned the communicator.
@@ -271,7 +289,7 @@ class Communicator {
   absl::Status poison_;
   ExchangeStats last_call_;
   ExchangeStats totals_;
-  std::vector<float> work_;         // hierarchical: reduce-scatter scratch
+  std::vector<float> work_;         // hierarchical: reduce-scatter scratch; forced ring: both parts
   std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
   std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
 };

@@ -9,6 +9,7 @@ namespace gradwire {
 void ExchangeStats::Add(const ExchangeStats& other) {
   dense_buckets += other.dense_buckets;
   compressed_buckets += other.compressed_buckets;
+  sparse_allreduce_buckets += other.sparse_allreduce_buckets;
   elements += other.elements;
   bytes_sent += other.bytes_sent;
   bytes_received += other.bytes_received;
@@ -49,6 +50,9 @@ std::string ExchangeStats::ToString() const {
       absl::ToDoubleMilliseconds(compress_time), absl::ToDoubleMilliseconds(auth_time),
       absl::ToDoubleMilliseconds(wire_time), absl::ToDoubleMilliseconds(sync_time),
       absl::ToDoubleMilliseconds(wait_time));
+  if (sparse_allreduce_buckets > 0) {
+    absl::StrAppendFormat(&out, "; %d by sparse allreduce", sparse_allreduce_buckets);
+  }
   if (span_time > absl::ZeroDuration()) {
     absl::StrAppendFormat(&out, "; copy %.3f ms, span %.3f ms, overlap %.0f%%",
                           absl::ToDoubleMilliseconds(copy_time),

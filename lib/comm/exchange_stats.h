@@ -38,7 +38,10 @@ namespace gradwire {
 struct ExchangeStats {
   uint64_t dense_buckets = 0;       // exchanged with the dense allreduce
   uint64_t compressed_buckets = 0;  // exchanged through a codec
-  uint64_t elements = 0;            // gradient elements averaged
+  // Of compressed_buckets: those the sparse allreduce (sparse_allreduce.h)
+  // averaged; the rest took the sparse allgather.
+  uint64_t sparse_allreduce_buckets = 0;
+  uint64_t elements = 0;  // gradient elements averaged
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   // The part of the bytes above that stayed inside a node (hierarchical
@@ -74,7 +77,8 @@ struct ExchangeStats {
   // sent 1500000 B (0 B intra-node), received 4400000 B (0 B intra-node);
   // compress 3.100 ms, auth 0.200 ms, wire 12.000 ms (sync 2.000 ms),
   // wait 4.000 ms",
-  // then "; copy 1.000 ms, span 13.000 ms, overlap 80%" when it has a span.
+  // then "; 2 by sparse allreduce" when any were, then "; copy 1.000 ms, span 13.000 ms, overlap
+  // 80%" when it has a span.
   std::string ToString() const;
 };
 

@@ -450,6 +450,7 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   auto finish = [&](absl::Status s) {
     if (s.ok()) {
       cost.compressed_buckets = 1;
+      cost.sparse_allreduce_buckets = 1;
       cost.elements = n;
     }
     if (stats != nullptr) stats->Add(cost);

@@ -13,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "exchange_cost_binding.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/exchange_stats.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -38,6 +40,23 @@ std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
                             *path, "'"));
 }
 
+// exchange=: None or 'auto' (the cost model), else the exchange every
+// compressed buffer takes; also the library's kind names.
+std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
+  if (exchange.is_none()) return std::nullopt;
+  if (!py::isinstance<py::str>(exchange)) {
+    RaiseUnsupported(absl::StrCat("exchange must be a str, got ",
+                                  std::string(py::str(py::type::handle_of(exchange)))));
+  }
+  const std::string name = exchange.cast<std::string>();
+  if (name == "auto") return std::nullopt;
+  if (name == "allgather" || name == "sparse_allgather") return ExchangeKind::kSparseAllgather;
+  if (name == "sparse_allreduce") return ExchangeKind::kSparseAllreduce;
+  if (name == "dense" || name == "dense_ring") return ExchangeKind::kDenseRing;
+  RaiseInvalid(absl::StrCat(
+      "exchange must be 'auto', 'allgather', 'sparse_allreduce' or 'dense', got '", name, "'"));
+}
+
 void CheckBucket(uint32_t bucket) {
   if (bucket == kJoinBucket) {
     RaiseInvalid(absl::StrCat("bucket ", bucket, " is reserved (rendezvous tokens)"));
@@ -48,6 +67,7 @@ py::dict StatsDict(const ExchangeStats& s) {
   py::dict d;
   d["dense_buckets"] = s.dense_buckets;
   d["compressed_buckets"] = s.compressed_buckets;
+  d["sparse_allreduce_buckets"] = s.sparse_allreduce_buckets;
   d["elements"] = s.elements;
   d["bytes_sent"] = s.bytes_sent;
   d["bytes_received"] = s.bytes_received;
@@ -98,8 +118,10 @@ class PyCommunicator {
                  bool emulate_nodes, int event_loop_nice, const std::string& secret_file,
                  const py::object& store, int rank, int world_size, const std::string& job_id,
                  int node_id, int local_world_size, const std::string& iface,
-                 const std::string& bind_address, const std::string& settings) {
+                 const std::string& bind_address, const std::string& settings,
+                 const py::object& exchange) {
     CommunicatorOptions options;
+    options.exchange = ParseExchange(exchange);
     options.event_loop_nice = event_loop_nice;
     options.compression = Value(ParseSpec(spec));
     options.hierarchical = hierarchical;
@@ -165,6 +187,27 @@ class PyCommunicator {
   std::string PathFor(uint64_t elements, bool one_dimensional) const {
     return ExchangePathName(comm_->PathFor(elements, one_dimensional));
   }
+
+  std::string ExchangeFor(int64_t elements) const {
+    return ExchangeKindName(comm_->KindFor(Elements(elements)));
+  }
+
+  // Why a compressed buffer takes its exchange: the cost model's input
+  // and its estimate for each exchange the spec admits.
+  py::dict ExchangeEstimatesFor(int64_t elements) const {
+    const Communicator::ModelInput in = comm_->ModelInputFor(Elements(elements));
+    py::dict d;
+    d["exchange"] = ExchangeFor(elements);
+    d["model_choice"] = ExchangeKindName(comm_->ModelKindFor(Elements(elements)));
+    d["forced"] = comm_->options().exchange.has_value();
+    d["ranks"] = in.ranks;
+    d["elements"] = in.elements;
+    d["estimates"] = ExchangeEstimates(in.ranks, in.elements, comm_->options().compression,
+                                       comm_->exchange_model());
+    return d;
+  }
+
+  py::dict ExchangeModelOf() const { return ExchangeModelDict(comm_->exchange_model()); }
 
   std::string AllreduceMean(const py::object& buffer, uint32_t bucket, uint64_t step,
                             const std::optional<std::string>& path, bool one_dimensional) {
@@ -275,6 +318,11 @@ class PyCommunicator {
     return ExchangePathName(chosen);
   }
 
+  static uint64_t Elements(int64_t elements) {
+    if (elements < 0) RaiseInvalid(absl::StrCat("elements must be >= 0, got ", elements));
+    return static_cast<uint64_t>(elements);
+  }
+
   std::unique_ptr<Communicator> comm_;
 };
 
@@ -301,13 +349,16 @@ $GRADWIRE_JOB_SECRET_FILE.
 job_suffix: appended to the job id (several communicators in one job).
 emulate_nodes: bind 127.0.0.1 although the job spans "hosts" (tests).
 event_loop_nice: 0..19 added to the nice value of Gloo's event-loop thread.
+exchange: how compressed buffers travel: 'auto' (the cost model picks per
+buffer, exchange_estimates says why), 'allgather', 'sparse_allreduce'
+(sparse specs only) or 'dense' (the ring, no compression).
 Buffers: torch tensors and other DLPack producers, numpy arrays and the
 buffer protocol; float32 in place, float16/bfloat16 widened and rounded
 back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
       .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
                     const std::string&, const std::string&, bool, int, const std::string&,
                     const py::object&, int, int, const std::string&, int, int, const std::string&,
-                    const std::string&, const std::string&>(),
+                    const std::string&, const std::string&, const py::object&>(),
            py::arg("spec") = "none", py::arg("secret") = py::none(),
            py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
            py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
@@ -316,13 +367,23 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
            py::arg("secret_file") = "", py::arg("store") = py::none(), py::arg("rank") = -1,
            py::arg("world_size") = -1, py::arg("job_id") = "", py::arg("node_id") = -1,
            py::arg("local_world_size") = -1, py::arg("iface") = "", py::arg("bind_address") = "",
-           py::arg("settings") = "")
+           py::arg("settings") = "", py::arg("exchange") = "auto")
       .def_property_readonly("rank", &PyCommunicator::rank)
       .def_property_readonly("size", &PyCommunicator::size)
       .def_property_readonly("spec", &PyCommunicator::spec)
       .def("path_for", &PyCommunicator::PathFor, py::arg("elements"),
            py::arg("one_dimensional") = false,
            "'dense' or 'compressed': the path a tensor of this size takes by default.")
+      .def_property_readonly("exchange_model", &PyCommunicator::ExchangeModelOf,
+                             "The cost model the ranks agreed on (EXCHANGE_MODEL_DEFAULTS' keys).")
+      .def("exchange_for", &PyCommunicator::ExchangeFor, py::arg("elements"),
+           "'dense_ring', 'sparse_allgather' or 'sparse_allreduce': the exchange a "
+           "compressed buffer of this size takes.")
+      .def("exchange_estimates", &PyCommunicator::ExchangeEstimatesFor, py::arg("elements"),
+           R"doc(Why a compressed buffer of this size takes its exchange: {'exchange',
+'model_choice' (the cost model's pick), 'forced' (exchange= chose it), 'ranks' and 'elements' (what
+the model weighs: hierarchical, the cross-node group and one node shard),
+'estimates': {kind: exchange_cost's dict} for each kind the spec admits}.)doc")
       .def("allreduce_mean", &PyCommunicator::AllreduceMean, py::arg("buffer"), py::arg("bucket"),
            py::arg("step"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
            R"doc(In place: buffer (a contiguous CPU tensor or array of float32, float16

@@ -65,6 +65,18 @@ void CheckShape(int ranks, int64_t elements) {
   if (elements < 0) throw py::value_error(absl::StrCat("elements must be >= 0, got ", elements));
 }
 
+py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
+  py::dict d;
+  d["kind"] = ExchangeKindName(kind);
+  d["bytes_sent"] = c.bytes_sent;
+  d["bytes_received"] = c.bytes_received;
+  d["rounds"] = c.rounds;
+  d["wire_s"] = c.wire_seconds;
+  d["compute_s"] = c.compute_seconds;
+  d["seconds"] = c.seconds();
+  return d;
+}
+
 py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
                         const std::string& spec_text, double bytes_per_second,
                         double seconds_per_round, double encoded_elements_per_second,
@@ -80,17 +92,8 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
   }
   const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
                                       encoded_elements_per_second, decoded_entries_per_second);
-  const ExchangeCost c =
-      EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model);
-  py::dict d;
-  d["kind"] = kind_name;
-  d["bytes_sent"] = c.bytes_sent;
-  d["bytes_received"] = c.bytes_received;
-  d["rounds"] = c.rounds;
-  d["wire_s"] = c.wire_seconds;
-  d["compute_s"] = c.compute_seconds;
-  d["seconds"] = c.seconds();
-  return d;
+  return CostDict(kind,
+                  EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
 std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spec_text,
@@ -106,14 +109,29 @@ std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spe
 
 }  // namespace
 
+py::dict ExchangeModelDict(const ExchangeModel& model) {
+  py::dict d;
+  d["bytes_per_second"] = model.bytes_per_second;
+  d["seconds_per_round"] = model.seconds_per_round;
+  d["encoded_elements_per_second"] = model.encoded_elements_per_second;
+  d["decoded_entries_per_second"] = model.decoded_entries_per_second;
+  return d;
+}
+
+py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,
+                           const ExchangeModel& model) {
+  py::dict d;
+  for (ExchangeKind kind : kKinds) {
+    if (kind != ExchangeKind::kDenseRing && !IsSparse(spec)) continue;
+    d[ExchangeKindName(kind)] =
+        CostDict(kind, EstimateExchange(kind, ranks, elements, spec, model));
+  }
+  return d;
+}
+
 void DefineExchangeCost(py::module_& m) {
   const ExchangeModel defaults;
-  py::dict d;
-  d["bytes_per_second"] = defaults.bytes_per_second;
-  d["seconds_per_round"] = defaults.seconds_per_round;
-  d["encoded_elements_per_second"] = defaults.encoded_elements_per_second;
-  d["decoded_entries_per_second"] = defaults.decoded_entries_per_second;
-  m.attr("EXCHANGE_MODEL_DEFAULTS") = d;
+  m.attr("EXCHANGE_MODEL_DEFAULTS") = ExchangeModelDict(defaults);
   m.def("exchange_cost", &ExchangeCostOf, py::arg("kind"), py::arg("ranks"), py::arg("elements"),
         py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
         py::arg("seconds_per_round") = defaults.seconds_per_round,

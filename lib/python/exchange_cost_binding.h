@@ -5,11 +5,24 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
+
 namespace gradwire {
 namespace python {
 
 // Adds exchange_cost, choose_exchange and EXCHANGE_MODEL_DEFAULTS to `m`.
 void DefineExchangeCost(pybind11::module_& m);
+
+// The model's fields as a dict (the keys of EXCHANGE_MODEL_DEFAULTS).
+pybind11::dict ExchangeModelDict(const ExchangeModel& model);
+
+// {kind name: exchange_cost's dict} for every kind `spec` admits (the
+// sparse kinds only for a sparse spec).
+pybind11::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,
+                                 const ExchangeModel& model);
 
 }  // namespace python
 }  // namespace gradwire

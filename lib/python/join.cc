@@ -45,7 +45,7 @@ std::string AgreedSettings(const CommunicatorOptions& options) {
       ";dense_below_elements=", options.dense_below_elements,
       ";dense_one_dimensional=", options.dense_one_dimensional ? 1 : 0, ";dense_algorithm=",
       options.dense_algorithm == transport::AllreduceAlgorithm::kRing ? "ring" : "halving_doubling",
-      ";");
+      ";exchange=", options.exchange ? ExchangeKindName(*options.exchange) : "auto", ";");
 }
 
 absl::Status CheckSameSecret(transport::GlooGroup& world, const FrameAuthenticator& auth) {

@@ -88,9 +88,10 @@ class BucketExchange:
             comm = self.auto_comm if compress else self.comm
         if not compress or all(seg.dense for seg in segments):
             self.comm.allreduce_mean(flat, bucket=2 * index, step=step, path="dense")
+            self._record_dense(index, flat.numel())
             return
         if all(not seg.dense for seg in segments):
-            comm.allreduce_mean(flat, bucket=2 * index + 1, step=step, path="compressed")
+            self._exchange_mixed(comm, index, step, flat, None)
             return
         # Mixed bucket: gather each path's tensors into one contiguous
         # buffer, exchange, scatter back.
@@ -105,16 +106,69 @@ class BucketExchange:
         """Averages a bucket's compressed part `sparse` and its dense part
         `dense` (None: none) in place: one exchange when the dense part is
         small enough to ride in the compressed frames, else two."""
+        riding = (dense is not None and (self.world_size - 1) * 4 * dense.numel()
+                  <= self.combine_dense_below_bytes)
         if dense is None:
             comm.allreduce_mean(sparse, bucket=2 * index + 1, step=step,
                                 path="compressed")
-        elif (self.world_size - 1) * 4 * dense.numel() <= self.combine_dense_below_bytes:
+        elif riding:
             comm.allreduce_mean_with_dense(sparse, dense, bucket=2 * index + 1,
                                            step=step)
         else:
             self.comm.allreduce_mean(dense, bucket=2 * index, step=step, path="dense")
             comm.allreduce_mean(sparse, bucket=2 * index + 1, step=step,
                                 path="compressed")
+        self._record(comm, index, sparse.numel(), riding)
+
+    # -- which exchange each bucket took, and why ----------------------
+    def _record(self, comm, index, elements, riding):
+        """Books the exchange bucket `index`'s compressed part took (from
+        the communicator's own counters) and, when it changes, the cost
+        model's reasons (Communicator.exchange_estimates)."""
+        last = comm.last_call()
+        used = ("sparse_allreduce" if last["sparse_allreduce_buckets"] else
+                "sparse_allgather" if last["compressed_buckets"] else "dense_ring")
+        entry = self.bucket_exchanges.get(index)
+        if entry is None or (entry["exchange"], entry["elements"]) != (used, elements):
+            why = comm.exchange_estimates(elements)
+            if why["forced"]:
+                reason = f"exchange={self.exchange!r}"
+            elif riding and why["model_choice"] != used:
+                reason = (f"its dense part rides in the allgather's frames (the model alone "
+                          f"picks {why['model_choice']}; combine_dense_below_bytes)")
+            else:
+                reason = "the cost model's smallest predicted time"
+            entry = {"exchange": used, "elements": elements, "reason": reason,
+                     "model_choice": why["model_choice"], "model_ranks": why["ranks"],
+                     "model_elements": why["elements"], "estimates": why["estimates"],
+                     "exchanges": 0}
+            self.bucket_exchanges[index] = entry
+        entry["exchanges"] += 1
+
+    def _record_dense(self, index, elements):
+        entry = self.bucket_exchanges.get(index)
+        if entry is None or (entry["exchange"], entry["elements"]) != ("dense_ring", elements):
+            entry = {"exchange": "dense_ring", "elements": elements, "exchanges": 0,
+                     "reason": "dense path (the path rule, spec 'none' or auto's plan)"}
+            self.bucket_exchanges[index] = entry
+        entry["exchanges"] += 1
+
+    @property
+    def exchange_report(self):
+        """One line per bucket exchanged since the warm-up: the exchange its
+        compressed part took, why, and the cost model's estimates."""
+        lines = [f"exchange={self.exchange!r}, {self.world_size} ranks"]
+        for index in sorted(self.bucket_exchanges):
+            e = self.bucket_exchanges[index]
+            line = (f"bucket {index}: {e['elements']} elements -> {e['exchange']} "
+                    f"({e['reason']}), {e['exchanges']} exchanges")
+            if e.get("estimates"):
+                line += f"; model ({e['model_ranks']} ranks, {e['model_elements']} elements): "
+                line += ", ".join(
+                    f"{k} {c['seconds'] * 1e3:.3f} ms / {c['bytes_sent'] / 1e3:.1f} kB sent"
+                    for k, c in e["estimates"].items())
+            lines.append(line)
+        return "\n".join(lines)
 
     def _exchange_corrected(self, index, step, tensor, segments, weights, params):
         """DGC momentum correction and masking (module doc), in place."""

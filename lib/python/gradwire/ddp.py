@@ -69,6 +69,14 @@ its exchange hides behind the backward computation still to come, else
 top-k at the largest density from a ladder (gradwire._auto) whose predicted
 exchange hides. state.auto_report says what was chosen and why.
 
+exchange= picks how compressed parts travel: "auto" (default) lets the
+library's cost model (lib/comm/exchange_cost_model.h) choose per bucket
+among the dense ring, the sparse allgather and the sparse allreduce
+(docs/sparse_allreduce.md); "allgather", "sparse_allreduce" or "dense"
+force one. state.bucket_exchanges (per bucket index: the exchange taken,
+the reason, the model's estimates) and state.exchange_report show the
+choice; totals() counts sparse_allreduce_buckets.
+
 Pickling (as torch's PowerSGDState): a state pickles its settings and its
 state_dict(), not its process group, secret or connections; the unpickled
 state joins the default process group (or state.process_group, set before
@@ -90,7 +98,8 @@ from gradwire import _momentum
 from gradwire._auto import AUTO_LADDER, choose_auto_plan  # noqa: F401 (public here)
 from gradwire._exchange import BucketExchange
 
-__all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_WARMUP_ITERS"]
+__all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_WARMUP_ITERS",
+           "EXCHANGES"]
 
 # Dense iterations before compression starts, by default: chosen on two
 # Fashion-MNIST settings, then measured on six others (docs/python.md,
@@ -102,7 +111,9 @@ _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 # What __getstate__ keeps of a state besides its state_dict().
 _CONFIG = ("spec", "auto", "auto_floor", "warmup_iters", "dense_below_elements",
            "dense_one_dimensional", "overlap", "auto_tail_fraction", "momentum", "weight_decay",
-           "combine_dense_below_bytes", "_secret_file", "_args")
+           "combine_dense_below_bytes", "exchange", "_secret_file", "_args")
+EXCHANGES = ("auto", "allgather", "sparse_allreduce", "dense")
+_SPARSE = ("topk", "approx_topk", "randomk")
 
 
 def _invalid(message):
@@ -141,6 +152,12 @@ class GradwireState(BucketExchange):
         ((P-1) x 4 x elements) sends it inside the compressed exchange's
         frames (one exchange); a larger dense part gets a ring allreduce of
         its own. 0: always separate.
+    exchange: how compressed parts travel: "auto" (the library's cost model
+        picks per bucket among the dense ring, the sparse allgather and the
+        sparse allreduce), "allgather", "sparse_allreduce" (O(k) bytes per
+        rank as P grows; sparse specs: topk, approx_topk, randomk) or
+        "dense" (the ring, nothing compressed). state.bucket_exchanges and
+        state.exchange_report say which each bucket took and why.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
     timeout_s, dense_algorithm, event_loop_nice, emulate_nodes, iface).
     """
@@ -151,7 +168,7 @@ class GradwireState(BucketExchange):
                  momentum_correction=None, momentum=None, weight_decay=None,
                  dense_below_elements=16384, dense_one_dimensional=True, overlap=True,
                  auto_tail_fraction=0.1, combine_dense_below_bytes=256 * 1024, secret_file=None,
-                 **communicator_args):
+                 exchange="auto", **communicator_args):
         if spec is None and method is None:
             spec = "topk:ratio=0.01"
         raw = spec if spec is not None else method
@@ -179,6 +196,7 @@ class GradwireState(BucketExchange):
             self.spec = gradwire.make_spec(spec, method=method, ratio=ratio, bits=bits,
                                            bucket=bucket, error_feedback=error_feedback,
                                            seed=seed, values=values, indices=indices)
+        self.exchange = self._check_exchange(exchange)
         self.momentum, self.weight_decay = _momentum.resolve(
             self.spec.split(":", 1)[0], self.auto, communicator_args.get("hierarchical", False),
             optimizer, momentum_correction, momentum, weight_decay)
@@ -198,6 +216,19 @@ class GradwireState(BucketExchange):
         self._args = dict(communicator_args)
         self._reset()
         self._start()
+
+    def _check_exchange(self, exchange):
+        if not isinstance(exchange, str):
+            raise gradwire._error(gradwire.UnsupportedError,
+                                  f"exchange must be a str, got {type(exchange).__name__}")
+        if exchange not in EXCHANGES:
+            raise _invalid(f"exchange must be one of {', '.join(map(repr, EXCHANGES))}, got "
+                           f"{exchange!r}")
+        method = self.spec.split(":", 1)[0]
+        if exchange == "sparse_allreduce" and not self.auto and method not in _SPARSE:
+            raise _invalid(f"exchange='sparse_allreduce' needs a sparse spec "
+                           f"({', '.join(_SPARSE)}), got {self.spec!r}")
+        return exchange
 
     @staticmethod
     def _auto_floor(raw, ratio):
@@ -241,6 +272,9 @@ class GradwireState(BucketExchange):
         self._queue = None
         self._worker = None
         self._restore = None       # an unpickled state's state_dict, restored on connect
+        # bucket index -> the exchange its compressed part took, and why
+        # (_exchange.BucketExchange._record)
+        self.bucket_exchanges = {}
 
     def _settings(self):
         """The hook's settings every rank must share (checked at rendezvous)."""
@@ -248,7 +282,8 @@ class GradwireState(BucketExchange):
         return (f"hook.warmup_iters={self.warmup_iters};hook.momentum={self.momentum!r};"
                 f"hook.weight_decay={self.weight_decay!r};"
                 f"hook.combine_dense_below_bytes={self.combine_dense_below_bytes};"
-                f"hook.auto={auto};hook.auto_tail_fraction={self.auto_tail_fraction!r};")
+                f"hook.auto={auto};hook.auto_tail_fraction={self.auto_tail_fraction!r};"
+                f"hook.exchange={self.exchange};")
 
     def _connect(self, spec, **extra):
         import torch.distributed as dist
@@ -260,6 +295,7 @@ class GradwireState(BucketExchange):
             spec, self._secret, process_group=group, secret_file=self._secret_file,
             dense_below_elements=self.dense_below_elements,
             dense_one_dimensional=self.dense_one_dimensional, settings=self._settings(),
+            exchange="auto" if spec.split(":", 1)[0] == "none" else self.exchange,
             **self._args, **extra)
 
     def _start(self):
@@ -477,6 +513,7 @@ class GradwireState(BucketExchange):
         return {"config": {k: getattr(self, k) for k in _CONFIG}, "state": state}
 
     def __setstate__(self, pickled):
+        self.exchange = "auto"  # states pickled before exchange= existed
         for k, v in pickled["config"].items():
             setattr(self, k, v)
         self.process_group = None
