@@ -412,7 +412,7 @@ class Reference {
       std::vector<float> val;
       for (uint64_t i = 0; i < n; ++i) {
         if ((kernels::FloatBits(decoded[s][i]) & 0x7fffffffu) == 0) continue;
-        if (survives[i]) {
+        if (survives[i] || !reselect) {  // the allgather keeps what cancelled, too
           if (s == me) (*share)[i] = decoded[s][i];
           continue;
         }
@@ -563,7 +563,9 @@ void ScenarioReference() {
 // sparse allreduce (flat, or the cross-node stage), a dense enough spec
 // the ring, a small bucket the allgather. Every result against the CPU
 // reference; then a GradientExchanger bucket that the model sends through
-// the sparse allreduce (so not staged) against the same.
+// the sparse allreduce (so not staged) against the same. exchange=
+// sparse_allreduce / sparse_allgather forces that exchange on every bucket
+// (CommunicatorOptions::exchange), against the same reference.
 void ScenarioCommunicator() {
   const bool hier = env.Number("hier", 0) != 0;
   const int world = env.world();
@@ -579,14 +581,23 @@ void ScenarioCommunicator() {
   options.hierarchical = hier;
   options.exchange_model.bytes_per_second = 1e6;
   options.exchange_model.seconds_per_round = 1e-6;
+  const std::string forced = env.Text("exchange", "auto");
+  if (forced == "sparse_allreduce") options.exchange = ExchangeKind::kSparseAllreduce;
+  if (forced == "sparse_allgather") options.exchange = ExchangeKind::kSparseAllgather;
   auto comm = Communicator::Create(std::move(*group), env.config.node_id,
                                    env.config.local_world_size, std::move(*auth), options);
   if (!ExpectOk(comm.status(), "communicator")) return;
   Communicator& c = **comm;
-  Expect(c.KindFor(n) == ExchangeKind::kSparseAllreduce, "large bucket: sparse allreduce",
-         ExchangeKindName(c.KindFor(n)));
-  Expect(c.KindFor(200) == ExchangeKind::kSparseAllgather, "small bucket: sparse allgather",
-         ExchangeKindName(c.KindFor(200)));
+  Expect(c.ModelKindFor(n) == ExchangeKind::kSparseAllreduce, "large bucket: sparse allreduce",
+         ExchangeKindName(c.ModelKindFor(n)));
+  Expect(c.ModelKindFor(200) == ExchangeKind::kSparseAllgather, "small bucket: sparse allgather",
+         ExchangeKindName(c.ModelKindFor(200)));
+  for (uint64_t size : {n, uint64_t{200}}) {
+    const std::string want = forced == "auto" ? ExchangeKindName(c.ModelKindFor(size)) : forced;
+    Expect(ExchangeKindName(c.KindFor(size)) == want, absl::StrCat(size, " elements take ", want),
+           ExchangeKindName(c.KindFor(size)));
+  }
+  uint64_t reselected = 0;
   if (!hier) {
     auto dense = CompressionSpec::Parse("topk:ratio=0.9,indices=raw");
     Expect(ChooseExchange(world, n, *dense, c.exchange_model()) == ExchangeKind::kDenseRing,
@@ -620,6 +631,7 @@ void ScenarioCommunicator() {
           encoders.push_back(s * local + q);
         }
         const bool reselect = c.KindFor(size) == ExchangeKind::kSparseAllreduce;
+        if (q == 0 && reselect) ++reselected;
         const std::vector<float> part =
             ref.Exchange(b, step, inputs, encoders, world, env.rank() / local, &share, reselect);
         std::copy(part.begin(), part.end(), want.begin() + begin);
@@ -632,6 +644,9 @@ void ScenarioCommunicator() {
     }
   }
   (void)shard;
+  Expect(c.totals().sparse_allreduce_buckets == reselected,
+         "stats count the sparse allreduce's buckets",
+         absl::StrCat(c.totals().sparse_allreduce_buckets, " vs ", reselected));
   Expect(equal, absl::StrCat(hier ? "hierarchical" : "flat", " communicator equals the reference"));
   std::printf("INFO %s\n", c.totals().ToString().c_str());
   ExpectOk(c.Close(), "close");
