@@ -4,7 +4,7 @@
 Driver (what Bazel runs): each case is one job of 4 ranks started by
 torch.multiprocessing.spawn (init_process_group("gloo", "tcp://...")),
 training an MLP whose one DDP bucket holds a compressed weight (32768
-elements) and a dense part (biases, a small weight) for 30 steps, top-k 5 %
+elements) and a dense part (biases, a small weight) for 20 steps, top-k 5 %
 + EF, 2 dense warm-up steps. Cases:
   allgather / sparse_allreduce / dense   the exchange forced: every bucket
       after the warm-up took it, by the communicator's own counters
@@ -39,7 +39,7 @@ import time
 import zlib
 
 WORLD = 4
-STEPS, WARMUP = 30, 2
+STEPS, WARMUP = 20, 2
 SPEC = "topk:ratio=0.05"
 # exchange= -> the kind it must produce (Communicator.exchange_for's names)
 FORCED = {"allgather": "sparse_allgather", "sparse_allreduce": "sparse_allreduce",
