@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
@@ -16,6 +18,7 @@
 #include "gradwire/kernels/cuda/quantize.h"
 #include "gradwire/kernels/cuda/randomk.h"
 #include "gradwire/kernels/cuda/sparse.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/cuda/topk.h"
 #include "gradwire/kernels/validate.h"
 
@@ -396,6 +399,40 @@ absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream st
   return Run(
       who, {values}, stream, [=] { cpu::DivideAll(values, n, divisor); },
       [&] { return cuda::DivideAll(values, n, divisor, stream); });
+}
+
+absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                           absl::Span<float> dense, cuda::Stream stream) {
+  const char* who = "SparseAverage";
+  Location where = Location::kHost;
+  for (size_t r = 0; r <= payloads.size(); ++r) {
+    const SparsePayload* p = r < payloads.size() ? &payloads[r] : nullptr;
+    if (p != nullptr && !KnownFormat(p->format)) return Refuse(who, "unknown value format");
+    if (p != nullptr && p->count > 0 && (p->indices == nullptr || p->values == nullptr)) {
+      return Refuse(who, "null buffer");
+    }
+    Location here;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(
+        Place(who, {dense.data(), p ? p->indices : nullptr, p ? p->values : nullptr}, &here));
+    if (r > 0 && here != where && (p == nullptr || p->count > 0)) {
+      return Refuse(who, "buffers are split between host and device memory");
+    }
+    where = here;
+  }
+  std::vector<SparsePayload> copy(payloads.begin(), payloads.end());
+  auto on_host = [copy, divisor, dense] { cpu::SparseAverage(copy, divisor, dense); };
+  if (where == Location::kHost) {
+    on_host();
+    return absl::OkStatus();
+  }
+  const dispatch_internal::Runtime* runtime = g_runtime.load(std::memory_order_acquire);
+  if (runtime->launch != nullptr) return runtime->launch(stream, who, on_host);
+  SparseSumOptions sum;
+  sum.accumulate = false;
+  sum.scale = 1.0f;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      cuda::SparseSumToDense(payloads, dense.data(), dense.size(), sum, nullptr, stream));
+  return cuda::DivideAll(dense.data(), dense.size(), divisor, stream);
 }
 
 }  // namespace kernels

@@ -27,6 +27,7 @@
 #include <initializer_list>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/kernels/types.h"
@@ -95,6 +96,14 @@ absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat
 // values[i] = values[i] / divisor for i < n, bit for bit on either side
 // (cpu/divide_x86.h, cuda/divide.h): the division of an average.
 absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream stream = nullptr);
+
+// dense = (sum of the payloads in order, from zero) / divisor, element by
+// element (cpu/sparse_sum.h SparseAverage's contract; the device side
+// sums with cuda::SparseSumToDense and then divides, the same bits). The
+// payloads must be validated (indices strictly increasing, < dense.size()).
+// The descriptor array is host memory; what it points to lives with dense.
+absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                           absl::Span<float> dense, cuda::Stream stream = nullptr);
 
 namespace dispatch_internal {
 

@@ -2,9 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 
 namespace gradwire {
 namespace {
@@ -39,7 +40,8 @@ class CastCodec : public codec_internal::DenseFrameCodec {
 
   absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
-                                         CodecScratch& /*scratch: none needed*/) const override {
+                                         CodecScratch& /*scratch: none needed*/,
+                                         const DeviceCall* device) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok())
@@ -58,8 +60,14 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();
     kernels::FusedStats fs;
-    kernels::cpu::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
-                               format_, sections->values.data(), &fs);
+    const absl::Span<uint8_t> outs[] = {sections->values};
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+        device, outs, nullptr, 0, &fs,
+        [&](absl::Span<uint8_t* const> o, void*, kernels::FusedStats* stats,
+            kernels::cuda::Stream stream) {
+          return kernels::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
+                                       format_, o[0], stats, stream);
+        }));
     return codec_internal::SealWithStats(out, fs);
   }
 
@@ -83,10 +91,11 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     return parsed;
   }
 
-  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
-    kernels::cpu::CastDecodeAccumulate(
+  absl::Status Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense,
+                     kernels::cuda::Stream stream) const override {
+    return kernels::CastDecodeAccumulate(
         parsed.sections.values.data() + begin * kernels::ValueWidth(format_), dense.size(), format_,
-        dense.data());
+        dense.data(), stream);
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {

@@ -2,9 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/quantize.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 
 namespace gradwire {
 namespace {
@@ -26,7 +27,8 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
 
   absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
-                                         CodecScratch& /*scratch: none needed*/) const override {
+                                         CodecScratch& /*scratch: none needed*/,
+                                         const DeviceCall* device) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok()) {
@@ -50,13 +52,18 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     if (!sections.ok()) return sections.status();
     float* res = residual.empty() ? nullptr : residual.data();
     kernels::FusedStats fs;
-    if (id_ == CodecId::kSign) {
-      kernels::cpu::SignCompress(grad.data(), res, n, spec_.bucket_size, sections->scales.data(),
-                                 sections->values.data(), &fs);
-    } else {
-      kernels::cpu::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed, step,
-                                 sections->scales.data(), sections->values.data(), &fs);
-    }
+    const absl::Span<uint8_t> outs[] = {sections->scales, sections->values};
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+        device, outs, nullptr, 0, &fs,
+        [&](absl::Span<uint8_t* const> o, void*, kernels::FusedStats* stats,
+            kernels::cuda::Stream stream) {
+          if (id_ == CodecId::kSign) {
+            return kernels::SignCompress(grad.data(), res, n, spec_.bucket_size, o[0], o[1], stats,
+                                         stream);
+          }
+          return kernels::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed,
+                                       step, o[0], o[1], stats, stream);
+        }));
     return codec_internal::SealWithStats(out, fs);
   }
 
@@ -131,16 +138,18 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
                      ", overflow fp32: the average could overflow to infinity"));
   }
 
-  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
+  absl::Status Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense,
+                     kernels::cuda::Stream stream) const override {
     // begin starts a bucket and a byte of codes (ChunkQuantum).
     const uint8_t* scales = parsed.sections.scales.data() + 4 * (begin / spec_.bucket_size);
     const uint8_t* packed = parsed.sections.values.data() + begin * bits_ / 8;
     const uint64_t n = dense.size();
     if (id_ == CodecId::kSign) {
-      kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
-    } else {
-      kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
+      return kernels::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data(),
+                                           stream);
     }
+    return kernels::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data(),
+                                         stream);
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
