@@ -419,14 +419,16 @@ absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divis
     }
     where = here;
   }
-  std::vector<SparsePayload> copy(payloads.begin(), payloads.end());
-  auto on_host = [copy, divisor, dense] { cpu::SparseAverage(copy, divisor, dense); };
   if (where == Location::kHost) {
-    on_host();
+    cpu::SparseAverage(payloads, divisor, dense);  // allocates nothing
     return absl::OkStatus();
   }
   const dispatch_internal::Runtime* runtime = g_runtime.load(std::memory_order_acquire);
-  if (runtime->launch != nullptr) return runtime->launch(stream, who, on_host);
+  if (runtime->launch != nullptr) {
+    std::vector<SparsePayload> copy(payloads.begin(), payloads.end());
+    return runtime->launch(stream, who,
+                           [copy, divisor, dense] { cpu::SparseAverage(copy, divisor, dense); });
+  }
   SparseSumOptions sum;
   sum.accumulate = false;
   sum.scale = 1.0f;
