@@ -15,6 +15,7 @@
 #include "gradwire/kernels/host_device.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,13 @@ TEST(DeviceExchangeErrors, MisuseIsRefusedWithoutPoisoning) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   }
   EXPECT_TRUE(comms[0]->health().ok());
+  // The exchanger's buckets are host memory: a device gradient is refused.
+  auto ex = GradientExchanger::Create(std::move(comms[0]), ExchangerOptions());
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_TRUE((*ex)->BeginStep(0).ok());
+  EXPECT_EQ((*ex)->Submit("w", absl::MakeSpan(d, n)).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE((*ex)->health().ok());
   device.Free(d);
 }
 
