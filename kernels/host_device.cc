@@ -71,40 +71,33 @@ HostDevice::~HostDevice() {
 }
 
 absl::StatusOr<void*> HostDevice::Allocate(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  void* p = AlignedAlloc(bytes, 0xCD);
-  if (p == nullptr) return absl::ResourceExhaustedError("host device: out of memory");
-  std::lock_guard<std::mutex> lock(mu_);
-  device_[reinterpret_cast<uintptr_t>(p)] = bytes;
-  return p;
+  return AllocateIn(device_, bytes, 0xCD);
 }
 
-void HostDevice::Free(void* ptr) {
-  if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  RunAll();
-  if (device_.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
-    violations_.push_back("Free of memory this device did not allocate");
-    return;
-  }
-  std::free(ptr);
-}
+void HostDevice::Free(void* ptr) { FreeIn(device_, ptr, "Free"); }
 
 absl::StatusOr<void*> HostDevice::AllocatePinned(size_t bytes) {
+  return AllocateIn(pinned_, bytes, 0xA5);
+}
+
+void HostDevice::FreePinned(void* ptr) { FreeIn(pinned_, ptr, "FreePinned"); }
+
+absl::StatusOr<void*> HostDevice::AllocateIn(std::map<uintptr_t, size_t>& ranges, size_t bytes,
+                                             int poison) {
   if (bytes == 0) return nullptr;
-  void* p = AlignedAlloc(bytes, 0xA5);
-  if (p == nullptr) return absl::ResourceExhaustedError("host device: out of pinned memory");
+  void* p = AlignedAlloc(bytes, poison);
+  if (p == nullptr) return absl::ResourceExhaustedError("host device: out of memory");
   std::lock_guard<std::mutex> lock(mu_);
-  pinned_[reinterpret_cast<uintptr_t>(p)] = bytes;
+  ranges[reinterpret_cast<uintptr_t>(p)] = bytes;
   return p;
 }
 
-void HostDevice::FreePinned(void* ptr) {
+void HostDevice::FreeIn(std::map<uintptr_t, size_t>& ranges, void* ptr, const char* who) {
   if (ptr == nullptr) return;
   std::lock_guard<std::mutex> lock(mu_);
   RunAll();
-  if (pinned_.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
-    violations_.push_back("FreePinned of memory this device did not allocate");
+  if (ranges.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) {
+    violations_.push_back(absl::StrCat(who, " of memory this device did not allocate"));
     return;
   }
   std::free(ptr);

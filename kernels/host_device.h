@@ -108,6 +108,9 @@ class HostDevice final : public Device {
     uint64_t at = 0;  // the stream's `issued` when recorded
   };
 
+  absl::StatusOr<void*> AllocateIn(std::map<uintptr_t, size_t>& ranges, size_t bytes, int poison);
+  void FreeIn(std::map<uintptr_t, size_t>& ranges, void* ptr, const char* who);
+
   // All under mu_.
   absl::Status CheckStreamLocked(cuda::Stream stream) const;
   absl::Status CheckRange(const void* ptr, size_t bytes, bool device, const char* what) const;
