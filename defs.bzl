@@ -22,10 +22,19 @@ FLAG_DEPS = [
     "@com_google_absl//absl/strings:str_format",
 ]
 
-def gw_cc_library(name, **kwargs):
-    """A cc_library whose headers are included as "gradwire/<path>"."""
+def gw_cc_library(name, srcs = None, hdrs = None, **kwargs):
+    """A cc_library whose headers are included as "gradwire/<path>".
+
+    Without file lists it is one concept in one pair of files:
+    <name>.h and <name>.cc.
+    """
+    if srcs == None and hdrs == None:
+        srcs = [name + ".cc"]
+        hdrs = [name + ".h"]
     native.cc_library(
         name = name,
+        srcs = srcs or [],
+        hdrs = hdrs or [],
         include_prefix = "gradwire",
         strip_include_prefix = "/",
         **kwargs
