@@ -40,9 +40,12 @@ GRADWIRE_CPU_INLINE void MulLanes(const HashU32x8& lo, const HashU32x8& hi, uint
   const HashU64x4 odd = (wide >> 32) * c64;             // lanes 1, 3, 5, 7
   const HashU32x8 e = (HashU32x8)even, o = (HashU32x8)odd;
   const HashU32x8 e_hi = (HashU32x8)(even >> 32), o_lo = (HashU32x8)(odd << 32);
-  *out_lo = __builtin_shuffle(e, o_lo, HashU32x8{0, 9, 2, 11, 4, 13, 6, 15});
-  *out_hi =
+  // Both results are formed before either is stored: out_lo may alias lo.
+  const HashU32x8 product_lo = __builtin_shuffle(e, o_lo, HashU32x8{0, 9, 2, 11, 4, 13, 6, 15});
+  const HashU32x8 product_hi =
       __builtin_shuffle(e_hi, o, HashU32x8{0, 9, 2, 11, 4, 13, 6, 15}) + lo * c_hi + hi * c_lo;
+  *out_lo = product_lo;
+  *out_hi = product_hi;
 }
 
 // out[j] = ElementHash(stream_key, first + j) >> 32 (RandomKKey) for
