@@ -1,10 +1,10 @@
 // ElementHash over runs of consecutive indices, for the cloned loops.
 //
 // The hash needs two 64-bit multiplies per element, which GCC does not
-// vectorize on its own below AVX-512. Written with GCC vector extensions,
-// every clone multiplies eight 64-bit lanes at a time its own way: AVX-512
-// natively (vpmullq), AVX2 and SSE2 from 32-bit products. The results are
-// ElementHash's to the bit (integer arithmetic only; tests compare them).
+// vectorize on its own below AVX-512. Written with GCC vector extensions
+// on the 64-bit values' 32-bit halves, every clone hashes eight lanes at a
+// time from 32-bit products (see MulLanes). The results are ElementHash's
+// to the bit (integer arithmetic only; tests compare them).
 #ifndef GRADWIRE_KERNELS_CPU_ELEMENT_HASH_X86_H_
 #define GRADWIRE_KERNELS_CPU_ELEMENT_HASH_X86_H_
 
