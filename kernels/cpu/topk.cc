@@ -121,13 +121,14 @@ uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::Sele
 }
 
 // A key that about 1.25 k + slack of the n elements reach, estimated from
-// kSampleSize evenly spread elements (0, i.e. "everything", when a sample
-// would not narrow things down). Only speed depends on the estimate: a
-// threshold that turns out too high is caught by the caller.
+// s <= kSampleSize evenly spread elements (0, i.e. "everything", when a
+// sample would not narrow things down). For exact top-k only speed
+// depends on the estimate: a threshold that turns out too high is caught
+// by the caller. (Approximate top-k's band fill does depend on it, so it
+// always samples kSampleSize.)
 uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, uint64_t k,
-                          uint32_t* sample, uint64_t* hist) {
-  const uint64_t s = internal::kSampleSize;
-  if (n < 8 * s) return 0;
+                          uint64_t s, uint32_t* sample, uint64_t* hist) {
+  if (n < 8 * internal::kSampleSize) return 0;
   const uint64_t rank = internal::PaddedRank(k, n, s);
   if (rank >= s / 2) return 0;
   const uint64_t stride = n / s;
@@ -207,7 +208,11 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     // Nothing to select: the fused pass only moves acc into the residual.
     AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t, &nonfinite);
   } else {
-    const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample, t.hist);
+    // Every sampled element is a cache miss; below 4M elements a quarter
+    // of them is cheaper than the few more candidates it lets through
+    // (within about a fifth of k).
+    const uint64_t s = n < (uint64_t{1} << 22) ? internal::kSampleSize / 4 : internal::kSampleSize;
+    const uint32_t lower = SampleLowerBound(grad, residual, n, k, s, t.sample, t.hist);
     uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
     if (m < k) m = CollectAllWithValues(acc, n, t);  // the sample misjudged
     const float* vals = t.candidate_values;
@@ -241,7 +246,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
-    const uint32_t lower = SampleLowerBound(grad, residual, n, k, t.sample, t.hist);
+    const uint32_t lower =
+        SampleLowerBound(grad, residual, n, k, internal::kSampleSize, t.sample, t.hist);
     uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
     if (m < k) m = CollectAllWithValues(acc, n, t);
     const float* vals = t.candidate_values;
