@@ -14,25 +14,20 @@ using codec_internal::FieldMismatch;
 
 class CastCodec : public codec_internal::DenseFrameCodec {
  public:
-  explicit CastCodec(const CompressionSpec& spec) : spec_(spec) {
+  explicit CastCodec(const CompressionSpec& spec) : DenseFrameCodec(spec) {
     switch (spec.method) {
       case Method::kFp16:
-        id_ = CodecId::kFp16;
         type_ = ValueType::kFp16;
         break;
       case Method::kBf16:
-        id_ = CodecId::kBf16;
         type_ = ValueType::kBf16;
         break;
       default:
-        id_ = CodecId::kDense;
         type_ = ValueType::kFp32;
         break;
     }
     format_ = codec_internal::ToFormat(type_);
   }
-
-  const CompressionSpec& spec() const override { return spec_; }
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     return kFrameHeaderBytes + kFrameChecksumBytes + n * kernels::ValueWidth(format_);
@@ -72,23 +67,18 @@ class CastCodec : public codec_internal::DenseFrameCodec {
   }
 
  private:
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                         uint64_t n) const override {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        MethodName(spec_.method),
-        {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(type_),
-          "dense codecs fix their value type"},
-         {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-          "dense frames carry no indices"},
-         {"bucket_size", h.bucket_size, 0, "unused"},
-         {"element_count", h.element_count, n, "dense frames carry n values"},
-         {"scale_bytes", h.scale_bytes, 0, "no scales"},
-         {"value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
-          "n values of the codec's width"}}));
-    return parsed;
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
+    return codec_internal::CheckFields(
+        name(), {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(type_),
+                  "dense codecs fix their value type"},
+                 {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                  "dense frames carry no indices"},
+                 {"bucket_size", h.bucket_size, 0, "unused"},
+                 {"element_count", h.element_count, n, "dense frames carry n values"},
+                 {"scale_bytes", h.scale_bytes, 0, "no scales"},
+                 {"value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
+                  "n values of the codec's width"}});
   }
 
   absl::Status Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense,
@@ -103,8 +93,6 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     PrefetchBytes(parsed.sections.values.data() + begin * width, len * width);
   }
 
-  CompressionSpec spec_;
-  CodecId id_;
   ValueType type_;
   kernels::ValueFormat format_;
 };

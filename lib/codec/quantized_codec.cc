@@ -15,11 +15,8 @@ using codec_internal::FieldMismatch;
 class QuantizedCodec : public codec_internal::DenseFrameCodec {
  public:
   explicit QuantizedCodec(const CompressionSpec& spec)
-      : spec_(spec),
-        id_(spec.method == Method::kSign ? CodecId::kSign : CodecId::kQsgd),
+      : DenseFrameCodec(spec),
         bits_(spec.method == Method::kSign ? 1u : static_cast<uint32_t>(spec.quant_bits)) {}
-
-  const CompressionSpec& spec() const override { return spec_; }
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     return kFrameHeaderBytes + kFrameChecksumBytes + ScaleBytes(n) + kernels::PackedBytes(n, bits_);
@@ -68,41 +65,37 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
   }
 
  private:
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                         uint64_t n) const override {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    const absl::string_view name = MethodName(spec_.method);
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
     GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        name, {{"value_type", static_cast<uint64_t>(h.value_type),
-                static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed"},
-               {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-                "quantized frames carry no indices"},
-               {"quant_bits", h.quant_bits, bits_, "the spec's bits"},
-               {"bucket_size", h.bucket_size, spec_.bucket_size, "the spec's bucket"},
-               {"element_count", h.element_count, n, "one code per element"},
-               {"scale_bytes", h.scale_bytes, ScaleBytes(n), "one fp32 scale per bucket"},
-               {"value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
-                "n codes of quant_bits each"}}));
-    const uint8_t* scales = parsed->sections.scales.data();
-    const uint8_t* packed = parsed->sections.values.data();
+        name(), {{"value_type", static_cast<uint64_t>(h.value_type),
+                  static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed"},
+                 {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                  "quantized frames carry no indices"},
+                 {"quant_bits", h.quant_bits, bits_, "the spec's bits"},
+                 {"bucket_size", h.bucket_size, spec_.bucket_size, "the spec's bucket"},
+                 {"element_count", h.element_count, n, "one code per element"},
+                 {"scale_bytes", h.scale_bytes, ScaleBytes(n), "one fp32 scale per bucket"},
+                 {"value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
+                  "n codes of quant_bits each"}}));
+    const uint8_t* scales = frame.sections.scales.data();
+    const uint8_t* packed = frame.sections.values.data();
     const uint64_t buckets = kernels::BucketCount(n, spec_.bucket_size);
     for (uint64_t b = 0; b < buckets; ++b) {
       // An encoder only writes finite non-negative scales (max or mean of
       // finite magnitudes); anything else would spread NaN/Inf over a bucket.
       const float s = kernels::LoadValue(scales, b, kernels::ValueFormat::kFp32);
       if (!kernels::IsFinite(s) || (kernels::FloatBits(s) >> 31) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " frame: scale of bucket ", b, " is ",
-                                                       s, ", expected finite and >= 0"));
+        return absl::InvalidArgumentError(absl::StrCat(name(), " frame: scale of bucket ", b,
+                                                       " is ", s, ", expected finite and >= 0"));
       }
     }
     const uint32_t tail = static_cast<uint32_t>(n * bits_ % 8);
     if (tail != 0 && (packed[h.value_bytes - 1] >> tail) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(name, " frame: unused bits after the last code are not zero"));
+          absl::StrCat(name(), " frame: unused bits after the last code are not zero"));
     }
-    return parsed;
+    return absl::OkStatus();
   }
 
   // Each decoded value is at most its bucket's scale in magnitude (QSGD
@@ -133,8 +126,8 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     if (first_bad == frames.size()) return absl::OkStatus();
     *bad_frame = first_bad;
     return absl::InvalidArgumentError(
-        absl::StrCat(MethodName(spec_.method), " frame ", first_bad, ": the scales of bucket ",
-                     bad_bucket, " over frames 0..", first_bad, ", divided by ", divisor,
+        absl::StrCat(name(), " frame ", first_bad, ": the scales of bucket ", bad_bucket,
+                     " over frames 0..", first_bad, ", divided by ", divisor,
                      ", overflow fp32: the average could overflow to infinity"));
   }
 
@@ -166,8 +159,6 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
 
   uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }
 
-  CompressionSpec spec_;
-  CodecId id_;
   uint32_t bits_;
 };
 

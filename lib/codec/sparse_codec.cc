@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/codec/internal/codec_base.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/device_staging.h"
 
@@ -39,26 +40,12 @@ class ScratchLayout {
   uint8_t* base_ = nullptr;
 };
 
-class SparseCodec : public Codec {
+class SparseCodec : public codec_internal::CodecBase {
  public:
   explicit SparseCodec(const CompressionSpec& spec)
-      : spec_(spec),
+      : CodecBase(spec),
         format_(codec_internal::ToFormat(spec.values)),
-        encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {
-    switch (spec.method) {
-      case Method::kApproxTopK:
-        id_ = CodecId::kApproxTopK;
-        break;
-      case Method::kRandomK:
-        id_ = CodecId::kRandomK;
-        break;
-      default:
-        id_ = CodecId::kTopK;
-        break;
-    }
-  }
-
-  const CompressionSpec& spec() const override { return spec_; }
+        encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {}
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     const uint64_t k = spec_.SelectedCount(n);
@@ -217,29 +204,26 @@ class SparseCodec : public Codec {
   }
 
  private:
-  // Everything DecodeAccumulate checks before the indices, for a dense
-  // length of n.
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    const absl::string_view name = MethodName(spec_.method);
+  // The header checks; the indices are checked as they are decoded.
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
     GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        name, {{"value_type", static_cast<uint64_t>(h.value_type),
-                static_cast<uint64_t>(spec_.values), "the spec's values= setting"},
-               {"index_encoding", static_cast<uint64_t>(h.index_encoding),
-                static_cast<uint64_t>(encoding_), "the spec's indices= setting"},
-               {"bucket_size", h.bucket_size, 0, "unused"},
-               {"element_count", h.element_count, k, "k = round(ratio * n) for this spec's ratio"},
-               {"scale_bytes", h.scale_bytes, 0, "no scales"},
-               {"value_bytes", h.value_bytes, k * width, "k values"}}));
+        name(),
+        {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(spec_.values),
+          "the spec's values= setting"},
+         {"index_encoding", static_cast<uint64_t>(h.index_encoding),
+          static_cast<uint64_t>(encoding_), "the spec's indices= setting"},
+         {"bucket_size", h.bucket_size, 0, "unused"},
+         {"element_count", h.element_count, k, "k = round(ratio * n) for this spec's ratio"},
+         {"scale_bytes", h.scale_bytes, 0, "no scales"},
+         {"value_bytes", h.value_bytes, k * width, "k values"}}));
     if (id_ == CodecId::kRandomK && h.seed != spec_.seed) {
-      return FieldMismatch(name, "seed", h.seed, spec_.seed,
+      return FieldMismatch(name(), "seed", h.seed, spec_.seed,
                            "random-k indices derive from the shared seed");
     }
-    return parsed;
+    return absl::OkStatus();
   }
 
   uint64_t RandomKTempBytes(uint64_t n, uint64_t k) const {
@@ -281,10 +265,8 @@ class SparseCodec : public Codec {
     }
   }
 
-  CompressionSpec spec_;
   kernels::ValueFormat format_;
   IndexEncoding encoding_;
-  CodecId id_;
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_stats.h"
@@ -21,7 +22,6 @@
 #include "gradwire/transport/rendezvous_store.h"
 #include "host_buffer.h"
 #include "join.h"
-#include "python_spec.h"
 #include "python_store.h"
 #include "status_exception.h"
 
@@ -102,7 +102,7 @@ class PyCommunicator {
                  const std::string& bind_address, const std::string& settings) {
     CommunicatorOptions options;
     options.event_loop_nice = event_loop_nice;
-    options.compression = Value(ParseSpec(spec));
+    options.compression = Value(CompressionSpec::Parse(spec));
     options.hierarchical = hierarchical;
     options.dense_below_elements = dense_below_elements;
     options.dense_one_dimensional = dense_one_dimensional;

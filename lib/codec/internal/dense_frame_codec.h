@@ -1,8 +1,8 @@
 // Internal to :codec: the decode side shared by the codecs whose frames
 // touch every element and need no scratch (cast: none/fp16/bf16;
-// quantized: QSGD, sign). Each implements two steps, checking a frame and
-// adding its decoded values, and gets DecodeAccumulate and DecodeAverage
-// from them.
+// quantized: QSGD, sign). Each implements two steps, checking a frame's
+// header (CodecBase::CheckHeader) and adding its decoded values, and gets
+// DecodeAccumulate and DecodeAverage from them.
 #ifndef GRADWIRE_LIB_CODEC_INTERNAL_DENSE_FRAME_CODEC_H_
 #define GRADWIRE_LIB_CODEC_INTERNAL_DENSE_FRAME_CODEC_H_
 
@@ -17,17 +17,17 @@
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/internal/codec_base.h"
 #include "gradwire/lib/codec/internal/device_staging.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
 namespace codec_internal {
 
-class DenseFrameCodec : public Codec {
+class DenseFrameCodec : public CodecBase {
  protected:
-  // Everything DecodeAccumulate checks, for a dense length of n.
-  virtual absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                                 uint64_t n) const = 0;
+  using CodecBase::CodecBase;
+
   // Adds the decoded values of elements [begin, begin + dense.size()) of a
   // checked frame to `dense`; begin is a multiple of ChunkQuantum(). The
   // frame's sections and `dense` live in one place (on the device: copies
