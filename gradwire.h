@@ -13,12 +13,20 @@
 // options) joins the job (torchrun/mpirun environment, a file store or a
 // password-protected Redis), and GradientExchanger takes gradients layer by
 // layer and averages them across ranks in buckets on a background thread.
+//
+// Gradients in GPU memory (docs/device_path.md): the codecs take device
+// buffers with a DeviceCall (stream + scratch), and
+// Communicator::AllreduceMeanOnDevice exchanges a device buffer moving only
+// compressed frames through the host. THE DEVICE PATH IS NOT YET RUN ON
+// HARDWARE: CI tests it on kernels::HostDevice; the CUDA side only compiles.
 #ifndef GRADWIRE_GRADWIRE_H_
 #define GRADWIRE_GRADWIRE_H_
 
+#include "gradwire/kernels/device.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/device_call.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"

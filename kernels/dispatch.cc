@@ -3,17 +3,22 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
+#include "gradwire/kernels/cuda/divide.h"
 #include "gradwire/kernels/cuda/quantize.h"
 #include "gradwire/kernels/cuda/randomk.h"
 #include "gradwire/kernels/cuda/sparse.h"
+#include "gradwire/kernels/cuda/sparse_sum.h"
 #include "gradwire/kernels/cuda/topk.h"
 #include "gradwire/kernels/validate.h"
 
@@ -183,12 +188,18 @@ absl::Status CheckHostTemp(const char* who, uint64_t have, uint64_t n) {
 // What every entry point does once its arguments are checked: run
 // `on_host()` (the CPU reference, which returns nothing) or `on_device()`
 // where `buffers` live.
+// A stand-in device (Runtime::launch set) gets `on_host` bound to its
+// arguments, so on_host must capture by value.
 template <typename OnHost, typename OnDevice>
-absl::Status Run(const char* who, std::initializer_list<const void*> buffers, const OnHost& on_host,
-                 const OnDevice& on_device) {
+absl::Status Run(const char* who, std::initializer_list<const void*> buffers, cuda::Stream stream,
+                 const OnHost& on_host, const OnDevice& on_device) {
   Location where;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, buffers, &where));
-  if (where == Location::kDevice) return on_device();
+  if (where == Location::kDevice) {
+    const dispatch_internal::Runtime* runtime = g_runtime.load(std::memory_order_acquire);
+    if (runtime->launch != nullptr) return runtime->launch(stream, who, on_host);
+    return on_device();
+  }
   on_host();
   return absl::OkStatus();
 }
@@ -201,20 +212,32 @@ absl::Status Run(const char* who, std::initializer_list<const void*> buffers, co
 // `band` are the call's other buffers (null if it has none).
 template <typename OnHost, typename OnDevice>
 absl::Status RunSelection(const Selection& s, const void* residual, const void* stats,
-                          const void* band, const OnHost& on_host, const OnDevice& on_device) {
+                          const void* band, cuda::Stream stream, const OnHost& on_host,
+                          const OnDevice& on_device) {
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSelection(s));
+  const dispatch_internal::Runtime* runtime = g_runtime.load(std::memory_order_acquire);
   if (s.temp == nullptr) {
     uint64_t host = 0, device = 0;
     on_host(nullptr, &host);
-    if (DeviceCount() > 0) GRADWIRE_KERNELS_RETURN_IF_ERROR(on_device(nullptr, &device));
+    if (DeviceCount() > 0 && runtime->launch == nullptr) {
+      GRADWIRE_KERNELS_RETURN_IF_ERROR(on_device(nullptr, &device));
+    }
     *s.temp_bytes = std::max(host, device);
     return absl::OkStatus();
   }
   Location where;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(
       Place(s.who, {s.temp, s.grad, s.indices, s.values, residual, stats, band}, &where));
-  if (where == Location::kDevice) return on_device(s.temp, s.temp_bytes);
+  if (where == Location::kDevice && runtime->launch == nullptr) {
+    return on_device(s.temp, s.temp_bytes);
+  }
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(s.who, *s.temp_bytes, s.n));
+  if (where == Location::kDevice) {
+    void* temp = s.temp;
+    uint64_t bytes = *s.temp_bytes;
+    return runtime->launch(stream, s.who,
+                           [on_host, temp, bytes]() mutable { on_host(temp, &bytes); });
+  }
   on_host(s.temp, s.temp_bytes);
   return absl::OkStatus();
 }
@@ -228,8 +251,8 @@ absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, f
                           uint8_t* values, FusedStats* stats, cuda::Stream stream) {
   return RunSelection(
       {"TopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
-      nullptr,
-      [&](void* t, uint64_t* b) {
+      nullptr, stream,
+      [=](void* t, uint64_t* b) {
         cpu::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats);
       },
       [&](void* t, uint64_t* b) {
@@ -244,8 +267,8 @@ absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* g
                                 ApproxTopKBand* band, cuda::Stream stream) {
   return RunSelection(
       {"ApproxTopKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual,
-      stats, band,
-      [&](void* t, uint64_t* b) {
+      stats, band, stream,
+      [=](void* t, uint64_t* b) {
         cpu::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats, band);
       },
       [&](void* t, uint64_t* b) {
@@ -258,8 +281,8 @@ absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uin
                             uint64_t n, uint64_t k, uint32_t* indices, cuda::Stream stream) {
   return RunSelection(
       {"RandomKIndices", temp, temp_bytes, n, k, ValueFormat::kFp32, temp, indices, indices},
-      nullptr, nullptr, nullptr,
-      [&](void* t, uint64_t* b) { cpu::RandomKIndices(t, b, seed, step, n, k, indices); },
+      nullptr, nullptr, nullptr, stream,
+      [=](void* t, uint64_t* b) { cpu::RandomKIndices(t, b, seed, step, n, k, indices); },
       [&](void* t, uint64_t* b) {
         return cuda::RandomKIndices(t, b, seed, step, n, k, indices, stream);
       });
@@ -271,8 +294,8 @@ absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad
                              FusedStats* stats, cuda::Stream stream) {
   return RunSelection(
       {"RandomKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
-      nullptr,
-      [&](void* t, uint64_t* b) {
+      nullptr, stream,
+      [=](void* t, uint64_t* b) {
         cpu::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices, values,
                              stats);
       },
@@ -290,8 +313,8 @@ absl::Status QsgdCompress(const float* grad, float* residual, uint64_t n, uint32
   const char* who = "QsgdCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, grad, scales, packed));
   return Run(
-      who, {grad, residual, scales, packed, stats},
-      [&] {
+      who, {grad, residual, scales, packed, stats}, stream,
+      [=] {
         cpu::QsgdCompress(grad, residual, n, bits, bucket_size, seed, step, scales, packed, stats);
       },
       [&] {
@@ -306,8 +329,8 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
   const char* who = "SignCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, grad, scales, packed));
   return Run(
-      who, {grad, residual, scales, packed, stats},
-      [&] { cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats); },
+      who, {grad, residual, scales, packed, stats}, stream,
+      [=] { cpu::SignCompress(grad, residual, n, bucket_size, scales, packed, stats); },
       [&] {
         return cuda::SignCompress(grad, residual, n, bucket_size, scales, packed, stats, stream);
       });
@@ -318,8 +341,8 @@ absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueF
   const char* who = "CastCompress";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, grad, values));
   return Run(
-      who, {grad, residual, values, stats},
-      [&] { cpu::CastCompress(grad, residual, n, format, values, stats); },
+      who, {grad, residual, values, stats}, stream,
+      [=] { cpu::CastCompress(grad, residual, n, format, values, stats); },
       [&] { return cuda::CastCompress(grad, residual, n, format, values, stats, stream); });
 }
 
@@ -331,8 +354,8 @@ absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* valu
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, k, format, values, dense));
   if (k > 0 && indices == nullptr) return Refuse(who, "null buffer");
   return Run(
-      who, {indices, values, dense},
-      [&] { cpu::SparseDecodeAccumulate(indices, values, k, format, dense); },
+      who, {indices, values, dense}, stream,
+      [=] { cpu::SparseDecodeAccumulate(indices, values, k, format, dense); },
       [&] { return cuda::SparseDecodeAccumulate(indices, values, k, format, dense, stream); });
 }
 
@@ -342,8 +365,8 @@ absl::Status QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
   const char* who = "QsgdDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, bits, bucket_size, dense, scales, packed));
   return Run(
-      who, {scales, packed, dense},
-      [&] { cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense); },
+      who, {scales, packed, dense}, stream,
+      [=] { cpu::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense); },
       [&] {
         return cuda::QsgdDecodeAccumulate(scales, packed, n, bits, bucket_size, dense, stream);
       });
@@ -354,8 +377,8 @@ absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
   const char* who = "SignDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckQuantize(who, n, 1, bucket_size, dense, scales, packed));
   return Run(
-      who, {scales, packed, dense},
-      [&] { cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense); },
+      who, {scales, packed, dense}, stream,
+      [=] { cpu::SignDecodeAccumulate(scales, packed, n, bucket_size, dense); },
       [&] { return cuda::SignDecodeAccumulate(scales, packed, n, bucket_size, dense, stream); });
 }
 
@@ -364,8 +387,54 @@ absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat
   const char* who = "CastDecodeAccumulate";
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, values, dense));
   return Run(
-      who, {values, dense}, [&] { cpu::CastDecodeAccumulate(values, n, format, dense); },
+      who, {values, dense}, stream, [=] { cpu::CastDecodeAccumulate(values, n, format, dense); },
       [&] { return cuda::CastDecodeAccumulate(values, n, format, dense, stream); });
+}
+
+// ------------------------------------------------------------- averages --
+
+absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream stream) {
+  const char* who = "DivideAll";
+  if (n > 0 && values == nullptr) return Refuse(who, "null buffer");
+  return Run(
+      who, {values}, stream, [=] { cpu::DivideAll(values, n, divisor); },
+      [&] { return cuda::DivideAll(values, n, divisor, stream); });
+}
+
+absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                           absl::Span<float> dense, cuda::Stream stream) {
+  const char* who = "SparseAverage";
+  Location where = Location::kHost;
+  for (size_t r = 0; r <= payloads.size(); ++r) {
+    const SparsePayload* p = r < payloads.size() ? &payloads[r] : nullptr;
+    if (p != nullptr && !KnownFormat(p->format)) return Refuse(who, "unknown value format");
+    if (p != nullptr && p->count > 0 && (p->indices == nullptr || p->values == nullptr)) {
+      return Refuse(who, "null buffer");
+    }
+    Location here;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(
+        Place(who, {dense.data(), p ? p->indices : nullptr, p ? p->values : nullptr}, &here));
+    if (r > 0 && here != where && (p == nullptr || p->count > 0)) {
+      return Refuse(who, "buffers are split between host and device memory");
+    }
+    where = here;
+  }
+  if (where == Location::kHost) {
+    cpu::SparseAverage(payloads, divisor, dense);  // allocates nothing
+    return absl::OkStatus();
+  }
+  const dispatch_internal::Runtime* runtime = g_runtime.load(std::memory_order_acquire);
+  if (runtime->launch != nullptr) {
+    std::vector<SparsePayload> copy(payloads.begin(), payloads.end());
+    return runtime->launch(stream, who,
+                           [copy, divisor, dense] { cpu::SparseAverage(copy, divisor, dense); });
+  }
+  SparseSumOptions sum;
+  sum.accumulate = false;
+  sum.scale = 1.0f;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      cuda::SparseSumToDense(payloads, dense.data(), dense.size(), sum, nullptr, stream));
+  return cuda::DivideAll(dense.data(), dense.size(), divisor, stream);
 }
 
 }  // namespace kernels

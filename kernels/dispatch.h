@@ -23,9 +23,11 @@
 #define GRADWIRE_KERNELS_DISPATCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "gradwire/kernels/cuda/stream.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/kernels/types.h"
@@ -91,6 +93,18 @@ absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
 absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
                                   float* dense, cuda::Stream stream = nullptr);
 
+// values[i] = values[i] / divisor for i < n, bit for bit on either side
+// (cpu/divide_x86.h, cuda/divide.h): the division of an average.
+absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream stream = nullptr);
+
+// dense = (sum of the payloads in order, from zero) / divisor, element by
+// element (cpu/sparse_sum.h SparseAverage's contract; the device side
+// sums with cuda::SparseSumToDense and then divides, the same bits). The
+// payloads must be validated (indices strictly increasing, < dense.size()).
+// The descriptor array is host memory; what it points to lives with dense.
+absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                           absl::Span<float> dense, cuda::Stream stream = nullptr);
+
 namespace dispatch_internal {
 
 // The two CUDA runtime queries dispatch makes, replaceable so that host
@@ -98,6 +112,12 @@ namespace dispatch_internal {
 struct Runtime {
   int (*device_count)();                                     // asked once, then cached
   absl::Status (*locate)(const void* ptr, Location* where);  // non-null ptr only
+  // Null for the CUDA runtime. A host stand-in for a GPU (host_device.h)
+  // sets it: a call whose buffers are on its "device" hands `launch` the
+  // CPU reference bound to its arguments, to run in `stream`'s order, and
+  // returns what launch returns (an unknown stream, say).
+  absl::Status (*launch)(cuda::Stream stream, const char* who,
+                         std::function<void()> work) = nullptr;
 };
 
 // Installs `runtime` (nullptr: the CUDA runtime) and forgets the cached

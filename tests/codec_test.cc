@@ -23,7 +23,10 @@ using kernels::FloatBits;
 using ::testing::HasSubstr;
 
 std::vector<std::string> AllSpecs() {
-  std::vector<std::string> specs = {"none", "none:ef=on", "fp16", "bf16", "fp16:ef=off"};
+  // "none" takes no settings: ef=on only in the canonical string.
+  std::vector<std::string> specs = {
+      "none", "none:ratio=0.01,bits=4,bucket=512,seed=0,values=fp32,indices=varint,ef=on", "fp16",
+      "bf16", "fp16:ef=off"};
   for (const char* m : {"topk", "approx_topk"}) {
     for (const char* v : {"fp32", "fp16", "bf16"}) {
       for (const char* i : {"raw", "varint"}) {

@@ -10,17 +10,29 @@ namespace gradwire {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Parse(text) is InvalidArgument with `want` in its message; the message.
+std::string Refusal(const char* text, const char* want) {
+  absl::StatusOr<CompressionSpec> s = CompressionSpec::Parse(text);
+  EXPECT_FALSE(s.ok()) << text;
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << text;
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr(want)) << text;
+  return std::string(s.status().message());
+}
 
 TEST(CompressionSpecTest, ParsesEveryMethodAndSetting) {
   absl::StatusOr<CompressionSpec> s =
-      CompressionSpec::Parse("topk:ratio=0.001,values=fp16,indices=varint,ef=off,seed=9");
+      CompressionSpec::Parse("topk:ratio=0.001,values=fp16,indices=varint,ef=off");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->method, Method::kTopK);
   EXPECT_EQ(s->ratio, 0.001);
   EXPECT_EQ(s->values, ValueType::kFp16);
   EXPECT_EQ(s->indices, IndexEncoding::kDeltaVarint);
-  EXPECT_EQ(s->seed, 9u);
   EXPECT_FALSE(s->UsesErrorFeedback());
+  s = CompressionSpec::Parse("randomk:ratio=0.5,seed=9");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->seed, 9u);
   s = CompressionSpec::Parse("qsgd:bits=2,bucket=128");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->quant_bits, 2);
@@ -75,12 +87,38 @@ TEST(CompressionSpecTest, ErrorsNameTheFlagAndTheRange) {
       {"topk:ratio", "needs a value"},
       {"topk:ratio=0.1,ratio=0.2", "given twice"},
   };
-  for (const Bad& c : cases) {
-    absl::StatusOr<CompressionSpec> s = CompressionSpec::Parse(c.text);
-    ASSERT_FALSE(s.ok()) << c.text;
-    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.want)) << c.text;
+  for (const Bad& c : cases) Refusal(c.text, c.want);
+}
+
+TEST(CompressionSpecTest, RefusesSettingsTheMethodDoesNotRead) {
+  // No flag names: Python shows these messages as they are.
+  EXPECT_THAT(Refusal("sign:ratio=0.01",
+                      "setting ratio does not apply to method sign in spec "
+                      "\"sign:ratio=0.01\" (sign takes: bucket, ef)"),
+              Not(HasSubstr("--")));
+  Refusal("topk:ratio=0.01,bits=4", "setting bits does not apply to method topk");
+  Refusal("none:ef=on", "(none takes no settings)");
+  Refusal("randomk:ratio=0.1,indices=raw", "indices does not apply to method randomk");
+  Refusal("qsgd:bits=2,values=fp16,seed=3", "values does not apply");
+  // The canonical string names every setting: it parses for every method,
+  // with or without ef.
+  for (const char* m : {"none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "sign"}) {
+    for (const char* ef : {"", ",ef=on"}) {
+      const std::string text =
+          std::string(m) + ":ratio=0.5,bits=3,bucket=64,seed=5,values=fp16,indices=raw" + ef;
+      absl::StatusOr<CompressionSpec> s = CompressionSpec::Parse(text);
+      ASSERT_TRUE(s.ok()) << text << ": " << s.status();
+      EXPECT_EQ(s->ToString(), text);
+    }
   }
+  // What each method reads, and only that, is accepted.
+  for (const char* text : {"fp16:ef=off", "topk:ratio=0.1,ef=on,values=bf16,indices=raw",
+                           "randomk:ratio=0.1,seed=2,values=fp16", "qsgd:bits=2,bucket=8,seed=1",
+                           "sign:bucket=8,ef=off"}) {
+    EXPECT_TRUE(CompressionSpec::Parse(text).ok()) << text;
+  }
+  EXPECT_EQ(SettingsOf(Method::kSign), (std::vector<std::string>{"bucket", "ef"}));
+  EXPECT_TRUE(SettingsOf(Method::kNone).empty());
 }
 
 TEST(CompressionSpecTest, ValidateCatchesFieldsSetFromFlags) {
@@ -123,7 +161,9 @@ TEST(CompressionSpecTest, ForSenderGivesQsgdOneSeedPerRankAndKeepsTheRest) {
   }
   EXPECT_EQ(seeds.size(), 64u);
   EXPECT_EQ(seeds.count(qsgd.seed), 0u);
-  for (const char* text : {"randomk:ratio=0.01,seed=7", "topk:ratio=0.01,seed=7", "sign:seed=7"}) {
+  for (const char* text : {"randomk:ratio=0.01,seed=7",
+                           "topk:ratio=0.01,bits=4,bucket=512,seed=7,values=fp32,indices=varint",
+                           "sign:ratio=0.01,bits=4,bucket=512,seed=7,values=fp32,indices=varint"}) {
     absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(text);
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_EQ(spec->ForSender(3).ToString(), spec->ToString()) << text;

@@ -17,10 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/transport/agreement.h"
-
-namespace gloo {
-class Context;
-}  // namespace gloo
+#include "gradwire/transport/gloo_fwd.h"
 
 namespace gradwire {
 namespace transport {

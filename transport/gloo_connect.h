@@ -11,14 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "gradwire/transport/gloo_fwd.h"
 #include "gradwire/transport/rendezvous_store.h"
-
-namespace gloo {
-class Context;
-namespace transport {
-class Device;
-}  // namespace transport
-}  // namespace gloo
 
 namespace gradwire {
 namespace transport {

@@ -58,16 +58,9 @@
 #include "absl/types/span.h"
 #include "gradwire/transport/agreement.h"
 #include "gradwire/transport/chunk_authenticator.h"
+#include "gradwire/transport/gloo_fwd.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gradwire/transport/transfer_stats.h"
-
-namespace gloo {
-class Context;
-class Algorithm;
-namespace transport {
-class Device;
-}  // namespace transport
-}  // namespace gloo
 
 namespace gradwire {
 namespace transport {

@@ -12,18 +12,6 @@ namespace {
 // returns the bits its element_math.h counterpart returns, which the tests
 // check over every input class (and every fp16 value).
 
-// FloatToHalfBits.
-GRADWIRE_CPU_INLINE uint32_t HalfBits(uint32_t x) {
-  const uint32_t a = x & 0x7fffffffu;
-  const uint32_t normal = (a - 0x38000000u + 0x0fffu + ((a >> 13) & 1u)) >> 13;
-  const uint32_t subnormal = FloatBits(BitsFloat(a) + 0.5f) - 0x3f000000u;
-  uint32_t r = SelectBits(a < 0x38800000u, subnormal, normal);
-  r = SelectBits(a >= 0x477ff000u, kHalfMaxBits, r);
-  r = SelectBits(a == 0x7f800000u, 0x7c00u, r);
-  r = SelectBits(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x1ffu), r);
-  return ((x >> 16) & 0x8000u) | r;
-}
-
 // HalfBitsToFloat (h < 2^16).
 GRADWIRE_CPU_INLINE float HalfFloat(uint32_t h) {
   const uint32_t e = (h >> 10) & 0x1fu;
@@ -46,15 +34,49 @@ GRADWIRE_CPU_INLINE uint32_t Bf16Bits(uint32_t x) {
   return r & 0xffffu;
 }
 
+// Bits of one type as another of the same size (scalars or vectors; a
+// builtin, so vectors are not passed through a function's ABI).
+#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
+
+// FloatToHalfBits(x) into *half, and, when x is finite, the residual
+// ResidualAfter(x, HalfBitsToFloat(*half)) into *residual as bits (0 otherwise):
+// the decoded value is formed from the rounding itself, not by converting
+// the half back. For |x| >= 2^-14 the rounded magnitude is x's bits
+// rounded at bit 13 (a carry into the exponent is right), saturated at
+// 65504; its half bits are those rebiased. Below, |x| + 0.5 rounds |x| to
+// a multiple of 2^-24 (the sum's low bits count them) and subtracting 0.5
+// again is exact. Non-finite x: its residual is 0 whatever it decodes to.
+// One lane (U = uint32_t, S = int32_t, F = float) or a vector of lanes
+// (GCC vector types of the same three kinds), written once for both.
+template <typename U, typename S, typename F>
+GRADWIRE_CPU_INLINE void HalfRound(const U& x, U* half, U* residual) {
+  const U a = x & 0x7fffffffu;
+  const S signed_a = GRADWIRE_BITCAST(S, a);  // a < 2^31: signed compares are exact
+  const U sign = x & 0x80000000u;
+  const F sum = GRADWIRE_BITCAST(F, a) + 0.5f;
+  const auto subnormal = signed_a < 0x38800000;
+  U rounded = (a + 0x0fffu + ((a >> 13) & 1u)) & 0xffffe000u;
+  rounded = signed_a >= 0x477ff000 ? U{} + 0x477fe000u : rounded;  // 65504
+  const U magnitude = subnormal ? GRADWIRE_BITCAST(U, sum - 0.5f) : rounded;
+  U h = subnormal ? GRADWIRE_BITCAST(U, sum) - 0x3f000000u : (rounded - 0x38000000u) >> 13;
+  const auto finite = signed_a < 0x7f800000;
+  const U special = 0x7c00u | ((a >> 13) & 0x1ffu) | (signed_a > 0x7f800000 ? U{} + 0x200u : U{});
+  h = finite ? h : special;
+  *half = (sign >> 16) | h;
+  const U r = GRADWIRE_BITCAST(U, GRADWIRE_BITCAST(F, x) - GRADWIRE_BITCAST(F, sign | magnitude));
+  *residual = finite ? r : U{};
+}
+
 // One element: stores acc's value and returns its residual.
 template <ValueFormat F>
 GRADWIRE_CPU_INLINE float CastElement(float a, uint8_t* values, uint64_t i) {
   const uint32_t x = FloatBits(a);
   float decoded = a;
   if (F == ValueFormat::kFp16) {
-    const uint32_t h = HalfBits(x);
+    uint32_t h, r;
+    HalfRound<uint32_t, int32_t, float>(x, &h, &r);
     StoreLe<uint16_t>(values + 2 * i, static_cast<uint16_t>(h));
-    decoded = HalfFloat(h);
+    return BitsFloat(r);
   } else if (F == ValueFormat::kBf16) {
     const uint32_t b = Bf16Bits(x);
     StoreLe<uint16_t>(values + 2 * i, static_cast<uint16_t>(b));
@@ -63,6 +85,42 @@ GRADWIRE_CPU_INLINE float CastElement(float a, uint8_t* values, uint64_t i) {
     StoreLe<uint32_t>(values + 4 * i, x);
   }
   return ResidualAfter(a, decoded);
+}
+
+// The fp16 cast of elements [start, end) eight at a time, as far as whole
+// vectors go: HalfRound on vectors (GCC's scalar vectorizer spills its
+// many selects). Adds the non-finite count; returns where it stopped.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uint64_t start,
+                                         uint64_t end, uint8_t* values, uint32_t* nonfinite) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  typedef uint32_t U32x8 __attribute__((vector_size(32)));
+  typedef int32_t I32x8 __attribute__((vector_size(32)));
+  typedef float F32x8 __attribute__((vector_size(32)));
+  typedef uint16_t U16x8 __attribute__((vector_size(16)));
+  U32x8 bad = {};
+  uint64_t i = start;
+  for (; i + 8 <= end; i += 8) {
+    F32x8 acc;
+    memcpy(&acc, grad + i, sizeof acc);
+    if (kHasResidual) {
+      F32x8 r;
+      memcpy(&r, residual + i, sizeof r);
+      acc += r;
+    }
+    const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
+    bad -= (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);  // -1 where not finite
+    U32x8 h, r;
+    HalfRound<U32x8, I32x8, F32x8>(x, &h, &r);
+    const U16x8 h16 = __builtin_convertvector(h, U16x8);
+    memcpy(values + 2 * i, &h16, sizeof h16);
+    if (kHasResidual) memcpy(residual + i, &r, sizeof r);
+  }
+  for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
+  return i;
+#else
+  return start;  // the element loop stores little endian
+#endif
 }
 
 template <ValueFormat F, bool kHasResidual>
@@ -75,7 +133,10 @@ GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64
   for (uint64_t start = 0; start < n; start += kRun) {
     const uint64_t end = n - start < kRun ? n : start + kRun;
     nonfinite = 0;
-    for (uint64_t i = start; i < end; ++i) {
+    uint64_t i = start;
+    if (F == ValueFormat::kFp16)
+      i = HalfVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
+    for (; i < end; ++i) {
       const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
       nonfinite += IsFinite(a) ? 0u : 1u;
       const float r = CastElement<F>(a, values, i);

@@ -411,7 +411,20 @@ GRADWIRE_CPU_CLONES uint64_t SignLoop(const float* grad, float* residual, uint64
              : QuantizeLoop<true, false>(grad, residual, n, 1, bucket_size, 0, scales, packed);
 }
 
+// d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
+// QsgdBlock computes it.
+GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, float scale, int32_t m,
+                                       double inverse_m, float* d) {
+  for (uint64_t i = 0; i < count; ++i) {
+    const float level =
+        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * codes[i]) - m) * inverse_m);
+    d[i] += MulRn(level, scale);
+  }
+}
+
 // dense[i] += the decoded value of every QSGD code, bucket by bucket.
+// 8-bit codes are bytes already and are read in place; other widths are
+// unpacked a block at a time.
 GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                         uint32_t bits, uint32_t bucket_size, float* dense) {
   const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
@@ -420,16 +433,62 @@ GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* pa
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
+    if (bits == 8) {
+      DequantizeAdd(packed + start, len, scale, m, inverse_m, dense + start);
+      continue;
+    }
     for (uint64_t at = 0; at < len; at += kBlock) {
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
-      const uint8_t* codes = unpacker.Next(count);
-      float* d = dense + start + at;
-      for (uint64_t i = 0; i < count; ++i) {
-        // QsgdDequantize; the level as QsgdBlock computes it.
-        const float level = static_cast<float>(
-            static_cast<double>(static_cast<int32_t>(2 * codes[i]) - m) * inverse_m);
-        d[i] += MulRn(level, scale);
-      }
+      DequantizeAdd(unpacker.Next(count), count, scale, m, inverse_m, dense + start + at);
+    }
+  }
+}
+
+// QsgdDecodeLoop for 1, 2 or 4 bits and buckets of a multiple of 8
+// elements: each bucket's at most 16 decoded values are tabulated (the
+// same products), and eight codes at a time are cut from one word of the
+// stream by per-lane shifts and looked up in two vectors by a permute.
+GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                         uint32_t bits, uint32_t bucket_size, float* dense) {
+  typedef uint32_t U32x8 __attribute__((vector_size(32)));
+  typedef int32_t I32x8 __attribute__((vector_size(32)));
+  typedef float F32x8 __attribute__((vector_size(32)));
+  const U32x8 shift = U32x8{0, 1, 2, 3, 4, 5, 6, 7} * bits;
+  const uint32_t mask = (1u << bits) - 1;
+  const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
+  const double inverse_m = 1.0 / static_cast<double>(m);
+  uint8_t all_codes[16];
+  for (uint32_t q = 0; q < 16; ++q) all_codes[q] = static_cast<uint8_t>(q & mask);
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
+    // QsgdDequantize of every code, as DequantizeAdd computes it.
+    float table[16];
+    for (uint32_t q = 0; q < 16; ++q) {
+      const float level = static_cast<float>(
+          static_cast<double>(static_cast<int32_t>(2 * all_codes[q]) - m) * inverse_m);
+      table[q] = MulRn(level, scale);
+    }
+    F32x8 low, high;
+    memcpy(&low, table, sizeof low);
+    memcpy(&high, table + 8, sizeof high);
+    const uint8_t* p = packed + start * bits / 8;  // a whole byte: start % 8 == 0
+    float* d = dense + start;
+    uint64_t i = 0;
+    for (; i + 8 <= len; i += 8, p += bits) {
+      // Eight codes: `bits` bytes.
+      const uint32_t word = bits == 4   ? LoadLe<uint32_t>(p)
+                            : bits == 2 ? LoadLe<uint16_t>(p)
+                                        : p[0];
+      const I32x8 code = (I32x8)(((U32x8{} + word) >> shift) & mask);
+      F32x8 v;
+      memcpy(&v, d + i, sizeof v);
+      v += __builtin_shuffle(low, high, code);
+      memcpy(d + i, &v, sizeof v);
+    }
+    for (; i < len; ++i) {
+      const uint32_t q = ReadPackedCode(packed, start + i, bits);
+      d[i] += table[q];
     }
   }
 }
@@ -478,7 +537,11 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
 
 void QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
                           uint32_t bucket_size, float* dense) {
-  QsgdDecodeLoop(scales, packed, n, bits, bucket_size, dense);
+  if ((bits == 1 || bits == 2 || bits == 4) && bucket_size % 8 == 0) {
+    QsgdDecodeTable(scales, packed, n, bits, bucket_size, dense);
+  } else {
+    QsgdDecodeLoop(scales, packed, n, bits, bucket_size, dense);
+  }
 }
 
 void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gradwire/kernels/cuda/cast.h"
+#include "gradwire/kernels/cuda/divide.h"
 #include "gradwire/kernels/cuda/fused_sgd.h"
 #include "gradwire/kernels/cuda/quantize.h"
 #include "gradwire/kernels/cuda/quantized_sum.h"
@@ -80,6 +81,7 @@ absl::Status CastCompress(const float*, float*, uint64_t, ValueFormat, uint8_t*,
 absl::Status CastDecodeAccumulate(const uint8_t*, uint64_t, ValueFormat, float*, Stream) {
   return NoCuda("CastDecodeAccumulate");
 }
+absl::Status DivideAll(float*, uint64_t, float, Stream) { return NoCuda("DivideAll"); }
 absl::Status SparseDecodeAccumulate(const uint32_t*, const uint8_t*, uint64_t, ValueFormat, float*,
                                     Stream) {
   return NoCuda("SparseDecodeAccumulate");

@@ -1,4 +1,4 @@
-// The CUDA stream type, usable from code compiled without CUDA headers.
+// The CUDA stream and event types, usable from code compiled without CUDA headers.
 //
 // cuda_runtime.h defines `typedef struct CUstream_st* cudaStream_t`; naming
 // the same incomplete struct here lets every kernels/cuda/*.h header take a
@@ -8,12 +8,14 @@
 #define GRADWIRE_KERNELS_CUDA_STREAM_H_
 
 struct CUstream_st;
+struct CUevent_st;
 
 namespace gradwire {
 namespace kernels {
 namespace cuda {
 
 using Stream = CUstream_st*;  // nullptr is the legacy default stream
+using Event = CUevent_st*;    // cudaEvent_t, likewise
 
 }  // namespace cuda
 }  // namespace kernels

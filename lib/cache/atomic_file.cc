@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <random>
 #include <utility>
 
@@ -32,14 +33,15 @@ bool TryLockFd(int fd) {
   return fcntl(fd, F_OFD_SETLK, &lock) == 0;
 }
 
-std::string UniqueTempName() {
+// "<pid>.<counter>.<random>": unique across processes and calls.
+std::string UniqueTempSuffix() {
   static std::atomic<uint64_t> counter{0};
   static const uint64_t salt = [] {
     std::random_device device;
     return (static_cast<uint64_t>(device()) << 32) ^ device();
   }();
-  return absl::StrFormat("%s%d.%d.%016x", kTempPrefix, getpid(),
-                         counter.fetch_add(1, std::memory_order_relaxed), salt);
+  return absl::StrFormat("%d.%d.%016x", getpid(), counter.fetch_add(1, std::memory_order_relaxed),
+                         salt);
 }
 
 }  // namespace
@@ -74,17 +76,19 @@ void TempFile::Discard() {
 }
 
 absl::StatusOr<TempFile> TempFile::Create(const std::string& dir) {
-  std::string path = absl::StrCat(dir, "/", UniqueTempName());
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoToStatus(absl::StrCat("create temp file ", path), errno);
-  // A cleaner in another process may, in the instant between open and lock,
-  // take the lock and unlink the file. Then PublishAs fails with NotFound
-  // and the caller retries: rare, and never silent.
-  if (!TryLockFd(fd)) {
-    int err = errno;
+  const std::string suffix = UniqueTempSuffix();
+  const std::string creating = absl::StrCat(dir, "/", kCreatingPrefix, suffix);
+  std::string path = absl::StrCat(dir, "/", kTempPrefix, suffix);
+  int fd = open(creating.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoToStatus(absl::StrCat("create temp file ", creating), errno);
+  // Locked before it takes the temp name that cleaners look at (see
+  // kCreatingPrefix); the lock belongs to the inode, so the rename keeps it.
+  int err = 0;
+  if (!TryLockFd(fd) || rename(creating.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
     close(fd);
-    unlink(path.c_str());
-    return ErrnoToStatus(absl::StrCat("lock temp file ", path), err);
+    unlink(creating.c_str());
+    return ErrnoToStatus(absl::StrCat("lock and name temp file ", creating), err);
   }
   return TempFile(dir, std::move(path), fd);
 }
@@ -191,9 +195,12 @@ absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::stri
   return absl::OkStatus();
 }
 
-bool IsTempFileName(absl::string_view name) { return absl::StartsWith(name, kTempPrefix); }
+bool IsTempFileName(absl::string_view name) {
+  return absl::StartsWith(name, kTempPrefix) || absl::StartsWith(name, kCreatingPrefix);
+}
 
-absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name) {
+absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name,
+                                             TempWriters writers) {
   std::string path = absl::StrCat(dir, "/", name);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -203,6 +210,12 @@ absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::
   if (!TryLockFd(fd)) {
     close(fd);
     return false;  // a live writer holds it
+  }
+  struct stat st;
+  if (writers == TempWriters::kMayBeAlive && absl::StartsWith(name, kCreatingPrefix) &&
+      (fstat(fd, &st) != 0 || time(nullptr) - st.st_mtime < kCreatingGraceSeconds)) {
+    close(fd);
+    return false;  // its writer may be about to lock it
   }
   bool removed = unlink(path.c_str()) == 0 || errno == ENOENT;
   int err = errno;

@@ -18,6 +18,14 @@ namespace cache {
 // Temp files are named "<kTempPrefix><pid>.<counter>.<random>" so writers in
 // different processes never collide and cleaners can recognise them.
 inline constexpr absl::string_view kTempPrefix = ".tmp.";
+// A temp file is born under "<kCreatingPrefix>..." and takes its kTempPrefix
+// name only once its lock is held, so a file under a temp name is locked for
+// as long as its writer lives: a cleaner never mistakes a writer between
+// open and lock for a dead one. A file left under the creating name (a
+// writer killed in that instant) is removed once older than
+// kCreatingGrace.
+inline constexpr absl::string_view kCreatingPrefix = ".new.";
+inline constexpr int kCreatingGraceSeconds = 60;
 
 // A temp file open for writing whose OFD lock (fcntl F_OFD_SETLK) is held
 // while it is being written. The lock dies with the process, so a cleaner
@@ -71,12 +79,16 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // that ends first is DataLoss.
 absl::Status ReadFileAt(int fd, uint64_t offset, size_t n, char* out, absl::string_view what);
 
-// True if `name` is a temp file name (see kTempPrefix).
+// True if `name` is a temp file name (kTempPrefix or kCreatingPrefix).
 bool IsTempFileName(absl::string_view name);
 
-// Removes dir/name if it is a temp file whose writer is gone (its OFD lock
-// can be taken). Returns true if removed, false if a live writer holds it.
-absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name);
+// Removes dir/name if it is a temp file whose writer is gone: its OFD lock
+// can be taken and, under the creating name, it is older than
+// kCreatingGraceSeconds or `writers` says no writer can be alive (a lone
+// opener's sweep). Returns true if removed, false if it is kept.
+enum class TempWriters { kMayBeAlive, kNoneAlive };
+absl::StatusOr<bool> RemoveAbandonedTempFile(const std::string& dir, const std::string& name,
+                                             TempWriters writers = TempWriters::kMayBeAlive);
 
 }  // namespace cache
 }  // namespace gradwire

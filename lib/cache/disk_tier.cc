@@ -92,9 +92,11 @@ absl::Status DiskTier::Load() {
   std::vector<std::string> entry_names;
   for (const std::string& name : names) {
     if (IsTempFileName(name)) {
-      // Its writer died (a live one holds its lock): its reservation is
-      // lost ledger room until a lone opener recounts, as below.
-      absl::StatusOr<bool> removed = RemoveAbandonedTempFile(dir, name);
+      // Its writer died (a live one holds its lock; see kCreatingPrefix for
+      // one caught between open and lock): its reservation is lost ledger
+      // room until a lone opener recounts, as below.
+      absl::StatusOr<bool> removed = RemoveAbandonedTempFile(
+          dir, name, shared_->alone() ? TempWriters::kNoneAlive : TempWriters::kMayBeAlive);
       if (removed.ok() && *removed) {
         ++report_.temp_files_removed;
         removed_any = true;

@@ -2,9 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 
 namespace gradwire {
 namespace {
@@ -13,25 +14,20 @@ using codec_internal::FieldMismatch;
 
 class CastCodec : public codec_internal::DenseFrameCodec {
  public:
-  explicit CastCodec(const CompressionSpec& spec) : spec_(spec) {
+  explicit CastCodec(const CompressionSpec& spec) : DenseFrameCodec(spec) {
     switch (spec.method) {
       case Method::kFp16:
-        id_ = CodecId::kFp16;
         type_ = ValueType::kFp16;
         break;
       case Method::kBf16:
-        id_ = CodecId::kBf16;
         type_ = ValueType::kBf16;
         break;
       default:
-        id_ = CodecId::kDense;
         type_ = ValueType::kFp32;
         break;
     }
     format_ = codec_internal::ToFormat(type_);
   }
-
-  const CompressionSpec& spec() const override { return spec_; }
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     return kFrameHeaderBytes + kFrameChecksumBytes + n * kernels::ValueWidth(format_);
@@ -39,7 +35,8 @@ class CastCodec : public codec_internal::DenseFrameCodec {
 
   absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
-                                         CodecScratch& /*scratch: none needed*/) const override {
+                                         CodecScratch& /*scratch: none needed*/,
+                                         const DeviceCall* device) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok())
@@ -58,35 +55,37 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();
     kernels::FusedStats fs;
-    kernels::cpu::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
-                               format_, sections->values.data(), &fs);
+    const absl::Span<uint8_t> outs[] = {sections->values};
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+        device, outs, nullptr, 0, &fs,
+        [&](absl::Span<uint8_t* const> o, void*, kernels::FusedStats* stats,
+            kernels::cuda::Stream stream) {
+          return kernels::CastCompress(grad.data(), residual.empty() ? nullptr : residual.data(), n,
+                                       format_, o[0], stats, stream);
+        }));
     return codec_internal::SealWithStats(out, fs);
   }
 
  private:
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                         uint64_t n) const override {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        MethodName(spec_.method),
-        {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(type_),
-          "dense codecs fix their value type"},
-         {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-          "dense frames carry no indices"},
-         {"bucket_size", h.bucket_size, 0, "unused"},
-         {"element_count", h.element_count, n, "dense frames carry n values"},
-         {"scale_bytes", h.scale_bytes, 0, "no scales"},
-         {"value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
-          "n values of the codec's width"}}));
-    return parsed;
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
+    return codec_internal::CheckFields(
+        name(), {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(type_),
+                  "dense codecs fix their value type"},
+                 {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                  "dense frames carry no indices"},
+                 {"bucket_size", h.bucket_size, 0, "unused"},
+                 {"element_count", h.element_count, n, "dense frames carry n values"},
+                 {"scale_bytes", h.scale_bytes, 0, "no scales"},
+                 {"value_bytes", h.value_bytes, n * kernels::ValueWidth(format_),
+                  "n values of the codec's width"}});
   }
 
-  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
-    kernels::cpu::CastDecodeAccumulate(
+  absl::Status Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense,
+                     kernels::cuda::Stream stream) const override {
+    return kernels::CastDecodeAccumulate(
         parsed.sections.values.data() + begin * kernels::ValueWidth(format_), dense.size(), format_,
-        dense.data());
+        dense.data(), stream);
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
@@ -94,8 +93,6 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     PrefetchBytes(parsed.sections.values.data() + begin * width, len * width);
   }
 
-  CompressionSpec spec_;
-  CodecId id_;
   ValueType type_;
   kernels::ValueFormat format_;
 };

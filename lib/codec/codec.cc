@@ -3,7 +3,9 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/cast_codec.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 #include "gradwire/lib/codec/quantized_codec.h"
 #include "gradwire/lib/codec/sparse_codec.h"
 
@@ -23,22 +25,27 @@ uint8_t* CodecScratch::Get(size_t bytes) {
 
 absl::StatusOr<EncodeStats> Codec::Encode(absl::Span<const float> grad, uint64_t step,
                                           absl::Span<float> residual, absl::Span<uint8_t> out,
-                                          CodecScratch* scratch) const {
-  if (scratch != nullptr) return EncodeWith(grad, step, residual, out, *scratch);
+                                          CodecScratch* scratch, const DeviceCall* device) const {
+  GRADWIRE_ASSIGN_OR_RETURN(const DeviceCall* on,
+                            codec_internal::WhereToRun("Encode", grad.data(), out.data(), device));
+  if (scratch != nullptr) return EncodeWith(grad, step, residual, out, *scratch, on);
   CodecScratch own;
-  return EncodeWith(grad, step, residual, out, own);
+  return EncodeWith(grad, step, residual, out, own, on);
 }
 
 absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
-                                     CodecScratch* scratch) const {
-  if (scratch != nullptr) return DecodeAccumulateWith(frame, dense, *scratch);
+                                     CodecScratch* scratch, const DeviceCall* device) const {
+  GRADWIRE_ASSIGN_OR_RETURN(
+      const DeviceCall* on,
+      codec_internal::WhereToRun("DecodeAccumulate", dense.data(), frame.data(), device));
+  if (scratch != nullptr) return DecodeAccumulateWith(frame, dense, *scratch, on);
   CodecScratch own;
-  return DecodeAccumulateWith(frame, dense, own);
+  return DecodeAccumulateWith(frame, dense, own, on);
 }
 
 absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
-                                  absl::Span<float> out, CodecScratch* scratch,
-                                  size_t* bad_frame) const {
+                                  absl::Span<float> out, CodecScratch* scratch, size_t* bad_frame,
+                                  const DeviceCall* device) const {
   size_t ignored = 0;
   if (bad_frame == nullptr) bad_frame = &ignored;
   // A NaN divisor fails both comparisons; a negative one would turn the
@@ -48,9 +55,20 @@ absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> fr
     return absl::InvalidArgumentError(
         absl::StrCat("DecodeAverage: divisor must be positive and finite, got ", divisor));
   }
-  if (scratch != nullptr) return DecodeAverageWith(frames, divisor, out, *scratch, bad_frame);
+  absl::StatusOr<const DeviceCall*> on =
+      codec_internal::WhereToRun("DecodeAverage", out.data(), nullptr, device);
+  for (size_t r = 0; on.ok() && r < frames.size(); ++r) {
+    on = codec_internal::WhereToRun("DecodeAverage", out.data(), frames[r].data(), device);
+  }
+  if (!on.ok()) {
+    *bad_frame = frames.size();
+    return on.status();
+  }
+  if (scratch != nullptr) {
+    return DecodeAverageWith(frames, divisor, out, *scratch, bad_frame, *on);
+  }
   CodecScratch own;
-  return DecodeAverageWith(frames, divisor, out, own, bad_frame);
+  return DecodeAverageWith(frames, divisor, out, own, bad_frame, *on);
 }
 
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CompressionSpec& spec) {

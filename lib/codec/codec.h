@@ -27,6 +27,12 @@
 // across calls, and Encode / DecodeAccumulate allocate nothing once it has
 // grown to the largest gradient seen. Without one, the call allocates and
 // frees its own (fine for one-off use and tests).
+//
+// Device buffers (device_call.h; NOT YET RUN ON HARDWARE): every call
+// below runs where its gradient / dense buffer lives, through
+// kernels/dispatch. A device buffer needs a DeviceCall (the caller's
+// stream and device scratch); frames stay host bytes either way, and the
+// results are the host path's bit for bit.
 #ifndef GRADWIRE_LIB_CODEC_CODEC_H_
 #define GRADWIRE_LIB_CODEC_CODEC_H_
 
@@ -38,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/device_call.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
@@ -91,14 +98,16 @@ class Codec {
   // null: the call uses its own.
   absl::StatusOr<EncodeStats> Encode(absl::Span<const float> grad, uint64_t step,
                                      absl::Span<float> residual, absl::Span<uint8_t> out,
-                                     CodecScratch* scratch = nullptr) const;
+                                     CodecScratch* scratch = nullptr,
+                                     const DeviceCall* device = nullptr) const;
 
   // Validates `frame` completely (wire format, codec id and settings match
   // this codec, lengths, indices), then adds its decoded values to `dense`,
   // whose length must equal the frame's dense length. Nothing in `dense`
   // changes unless the whole frame is valid. `scratch` as for Encode.
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
-                                CodecScratch* scratch = nullptr) const;
+                                CodecScratch* scratch = nullptr,
+                                const DeviceCall* device = nullptr) const;
 
   // The receive side of a compressed allreduce: averages P frames into
   // `out` (every frame's dense length must be out.size()):
@@ -120,22 +129,25 @@ class Codec {
   // codec divides only the elements some frame touched.
   absl::Status DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                              absl::Span<float> out, CodecScratch* scratch = nullptr,
-                             size_t* bad_frame = nullptr) const;
+                             size_t* bad_frame = nullptr, const DeviceCall* device = nullptr) const;
 
  protected:
-  // What each codec implements; the public calls supply the scratch.
+  // What each codec implements; the public calls supply the scratch and
+  // `device`: null for host buffers, else the checked DeviceCall of a
+  // call on device buffers.
   virtual absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                                  absl::Span<float> residual,
-                                                 absl::Span<uint8_t> out,
-                                                 CodecScratch& scratch) const = 0;
+                                                 absl::Span<uint8_t> out, CodecScratch& scratch,
+                                                 const DeviceCall* device) const = 0;
   virtual absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame,
-                                            absl::Span<float> dense,
-                                            CodecScratch& scratch) const = 0;
+                                            absl::Span<float> dense, CodecScratch& scratch,
+                                            const DeviceCall* device) const = 0;
   // Called with checked arguments (divisor positive and finite); reports
   // the first invalid frame's index in *bad_frame (never null here).
   virtual absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames,
                                          float divisor, absl::Span<float> out,
-                                         CodecScratch& scratch, size_t* bad_frame) const = 0;
+                                         CodecScratch& scratch, size_t* bad_frame,
+                                         const DeviceCall* device) const = 0;
 };
 
 // Builds the codec for `spec` (validated first).

@@ -1,36 +1,85 @@
 #include "gradwire/lib/codec/compression_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
 namespace gradwire {
 namespace {
 
+// A name of the spec grammar and the value it stands for.
+template <typename T>
+struct Named {
+  T value;
+  absl::string_view name;
+};
+
+// The methods, and the settings each one's codec reads (others are refused
+// by Parse, see compression_spec.h).
 struct MethodEntry {
   Method method;
   absl::string_view name;
+  absl::string_view settings;
 };
 constexpr MethodEntry kMethods[] = {
-    {Method::kNone, "none"},
-    {Method::kFp16, "fp16"},
-    {Method::kBf16, "bf16"},
-    {Method::kTopK, "topk"},
-    {Method::kApproxTopK, "approx_topk"},
-    {Method::kRandomK, "randomk"},
-    {Method::kQsgd, "qsgd"},
-    {Method::kSign, "sign"},
+    {Method::kNone, "none", ""},  // lossless: nothing to select, quantize or feed back
+    {Method::kFp16, "fp16", "ef"},
+    {Method::kBf16, "bf16", "ef"},
+    {Method::kTopK, "topk", "ratio,ef,values,indices"},
+    {Method::kApproxTopK, "approx_topk", "ratio,ef,values,indices"},
+    // The indices come from the shared seed: none are sent.
+    {Method::kRandomK, "randomk", "ratio,ef,seed,values"},
+    {Method::kQsgd, "qsgd", "bits,bucket,seed,ef"},
+    {Method::kSign, "sign", "bucket,ef"},
 };
 constexpr absl::string_view kMethodList =
     "none, fp16, bf16, topk, approx_topk, randomk, qsgd, sign";
+
+constexpr Named<ValueType> kValueTypes[] = {
+    {ValueType::kFp32, "fp32"}, {ValueType::kFp16, "fp16"}, {ValueType::kBf16, "bf16"}};
+constexpr Named<IndexEncoding> kIndexEncodings[] = {{IndexEncoding::kRawU32, "raw"},
+                                                    {IndexEncoding::kDeltaVarint, "varint"}};
+constexpr Named<CompressionSpec::ErrorFeedback> kErrorFeedbacks[] = {
+    {CompressionSpec::ErrorFeedback::kOn, "on"},
+    {CompressionSpec::ErrorFeedback::kOff, "off"},
+    {CompressionSpec::ErrorFeedback::kDefault, "default"}};
+
+template <typename T, size_t N>
+absl::string_view NameOf(const Named<T> (&table)[N], T value) {
+  for (const Named<T>& e : table) {
+    if (e.value == value) return e.name;
+  }
+  return "?";
+}
+
+// Sets *out to the value `name` stands for in `table`; false if none.
+template <typename T, size_t N>
+bool ValueOf(const Named<T> (&table)[N], absl::string_view name, T* out) {
+  for (const Named<T>& e : table) {
+    if (e.name == name) {
+      *out = e.value;
+      return true;
+    }
+  }
+  return false;
+}
+
+// "fp32, fp16, bf16": the names in `table`, for messages.
+template <typename T, size_t N>
+std::string NameList(const Named<T> (&table)[N]) {
+  std::string out;
+  for (const Named<T>& e : table) absl::StrAppend(&out, out.empty() ? "" : ", ", e.name);
+  return out;
+}
 
 // Spec keys and the flags that set the same field in tools/.
 struct Key {
@@ -49,30 +98,12 @@ absl::Status Bad(absl::string_view key, absl::string_view flag, absl::string_vie
       absl::StrCat(key, " (", flag, ") must be ", rule, ", got \"", got, "\""));
 }
 
-absl::string_view ValueTypeName(ValueType v) {
-  switch (v) {
-    case ValueType::kFp32:
-      return "fp32";
-    case ValueType::kFp16:
-      return "fp16";
-    case ValueType::kBf16:
-      return "bf16";
-    case ValueType::kPacked:
-      return "packed";
-  }
-  return "?";
-}
-
-absl::string_view IndexEncodingName(IndexEncoding e) {
-  switch (e) {
-    case IndexEncoding::kNone:
-      return "none";
-    case IndexEncoding::kRawU32:
-      return "raw";
-    case IndexEncoding::kDeltaVarint:
-      return "varint";
-  }
-  return "?";
+// One of the named values in `table`, or Bad naming them.
+template <typename T, size_t N>
+absl::Status SetNamed(const Named<T> (&table)[N], absl::string_view key, absl::string_view flag,
+                      absl::string_view value, T* out) {
+  if (ValueOf(table, value, out)) return absl::OkStatus();
+  return Bad(key, flag, absl::StrCat("one of ", NameList(table)), value);
 }
 
 // Shortest decimal that reads back as exactly `v`.
@@ -108,33 +139,11 @@ absl::Status SetKey(absl::string_view key, absl::string_view value, CompressionS
       return Bad(key, "--seed", "an unsigned 64-bit integer", value);
     spec->seed = s;
   } else if (key == "ef") {
-    if (value == "on") {
-      spec->error_feedback = CompressionSpec::ErrorFeedback::kOn;
-    } else if (value == "off") {
-      spec->error_feedback = CompressionSpec::ErrorFeedback::kOff;
-    } else if (value == "default") {
-      spec->error_feedback = CompressionSpec::ErrorFeedback::kDefault;
-    } else {
-      return Bad(key, "--error_feedback", "one of on, off, default", value);
-    }
+    return SetNamed(kErrorFeedbacks, key, "--error_feedback", value, &spec->error_feedback);
   } else if (key == "values") {
-    if (value == "fp32") {
-      spec->values = ValueType::kFp32;
-    } else if (value == "fp16") {
-      spec->values = ValueType::kFp16;
-    } else if (value == "bf16") {
-      spec->values = ValueType::kBf16;
-    } else {
-      return Bad(key, "--values", "one of fp32, fp16, bf16", value);
-    }
+    return SetNamed(kValueTypes, key, "--values", value, &spec->values);
   } else if (key == "indices") {
-    if (value == "raw") {
-      spec->indices = IndexEncoding::kRawU32;
-    } else if (value == "varint") {
-      spec->indices = IndexEncoding::kDeltaVarint;
-    } else {
-      return Bad(key, "--indices", "one of raw, varint", value);
-    }
+    return SetNamed(kIndexEncodings, key, "--indices", value, &spec->indices);
   }
   return absl::OkStatus();
 }
@@ -146,6 +155,13 @@ absl::string_view MethodName(Method method) {
     if (e.method == method) return e.name;
   }
   return "unknown";
+}
+
+std::vector<std::string> SettingsOf(Method method) {
+  for (const MethodEntry& e : kMethods) {
+    if (e.method == method) return absl::StrSplit(e.settings, ',', absl::SkipEmpty());
+  }
+  return {};
 }
 
 absl::StatusOr<CompressionSpec> CompressionSpec::Parse(absl::string_view text) {
@@ -165,7 +181,7 @@ absl::StatusOr<CompressionSpec> CompressionSpec::Parse(absl::string_view text) {
         "compression method (--compression) must be one of ", kMethodList, ", got \"", name, "\""));
   }
   const bool has_settings = text.find(':') != absl::string_view::npos;
-  std::set<std::string> seen;
+  std::vector<std::string> seen;  // in the text's order
   if (has_settings) {
     for (absl::string_view item : absl::StrSplit(parts.second, ',')) {
       item = absl::StripAsciiWhitespace(item);
@@ -186,14 +202,28 @@ absl::StatusOr<CompressionSpec> CompressionSpec::Parse(absl::string_view text) {
         return absl::InvalidArgumentError(
             absl::StrCat("setting ", key, " (", known_key->flag, ") needs a value: ", key, "=..."));
       }
-      if (!seen.insert(std::string(key)).second) {
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
         return absl::InvalidArgumentError(absl::StrCat("setting ", key, " (", known_key->flag,
                                                        ") given twice in \"", text, "\""));
       }
+      seen.emplace_back(key);
       if (absl::Status s = SetKey(key, value, &spec); !s.ok()) return s;
     }
   }
   if (absl::Status s = spec.Validate(); !s.ok()) return s;
+  // A setting the method does not read is a mistake ("sign:ratio=0.01"),
+  // except in the canonical string, which names every setting.
+  const absl::string_view stripped = absl::StripAsciiWhitespace(text);
+  if (seen.empty() || spec.ToString() == stripped) return spec;
+  const std::vector<std::string> used = SettingsOf(spec.method);
+  for (const std::string& key : seen) {
+    if (std::find(used.begin(), used.end(), key) != used.end()) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "setting ", key, " does not apply to method ", name, " in spec \"", stripped, "\" (",
+        used.empty() ? absl::StrCat(name, " takes no settings")
+                     : absl::StrCat(name, " takes: ", absl::StrJoin(used, ", ")),
+        ")"));
+  }
   return spec;
 }
 
@@ -260,10 +290,10 @@ bool CompressionSpec::UsesErrorFeedback() const {
 std::string CompressionSpec::ToString() const {
   std::string out =
       absl::StrCat(MethodName(method), ":ratio=", ExactDouble(ratio), ",bits=", quant_bits,
-                   ",bucket=", bucket_size, ",seed=", seed, ",values=", ValueTypeName(values),
-                   ",indices=", IndexEncodingName(indices));
+                   ",bucket=", bucket_size, ",seed=", seed, ",values=", NameOf(kValueTypes, values),
+                   ",indices=", NameOf(kIndexEncodings, indices));
   if (error_feedback != ErrorFeedback::kDefault) {
-    absl::StrAppend(&out, ",ef=", error_feedback == ErrorFeedback::kOn ? "on" : "off");
+    absl::StrAppend(&out, ",ef=", NameOf(kErrorFeedbacks, error_feedback));
   }
   return out;
 }

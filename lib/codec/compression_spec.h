@@ -8,11 +8,18 @@
 // --compression_ratio, --quant_bits, --bucket_size, --error_feedback,
 // --seed); lib/ defines no flags, tools/ fill a CompressionSpec and call
 // Validate(). Errors name the setting (as its flag) and the allowed range.
+//
+// Each method reads some settings only (SettingsOf). Parse refuses a
+// setting the method does not read ("sign:ratio=0.01": sign keeps no
+// ratio; "topk:ratio=0.01,bits=4": top-k does not quantize), except in the
+// canonical string (ToString: Communicator's spec, a checkpoint's), which
+// names every setting by design.
 #ifndef GRADWIRE_LIB_CODEC_COMPRESSION_SPEC_H_
 #define GRADWIRE_LIB_CODEC_COMPRESSION_SPEC_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,7 +46,9 @@ struct CompressionSpec {
   IndexEncoding indices = IndexEncoding::kDeltaVarint;
 
   // Parses the spec grammar above. Unknown methods or keys, and values out
-  // of range, are InvalidArgument naming the key, its flag and the range.
+  // of range, are InvalidArgument naming the key, its flag and the range;
+  // a setting the method does not read is InvalidArgument naming the ones
+  // it does.
   static absl::StatusOr<CompressionSpec> Parse(absl::string_view text);
 
   // Checks every field against its allowed range (used after flags).
@@ -66,6 +75,10 @@ struct CompressionSpec {
 };
 
 absl::string_view MethodName(Method method);
+
+// The spec keys (ratio, bits, bucket, ef, seed, values, indices) whose
+// settings `method`'s codec reads.
+std::vector<std::string> SettingsOf(Method method);
 
 }  // namespace gradwire
 

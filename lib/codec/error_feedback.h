@@ -12,6 +12,13 @@
 // largest gradient encoded and reused), so steady-state encodes allocate
 // nothing.
 //
+// Device gradients (device_call.h; NOT YET RUN ON HARDWARE): a residual
+// lives where its gradient lives. The first Encode of a key with a device
+// gradient allocates its residual on the call's device, zeroed on the
+// call's stream (a host residual restored from a checkpoint is moved
+// there instead); the codec updates it on the device. Checkpoints copy
+// device residuals through the host, in the same checksummed format.
+//
 // Not thread-safe: use one per thread, or serialize calls.
 #ifndef GRADWIRE_LIB_CODEC_ERROR_FEEDBACK_H_
 #define GRADWIRE_LIB_CODEC_ERROR_FEEDBACK_H_
@@ -24,8 +31,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/device_call.h"
 
 namespace gradwire {
 
@@ -33,6 +42,7 @@ class ErrorFeedback {
  public:
   // `codec` must outlive this object.
   explicit ErrorFeedback(const Codec& codec) : codec_(codec) {}
+  ~ErrorFeedback();
 
   ErrorFeedback(const ErrorFeedback&) = delete;
   ErrorFeedback& operator=(const ErrorFeedback&) = delete;
@@ -40,11 +50,15 @@ class ErrorFeedback {
   // Encodes `grad` (buffer `key`, training step `step`) into `out` with
   // the key's residual, which the codec updates in the same pass. When the
   // codec's spec has error feedback off, encodes grad alone and keeps no
-  // residual. InvalidArgument if `key` was seen with another length.
+  // residual. InvalidArgument if `key` was seen with another length, or
+  // with its gradient in the other place (host vs device). `device`: for a
+  // device gradient (see above); ignored for a host one.
   absl::StatusOr<EncodeStats> Encode(absl::string_view key, absl::Span<const float> grad,
-                                     uint64_t step, absl::Span<uint8_t> out);
+                                     uint64_t step, absl::Span<uint8_t> out,
+                                     const DeviceCall* device = nullptr);
 
-  // The key's residual; empty if the key has none yet.
+  // The key's residual; empty if the key has none yet. Device memory for a
+  // device gradient's key (read it on that key's stream).
   absl::Span<const float> Residual(absl::string_view key) const;
 
   // Gives back to the key's residual values that Encode took out of it
@@ -61,24 +75,40 @@ class ErrorFeedback {
                         absl::Span<const float> values);
 
   // Number of buffers with a residual.
-  size_t size() const { return residuals_.size(); }
+  size_t size() const { return residuals_.size() + device_residuals_.size(); }
 
-  // Forgets every residual (e.g. after the model was reinitialized).
-  void Clear() { residuals_.clear(); }
+  // Forgets every residual (e.g. after the model was reinitialized); waits
+  // for each device residual's stream before freeing it.
+  void Clear();
 
   // All residuals as bytes for a checkpoint: the codec's spec, then every
   // key with its fp32 values, then an XXH3-64 checksum. Little endian.
+  // Device residuals are copied to the host on their stream and waited
+  // for (at most `timeout` each); a failed copy is returned.
+  absl::StatusOr<std::string> Save(absl::Duration timeout = absl::Seconds(60)) const;
+  // Save(), or "" (which RestoreState refuses) if a device copy failed.
   std::string SaveState() const;
 
   // Replaces all residuals with those in `state` (from SaveState). Refuses,
   // changing nothing, a state that is truncated, corrupt (DataLoss), of an
   // unknown version, saved for a different codec spec, or holding a key
-  // whose length differs from a residual this object already has.
+  // whose length differs from a residual this object already has. Keys
+  // with a device residual are copied to the device and waited for.
   absl::Status RestoreState(absl::string_view state);
 
  private:
+  struct DeviceResidual {
+    kernels::Device* device = nullptr;
+    kernels::cuda::Stream stream = nullptr;  // of the encodes that update it
+    float* data = nullptr;
+    size_t n = 0;
+  };
+  absl::StatusOr<float*> DeviceResidualFor(absl::string_view key, size_t n,
+                                           const DeviceCall& device);
+
   const Codec& codec_;
   std::map<std::string, std::vector<float>, std::less<>> residuals_;
+  std::map<std::string, DeviceResidual, std::less<>> device_residuals_;
   CodecScratch scratch_;
 };
 

@@ -159,8 +159,8 @@ absl::StatusOr<JobSecret> JobSecret::Resolve(absl::string_view flag_value,
     const char* file = std::getenv(kJobSecretFileEnv);
     if (file != nullptr && *file != '\0') return FromFile(file);
     return absl::FailedPreconditionError(
-        absl::StrCat("no job secret: pass --job_secret_file=PATH, set $", kJobSecretEnv,
-                     " or $", kJobSecretFileEnv, ", or pass --job_secret (visible in ps; avoid)"));
+        absl::StrCat("no job secret: pass --job_secret_file=PATH, set $", kJobSecretEnv, " or $",
+                     kJobSecretFileEnv, ", or pass --job_secret (visible in ps; avoid)"));
   }
   return env;
 }

@@ -2,9 +2,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/quantize.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/dense_frame_codec.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 
 namespace gradwire {
 namespace {
@@ -14,11 +15,8 @@ using codec_internal::FieldMismatch;
 class QuantizedCodec : public codec_internal::DenseFrameCodec {
  public:
   explicit QuantizedCodec(const CompressionSpec& spec)
-      : spec_(spec),
-        id_(spec.method == Method::kSign ? CodecId::kSign : CodecId::kQsgd),
+      : DenseFrameCodec(spec),
         bits_(spec.method == Method::kSign ? 1u : static_cast<uint32_t>(spec.quant_bits)) {}
-
-  const CompressionSpec& spec() const override { return spec_; }
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     return kFrameHeaderBytes + kFrameChecksumBytes + ScaleBytes(n) + kernels::PackedBytes(n, bits_);
@@ -26,7 +24,8 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
 
   absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
-                                         CodecScratch& /*scratch: none needed*/) const override {
+                                         CodecScratch& /*scratch: none needed*/,
+                                         const DeviceCall* device) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok()) {
@@ -50,52 +49,53 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     if (!sections.ok()) return sections.status();
     float* res = residual.empty() ? nullptr : residual.data();
     kernels::FusedStats fs;
-    if (id_ == CodecId::kSign) {
-      kernels::cpu::SignCompress(grad.data(), res, n, spec_.bucket_size, sections->scales.data(),
-                                 sections->values.data(), &fs);
-    } else {
-      kernels::cpu::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed, step,
-                                 sections->scales.data(), sections->values.data(), &fs);
-    }
+    const absl::Span<uint8_t> outs[] = {sections->scales, sections->values};
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+        device, outs, nullptr, 0, &fs,
+        [&](absl::Span<uint8_t* const> o, void*, kernels::FusedStats* stats,
+            kernels::cuda::Stream stream) {
+          if (id_ == CodecId::kSign) {
+            return kernels::SignCompress(grad.data(), res, n, spec_.bucket_size, o[0], o[1], stats,
+                                         stream);
+          }
+          return kernels::QsgdCompress(grad.data(), res, n, bits_, spec_.bucket_size, spec_.seed,
+                                       step, o[0], o[1], stats, stream);
+        }));
     return codec_internal::SealWithStats(out, fs);
   }
 
  private:
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                         uint64_t n) const override {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    const absl::string_view name = MethodName(spec_.method);
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
     GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        name, {{"value_type", static_cast<uint64_t>(h.value_type),
-                static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed"},
-               {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
-                "quantized frames carry no indices"},
-               {"quant_bits", h.quant_bits, bits_, "the spec's bits"},
-               {"bucket_size", h.bucket_size, spec_.bucket_size, "the spec's bucket"},
-               {"element_count", h.element_count, n, "one code per element"},
-               {"scale_bytes", h.scale_bytes, ScaleBytes(n), "one fp32 scale per bucket"},
-               {"value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
-                "n codes of quant_bits each"}}));
-    const uint8_t* scales = parsed->sections.scales.data();
-    const uint8_t* packed = parsed->sections.values.data();
+        name(), {{"value_type", static_cast<uint64_t>(h.value_type),
+                  static_cast<uint64_t>(ValueType::kPacked), "quantized codes are packed"},
+                 {"index_encoding", static_cast<uint64_t>(h.index_encoding), 0,
+                  "quantized frames carry no indices"},
+                 {"quant_bits", h.quant_bits, bits_, "the spec's bits"},
+                 {"bucket_size", h.bucket_size, spec_.bucket_size, "the spec's bucket"},
+                 {"element_count", h.element_count, n, "one code per element"},
+                 {"scale_bytes", h.scale_bytes, ScaleBytes(n), "one fp32 scale per bucket"},
+                 {"value_bytes", h.value_bytes, kernels::PackedBytes(n, bits_),
+                  "n codes of quant_bits each"}}));
+    const uint8_t* scales = frame.sections.scales.data();
+    const uint8_t* packed = frame.sections.values.data();
     const uint64_t buckets = kernels::BucketCount(n, spec_.bucket_size);
     for (uint64_t b = 0; b < buckets; ++b) {
       // An encoder only writes finite non-negative scales (max or mean of
       // finite magnitudes); anything else would spread NaN/Inf over a bucket.
       const float s = kernels::LoadValue(scales, b, kernels::ValueFormat::kFp32);
       if (!kernels::IsFinite(s) || (kernels::FloatBits(s) >> 31) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(name, " frame: scale of bucket ", b, " is ",
-                                                       s, ", expected finite and >= 0"));
+        return absl::InvalidArgumentError(absl::StrCat(name(), " frame: scale of bucket ", b,
+                                                       " is ", s, ", expected finite and >= 0"));
       }
     }
     const uint32_t tail = static_cast<uint32_t>(n * bits_ % 8);
     if (tail != 0 && (packed[h.value_bytes - 1] >> tail) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(name, " frame: unused bits after the last code are not zero"));
+          absl::StrCat(name(), " frame: unused bits after the last code are not zero"));
     }
-    return parsed;
+    return absl::OkStatus();
   }
 
   // Each decoded value is at most its bucket's scale in magnitude (QSGD
@@ -126,21 +126,23 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     if (first_bad == frames.size()) return absl::OkStatus();
     *bad_frame = first_bad;
     return absl::InvalidArgumentError(
-        absl::StrCat(MethodName(spec_.method), " frame ", first_bad, ": the scales of bucket ",
-                     bad_bucket, " over frames 0..", first_bad, ", divided by ", divisor,
+        absl::StrCat(name(), " frame ", first_bad, ": the scales of bucket ", bad_bucket,
+                     " over frames 0..", first_bad, ", divided by ", divisor,
                      ", overflow fp32: the average could overflow to infinity"));
   }
 
-  void Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense) const override {
+  absl::Status Apply(const ParsedFrame& parsed, uint64_t begin, absl::Span<float> dense,
+                     kernels::cuda::Stream stream) const override {
     // begin starts a bucket and a byte of codes (ChunkQuantum).
     const uint8_t* scales = parsed.sections.scales.data() + 4 * (begin / spec_.bucket_size);
     const uint8_t* packed = parsed.sections.values.data() + begin * bits_ / 8;
     const uint64_t n = dense.size();
     if (id_ == CodecId::kSign) {
-      kernels::cpu::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data());
-    } else {
-      kernels::cpu::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data());
+      return kernels::SignDecodeAccumulate(scales, packed, n, spec_.bucket_size, dense.data(),
+                                           stream);
     }
+    return kernels::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data(),
+                                         stream);
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
@@ -157,8 +159,6 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
 
   uint64_t ScaleBytes(uint64_t n) const { return 4 * kernels::BucketCount(n, spec_.bucket_size); }
 
-  CompressionSpec spec_;
-  CodecId id_;
   uint32_t bits_;
 };
 

@@ -7,11 +7,10 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/randomk.h"
-#include "gradwire/kernels/cpu/sparse.h"
-#include "gradwire/kernels/cpu/sparse_sum.h"
-#include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/codec/internal/codec_base.h"
 #include "gradwire/lib/codec/internal/codec_frame.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 
 namespace gradwire {
 namespace {
@@ -41,26 +40,12 @@ class ScratchLayout {
   uint8_t* base_ = nullptr;
 };
 
-class SparseCodec : public Codec {
+class SparseCodec : public codec_internal::CodecBase {
  public:
   explicit SparseCodec(const CompressionSpec& spec)
-      : spec_(spec),
+      : CodecBase(spec),
         format_(codec_internal::ToFormat(spec.values)),
-        encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {
-    switch (spec.method) {
-      case Method::kApproxTopK:
-        id_ = CodecId::kApproxTopK;
-        break;
-      case Method::kRandomK:
-        id_ = CodecId::kRandomK;
-        break;
-      default:
-        id_ = CodecId::kTopK;
-        break;
-    }
-  }
-
-  const CompressionSpec& spec() const override { return spec_; }
+        encoding_(spec.method == Method::kRandomK ? IndexEncoding::kNone : spec.indices) {}
 
   size_t MaxEncodedBytes(uint64_t n) const override {
     const uint64_t k = spec_.SelectedCount(n);
@@ -70,7 +55,8 @@ class SparseCodec : public Codec {
 
   absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
-                                         CodecScratch& scratch) const override {
+                                         CodecScratch& scratch,
+                                         const DeviceCall* device) const override {
     if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
                                                          MaxEncodedBytes(grad.size()));
         !s.ok())
@@ -81,7 +67,8 @@ class SparseCodec : public Codec {
     float* res = residual.empty() ? nullptr : residual.data();
     kernels::FusedStats fs;
     uint64_t temp_bytes = 0;
-    RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, nullptr, nullptr, &fs);
+    GRADWIRE_RETURN_IF_ERROR(
+        RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, nullptr, nullptr, &fs));
     // The varint length is only known once encoded, and the header (which
     // StartFrame writes) holds it: indices and values are staged aside.
     const uint64_t index_cap = encoding_ != IndexEncoding::kNone ? MaxIndexBytes(encoding_, k) : 0;
@@ -89,13 +76,26 @@ class SparseCodec : public Codec {
     const size_t at_indices = layout.Add(k * sizeof(uint32_t));
     const size_t at_values = layout.Add(k * width);
     const size_t at_index_bytes = layout.Add(index_cap);
-    const size_t at_temp = layout.Add(temp_bytes);
+    const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
     layout.Place(scratch);
     uint32_t* indices = layout.At<uint32_t>(at_indices);
     uint8_t* values = layout.At<uint8_t>(at_values);
     uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
-    RunKernel(layout.At<void>(at_temp), &temp_bytes, grad.data(), res, n, k, step, indices, values,
-              &fs);
+    // On the device only the k indices and values come back.
+    // Random-k frames carry no indices: on the device they stay there.
+    const bool keep_indices = device == nullptr || encoding_ != IndexEncoding::kNone;
+    const absl::Span<uint8_t> outs[] = {
+        absl::Span<uint8_t>(keep_indices ? reinterpret_cast<uint8_t*>(indices) : nullptr,
+                            k * sizeof(uint32_t)),
+        absl::MakeSpan(values, k * width)};
+    GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+        device, outs, layout.At<void>(at_temp), temp_bytes, &fs,
+        [&](absl::Span<uint8_t* const> o, void* temp, kernels::FusedStats* stats,
+            kernels::cuda::Stream stream) {
+          uint64_t bytes = temp_bytes;
+          return RunKernel(temp, &bytes, grad.data(), res, n, k, step,
+                           reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
+        }));
 
     size_t index_len = 0;
     if (encoding_ != IndexEncoding::kNone) {
@@ -123,7 +123,8 @@ class SparseCodec : public Codec {
   }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
-                                    CodecScratch& scratch) const override {
+                                    CodecScratch& scratch,
+                                    const DeviceCall* device) const override {
     const uint64_t n = dense.size();
     absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, n);
     if (!parsed.ok()) return parsed.status();
@@ -137,17 +138,22 @@ class SparseCodec : public Codec {
         !s.ok())
       return s;
     // Everything is valid: only now touch `dense`.
-    kernels::cpu::SparseDecodeAccumulate(indices, parsed->sections.values.data(), k, format_,
-                                         dense.data());
-    return absl::OkStatus();
+    const absl::Span<const uint8_t> ins[] = {
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(indices), k * sizeof(uint32_t)),
+        parsed->sections.values};
+    return codec_internal::RunDecodeKernel(
+        device, ins, [&](absl::Span<const uint8_t* const> at, kernels::cuda::Stream stream) {
+          return kernels::SparseDecodeAccumulate(reinterpret_cast<const uint32_t*>(at[0]), at[1], k,
+                                                 format_, dense.data(), stream);
+        });
   }
 
   // The sum lives in `out`: once every frame is valid, SparseAverage
   // zeroes it, adds every frame and divides each touched element once (the
   // others are 0 / divisor = +0 already), chunk by chunk in cache.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
-                                 absl::Span<float> out, CodecScratch& scratch,
-                                 size_t* bad_frame) const override {
+                                 absl::Span<float> out, CodecScratch& scratch, size_t* bad_frame,
+                                 const DeviceCall* device) const override {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
@@ -181,44 +187,50 @@ class SparseCodec : public Codec {
       }
       indices.push_back(mine);
     }
-    absl::InlinedVector<kernels::SparsePayload, 16> payloads(p);
+    absl::InlinedVector<absl::Span<const uint8_t>, 32> ins;
     for (size_t r = 0; r < p; ++r) {
-      payloads[r] = {indices[r], parsed[r].sections.values.data(), k, format_};
+      ins.push_back(
+          absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(indices[r]), k * sizeof(uint32_t)));
+      ins.push_back(parsed[r].sections.values);
     }
-    kernels::cpu::SparseAverage(payloads, divisor, out);
-    return absl::OkStatus();
+    absl::InlinedVector<kernels::SparsePayload, 16> payloads(p);
+    return codec_internal::RunDecodeKernel(
+        device, ins, [&](absl::Span<const uint8_t* const> at, kernels::cuda::Stream stream) {
+          for (size_t r = 0; r < p; ++r) {
+            payloads[r] = {reinterpret_cast<const uint32_t*>(at[2 * r]), at[2 * r + 1], k, format_};
+          }
+          return kernels::SparseAverage(payloads, divisor, out, stream);
+        });
   }
 
  private:
-  // Everything DecodeAccumulate checks before the indices, for a dense
-  // length of n.
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
-    absl::StatusOr<ParsedFrame> parsed = codec_internal::ParseFrameFor(frame, id_, n);
-    if (!parsed.ok()) return parsed.status();
-    const FrameHeader& h = parsed->header;
-    const absl::string_view name = MethodName(spec_.method);
+  // The header checks; the indices are checked as they are decoded.
+  absl::Status CheckHeader(const ParsedFrame& frame, uint64_t n) const override {
+    const FrameHeader& h = frame.header;
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
     GRADWIRE_RETURN_IF_ERROR(codec_internal::CheckFields(
-        name, {{"value_type", static_cast<uint64_t>(h.value_type),
-                static_cast<uint64_t>(spec_.values), "the spec's values= setting"},
-               {"index_encoding", static_cast<uint64_t>(h.index_encoding),
-                static_cast<uint64_t>(encoding_), "the spec's indices= setting"},
-               {"bucket_size", h.bucket_size, 0, "unused"},
-               {"element_count", h.element_count, k, "k = round(ratio * n) for this spec's ratio"},
-               {"scale_bytes", h.scale_bytes, 0, "no scales"},
-               {"value_bytes", h.value_bytes, k * width, "k values"}}));
+        name(),
+        {{"value_type", static_cast<uint64_t>(h.value_type), static_cast<uint64_t>(spec_.values),
+          "the spec's values= setting"},
+         {"index_encoding", static_cast<uint64_t>(h.index_encoding),
+          static_cast<uint64_t>(encoding_), "the spec's indices= setting"},
+         {"bucket_size", h.bucket_size, 0, "unused"},
+         {"element_count", h.element_count, k, "k = round(ratio * n) for this spec's ratio"},
+         {"scale_bytes", h.scale_bytes, 0, "no scales"},
+         {"value_bytes", h.value_bytes, k * width, "k values"}}));
     if (id_ == CodecId::kRandomK && h.seed != spec_.seed) {
-      return FieldMismatch(name, "seed", h.seed, spec_.seed,
+      return FieldMismatch(name(), "seed", h.seed, spec_.seed,
                            "random-k indices derive from the shared seed");
     }
-    return parsed;
+    return absl::OkStatus();
   }
 
   uint64_t RandomKTempBytes(uint64_t n, uint64_t k) const {
     uint64_t temp_bytes = 0;
     if (id_ == CodecId::kRandomK) {
-      kernels::cpu::RandomKIndices(nullptr, &temp_bytes, spec_.seed, 0, n, k, nullptr);
+      // The size query: checks only what a valid spec satisfies.
+      kernels::RandomKIndices(nullptr, &temp_bytes, spec_.seed, 0, n, k, nullptr).IgnoreError();
     }
     return temp_bytes;
   }
@@ -230,35 +242,31 @@ class SparseCodec : public Codec {
                                   uint32_t* indices) const {
     if (id_ == CodecId::kRandomK) {
       uint64_t temp_bytes = RandomKTempBytes(n, k);
-      kernels::cpu::RandomKIndices(temp, &temp_bytes, parsed.header.seed, parsed.header.step, n, k,
-                                   indices);
-      return absl::OkStatus();
+      return kernels::RandomKIndices(temp, &temp_bytes, parsed.header.seed, parsed.header.step, n,
+                                     k, indices);
     }
     return DecodeIndices(encoding_, parsed.sections.indices, n, absl::MakeSpan(indices, k));
   }
 
-  void RunKernel(void* temp, uint64_t* temp_bytes, const float* grad, float* res, uint64_t n,
-                 uint64_t k, uint64_t step, uint32_t* indices, uint8_t* values,
-                 kernels::FusedStats* fs) const {
+  // temp == nullptr: the size query (either side's need, kernels/dispatch.h).
+  absl::Status RunKernel(void* temp, uint64_t* temp_bytes, const float* grad, float* res,
+                         uint64_t n, uint64_t k, uint64_t step, uint32_t* indices, uint8_t* values,
+                         kernels::FusedStats* fs, kernels::cuda::Stream stream = nullptr) const {
     switch (id_) {
       case CodecId::kApproxTopK:
-        kernels::cpu::ApproxTopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices,
-                                         values, fs, nullptr);
-        break;
+        return kernels::ApproxTopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices,
+                                           values, fs, nullptr, stream);
       case CodecId::kRandomK:
-        kernels::cpu::RandomKCompress(temp, temp_bytes, grad, res, n, k, spec_.seed, step, format_,
-                                      indices, values, fs);
-        break;
+        return kernels::RandomKCompress(temp, temp_bytes, grad, res, n, k, spec_.seed, step,
+                                        format_, indices, values, fs, stream);
       default:
-        kernels::cpu::TopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices, values, fs);
-        break;
+        return kernels::TopKCompress(temp, temp_bytes, grad, res, n, k, format_, indices, values,
+                                     fs, stream);
     }
   }
 
-  CompressionSpec spec_;
   kernels::ValueFormat format_;
   IndexEncoding encoding_;
-  CodecId id_;
 };
 
 }  // namespace

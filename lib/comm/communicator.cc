@@ -8,6 +8,7 @@
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/chunk_mac.h"
 #include "gradwire/transport/rendezvous_store.h"
 
@@ -322,6 +323,16 @@ absl::Status Communicator::CheckUsable() const {
 absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                     absl::Span<float> dense, ExchangePath path) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
+  // Device memory would crash the host path: refused, poisoning nothing.
+  for (absl::Span<const float> buffer : {data, dense}) {
+    kernels::Location where = kernels::Location::kHost;
+    if (!buffer.empty()) GRADWIRE_RETURN_IF_ERROR(kernels::Locate(buffer.data(), &where));
+    if (where == kernels::Location::kDevice) {
+      return absl::InvalidArgumentError(
+          "AllreduceMean: data is device memory "
+          "(use AllreduceMeanOnDevice)");
+    }
+  }
   // The residual's key: the bucket id in decimal. AlphaNum formats into
   // its own buffer, so no allocation.
   const absl::AlphaNum key(bucket);
@@ -431,7 +442,7 @@ absl::StatusOr<std::string> Communicator::SaveState() const {
   PutFixed32(&out, options_.hierarchical ? 1 : 0);
   PutFixed32(&out, node_ != nullptr ? node_->size() : 1);
   PutLengthPrefixed32(&out, options_.compression.ToString());
-  const std::string ef = ef_.SaveState();
+  GRADWIRE_ASSIGN_OR_RETURN(const std::string ef, ef_.Save(options_.device_timeout));
   PutFixed64(&out, ef.size());
   PutBytes(&out, ef);
   SealEnvelope(&out);

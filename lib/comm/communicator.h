@@ -50,9 +50,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/device.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/device_call.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/bucket_plan.h"
@@ -100,6 +103,12 @@ struct CommunicatorOptions {
   std::optional<ExchangeKind> exchange;
   ExchangeModel exchange_model;
   bool measure_exchange_model = false;
+  // AllreduceMeanOnDevice's device (kernels/device.h): null is the CUDA
+  // device; tests pass a kernels::HostDevice. Must outlive the
+  // communicator.
+  kernels::Device* device = nullptr;
+  // Bounds each wait for a device stream.
+  absl::Duration device_timeout = absl::Seconds(60);
 };
 
 class Communicator {
@@ -167,6 +176,30 @@ class Communicator {
   // (dense, then compressed). On error the communicator is poisoned.
   absl::Status AllreduceMeanWithDense(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                       absl::Span<float> dense);
+
+  // AllreduceMean for a buffer in device memory, ordered on `stream` (the
+  // caller's, e.g. PyTorch's current stream). NOT YET RUN ON HARDWARE: CI
+  // runs it on kernels::HostDevice; docs/device_path.md.
+  //   kCompressed  encode on the device (error feedback: the residual
+  //                lives on the device), copy only the compact frame to
+  //                pinned host memory, the sparse allgather of frames over
+  //                Gloo, copy the P frames' payloads back, decode-average
+  //                on the device. No dense device<->host copy. The sparse
+  //                allreduce is host-only: where the cost model would pick
+  //                it, the device path takes the sparse allgather (so the
+  //                bits equal AllreduceMean's only where that picks the
+  //                allgather or the dense ring).
+  //   kDense       (and the cost model's dense ring) the sealed ring
+  //                allreduce, staged through pinned host memory: one
+  //                device->host copy, the ring, one host->device copy.
+  // Returns once the frames (or the staged dense bytes) are back on the
+  // device; the decode runs on asynchronously on `stream`: order later
+  // work on the same stream. Flat only (hierarchical: Unimplemented).
+  // Refused without poisoning anything: a host `data` (InvalidArgument:
+  // use AllreduceMean), a stream the device refuses. Transport and frame
+  // failures poison the communicator as in AllreduceMean.
+  absl::Status AllreduceMeanOnDevice(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                     ExchangePath path, kernels::cuda::Stream stream);
 
   // The staged form of a flat compressed AllreduceMean, for a caller that
   // pipelines buckets (GradientExchanger): while TransferStage has bucket
@@ -272,6 +305,9 @@ class Communicator {
   absl::Status Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
                             absl::Span<float> data, ExchangeStats* cost);
   void AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const;
+  // The dense ring for device data, staged through pinned host memory.
+  absl::Status DenseOnDevice(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                             const DeviceCall& call, ExchangeStats* cost);
 
   std::unique_ptr<transport::GlooGroup> world_;
   std::unique_ptr<transport::GlooGroup> node_;   // hierarchical: ranks of my node
@@ -292,6 +328,8 @@ class Communicator {
   std::vector<float> work_;         // hierarchical: reduce-scatter scratch; forced ring: both parts
   std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
   std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
+  std::unique_ptr<DeviceScratch> device_scratch_;  // device path: codec staging
+  std::unique_ptr<DeviceScratch> device_dense_;    // device path: the dense ring's staging
 };
 
 }  // namespace gradwire

@@ -1,3 +1,4 @@
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 
 #include <algorithm>
@@ -193,6 +194,15 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
         "Submit(\"", name, "\") outside a step: call BeginStep first (and not after Flush)"));
   }
   if (absl::Status s = BucketPlan::CheckShape(name, grad.size(), shape); !s.ok()) return s;
+  kernels::Location where = kernels::Location::kHost;
+  if (!grad.empty()) {
+    if (absl::Status s = kernels::Locate(grad.data(), &where); !s.ok()) return s;
+  }
+  if (where == kernels::Location::kDevice) {
+    return absl::UnimplementedError(absl::StrCat(
+        "Submit(\"", name, "\"): device memory; the exchanger's buckets are host memory "
+        "(use Communicator::AllreduceMeanOnDevice for device buffers)"));
+  }
   Bucket* bucket = nullptr;
   uint32_t member = 0;
   bool closes = false;  // first step: the bucket is full enough to go

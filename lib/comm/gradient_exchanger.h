@@ -51,6 +51,10 @@
 // of time returns DeadlineExceeded and poisons nothing (the bucket may
 // still finish). Every wait has a deadline.
 //
+// Device memory: Submit refuses a device gradient (Unimplemented, poisoning
+// nothing): buckets are host memory. Device buffers go through
+// Communicator::AllreduceMeanOnDevice (not yet run on hardware).
+//
 // Submit, Flush and BeginStep belong to one training thread (their order
 // defines the plan); Wait, WaitAll, the stats and health may be called
 // from any thread. After the first step, Submit and the exchange allocate

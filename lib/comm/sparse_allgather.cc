@@ -130,21 +130,24 @@ absl::Status SparseAllgather::Run(transport::GlooGroup& group, ErrorFeedback& ef
                                   absl::string_view key, uint32_t bucket, uint64_t step,
                                   absl::Span<const float> in, absl::Span<float> out,
                                   absl::Span<const float> dense_in, absl::Span<float> dense_out,
-                                  float divisor, ExchangeStats* stats) {
+                                  float divisor, ExchangeStats* stats, const DeviceCall* device) {
   if (in.size() != out.size() || dense_in.size() != dense_out.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("compressed allreduce: input has ", in.size(), " + ", dense_in.size(),
                      " dense elements, output ", out.size(), " + ", dense_out.size()));
   }
-  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, dense_in, run_, stats));
+  GRADWIRE_RETURN_IF_ERROR(Encode(group, ef, key, bucket, step, in, dense_in, run_, stats, device));
   GRADWIRE_RETURN_IF_ERROR(Transfer(group, run_, stats));
-  return Finish(group, run_, out, dense_out, divisor, stats);
+  return Finish(group, run_, out, dense_out, divisor, stats, device);
 }
 
 absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFeedback& ef,
                                      absl::string_view key, uint32_t bucket, uint64_t step,
                                      absl::Span<const float> in, absl::Span<const float> dense_in,
-                                     InFlight& f, ExchangeStats* stats) {
+                                     InFlight& f, ExchangeStats* stats, const DeviceCall* device) {
+  if (device != nullptr && !dense_in.empty()) {
+    return absl::InvalidArgumentError("compressed allreduce: no dense section on the device");
+  }
   // 1-2. Encode with error feedback (then the dense section), then sign.
   ExchangeStats cost;
   const uint64_t n = in.size();
@@ -158,7 +161,7 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
   EnsureSize(&f.send_, cap);
   const absl::Time t0 = absl::Now();
   absl::StatusOr<EncodeStats> encoded =
-      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes));
+      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes), device);
   absl::Status s = encoded.status();
   size_t payload = s.ok() ? encoded->frame_bytes : 0;
   if (s.ok() && dense_bytes > 0) {
@@ -226,7 +229,8 @@ absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
 
 absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight& f,
                                      absl::Span<float> out, absl::Span<float> dense_out,
-                                     float divisor, ExchangeStats* stats) {
+                                     float divisor, ExchangeStats* stats,
+                                     const DeviceCall* device) {
   const size_t p = group.size();
   const uint64_t n = f.n_;
   const uint64_t dense_n = f.dense_n_;
@@ -298,7 +302,7 @@ absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight
     if (!s.ok()) return decoded(s, bad, "dense section");
   }
   s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out, &decode_scratch_,
-                           &bad);
+                           &bad, device);
   if (!s.ok()) return decoded(s, bad, "frame");
   std::copy(dense_sum_.begin(), dense_sum_.begin() + dense_n, dense_out.begin());
   cost.compress_time += absl::Now() - t1;

@@ -51,6 +51,12 @@
 // scratch here). Calls of one stage must not overlap, and an
 // InFlight must be handed from stage to stage with a happens-before edge
 // (a mutex). Agree belongs with Transfer's thread.
+//
+// Device buffers (lib/codec/device_call.h; NOT YET RUN ON HARDWARE): with
+// a DeviceCall, `in` and `out` are device memory: Encode runs on the
+// device and only the frame comes to the host, Finish decode-averages the
+// P frames on the device. The frames, descriptors and MACs are host bytes
+// as always; there is no dense section on the device.
 #ifndef GRADWIRE_LIB_COMM_SPARSE_ALLGATHER_H_
 #define GRADWIRE_LIB_COMM_SPARSE_ALLGATHER_H_
 
@@ -134,7 +140,8 @@ class SparseAllgather {
   absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
                    absl::Span<float> out, absl::Span<const float> dense_in,
-                   absl::Span<float> dense_out, float divisor, ExchangeStats* stats);
+                   absl::Span<float> dense_out, float divisor, ExchangeStats* stats,
+                   const DeviceCall* device = nullptr);
 
   // Run's stages (see the top of this file); the same arguments and
   // errors. `group` in Encode and Finish is only read for rank numbers
@@ -148,14 +155,16 @@ class SparseAllgather {
   }
   absl::Status Encode(const transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                       uint32_t bucket, uint64_t step, absl::Span<const float> in,
-                      absl::Span<const float> dense_in, InFlight& f, ExchangeStats* stats);
+                      absl::Span<const float> dense_in, InFlight& f, ExchangeStats* stats,
+                      const DeviceCall* device = nullptr);
   absl::Status Transfer(transport::GlooGroup& group, InFlight& f, ExchangeStats* stats);
   absl::Status Finish(const transport::GlooGroup& group, InFlight& f, absl::Span<float> out,
                       float divisor, ExchangeStats* stats) {
     return Finish(group, f, out, {}, divisor, stats);
   }
   absl::Status Finish(const transport::GlooGroup& group, InFlight& f, absl::Span<float> out,
-                      absl::Span<float> dense_out, float divisor, ExchangeStats* stats);
+                      absl::Span<float> dense_out, float divisor, ExchangeStats* stats,
+                      const DeviceCall* device = nullptr);
 
   // Only the agreement of step 3 (spec, n, step, bucket; no frames) over
   // `group`. The hierarchical exchange runs it over the whole world first:

@@ -8,8 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/kernels/cpu/randomk.h"
-#include "gradwire/kernels/cpu/sparse.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/comm/global_selection.h"
 #include "gradwire/transport/sparse_collectives.h"
@@ -234,19 +233,21 @@ absl::Status SparseAllreduce::ReduceRegion(const transport::GlooGroup& group, ui
       return Rejected(view.status(), "contribution", sender, bucket, step);
     }
     const uint8_t* values = view->values.data();
+    absl::Status added;  // host buffers: the CPU reference, which cannot fail on checked input
     switch (view->header.layout) {
       case RegionLayout::kDense:
         for (uint64_t i = 0; i < length; ++i) sum_[i] += kernels::LoadValue(values, i, format);
         break;
       case RegionLayout::kImplied:
-        kernels::cpu::SparseDecodeAccumulate(relative_.data() + first_entry_[me], values,
-                                             view->header.count, format, sum_.data());
+        added = kernels::SparseDecodeAccumulate(relative_.data() + first_entry_[me], values,
+                                                view->header.count, format, sum_.data());
         break;
       default:
-        kernels::cpu::SparseDecodeAccumulate(frame_indices_.data(), values, view->header.count,
-                                             format, sum_.data());
+        added = kernels::SparseDecodeAccumulate(frame_indices_.data(), values, view->header.count,
+                                                format, sum_.data());
         break;
     }
+    if (!added.ok()) return added;
     cost->compress_time += absl::Now() - t1;
   }
   const absl::Time t2 = absl::Now();
@@ -473,10 +474,14 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   my_indices_.resize(k_);
   if (random_k_) {
     uint64_t temp_bytes = 0;
-    kernels::cpu::RandomKIndices(nullptr, &temp_bytes, codec_.spec().seed, step, n, k_, nullptr);
+    absl::Status s =
+        kernels::RandomKIndices(nullptr, &temp_bytes, codec_.spec().seed, step, n, k_, nullptr);
     random_temp_.resize(temp_bytes);
-    kernels::cpu::RandomKIndices(random_temp_.data(), &temp_bytes, codec_.spec().seed, step, n, k_,
-                                 my_indices_.data());
+    if (s.ok()) {
+      s = kernels::RandomKIndices(random_temp_.data(), &temp_bytes, codec_.spec().seed, step, n, k_,
+                                  my_indices_.data());
+    }
+    if (!s.ok()) return finish(s);
   } else {
     absl::Status s = DecodeIndices(codec_.spec().indices, parsed->sections.indices, n,
                                    absl::MakeSpan(my_indices_));

@@ -14,6 +14,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "exchange_cost_binding.h"
+#include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
@@ -22,7 +24,6 @@
 #include "gradwire/transport/rendezvous_store.h"
 #include "host_buffer.h"
 #include "join.h"
-#include "python_spec.h"
 #include "python_store.h"
 #include "status_exception.h"
 
@@ -123,7 +124,7 @@ class PyCommunicator {
     CommunicatorOptions options;
     options.exchange = ParseExchange(exchange);
     options.event_loop_nice = event_loop_nice;
-    options.compression = Value(ParseSpec(spec));
+    options.compression = Value(CompressionSpec::Parse(spec));
     options.hierarchical = hierarchical;
     options.dense_below_elements = dense_below_elements;
     options.dense_one_dimensional = dense_one_dimensional;
@@ -244,8 +245,33 @@ class PyCommunicator {
                     one_dimensional, nullptr);
   }
 
+  // The device path (Communicator::AllreduceMeanOnDevice; not yet run on
+  // hardware): numel float32 values of CUDA memory at data_ptr, ordered
+  // on the CUDA stream `stream` (torch.cuda.Stream.cuda_stream; 0 is the
+  // default stream).
+  std::string AllreduceMeanDevice(uintptr_t data_ptr, uint64_t numel, uint32_t bucket,
+                                  uint64_t step, uintptr_t stream,
+                                  const std::optional<std::string>& path, bool one_dimensional) {
+    if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
+    if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
+    CheckBucket(bucket);
+    const ExchangePath chosen = ParsePath(path).value_or(comm_->PathFor(numel, one_dimensional));
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->AllreduceMeanOnDevice(bucket, step,
+                                       absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel),
+                                       chosen, reinterpret_cast<kernels::cuda::Stream>(stream));
+    }
+    Check(s);
+    return ExchangePathName(chosen);
+  }
+
   bool CopyResidual(uint32_t bucket, const py::object& out) const {
     absl::Span<const float> residual = comm_->Residual(bucket);
+    if (kernels::Locate(residual.data()) == kernels::Location::kDevice) {
+      RaiseInvalid("copy_residual: the bucket's residual is in device memory (device path)");
+    }
     if (residual.empty()) {
       HostFloats::From(out, /*writable=*/true, "out");  // still checks the argument
       return false;
@@ -400,6 +426,12 @@ every rank's dense. Releases the GIL.)doc")
            py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
            py::arg("one_dimensional") = false,
            "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
+      .def("allreduce_mean_device", &PyCommunicator::AllreduceMeanDevice, py::arg("data_ptr"),
+           py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("stream"),
+           py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+           "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
+           "on the CUDA stream handle `stream` (the device path; NOT YET RUN ON HARDWARE). "
+           "Returns once the frames are back on the device; the decode runs on the stream.")
       .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
            "Copies the bucket's error-feedback residual into out (same length); "
            "False if it has none yet.")

@@ -26,7 +26,6 @@
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
-#include "python_spec.h"
 #include "reference_binding.h"
 #include "status_exception.h"
 
@@ -35,16 +34,19 @@ namespace py = pybind11;
 namespace gradwire {
 namespace {
 
-using python::ParseSpec;
 using python::RaiseInvalid;
 using python::Value;
+
+// A spec string parsed, or the Python error CompressionSpec::Parse's
+// status maps to.
+CompressionSpec SpecOf(const std::string& text) { return Value(CompressionSpec::Parse(text)); }
 
 // The path rule of a spec and the dense settings (Communicator's), for the
 // module-level path_for and bucket_plan, which need no communicator.
 PathRule RuleFor(const std::string& spec, uint64_t dense_below_elements,
                  bool dense_one_dimensional) {
   CommunicatorOptions options;
-  options.compression = Value(ParseSpec(spec));
+  options.compression = SpecOf(spec);
   options.dense_below_elements = dense_below_elements;
   options.dense_one_dimensional = dense_one_dimensional;
   return Communicator::PathRuleFor(options);
@@ -95,21 +97,19 @@ PYBIND11_MODULE(_gradwire, m) {
   gradwire::python::DefineExchangeCost(m);  // exchange_cost_binding.h
 
   m.def(
-      "canonical_spec", [](const std::string& spec) { return Value(ParseSpec(spec)).ToString(); },
+      "canonical_spec", [](const std::string& spec) { return SpecOf(spec).ToString(); },
       py::arg("spec"),
       "Parses a spec string ('topk:ratio=0.01', ...); returns its canonical form.");
   m.def(
-      "spec_settings",
-      [](const std::string& method) { return python::SettingsOf(Value(ParseSpec(method)).method); },
+      "spec_settings", [](const std::string& method) { return SettingsOf(SpecOf(method).method); },
       py::arg("method"),
       "The settings (spec keys) a method uses: spec_settings('sign') -> ['bucket', 'ef'].");
   m.def(
       "uses_error_feedback",
-      [](const std::string& spec) { return Value(ParseSpec(spec)).UsesErrorFeedback(); },
-      py::arg("spec"));
+      [](const std::string& spec) { return SpecOf(spec).UsesErrorFeedback(); }, py::arg("spec"));
   m.def(
       "selected_count",
-      [](const std::string& spec, uint64_t n) { return Value(ParseSpec(spec)).SelectedCount(n); },
+      [](const std::string& spec, uint64_t n) { return SpecOf(spec).SelectedCount(n); },
       py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
   m.def(
       "path_for",

@@ -12,7 +12,6 @@
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "host_buffer.h"
-#include "python_spec.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -34,7 +33,7 @@ class ReferenceExchange {
  public:
   ReferenceExchange(const std::string& spec, int world_size) {
     if (world_size < 1) RaiseInvalid("world_size must be >= 1");
-    const CompressionSpec agreed = Value(ParseSpec(spec));
+    const CompressionSpec agreed = Value(CompressionSpec::Parse(spec));
     // Each rank encodes with its own sender spec (QSGD rounds with a
     // per-rank seed), exactly as a Communicator's ranks do.
     for (int r = 0; r < world_size; ++r) {

@@ -1,11 +1,17 @@
 // Manifest, shard format, DirectorySource and packing real Fashion-MNIST.
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/checksum.h"
 #include "gradwire/lib/cache/dataset_packer.h"
@@ -227,6 +233,54 @@ TEST(AtomicFileTest, AbandonedTempIsRemovedLiveOneIsKept) {
   ASSERT_TRUE(kept.ok());
   EXPECT_FALSE(*kept);  // the OFD lock of a live writer protects it
   EXPECT_EQ(access(live->path().c_str(), F_OK), 0);
+  // Under the creating name, unlocked: a writer between open and lock (kept)
+  // or one killed there (removed once older than the grace period).
+  std::string creating = absl::StrCat(kCreatingPrefix, "12345.1.dead");
+  ASSERT_TRUE(WriteFileAtomically(dir, creating, "").ok());
+  auto young = RemoveAbandonedTempFile(dir, creating);
+  ASSERT_TRUE(young.ok());
+  EXPECT_FALSE(*young);
+  const std::string creating_path = absl::StrCat(dir, "/", creating);
+  struct timeval old_times[2] = {{time(nullptr) - kCreatingGraceSeconds - 5, 0},
+                                 {time(nullptr) - kCreatingGraceSeconds - 5, 0}};
+  ASSERT_EQ(utimes(creating_path.c_str(), old_times), 0);
+  auto old = RemoveAbandonedTempFile(dir, creating);
+  ASSERT_TRUE(old.ok());
+  EXPECT_TRUE(*old);
+  EXPECT_NE(access(creating_path.c_str(), F_OK), 0);
+}
+
+// A cleaner sweeping the directory while writers create temp files (a
+// process opening a shared disk tier as others fill it) never removes a
+// file a live writer is about to write: every publish succeeds.
+TEST(AtomicFileTest, CleanerNeverRemovesATempFileBeingCreated) {
+  const std::string dir = MakeTempDir("atomic-race");
+  std::atomic<bool> stop{false};
+  std::thread cleaner([&] {
+    while (!stop.load()) {
+      DIR* listing = opendir(dir.c_str());
+      if (listing == nullptr) continue;
+      std::vector<std::string> names;
+      while (struct dirent* d = readdir(listing)) names.emplace_back(d->d_name);
+      closedir(listing);
+      for (const std::string& name : names) {
+        if (IsTempFileName(name)) RemoveAbandonedTempFile(dir, name).IgnoreError();
+      }
+    }
+  });
+  int failed = 0, published = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  for (int i = 0; absl::Now() < until || published < 2000; ++i) {
+    auto temp = TempFile::Create(dir);
+    absl::Status s = temp.ok() ? temp->Append("x") : temp.status();
+    if (s.ok()) s = temp->PublishAsNew(absl::StrCat("entry", i));
+    if (!s.ok() && failed++ < 3) ADD_FAILURE() << s;
+    if (s.ok()) ++published;
+  }
+  stop = true;
+  cleaner.join();
+  std::printf("%d published, %d failed\n", published, failed);
+  EXPECT_EQ(failed, 0);
 }
 
 }  // namespace

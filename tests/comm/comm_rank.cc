@@ -46,6 +46,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
+#include "tests/comm/rank_setup.h"
 
 namespace gradwire {
 namespace {
@@ -686,27 +688,12 @@ void ScenarioStop() {
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: comm_rank <scenario> [key=value ...]\n");
-    return 2;
-  }
-  for (int i = 2; i < argc; ++i) {
-    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
-    if (kv.size() == 2) g_args[kv[0]] = kv[1];
-  }
-  auto config = transport::ConfigFromEnvironment(RendezvousConfig());
-  if (!config.ok()) {
-    std::printf("SETUP %s\n", config.status().ToString().c_str());
-    return 2;
-  }
-  g_config = *config;
-  auto store = RendezvousStore::Open(g_config);
-  if (!store.ok()) {
-    std::printf("SETUP %s\n", store.status().ToString().c_str());
-    return 2;
-  }
-  g_store = *store;
-  const std::string scenario = argv[1];
+  std::optional<RankSetup> setup = StartRank(argc, argv);
+  if (!setup) return 2;
+  g_args = setup->args;
+  g_config = setup->config;
+  g_store = setup->store;
+  const std::string scenario = setup->scenario;
   if (scenario == "reference") {
     ScenarioReference();
   } else if (scenario == "mismatch") {

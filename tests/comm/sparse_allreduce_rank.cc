@@ -44,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,7 @@
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gradwire/transport/sparse_collectives.h"
+#include "tests/comm/rank_setup.h"
 
 namespace gradwire {
 namespace {
@@ -722,26 +724,11 @@ void ScenarioFault() {
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: sparse_allreduce_rank <scenario> [key=value ...]\n");
-    return 2;
-  }
-  for (int i = 2; i < argc; ++i) {
-    std::vector<std::string> kv = absl::StrSplit(argv[i], absl::MaxSplits('=', 1));
-    if (kv.size() == 2) env.args[kv[0]] = kv[1];
-  }
-  auto config = transport::ConfigFromEnvironment(transport::RendezvousConfig());
-  if (!config.ok()) {
-    std::printf("SETUP %s\n", config.status().ToString().c_str());
-    return 2;
-  }
-  env.config = *config;
-  auto store = transport::RendezvousStore::Open(env.config);
-  if (!store.ok()) {
-    std::printf("SETUP %s\n", store.status().ToString().c_str());
-    return 2;
-  }
-  env.store = *store;
+  std::optional<RankSetup> setup = StartRank(argc, argv);
+  if (!setup) return 2;
+  env.args = setup->args;
+  env.config = setup->config;
+  env.store = setup->store;
   const std::map<std::string, void (*)()> scenarios = {{"collectives", ScenarioCollectives},
                                                        {"selection", ScenarioSelection},
                                                        {"reference", ScenarioReference},

@@ -330,6 +330,15 @@ class OneRankGroup(unittest.TestCase):
             self.assertTrue(torch.equal(t, want), dtype)  # one rank: its own values
         with self.assertRaisesRegex(g.InvalidArgumentError, "reserved"):
             comm.allreduce_mean(torch.ones(4), bucket=0xFFFFFFFF, step=1)
+        # The device path refuses host memory (on this CPU-only machine,
+        # everything is), poisoning nothing.
+        host = torch.ones(4)
+        with self.assertRaisesRegex(g.InvalidArgumentError, "host memory"):
+            comm.allreduce_mean_device(host.data_ptr(), 4, bucket=5, step=1, stream=0,
+                                       path="compressed")
+        with self.assertRaisesRegex(g.InvalidArgumentError, "null"):
+            comm.allreduce_mean_device(0, 4, bucket=5, step=1, stream=0)
+        comm.health()
         comm.close()
 
     def test_job_keys_unique(self):
@@ -427,8 +436,8 @@ class OneRankGroup(unittest.TestCase):
         self.assertIn("CommunicationError", str(cm.exception))
         self.assertIn(str(state.failure).splitlines()[0], str(cm.exception))
         self.assertNotIn("Unable to cast", str(cm.exception))
-        for bad, want in ((torch.empty(4, device="meta"), "not supported until the device "
-                           "path lands"), (torch.empty(4, dtype=torch.float64), "float16")):
+        for bad, want in ((torch.empty(4, device="meta"), "META buckets are not supported"),
+                          (torch.empty(4, dtype=torch.float64), "float16")):
             with self.assertRaisesRegex(g.UnsupportedError, want):
                 state._check_bucket(bad)
 

@@ -13,6 +13,11 @@
 # budget (200+170+150+60 s), writing 7 files to $OUT; `run PHASE` runs one.
 # Two phases need a call each and are not in `run`: `racecheck` (racecheck
 # at the sizes where every block loops) and `large` (n = 2^32 and above).
+# `device` (own call, not in `run`): the device path end to end
+# (docs/device_path.md, NOT YET RUN ON HARDWARE): 2 and 4 ranks sharing the
+# GPU exchange the ResNet-50 profile through AllreduceMeanOnDevice, bit
+# for bit against the same exchange from host buffers and timed against
+# it, after a compute-sanitizer memcheck run on a small profile.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -23,11 +28,14 @@ build() {
   set -e
   local targets=()
   for t in "${TESTS[@]}"; do targets+=("//tests:$t"); done
-  bazel build --jobs="${GRADWIRE_JOBS:-2}" --strip=always "${targets[@]}" //bench:gpu_bench
+  bazel build --jobs="${GRADWIRE_JOBS:-2}" --strip=always "${targets[@]}" //bench:gpu_bench \
+    //tools:device_exchange
   rm -rf .device
   mkdir -p .device/bin .device/lib
   for t in "${TESTS[@]}"; do cp "bazel-bin/tests/$t" .device/bin/; done
   cp bazel-bin/bench/gpu_bench .device/bin/
+  cp bazel-bin/tools/device_exchange .device/bin/
+  python3 tools/model_profiles.py resnet50 > .device/resnet50.txt
   chmod u+w .device/bin/*
   # Shared libraries other than the C/C++ runtime (a newer one is on the GPU
   # image: these binaries need glibc >= the build machine's).
@@ -141,6 +149,30 @@ phase_large() {
   return $status
 }
 
+# The device path end to end: memcheck on a small run, then ResNet-50 with
+# 2 and 4 ranks for each spec, device vs host buffers (CSV in $OUT).
+phase_device() {
+  local status=0 end=$(( $(date +%s) + ${DEVICE_BUDGET:-540} )) cs ranks spec
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
+  : > "$OUT/device_path.log"
+  if [ -n "$cs" ]; then
+    timeout "$(left $end)" "$cs" --tool memcheck --error-exitcode 9 .device/bin/device_exchange \
+      --device=cuda --ranks=2 --params=300000 --steps=2 --spec=topk:ratio=0.01 \
+      >> "$OUT/device_path.log" 2>&1 || { status=1; echo "SANITIZER FAILED: device_exchange" | tee -a "$OUT/device_path.log"; }
+  else
+    status=1; echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/device_path.log"
+  fi
+  for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
+    for ranks in 2 4; do
+      timeout "$(left $end)" .device/bin/device_exchange --device=cuda --ranks="$ranks" \
+        --profile_file=.device/resnet50.txt --steps=5 --spec="$spec" \
+        >> "$OUT/device_path.log" 2>&1 || { status=1; echo "FAILED: $ranks ranks $spec" | tee -a "$OUT/device_path.log"; }
+    done
+  done
+  grep -E "^cuda,|FAILED|ERROR SUMMARY" "$OUT/device_path.log" | tee "$OUT/device_path.csv"
+  return $status
+}
+
 phase_bench() {
   timeout "${BENCH_BUDGET:-150}" .device/bin/gpu_bench "$@" > "$OUT/bench.csv" 2> "$OUT/bench.txt"
   local s=$?
@@ -167,6 +199,7 @@ case "${1:-}" in
       torch) phase_torch ;;
       large) shift; phase_large "$@" ;;
       racecheck) phase_racecheck ;;
+      device) phase_device ;;
       all)
         s=0
         phase_tests || s=1
@@ -175,7 +208,7 @@ case "${1:-}" in
         phase_torch || s=1
         python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
         exit $s ;;
-      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|racecheck|large [topk|qsgd]]" >&2; exit 2 ;;
+      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|racecheck|device|large [topk|qsgd]]" >&2; exit 2 ;;
     esac ;;
-  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|racecheck|large]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|racecheck|device|large]" >&2; exit 2 ;;
 esac

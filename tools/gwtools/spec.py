@@ -25,7 +25,7 @@ METHODS = ("none", "fp16", "bf16", "topk", "approx_topk", "randomk", "qsgd", "si
 SPARSE = ("topk", "approx_topk", "randomk")
 KEYS = ("ratio", "bits", "bucket", "ef", "seed", "values", "indices")
 LIST_SEPARATOR = ";"
-# The settings each method uses (lib/python/python_spec.cc, SettingsOf):
+# The settings each method uses (lib/codec/compression_spec.cc, SettingsOf):
 # others are refused unless the string is canonical (names every setting).
 SETTINGS_OF = {
     "none": (), "fp16": ("ef",), "bf16": ("ef",),

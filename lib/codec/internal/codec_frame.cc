@@ -17,6 +17,15 @@ kernels::ValueFormat ToFormat(ValueType type) {
   }
 }
 
+CodecId CodecIdFor(Method method) {
+  // In Method's order.
+  static constexpr CodecId kIds[] = {CodecId::kDense, CodecId::kFp16,       CodecId::kBf16,
+                                     CodecId::kTopK,  CodecId::kApproxTopK, CodecId::kRandomK,
+                                     CodecId::kQsgd,  CodecId::kSign};
+  static_assert(sizeof(kIds) / sizeof(kIds[0]) == static_cast<size_t>(Method::kSign) + 1);
+  return kIds[static_cast<size_t>(method)];
+}
+
 absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> residual,
                              size_t out_bytes, uint64_t max_bytes) {
   if (grad.size() > kMaxDenseLength) {

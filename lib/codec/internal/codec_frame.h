@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/kernels/types.h"
+#include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
@@ -23,6 +24,9 @@ namespace codec_internal {
 inline constexpr uint64_t kMaxDenseLength = uint64_t{1} << 32;
 
 kernels::ValueFormat ToFormat(ValueType type);  // fp32/fp16/bf16 only
+
+// The codec id a method's frames carry.
+CodecId CodecIdFor(Method method);
 
 // Encode's argument checks, all made before the kernel overwrites the
 // residual (a refused call must lose nothing): n within kMaxDenseLength,

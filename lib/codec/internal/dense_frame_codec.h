@@ -1,8 +1,8 @@
 // Internal to :codec: the decode side shared by the codecs whose frames
 // touch every element and need no scratch (cast: none/fp16/bf16;
-// quantized: QSGD, sign). Each implements two steps, checking a frame and
-// adding its decoded values, and gets DecodeAccumulate and DecodeAverage
-// from them.
+// quantized: QSGD, sign). Each implements two steps, checking a frame's
+// header (CodecBase::CheckHeader) and adding its decoded values, and gets
+// DecodeAccumulate and DecodeAverage from them.
 #ifndef GRADWIRE_LIB_CODEC_INTERNAL_DENSE_FRAME_CODEC_H_
 #define GRADWIRE_LIB_CODEC_INTERNAL_DENSE_FRAME_CODEC_H_
 
@@ -14,21 +14,26 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "gradwire/kernels/cpu/divide_x86.h"
+#include "gradwire/base/status_macros.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/internal/codec_base.h"
+#include "gradwire/lib/codec/internal/device_staging.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
 namespace codec_internal {
 
-class DenseFrameCodec : public Codec {
+class DenseFrameCodec : public CodecBase {
  protected:
-  // Everything DecodeAccumulate checks, for a dense length of n.
-  virtual absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame,
-                                                 uint64_t n) const = 0;
+  using CodecBase::CodecBase;
+
   // Adds the decoded values of elements [begin, begin + dense.size()) of a
-  // checked frame to `dense`; begin is a multiple of ChunkQuantum().
-  virtual void Apply(const ParsedFrame& frame, uint64_t begin, absl::Span<float> dense) const = 0;
+  // checked frame to `dense`; begin is a multiple of ChunkQuantum(). The
+  // frame's sections and `dense` live in one place (on the device: copies
+  // of the sections, and the kernel runs on `stream`).
+  virtual absl::Status Apply(const ParsedFrame& frame, uint64_t begin, absl::Span<float> dense,
+                             kernels::cuda::Stream stream) const = 0;
   // What Apply accepts as a start (QSGD and sign: whole buckets of whole
   // bytes of codes).
   virtual uint64_t ChunkQuantum() const { return 1; }
@@ -48,11 +53,11 @@ class DenseFrameCodec : public Codec {
   }
 
   absl::Status DecodeAccumulateWith(absl::Span<const uint8_t> frame, absl::Span<float> dense,
-                                    CodecScratch& /*scratch: none needed*/) const final {
+                                    CodecScratch& /*scratch: none needed*/,
+                                    const DeviceCall* device) const final {
     absl::StatusOr<ParsedFrame> parsed = CheckFrame(frame, dense.size());
     if (!parsed.ok()) return parsed.status();
-    Apply(*parsed, 0, dense);
-    return absl::OkStatus();
+    return ApplyAll(absl::MakeConstSpan(&*parsed, 1), dense, device);
   }
 
   // Every frame, and the set (CheckAverage), is checked before `out` is
@@ -63,7 +68,7 @@ class DenseFrameCodec : public Codec {
   // read and written by every frame and the division.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
-                                 size_t* bad_frame) const final {
+                                 size_t* bad_frame, const DeviceCall* device) const final {
     absl::InlinedVector<ParsedFrame, 16> parsed;
     parsed.reserve(frames.size());
     for (size_t r = 0; r < frames.size(); ++r) {
@@ -75,6 +80,12 @@ class DenseFrameCodec : public Codec {
       parsed.push_back(*std::move(p));
     }
     if (absl::Status s = CheckAverage(parsed, divisor, bad_frame); !s.ok()) return s;
+    if (device != nullptr) {
+      // The device: zero, every frame in order, one division.
+      GRADWIRE_RETURN_IF_ERROR(FillZero(device, out));
+      GRADWIRE_RETURN_IF_ERROR(ApplyAll(parsed, out, device));
+      return kernels::DivideAll(out.data(), out.size(), divisor, device->stream);
+    }
     constexpr uint64_t kChunk = 8192;
     const uint64_t quantum = ChunkQuantum();
     const uint64_t chunk = (kChunk + quantum - 1) / quantum * quantum;
@@ -87,11 +98,33 @@ class DenseFrameCodec : public Codec {
         if (begin + chunk < out.size()) {
           Prefetch(p, begin + chunk, std::min<uint64_t>(chunk, out.size() - begin - chunk));
         }
-        Apply(p, begin, part);
+        GRADWIRE_RETURN_IF_ERROR(Apply(p, begin, part, nullptr));
       }
-      kernels::cpu::DivideAll(part.data(), part.size(), divisor);
+      GRADWIRE_RETURN_IF_ERROR(kernels::DivideAll(part.data(), part.size(), divisor));
     }
     return absl::OkStatus();
+  }
+
+ private:
+  // Applies checked frames in order to all of `out`: on the host directly,
+  // on the device from copies of their sections (one upload for all).
+  absl::Status ApplyAll(absl::Span<const ParsedFrame> frames, absl::Span<float> out,
+                        const DeviceCall* device) const {
+    absl::InlinedVector<absl::Span<const uint8_t>, 32> ins;
+    for (const ParsedFrame& f : frames) {
+      ins.push_back(f.sections.scales);
+      ins.push_back(f.sections.values);
+    }
+    return RunDecodeKernel(
+        device, ins, [&](absl::Span<const uint8_t* const> at, kernels::cuda::Stream stream) {
+          for (size_t r = 0; r < frames.size(); ++r) {
+            ParsedFrame staged = frames[r];
+            staged.sections.scales = {at[2 * r], frames[r].sections.scales.size()};
+            staged.sections.values = {at[2 * r + 1], frames[r].sections.values.size()};
+            GRADWIRE_RETURN_IF_ERROR(Apply(staged, 0, out, stream));
+          }
+          return absl::OkStatus();
+        });
   }
 };
 

@@ -102,6 +102,31 @@ class BucketExchange:
         _scatter(dense, tensor, dense_segs)
         _scatter(sparse, tensor, sparse_segs)
 
+    def _exchange_device(self, index, step, tensor, segments, stream):
+        """_exchange for a CUDA bucket (float32, no momentum, no auto): the
+        device path (Communicator.allreduce_mean_device; NOT YET RUN ON
+        HARDWARE), ordered on `stream`, the CUDA stream handle the bucket
+        was produced on. A mixed bucket's parts are gathered on the device
+        and exchanged separately (the device path has no dense section), so
+        its dense part takes the ring."""
+        def run(flat, bucket, path):
+            self.comm.allreduce_mean_device(flat.data_ptr(), flat.numel(), bucket=bucket,
+                                            step=step, stream=stream, path=path)
+
+        if step < self.warmup_iters or all(seg.dense for seg in segments):
+            run(tensor, 2 * index, "dense")
+            return
+        if all(not seg.dense for seg in segments):
+            run(tensor, 2 * index + 1, "compressed")
+            return
+        dense_segs = [s for s in segments if s.dense]
+        sparse_segs = [s for s in segments if not s.dense]
+        dense, sparse = _gather(tensor, dense_segs), _gather(tensor, sparse_segs)
+        run(dense, 2 * index, "dense")
+        run(sparse, 2 * index + 1, "compressed")
+        _scatter(dense, tensor, dense_segs)
+        _scatter(sparse, tensor, sparse_segs)
+
     def _exchange_mixed(self, comm, index, step, sparse, dense):
         """Averages a bucket's compressed part `sparse` and its dense part
         `dense` (None: none) in place: one exchange when the dense part is

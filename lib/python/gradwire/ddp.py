@@ -35,8 +35,13 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   one path by its size.
 - float16 and bfloat16 buckets are widened to float32 (exact), exchanged
   (residuals and momentum stay float32) and rounded back to the bucket's
-  dtype (tensor.copy_: to nearest, ties to even). CPU buckets only: a CUDA
-  bucket fails with gradwire.UnsupportedError until the device path lands.
+  dtype (tensor.copy_: to nearest, ties to even).
+- CUDA buckets take the device path (NOT YET RUN ON HARDWARE;
+  docs/device_path.md): the bucket's data pointer and the CUDA stream
+  current when DDP hands it over go to Communicator.allreduce_mean_device,
+  which compresses on the GPU and moves only frames through the host.
+  Without momentum correction and auto mode only (UnsupportedError);
+  other device types are refused likewise.
 - The exchange runs on one background thread (overlap=True), in the order
   DDP hands buckets over, which is the same on every rank; the hook returns
   a Future that completes when the bucket is averaged, so backprop of the
@@ -317,7 +322,13 @@ class GradwireState(BucketExchange):
     # -- the exchange --------------------------------------------------
     def _exchange_bucket(self, index, step, tensor, segments, mc):
         """_exchange on a float32 view: float16/bfloat16 buckets are widened
-        and rounded back."""
+        and rounded back. CUDA buckets: _exchange_device (mc is the stream)."""
+        if tensor.device.type == "cuda":
+            work = tensor if tensor.dtype == torch.float32 else tensor.float()
+            self._exchange_device(index, step, work, segments, mc)
+            if work is not tensor:
+                tensor.copy_(work)
+            return
         if tensor.dtype == torch.float32:
             self._exchange(index, step, tensor, segments, mc)
             return
@@ -351,11 +362,17 @@ class GradwireState(BucketExchange):
         fut.set_result(tensor)
 
     def _check_bucket(self, tensor):
-        if tensor.device.type != "cpu":
+        if tensor.device.type == "cuda":
+            if self.momentum > 0.0 or self.auto:
+                raise gradwire._error(
+                    gradwire.UnsupportedError,
+                    "gradwire.ddp.hook: CUDA buckets take the device path, which does not yet "
+                    "do momentum correction or auto mode (momentum=0, auto=False)")
+        elif tensor.device.type != "cpu":
             raise gradwire._error(
                 gradwire.UnsupportedError,
-                f"gradwire.ddp.hook: {tensor.device.type.upper()} buckets are not supported "
-                "until the device path lands: train with CPU tensors (a gloo process group)")
+                f"gradwire.ddp.hook: {tensor.device.type.upper()} buckets are not supported: "
+                "train with CPU or CUDA tensors")
         if tensor.dtype not in _FLOAT_TYPES:
             raise gradwire._error(
                 gradwire.UnsupportedError,
@@ -377,6 +394,8 @@ class GradwireState(BucketExchange):
                 self._sizes[index] = tensor.numel()
             segments = self._layout(bucket)
             mc = self._momentum_inputs(bucket, tensor) if self.momentum > 0.0 else None
+            if tensor.device.type == "cuda":  # the device path's stream, from this thread
+                mc = torch.cuda.current_stream(tensor.device).cuda_stream
         except Exception as e:  # noqa: BLE001 - handed to DDP through the future
             self.failure = self.failure or e
             fut.set_exception(e)

@@ -1,0 +1,64 @@
+"""The shapes gradwire's BUILD files share, stated once.
+
+Load from any package of this repository: load("//:defs.bzl", ...).
+Labels here resolve in the calling package's repository, so the macros work
+the same when gradwire is an external repository (tests/consumer).
+"""
+
+# The Abseil parts most libraries and binaries use: Status, StatusOr,
+# strings, time and spans.
+ABSL_DEPS = [
+    "@com_google_absl//absl/status",
+    "@com_google_absl//absl/status:statusor",
+    "@com_google_absl//absl/strings",
+    "@com_google_absl//absl/time",
+    "@com_google_absl//absl/types:span",
+]
+
+# What a binary with flags adds (flags live only in tools/ and bench/).
+FLAG_DEPS = [
+    "@com_google_absl//absl/flags:flag",
+    "@com_google_absl//absl/flags:parse",
+    "@com_google_absl//absl/strings:str_format",
+]
+
+def gw_cc_library(name, srcs = None, hdrs = None, **kwargs):
+    """A cc_library whose headers are included as "gradwire/<path>".
+
+    Without file lists it is one concept in one pair of files:
+    <name>.h and <name>.cc.
+    """
+    if srcs == None and hdrs == None:
+        srcs = [name + ".cc"]
+        hdrs = [name + ".h"]
+    native.cc_library(
+        name = name,
+        srcs = srcs or [],
+        hdrs = hdrs or [],
+        include_prefix = "gradwire",
+        strip_include_prefix = "/",
+        **kwargs
+    )
+
+def gw_cc_test(name, deps = [], srcs = None, **kwargs):
+    """A googletest test: <name>.cc (unless srcs says otherwise) with gtest_main."""
+    native.cc_test(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".cc"],
+        deps = deps + ["@com_google_googletest//:gtest_main"],
+        **kwargs
+    )
+
+def gw_script_test(name, data = [], exclusive = False, tags = [], **kwargs):
+    """A test that <name>.sh runs, with <name>.py (where there is one) in its data.
+
+    exclusive: the test spawns rank processes or binds loopback ports, so it
+    runs alone.
+    """
+    native.sh_test(
+        name = name,
+        srcs = [name + ".sh"],
+        data = native.glob([name + ".py"]) + data,
+        tags = (["exclusive"] if exclusive else []) + tags,
+        **kwargs
+    )

@@ -1,0 +1,198 @@
+// Communicator::AllreduceMeanOnDevice on the host stand-in for a GPU
+// (kernels/host_device.h), ranks on threads sharing one "device", each
+// on its own stream, like ranks sharing one GPU: results, residuals and
+// checkpoints equal the host path's bit for bit, only compact bytes cross
+// on the compressed path, and misuse is refused.
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gradwire/kernels/host_device.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/gradient_exchanger.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_store.h"
+#include "gtest/gtest.h"
+
+namespace gradwire {
+namespace {
+
+using kernels::CopyKind;
+using kernels::HostDevice;
+
+constexpr int kRanks = 3;
+
+std::vector<float> Gradient(size_t n, int salt) {
+  std::vector<float> g(n);
+  uint32_t x = 777u + 131u * salt;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    g[i] = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * (1 + (i % 5));
+  }
+  return g;
+}
+
+// One communicator per rank, built on threads (Create is collective).
+std::vector<std::unique_ptr<Communicator>> MakeWorld(const std::string& spec,
+                                                     kernels::Device* device) {
+  static int scope = 0;
+  auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
+                                                "job", absl::Seconds(20));
+  const std::string name = std::to_string(scope++);
+  std::vector<std::unique_ptr<Communicator>> comms(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      auto world =
+          transport::GlooGroup::Create(r, kRanks, store->Scoped(name), transport::GroupOptions());
+      ASSERT_TRUE(world.ok()) << world.status();
+      auto secret = JobSecret::FromValue("0123456789abcdef0123", "test");
+      auto auth = FrameAuthenticator::Create(*secret, "job");
+      CommunicatorOptions options;
+      options.compression = *CompressionSpec::Parse(spec);
+      options.dense_below_elements = 1000;
+      options.choose_exchange = false;  // the sparse allgather, as on the device
+      options.device = device;
+      auto comm = Communicator::Create(std::move(*world), 0, 1, std::move(*auth), options);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      comms[r] = std::move(*comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return comms;
+}
+
+void OnEveryRank(const std::function<void(int)>& f) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) threads.emplace_back(f, r);
+  for (auto& t : threads) t.join();
+}
+
+std::vector<float> Download(HostDevice& d, const float* p, size_t n, kernels::cuda::Stream s) {
+  std::vector<float> v(n);
+  EXPECT_TRUE(d.Copy(v.data(), p, n * 4, CopyKind::kDeviceToHost, s).ok());
+  EXPECT_TRUE(d.WaitStream(s, absl::Now() + absl::Seconds(5)).ok());
+  return v;
+}
+
+bool SameBits(absl::Span<const float> a, absl::Span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+}
+
+class DeviceExchangeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DeviceExchangeTest, EqualsTheHostPathBitForBit) {
+  HostDevice device;  // deferred: a missing wait or early reuse shows
+  auto host = MakeWorld(GetParam(), nullptr);
+  auto dev = MakeWorld(GetParam(), &device);
+  const size_t n = 20000;
+  std::vector<kernels::cuda::Stream> streams(kRanks);
+  std::vector<float*> d_data(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    streams[r] = device.CreateStream();
+    d_data[r] = static_cast<float*>(*device.Allocate(n * 4));
+  }
+  for (uint64_t step = 0; step < 3; ++step) {
+    for (ExchangePath path : {ExchangePath::kCompressed, ExchangePath::kDense}) {
+      const uint32_t bucket = path == ExchangePath::kCompressed ? 1 : 2;
+      std::vector<std::vector<float>> want(kRanks), got(kRanks);
+      device.ResetCounters();
+      OnEveryRank([&](int r) {
+        want[r] = Gradient(n, 10 * step + r);
+        ASSERT_TRUE(
+            device.Copy(d_data[r], want[r].data(), n * 4, CopyKind::kHostToDevice, streams[r])
+                .ok());
+        absl::Status s = dev[r]->AllreduceMeanOnDevice(bucket, step, absl::MakeSpan(d_data[r], n),
+                                                       path, streams[r]);
+        ASSERT_TRUE(s.ok()) << s;
+        got[r] = Download(device, d_data[r], n, streams[r]);
+      });
+      const HostDevice::Counters c = device.counters();
+      if (path == ExchangePath::kCompressed) {
+        // Only frames crossed: far less than one dense buffer per rank.
+        EXPECT_LT(c.device_to_host_bytes - kRanks * n * 4, kRanks * n * 4 / 4)
+            << "device->host bytes beyond the test's own downloads";
+        EXPECT_LT(c.host_to_device_bytes - kRanks * n * 4, kRanks * n * 4)
+            << "host->device bytes beyond the test's own uploads";
+      }
+      OnEveryRank([&](int r) {
+        absl::Status s = host[r]->AllreduceMean(bucket, step, absl::MakeSpan(want[r]), path);
+        ASSERT_TRUE(s.ok()) << s;
+      });
+      for (int r = 0; r < kRanks; ++r) {
+        EXPECT_TRUE(SameBits(got[r], want[r]))
+            << "rank " << r << " step " << step << " bucket " << bucket;
+      }
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    absl::Span<const float> hr = host[r]->Residual(1), dr = dev[r]->Residual(1);
+    if (!hr.empty()) {
+      EXPECT_TRUE(device.IsDeviceMemory(dr.data()));
+      EXPECT_TRUE(SameBits(Download(device, dr.data(), dr.size(), streams[r]), hr));
+    }
+    // Checkpoints: the same bytes from either path; restorable on both.
+    absl::StatusOr<std::string> hs = host[r]->SaveState(), ds = dev[r]->SaveState();
+    ASSERT_TRUE(hs.ok() && ds.ok()) << ds.status();
+    EXPECT_EQ(*hs, *ds);
+    EXPECT_TRUE(dev[r]->RestoreState(*hs).ok());
+  }
+  EXPECT_TRUE(device.violations().empty());
+  OnEveryRank([&](int r) {
+    EXPECT_TRUE(dev[r]->Close().ok());
+    EXPECT_TRUE(host[r]->Close().ok());
+  });
+  for (int r = 0; r < kRanks; ++r) device.Free(d_data[r]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, DeviceExchangeTest,
+                         ::testing::Values("topk:ratio=0.01", "randomk:ratio=0.02,seed=5",
+                                           "qsgd:bits=4,bucket=128",
+                                           "topk:ratio=0.02,values=fp16,indices=varint"));
+
+TEST(DeviceExchangeErrors, MisuseIsRefusedWithoutPoisoning) {
+  HostDevice device;
+  auto comms = MakeWorld("topk:ratio=0.01", &device);
+  const size_t n = 4000;
+  std::vector<float> host_data(n, 1.0f);
+  float* d = static_cast<float*>(*device.Allocate(n * 4));
+  auto bogus = reinterpret_cast<kernels::cuda::Stream>(uintptr_t{0xbad0});
+  OnEveryRank([&](int r) {
+    // A host buffer on the device path.
+    EXPECT_EQ(comms[r]
+                  ->AllreduceMeanOnDevice(1, 0, absl::MakeSpan(host_data),
+                                          ExchangePath::kCompressed, nullptr)
+                  .code(),
+              absl::StatusCode::kInvalidArgument);
+    // A stream the device does not know.
+    EXPECT_EQ(
+        comms[r]
+            ->AllreduceMeanOnDevice(1, 0, absl::MakeSpan(d, n), ExchangePath::kCompressed, bogus)
+            .code(),
+        absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(comms[r]->health().ok());
+  });
+  // A device buffer on the host path, either path.
+  for (ExchangePath path : {ExchangePath::kCompressed, ExchangePath::kDense}) {
+    absl::Status s = comms[0]->AllreduceMean(1, 0, absl::MakeSpan(d, n), path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  EXPECT_TRUE(comms[0]->health().ok());
+  // The exchanger's buckets are host memory: a device gradient is refused.
+  auto ex = GradientExchanger::Create(std::move(comms[0]), ExchangerOptions());
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_TRUE((*ex)->BeginStep(0).ok());
+  EXPECT_EQ((*ex)->Submit("w", absl::MakeSpan(d, n)).status().code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE((*ex)->health().ok());
+  device.Free(d);
+}
+
+}  // namespace
+}  // namespace gradwire
