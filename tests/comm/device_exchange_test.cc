@@ -57,7 +57,7 @@ std::vector<std::unique_ptr<Communicator>> MakeWorld(const std::string& spec,
       CommunicatorOptions options;
       options.compression = *CompressionSpec::Parse(spec);
       options.dense_below_elements = 1000;
-      options.choose_exchange = false;  // the sparse allgather, as on the device
+      options.exchange = ExchangeKind::kSparseAllgather;  // as on the device
       options.device = device;
       auto comm = Communicator::Create(std::move(*world), 0, 1, std::move(*auth), options);
       ASSERT_TRUE(comm.ok()) << comm.status();

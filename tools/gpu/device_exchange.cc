@@ -99,7 +99,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   CommunicatorOptions options;
   GRADWIRE_ASSIGN_OR_RETURN(options.compression,
                             CompressionSpec::Parse(absl::GetFlag(FLAGS_spec)));
-  options.choose_exchange = false;  // the sparse allgather on both paths
+  options.exchange = ExchangeKind::kSparseAllgather;  // on both paths
   options.device = device;
   return Communicator::Create(std::move(world), 0, 1, std::move(auth), options);
 }
