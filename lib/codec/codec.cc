@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/cast_codec.h"
+#include "gradwire/lib/codec/internal/codec_frame.h"
 #include "gradwire/lib/codec/internal/device_staging.h"
 #include "gradwire/lib/codec/quantized_codec.h"
 #include "gradwire/lib/codec/sparse_codec.h"
@@ -28,6 +29,8 @@ absl::StatusOr<EncodeStats> Codec::Encode(absl::Span<const float> grad, uint64_t
                                           CodecScratch* scratch, const DeviceCall* device) const {
   GRADWIRE_ASSIGN_OR_RETURN(const DeviceCall* on,
                             codec_internal::WhereToRun("Encode", grad.data(), out.data(), device));
+  GRADWIRE_RETURN_IF_ERROR(
+      codec_internal::CheckEncodeArgs(grad, residual, out.size(), MaxEncodedBytes(grad.size())));
   if (scratch != nullptr) return EncodeWith(grad, step, residual, out, *scratch, on);
   CodecScratch own;
   return EncodeWith(grad, step, residual, out, own, on);

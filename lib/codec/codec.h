@@ -132,8 +132,9 @@ class Codec {
                              size_t* bad_frame = nullptr, const DeviceCall* device = nullptr) const;
 
  protected:
-  // What each codec implements; the public calls supply the scratch and
-  // `device`: null for host buffers, else the checked DeviceCall of a
+  // What each codec implements; the public calls check the arguments
+  // (EncodeWith: sizes of grad, residual and out) and supply the scratch
+  // and `device`: null for host buffers, else the checked DeviceCall of a
   // call on device buffers.
   virtual absl::StatusOr<EncodeStats> EncodeWith(absl::Span<const float> grad, uint64_t step,
                                                  absl::Span<float> residual,

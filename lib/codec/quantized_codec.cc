@@ -26,11 +26,6 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
                                          CodecScratch& /*scratch: none needed*/,
                                          const DeviceCall* device) const override {
-    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
-                                                         MaxEncodedBytes(grad.size()));
-        !s.ok()) {
-      return s;
-    }
     const uint64_t n = grad.size();
     FrameHeader h;
     h.codec = id_;

@@ -57,10 +57,6 @@ class SparseCodec : public codec_internal::CodecBase {
                                          absl::Span<float> residual, absl::Span<uint8_t> out,
                                          CodecScratch& scratch,
                                          const DeviceCall* device) const override {
-    if (absl::Status s = codec_internal::CheckEncodeArgs(grad, residual, out.size(),
-                                                         MaxEncodedBytes(grad.size()));
-        !s.ok())
-      return s;
     const uint64_t n = grad.size();
     const uint64_t k = spec_.SelectedCount(n);
     const uint64_t width = kernels::ValueWidth(format_);
