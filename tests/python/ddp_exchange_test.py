@@ -28,15 +28,13 @@ Each rank prints PASS; the driver wants one per rank.
 
     ddp_exchange_test.py --package_dir lib/python [--python /usr/bin/python3] [--only auto]
 """
-import argparse
 import os
 import pickle
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import zlib
+
+import spawn_cases  # beside this file
 
 WORLD = 4
 STEPS, WARMUP = 20, 2
@@ -47,42 +45,20 @@ FORCED = {"allgather": "sparse_allgather", "sparse_allreduce": "sparse_allreduce
 CASES = ["arguments", "allgather", "sparse_allreduce", "dense", "auto", "mismatch"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def driver(args):
-    probe = subprocess.run([args.python, "-c", "import torch"], capture_output=True)
-    if probe.returncode != 0:
-        print(f"SKIPPED: torch is not importable by {args.python}")
+    if spawn_cases.torch_missing(args.python):
         return 0
     failed, checksums = 0, {}
     with tempfile.TemporaryDirectory() as tmp:
-        secret_file = os.path.join(tmp, "job.secret")
-        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(os.urandom(24).hex() + "\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GRADWIRE_")}
-        env["GRADWIRE_JOB_SECRET_FILE"] = secret_file
-        env["PYTHONPATH"] = args.package_dir
+        env = spawn_cases.case_env(tmp, args.package_dir)
         cases = [c for c in CASES if not args.only or c in args.only.split(",")]
         for case in cases:
-            cmd = [args.python, os.path.abspath(__file__), "--package_dir", args.package_dir,
-                   "--case", case, "--port", str(free_port())]
-            t0 = time.monotonic()
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-            want = 1 if case == "arguments" else WORLD
-            ok = proc.returncode == 0 and proc.stdout.count("PASS") == want
-            for line in proc.stdout.splitlines():
+            ok, out = spawn_cases.run_case(args, __file__, case, case, spawn_cases.free_port(), env,
+                                           1 if case == "arguments" else WORLD, timeout=400)
+            for line in out.splitlines():
                 if line.startswith("checksum "):
                     checksums[case] = line.split()[1]
-            print(f"{'ok  ' if ok else 'FAIL'} {case} ({time.monotonic() - t0:.1f} s)",
-                  flush=True)
-            if not ok:
-                failed += 1
-                print(proc.stdout[-6000:], proc.stderr[-6000:])
+            failed += not ok
     forced = {c: checksums.get(c) for c in FORCED if c in cases}
     if len(forced) > 1:
         print(f"final parameters' crc32 per exchange: {forced}")
@@ -231,24 +207,5 @@ def train(torch, DDP, gradwire, rank, exchange, check):
     state.close()
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--package_dir", required=True)
-    parser.add_argument("--python", default="/usr/bin/python3")
-    parser.add_argument("--case", default="")
-    parser.add_argument("--only", default="", help="comma-separated cases to run")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    args.package_dir = os.path.abspath(args.package_dir)
-    if not args.case:
-        return driver(args)
-    sys.path.insert(0, args.package_dir)
-    if args.case == "arguments":
-        return arguments_case()
-    import torch.multiprocessing as mp
-    mp.spawn(rank_main, args=(args.case, args.port), nprocs=WORLD, join=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(spawn_cases.main(driver, rank_main, WORLD, single={"arguments": arguments_case}))

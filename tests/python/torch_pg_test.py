@@ -23,13 +23,12 @@ Each rank prints PASS; the driver wants one per rank.
     torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] \
         [--only "train,two states"]
 """
-import argparse
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+import spawn_cases  # beside this file
 
 # Variables a launcher would set; none may be needed.
 LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
@@ -54,44 +53,21 @@ CASES = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def driver(args):
-    probe = subprocess.run([args.python, "-c", "import torch"], capture_output=True)
-    if probe.returncode != 0:
-        print(f"SKIPPED: torch is not importable by {args.python}")
+    if spawn_cases.torch_missing(args.python):
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        secret_file = os.path.join(tmp, "job.secret")
-        fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(os.urandom(24).hex() + "\n")
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("GRADWIRE_") and k not in LAUNCHER_ENV}
-        env["GRADWIRE_JOB_SECRET_FILE"] = secret_file
-        env["PYTHONPATH"] = args.package_dir
-        failed = 0
-        port = free_port()
+        env = spawn_cases.case_env(tmp, args.package_dir, drop=LAUNCHER_ENV)
+        failed = ran = 0
+        port = spawn_cases.free_port()
         for name, case, expect in CASES:
             if args.only and name not in args.only.split(","):
                 continue
             if name != "train again":  # the same job again: same command, same port
-                port = free_port()
-            cmd = [args.python, os.path.abspath(__file__), "--package_dir", args.package_dir,
-                   "--case", case, "--port", str(port)]
-            t0 = time.monotonic()
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-            ok = proc.returncode == 0 and proc.stdout.count("PASS") == WORLD
-            print(f"{'ok  ' if ok else 'FAIL'} {name} ({time.monotonic() - t0:.1f} s)",
-                  flush=True)
-            if not ok:
-                failed += 1
-                print(proc.stdout[-5000:], proc.stderr[-5000:])
-        ran = len([n for n, _, _ in CASES if not args.only or n in args.only.split(",")])
+                port = spawn_cases.free_port()
+            ok, _ = spawn_cases.run_case(args, __file__, name, case, port, env, WORLD, timeout=300)
+            failed += not ok
+            ran += 1
         print(f"{ran - failed} passed, {failed} failed")
         return 1 if failed else 0
 
@@ -220,22 +196,5 @@ def rank_main(rank, case, port):
 CASE_EXPECT = {case: expect for _, case, expect in CASES if expect}
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--package_dir", required=True)
-    parser.add_argument("--python", default="/usr/bin/python3")
-    parser.add_argument("--case", default="")
-    parser.add_argument("--only", default="", help="comma-separated case names to run")
-    parser.add_argument("--port", type=int, default=0)
-    args = parser.parse_args()
-    args.package_dir = os.path.abspath(args.package_dir)
-    if not args.case:
-        return driver(args)
-    sys.path.insert(0, args.package_dir)
-    import torch.multiprocessing as mp
-    mp.spawn(rank_main, args=(args.case, args.port), nprocs=WORLD, join=True)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(spawn_cases.main(driver, rank_main, WORLD))
