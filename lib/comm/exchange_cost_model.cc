@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gradwire/lib/comm/region_frame.h"
@@ -171,6 +172,20 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 
 namespace {
 
+// The median time of `reps` calls of `call` after one untimed call.
+template <typename Call>
+absl::StatusOr<double> MedianSeconds(int reps, Call call) {
+  GRADWIRE_RETURN_IF_ERROR(call());
+  std::vector<double> seconds(reps);
+  for (double& t : seconds) {
+    const absl::Time t0 = absl::Now();
+    GRADWIRE_RETURN_IF_ERROR(call());
+    t = absl::ToDoubleSeconds(absl::Now() - t0);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
+  return seconds[reps / 2];
+}
+
 // This rank's measurement of the link and of `codec` (may be null).
 absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel model,
                                       const Codec* codec) {
@@ -200,27 +215,39 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     model.bytes_per_second = static_cast<double>(block * (p - 1)) / std::max(seconds, 1e-6);
   }
   if (codec != nullptr) {
+    // One call of each is noise-dominated (page faults of fresh buffers; a
+    // rank descheduled on a shared core: one-shot decode rates of one run
+    // spanned 0.3-18 M entries/s). So: one untimed call, then the median of
+    // kReps, the decode timed over kDecodes calls (one is microseconds).
     constexpr uint64_t kElements = 1 << 20;
-    std::vector<float> grad(kElements), residual(kElements, 0.0f);
+    constexpr int kReps = 5, kDecodes = 4;
+    std::vector<float> grad(kElements), residual(kElements, 0.0f), dense(kElements);
     for (uint64_t i = 0; i < kElements; ++i) {
       grad[i] = static_cast<float>((i * 2654435761u) % 20011) / 20011.0f - 0.5f;
     }
     std::vector<uint8_t> frame(codec->MaxEncodedBytes(kElements));
     CodecScratch codec_scratch;
-    absl::Time t0 = absl::Now();
-    absl::StatusOr<EncodeStats> encoded =
-        codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(frame), &codec_scratch);
-    const absl::Time t1 = absl::Now();
-    if (!encoded.ok()) return encoded.status();
-    model.encoded_elements_per_second = kElements / std::max(absl::ToDoubleSeconds(t1 - t0), 1e-6);
-    std::fill(grad.begin(), grad.end(), 0.0f);
-    absl::Status s =
-        codec->DecodeAccumulate(absl::MakeConstSpan(frame.data(), encoded->frame_bytes),
-                                absl::MakeSpan(grad), &codec_scratch);
-    if (!s.ok()) return s;
-    if (encoded->selected > 0) {
+    EncodeStats encoded;
+    auto encode = [&]() -> absl::Status {
+      absl::StatusOr<EncodeStats> e =
+          codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(frame), &codec_scratch);
+      if (e.ok()) encoded = *e;
+      return e.status();
+    };
+    auto decode = [&]() -> absl::Status {
+      for (int i = 0; i < kDecodes; ++i) {
+        GRADWIRE_RETURN_IF_ERROR(
+            codec->DecodeAccumulate(absl::MakeConstSpan(frame.data(), encoded.frame_bytes),
+                                    absl::MakeSpan(dense), &codec_scratch));
+      }
+      return absl::OkStatus();
+    };
+    GRADWIRE_ASSIGN_OR_RETURN(const double encode_seconds, MedianSeconds(kReps, encode));
+    GRADWIRE_ASSIGN_OR_RETURN(const double decode_seconds, MedianSeconds(kReps, decode));
+    model.encoded_elements_per_second = kElements / std::max(encode_seconds, 1e-6);
+    if (encoded.selected > 0) {
       model.decoded_entries_per_second =
-          encoded->selected / std::max(absl::ToDoubleSeconds(absl::Now() - t1), 1e-7);
+          kDecodes * encoded.selected / std::max(decode_seconds, 1e-7);
     }
   }
   return model;
