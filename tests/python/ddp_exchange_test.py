@@ -105,12 +105,7 @@ def rank_main(rank, case, port):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.set_num_threads(1)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-            print(f"rank {rank}: CHECK FAILED: {what}", flush=True)
+    failures, check = spawn_cases.checker(rank)
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=WORLD)

@@ -54,6 +54,18 @@ def run_case(args, script, name, case, port, env, passes, timeout):
     return ok, proc.stdout
 
 
+def checker(rank):
+    """(failures, check): check(cond, what) records and prints what failed."""
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+            print(f"rank {rank}: CHECK FAILED: {what}", flush=True)
+
+    return failures, check
+
+
 def main(driver, rank_main, world, single=None):
     """The test's entry point: the driver without --case; with --case, that
     case (a `single`-process one, or `world` spawned ranks)."""

@@ -116,12 +116,7 @@ def rank_main(rank, case, port):
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     torch.set_num_threads(1)
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-            print(f"rank {rank}: CHECK FAILED: {what}", flush=True)
+    failures, check = spawn_cases.checker(rank)
 
     leaked = [k for k in LAUNCHER_ENV if k in os.environ]
     leaked += [k for k in os.environ if k.startswith("GRADWIRE_") and
