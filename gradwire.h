@@ -17,7 +17,8 @@
 // Gradients in GPU memory (docs/device_path.md): the codecs take device
 // buffers with a DeviceCall (stream + scratch), and
 // Communicator::AllreduceMeanOnDevice exchanges a device buffer moving only
-// compressed frames through the host. THE DEVICE PATH IS NOT YET RUN ON
+// compressed frames through the host; GradientExchanger takes device
+// gradients too (ExchangerOptions::stream). THE DEVICE PATH IS NOT YET RUN ON
 // HARDWARE: CI tests it on kernels::HostDevice; the CUDA side only compiles.
 #ifndef GRADWIRE_GRADWIRE_H_
 #define GRADWIRE_GRADWIRE_H_

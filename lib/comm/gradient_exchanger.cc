@@ -1,4 +1,3 @@
-#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 
 #include <algorithm>
@@ -75,6 +74,7 @@ GradientExchanger::~GradientExchanger() {
   comm_cv_.notify_all();
   if (compute_thread_.joinable()) compute_thread_.join();
   if (comm_thread_.joinable()) comm_thread_.join();
+  FreeDeviceBuckets();
 }
 
 absl::Status GradientExchanger::PoisonLocked(absl::Status status) {
@@ -130,13 +130,16 @@ absl::Status GradientExchanger::BeginStep(uint64_t step) {
   return absl::OkStatus();
 }
 
-void GradientExchanger::EnqueueLocked(Bucket* bucket) {
+absl::Status GradientExchanger::EnqueueLocked(Bucket* bucket) {
+  if (DeviceGradientsLocked() && !bucket->on_device) {
+    if (absl::Status s = PrepareDeviceBucketLocked(bucket); !s.ok()) return s;
+  }
   if (!span_started_) {
     span_start_ = absl::Now();
     span_started_ = true;
   }
   bucket->queued = true;
-  bucket->staged = comm_->CanStage(bucket->path, bucket->data.size());
+  bucket->staged = !bucket->on_device && comm_->CanStage(bucket->path, bucket->data.size());
   bucket->stage = bucket->staged ? Stage::kEncode : Stage::kTransfer;
   bucket->slot = -1;
   queue_.push_back(bucket);
@@ -146,6 +149,7 @@ void GradientExchanger::EnqueueLocked(Bucket* bucket) {
   } else {
     comm_cv_.notify_one();
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
@@ -162,7 +166,8 @@ absl::StatusOr<GradientExchanger::Bucket*> GradientExchanger::PlanTensorLocked(
     b.path = b.plan->path;
   }
   Bucket* bucket = buckets_[id].get();
-  bucket->data.resize(bucket->plan->elements);
+  // Device buckets get device memory once queued (their size is final then).
+  if (!DeviceGradientsLocked()) bucket->data.resize(bucket->plan->elements);
   bucket->targets.resize(bucket->plan->members.size());
   *member = added->place.member;
   *closed = added->closed;
@@ -181,7 +186,7 @@ absl::StatusOr<absl::Span<float>> GradientExchanger::GradientSlot(absl::string_v
                         absl::StrCat("GradientSlot: ", place.status().message()));
   }
   const BucketMember& m = plan_.member(*place);
-  return absl::MakeSpan(buckets_[place->bucket]->data.data() + m.offset, m.size);
+  return buckets_[place->bucket]->Data().subspan(m.offset, m.size);
 }
 
 absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
@@ -194,14 +199,10 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
         "Submit(\"", name, "\") outside a step: call BeginStep first (and not after Flush)"));
   }
   if (absl::Status s = BucketPlan::CheckShape(name, grad.size(), shape); !s.ok()) return s;
-  kernels::Location where = kernels::Location::kHost;
-  if (!grad.empty()) {
+  if (!grad.empty()) {  // host or device: one kind per exchanger
+    kernels::Location where = kernels::Location::kHost;
     if (absl::Status s = kernels::Locate(grad.data(), &where); !s.ok()) return s;
-  }
-  if (where == kernels::Location::kDevice) {
-    return absl::UnimplementedError(absl::StrCat(
-        "Submit(\"", name, "\"): device memory; the exchanger's buckets are host memory "
-        "(use Communicator::AllreduceMeanOnDevice for device buffers)"));
+    if (absl::Status s = CheckLocationLocked(name, where); !s.ok()) return s;
   }
   Bucket* bucket = nullptr;
   uint32_t member = 0;
@@ -222,7 +223,11 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
   ++next_entry_;
   bucket->targets[member] = grad;
   const uint64_t offset = bucket->plan->members[member].offset;
-  if (plan_.fixed()) {
+  if (bucket->on_device) {  // later steps; the first copies in when queued
+    if (absl::Status s = CopyInDevice(*bucket, member); !s.ok()) return PoisonLocked(s);
+  } else if (DeviceGradientsLocked()) {
+    // First step: the device bucket is allocated and filled when queued.
+  } else if (plan_.fixed()) {
     // A gradient written into its slot (GradientSlot) is already in place.
     if (grad.data() != bucket->data.data() + offset) {
       // The copy is the bulk of Submit: make it off the lock so the worker
@@ -238,7 +243,7 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
   ++bucket->filled;
   const BucketTicket ticket{bucket->id, step_};
   if (closes || (plan_.fixed() && bucket->filled == bucket->plan->members.size())) {
-    EnqueueLocked(bucket);
+    if (absl::Status s = EnqueueLocked(bucket); !s.ok()) return PoisonLocked(s);
   }
   return ticket;
 }
@@ -252,7 +257,9 @@ absl::Status GradientExchanger::Flush() {
   if (!plan_.fixed()) {
     // Partly filled buckets go in creation order (the same on every rank,
     // since every rank submitted the same sequence).
-    for (uint32_t id : plan_.Fix()) EnqueueLocked(buckets_[id].get());
+    for (uint32_t id : plan_.Fix()) {
+      if (absl::Status s = EnqueueLocked(buckets_[id].get()); !s.ok()) return PoisonLocked(s);
+    }
   } else if (next_entry_ != plan_.tensor_count()) {
     return PoisonLocked(absl::FailedPreconditionError(absl::StrCat(
         "step ", step_, " flushed after ", next_entry_, " tensors, but the bucket plan has ",
@@ -418,7 +425,11 @@ void GradientExchanger::ComputeLoop() {
       }
       if (s.ok()) {
         const absl::Time t0 = absl::Now();
-        WriteBack(*bucket);
+        if (bucket->on_device) {
+          s = WriteBackDevice(*bucket);
+        } else {
+          WriteBack(*bucket);
+        }
         cost.copy_time += absl::Now() - t0;
       }
     }
@@ -451,8 +462,11 @@ void GradientExchanger::CommLoop() {
     if (bucket->staged) {
       s = comm_->TransferStage(*slots_[bucket->slot], &cost);
     } else {
-      // Dense or hierarchical: the whole exchange here, in place.
-      s = comm_->AllreduceMean(bucket->id, step, absl::MakeSpan(bucket->data), bucket->path);
+      // Dense, hierarchical or device: the whole exchange here, in place.
+      s = bucket->on_device
+              ? comm_->AllreduceMeanOnDevice(bucket->id, step, bucket->Data(), bucket->path,
+                                             options_.stream)
+              : comm_->AllreduceMean(bucket->id, step, absl::MakeSpan(bucket->data), bucket->path);
       cost = comm_->last_call();
     }
 

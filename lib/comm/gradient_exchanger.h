@@ -51,9 +51,26 @@
 // of time returns DeadlineExceeded and poisons nothing (the bucket may
 // still finish). Every wait has a deadline.
 //
-// Device memory: Submit refuses a device gradient (Unimplemented, poisoning
-// nothing): buckets are host memory. Device buffers go through
-// Communicator::AllreduceMeanOnDevice (not yet run on hardware).
+// Device memory (NOT YET RUN ON HARDWARE; CI runs it on kernels::HostDevice,
+// docs/device_path.md): an exchanger takes gradients of one kind, host or
+// device, fixed by the first non-empty gradient submitted (kernels::Locate);
+// the other kind is then refused (InvalidArgument, poisoning nothing). With
+// device gradients the buckets are device memory of the communicator's
+// device (CommunicatorOptions::device), allocated through kernels::Device
+// when the first step queues them, and everything is ordered on ONE stream,
+// ExchangerOptions::stream (the caller's, never one made here): Submit's
+// copy into the bucket, the exchange (Communicator::AllreduceMeanOnDevice,
+// on the comm thread: encode on the device, compact frames through pinned
+// host memory, decode-average on the device; dense buckets: the ring,
+// staged) and the copy back into the submitted spans. Device buckets are
+// not split into the (a)/(b)/(c) stages. Wait / WaitAll return once the
+// bucket's write-back is issued on the stream: later work on that stream
+// sees the averages; the host reads them after waiting for the stream
+// (kernels::Device::WaitStream). Nothing synchronizes the whole device.
+// GradientSlot gives device spans. A hierarchical communicator, or one
+// forcing the sparse allreduce, refuses device gradients (Unimplemented,
+// poisoning nothing), as AllreduceMeanOnDevice does. Checkpoints copy the
+// device residuals through the host in the same checksummed format.
 //
 // Submit, Flush and BeginStep belong to one training thread (their order
 // defines the plan); Wait, WaitAll, the stats and health may be called
@@ -76,6 +93,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/kernels/device.h"
+#include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_stats.h"
@@ -92,6 +111,11 @@ struct ExchangerOptions {
   // encoded while bucket i is on the wire; 1 runs encode, exchange and
   // decode of one bucket at a time (no overlap). 1..64.
   int pipeline_depth = 2;
+  // Device gradients only: the stream they are produced on (e.g. PyTorch's
+  // current stream), which orders the copies in and out and the exchange.
+  // Must be one the communicator's device accepts (checked at the first
+  // device Submit). Passed in, never created by the exchanger.
+  kernels::cuda::Stream stream = nullptr;
 };
 
 // Names one bucket of one step; what Wait waits for.
@@ -185,8 +209,10 @@ class GradientExchanger {
     uint32_t id = 0;
     ExchangePath path = ExchangePath::kDense;
     const PlannedBucket* plan = nullptr;  // its members (stable, see bucket_plan.h)
-    bool staged = false;      // flat compressed: stages (a) and (c) on the compute thread
-    std::vector<float> data;  // fused gradients, in member order
+    bool staged = false;           // flat compressed: stages (a) and (c) on the compute thread
+    std::vector<float> data;       // fused gradients, in member order (host buckets)
+    bool on_device = false;        // device gradients: the data is device_data instead
+    float* device_data = nullptr;  // on_device: plan->elements floats on device()
     std::vector<absl::Span<float>> targets;  // per member: the caller's tensor this step
     size_t filled = 0;                       // members submitted this step
     bool queued = false;                     // in the pipeline this step
@@ -194,6 +220,10 @@ class GradientExchanger {
     int slot = -1;           // staged: its InFlight in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
+    // The fused gradients, wherever they live.
+    absl::Span<float> Data() {
+      return on_device ? absl::MakeSpan(device_data, plan->elements) : absl::MakeSpan(data);
+    }
   };
 
   GradientExchanger(std::unique_ptr<Communicator> communicator, const ExchangerOptions& options);
@@ -206,11 +236,29 @@ class GradientExchanger {
   Bucket* NextComputeJobLocked();
   // Copies a bucket's averaged data into its members' tensors.
   void WriteBack(const Bucket& bucket);
+
+  // The device part (gradient_exchanger_device.cc).
+  kernels::Device& device() const;
+  // Submit: whether a gradient at `where` may join (one kind per
+  // exchanger; device: a flat communicator and a stream the device
+  // accepts); fixes the kind on the first non-empty gradient.
+  absl::Status CheckLocationLocked(absl::string_view name, kernels::Location where);
+  bool DeviceGradientsLocked() const { return located_ && location_ == kernels::Location::kDevice; }
+  // First step, device gradients: allocates the bucket's device memory
+  // (its size is final once it is queued) and copies its members in.
+  absl::Status PrepareDeviceBucketLocked(Bucket* bucket);
+  // Copies member `member`'s submitted gradient into the device bucket
+  // (nothing for a gradient written into its slot), on options_.stream.
+  absl::Status CopyInDevice(const Bucket& bucket, size_t member);
+  // WriteBack for a device bucket, on options_.stream.
+  absl::Status WriteBackDevice(const Bucket& bucket);
+  // Destructor: frees device buckets once the stream is done with them.
+  void FreeDeviceBuckets();
   // Bookkeeping of a finished stage, mutex held: stats, poison, next stage.
   void StageDoneLocked(Bucket* bucket, const absl::Status& s, const ExchangeStats& cost,
                        const char* what);
-  // Caller side, mutex held.
-  void EnqueueLocked(Bucket* bucket);
+  // Caller side, mutex held. Fails only preparing a device bucket.
+  absl::Status EnqueueLocked(Bucket* bucket);
   absl::Status PoisonLocked(absl::Status status);
   absl::Status CheckHealthyLocked() const;
   // Waits (up to `timeout`) until no bucket is in flight; the failure, if
@@ -262,6 +310,9 @@ class GradientExchanger {
   bool any_step_ = false;
   uint64_t step_ = 0;
   size_t next_entry_ = 0;  // tensors submitted this step
+  // Where this exchanger's gradients live, once a non-empty one came.
+  bool located_ = false;
+  kernels::Location location_ = kernels::Location::kHost;
 
   ExchangeStats step_stats_;
   ExchangeStats total_stats_;
