@@ -217,7 +217,7 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
   if (codec != nullptr) {
     // One call of each is noise-dominated (page faults of fresh buffers; a
     // rank descheduled on a shared core: one-shot decode rates of one run
-    // spanned 0.3-18 M entries/s). So: one untimed call, then the median of
+    // spanned 0.1-18 M entries/s). So: one untimed call, then the median of
     // kReps, the decode timed over kDecodes calls (one is microseconds).
     constexpr uint64_t kElements = 1 << 20;
     constexpr int kReps = 5, kDecodes = 4;
