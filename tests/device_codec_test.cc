@@ -12,22 +12,13 @@
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gtest/gtest.h"
+#include "tests/synthetic_gradient.h"
 
 namespace gradwire {
 namespace {
 
 using kernels::CopyKind;
 using kernels::HostDevice;
-
-std::vector<float> Gradient(size_t n, int salt) {
-  std::vector<float> g(n);
-  uint32_t x = 12345u + 977u * salt;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    g[i] = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * (1 + (i % 7));
-  }
-  return g;
-}
 
 // Device floats, back on the host.
 std::vector<float> Download(HostDevice& d, const float* p, size_t n, kernels::cuda::Stream s) {
@@ -60,7 +51,7 @@ TEST_P(DeviceCodecTest, DevicePathEqualsHostPathBitForBit) {
   for (uint64_t step = 0; step < 3; ++step) {
     std::vector<std::vector<uint8_t>> host_frames(p), device_frames(p);
     for (size_t r = 0; r < p; ++r) {
-      const std::vector<float> g = Gradient(n, 10 * step + r);
+      const std::vector<float> g = testing::SyntheticGradient(n, 10 * step + r);
       const std::string key = "w" + std::to_string(r);
       host_frames[r].resize(codec->MaxEncodedBytes(n));
       device_frames[r].resize(codec->MaxEncodedBytes(n));
@@ -111,7 +102,7 @@ TEST_P(DeviceCodecTest, DevicePathEqualsHostPathBitForBit) {
   // next encode and the frames stay equal.
   ErrorFeedback restored(*codec);
   ASSERT_TRUE(restored.RestoreState(*saved).ok());
-  const std::vector<float> g = Gradient(n, 99);
+  const std::vector<float> g = testing::SyntheticGradient(n, 99);
   std::vector<uint8_t> a(codec->MaxEncodedBytes(n)), b(codec->MaxEncodedBytes(n));
   ASSERT_TRUE(device.Copy(d_grad, g.data(), n * 4, CopyKind::kHostToDevice, stream).ok());
   auto ha = host_ef.Encode("w0", g, 7, absl::MakeSpan(a));

@@ -20,6 +20,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
+#include "tests/synthetic_gradient.h"
 
 namespace gradwire {
 namespace {
@@ -28,16 +29,6 @@ using kernels::CopyKind;
 using kernels::HostDevice;
 
 constexpr int kRanks = 3;
-
-std::vector<float> Gradient(size_t n, int salt) {
-  std::vector<float> g(n);
-  uint32_t x = 777u + 131u * salt;
-  for (size_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    g[i] = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * (1 + (i % 5));
-  }
-  return g;
-}
 
 // One communicator per rank, built on threads (Create is collective).
 std::vector<std::unique_ptr<Communicator>> MakeWorld(
@@ -109,7 +100,7 @@ TEST_P(DeviceExchangeTest, EqualsTheHostPathBitForBit) {
       std::vector<std::vector<float>> want(kRanks), got(kRanks);
       device.ResetCounters();
       OnEveryRank([&](int r) {
-        want[r] = Gradient(n, 10 * step + r);
+        want[r] = testing::SyntheticGradient(n, 10 * step + r);
         ASSERT_TRUE(
             device.Copy(d_data[r], want[r].data(), n * 4, CopyKind::kHostToDevice, streams[r])
                 .ok());
@@ -236,7 +227,8 @@ TEST_P(DeviceExchangerTest, EqualsTheHostExchangerBitForBit) {
       std::vector<std::vector<float>> source(kCount), want(kCount);
       ASSERT_TRUE(hx[r]->BeginStep(step).ok());
       for (size_t t = 0; t < kCount; ++t) {
-        source[t] = Gradient(kTensors[t].size, static_cast<int>(100 * step + 10 * t + r));
+        source[t] =
+            testing::SyntheticGradient(kTensors[t].size, static_cast<int>(100 * step + 10 * t + r));
         want[t] = source[t];
         ASSERT_TRUE(hx[r]->Submit(kTensors[t].name, absl::MakeSpan(want[t])).ok());
       }
