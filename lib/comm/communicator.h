@@ -200,6 +200,12 @@ class Communicator {
   // failures poison the communicator as in AllreduceMean.
   absl::Status AllreduceMeanOnDevice(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                      ExchangePath path, kernels::cuda::Stream stream);
+  // Whether this communicator can take device buffers on `stream`: flat
+  // (Unimplemented if hierarchical), not forced to the sparse allreduce
+  // (Unimplemented: the device path exchanges by the allgather), a stream
+  // its device knows (InvalidArgument). AllreduceMeanOnDevice checks it;
+  // a caller may check it once up front (GradientExchanger does).
+  absl::Status CheckDevicePath(kernels::cuda::Stream stream) const;
 
   // The staged form of a flat compressed AllreduceMean, for a caller that
   // pipelines buckets (GradientExchanger): while TransferStage has bucket

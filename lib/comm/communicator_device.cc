@@ -29,22 +29,29 @@ absl::Status Communicator::DenseOnDevice(uint32_t bucket, uint64_t step, absl::S
   return device.WaitStream(call.stream, absl::Now() + call.timeout);
 }
 
+absl::Status Communicator::CheckDevicePath(kernels::cuda::Stream stream) const {
+  if (options_.hierarchical) {
+    return absl::UnimplementedError("the device path is flat only (hierarchical communicator)");
+  }
+  if (options_.exchange == ExchangeKind::kSparseAllreduce) {
+    return absl::UnimplementedError(
+        "the device path exchanges by the sparse allgather only (this communicator forces the "
+        "sparse allreduce)");
+  }
+  kernels::Device& device = options_.device != nullptr ? *options_.device : kernels::CudaDevice();
+  if (absl::Status s = device.CheckStream(stream); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("stream: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::AllreduceMeanOnDevice(uint32_t bucket, uint64_t step,
                                                  absl::Span<float> data, ExchangePath path,
                                                  kernels::cuda::Stream stream) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
   kernels::Device& device = options_.device != nullptr ? *options_.device : kernels::CudaDevice();
-  if (options_.hierarchical) {
-    return absl::UnimplementedError(
-        "AllreduceMeanOnDevice: the device path is flat only (hierarchical communicator)");
-  }
-  if (options_.exchange == ExchangeKind::kSparseAllreduce) {
-    return absl::UnimplementedError(
-        "AllreduceMeanOnDevice: the device path exchanges by the sparse allgather only "
-        "(this communicator forces the sparse allreduce)");
-  }
-  if (absl::Status s = device.CheckStream(stream); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("AllreduceMeanOnDevice: ", s.message()));
+  if (absl::Status s = CheckDevicePath(stream); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("AllreduceMeanOnDevice: ", s.message()));
   }
   kernels::Location where = kernels::Location::kDevice;
   if (!data.empty()) GRADWIRE_RETURN_IF_ERROR(kernels::Locate(data.data(), &where));

@@ -26,21 +26,9 @@ absl::Status GradientExchanger::CheckLocationLocked(absl::string_view name,
         kind(location_), ": one exchanger takes gradients of one kind (use one per kind)"));
   }
   if (where == kernels::Location::kDevice) {
-    const CommunicatorOptions& o = comm_->options();
-    if (o.hierarchical) {
-      return absl::UnimplementedError(absl::StrCat(
-          "Submit(\"", name,
-          "\"): device gradients take the flat device path only (hierarchical communicator)"));
-    }
-    if (o.exchange == ExchangeKind::kSparseAllreduce) {
-      return absl::UnimplementedError(
-          absl::StrCat("Submit(\"", name,
-                       "\"): device gradients are exchanged by the sparse allgather only (this "
-                       "communicator forces the sparse allreduce)"));
-    }
-    if (absl::Status s = device().CheckStream(options_.stream); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Submit(\"", name, "\"): ExchangerOptions::stream: ", s.message()));
+    if (absl::Status s = comm_->CheckDevicePath(options_.stream); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("Submit(\"", name, "\"): device gradients: ", s.message()));
     }
   }
   located_ = true;
