@@ -45,6 +45,8 @@ ABSL_FLAG(int, warmup, 1, "untimed iterations first");
 ABSL_FLAG(std::string, bind_address, "", "numeric address to bind (the emulated host's)");
 ABSL_FLAG(int, timeout_ms, 120000, "deadline of every collective");
 ABSL_FLAG(int, event_loop_nice, 0, "GroupOptions::event_loop_nice (ranks sharing cores)");
+ABSL_FLAG(int, receive_window, gradwire::transport::GroupOptions().receive_window,
+          "GroupOptions::receive_window: peers sending into a rank at once (0: all)");
 ABSL_FLAG(int, ranks, 4, "predict: ranks");
 ABSL_FLAG(double, link_mbit, 100, "predict: link rate in Mbit/s");
 ABSL_FLAG(double, round_us, 200, "predict: seconds per message step, in us");
@@ -116,6 +118,9 @@ int Main() {
       absl::GetFlag(FLAGS_bind_address).empty() ? "127.0.0.1" : absl::GetFlag(FLAGS_bind_address);
   options.timeout = absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   options.event_loop_nice = absl::GetFlag(FLAGS_event_loop_nice);
+  options.receive_window = absl::GetFlag(FLAGS_receive_window);
+  if (options.receive_window < 0)
+    return Fail(absl::InvalidArgumentError("--receive_window must be >= 0"));
   auto group = transport::GlooGroup::Create(config->rank, config->world_size,
                                             (*store)->Scoped("scaling"), options);
   if (!group.ok()) return Fail(group.status());

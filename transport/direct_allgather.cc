@@ -1,5 +1,6 @@
 #include "gradwire/transport/direct_allgather.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "gradwire/transport/gloo_status.h"
+#include "gradwire/transport/receive_window.h"
 
 namespace gradwire {
 namespace transport {
@@ -25,7 +27,7 @@ constexpr std::chrono::milliseconds kAtOnce(0);
 
 absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
                               absl::Span<const uint64_t> sizes, uint8_t* out,
-                              absl::Duration timeout, absl::string_view what,
+                              absl::Duration timeout, int window, absl::string_view what,
                               std::vector<Arrival>* arrivals) {
   const int rank = context->rank;
   const int size = context->size;
@@ -39,31 +41,34 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
   // once the peer has posted its receive, so it shows the peer arrived too.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> send(size), recv(size);
   std::vector<bool> sent(size, false), received(size, false);
+  const ReceiveWindow receives(rank, size, window, [&](int from) { return sizes[from] > 0; });
   const auto deadline = std::chrono::steady_clock::now() + GlooTimeout(timeout);
+  auto post_receive = [&](int from) {
+    recv[from] = context->createUnboundBuffer(out + offsets[from], sizes[from]);
+    recv[from]->recv(from, slot);
+  };
   absl::Status status = CallGloo(what, [&] {
-    // Peers in staggered order: rank r first sends to r + 1 and receives
-    // from r - 1, so no single rank is everyone's first destination.
+    // Every send is posted at once: a send only announces the block, and
+    // its bytes move when the receiver posts the matching receive.
     for (int i = 1; i < size; ++i) {
       const int to = (rank + i) % size;
-      const int from = (rank - i + size) % size;
       if (sizes[rank] > 0) {
         send[to] = context->createUnboundBuffer(const_cast<uint8_t*>(mine), sizes[rank]);
         send[to]->send(to, slot);
       }
-      if (sizes[from] > 0) {
-        recv[from] = context->createUnboundBuffer(out + offsets[from], sizes[from]);
-        recv[from]->recv(from, slot);
-      }
     }
+    const std::vector<int>& sources = receives.sources();
+    for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(sources[j]);
     // Gloo throws IoException on a timeout or a dead peer; false means
-    // the wait was aborted.
-    for (int i = 1; i < size; ++i) {
-      const int from = (rank - i + size) % size;
-      if (recv[from] == nullptr) continue;
+    // the wait was aborted. Waited for in posting order; each completed
+    // receive opens the window for the next source.
+    for (size_t j = 0; j < sources.size(); ++j) {
+      const int from = sources[j];
       if (!recv[from]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
         throw gloo::IoException("direct allgather: receive aborted");
       }
       received[from] = true;
+      if (const int next = receives.PostAfter(j + 1); next >= 0) post_receive(next);
     }
     for (int i = 1; i < size; ++i) {
       const int to = (rank + i) % size;
@@ -92,8 +97,11 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
   // block in both directions tells nothing.
   for (int r = 0; r < size; ++r) {
     if (r == rank) continue;
-    const bool missing = (recv[r] != nullptr && !received[r]) || (send[r] != nullptr && !sent[r]);
-    const bool silent = recv[r] == nullptr && send[r] == nullptr;
+    // A block expected but never received (its receive waited or not yet
+    // posted when the exchange failed) is missing.
+    const bool wanted = sizes[r] > 0;
+    const bool missing = (wanted && !received[r]) || (send[r] != nullptr && !sent[r]);
+    const bool silent = !wanted && send[r] == nullptr;
     (*arrivals)[r] = missing ? Arrival::kMissing : silent ? Arrival::kUnknown : Arrival::kArrived;
   }
   return status;

@@ -6,6 +6,9 @@
 // Each peer's block lands through a receive of its own, so a failed
 // exchange knows whose blocks had arrived: the agreement round's errors
 // name the ranks that never came.
+//
+// Receives go through a window (receive_window.h): at most `window` peers
+// send into a rank at once, against TCP incast.
 #ifndef GRADWIRE_TRANSPORT_DIRECT_ALLGATHER_H_
 #define GRADWIRE_TRANSPORT_DIRECT_ALLGATHER_H_
 
@@ -27,7 +30,9 @@ namespace transport {
 // `mine` holds sizes[context->rank] bytes and `out` their sum. Zero-byte
 // blocks are not sent (both sides know the sizes). `tag` keeps concurrent
 // exchanges apart (every rank passes the same). The whole exchange has
-// one deadline, `timeout` from the call.
+// one deadline, `timeout` from the call. `window`: how many receives are
+// posted at once (peers in staggered order, r - 1, r - 2, ...); 0 or at
+// least size() - 1 posts them all.
 //
 // Errors (DeadlineExceeded for a timeout, Unavailable for a closed
 // connection, as CallGloo maps them) start with `what`. `*arrivals`
@@ -38,7 +43,7 @@ namespace transport {
 // kUnknown.
 absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
                               absl::Span<const uint64_t> sizes, uint8_t* out,
-                              absl::Duration timeout, absl::string_view what,
+                              absl::Duration timeout, int window, absl::string_view what,
                               std::vector<Arrival>* arrivals);
 
 }  // namespace transport

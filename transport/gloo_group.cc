@@ -129,17 +129,17 @@ absl::Status GlooGroup::Agree(const CallDescriptor& mine, std::vector<CallDescri
   uint8_t* my_block = wire.data() + rank_ * kBytes;
   mine.EncodeTo(my_block);
   const std::vector<uint64_t> sizes(size_, kBytes);
-  GRADWIRE_RETURN_IF_ERROR(DirectGather(my_block, sizes, wire.data(),
+  GRADWIRE_RETURN_IF_ERROR(DirectGather(my_block, sizes, wire.data(), /*window=*/0,
                                         absl::StrCat(OpName(mine.op), ": agreement round")));
   for (int i = 0; i < size_; ++i) (*all)[i] = CallDescriptor::DecodeFrom(&wire[i * kBytes]);
   return absl::OkStatus();
 }
 
 absl::Status GlooGroup::DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes,
-                                     uint8_t* out, const std::string& what) {
+                                     uint8_t* out, int window, const std::string& what) {
   std::vector<Arrival> arrivals;
   absl::Status s = DirectAllgatherv(context_.get(), NextTag(), mine, sizes, out, options_.timeout,
-                                    what, &arrivals);
+                                    window, what, &arrivals);
   if (s.ok()) return s;
   return Fail(NameMissing(s, what, arrivals, world_ranks_, options_.timeout));
 }

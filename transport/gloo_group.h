@@ -84,6 +84,11 @@ struct GroupOptions {
   // bytes, and a direct round knows which ranks arrived.)
   int direct_allgather_max_ranks = 16;
   uint64_t direct_allgatherv_max_block_bytes = 256 << 10;
+  // How many peers send into one rank at once in the direct allgatherv and
+  // in SparseCollectives::AlltoallvBounded (direct_allgather.h: a receive
+  // window against TCP incast). 0: every peer at once. The agreement round
+  // never waits for a window: its blocks are a few dozen bytes.
+  int receive_window = 4;
   // Added to the nice value of Gloo's TCP event-loop thread (0..19; the
   // thread that reads every socket of the group's device). Gloo's loop
   // try-locks a pair before handling its epoll event and, failing,
@@ -258,7 +263,7 @@ class GlooGroup {
   // DirectAllgatherv on this group's context; a failure poisons the group
   // and names the ranks whose blocks did not arrive.
   absl::Status DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
-                            const std::string& what);
+                            int window, const std::string& what);
   bool UseDirectAllgather() const {
     return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
   }

@@ -133,7 +133,8 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
     if (UseDirectAllgatherv(sizes)) {
       // Our block to each of the P - 1 peers; every block but ours in.
       AddBytes(sizes[rank_] * (size_ - 1), total - sizes[rank_]);
-      return DirectGather(mine.data(), sizes, out.data(), "allgatherv (direct)");
+      return DirectGather(mine.data(), sizes, out.data(), options_.receive_window,
+                          "allgatherv (direct)");
     }
     // The ring forwards every block but the next rank's; receives all but
     // ours.

@@ -13,6 +13,7 @@
 #include "gloo/types.h"
 #include "gradwire/base/coding.h"
 #include "gradwire/transport/gloo_status.h"
+#include "gradwire/transport/receive_window.h"
 
 namespace gradwire {
 namespace transport {
@@ -298,13 +299,23 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
         context.createUnboundBuffer(in, in_bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> out_buffer =
         context.createUnboundBuffer(out, out_bytes);
+    // Every send at once (its bytes move when the receiver posts), the
+    // receives through a window (GroupOptions::receive_window;
+    // direct_allgather.h says why): sources r - 1, r - 2, ..., the next
+    // posted as each one completes.
     for (int i = 1; i < p; ++i) {
       const int to = (me + i) % p;
-      const int from = (me - i + p) % p;
-      in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
       out_buffer->send(to, slot, offsets[to], kLengthBytes + blocks[to].size());
     }
-    for (int i = 1; i < p; ++i) WaitRecv(in_buffer.get(), deadline, kName);
+    const ReceiveWindow receives(me, p, group.options_.receive_window, [](int) { return true; });
+    auto post_receive = [&](int from) {
+      in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
+    };
+    for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(receives.sources()[j]);
+    for (int i = 1; i < p; ++i) {
+      WaitRecv(in_buffer.get(), deadline, kName);
+      if (const int next = receives.PostAfter(i); next >= 0) post_receive(next);
+    }
     for (int i = 1; i < p; ++i) WaitSend(out_buffer.get(), deadline, kName);
   });
   if (!s.ok()) return Finish(group, kName, start, out_bytes, 0, s, /*poison=*/true);

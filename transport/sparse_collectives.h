@@ -13,8 +13,9 @@
 //       vector. When P is not a power of two, the ranks past the largest
 //       power of two fold in first and are told the result last (two
 //       exchanges more).
-//   AlltoallvBounded  every rank sends one block to every other rank, all
-//       at once: one round of P - 1 concurrent messages each way.
+//   AlltoallvBounded  every rank sends one block to every other rank: one
+//       round of P - 1 messages each way, at most
+//       GroupOptions::receive_window of them flowing into a rank at once.
 //   AllgathervBounded  every rank's block reaches every rank in
 //       ceil(log2 P) steps (Bruck's algorithm, any P), each step one
 //       message each way; every block crosses each rank's link once.

@@ -186,6 +186,8 @@ std::unique_ptr<Job> Setup() {
       Arg("direct_block", options.direct_allgatherv_max_block_bytes);
   // loop_nice: GroupOptions::event_loop_nice.
   options.event_loop_nice = static_cast<int>(Arg("loop_nice", 0));
+  // window: GroupOptions::receive_window (0: every receive at once).
+  options.receive_window = static_cast<int>(Arg("window", options.receive_window));
   // seg: GroupOptions::sealed_segment_bytes.
   options.sealed_segment_bytes = Arg("seg", options.sealed_segment_bytes);
   const int nice_before = ThreadNice(static_cast<int>(syscall(SYS_gettid)));

@@ -570,6 +570,9 @@ TESTS = [
     *[(f"allgatherv_{n}_ranks_ring", test_allgatherv(n, "direct_max=0")) for n in (3, 5)],
     # Every allgatherv block direct, the 1 MiB ones included.
     ("allgatherv_5_ranks_all_direct", test_allgatherv(5, "direct_block=1000000000")),
+    # Receive windows (receive_window.h): one source at a time, and none.
+    ("allgatherv_5_ranks_window_1", test_allgatherv(5, "direct_block=1000000000", "window=1")),
+    ("allgatherv_8_ranks_window_0", test_allgatherv(8, "window=0")),
     # GroupOptions::event_loop_nice: the loop thread niced, the caller not.
     ("allgatherv_3_ranks_loop_nice", test_allgatherv(3, "loop_nice=19")),
     ("allgatherv_2_ranks_loop_nice_5", test_allgatherv(2, "loop_nice=5")),
