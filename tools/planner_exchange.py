@@ -192,12 +192,14 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
 
     The link: the case's tbf rate x TCP goodput. Round latency and codec
     rates: what the library measured at the start of the case (its
-    AgreeExchangeModel, recorded as the case's "model"); for older runs
-    without it, `alpha_s` and the library's default rates (or `rates`)
-    shared by P ranks on `cores` cores. A second prediction replaces the
-    model's compute term by the case's own measured compute (compress_ms:
-    encode, selection, decode), which checks the wire and round terms
-    alone."""
+    AgreeExchangeModel, recorded as the case's "model"; codec rates in CPU
+    time, the speed of one core); for older runs without it, `alpha_s` and
+    the library's default rates (or `rates`). The P ranks of the run share
+    the machine's `cores` cores and encode and decode at the same moments,
+    so the model's compute term (one core's) takes max(1, P / cores) times
+    as long. A second prediction replaces the model's compute term by the
+    case's own measured compute (compress_ms: encode, selection, decode),
+    which checks the wire and round terms alone."""
     st = results["settings"]
     cores = cores or st.get("cores") or 2
     link = planner.parse_rate(st["link"])
@@ -206,29 +208,32 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
     for c in results["cases"]:
         p = int(c["hosts"])
         measured = c.get("model")
+        share = max(1.0, p / cores)
         if measured:
             alpha = measured["seconds_per_round"]
             use = {k: measured[k] for k in ("encoded_elements_per_second",
                                             "decoded_entries_per_second")}
         else:
-            share = max(1.0, p / cores)
             alpha = alpha_s
-            use = {k: v / share for k, v in (rates or library_rates()).items()}
+            use = dict(rates or library_rates())
         pred = cost(c["exchange"], p, n, c["spec"], link / 8 * TCP_GOODPUT, alpha, use)
+        pred_s = buckets * (pred["wire_s"] + share * pred["compute_s"])
         # The run's own compute (encode, decode, selection: compress_ms)
         # with the model's wire term; the dense ring's averaging is not
         # counted by the run, so it keeps the model's.
         if c["exchange"] == "dense_ring":
-            inrun = buckets * pred["seconds"]
+            inrun = pred_s
         else:
             inrun = buckets * pred["wire_s"] + (c.get("compress_ms") or 0) / 1e3
         meas_s = c["ms"] / 1e3
         meas_b = max(c["bytes_sent"], c["bytes_received"])
-        pred_s = buckets * pred["seconds"]
         pred_b = buckets * max(pred["bytes_sent"], pred["bytes_received"])
         rows.append({"hosts": p, "name": c["name"], "exchange": c["exchange"],
                      "spec": c["spec"], "measured_ms": c["ms"], "predicted_ms": pred_s * 1e3,
                      "error_pct": 100 * (pred_s - meas_s) / meas_s,
+                     "predicted_wire_ms": buckets * pred["wire_s"] * 1e3,
+                     "predicted_compute_ms": buckets * share * pred["compute_s"] * 1e3,
+                     "cpu_share": share,
                      "predicted_inrun_ms": inrun * 1e3,
                      "error_inrun_pct": 100 * (inrun - meas_s) / meas_s,
                      "measured_mb": meas_b / 1e6, "predicted_mb": pred_b / 1e6,

@@ -85,8 +85,8 @@ struct GroupOptions {
   int direct_allgather_max_ranks = 16;
   uint64_t direct_allgatherv_max_block_bytes = 256 << 10;
   // How many peers send into one rank at once in the direct allgatherv and
-  // in SparseCollectives::AlltoallvBounded (direct_allgather.h: a receive
-  // window against TCP incast). 0: every peer at once. The agreement round
+  // in SparseCollectives::AlltoallvBounded (receive_window.h: against TCP
+  // incast; at least (P - 1) / 8 in larger groups). 0: every peer at once. The agreement round
   // never waits for a window: its blocks are a few dozen bytes.
   int receive_window = 4;
   // Added to the nice value of Gloo's TCP event-loop thread (0..19; the

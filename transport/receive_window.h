@@ -13,6 +13,12 @@
 // ~100 KB per peer: with every receive posted at once 99-106 TCP timeouts
 // and 830-940 drops per run; window 8: 20 and 126; window 4: 0 and 6.
 //
+// The window grows with the group, to at least (P - 1) / 8 sources: at most
+// eight waves. Messages of an exchange with every peer shrink as the group
+// grows (a region of the reduce-scatter is 1/P of the bucket), so the bytes
+// converging at once stay about the same, and the waves' latency stays
+// bounded: at P = 64, 8 waves of 8 sources, not 16 of 4.
+//
 // Sources are staggered: rank r receives first from r - 1, then r - 2, ...,
 // so that no rank is everyone's first source; the sender side posts every
 // send at once (a posted send only announces its message).
@@ -28,17 +34,26 @@ namespace transport {
 
 class ReceiveWindow {
  public:
+  static constexpr int kMaxWaves = 8;
+
+  // The window for `sources` expected messages: at least `window`, at
+  // least sources / kMaxWaves (rounded up); window <= 0: every source.
+  static size_t Effective(size_t sources, int window) {
+    if (window <= 0) return sources;
+    const size_t least = (sources + kMaxWaves - 1) / kMaxWaves;
+    return std::min(sources, std::max(static_cast<size_t>(window), least));
+  }
+
   // The peers of `rank` in a group of `size` that `expects(peer)` says send
-  // it a message, in staggered order. window <= 0 (or >= their number):
-  // every receive at once.
+  // it a message, in staggered order; Effective(their number, window) of
+  // them posted at once.
   template <typename Expects>
   ReceiveWindow(int rank, int size, int window, Expects expects) {
     for (int i = 1; i < size; ++i) {
       const int from = (rank - i + size) % size;
       if (expects(from)) sources_.push_back(from);
     }
-    in_flight_ =
-        window <= 0 ? sources_.size() : std::min(sources_.size(), static_cast<size_t>(window));
+    in_flight_ = Effective(sources_.size(), window);
   }
 
   // Every expected source, in the order their receives are posted.

@@ -1,5 +1,7 @@
 #include "gradwire/lib/comm/exchange_cost_model.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gradwire/lib/comm/region_frame.h"
+#include "gradwire/transport/receive_window.h"
 #include "gradwire/transport/sparse_collectives.h"
 
 namespace gradwire {
@@ -31,6 +34,7 @@ constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
 constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
+constexpr int kReceiveWindow = 4;
 // Simple dense passes (zero, add, divide) run this much faster than the
 // decode of scattered entries.
 constexpr double kStreamSpeedup = 5;
@@ -43,6 +47,17 @@ double DoublingSteps(int p) {
 }
 
 double BruckSteps(int p) { return p > 1 ? std::ceil(std::log2(p)) : 0; }
+
+// Message steps of one exchange with every peer (the direct allgatherv,
+// AlltoallvBounded): receives go through a window of kReceiveWindow
+// sources or more (transport/receive_window.h: at most 8 waves), each
+// completed one letting the next source start, so small messages take one
+// step per window's worth of sources.
+double DirectSteps(int p) {
+  if (p < 2) return 0;
+  const size_t window = transport::ReceiveWindow::Effective(p - 1, kReceiveWindow);
+  return std::ceil(static_cast<double>(p - 1) / window);
+}
 
 // Steps and bytes per rank of one histogram round (sparse_collectives.h:
 // direct up to 16 ranks, then halving and doubling).
@@ -119,7 +134,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
     case ExchangeKind::kSparseAllgather: {
       const double frame = kCodecFrameOverhead + k * (IndexBytes(spec, n, k) + ValueWidth(spec));
       c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
-      const double gather = direct && frame <= kDirectMaxBlock ? 1 : p - 1;
+      const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
       c.rounds = p > 1 ? 1 + gather : 0;
       c.compute_seconds = encode + p * k / model.decoded_entries_per_second + n / stream;
       break;
@@ -141,7 +156,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       c.bytes_sent = c.bytes_received = contributions + survivors +
                                         2 * (p - 1) * kRegionFrameOverhead + agree_bytes +
                                         selection * round_bytes;
-      c.rounds = p > 1 ? agree_steps + 1 + selection * round_steps + BruckSteps(p) : 0;
+      c.rounds = p > 1 ? agree_steps + DirectSteps(p) + selection * round_steps + BruckSteps(p) : 0;
       c.compute_seconds =
           encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;
@@ -172,15 +187,25 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 
 namespace {
 
-// The median time of `reps` calls of `call` after one untimed call.
+// This thread's CPU time, in seconds.
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+// The median CPU time of `reps` calls of `call` after one untimed call.
+// CPU time, not wall time: a rank descheduled on a shared core would
+// otherwise report the other ranks' work as its codec's (wall-clock rates
+// of one run spanned 48-1147 M elements/s for the same encode).
 template <typename Call>
-absl::StatusOr<double> MedianSeconds(int reps, Call call) {
+absl::StatusOr<double> MedianCpuSeconds(int reps, Call call) {
   GRADWIRE_RETURN_IF_ERROR(call());
   std::vector<double> seconds(reps);
   for (double& t : seconds) {
-    const absl::Time t0 = absl::Now();
+    const double t0 = ThreadCpuSeconds();
     GRADWIRE_RETURN_IF_ERROR(call());
-    t = absl::ToDoubleSeconds(absl::Now() - t0);
+    t = ThreadCpuSeconds() - t0;
   }
   std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
   return seconds[reps / 2];
@@ -242,8 +267,8 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
       }
       return absl::OkStatus();
     };
-    GRADWIRE_ASSIGN_OR_RETURN(const double encode_seconds, MedianSeconds(kReps, encode));
-    GRADWIRE_ASSIGN_OR_RETURN(const double decode_seconds, MedianSeconds(kReps, decode));
+    GRADWIRE_ASSIGN_OR_RETURN(const double encode_seconds, MedianCpuSeconds(kReps, encode));
+    GRADWIRE_ASSIGN_OR_RETURN(const double decode_seconds, MedianCpuSeconds(kReps, decode));
     model.encoded_elements_per_second = kElements / std::max(encode_seconds, 1e-6);
     if (encoded.selected > 0) {
       model.decoded_entries_per_second =

@@ -8,10 +8,10 @@
 // length of the gaps at density k/n; random-k: 0) and w value bytes:
 //
 //   dense ring        bytes 2 (P-1)/P * 4n              rounds 1 + 2 (P-1)
-//   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 2 (P <= 16,
+//   sparse allgather  bytes (P-1) * (F + k (x + w))      rounds 1 + D (P <= 16,
 //                     F: frame header, checksum, MAC     direct), else
-//                                                        2 (P-1) (ring)
-//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds A + 1 + R H
+//                                                        1 + (P-1) (ring)
+//   sparse allreduce  bytes (P-1)/P * (k (x + w)         rounds A + D + R H
 //                     + (k + B) (x + 4))                 + ceil(log2 P)
 //                     + 2 (P-1) G + agreement + R * 1 KB A: agreement, 1
 //                     G: region frame overhead           (P <= 16), else L
@@ -19,13 +19,20 @@
 //                                                        (L; 2 log2 P from 8)
 //                                                        R: selection rounds
 //                                                        (topk 2-3, randomk 0)
+//                                                        D: an exchange with
+//                                                        every peer through a
+//                                                        receive window of
+//                                                        max(4, (P-1)/8):
+//                                                        ceil((P-1)/4) steps,
+//                                                        8 from P = 33
 //
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never
 // moves more than a dense ring plus framing: SparCML's rule). Time is
 // bytes / bandwidth + rounds * round latency + compute (encode over n,
-// decode-accumulate of the entries each exchange touches). The choice is
-// the smallest predicted time.
+// decode-accumulate of the entries each exchange touches, at the codec's
+// speed on one core: ranks that share cores take longer, which the caller
+// knows and the model does not). The choice is the smallest predicted time.
 #ifndef GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 #define GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 
@@ -75,7 +82,8 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 // (the choice must be, or ranks would start different collectives). Each
 // field is the slowest rank's. With measure = true the link and `codec`'s
 // speed are measured first (a few round trips, about 1 MB per rank, a
-// 1M-element encode); otherwise `mine` is taken as given.
+// 1M-element encode and its decode, in this thread's CPU time, median of
+// five); otherwise `mine` is taken as given.
 absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
                                                  const ExchangeModel& mine, bool measure,
                                                  const Codec* codec);

@@ -37,18 +37,22 @@ TEST(ExchangeCostModel, RoundsAreLogarithmic) {
   auto rounds = [&](ExchangeKind kind, int p) {
     return EstimateExchange(kind, p, 1 << 22, spec, model).rounds;
   };
-  // L + 1 + R (2 log2 P) + log2 P with R = 3 selection rounds at this k.
-  EXPECT_EQ(rounds(ExchangeKind::kSparseAllreduce, 64), 6 + 1 + 3 * 12 + 6);
+  // L + D + R (2 log2 P) + log2 P with R = 3 selection rounds at this k
+  // and D = 8 waves of the reduce-scatter's receive window from P = 33.
+  EXPECT_EQ(rounds(ExchangeKind::kSparseAllreduce, 64), 6 + 8 + 3 * 12 + 6);
   EXPECT_EQ(
       rounds(ExchangeKind::kSparseAllreduce, 256) - rounds(ExchangeKind::kSparseAllreduce, 64),
       2 + 3 * 4 + 2);
+  // Up to 16 ranks the window is 4 sources: ceil((P - 1) / 4) waves.
+  EXPECT_EQ(rounds(ExchangeKind::kSparseAllgather, 16), 1 + 4);
+  EXPECT_EQ(rounds(ExchangeKind::kSparseAllgather, 5), 1 + 1);
   // GlooGroup agrees in one direct round at any P; the gather is a ring above 16.
   EXPECT_EQ(rounds(ExchangeKind::kSparseAllgather, 64), 1 + 63);
   EXPECT_EQ(rounds(ExchangeKind::kDenseRing, 64), 1 + 126);
   EXPECT_EQ(EstimateExchange(ExchangeKind::kSparseAllreduce, 64, 1 << 22,
                              Spec("randomk:ratio=0.01"), model)
                 .rounds,
-            6 + 1 + 6);
+            6 + 8 + 6);
 }
 
 TEST(ExchangeCostModel, Choices) {
