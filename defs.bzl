@@ -5,6 +5,8 @@ Labels here resolve in the calling package's repository, so the macros work
 the same when gradwire is an external repository (tests/consumer).
 """
 
+load("//third_party/cuda:cuda_library.bzl", "cuda_library")
+
 # The Abseil parts most libraries and binaries use: Status, StatusOr,
 # strings, time and spans.
 ABSL_DEPS = [
@@ -35,6 +37,16 @@ def gw_cc_library(name, srcs = None, hdrs = None, **kwargs):
         name = name,
         srcs = srcs or [],
         hdrs = hdrs or [],
+        include_prefix = "gradwire",
+        strip_include_prefix = "/",
+        **kwargs
+    )
+
+def gw_cuda_library(name, **kwargs):
+    """A cuda_library (.cu sources built by nvcc; fallback_srcs where CUDA is
+    not configured) whose headers are included as "gradwire/<path>"."""
+    cuda_library(
+        name = name,
         include_prefix = "gradwire",
         strip_include_prefix = "/",
         **kwargs

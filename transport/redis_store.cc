@@ -87,7 +87,9 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStore
 }
 
 RedisStore::RedisStore(const RedisStoreOptions& options, redisContext* context)
-    : options_(options), context_(context) {}
+    : TimedStore(std::chrono::milliseconds(absl::ToInt64Milliseconds(options.io_timeout))),
+      options_(options),
+      context_(context) {}
 
 RedisStore::~RedisStore() { redisFree(context_); }
 
@@ -122,12 +124,7 @@ bool RedisStore::AllExist(const std::vector<std::string>& keys) {
   return true;
 }
 
-void RedisStore::wait(const std::vector<std::string>& keys) {
-  wait(keys, std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.io_timeout)));
-}
-
-void RedisStore::wait(const std::vector<std::string>& keys,
-                      const std::chrono::milliseconds& timeout) {
+void RedisStore::WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   // Poll: Redis has no "wait for key" short of keyspace notifications,
   // which need server configuration. Back off from 1 ms to 50 ms so a

@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "gloo/rendezvous/store.h"
+#include "gradwire/transport/timed_store.h"
 
 struct redisContext;
 
@@ -43,7 +43,7 @@ struct RedisStoreOptions {
   absl::Duration key_ttl = absl::Hours(24);
 };
 
-class RedisStore : public gloo::rendezvous::Store {
+class RedisStore : public TimedStore {
  public:
   // Connects, authenticates and pings. Errors: Unavailable (unreachable,
   // connect timeout), PermissionDenied (wrong or missing password).
@@ -56,12 +56,11 @@ class RedisStore : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override;
   // Waits (up to io_timeout) for the key, then returns its value.
   std::vector<char> get(const std::string& key) override;
-  void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override;
 
  private:
   RedisStore(const RedisStoreOptions& options, redisContext* context);
+  // Polls until every key exists; wait(keys) waits io_timeout.
+  void WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool AllExist(const std::vector<std::string>& keys);  // caller holds mu_
 
   const RedisStoreOptions options_;

@@ -94,7 +94,8 @@ std::shared_ptr<RendezvousStore> RendezvousStore::Wrap(
 
 RendezvousStore::RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base, std::string prefix,
                                  absl::Duration timeout)
-    : base_(std::move(base)),
+    : TimedStore(GlooTimeout(timeout)),
+      base_(std::move(base)),
       prefix_(std::move(prefix)),
       timeout_(timeout),
       prefixed_(prefix_, *base_) {}
@@ -115,12 +116,8 @@ std::vector<char> RendezvousStore::get(const std::string& key) {
   return prefixed_.get(key);
 }
 
-void RendezvousStore::wait(const std::vector<std::string>& keys) {
-  prefixed_.wait(keys, GlooTimeout(timeout_));
-}
-
-void RendezvousStore::wait(const std::vector<std::string>& keys,
-                           const std::chrono::milliseconds& /*ignored*/) {
+void RendezvousStore::WaitFor(const std::vector<std::string>& keys,
+                              std::chrono::milliseconds /*ignored*/) {
   prefixed_.wait(keys, GlooTimeout(timeout_));
 }
 

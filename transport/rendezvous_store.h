@@ -23,11 +23,12 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/rendezvous/store.h"
 #include "gradwire/transport/rendezvous_config.h"
+#include "gradwire/transport/timed_store.h"
 
 namespace gradwire {
 namespace transport {
 
-class RendezvousStore : public gloo::rendezvous::Store {
+class RendezvousStore : public TimedStore {
  public:
   // Opens the store `config` names (Redis if set, else its directory,
   // created if missing). Errors are clear and immediate for an unreachable
@@ -46,17 +47,15 @@ class RendezvousStore : public gloo::rendezvous::Store {
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
-  // Both overloads wait at most timeout(): Gloo passes its own (collective)
-  // timeout here, but arriving at rendezvous may legitimately take longer
-  // than one collective (ranks start at different times), so the store's
-  // own deadline governs.
-  void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& ignored) override;
 
  private:
   RendezvousStore(std::shared_ptr<gloo::rendezvous::Store> base, std::string prefix,
                   absl::Duration timeout);
+  // Both waits wait at most timeout(): Gloo passes its own (collective)
+  // timeout here, but arriving at rendezvous may legitimately take longer
+  // than one collective (ranks start at different times), so the store's
+  // own deadline governs.
+  void WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds ignored) override;
 
   std::shared_ptr<gloo::rendezvous::Store> base_;
   const std::string prefix_;

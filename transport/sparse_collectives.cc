@@ -12,6 +12,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_status.h"
 #include "gradwire/transport/receive_window.h"
 
@@ -65,14 +66,19 @@ void EnsureSize(std::vector<T>* v, size_t n) {
 
 }  // namespace
 
-absl::Status SparseCollectives::Finish(GlooGroup& group, const char* op, absl::Time start,
-                                       uint64_t sent, uint64_t received, absl::Status status,
-                                       bool poison) {
+absl::StatusOr<SparseCollectives::Call> SparseCollectives::Start(GlooGroup& group, const char* op) {
+  GRADWIRE_RETURN_IF_ERROR(group.CheckUsable());
+  return Call{&group, op, absl::Now()};
+}
+
+absl::Status SparseCollectives::Finish(const Call& call, uint64_t sent, uint64_t received,
+                                       absl::Status status, bool poison) {
+  GlooGroup& group = *call.group;
   CallStats stats;
-  stats.op = op;
+  stats.op = call.op;
   stats.bytes_sent = sent;
   stats.bytes_received = received;
-  stats.wire_time = absl::Now() - start;
+  stats.wire_time = absl::Now() - call.start;
   group.last_call_ = stats;
   group.totals_.Add(stats);
   if (status.ok()) return status;
@@ -83,11 +89,10 @@ absl::Status SparseCollectives::Finish(GlooGroup& group, const char* op, absl::T
 template <typename T>
 absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, ReduceOp op,
                                           const char* name) {
-  if (absl::Status s = group.CheckUsable(); !s.ok()) return s;
-  const absl::Time start = absl::Now();
+  GRADWIRE_ASSIGN_OR_RETURN(const Call call, Start(group, name));
   const int p = group.size();
   const int me = group.rank();
-  if (p == 1 || data.empty()) return Finish(group, name, start, 0, 0, absl::OkStatus(), false);
+  if (p == 1 || data.empty()) return Finish(call, 0, 0, absl::OkStatus(), false);
   const size_t len = data.size();
   const size_t bytes = len * sizeof(T);
   // Direct: reduce-scatter and allgather by concurrent messages, 2 steps.
@@ -224,7 +229,7 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
       }
     }
   });
-  return Finish(group, name, start, sent, received, s, /*poison=*/true);
+  return Finish(call, sent, received, s, /*poison=*/true);
 }
 
 bool SparseCollectives::UsesHalving(int ranks, uint64_t bytes) {
@@ -247,13 +252,12 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
                                                  std::vector<uint8_t>* scratch,
                                                  absl::Span<absl::Span<const uint8_t>> received) {
   static constexpr char kName[] = "alltoallv (bounded)";
-  if (absl::Status s = group.CheckUsable(); !s.ok()) return s;
-  const absl::Time start = absl::Now();
+  GRADWIRE_ASSIGN_OR_RETURN(const Call call, Start(group, kName));
   const int p = group.size();
   const int me = group.rank();
   if (blocks.size() != static_cast<size_t>(p) || caps.size() != static_cast<size_t>(p) ||
       received.size() != static_cast<size_t>(p)) {
-    return Finish(group, kName, start, 0, 0,
+    return Finish(call, 0, 0,
                   absl::InvalidArgumentError(
                       absl::StrCat(kName, ": ", blocks.size(), " blocks, ", caps.size(),
                                    " caps and ", received.size(), " outputs for ", p, " ranks")),
@@ -262,7 +266,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
   uint64_t out_bytes = 0;
   for (int j = 0; j < p; ++j) {
     if (blocks[j].size() > caps[j]) {
-      return Finish(group, kName, start, 0, 0,
+      return Finish(call, 0, 0,
                     absl::InvalidArgumentError(absl::StrCat(
                         kName, ": the block for rank ", group.world_ranks()[j], " holds ",
                         blocks[j].size(), " bytes, more than its cap of ", caps[j])),
@@ -271,7 +275,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
     if (j != me) out_bytes += kLengthBytes + blocks[j].size();
   }
   received[me] = blocks[me];
-  if (p == 1) return Finish(group, kName, start, 0, 0, absl::OkStatus(), false);
+  if (p == 1) return Finish(call, 0, 0, absl::OkStatus(), false);
   const uint64_t slot_bytes = kLengthBytes + caps[me];
   const uint64_t in_bytes = (p - 1) * slot_bytes;
   EnsureSize(scratch, in_bytes + out_bytes);
@@ -318,7 +322,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
     }
     for (int i = 1; i < p; ++i) WaitSend(out_buffer.get(), deadline, kName);
   });
-  if (!s.ok()) return Finish(group, kName, start, out_bytes, 0, s, /*poison=*/true);
+  if (!s.ok()) return Finish(call, out_bytes, 0, s, /*poison=*/true);
   for (int r = 0; r < p; ++r) {
     if (r == me) continue;
     const uint8_t* message = in + slot_of(r) * slot_bytes;
@@ -329,12 +333,12 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
       s = absl::DataLossError(absl::StrCat(kName, ": rank ", group.world_ranks()[r],
                                            " announced a ", length, "-byte block, over the cap of ",
                                            caps[me]));
-      return Finish(group, kName, start, out_bytes, received_bytes, s, /*poison=*/true);
+      return Finish(call, out_bytes, received_bytes, s, /*poison=*/true);
     }
     received[r] = absl::MakeConstSpan(message + kLengthBytes, length);
     received_bytes += kLengthBytes + length;
   }
-  return Finish(group, kName, start, out_bytes, received_bytes, absl::OkStatus(), false);
+  return Finish(call, out_bytes, received_bytes, absl::OkStatus(), false);
 }
 
 absl::Status SparseCollectives::AllgathervBounded(GlooGroup& group, absl::Span<const uint8_t> mine,
@@ -342,14 +346,13 @@ absl::Status SparseCollectives::AllgathervBounded(GlooGroup& group, absl::Span<c
                                                   uint64_t total_cap, std::vector<uint8_t>* scratch,
                                                   absl::Span<absl::Span<const uint8_t>> received) {
   static constexpr char kName[] = "allgatherv (bounded, Bruck)";
-  if (absl::Status s = group.CheckUsable(); !s.ok()) return s;
-  const absl::Time start = absl::Now();
+  GRADWIRE_ASSIGN_OR_RETURN(const Call call, Start(group, kName));
   const int p = group.size();
   const int me = group.rank();
   if (caps.size() != static_cast<size_t>(p) || received.size() != static_cast<size_t>(p) ||
       mine.size() > caps[me] || mine.size() > total_cap) {
     return Finish(
-        group, kName, start, 0, 0,
+        call, 0, 0,
         absl::InvalidArgumentError(absl::StrCat(
             kName, ": ", caps.size(), " caps and ", received.size(), " outputs for ", p,
             " ranks, a block of ", mine.size(), " bytes for a cap of ",
@@ -357,7 +360,7 @@ absl::Status SparseCollectives::AllgathervBounded(GlooGroup& group, absl::Span<c
         /*poison=*/true);
   }
   received[me] = mine;
-  if (p == 1) return Finish(group, kName, start, 0, 0, absl::OkStatus(), false);
+  if (p == 1) return Finish(call, 0, 0, absl::OkStatus(), false);
   // Step s (distance d = 2^s) sends the cnt = min(d, p - d) blocks held,
   // me .. me + cnt - 1, to me - d and receives me + d .. me + d + cnt - 1
   // from me + d. A message: cnt u64 lengths, then the blocks back to back.
@@ -429,7 +432,7 @@ absl::Status SparseCollectives::AllgathervBounded(GlooGroup& group, absl::Span<c
     }
   });
   if (s.ok()) s = bad;
-  return Finish(group, kName, start, sent, received_bytes, s, /*poison=*/true);
+  return Finish(call, sent, received_bytes, s, /*poison=*/true);
 }
 
 }  // namespace transport

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/transport/gloo_group.h"
@@ -99,10 +100,20 @@ class SparseCollectives {
   template <typename T>
   static absl::Status Allreduce(GlooGroup& group, absl::Span<T> data, ReduceOp op,
                                 const char* name);
+  // One call of a collective: its group, its name (a static string, as in
+  // CallStats) and when it started.
+  struct Call {
+    GlooGroup* group;
+    const char* op;
+    absl::Time start;
+  };
+  // What every collective does first: refuses an unusable group, else
+  // starts the clock of a call named `op`.
+  static absl::StatusOr<Call> Start(GlooGroup& group, const char* op);
   // Books a finished call in the group's counters; poisons the group on
   // a failure when `poison`.
-  static absl::Status Finish(GlooGroup& group, const char* op, absl::Time start, uint64_t sent,
-                             uint64_t received, absl::Status status, bool poison);
+  static absl::Status Finish(const Call& call, uint64_t sent, uint64_t received,
+                             absl::Status status, bool poison);
 };
 
 }  // namespace transport

@@ -38,15 +38,7 @@ class CastCodec : public codec_internal::DenseFrameCodec {
                                          CodecScratch& /*scratch: none needed*/,
                                          const DeviceCall* device) const override {
     const uint64_t n = grad.size();
-    FrameHeader h;
-    h.codec = id_;
-    h.value_type = type_;
-    h.index_encoding = IndexEncoding::kNone;
-    h.flags = residual.empty() ? 0 : kFlagErrorFeedback;
-    h.dense_length = n;
-    h.element_count = n;
-    h.step = step;
-    h.seed = spec_.seed;
+    FrameHeader h = HeaderFor(type_, n, n, step, !residual.empty());
     h.value_bytes = n * kernels::ValueWidth(format_);
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();

@@ -27,17 +27,9 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
                                          CodecScratch& /*scratch: none needed*/,
                                          const DeviceCall* device) const override {
     const uint64_t n = grad.size();
-    FrameHeader h;
-    h.codec = id_;
-    h.value_type = ValueType::kPacked;
-    h.index_encoding = IndexEncoding::kNone;
+    FrameHeader h = HeaderFor(ValueType::kPacked, n, n, step, !residual.empty());
     h.quant_bits = static_cast<uint8_t>(bits_);
-    h.flags = residual.empty() ? 0 : kFlagErrorFeedback;
     h.bucket_size = spec_.bucket_size;
-    h.dense_length = n;
-    h.element_count = n;
-    h.step = step;
-    h.seed = spec_.seed;
     h.scale_bytes = ScaleBytes(n);
     h.value_bytes = kernels::PackedBytes(n, bits_);
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);

@@ -100,15 +100,8 @@ class SparseCodec : public codec_internal::CodecBase {
       if (!len.ok()) return len.status();
       index_len = *len;
     }
-    FrameHeader h;
-    h.codec = id_;
-    h.value_type = spec_.values;
+    FrameHeader h = HeaderFor(spec_.values, n, k, step, res != nullptr);
     h.index_encoding = encoding_;
-    h.flags = res != nullptr ? kFlagErrorFeedback : 0;
-    h.dense_length = n;
-    h.element_count = k;
-    h.step = step;
-    h.seed = spec_.seed;
     h.index_bytes = index_len;
     h.value_bytes = k * width;
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);

@@ -28,6 +28,7 @@
 #include "status_exception.h"
 
 namespace py = pybind11;
+using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
 namespace gradwire {
 namespace python {
@@ -65,21 +66,17 @@ void CheckBucket(uint32_t bucket) {
 }
 
 py::dict StatsDict(const ExchangeStats& s) {
-  py::dict d;
-  d["dense_buckets"] = s.dense_buckets;
-  d["compressed_buckets"] = s.compressed_buckets;
-  d["sparse_allreduce_buckets"] = s.sparse_allreduce_buckets;
-  d["elements"] = s.elements;
-  d["bytes_sent"] = s.bytes_sent;
-  d["bytes_received"] = s.bytes_received;
-  d["intra_node_bytes_sent"] = s.intra_node_bytes_sent;
-  d["intra_node_bytes_received"] = s.intra_node_bytes_received;
-  d["compress_s"] = absl::ToDoubleSeconds(s.compress_time);
-  d["auth_s"] = absl::ToDoubleSeconds(s.auth_time);
-  d["wire_s"] = absl::ToDoubleSeconds(s.wire_time);
-  d["sync_s"] = absl::ToDoubleSeconds(s.sync_time);
-  d["wait_s"] = absl::ToDoubleSeconds(s.wait_time);
-  return d;
+  return py::dict(
+      "dense_buckets"_a = s.dense_buckets, "compressed_buckets"_a = s.compressed_buckets,
+      "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets, "elements"_a = s.elements,
+      "bytes_sent"_a = s.bytes_sent, "bytes_received"_a = s.bytes_received,
+      "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
+      "intra_node_bytes_received"_a = s.intra_node_bytes_received,
+      "compress_s"_a = absl::ToDoubleSeconds(s.compress_time),
+      "auth_s"_a = absl::ToDoubleSeconds(s.auth_time),
+      "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
+      "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
+      "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
 }
 
 // secret=, secret_file=, then JobSecret::Resolve's environment
@@ -197,15 +194,13 @@ class PyCommunicator {
   // and its estimate for each exchange the spec admits.
   py::dict ExchangeEstimatesFor(int64_t elements) const {
     const Communicator::ModelInput in = comm_->ModelInputFor(Elements(elements));
-    py::dict d;
-    d["exchange"] = ExchangeFor(elements);
-    d["model_choice"] = ExchangeKindName(comm_->ModelKindFor(Elements(elements)));
-    d["forced"] = comm_->options().exchange.has_value();
-    d["ranks"] = in.ranks;
-    d["elements"] = in.elements;
-    d["estimates"] = ExchangeEstimates(in.ranks, in.elements, comm_->options().compression,
-                                       comm_->exchange_model());
-    return d;
+    return py::dict(
+        "exchange"_a = ExchangeFor(elements),
+        "model_choice"_a = ExchangeKindName(comm_->ModelKindFor(Elements(elements))),
+        "forced"_a = comm_->options().exchange.has_value(), "ranks"_a = in.ranks,
+        "elements"_a = in.elements,
+        "estimates"_a = ExchangeEstimates(in.ranks, in.elements, comm_->options().compression,
+                                          comm_->exchange_model()));
   }
 
   py::dict ExchangeModelOf() const { return ExchangeModelDict(comm_->exchange_model()); }

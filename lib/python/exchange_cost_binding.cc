@@ -20,6 +20,7 @@ namespace python {
 namespace {
 
 namespace py = pybind11;
+using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
 constexpr ExchangeKind kKinds[] = {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
                                    ExchangeKind::kSparseAllreduce};
@@ -66,15 +67,10 @@ void CheckShape(int ranks, int64_t elements) {
 }
 
 py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
-  py::dict d;
-  d["kind"] = ExchangeKindName(kind);
-  d["bytes_sent"] = c.bytes_sent;
-  d["bytes_received"] = c.bytes_received;
-  d["rounds"] = c.rounds;
-  d["wire_s"] = c.wire_seconds;
-  d["compute_s"] = c.compute_seconds;
-  d["seconds"] = c.seconds();
-  return d;
+  return py::dict("kind"_a = ExchangeKindName(kind), "bytes_sent"_a = c.bytes_sent,
+                  "bytes_received"_a = c.bytes_received, "rounds"_a = c.rounds,
+                  "wire_s"_a = c.wire_seconds, "compute_s"_a = c.compute_seconds,
+                  "seconds"_a = c.seconds());
 }
 
 py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
@@ -110,12 +106,10 @@ std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spe
 }  // namespace
 
 py::dict ExchangeModelDict(const ExchangeModel& model) {
-  py::dict d;
-  d["bytes_per_second"] = model.bytes_per_second;
-  d["seconds_per_round"] = model.seconds_per_round;
-  d["encoded_elements_per_second"] = model.encoded_elements_per_second;
-  d["decoded_entries_per_second"] = model.decoded_entries_per_second;
-  return d;
+  return py::dict("bytes_per_second"_a = model.bytes_per_second,
+                  "seconds_per_round"_a = model.seconds_per_round,
+                  "encoded_elements_per_second"_a = model.encoded_elements_per_second,
+                  "decoded_entries_per_second"_a = model.decoded_entries_per_second);
 }
 
 py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,

@@ -38,6 +38,7 @@
 #include "status_exception.h"
 
 namespace py = pybind11;
+using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
 namespace gradwire {
 namespace python {
@@ -67,36 +68,20 @@ py::bytes Concatenate(const std::vector<Blob>& blobs) {
 }
 
 py::dict TierDict(const cache::TierStats& t) {
-  py::dict d;
-  d["hits"] = t.hits;
-  d["misses"] = t.misses;
-  d["hit_bytes"] = t.hit_bytes;
-  d["inserts"] = t.inserts;
-  d["rejected_full"] = t.rejected_full;
-  d["rejected_too_big"] = t.rejected_too_big;
-  d["write_errors"] = t.write_errors;
-  d["write_dropped"] = t.write_dropped;
-  d["corrupt"] = t.corrupt;
-  d["used_bytes"] = t.used_bytes;
-  d["budget_bytes"] = t.budget_bytes;
-  d["warm_seconds"] = t.warm_seconds;
-  return d;
+  return py::dict("hits"_a = t.hits, "misses"_a = t.misses, "hit_bytes"_a = t.hit_bytes,
+                  "inserts"_a = t.inserts, "rejected_full"_a = t.rejected_full,
+                  "rejected_too_big"_a = t.rejected_too_big, "write_errors"_a = t.write_errors,
+                  "write_dropped"_a = t.write_dropped, "corrupt"_a = t.corrupt,
+                  "used_bytes"_a = t.used_bytes, "budget_bytes"_a = t.budget_bytes,
+                  "warm_seconds"_a = t.warm_seconds);
 }
 
 py::dict EpochDict(const cache::EpochStats& e) {
-  py::dict d;
-  d["epoch"] = e.epoch;
-  d["reads"] = e.reads;
-  d["read_bytes"] = e.read_bytes;
-  d["memory"] = TierDict(e.memory);
-  d["disk"] = TierDict(e.disk);
-  d["source_reads"] = e.remote_reads;
-  d["source_bytes"] = e.remote_bytes;
-  d["source_errors"] = e.remote_errors;
-  d["stall_s"] = e.stall_seconds;
-  d["wall_s"] = e.wall_seconds;
-  d["cache_hit_rate"] = e.cache_hit_rate();
-  return d;
+  return py::dict("epoch"_a = e.epoch, "reads"_a = e.reads, "read_bytes"_a = e.read_bytes,
+                  "memory"_a = TierDict(e.memory), "disk"_a = TierDict(e.disk),
+                  "source_reads"_a = e.remote_reads, "source_bytes"_a = e.remote_bytes,
+                  "source_errors"_a = e.remote_errors, "stall_s"_a = e.stall_seconds,
+                  "wall_s"_a = e.wall_seconds, "cache_hit_rate"_a = e.cache_hit_rate());
 }
 
 // A prefetching reader of `keys` in the given order (Prefetcher). Holds
@@ -382,13 +367,10 @@ source unreachable), gradwire.Error (other).)doc")
           manifest = cache::PackDataset(out_dir, dataset_id, records, samples_per_shard);
         }
         const cache::Manifest m = Value(std::move(manifest));
-        py::dict d;
-        d["dataset_id"] = m.dataset_id();
-        d["version"] = absl::StrCat(absl::Hex(m.version(), absl::kZeroPad16));
-        d["shards"] = m.shards().size();
-        d["samples"] = m.num_samples();
-        d["bytes"] = m.total_bytes();
-        return d;
+        return py::dict("dataset_id"_a = m.dataset_id(),
+                        "version"_a = absl::StrCat(absl::Hex(m.version(), absl::kZeroPad16)),
+                        "shards"_a = m.shards().size(), "samples"_a = m.num_samples(),
+                        "bytes"_a = m.total_bytes());
       },
       py::arg("out_dir"), py::arg("dataset_id"), py::arg("splits"),
       py::arg("samples_per_shard") = 5000,

@@ -30,6 +30,7 @@
 #include "status_exception.h"
 
 namespace py = pybind11;
+using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
 namespace gradwire {
 namespace {
@@ -76,12 +77,8 @@ py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int
   py::list out;
   for (uint32_t id = 0; id < plan.bucket_count(); ++id) {
     const PlannedBucket& b = plan.bucket(id);
-    py::dict d;
-    d["id"] = b.id;
-    d["path"] = ExchangePathName(b.path);
-    d["elements"] = b.elements;
-    d["tensors"] = tensors[id];
-    out.append(d);
+    out.append(py::dict("id"_a = b.id, "path"_a = ExchangePathName(b.path),
+                        "elements"_a = b.elements, "tensors"_a = tensors[id]));
   }
   return out;
 }

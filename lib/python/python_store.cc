@@ -12,7 +12,7 @@ namespace gradwire {
 namespace python {
 
 PythonStore::PythonStore(py::object store, std::chrono::milliseconds default_timeout)
-    : store_(std::move(store)), default_timeout_(default_timeout) {}
+    : TimedStore(default_timeout), store_(std::move(store)) {}
 
 PythonStore::~PythonStore() {
   if (!Py_IsInitialized()) {  // the interpreter is gone: nothing to release
@@ -45,10 +45,7 @@ std::vector<char> PythonStore::get(const std::string& key) {
   });
 }
 
-void PythonStore::wait(const std::vector<std::string>& keys) { wait(keys, default_timeout_); }
-
-void PythonStore::wait(const std::vector<std::string>& keys,
-                       const std::chrono::milliseconds& timeout) {
+void PythonStore::WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   CallPython("wait", keys.empty() ? std::string() : keys.front(),
              [&] { store_.attr("wait")(keys, static_cast<double>(timeout.count()) / 1000.0); });
 }

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "gloo/rendezvous/store.h"
+#include "gradwire/transport/timed_store.h"
 
 namespace gradwire {
 namespace python {
 
-class PythonStore : public gloo::rendezvous::Store {
+class PythonStore : public transport::TimedStore {
  public:
   // Call with the GIL held. `default_timeout` serves wait(keys).
   PythonStore(pybind11::object store, std::chrono::milliseconds default_timeout);
@@ -36,15 +36,12 @@ class PythonStore : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override;
   // store.get(key), as a byte vector
   std::vector<char> get(const std::string& key) override;
-  // store.wait(keys, default_timeout in seconds)
-  void wait(const std::vector<std::string>& keys) override;
-  // store.wait(keys, timeout in seconds)
-  void wait(const std::vector<std::string>& keys,
-            const std::chrono::milliseconds& timeout) override;
 
  private:
+  // store.wait(keys, timeout in seconds); wait(keys) passes default_timeout.
+  void WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
   pybind11::object store_;
-  const std::chrono::milliseconds default_timeout_;
 };
 
 }  // namespace python

@@ -77,6 +77,17 @@ std::vector<float> Download(HostDevice& d, const float* p, size_t n, kernels::cu
   return v;
 }
 
+// Checkpoints of the host and the device path (a Communicator or a
+// GradientExchanger each): the same bytes from either, and the host's
+// restores on the device one.
+template <typename Exchange>
+void ExpectSameCheckpoint(Exchange& host, Exchange& dev) {
+  absl::StatusOr<std::string> hs = host.SaveState(), ds = dev.SaveState();
+  ASSERT_TRUE(hs.ok() && ds.ok()) << ds.status();
+  EXPECT_EQ(*hs, *ds);
+  EXPECT_TRUE(dev.RestoreState(*hs).ok());
+}
+
 bool SameBits(absl::Span<const float> a, absl::Span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
 }
@@ -133,11 +144,7 @@ TEST_P(DeviceExchangeTest, EqualsTheHostPathBitForBit) {
       EXPECT_TRUE(device.IsDeviceMemory(dr.data()));
       EXPECT_TRUE(SameBits(Download(device, dr.data(), dr.size(), streams[r]), hr));
     }
-    // Checkpoints: the same bytes from either path; restorable on both.
-    absl::StatusOr<std::string> hs = host[r]->SaveState(), ds = dev[r]->SaveState();
-    ASSERT_TRUE(hs.ok() && ds.ok()) << ds.status();
-    EXPECT_EQ(*hs, *ds);
-    EXPECT_TRUE(dev[r]->RestoreState(*hs).ok());
+    ASSERT_NO_FATAL_FAILURE(ExpectSameCheckpoint(*host[r], *dev[r]));
   }
   EXPECT_TRUE(device.violations().empty());
   OnEveryRank([&](int r) {
@@ -263,12 +270,9 @@ TEST_P(DeviceExchangerTest, EqualsTheHostExchangerBitForBit) {
     }
   });
   for (int r = 0; r < kRanks; ++r) {
-    // Checkpoints: the device residuals come through the host in the same
-    // checksummed bytes, and restore.
-    absl::StatusOr<std::string> hs = hx[r]->SaveState(), ds = dx[r]->SaveState();
-    ASSERT_TRUE(hs.ok() && ds.ok()) << ds.status();
-    EXPECT_EQ(*hs, *ds);
-    EXPECT_TRUE(dx[r]->RestoreState(*hs).ok());
+    // The device residuals come through the host in the same checksummed
+    // bytes, and restore.
+    ASSERT_NO_FATAL_FAILURE(ExpectSameCheckpoint(*hx[r], *dx[r]));
   }
   EXPECT_TRUE(device.violations().empty());
   OnEveryRank([&](int r) {

@@ -39,6 +39,24 @@ class CodecBase : public Codec {
 
   absl::string_view name() const { return MethodName(spec_.method); }
 
+  // A header with what every codec's frame states the same way: this
+  // codec's id, the values' type, the dense length n, the count of values
+  // carried, the step, the spec's seed and whether error feedback was
+  // applied. The codec adds its index encoding, quantizer fields and
+  // section sizes.
+  FrameHeader HeaderFor(ValueType values, uint64_t n, uint64_t count, uint64_t step,
+                        bool error_feedback) const {
+    FrameHeader h;
+    h.codec = id_;
+    h.value_type = values;
+    h.flags = error_feedback ? kFlagErrorFeedback : 0;
+    h.dense_length = n;
+    h.element_count = count;
+    h.step = step;
+    h.seed = spec_.seed;
+    return h;
+  }
+
   const CompressionSpec spec_;
   const CodecId id_;
 };

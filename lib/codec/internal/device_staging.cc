@@ -15,6 +15,34 @@ namespace {
 
 uint64_t Aligned(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// Lays `spans` out one after another from *total on, each at a 256-byte
+// boundary: returns their offsets and leaves *total past the last.
+template <typename Span>
+absl::InlinedVector<uint64_t, 16> Layout(absl::Span<const Span> spans, uint64_t* total) {
+  absl::InlinedVector<uint64_t, 16> at;
+  for (const Span& s : spans) {
+    at.push_back(*total);
+    *total += Aligned(s.size());
+  }
+  return at;
+}
+
+// The scratch one staged kernel call uses, from the call's DeviceScratch
+// on its stream: device bytes and pinned host bytes.
+struct Staging {
+  uint8_t* device;
+  uint8_t* pinned;
+};
+
+absl::StatusOr<Staging> Reserve(const DeviceCall& call, uint64_t device_bytes,
+                                uint64_t pinned_bytes, absl::Time deadline) {
+  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * d,
+                            call.scratch->DeviceBytes(device_bytes, call.stream, deadline));
+  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * pinned,
+                            call.scratch->PinnedBytes(pinned_bytes, call.stream, deadline));
+  return Staging{d, pinned};
+}
+
 }  // namespace
 
 absl::StatusOr<const DeviceCall*> WhereToRun(const char* who, const void* buffer, const void* frame,
@@ -50,21 +78,16 @@ absl::Status RunEncodeKernel(const DeviceCall* device, absl::Span<const absl::Sp
     return kernel(ptrs, host_temp, fs, nullptr);
   }
   // Device layout: stats, each output, temp. Pinned: stats, each output.
-  absl::InlinedVector<uint64_t, 4> at;
   uint64_t total = Aligned(sizeof(kernels::FusedStats));
-  for (absl::Span<uint8_t> o : outs) {
-    at.push_back(total);
-    total += Aligned(o.size());
-  }
+  const absl::InlinedVector<uint64_t, 16> at = Layout(outs, &total);
   const uint64_t back = total;  // bytes that come back
   const uint64_t temp_at = total;
   total += Aligned(temp_bytes);
   const absl::Time deadline = absl::Now() + device->timeout;
   kernels::Device& dev = device->scratch->device();
-  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * d,
-                            device->scratch->DeviceBytes(total, device->stream, deadline));
-  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * pinned,
-                            device->scratch->PinnedBytes(back, device->stream, deadline));
+  GRADWIRE_ASSIGN_OR_RETURN(const Staging staged, Reserve(*device, total, back, deadline));
+  uint8_t* const d = staged.device;
+  uint8_t* const pinned = staged.pinned;
   for (size_t i = 0; i < outs.size(); ++i)
     ptrs.push_back(outs[i].size() == 0 ? nullptr : d + at[i]);
   auto* stats = reinterpret_cast<kernels::FusedStats*>(d);
@@ -94,18 +117,13 @@ absl::Status RunDecodeKernel(const DeviceCall* device,
     for (absl::Span<const uint8_t> in : ins) ptrs.push_back(in.data());
     return kernel(ptrs, nullptr);
   }
-  absl::InlinedVector<uint64_t, 16> at;
   uint64_t total = 0;
-  for (absl::Span<const uint8_t> in : ins) {
-    at.push_back(total);
-    total += Aligned(in.size());
-  }
+  const absl::InlinedVector<uint64_t, 16> at = Layout(ins, &total);
   const absl::Time deadline = absl::Now() + device->timeout;
   kernels::Device& dev = device->scratch->device();
-  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * d,
-                            device->scratch->DeviceBytes(total, device->stream, deadline));
-  GRADWIRE_ASSIGN_OR_RETURN(uint8_t * pinned,
-                            device->scratch->PinnedBytes(total, device->stream, deadline));
+  GRADWIRE_ASSIGN_OR_RETURN(const Staging staged, Reserve(*device, total, total, deadline));
+  uint8_t* const d = staged.device;
+  uint8_t* const pinned = staged.pinned;
   for (size_t i = 0; i < ins.size(); ++i) {
     if (!ins[i].empty()) std::memcpy(pinned + at[i], ins[i].data(), ins[i].size());
   }
