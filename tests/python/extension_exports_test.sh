@@ -17,19 +17,22 @@ for name in _gradwire _gradwire_data; do
     echo "FAIL: $name.so should export exactly PyInit_$name" >&2
     status=1
   fi
-  if ldd "$so" | grep -E "libgradwire|bazel-out"; then
+  # ldd's output is taken whole before grep reads it: with pipefail, a grep
+  # that stops early (-q) would fail the pipeline by SIGPIPE to ldd.
+  needs=$(ldd "$so")
+  if grep -E "libgradwire|bazel-out" <<<"$needs"; then
     echo "FAIL: $name.so links a gradwire library dynamically" >&2
     status=1
   fi
 done
 # Shared libraries each one needs, directly or not.
 grpc='libgrpc|libgpr\.'
-if ldd "$dir/_gradwire.so" | grep -E "$grpc"; then
+if grep -E "$grpc" <<<"$(ldd "$dir/_gradwire.so")"; then
   echo "FAIL: the core extension _gradwire.so needs gRPC" >&2
   status=1
 fi
 # The same check sees gRPC where it is: in the data cache's extension.
-if ! ldd "$dir/_gradwire_data.so" | grep -qE "$grpc"; then
+if ! grep -qE "$grpc" <<<"$(ldd "$dir/_gradwire_data.so")"; then
   echo "FAIL: _gradwire_data.so shows no gRPC: is the check still looking?" >&2
   status=1
 fi
