@@ -103,7 +103,8 @@ class PlansTest(unittest.TestCase):
 
 
 def scaling_json(with_model):
-    """A synthetic scaling_bench result whose times are the model's own."""
+    """A synthetic scaling_bench result whose times are the model's own: the
+    wire term plus the compute term x P / cores (P ranks on 2 cores)."""
     gw_cost = lambda kind, p, spec, alpha: gw.exchange_cost(  # noqa: E731
         kind, p, 1 << 20, spec, bytes_per_second=20e6 / 8 * pe.TCP_GOODPUT,
         seconds_per_round=alpha, encoded_elements_per_second=1e8,
@@ -114,10 +115,11 @@ def scaling_json(with_model):
                            ("sparse_allreduce", "topk:ratio=0.01")):
             alpha = 1e-3 * p
             c = gw_cost(kind, p, spec, alpha)
+            compute = (p / 2) * c["compute_s"]
             case = {"hosts": p, "name": kind, "exchange": kind, "spec": spec,
-                    "ms": 2 * c["seconds"] * 1e3, "bytes_sent": 2 * c["bytes_sent"],
+                    "ms": 2 * (c["wire_s"] + compute) * 1e3, "bytes_sent": 2 * c["bytes_sent"],
                     "bytes_received": 2 * c["bytes_received"],
-                    "compress_ms": 2 * c["compute_s"] * 1e3}
+                    "compress_ms": 2 * compute * 1e3}
             if with_model:
                 case["model"] = {"bytes_per_second": 1.0, "seconds_per_round": alpha,
                                  "encoded_elements_per_second": 1e8,
@@ -136,6 +138,7 @@ class ValidationTest(unittest.TestCase):
             self.assertAlmostEqual(r["error_inrun_pct"], 0, places=6, msg=r)
             self.assertAlmostEqual(r["bytes_error_pct"], 0, places=6, msg=r)
             self.assertAlmostEqual(r["round_us"], 1e3 * r["hosts"])
+            self.assertEqual(r["cpu_share"], r["hosts"] / 2)
         text = pe.format_validation(rows)
         self.assertIn("(4/4 cases within 20 %)", text)
 
