@@ -140,7 +140,7 @@ TEST(RandomKTest, StepsAndSeedsAreIndependent) {
 TEST(RandomKTest, CompressFusesErrorFeedback) {
   GRADWIRE_SEEDED_RNG(rng);
   std::normal_distribution<float> normal;
-  const uint64_t n = 50001, k = 777, seed = rng(), step = 3;
+  const uint64_t n = 50001, seed = rng(), step = 3;
   std::vector<float> grad(n), residual(n), acc(n);
   for (uint64_t i = 0; i < n; ++i) {
     grad[i] = normal(rng);
@@ -149,7 +149,10 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
   }
   grad[5] = std::nanf("");
   acc[5] = grad[5] + residual[5];
+  // k = 777: the bitmap path; 5000 (denser than 1/32): hashed forward.
+  for (uint64_t k : {777ull, 5000ull})
   for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+    SCOPED_TRACE(::testing::Message() << "k " << k);
     std::vector<float> res = residual;
     uint64_t temp_bytes = 0;
     RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,

@@ -62,15 +62,69 @@ GRADWIRE_CPU_CLONES void MarkSelected(const ElementKey& key, uint64_t n, uint64_
   }
 }
 
-// The selection's bitmap for (seed, step, n, k), 0 <= k <= n.
-void SelectBitmap(uint64_t seed, uint64_t step, uint64_t n, uint64_t k, uint64_t* bitmap) {
+// The smallest V such that exactly k indices below n have a key below V
+// (0 < k < n): the inverses of 0, 1, 2, ... counted eight lanes at a time,
+// the run of 256 that holds the k-th then one by one. V < 2^bits.
+template <bool kFull>
+GRADWIRE_CPU_INLINE uint32_t KeyBoundAs(const ElementKey& key, uint64_t n, uint64_t k) {
+  constexpr uint32_t kRun = 256;  // divides 2^bits
+  const uint32_t last = static_cast<uint32_t>(n - 1);
+  uint64_t found = 0;
+  for (uint32_t base = 0;; base += kRun) {
+    HashU32x8 count = {};
+    HashU32x8 v = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} + base;
+    for (uint32_t j = 0; j < kRun; j += 8, v += 8) {
+      HashU32x8 x = v;
+      ElementHashInverse8<kFull>(key, &x);
+      count -= (HashU32x8)(x <= last);
+    }
+    uint64_t c = 0;
+    for (int l = 0; l < 8; ++l) c += count[l];
+    if (found + c < k) {
+      found += c;
+      continue;
+    }
+    for (uint32_t v1 = base;; ++v1) {
+      if (ElementHashInverse(key, v1) <= last && ++found == k) return v1 + 1;
+    }
+  }
+}
+
+GRADWIRE_CPU_CLONES uint32_t KeyBound(const ElementKey& key, uint64_t n, uint64_t k) {
+  return key.bits == 32 ? KeyBoundAs<true>(key, n, k) : KeyBoundAs<false>(key, n, k);
+}
+
+// Denser than 1 in kForwardDensity, the k indices are found by hashing
+// every index forward (eight lanes, in the pass over the elements) against
+// KeyBound: the bitmap's scattered writes would cost more.
+constexpr uint64_t kForwardDensity = 32;
+
+// How a call finds its selection: marked in `bitmap`, or (bitmap null)
+// the indices whose key is below `bound`.
+struct Selection {
+  uint64_t* bitmap = nullptr;
+  ElementKey key;
+  uint32_t bound = 0;
+};
+
+// The selection for (seed, step, n, k), 0 <= k <= n; `temp` holds the
+// bitmap.
+Selection Select(void* temp, uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
+  Selection s;
+  s.key = RandomKElementKey(seed, step, n);
+  if (k > 0 && k < n && k * kForwardDensity > n) {
+    s.bound = KeyBound(s.key, n, k);
+    return s;
+  }
+  s.bitmap = static_cast<uint64_t*>(temp);
   const uint64_t words = BitmapWords(n);
   if (k == n) {
-    memset(bitmap, 0xff, words * sizeof(uint64_t));  // bits past n are never read
-    return;
+    memset(s.bitmap, 0xff, words * sizeof(uint64_t));  // bits past n are never read
+    return s;
   }
-  memset(bitmap, 0, words * sizeof(uint64_t));
-  if (k > 0) MarkSelected(RandomKElementKey(seed, step, n), n, k, bitmap);
+  memset(s.bitmap, 0, words * sizeof(uint64_t));
+  if (k > 0) MarkSelected(s.key, n, k, s.bitmap);
+  return s;
 }
 
 // The bits of word w of the bitmap that stand for indices below n.
@@ -79,23 +133,80 @@ GRADWIRE_CPU_INLINE uint64_t WordBelow(const uint64_t* bitmap, uint64_t w, uint6
   return left >= 64 ? bitmap[w] : bitmap[w] & ((uint64_t{1} << left) - 1);
 }
 
-// Elements per step of the compress pass: acc of a block is staged on the
-// stack, so the element loop runs straight through (and vectorizes), and
-// the block's selected elements are then picked out by their bits.
+// Elements per step of the passes below: a block's keys (forward) and acc
+// are staged on the stack, so the element loops run straight through (and
+// vectorize), and the block's selected elements are then picked out by
+// their bits.
 constexpr uint64_t kBlock = 256;
+constexpr uint64_t kBlockWords = kBlock / 64;
+
+// The selection bits of elements [start, start + len), len <= kBlock, one
+// word per 64 (the unused high bits zero).
+template <bool kForward>
+GRADWIRE_CPU_INLINE void BlockWords(const Selection& s, uint64_t n, uint64_t start, uint64_t len,
+                                    uint64_t* words) {
+  if (!kForward) {
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      words[w] = 64 * w < len ? WordBelow(s.bitmap, start / 64 + w, n) : 0;
+    }
+    return;
+  }
+  uint32_t hash[kBlock];
+  HashRun(s.key, start, len, hash);
+  uint8_t flags[kBlock];
+  for (uint64_t i = 0; i < len; ++i) flags[i] = hash[i] < s.bound ? 1 : 0;
+  memset(flags + len, 0, kBlock - len);
+  for (uint64_t w = 0; w < kBlockWords; ++w) {
+    uint64_t mask = 0;
+    for (int b = 0; b < 8; ++b) {
+      // Bytes b0..b7 (0 or 1) to the bits of one byte: the product puts
+      // b_e at bit 56 + e, everything else below bit 56 without carries,
+      // or above bit 63.
+      const uint64_t bytes = LoadLe<uint64_t>(flags + 64 * w + 8 * b);
+      mask |= ((bytes * 0x0102040810204080ull) >> 56) << (8 * b);
+    }
+    words[w] = mask;
+  }
+}
+
+template <bool kForward>
+GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint32_t* indices) {
+  uint64_t j = 0;
+  for (uint64_t start = 0; start < n; start += kBlock) {
+    const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    uint64_t words[kBlockWords];
+    BlockWords<kForward>(s, n, start, len, words);
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      for (uint64_t word = words[w]; word != 0; word &= word - 1) {
+        indices[j++] =
+            static_cast<uint32_t>(start + 64 * w + static_cast<uint64_t>(__builtin_ctzll(word)));
+      }
+    }
+  }
+}
+
+GRADWIRE_CPU_CLONES void EmitIndices(const Selection& s, uint64_t n, uint32_t* indices) {
+  if (s.bitmap == nullptr) {
+    EmitIndicesAs<true>(s, n, indices);
+  } else {
+    EmitIndicesAs<false>(s, n, indices);
+  }
+}
 
 // The one pass over n, in index order: acc = grad + residual; the residual
 // becomes acc (0 if not finite: ResidualAfter(acc, 0)) for the unselected
 // and ResidualAfter(acc, the value sent) for the selected, whose indices
 // and values are written in order. Returns how many acc are not finite.
-template <bool kHasResidual>
+template <bool kHasResidual, bool kForward>
 GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, uint64_t n,
-                                            const uint64_t* bitmap, ValueFormat format,
+                                            const Selection& s, ValueFormat format,
                                             uint32_t* indices, uint8_t* values) {
   float acc[kBlock];
   uint64_t nonfinite = 0, j = 0;
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    uint64_t words[kBlockWords];
+    BlockWords<kForward>(s, n, start, len, words);
     uint32_t bad = 0;
     for (uint64_t i = 0; i < len; ++i) {
       const float a = kHasResidual ? grad[start + i] + residual[start + i] : grad[start + i];
@@ -105,8 +216,8 @@ GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, 
       if (kHasResidual) residual[start + i] = BitsFloat(SelectBits(finite, FloatBits(a), 0));
     }
     nonfinite += bad;
-    for (uint64_t w = 0; w * 64 < len; ++w) {
-      for (uint64_t word = WordBelow(bitmap, start / 64 + w, n); word != 0; word &= word - 1) {
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      for (uint64_t word = words[w]; word != 0; word &= word - 1) {
         const uint64_t i = 64 * w + static_cast<uint64_t>(__builtin_ctzll(word));
         const float a = acc[i];
         indices[j] = static_cast<uint32_t>(start + i);
@@ -120,11 +231,15 @@ GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, 
 }
 
 GRADWIRE_CPU_CLONES uint64_t CompressPass(const float* grad, float* residual, uint64_t n,
-                                          const uint64_t* bitmap, ValueFormat format,
+                                          const Selection& s, ValueFormat format,
                                           uint32_t* indices, uint8_t* values) {
-  return residual != nullptr
-             ? CompressPassAs<true>(grad, residual, n, bitmap, format, indices, values)
-             : CompressPassAs<false>(grad, residual, n, bitmap, format, indices, values);
+  const bool forward = s.bitmap == nullptr;
+  if (residual != nullptr) {
+    return forward ? CompressPassAs<true, true>(grad, residual, n, s, format, indices, values)
+                   : CompressPassAs<true, false>(grad, residual, n, s, format, indices, values);
+  }
+  return forward ? CompressPassAs<false, true>(grad, residual, n, s, format, indices, values)
+                 : CompressPassAs<false, false>(grad, residual, n, s, format, indices, values);
 }
 
 }  // namespace
@@ -135,14 +250,7 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
     *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
     return;
   }
-  uint64_t* bitmap = static_cast<uint64_t*>(temp);
-  SelectBitmap(seed, step, n, k, bitmap);
-  uint64_t j = 0;
-  for (uint64_t w = 0; w * 64 < n; ++w) {
-    for (uint64_t word = WordBelow(bitmap, w, n); word != 0; word &= word - 1) {
-      indices[j++] = static_cast<uint32_t>(64 * w + static_cast<uint64_t>(__builtin_ctzll(word)));
-    }
-  }
+  EmitIndices(Select(temp, seed, step, n, k), n, indices);
 }
 
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
@@ -152,10 +260,10 @@ void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float*
     *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
     return;
   }
-  // The indices first (O(k) work, no element read), then one pass.
-  uint64_t* bitmap = static_cast<uint64_t*>(temp);
-  SelectBitmap(seed, step, n, k, bitmap);
-  const uint64_t nonfinite = CompressPass(grad, residual, n, bitmap, format, indices, values);
+  // The selection first (O(k) inverse hashes, no element read), then one
+  // pass over the elements.
+  const uint64_t nonfinite =
+      CompressPass(grad, residual, n, Select(temp, seed, step, n, k), format, indices, values);
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = nonfinite;
