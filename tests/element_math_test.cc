@@ -177,7 +177,7 @@ TEST(ElementHashTest, UniformBitsAndAvalancheOverIndices) {
     for (uint32_t b = 0; b < bits; ++b) EXPECT_NEAR(ones[b], kSamples / 2, 6 * 181) << "bit " << b;
     double chi2 = 0;
     for (int c : cells) chi2 += (c - kSamples / 16.0) * (c - kSamples / 16.0) / (kSamples / 16.0);
-    EXPECT_LT(chi2, 50.0);  // 15 dof
+    EXPECT_LT(chi2, 50.0);    // 15 dof
     const int kPairs = 4000;  // per input bit: sd of a flip count 32
     for (uint32_t in = 0; in < bits; ++in) {
       std::vector<int> flips(bits, 0);
@@ -206,7 +206,8 @@ TEST(ElementHashTest, IndependentAcrossStepsAndSeeds) {
     std::vector<double> mean(kIndices, 0.0);
     for (int s = 0; s < kSteps; ++s) {
       const ElementKey a = across_seeds ? RoundingKey(seed + 2 * s, 5) : RoundingKey(seed, s);
-      const ElementKey b = across_seeds ? RoundingKey(seed + 2 * s + 1, 5) : RoundingKey(seed, s + 1);
+      const ElementKey b =
+          across_seeds ? RoundingKey(seed + 2 * s + 1, 5) : RoundingKey(seed, s + 1);
       for (int i = 0; i < kIndices; ++i) {
         const uint32_t ha = ElementHash(a, i), hb = ElementHash(b, i);
         ++cells[(ha >> 28) * 16 + (hb >> 28)];

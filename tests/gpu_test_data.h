@@ -89,8 +89,8 @@ inline std::vector<float> FastData(uint64_t n, uint64_t seed) {
     const uint64_t h = Mix64(seed + (i + 1) * kGolden64);
     // Sum of two uniforms (hash bits 40..63 and 16..39), centred: a
     // triangle distribution on (-1, 1).
-    v[i] = UnitFloat(static_cast<uint32_t>(h >> 32)) + UnitFloat(static_cast<uint32_t>(h >> 8)) -
-           1.0f;
+    v[i] =
+        UnitFloat(static_cast<uint32_t>(h >> 32)) + UnitFloat(static_cast<uint32_t>(h >> 8)) - 1.0f;
   }
   return v;
 }

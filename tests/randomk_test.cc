@@ -121,7 +121,8 @@ TEST(RandomKTest, StepsAndSeedsAreIndependent) {
     for (uint64_t t = 1; t <= trials; ++t) {
       const std::vector<uint32_t> next =
           across_seeds ? Indices(seed + t, 7, n, k) : Indices(seed, t, n, k);
-      const std::vector<uint32_t>& other = across_seeds ? Indices(seed + t + trials, 7, n, k) : prev;
+      const std::vector<uint32_t>& other =
+          across_seeds ? Indices(seed + t + trials, 7, n, k) : prev;
       std::vector<uint32_t> common;
       std::set_intersection(next.begin(), next.end(), other.begin(), other.end(),
                             std::back_inserter(common));
@@ -151,29 +152,29 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
   acc[5] = grad[5] + residual[5];
   // k = 777: the bitmap path; 5000 (denser than 1/32): hashed forward.
   for (uint64_t k : {777ull, 5000ull})
-  for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
-    SCOPED_TRACE(::testing::Message() << "k " << k);
-    std::vector<float> res = residual;
-    uint64_t temp_bytes = 0;
-    RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,
-                    nullptr);
-    std::vector<uint64_t> temp(temp_bytes / 8 + 1);
-    std::vector<uint32_t> idx(k);
-    std::vector<uint8_t> values(k * ValueWidth(f));
-    FusedStats stats;
-    RandomKCompress(temp.data(), &temp_bytes, grad.data(), res.data(), n, k, seed, step, f,
-                    idx.data(), values.data(), &stats);
-    ASSERT_EQ(idx, Indices(seed, step, n, k));
-    EXPECT_EQ(stats.nonfinite, 1u);
-    std::vector<float> decoded(n, 0.0f);
-    for (uint64_t j = 0; j < k; ++j) {
-      decoded[idx[j]] = LoadValue(values.data(), j, f);
-      ASSERT_EQ(FloatBits(decoded[idx[j]]), FloatBits(RoundToFormat(acc[idx[j]], f)));
+    for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k);
+      std::vector<float> res = residual;
+      uint64_t temp_bytes = 0;
+      RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,
+                      nullptr);
+      std::vector<uint64_t> temp(temp_bytes / 8 + 1);
+      std::vector<uint32_t> idx(k);
+      std::vector<uint8_t> values(k * ValueWidth(f));
+      FusedStats stats;
+      RandomKCompress(temp.data(), &temp_bytes, grad.data(), res.data(), n, k, seed, step, f,
+                      idx.data(), values.data(), &stats);
+      ASSERT_EQ(idx, Indices(seed, step, n, k));
+      EXPECT_EQ(stats.nonfinite, 1u);
+      std::vector<float> decoded(n, 0.0f);
+      for (uint64_t j = 0; j < k; ++j) {
+        decoded[idx[j]] = LoadValue(values.data(), j, f);
+        ASSERT_EQ(FloatBits(decoded[idx[j]]), FloatBits(RoundToFormat(acc[idx[j]], f)));
+      }
+      for (uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc[i], decoded[i]))) << i;
+      }
     }
-    for (uint64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc[i], decoded[i]))) << i;
-    }
-  }
 }
 
 }  // namespace

@@ -231,8 +231,8 @@ GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, 
 }
 
 GRADWIRE_CPU_CLONES uint64_t CompressPass(const float* grad, float* residual, uint64_t n,
-                                          const Selection& s, ValueFormat format,
-                                          uint32_t* indices, uint8_t* values) {
+                                          const Selection& s, ValueFormat format, uint32_t* indices,
+                                          uint8_t* values) {
   const bool forward = s.bitmap == nullptr;
   if (residual != nullptr) {
     return forward ? CompressPassAs<true, true>(grad, residual, n, s, format, indices, values)
