@@ -273,20 +273,24 @@ GRADWIRE_HD inline ElementKey MakeElementKey(uint64_t stream_key, uint32_t bits)
   return k;
 }
 
-GRADWIRE_HD inline uint32_t HashRound(uint32_t x, const ElementKey& k) {
+// One round: xorshift, * mul_a, xorshift, * mul_b, xorshift (mod 2^bits).
+GRADWIRE_HD inline uint32_t HashRoundWith(uint32_t x, const ElementKey& k, uint32_t mul_a,
+                                          uint32_t mul_b) {
   x ^= x >> k.shift;
-  x = (x * kHashMul1) & k.mask;
+  x = (x * mul_a) & k.mask;
   x ^= x >> k.shift;
-  x = (x * kHashMul2) & k.mask;
+  x = (x * mul_b) & k.mask;
   return x ^ (x >> k.shift);
 }
 
+GRADWIRE_HD inline uint32_t HashRound(uint32_t x, const ElementKey& k) {
+  return HashRoundWith(x, k, kHashMul1, kHashMul2);
+}
+
+// The xorshifts are their own inverses (shift >= bits / 2): the inverse
+// round is the round with the inverse multipliers in reverse order.
 GRADWIRE_HD inline uint32_t HashRoundInverse(uint32_t x, const ElementKey& k) {
-  x ^= x >> k.shift;
-  x = (x * kHashMul2Inverse) & k.mask;
-  x ^= x >> k.shift;
-  x = (x * kHashMul1Inverse) & k.mask;
-  return x ^ (x >> k.shift);
+  return HashRoundWith(x, k, kHashMul2Inverse, kHashMul1Inverse);
 }
 
 // The hash of element `index` (its low `bits` bits) under `key`: a

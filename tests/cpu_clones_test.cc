@@ -420,12 +420,21 @@ TEST(CpuClonesTest, SignScaleSumsInIndexOrderWhenRoundingMatters) {
 TEST(CpuClonesTest, HashRunsMatchElementHash) {
   GRADWIRE_SEEDED_RNG(rng);
   std::vector<uint32_t> out(1000);
-  for (int trial = 0; trial < 200; ++trial) {
-    const ElementKey key = MakeElementKey(rng(), 32);
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint32_t bits = trial % 2 == 0 ? 32 : kMinHashBits + rng() % (33 - kMinHashBits);
+    const ElementKey key = MakeElementKey(rng(), bits);
     const uint64_t first = rng() % (uint64_t{1} << 32), count = rng() % 1000;
-    HashRun32(key, first, count, out.data());
-    for (uint64_t j = 0; j < count; ++j) {
-      ASSERT_EQ(out[j], ElementHash(key, first + j)) << "index " << first + j;
+    for (bool full : {false, true}) {
+      if (full && bits != 32) continue;
+      if (full) {
+        HashRun<true>(key, first, count, out.data());
+      } else {
+        HashRun<false>(key, first, count, out.data());
+      }
+      for (uint64_t j = 0; j < count; ++j) {
+        ASSERT_EQ(out[j], ElementHash(key, first + j))
+            << "bits " << bits << " full " << full << " index " << first + j;
+      }
     }
   }
 }

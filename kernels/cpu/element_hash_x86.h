@@ -47,33 +47,17 @@ GRADWIRE_CPU_INLINE void ElementHashInverse8(const ElementKey& k, HashU32x8* v) 
   if (!kFull) *v &= k.mask;
 }
 
-// out[j] = ElementHash(key, first + j) for j < count, key.bits == 32
-// (QSGD's rounding).
-GRADWIRE_CPU_INLINE void HashRun32(const ElementKey& key, uint64_t first, uint64_t count,
-                                   uint32_t* out) {
-  HashU32x8 x = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} + (static_cast<uint32_t>(first) + key.add);
-  uint64_t j = 0;
-  for (; j + 8 <= count; j += 8) {
-    HashU32x8 h = x;
-    HashRound8<true, false>(key, &h);
-    h ^= key.mix;
-    HashRound8<true, false>(key, &h);
-    memcpy(out + j, &h, sizeof h);
-    x += 8;
-  }
-  for (; j < count; ++j) out[j] = ElementHash(key, first + j);
-}
-
-// out[j] = ElementHash(key, first + j) for j < count, any key.bits.
+// out[j] = ElementHash(key, first + j) for j < count; kFull as above.
+template <bool kFull>
 GRADWIRE_CPU_INLINE void HashRun(const ElementKey& key, uint64_t first, uint64_t count,
                                  uint32_t* out) {
   HashU32x8 x = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} + (static_cast<uint32_t>(first) + key.add);
   uint64_t j = 0;
   for (; j + 8 <= count; j += 8) {
-    HashU32x8 h = x & key.mask;
-    HashRound8<false, false>(key, &h);
+    HashU32x8 h = kFull ? x : x & key.mask;
+    HashRound8<kFull, false>(key, &h);
     h ^= key.mix;
-    HashRound8<false, false>(key, &h);
+    HashRound8<kFull, false>(key, &h);
     memcpy(out + j, &h, sizeof h);
     x += 8;
   }

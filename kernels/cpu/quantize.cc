@@ -308,7 +308,7 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
                                    uint64_t rounding, float scale, uint32_t max_code,
                                    uint8_t* codes) {
   uint32_t hash[kBlock];
-  HashRun32(MakeElementKey(rounding, 32), first, count, hash);
+  HashRun<true>(MakeElementKey(rounding, 32), first, count, hash);
   const float top = static_cast<float>(max_code);
   const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);

@@ -152,7 +152,7 @@ GRADWIRE_CPU_INLINE void BlockWords(const Selection& s, uint64_t n, uint64_t sta
     return;
   }
   uint32_t hash[kBlock];
-  HashRun(s.key, start, len, hash);
+  HashRun<false>(s.key, start, len, hash);
   uint8_t flags[kBlock];
   for (uint64_t i = 0; i < len; ++i) flags[i] = hash[i] < s.bound ? 1 : 0;
   memset(flags + len, 0, kBlock - len);
