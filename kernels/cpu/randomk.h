@@ -7,10 +7,14 @@
 // RandomKIndices. Output is strictly ascending. Values are NOT rescaled by
 // n/k: with error feedback the unsent mass stays in the residual instead.
 //
-// The CPU finds the set without hashing every index: the keys are a
-// bijection with a cheap inverse, so the k smallest are the first k
-// indices below n among the inverses of 0, 1, 2, ... (about 2k inverse
-// hashes at most), marked in a bitmap and read out in index order.
+// The CPU finds the set without sorting keys: they are a bijection with a
+// cheap inverse, so the k smallest are the first k indices below n among
+// the inverses of 0, 1, 2, ... (about k * 2^bits / n <= 2k inverse
+// hashes). Up to a density of 1/32 those are marked in a bitmap and read
+// out in index order; denser, the same walk only finds the k-th smallest
+// key and every index is hashed forward against it (eight lanes at a
+// time, inside the pass over the elements), which costs less than the
+// bitmap's scattered writes.
 //
 // Fused error-feedback contract and temp-storage idiom: see topk.h.
 #ifndef GRADWIRE_KERNELS_CPU_RANDOMK_H_
