@@ -176,15 +176,6 @@ namespace {
 
 using dispatch_internal::Place;
 
-// The CPU references trust their temp size: check it for them (every
-// selection needs the same, cpu/radix_select.h SelectTempBytes).
-absl::Status CheckHostTemp(const char* who, uint64_t have, uint64_t n) {
-  uint64_t need = 0;
-  cpu::TopKCompress(nullptr, &need, nullptr, nullptr, n, 0, ValueFormat::kFp32, nullptr, nullptr,
-                    nullptr);
-  return have >= need ? absl::OkStatus() : Refuse(who, "temp storage too small");
-}
-
 // What every entry point does once its arguments are checked: run
 // `on_host()` (the CPU reference, which returns nothing) or `on_device()`
 // where `buffers` live.
@@ -231,7 +222,11 @@ absl::Status RunSelection(const Selection& s, const void* residual, const void* 
   if (where == Location::kDevice && runtime->launch == nullptr) {
     return on_device(s.temp, s.temp_bytes);
   }
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostTemp(s.who, *s.temp_bytes, s.n));
+  // The CPU references trust their temp size: check it for them (each
+  // answers its own size query).
+  uint64_t host_need = 0;
+  on_host(nullptr, &host_need);
+  if (*s.temp_bytes < host_need) return Refuse(s.who, "temp storage too small");
   if (where == Location::kDevice) {
     void* temp = s.temp;
     uint64_t bytes = *s.temp_bytes;

@@ -193,9 +193,47 @@ GRADWIRE_HD inline uint32_t MagnitudeKey(float x) {
 // A stateless hash of (seed, step, index): every rank, CPU or GPU, derives
 // the same random numbers without communicating or keeping RNG state.
 // Streams separate independent uses of one (seed, step).
+//
+// Two levels. StreamKey mixes (seed, step, stream) into 64 bits once per
+// call with splitmix64's finalizer (two 64-bit multiplies, cost paid once).
+// ElementHash, run once per element, is a keyed bijection on `bits`-bit
+// integers (16 <= bits <= 32) built from 32-bit operations only:
+//
+//   x = (index + add) mod 2^bits
+//   x = Round(x);  x ^= mix;  x = Round(x)
+//   Round(x) = xorshift(s), * kHashMul1, xorshift(s), * kHashMul2, xorshift(s)
+//
+// where add and mix are the stream key's halves (cut to `bits`), products
+// are taken mod 2^bits, xorshift(s) is x ^= x >> s and s = ceil(bits / 2).
+// At bits = 32, Round is C. Wellons' "lowbias32" finalizer (its middle
+// shift 16 instead of 15). Why this shape:
+//  - Cost. splitmix64 per element took two 64-bit multiplies, which x86
+//    below AVX-512 has no vector instruction for: ~1.2 ns an element on
+//    one core after an 8-lane rewrite, several times a memcpy of the
+//    element. Two rounds here are 4 pmulld and 6 shifts, 8 lanes per AVX2
+//    instruction, and on a GPU 32-bit multiplies are native too.
+//  - Quality. One round of lowbias32 has low but measurable bias; the key
+//    half injected between two rounds makes each step's function a fresh
+//    one, and the adding key makes every index's hash exactly uniform over
+//    steps (what QSGD's unbiasedness needs). tests/element_math_test.cc
+//    checks uniformity, independence across indices and steps, and QSGD's
+//    unbiasedness; tests/randomk_test.cc the selection's uniformity.
+//  - Invertibility. Every step is a bijection of [0, 2^bits) with an
+//    inverse of the same cost (s >= bits / 2 makes each xorshift its own
+//    inverse; the multipliers are odd). Random-k needs it: see RandomKKey.
+//
+// A change of this function changes random-k's indices, which receivers
+// re-derive: it needs a new random-k frame version (lib/codec/wire_format.h).
 inline constexpr uint64_t kStreamRandomK = 1;
 inline constexpr uint64_t kStreamRounding = 2;
 inline constexpr uint64_t kGolden64 = 0x9e3779b97f4a7c15ull;
+inline constexpr uint32_t kHashMul1 = 0x7feb352du;
+inline constexpr uint32_t kHashMul2 = 0x846ca68bu;
+inline constexpr uint32_t kHashMul1Inverse = 0x1d69e2a5u;  // mod 2^32 (and so mod 2^bits)
+inline constexpr uint32_t kHashMul2Inverse = 0x43021123u;
+static_assert(kHashMul1 * kHashMul1Inverse == 1u && kHashMul2 * kHashMul2Inverse == 1u,
+              "multiplier inverses");
+inline constexpr uint32_t kMinHashBits = 16;
 
 // splitmix64's finalizer: a bijection on 64 bits with full avalanche.
 GRADWIRE_HD inline uint64_t Mix64(uint64_t z) {
@@ -209,24 +247,96 @@ GRADWIRE_HD inline uint64_t StreamKey(uint64_t seed, uint64_t step, uint64_t str
   return Mix64(Mix64(seed ^ (stream * kGolden64)) + step * 0xd6e8feb86659fd93ull + stream);
 }
 
-// The hash of element `index` under `stream_key`.
-GRADWIRE_HD inline uint64_t ElementHash(uint64_t stream_key, uint64_t index) {
-  return Mix64(stream_key + (index + 1) * kGolden64);
-}
-
+// A general 64-bit hash of (seed, step, stream, index) for test and
+// benchmark data; no kernel's output depends on it.
 GRADWIRE_HD inline uint64_t CounterHash(uint64_t seed, uint64_t step, uint64_t stream,
                                         uint64_t index) {
-  return ElementHash(StreamKey(seed, step, stream), index);
+  return Mix64(StreamKey(seed, step, stream) + (index + 1) * kGolden64);
 }
 
-// Uniform in [0, 1) with 24 random bits (exactly representable).
-GRADWIRE_HD inline float UnitFloat(uint64_t hash) {
-  return static_cast<float>(hash >> 40) * 5.9604644775390625e-8f;
+// ElementHash's per-call parameters: the stream key cut to `bits`.
+struct ElementKey {
+  uint32_t add;    // added to the index
+  uint32_t mix;    // xored in between the rounds
+  uint32_t bits;   // kMinHashBits..32
+  uint32_t shift;  // ceil(bits / 2)
+  uint32_t mask;   // 2^bits - 1
+};
+
+GRADWIRE_HD inline ElementKey MakeElementKey(uint64_t stream_key, uint32_t bits) {
+  ElementKey k;
+  k.bits = bits;
+  k.shift = (bits + 1) / 2;
+  k.mask = 0xffffffffu >> (32 - bits);
+  k.add = static_cast<uint32_t>(stream_key) & k.mask;
+  k.mix = static_cast<uint32_t>(stream_key >> 32) & k.mask;
+  return k;
 }
 
-// Random-k selects the k elements with the SMALLEST key (ties: lower index).
-GRADWIRE_HD inline uint32_t RandomKKey(uint64_t stream_key, uint64_t index) {
-  return static_cast<uint32_t>(ElementHash(stream_key, index) >> 32);
+// One round: xorshift, * mul_a, xorshift, * mul_b, xorshift (mod 2^bits).
+GRADWIRE_HD inline uint32_t HashRoundWith(uint32_t x, const ElementKey& k, uint32_t mul_a,
+                                          uint32_t mul_b) {
+  x ^= x >> k.shift;
+  x = (x * mul_a) & k.mask;
+  x ^= x >> k.shift;
+  x = (x * mul_b) & k.mask;
+  return x ^ (x >> k.shift);
+}
+
+GRADWIRE_HD inline uint32_t HashRound(uint32_t x, const ElementKey& k) {
+  return HashRoundWith(x, k, kHashMul1, kHashMul2);
+}
+
+// The xorshifts are their own inverses (shift >= bits / 2): the inverse
+// round is the round with the inverse multipliers in reverse order.
+GRADWIRE_HD inline uint32_t HashRoundInverse(uint32_t x, const ElementKey& k) {
+  return HashRoundWith(x, k, kHashMul2Inverse, kHashMul1Inverse);
+}
+
+// The hash of element `index` (its low `bits` bits) under `key`: a
+// bijection of [0, 2^bits) for each key.
+GRADWIRE_HD inline uint32_t ElementHash(const ElementKey& key, uint64_t index) {
+  const uint32_t x = (static_cast<uint32_t>(index) + key.add) & key.mask;
+  return HashRound(HashRound(x, key) ^ key.mix, key);
+}
+
+// The index in [0, 2^bits) whose ElementHash is `hash`.
+GRADWIRE_HD inline uint32_t ElementHashInverse(const ElementKey& key, uint32_t hash) {
+  return (HashRoundInverse(HashRoundInverse(hash, key) ^ key.mix, key) - key.add) & key.mask;
+}
+
+// QSGD's rounding: 32-bit hashes (indices beyond 2^32 repeat them).
+GRADWIRE_HD inline ElementKey RoundingKey(uint64_t seed, uint64_t step) {
+  return MakeElementKey(StreamKey(seed, step, kStreamRounding), 32);
+}
+
+// Uniform in [0, 1) from a 32-bit hash's top 24 bits (exactly
+// representable).
+GRADWIRE_HD inline float UnitFloat(uint32_t hash) {
+  return static_cast<float>(hash >> 8) * 5.9604644775390625e-8f;
+}
+
+// Random-k over n elements hashes on the smallest width that holds every
+// index, and at least kMinHashBits: ceil(log2 n), clamped to [16, 32].
+GRADWIRE_HD inline uint32_t RandomKHashBits(uint64_t n) {
+  uint32_t bits = kMinHashBits;
+  while (bits < 32 && (uint64_t{1} << bits) < n) ++bits;
+  return bits;
+}
+
+GRADWIRE_HD inline ElementKey RandomKElementKey(uint64_t seed, uint64_t step, uint64_t n) {
+  return MakeElementKey(StreamKey(seed, step, kStreamRandomK), RandomKHashBits(n));
+}
+
+// Random-k selects the k elements with the SMALLEST key, key =
+// RandomKKey(RandomKElementKey(seed, step, n), index). For one key the
+// keys of [0, n) are distinct (a bijection), so there are no ties. The k
+// smallest are also the first k indices below n met in
+// ElementHashInverse(key, 0), (.., 1), ...: about k * 2^bits / n <= 2k
+// inverse hashes instead of n hashes (the CPU does that; the GPU ranks all
+// n keys; both give the same set).
+GRADWIRE_HD inline uint32_t RandomKKey(const ElementKey& key, uint64_t index) {
+  return ElementHash(key, index);
 }
 
 // ------------------------------------------------------------------ QSGD --

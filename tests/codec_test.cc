@@ -408,6 +408,26 @@ TEST(CodecTest, RandomKIndicesAreNotSentButAgreeAcrossRanks) {
   }
 }
 
+// A random-k frame from a build on the version-1 element hash (its version
+// byte 1) would re-derive to other indices here: refused, dense untouched.
+TEST(CodecTest, RandomKFrameOfTheOldHashVersionIsRefused) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 5000;
+  std::unique_ptr<Codec> codec = Make("randomk:ratio=0.02,seed=42");
+  const std::vector<float> g = Gradient(n, rng);
+  std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> stats = codec->Encode(g, 9, {}, absl::MakeSpan(f));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  f.resize(stats->frame_bytes);
+  EXPECT_EQ(f[4], kRandomKFrameVersion);
+  f[4] = 1;
+  std::vector<float> dense(n, 7.0f);
+  const absl::Status s = codec->DecodeAccumulate(f, absl::MakeSpan(dense));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("random-k frame of version 1"));
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+}
+
 TEST(CodecTest, NonFiniteGradientIsCountedAndDoesNotPoisonTheResidual) {
   for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "randomk:ratio=0.1",
                            "qsgd:bits=4", "sign", "fp16", "bf16"}) {

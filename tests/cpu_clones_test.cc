@@ -149,7 +149,7 @@ Encoded RefQuantize(const std::vector<float>& g, const std::vector<float>* e, bo
                     uint32_t bits, uint32_t bucket, uint64_t seed, uint64_t step) {
   const uint64_t n = g.size();
   const uint32_t m = QsgdMaxCode(bits);
-  const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
+  const ElementKey rounding = RoundingKey(seed, step);
   Encoded out;
   out.scales.assign(4 * BucketCount(n, bucket), 0);
   out.values.assign(PackedBytes(n, bits), 0);
@@ -201,10 +201,10 @@ std::vector<float> RefQuantizedDecode(const std::vector<uint8_t>& scales,
   return dense;
 }
 
-// The k smallest RandomKKey, ties to the lower index, ascending: the first
-// k (key, index) pairs in order, nothing shared with the radix selection.
+// The k smallest RandomKKey, ascending: the first k (key, index) pairs in
+// order, nothing shared with the inverse-hash enumeration.
 std::vector<uint32_t> RefRandomKIndices(uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
-  const uint64_t stream = StreamKey(seed, step, kStreamRandomK);
+  const ElementKey stream = RandomKElementKey(seed, step, n);
   std::vector<std::pair<uint32_t, uint32_t>> keyed;
   for (uint32_t i = 0; i < n; ++i) keyed.emplace_back(RandomKKey(stream, i), i);
   std::nth_element(keyed.begin(), keyed.begin() + k, keyed.end());
@@ -417,14 +417,45 @@ TEST(CpuClonesTest, SignScaleSumsInIndexOrderWhenRoundingMatters) {
   }
 }
 
-TEST(CpuClonesTest, HashRunsMatchRandomKKey) {
+TEST(CpuClonesTest, HashRunsMatchElementHash) {
   GRADWIRE_SEEDED_RNG(rng);
   std::vector<uint32_t> out(1000);
-  for (int trial = 0; trial < 200; ++trial) {
-    const uint64_t key = rng(), first = rng() % (uint64_t{1} << 32), count = rng() % 1000;
-    HashHigh32(key, first, count, out.data());
-    for (uint64_t j = 0; j < count; ++j) {
-      ASSERT_EQ(out[j], RandomKKey(key, first + j)) << "key " << key << " index " << first + j;
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint32_t bits = trial % 2 == 0 ? 32 : kMinHashBits + rng() % (33 - kMinHashBits);
+    const ElementKey key = MakeElementKey(rng(), bits);
+    const uint64_t first = rng() % (uint64_t{1} << 32), count = rng() % 1000;
+    for (bool full : {false, true}) {
+      if (full && bits != 32) continue;
+      if (full) {
+        HashRun<true>(key, first, count, out.data());
+      } else {
+        HashRun<false>(key, first, count, out.data());
+      }
+      for (uint64_t j = 0; j < count; ++j) {
+        ASSERT_EQ(out[j], ElementHash(key, first + j))
+            << "bits " << bits << " full " << full << " index " << first + j;
+      }
+    }
+  }
+}
+
+TEST(CpuClonesTest, VectorInverseMatchesElementHashInverse) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint32_t bits = kMinHashBits; bits <= 32; ++bits) {
+    const ElementKey key = MakeElementKey(rng(), bits);
+    for (int trial = 0; trial < 100; ++trial) {
+      HashU32x8 v;
+      for (int l = 0; l < 8; ++l) v[l] = static_cast<uint32_t>(rng()) & key.mask;
+      const HashU32x8 h = v;
+      if (bits == 32) {
+        ElementHashInverse8<true>(key, &v);
+      } else {
+        ElementHashInverse8<false>(key, &v);
+      }
+      for (int l = 0; l < 8; ++l) {
+        ASSERT_EQ(v[l], ElementHashInverse(key, h[l])) << "bits " << bits;
+        ASSERT_EQ(ElementHash(key, v[l]), h[l]) << "bits " << bits;
+      }
     }
   }
 }

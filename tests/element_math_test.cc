@@ -120,30 +120,115 @@ TEST(MagnitudeKeyTest, OrdersNanLowestThenMagnitudesThenInf) {
   }
 }
 
-TEST(CounterHashTest, DeterministicAndUniform) {
+TEST(ElementHashTest, KeysAreDeterministicAndDistinctPerStream) {
   GRADWIRE_SEEDED_RNG(rng);
   const uint64_t seed = rng(), step = rng() % 1000;
   const uint64_t key = StreamKey(seed, step, kStreamRandomK);
   EXPECT_EQ(key, StreamKey(seed, step, kStreamRandomK));
   EXPECT_NE(key, StreamKey(seed, step + 1, kStreamRandomK));
   EXPECT_NE(key, StreamKey(seed, step, kStreamRounding));
-  EXPECT_EQ(CounterHash(seed, step, kStreamRandomK, 12345), ElementHash(key, 12345));
-  // 16 equal cells of UnitFloat: chi-square with 15 dof stays < 50 with
-  // overwhelming probability for a decent hash.
-  const int kSamples = 160000;
-  std::vector<int> cells(16, 0);
-  double mean = 0;
-  for (int i = 0; i < kSamples; ++i) {
-    const float u = UnitFloat(ElementHash(key, i));
-    ASSERT_GE(u, 0.0f);
-    ASSERT_LT(u, 1.0f);
-    mean += u;
-    ++cells[static_cast<int>(u * 16)];
+  EXPECT_EQ(RandomKHashBits(0), kMinHashBits);
+  EXPECT_EQ(RandomKHashBits(65536), 16u);
+  EXPECT_EQ(RandomKHashBits(65537), 17u);
+  EXPECT_EQ(RandomKHashBits(uint64_t{1} << 32), 32u);
+  EXPECT_EQ(RandomKElementKey(seed, step, 1000).bits, 16u);
+}
+
+// For every width, each key's hash is a bijection and ElementHashInverse
+// undoes it (random-k's CPU path relies on both).
+TEST(ElementHashTest, BijectionWithInverseAtEveryWidth) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint32_t bits = kMinHashBits; bits <= 32; ++bits) {
+    const ElementKey key = MakeElementKey(rng(), bits);
+    for (int t = 0; t < 20000; ++t) {
+      const uint32_t i = static_cast<uint32_t>(rng()) & key.mask;
+      const uint32_t h = ElementHash(key, i);
+      ASSERT_LE(h, key.mask);
+      ASSERT_EQ(ElementHashInverse(key, h), i) << "bits " << bits;
+    }
   }
-  double chi2 = 0;
-  for (int c : cells) chi2 += (c - kSamples / 16.0) * (c - kSamples / 16.0) / (kSamples / 16.0);
-  EXPECT_LT(chi2, 50.0);
-  EXPECT_NEAR(mean / kSamples, 0.5, 0.005);
+  const ElementKey key = MakeElementKey(rng(), 16);
+  std::vector<bool> seen(65536, false);
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const uint32_t h = ElementHash(key, i);
+    ASSERT_FALSE(seen[h]) << i;
+    seen[h] = true;
+  }
+}
+
+// Over consecutive indices of one key (what a kernel call uses), every
+// output bit is set half of the time, UnitFloat is uniform (16 cells,
+// chi-square), and flipping any one input bit flips each output bit half
+// of the time (avalanche).
+TEST(ElementHashTest, UniformBitsAndAvalancheOverIndices) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const int kSamples = 1 << 17;
+  for (uint32_t bits : {16u, 21u, 32u}) {
+    SCOPED_TRACE(::testing::Message() << "bits " << bits);
+    const ElementKey key = MakeElementKey(StreamKey(rng(), rng() % 1000, kStreamRounding), bits);
+    const uint64_t first = rng() & key.mask;
+    std::vector<int> ones(bits, 0), cells(16, 0);
+    for (int i = 0; i < kSamples; ++i) {
+      const uint32_t h = ElementHash(key, first + i);
+      for (uint32_t b = 0; b < bits; ++b) ones[b] += (h >> b) & 1;
+      ++cells[(h << (32 - bits)) >> 28];
+    }
+    // sd of a bit count: sqrt(kSamples) / 2 = 181.
+    for (uint32_t b = 0; b < bits; ++b) EXPECT_NEAR(ones[b], kSamples / 2, 6 * 181) << "bit " << b;
+    double chi2 = 0;
+    for (int c : cells) chi2 += (c - kSamples / 16.0) * (c - kSamples / 16.0) / (kSamples / 16.0);
+    EXPECT_LT(chi2, 50.0);    // 15 dof
+    const int kPairs = 4000;  // per input bit: sd of a flip count 32
+    for (uint32_t in = 0; in < bits; ++in) {
+      std::vector<int> flips(bits, 0);
+      for (int t = 0; t < kPairs; ++t) {
+        const uint32_t i = static_cast<uint32_t>(rng()) & key.mask;
+        const uint32_t d = ElementHash(key, i) ^ ElementHash(key, i ^ (1u << in));
+        for (uint32_t b = 0; b < bits; ++b) flips[b] += (d >> b) & 1;
+      }
+      for (uint32_t b = 0; b < bits; ++b) {
+        ASSERT_NEAR(flips[b], kPairs / 2, 6 * 32) << "input bit " << in << " output bit " << b;
+      }
+    }
+  }
+}
+
+// One index's hashes at two steps (or under two seeds) are independent:
+// the joint distribution of their top 4 bits is uniform over 256 cells,
+// and each index's UnitFloat over steps has mean 1/2.
+TEST(ElementHashTest, IndependentAcrossStepsAndSeeds) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (bool across_seeds : {false, true}) {
+    SCOPED_TRACE(across_seeds ? "seeds" : "steps");
+    const uint64_t seed = rng();
+    std::vector<int> cells(256, 0);
+    const int kSteps = 256, kIndices = 512;
+    std::vector<double> mean(kIndices, 0.0);
+    for (int s = 0; s < kSteps; ++s) {
+      const ElementKey a = across_seeds ? RoundingKey(seed + 2 * s, 5) : RoundingKey(seed, s);
+      const ElementKey b =
+          across_seeds ? RoundingKey(seed + 2 * s + 1, 5) : RoundingKey(seed, s + 1);
+      for (int i = 0; i < kIndices; ++i) {
+        const uint32_t ha = ElementHash(a, i), hb = ElementHash(b, i);
+        ++cells[(ha >> 28) * 16 + (hb >> 28)];
+        mean[i] += UnitFloat(ha) / kSteps;
+      }
+    }
+    const double want = kSteps * kIndices / 256.0;  // 512 a cell
+    double chi2 = 0;
+    for (int c : cells) chi2 += (c - want) * (c - want) / want;
+    EXPECT_LT(chi2, 255 + 8 * std::sqrt(2 * 255.0));
+    // sd of a mean of 256 uniforms: 0.018.
+    for (int i = 0; i < kIndices; ++i) ASSERT_NEAR(mean[i], 0.5, 6 * 0.018) << "index " << i;
+  }
+}
+
+TEST(ElementHashTest, UnitFloatTakesTheTop24Bits) {
+  EXPECT_EQ(UnitFloat(0), 0.0f);
+  EXPECT_EQ(UnitFloat(0xffu), 0.0f);
+  EXPECT_EQ(UnitFloat(0x100u), 5.9604644775390625e-8f);
+  EXPECT_EQ(UnitFloat(0x80000000u), 0.5f);
+  EXPECT_LT(UnitFloat(0xffffffffu), 1.0f);
 }
 
 TEST(QsgdMathTest, LevelsSpanScaleAndQuantizeIsUnbiased) {

@@ -261,7 +261,7 @@ TEST(GpuTopKTest, RandomKMatchesCpuForTheSameSeed) {
 uint64_t Candidates(Selector sel, const std::vector<float>& acc, uint64_t k, uint64_t seed,
                     uint64_t step) {
   const uint64_t n = acc.size();
-  const uint64_t stream_key = StreamKey(seed, step, kStreamRandomK);
+  const ElementKey stream_key = RandomKElementKey(seed, step, n);
   const int shift = sel == Selector::kRandom ? 21 : 20;
   std::vector<uint32_t> keys(n);
   for (uint64_t i = 0; i < n; ++i) {

@@ -30,13 +30,13 @@ struct Quantized {
 };
 
 Quantized RunQsgd(const std::vector<float>& grad, const std::vector<float>* residual, uint32_t bits,
-                  uint32_t bucket, uint64_t seed) {
+                  uint32_t bucket, uint64_t seed, uint64_t step = 7) {
   const uint64_t n = grad.size();
   Quantized q;
   q.scales.assign(4 * BucketCount(n, bucket) + 1, 0xee);
   q.packed.assign(PackedBytes(n, bits) + 1, 0xee);  // sentinel byte after the end
   if (residual) q.residual = *residual;
-  QsgdCompress(grad.data(), residual ? q.residual.data() : nullptr, n, bits, bucket, seed, 7,
+  QsgdCompress(grad.data(), residual ? q.residual.data() : nullptr, n, bits, bucket, seed, step,
                q.scales.data(), q.packed.data(), nullptr);
   EXPECT_EQ(q.packed.back(), 0xee);
   EXPECT_EQ(q.scales.back(), 0xee);
@@ -93,6 +93,52 @@ TEST(QsgdTest, UnbiasedInExpectationOverSeeds) {
       // sd of one draw <= scale/m; 5 standard errors of the mean.
       const double tol = 5.0 * scales[i / bucket] / m / std::sqrt(double{kTrials}) + 1e-6;
       ASSERT_NEAR(mean[i], grad[i], tol) << "bits " << bits << " i " << i;
+    }
+  }
+}
+
+// What training does: one seed, step after step. Each element's mean over
+// the steps is its value, and the rounding errors of different elements
+// are uncorrelated: a bucket's summed error has the variance of the sum of
+// its elements' (a hash that rounds neighbours alike inflates it).
+TEST(QsgdTest, UnbiasedAndUncorrelatedOverStepsOfOneSeed) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 512, seed = rng();
+  const uint32_t bucket = 64;
+  const std::vector<float> grad = Normal(n, 1.0f, rng);
+  for (uint32_t bits : {2u, 4u, 8u}) {
+    SCOPED_TRACE(::testing::Message() << "bits " << bits);
+    const int kSteps = 3000;
+    const uint64_t buckets = BucketCount(n, bucket);
+    std::vector<double> mean(n, 0.0), var(n, 0.0), bucket_sum(buckets, 0.0),
+        bucket_sum2(buckets, 0.0);
+    std::vector<float> scales(buckets);
+    for (int s = 0; s < kSteps; ++s) {
+      const Quantized q = RunQsgd(grad, nullptr, bits, bucket, seed, s);
+      std::vector<double> err(buckets, 0.0);
+      for (uint64_t i = 0; i < n; ++i) {
+        const double e = static_cast<double>(q.decoded[i]) - grad[i];
+        mean[i] += e / kSteps;
+        var[i] += e * e / kSteps;
+        err[i / bucket] += e;
+      }
+      for (uint64_t b = 0; b < buckets; ++b) {
+        bucket_sum[b] += err[b] / kSteps;
+        bucket_sum2[b] += err[b] * err[b] / kSteps;
+        if (s == 0) scales[b] = LoadValue(q.scales.data(), b, ValueFormat::kFp32);
+      }
+    }
+    const uint32_t m = QsgdMaxCode(bits);
+    for (uint64_t i = 0; i < n; ++i) {
+      const double tol = 5.0 * scales[i / bucket] / m / std::sqrt(double{kSteps}) + 1e-6;
+      ASSERT_NEAR(mean[i], 0.0, tol) << "i " << i;
+    }
+    for (uint64_t b = 0; b < buckets; ++b) {
+      double independent = 0;  // the sum of the elements' error variances
+      for (uint64_t i = b * bucket; i < (b + 1) * bucket; ++i) independent += var[i];
+      const double got = bucket_sum2[b] - bucket_sum[b] * bucket_sum[b];
+      // 3000 steps estimate a variance within ~3 % (sd); allow 20 %.
+      EXPECT_NEAR(got, independent, 0.2 * independent) << "bucket " << b;
     }
   }
 }

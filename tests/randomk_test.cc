@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,13 +26,13 @@ std::vector<uint32_t> Indices(uint64_t seed, uint64_t step, uint64_t n, uint64_t
   return out;
 }
 
-// Reference: the k smallest RandomKKey, ties to the lower index, ascending.
+// Reference: the k smallest RandomKKey, ascending (the keys are distinct).
 std::vector<uint32_t> Reference(uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
-  const uint64_t key = StreamKey(seed, step, kStreamRandomK);
+  const ElementKey key = RandomKElementKey(seed, step, n);
   std::vector<uint32_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0u);
-  std::stable_sort(idx.begin(), idx.end(),
-                   [&](uint32_t a, uint32_t b) { return RandomKKey(key, a) < RandomKKey(key, b); });
+  std::sort(idx.begin(), idx.end(),
+            [&](uint32_t a, uint32_t b) { return RandomKKey(key, a) < RandomKKey(key, b); });
   idx.resize(k);
   std::sort(idx.begin(), idx.end());
   return idx;
@@ -39,7 +40,7 @@ std::vector<uint32_t> Reference(uint64_t seed, uint64_t step, uint64_t n, uint64
 
 TEST(RandomKTest, MatchesReferenceAndIsTheSameOnEveryRank) {
   GRADWIRE_SEEDED_RNG(rng);
-  for (uint64_t n : {0ull, 1ull, 10ull, 4097ull, 100000ull}) {
+  for (uint64_t n : {0ull, 1ull, 10ull, 4097ull, 65536ull, 65537ull, 100000ull}) {
     std::vector<uint64_t> ks = {0, n};
     if (n) ks.insert(ks.end(), {1, n / 100 + 1, n / 2, rng() % n});
     for (uint64_t k : ks) {
@@ -73,10 +74,74 @@ TEST(RandomKTest, UniformOverManySteps) {
   EXPECT_LT(chi2, 1200.0);  // 999 dof: mean 999, sd ~45
 }
 
+// Pairs of indices are chosen together as often as in a uniform draw of
+// k of n: k(k-1) / (n(n-1)) of the steps, for every pair (chi-square over
+// all pairs) and summed over neighbours at each distance (a hash with
+// structure in the index, e.g. one that keeps runs together, fails here
+// even when each index alone is chosen k/n of the time).
+TEST(RandomKTest, PairsAreChosenTogetherAsInAUniformDraw) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 120, k = 12, steps = 40000, seed = rng();
+  std::vector<int> pair(n * n, 0);
+  for (uint64_t s = 0; s < steps; ++s) {
+    const std::vector<uint32_t> idx = Indices(seed, s, n, k);
+    for (uint64_t a = 0; a < k; ++a) {
+      for (uint64_t b = a + 1; b < k; ++b) ++pair[idx[a] * n + idx[b]];
+    }
+  }
+  const double p = static_cast<double>(k * (k - 1)) / static_cast<double>(n * (n - 1));
+  const double expected = steps * p;  // ~367 per pair
+  double chi2 = 0;
+  for (uint64_t a = 0; a < n; ++a) {
+    for (uint64_t b = a + 1; b < n; ++b) {
+      chi2 += (pair[a * n + b] - expected) * (pair[a * n + b] - expected) / expected;
+    }
+  }
+  const double dof = n * (n - 1) / 2 - 1.0;  // 7139: sd ~120
+  EXPECT_LT(chi2, dof + 8 * std::sqrt(2 * dof)) << "pairs";
+  for (uint64_t d : {1ull, 2ull, 3ull, 8ull, 16ull, 60ull}) {
+    double sum = 0;
+    for (uint64_t a = 0; a + d < n; ++a) sum += pair[a * n + a + d];
+    const double want = expected * static_cast<double>(n - d);
+    EXPECT_NEAR(sum, want, 6 * std::sqrt(want)) << "distance " << d;
+  }
+}
+
+// Consecutive steps, and two seeds at one step, overlap like independent
+// uniform draws: hypergeometric, mean k^2/n, variance as computed below.
+TEST(RandomKTest, StepsAndSeedsAreIndependent) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 5000, k = 250, trials = 4000;
+  const double mean = static_cast<double>(k * k) / n;  // 12.5
+  const double var = mean * (1.0 - static_cast<double>(k) / n) * (n - k) / (n - 1.0);
+  for (bool across_seeds : {false, true}) {
+    const uint64_t seed = rng();
+    double sum = 0, sum2 = 0;
+    std::vector<uint32_t> prev = Indices(seed, 0, n, k);
+    for (uint64_t t = 1; t <= trials; ++t) {
+      const std::vector<uint32_t> next =
+          across_seeds ? Indices(seed + t, 7, n, k) : Indices(seed, t, n, k);
+      const std::vector<uint32_t>& other =
+          across_seeds ? Indices(seed + t + trials, 7, n, k) : prev;
+      std::vector<uint32_t> common;
+      std::set_intersection(next.begin(), next.end(), other.begin(), other.end(),
+                            std::back_inserter(common));
+      sum += common.size();
+      sum2 += static_cast<double>(common.size()) * common.size();
+      prev = next;
+    }
+    const double m = sum / trials, v = sum2 / trials - m * m;
+    SCOPED_TRACE(across_seeds ? "seeds" : "steps");
+    EXPECT_NEAR(m, mean, 6 * std::sqrt(var / trials));
+    // The sample variance of 4000 draws is within ~7 % of the true one.
+    EXPECT_NEAR(v, var, 0.25 * var);
+  }
+}
+
 TEST(RandomKTest, CompressFusesErrorFeedback) {
   GRADWIRE_SEEDED_RNG(rng);
   std::normal_distribution<float> normal;
-  const uint64_t n = 50001, k = 777, seed = rng(), step = 3;
+  const uint64_t n = 50001, seed = rng(), step = 3;
   std::vector<float> grad(n), residual(n), acc(n);
   for (uint64_t i = 0; i < n; ++i) {
     grad[i] = normal(rng);
@@ -85,28 +150,31 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
   }
   grad[5] = std::nanf("");
   acc[5] = grad[5] + residual[5];
-  for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
-    std::vector<float> res = residual;
-    uint64_t temp_bytes = 0;
-    RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,
-                    nullptr);
-    std::vector<uint64_t> temp(temp_bytes / 8 + 1);
-    std::vector<uint32_t> idx(k);
-    std::vector<uint8_t> values(k * ValueWidth(f));
-    FusedStats stats;
-    RandomKCompress(temp.data(), &temp_bytes, grad.data(), res.data(), n, k, seed, step, f,
-                    idx.data(), values.data(), &stats);
-    ASSERT_EQ(idx, Indices(seed, step, n, k));
-    EXPECT_EQ(stats.nonfinite, 1u);
-    std::vector<float> decoded(n, 0.0f);
-    for (uint64_t j = 0; j < k; ++j) {
-      decoded[idx[j]] = LoadValue(values.data(), j, f);
-      ASSERT_EQ(FloatBits(decoded[idx[j]]), FloatBits(RoundToFormat(acc[idx[j]], f)));
+  // k = 777: the bitmap path; 5000 (denser than 1/32): hashed forward.
+  for (uint64_t k : {777ull, 5000ull})
+    for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k);
+      std::vector<float> res = residual;
+      uint64_t temp_bytes = 0;
+      RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,
+                      nullptr);
+      std::vector<uint64_t> temp(temp_bytes / 8 + 1);
+      std::vector<uint32_t> idx(k);
+      std::vector<uint8_t> values(k * ValueWidth(f));
+      FusedStats stats;
+      RandomKCompress(temp.data(), &temp_bytes, grad.data(), res.data(), n, k, seed, step, f,
+                      idx.data(), values.data(), &stats);
+      ASSERT_EQ(idx, Indices(seed, step, n, k));
+      EXPECT_EQ(stats.nonfinite, 1u);
+      std::vector<float> decoded(n, 0.0f);
+      for (uint64_t j = 0; j < k; ++j) {
+        decoded[idx[j]] = LoadValue(values.data(), j, f);
+        ASSERT_EQ(FloatBits(decoded[idx[j]]), FloatBits(RoundToFormat(acc[idx[j]], f)));
+      }
+      for (uint64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc[i], decoded[i]))) << i;
+      }
     }
-    for (uint64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(FloatBits(res[i]), FloatBits(ResidualAfter(acc[i], decoded[i]))) << i;
-    }
-  }
 }
 
 }  // namespace

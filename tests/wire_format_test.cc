@@ -243,7 +243,8 @@ TEST(WireFormatTest, EachBadFieldHasItsOwnMessage) {
   const FieldCase cases[] = {
       {"magic", [](auto& f) { f[0] = 'X'; }, "bad magic"},
       {"version 0", [](auto& f) { f[4] = 0; }, "unsupported version 0"},
-      {"version 2", [](auto& f) { f[4] = 2; }, "unsupported version 2"},
+      {"version 2", [](auto& f) { f[4] = 2; }, "unsupported version 2 for codec id 3"},
+      {"version 3", [](auto& f) { f[4] = 3; }, "unsupported version 3"},
       {"codec", [](auto& f) { f[5] = 8; }, "unknown codec id 8"},
       {"codec 255", [](auto& f) { f[5] = 255; }, "unknown codec id 255"},
       {"value_type", [](auto& f) { f[6] = 4; }, "unknown value_type 4"},
@@ -270,6 +271,42 @@ TEST(WireFormatTest, EachBadFieldHasItsOwnMessage) {
     Reseal(f);
     SCOPED_TRACE(c.name);
     EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, c.message);
+  }
+}
+
+// Random-k frames are version 2 (indices from the 32-bit element hash);
+// a version-1 random-k frame, from a build on the old hash, is refused by
+// name instead of decoding to the wrong indices, and version 2 is random-k's
+// alone.
+std::vector<uint8_t> RandomKFrame() {
+  FrameHeader h;
+  h.codec = CodecId::kRandomK;
+  h.value_type = ValueType::kFp32;
+  h.index_encoding = IndexEncoding::kNone;
+  h.dense_length = 100;
+  h.element_count = 2;
+  h.step = 5;
+  h.seed = 77;
+  Sections s;
+  s.values = std::vector<uint8_t>(8, 0x3f);
+  return BuildFrame(h, s);
+}
+
+TEST(WireFormatTest, RandomKFramesAreVersion2AndVersion1IsRefused) {
+  std::vector<uint8_t> f = RandomKFrame();
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[4], kRandomKFrameVersion);
+  EXPECT_EQ(kRandomKFrameVersion, 2);
+  EXPECT_EQ(FrameVersionFor(CodecId::kRandomK), 2);
+  EXPECT_TRUE(Parse(f).ok()) << Parse(f);
+  f[4] = 1;  // what a build on the old hash writes
+  Reseal(f);
+  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "random-k frame of version 1");
+  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
+  // The other codecs stay version 1.
+  for (uint8_t c = 0; c <= kMaxCodecId; ++c) {
+    if (c == static_cast<uint8_t>(CodecId::kRandomK)) continue;
+    EXPECT_EQ(FrameVersionFor(static_cast<CodecId>(c)), 1) << int{c};
   }
 }
 

@@ -1,8 +1,8 @@
 // How the CPU kernels build their hot loops for more than one x86-64 level.
 //
 // A function marked GRADWIRE_CPU_CLONES is compiled several times, for
-// x86-64-v4 (AVX-512: eight 64-bit multiplies per instruction, which the
-// counter hash needs), x86-64-v3 (AVX2, FMA, F16C) and the baseline, and
+// x86-64-v4 (AVX-512: sixteen 32-bit lanes), x86-64-v3 (AVX2, FMA, F16C:
+// eight 32-bit lanes, pmulld for the element hash) and the baseline, and
 // the loader picks the clone the CPU runs (GCC target_clones, an ifunc).
 // Helpers it calls are marked GRADWIRE_CPU_INLINE so that each clone gets
 // its own copy compiled for its level, and select with SelectBits.

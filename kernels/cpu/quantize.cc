@@ -302,13 +302,13 @@ GRADWIRE_CPU_INLINE float MeanFiniteMagnitude(const float* acc, uint64_t len, ui
 
 // Codes and residuals of count <= kBlock elements of one QSGD bucket
 // whose scale is > 0 (QsgdQuantize, branch-free), the first at global
-// index `first`.
+// index `first`; `rounding` is the stream key of RoundingKey.
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count, uint64_t first,
                                    uint64_t rounding, float scale, uint32_t max_code,
                                    uint8_t* codes) {
   uint32_t hash[kBlock];
-  HashHigh32(rounding, first, count, hash);
+  HashRun<true>(MakeElementKey(rounding, 32), first, count, hash);
   const float top = static_cast<float>(max_code);
   const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);

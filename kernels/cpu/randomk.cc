@@ -4,171 +4,242 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
-#include "gradwire/kernels/cpu/radix_select.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
 
-// Elements per step of the one pass: their hashes are staged on the stack
-// (HashHigh32 fills them eight lanes at a time) and tested in a loop that
-// vectorizes; the rare passing ones are then collected in index order.
-constexpr uint64_t kBlock = 512;
+// The selection is a bitmap of n bits, plus one: bit n takes the writes of
+// the inverse hashes that land outside [0, n), so the marking loop has no
+// branch on them.
+uint64_t BitmapWords(uint64_t n) { return n / 64 + 1; }
 
-// The selection's candidates: indices and their keys (~RandomKKey:
-// selection takes the largest keys, random-k the smallest hashes). The
-// keys live in SelectTemp's value list, which random-k does not need.
-struct Candidates {
-  uint32_t* index;
-  uint32_t* key;
-  uint64_t count = 0;
-};
-
-Candidates CandidatesIn(const internal::SelectTemp& t) {
-  Candidates c;
-  c.index = t.candidates;
-  c.key = reinterpret_cast<uint32_t*>(t.candidate_values);
-  return c;
+// Sets the bits of the first k indices below n met in the order
+// ElementHashInverse(key, 0), (key, 1), ...: the k smallest RandomKKey
+// (element_math.h). Requires 0 < k < n. Each index below n is met once
+// within [0, 2^bits), so the loops end there at the latest.
+template <bool kFull>
+GRADWIRE_CPU_INLINE void MarkSelectedAs(const ElementKey& key, uint64_t n, uint64_t k,
+                                        uint64_t* bitmap) {
+  const uint32_t last = static_cast<uint32_t>(n - 1);
+  HashU32x8 v = {0, 1, 2, 3, 4, 5, 6, 7};
+  uint32_t lane[8];
+  uint64_t found = 0;
+  // Eight at a time while all eight may be taken, branch-free.
+  while (found + 8 <= k) {
+    HashU32x8 x = v;
+    ElementHashInverse8<kFull>(key, &x);
+    memcpy(lane, &x, sizeof lane);
+    for (int l = 0; l < 8; ++l) {
+      const bool in = lane[l] <= last;
+      const uint64_t at = in ? lane[l] : n;
+      bitmap[at >> 6] |= uint64_t{1} << (at & 63);
+      found += in ? 1u : 0u;
+    }
+    v += 8;
+  }
+  // The last few, in order, exactly up to k.
+  while (found < k) {
+    HashU32x8 x = v;
+    ElementHashInverse8<kFull>(key, &x);
+    memcpy(lane, &x, sizeof lane);
+    for (int l = 0; l < 8 && found < k; ++l) {
+      if (lane[l] > last) continue;
+      bitmap[lane[l] >> 6] |= uint64_t{1} << (lane[l] & 63);
+      ++found;
+    }
+    v += 8;
+  }
 }
 
-// Appends the block's elements whose hash is <= bound, in index order: a
-// flag byte each for the whole block first (a loop that vectorizes; read
-// back once its stores have left the store buffer), then 64 flags at a
-// time folded into a bit mask whose set bits are visited lowest first.
-GRADWIRE_CPU_INLINE void CollectBlock(const uint32_t* hash, uint64_t start, uint64_t len,
-                                      uint32_t bound, Candidates* c) {
-  uint8_t flags[kBlock + 64];
-  for (uint64_t i = 0; i < len; ++i) flags[i] = hash[i] <= bound ? 1 : 0;
-  memset(flags + len, 0, 64);
-  for (uint64_t at = 0; at < len; at += 64) {
-    const uint8_t* flag = flags + at;
+GRADWIRE_CPU_CLONES void MarkSelected(const ElementKey& key, uint64_t n, uint64_t k,
+                                      uint64_t* bitmap) {
+  if (key.bits == 32) {
+    MarkSelectedAs<true>(key, n, k, bitmap);
+  } else {
+    MarkSelectedAs<false>(key, n, k, bitmap);
+  }
+}
+
+// The smallest V such that exactly k indices below n have a key below V
+// (0 < k < n): the inverses of 0, 1, 2, ... counted eight lanes at a time,
+// the run of 256 that holds the k-th then one by one. V < 2^bits.
+template <bool kFull>
+GRADWIRE_CPU_INLINE uint32_t KeyBoundAs(const ElementKey& key, uint64_t n, uint64_t k) {
+  constexpr uint32_t kRun = 256;  // divides 2^bits
+  const uint32_t last = static_cast<uint32_t>(n - 1);
+  uint64_t found = 0;
+  for (uint32_t base = 0;; base += kRun) {
+    HashU32x8 count = {};
+    HashU32x8 v = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} + base;
+    for (uint32_t j = 0; j < kRun; j += 8, v += 8) {
+      HashU32x8 x = v;
+      ElementHashInverse8<kFull>(key, &x);
+      count -= (HashU32x8)(x <= last);
+    }
+    uint64_t c = 0;
+    for (int l = 0; l < 8; ++l) c += count[l];
+    if (found + c < k) {
+      found += c;
+      continue;
+    }
+    for (uint32_t v1 = base;; ++v1) {
+      if (ElementHashInverse(key, v1) <= last && ++found == k) return v1 + 1;
+    }
+  }
+}
+
+GRADWIRE_CPU_CLONES uint32_t KeyBound(const ElementKey& key, uint64_t n, uint64_t k) {
+  return key.bits == 32 ? KeyBoundAs<true>(key, n, k) : KeyBoundAs<false>(key, n, k);
+}
+
+// Denser than 1 in kForwardDensity, the k indices are found by hashing
+// every index forward (eight lanes, in the pass over the elements) against
+// KeyBound: the bitmap's scattered writes would cost more.
+constexpr uint64_t kForwardDensity = 32;
+
+// How a call finds its selection: marked in `bitmap`, or (bitmap null)
+// the indices whose key is below `bound`.
+struct Selection {
+  uint64_t* bitmap = nullptr;
+  ElementKey key;
+  uint32_t bound = 0;
+};
+
+// The selection for (seed, step, n, k), 0 <= k <= n; `temp` holds the
+// bitmap.
+Selection Select(void* temp, uint64_t seed, uint64_t step, uint64_t n, uint64_t k) {
+  Selection s;
+  s.key = RandomKElementKey(seed, step, n);
+  if (k > 0 && k < n && k * kForwardDensity > n) {
+    s.bound = KeyBound(s.key, n, k);
+    return s;
+  }
+  s.bitmap = static_cast<uint64_t*>(temp);
+  const uint64_t words = BitmapWords(n);
+  if (k == n) {
+    memset(s.bitmap, 0xff, words * sizeof(uint64_t));  // bits past n are never read
+    return s;
+  }
+  memset(s.bitmap, 0, words * sizeof(uint64_t));
+  if (k > 0) MarkSelected(s.key, n, k, s.bitmap);
+  return s;
+}
+
+// The bits of word w of the bitmap that stand for indices below n.
+GRADWIRE_CPU_INLINE uint64_t WordBelow(const uint64_t* bitmap, uint64_t w, uint64_t n) {
+  const uint64_t left = n - 64 * w;
+  return left >= 64 ? bitmap[w] : bitmap[w] & ((uint64_t{1} << left) - 1);
+}
+
+// Elements per step of the passes below: a block's keys (forward) and acc
+// are staged on the stack, so the element loops run straight through (and
+// vectorize), and the block's selected elements are then picked out by
+// their bits.
+constexpr uint64_t kBlock = 256;
+constexpr uint64_t kBlockWords = kBlock / 64;
+
+// The selection bits of elements [start, start + len), len <= kBlock, one
+// word per 64 (the unused high bits zero).
+template <bool kForward>
+GRADWIRE_CPU_INLINE void BlockWords(const Selection& s, uint64_t n, uint64_t start, uint64_t len,
+                                    uint64_t* words) {
+  if (!kForward) {
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      words[w] = 64 * w < len ? WordBelow(s.bitmap, start / 64 + w, n) : 0;
+    }
+    return;
+  }
+  uint32_t hash[kBlock];
+  HashRun<false>(s.key, start, len, hash);
+  uint8_t flags[kBlock];
+  for (uint64_t i = 0; i < len; ++i) flags[i] = hash[i] < s.bound ? 1 : 0;
+  memset(flags + len, 0, kBlock - len);
+  for (uint64_t w = 0; w < kBlockWords; ++w) {
     uint64_t mask = 0;
-    for (int w = 0; w < 8; ++w) {
+    for (int b = 0; b < 8; ++b) {
       // Bytes b0..b7 (0 or 1) to the bits of one byte: the product puts
       // b_e at bit 56 + e, everything else below bit 56 without carries,
       // or above bit 63.
-      const uint64_t bytes = LoadLe<uint64_t>(flag + 8 * w);
-      mask |= ((bytes * 0x0102040810204080ull) >> 56) << (8 * w);
+      const uint64_t bytes = LoadLe<uint64_t>(flags + 64 * w + 8 * b);
+      mask |= ((bytes * 0x0102040810204080ull) >> 56) << (8 * b);
     }
-    for (; mask != 0; mask &= mask - 1) {
-      const uint64_t i = at + static_cast<uint64_t>(__builtin_ctzll(mask));
-      c->index[c->count] = static_cast<uint32_t>(start + i);
-      c->key[c->count] = ~hash[i];
-      ++c->count;
-    }
+    words[w] = mask;
   }
 }
 
-// Every element a candidate (an unlucky draw, or k close to n).
-GRADWIRE_CPU_CLONES void CollectAllCandidates(uint64_t stream_key, uint64_t n, Candidates* c) {
+template <bool kForward>
+GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint32_t* indices) {
+  uint64_t j = 0;
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
-    HashHigh32(stream_key, start, len, c->key + start);
-    for (uint64_t i = 0; i < len; ++i) {
-      c->index[start + i] = static_cast<uint32_t>(start + i);
-      c->key[start + i] = ~c->key[start + i];
-    }
-  }
-  c->count = n;
-}
-
-// The one pass over n: hashes every index and collects the candidates
-// (hash <= bound); when `grad` is given, also makes acc = grad + residual,
-// stored raw in the residual (or left in grad without one), and returns
-// how many acc are not finite.
-template <bool kHasGrad, bool kHasResidual>
-GRADWIRE_CPU_INLINE uint64_t HashPass(uint64_t stream_key, uint64_t n, uint32_t bound,
-                                      const float* grad, float* residual, Candidates* c) {
-  uint32_t hash[kBlock];
-  uint64_t nonfinite = 0;
-  for (uint64_t start = 0; start < n; start += kBlock) {
-    const uint64_t len = n - start < kBlock ? n - start : kBlock;
-    HashHigh32(stream_key, start, len, hash);
-    CollectBlock(hash, start, len, bound, c);
-    if (kHasGrad) {
-      uint32_t bad = 0;
-      for (uint64_t i = start; i < start + len; ++i) {
-        const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
-        if (kHasResidual) residual[i] = a;
-        bad += IsFinite(a) ? 0u : 1u;
+    uint64_t words[kBlockWords];
+    BlockWords<kForward>(s, n, start, len, words);
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      for (uint64_t word = words[w]; word != 0; word &= word - 1) {
+        indices[j++] =
+            static_cast<uint32_t>(start + 64 * w + static_cast<uint64_t>(__builtin_ctzll(word)));
       }
-      nonfinite += bad;
     }
   }
-  return nonfinite;
 }
 
-GRADWIRE_CPU_CLONES uint64_t HashPassAs(uint64_t stream_key, uint64_t n, uint32_t bound,
-                                        const float* grad, float* residual, Candidates* c) {
-  if (grad == nullptr) return HashPass<false, false>(stream_key, n, bound, grad, residual, c);
-  if (residual == nullptr) return HashPass<true, false>(stream_key, n, bound, grad, residual, c);
-  return HashPass<true, true>(stream_key, n, bound, grad, residual, c);
+GRADWIRE_CPU_CLONES void EmitIndices(const Selection& s, uint64_t n, uint32_t* indices) {
+  if (s.bitmap == nullptr) {
+    EmitIndicesAs<true>(s, n, indices);
+  } else {
+    EmitIndicesAs<false>(s, n, indices);
+  }
 }
 
-// acc = grad + residual into the residual (raw), without hashing.
-GRADWIRE_CPU_CLONES uint64_t AccumulatePass(const float* grad, float* residual, uint64_t n) {
-  uint32_t bad = 0;
-  uint64_t nonfinite = 0;
+// The one pass over n, in index order: acc = grad + residual; the residual
+// becomes acc (0 if not finite: ResidualAfter(acc, 0)) for the unselected
+// and ResidualAfter(acc, the value sent) for the selected, whose indices
+// and values are written in order. Returns how many acc are not finite.
+template <bool kHasResidual, bool kForward>
+GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, uint64_t n,
+                                            const Selection& s, ValueFormat format,
+                                            uint32_t* indices, uint8_t* values) {
+  float acc[kBlock];
+  uint64_t nonfinite = 0, j = 0;
   for (uint64_t start = 0; start < n; start += kBlock) {
-    const uint64_t end = n - start < kBlock ? n : start + kBlock;
-    bad = 0;
-    for (uint64_t i = start; i < end; ++i) {
-      const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
-      if (residual != nullptr) residual[i] = a;
-      bad += IsFinite(a) ? 0u : 1u;
+    const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    uint64_t words[kBlockWords];
+    BlockWords<kForward>(s, n, start, len, words);
+    uint32_t bad = 0;
+    for (uint64_t i = 0; i < len; ++i) {
+      const float a = kHasResidual ? grad[start + i] + residual[start + i] : grad[start + i];
+      acc[i] = a;
+      const bool finite = IsFinite(a);
+      bad += finite ? 0u : 1u;
+      if (kHasResidual) residual[start + i] = BitsFloat(SelectBits(finite, FloatBits(a), 0));
     }
     nonfinite += bad;
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      for (uint64_t word = words[w]; word != 0; word &= word - 1) {
+        const uint64_t i = 64 * w + static_cast<uint64_t>(__builtin_ctzll(word));
+        const float a = acc[i];
+        indices[j] = static_cast<uint32_t>(start + i);
+        StoreValue(values, j, a, format);
+        if (kHasResidual) residual[start + i] = ResidualAfter(a, RoundToFormat(a, format));
+        ++j;
+      }
+    }
   }
   return nonfinite;
 }
 
-// The residual holds raw acc; make the non-finite ones 0
-// (ResidualAfter(acc, 0)).
-GRADWIRE_CPU_CLONES void ClearNonFinite(float* residual, uint64_t n) {
-  for (uint64_t i = 0; i < n; ++i) {
-    residual[i] = BitsFloat(SelectBits(IsFinite(residual[i]), FloatBits(residual[i]), 0));
+GRADWIRE_CPU_CLONES uint64_t CompressPass(const float* grad, float* residual, uint64_t n,
+                                          const Selection& s, ValueFormat format, uint32_t* indices,
+                                          uint8_t* values) {
+  const bool forward = s.bitmap == nullptr;
+  if (residual != nullptr) {
+    return forward ? CompressPassAs<true, true>(grad, residual, n, s, format, indices, values)
+                   : CompressPassAs<true, false>(grad, residual, n, s, format, indices, values);
   }
-}
-
-// Selects the k indices into `indices` (ascending), 0 < k < n: one pass
-// keeps the indices whose hash is below a bound that about 1.25 k + slack
-// of them reach (the hash is uniform, so no sample is needed), then the
-// exact selection runs on those candidates only. Returns HashPass's count.
-uint64_t Select(const internal::SelectTemp& t, uint64_t stream_key, uint64_t n, uint64_t k,
-                const float* grad, float* residual, uint32_t* indices) {
-  Candidates c = CandidatesIn(t);
-  const double want = static_cast<double>(internal::PaddedRank(k, n, n));
-  const double bound = want / static_cast<double>(n) * 4294967296.0;  // on the raw hash
-  uint64_t nonfinite = 0;
-  if (bound >= 4294967295.0) {
-    if (grad != nullptr) nonfinite = AccumulatePass(grad, residual, n);
-    CollectAllCandidates(stream_key, n, &c);
-  } else {
-    nonfinite = HashPassAs(stream_key, n, static_cast<uint32_t>(bound), grad, residual, &c);
-    if (c.count < k) CollectAllCandidates(stream_key, n, &c);  // an unlucky draw
-  }
-  const uint32_t* key = c.key;
-  const internal::Threshold th =
-      internal::SelectAmongCandidates([key](uint64_t j) { return key[j]; }, c.count, k, t.hist);
-  // Without branches: which candidates pass is data, not a pattern.
-  uint64_t j = 0, taken_equal = 0;
-  for (uint64_t m = 0; m < c.count && j < k; ++m) {
-    const uint32_t kk = c.key[m];
-    const bool equal = kk == th.key;
-    const bool take = kk > th.key || (equal && taken_equal < th.take_equal);
-    taken_equal += equal ? 1u : 0u;
-    indices[j] = c.index[m];
-    j += take ? 1u : 0u;
-  }
-  return nonfinite;
-}
-
-// All of the indices, or none: no hashing needed.
-uint64_t SelectAllOrNone(uint64_t n, uint64_t k, const float* grad, float* residual,
-                         uint32_t* indices) {
-  if (k == n) internal::CollectAll(n, indices);
-  return grad != nullptr ? AccumulatePass(grad, residual, n) : 0;
+  return forward ? CompressPassAs<false, true>(grad, residual, n, s, format, indices, values)
+                 : CompressPassAs<false, false>(grad, residual, n, s, format, indices, values);
 }
 
 }  // namespace
@@ -176,42 +247,23 @@ uint64_t SelectAllOrNone(uint64_t n, uint64_t k, const float* grad, float* resid
 void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
                     uint64_t k, uint32_t* indices) {
   if (temp == nullptr) {
-    *temp_bytes = internal::SelectTempBytes(n);
+    *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
     return;
   }
-  if (k == 0 || k == n) {
-    SelectAllOrNone(n, k, nullptr, nullptr, indices);
-    return;
-  }
-  Select(internal::CarveSelectTemp(temp, n), StreamKey(seed, step, kStreamRandomK), n, k, nullptr,
-         nullptr, indices);
+  EmitIndices(Select(temp, seed, step, n, k), n, indices);
 }
 
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                      uint64_t n, uint64_t k, uint64_t seed, uint64_t step, ValueFormat format,
                      uint32_t* indices, uint8_t* values, FusedStats* stats) {
   if (temp == nullptr) {
-    *temp_bytes = internal::SelectTempBytes(n);
+    *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
     return;
   }
-  // One pass hashes every index and moves acc into the residual (raw, as
-  // top-k does: what an unselected element keeps); the selected elements'
-  // values and residuals are then written, and non-finite acc cleared.
-  const uint64_t nonfinite = k == 0 || k == n ? SelectAllOrNone(n, k, grad, residual, indices)
-                                              : Select(internal::CarveSelectTemp(temp, n),
-                                                       StreamKey(seed, step, kStreamRandomK), n, k,
-                                                       grad, residual, indices);
-  const float* acc = residual != nullptr ? residual : grad;
-  // The selected elements are scattered over n: their lines are requested
-  // kAhead elements early, so that many misses are in flight at once.
-  constexpr uint64_t kAhead = 32;
-  for (uint64_t j = 0; j < k; ++j) {
-    if (j + kAhead < k) __builtin_prefetch(acc + indices[j + kAhead], 1);
-    const float a = acc[indices[j]];
-    StoreValue(values, j, a, format);
-    if (residual != nullptr) residual[indices[j]] = ResidualAfter(a, RoundToFormat(a, format));
-  }
-  if (residual != nullptr && nonfinite > 0) ClearNonFinite(residual, n);
+  // The selection first (O(k) inverse hashes, no element read), then one
+  // pass over the elements.
+  const uint64_t nonfinite =
+      CompressPass(grad, residual, n, Select(temp, seed, step, n, k), format, indices, values);
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = nonfinite;

@@ -1,12 +1,20 @@
 // Random-k with indices every rank can derive from (seed, step).
 //
 // The k chosen indices are those with the k SMALLEST RandomKKey(
-// StreamKey(seed, step, kStreamRandomK), i) (element_math.h), ties to the
-// lower index, found by the same radix selection as exact top-k. Every
-// rank, CPU or GPU, with the same (seed, step, n, k) gets the same set, so
-// indices are never sent: the receiver calls RandomKIndices. Output is
-// strictly ascending. Values are NOT rescaled by n/k: with error feedback
-// the unsent mass stays in the residual instead.
+// RandomKElementKey(seed, step, n), i) (element_math.h); the keys of one
+// call are distinct. Every rank, CPU or GPU, with the same (seed, step, n,
+// k) gets the same set, so indices are never sent: the receiver calls
+// RandomKIndices. Output is strictly ascending. Values are NOT rescaled by
+// n/k: with error feedback the unsent mass stays in the residual instead.
+//
+// The CPU finds the set without sorting keys: they are a bijection with a
+// cheap inverse, so the k smallest are the first k indices below n among
+// the inverses of 0, 1, 2, ... (about k * 2^bits / n <= 2k inverse
+// hashes). Up to a density of 1/32 those are marked in a bitmap and read
+// out in index order; denser, the same walk only finds the k-th smallest
+// key and every index is hashed forward against it (eight lanes at a
+// time, inside the pass over the elements), which costs less than the
+// bitmap's scattered writes.
 //
 // Fused error-feedback contract and temp-storage idiom: see topk.h.
 #ifndef GRADWIRE_KERNELS_CPU_RANDOMK_H_
@@ -22,7 +30,7 @@ namespace kernels {
 namespace cpu {
 
 // Writes the k indices for (seed, step, n) to `indices`, ascending.
-// Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB.
+// Requires k <= n <= 2^32. temp_bytes is 8 * (n / 64 + 1): a bitmap.
 void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
                     uint64_t k, uint32_t* indices);
 

@@ -24,7 +24,7 @@ struct QuantParams {
   uint32_t bits;  // 1 for sign
   uint32_t max_code;
   uint32_t bucket;
-  uint64_t rounding;  // stream key for QSGD's stochastic rounding
+  uint64_t rounding;  // stream key of QSGD's stochastic rounding (RoundingKey's)
   uint8_t* scales;
   uint8_t* packed;
   FusedStats* stats;  // device, or null
@@ -84,7 +84,7 @@ __device__ __forceinline__ uint32_t Encode(const QuantParams& p, uint64_t i, flo
     *decoded = SignDecode(c, scale);
     return c;
   }
-  const float u = UnitFloat(ElementHash(p.rounding, i));
+  const float u = UnitFloat(ElementHash(MakeElementKey(p.rounding, 32), i));
   const uint32_t c = QsgdQuantize(a, scale, p.max_code, u);
   *decoded = QsgdDequantize(c, scale, p.max_code);
   return c;

@@ -85,7 +85,7 @@ struct Half16Source {
 // Random-k: the smallest RandomKKey wins, so the key is its complement.
 // `acc` may be null (index generation only).
 struct RandomSource {
-  uint64_t stream_key;
+  ElementKey stream_key;  // RandomKElementKey(seed, step, n)
   const float* acc;
   __device__ uint32_t Key(uint64_t i) const { return ~RandomKKey(stream_key, i); }
   __device__ float Acc(uint64_t i) const { return acc[i]; }
@@ -130,7 +130,7 @@ struct MagnitudeOfAcc {
   __device__ uint32_t operator()(uint64_t, float acc) const { return MagnitudeKey(acc); }
 };
 struct RandomOfIndex {
-  uint64_t stream_key;
+  ElementKey stream_key;
   __device__ uint32_t operator()(uint64_t i, float) const { return ~RandomKKey(stream_key, i); }
 };
 
@@ -139,7 +139,7 @@ struct IndexOnlyLoader {
   static constexpr int kUnroll = 4;
   static constexpr int kMinBlocks = 4;
   struct Staged {};
-  uint64_t stream_key;
+  ElementKey stream_key;
   __device__ Staged Load(uint64_t) const { return Staged{}; }
   __device__ float Acc(const Staged&) const { return 0.0f; }
   __device__ uint32_t Use(uint64_t i, const Staged&, float* acc) const {

@@ -19,7 +19,7 @@ absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uin
   if (k > 0 && indices == nullptr) {
     return absl::InvalidArgumentError("RandomKIndices: indices is null");
   }
-  const uint64_t key = StreamKey(seed, step, kStreamRandomK);
+  const ElementKey key = RandomKElementKey(seed, step, n);
   return radix::RunSelection(temp, radix::kFullLevels, radix::RandomSource{key, nullptr},
                              radix::IndexOnlyLoader{key}, n, k,
                              radix::OutputSpec{indices, nullptr, ValueFormat::kFp32, nullptr},
@@ -36,7 +36,7 @@ absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad
       radix::QueryOrCheck(who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
   if (query_only) return absl::OkStatus();
   GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, format, grad, indices, values));
-  const uint64_t key = StreamKey(seed, step, kStreamRandomK);
+  const ElementKey key = RandomKElementKey(seed, step, n);
   const radix::RandomSource src{key, residual != nullptr ? residual : grad};
   const radix::FloatLoader<radix::RandomOfIndex> load{grad, residual, {key}};
   return radix::RunSelection(temp, radix::kFullLevels, src, load, n, k,

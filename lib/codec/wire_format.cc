@@ -118,9 +118,9 @@ absl::Status CheckFields(const WireHeader& h) {
                                 " (expected 0x", absl::Hex(kFrameMagic, absl::kZeroPad8),
                                 ", \"GWF1\"): not a gradwire frame"));
   }
-  if (h.version != kFrameVersion) {
-    return Invalid(absl::StrCat("unsupported version ", h.version, " (this build reads version ",
-                                kFrameVersion, ")"));
+  if (h.version < kFrameVersion || h.version > kMaxFrameVersion) {
+    return Invalid(absl::StrCat("unsupported version ", h.version, " (this build reads versions ",
+                                kFrameVersion, "..", kMaxFrameVersion, ")"));
   }
   if (Raw(f.codec) > kMaxCodecId) {
     return Invalid(
@@ -133,6 +133,18 @@ absl::Status CheckFields(const WireHeader& h) {
   if (Raw(f.index_encoding) > kMaxIndexEncoding) {
     return Invalid(absl::StrCat("unknown index_encoding ", Raw(f.index_encoding), " (known: 0..",
                                 kMaxIndexEncoding, ")"));
+  }
+  if (h.version != FrameVersionFor(f.codec)) {
+    if (f.codec == CodecId::kRandomK) {
+      return Invalid(absl::StrCat(
+          "random-k frame of version ", h.version, ": this build's random-k frames are version ",
+          kRandomKFrameVersion,
+          " (indices from the 32-bit element hash); the sender derives its indices from another "
+          "hash, so they cannot be re-derived here. Run one gradwire build on every rank"));
+    }
+    return Invalid(absl::StrCat("unsupported version ", h.version, " for codec id ", Raw(f.codec),
+                                " (this build reads version ", FrameVersionFor(f.codec),
+                                " for it)"));
   }
   const bool packed = f.value_type == ValueType::kPacked;
   if (packed && (f.quant_bits < 1 || f.quant_bits > kMaxQuantBits)) {
@@ -270,6 +282,7 @@ absl::StatusOr<MutableFrameSections> StartFrame(const FrameHeader& header,
                                                 absl::Span<uint8_t> out) {
   WireHeader h;
   h.f = header;
+  h.version = FrameVersionFor(header.codec);
   uint64_t total;
   if (absl::Status s = CheckOutgoing(h, out.size(), &total); !s.ok()) return s;
   WriteHeader(h, out.data());

@@ -22,7 +22,6 @@
 namespace gradwire {
 
 inline constexpr uint32_t kFrameMagic = 0x31465747;  // bytes "GWF1"
-inline constexpr uint8_t kFrameVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 72;
 inline constexpr size_t kFrameChecksumBytes = 8;
 
@@ -38,6 +37,23 @@ enum class CodecId : uint8_t {
   kSign = 7,
 };
 inline constexpr uint8_t kMaxCodecId = 7;
+
+// Versions (docs/wire_format.md, "Versioning"). Every codec's frames are
+// version 1 except random-k's, version 2 since its indices come from
+// kernels/element_math.h's 32-bit element hash (version 1: splitmix64 per
+// element). Random-k frames carry no indices and a receiver re-derives
+// them, so a frame of the other hash would decode to the wrong indices
+// without any error: each side refuses the other's random-k frames by
+// version instead. Other codecs' bytes mean what they meant, and their
+// frames still pass between builds.
+inline constexpr uint8_t kFrameVersion = 1;
+inline constexpr uint8_t kRandomKFrameVersion = 2;
+inline constexpr uint8_t kMaxFrameVersion = 2;
+
+// The version every frame of `codec` carries (and the only one accepted).
+constexpr uint8_t FrameVersionFor(CodecId codec) {
+  return codec == CodecId::kRandomK ? kRandomKFrameVersion : kFrameVersion;
+}
 
 // How values are stored in the values section. kPacked: bit-packed integer
 // levels (QSGD, sign), width given by quant_bits.
@@ -111,7 +127,8 @@ struct ParsedFrame {
 };
 
 // Validates `frame` (exactly one frame) and returns views of its parts.
-// Checks, in order: length, magic, version, enum ranges, reserved bits,
+// Checks, in order: length, magic, version known, enum ranges, version of
+// the codec (FrameVersionFor), reserved bits,
 // caps, section lengths against the frame length, element_count <=
 // dense_length, checksum. Each failure has its own message (DataLoss for a
 // checksum mismatch, InvalidArgument otherwise). Codec-specific consistency
