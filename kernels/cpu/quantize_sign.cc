@@ -1,0 +1,269 @@
+// The sign half of quantize.h: EF-signSGD's compress and decode.
+//
+// Compress makes two passes over each bucket, the second in L1: the first
+// forms acc = grad + residual (stored into the residual) and the bucket's
+// scale, the second the codes and the new residual, eight lanes at a time
+// (GCC vector extensions, so each clone of clones_x86.h gets its own
+// width), with 32 codes gathered into one word per step and appended to
+// the packed stream. Every step is exact (integer ops, one IEEE subtract
+// per element, and a double sum whose order cannot change it, see
+// SignScale), so every clone writes the same bits.
+#include <string.h>
+
+#include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/quantize.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+typedef uint32_t U32x4 __attribute__((vector_size(16)));
+typedef uint32_t U32x8 __attribute__((vector_size(32)));
+typedef float F32x4 __attribute__((vector_size(16)));
+typedef float F32x8 __attribute__((vector_size(32)));
+typedef double F64x4 __attribute__((vector_size(32)));
+
+#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
+
+// Vectors are loaded and stored with memcpy in place (any alignment), not
+// passed to or returned from helpers: that would change the ABI between
+// clones (-Wpsabi).
+#define GRADWIRE_LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define GRADWIRE_STORE(p, v) memcpy((p), &(v), sizeof(v))
+
+GRADWIRE_CPU_INLINE double BitsDouble(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+// Appends bits to a stream, least significant first from bit 0 of out;
+// whole 32-bit words are stored as they fill, the last bytes by Finish
+// (their unused high bits zero).
+class BitWriter {
+ public:
+  explicit BitWriter(uint8_t* out) : out_(out) {}
+
+  // The low `count` (<= 32) bits of `bits`, whose higher bits are zero.
+  GRADWIRE_CPU_INLINE void Put(uint32_t bits, uint32_t count) {
+    buffer_ |= static_cast<uint64_t>(bits) << filled_;
+    filled_ += count;
+    if (filled_ >= 32) {
+      StoreLe<uint32_t>(out_, static_cast<uint32_t>(buffer_));
+      out_ += 4;
+      buffer_ >>= 32;
+      filled_ -= 32;
+    }
+  }
+
+  GRADWIRE_CPU_INLINE void Finish() {
+    uint8_t word[8];
+    StoreLe<uint64_t>(word, buffer_);
+    memcpy(out_, word, (filled_ + 7) / 8);
+  }
+
+ private:
+  uint8_t* out_;
+  uint64_t buffer_ = 0;
+  uint32_t filled_ = 0;  // < 32 between calls
+};
+
+// Pass 1 of a bucket: acc = grad + residual, stored into the residual
+// (kHasResidual; else acc is grad), and the scale: mean |acc| over the
+// finite elements, the sum formed in double in index order (0 if none).
+// Adds the non-finite count.
+//
+// Every |acc| is a multiple of u, the ulp of the smallest nonzero one
+// (2^(e-150) for its biased exponent e, 2^-149 for denormals), and so is
+// every partial sum, in any order; below 2^53 u they are all exact, and
+// any order gives the one sum. So the lanes add at once, and only when
+// that sum comes near 2^53 u (within a factor 2, far beyond its rounding
+// error) is it redone in index order.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE float SignScale(const float* grad, float* residual, uint64_t len,
+                                    uint64_t* nonfinite) {
+  const float* acc = kHasResidual ? residual : grad;
+  U32x8 min8 = ~U32x8{}, finite8 = {};
+  F64x4 sum4[4] = {};  // four chains: a double add's latency is several cycles
+  uint64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    for (int h = 0; h < 2; ++h) {
+      F32x8 a, r;
+      GRADWIRE_LOAD(a, grad + i + 8 * h);
+      if (kHasResidual) {
+        GRADWIRE_LOAD(r, residual + i + 8 * h);
+        a += r;
+        GRADWIRE_STORE(residual + i + 8 * h, a);
+      }
+      const U32x8 m = GRADWIRE_BITCAST(U32x8, a) & 0x7fffffffu;
+      const U32x8 ok = (U32x8)(m < 0x7f800000u);  // all ones or zero
+      finite8 -= ok;
+      const U32x8 v = m & ok;
+      // The smallest nonzero, less one: a zero wraps to the largest value.
+      const U32x8 nz = v - 1;
+      min8 = nz < min8 ? nz : min8;
+      const F32x8 f = GRADWIRE_BITCAST(F32x8, v);
+      const F32x4 lo = __builtin_shufflevector(f, f, 0, 1, 2, 3);
+      const F32x4 hi = __builtin_shufflevector(f, f, 4, 5, 6, 7);
+      sum4[2 * h] += __builtin_convertvector(lo, F64x4);
+      sum4[2 * h + 1] += __builtin_convertvector(hi, F64x4);
+    }
+  }
+  uint64_t finite = 0;
+  uint32_t min_less_1 = 0xffffffffu;
+  double sum = 0.0;
+  for (int l = 0; l < 8; ++l) {
+    finite += finite8[l];
+    min_less_1 = min8[l] < min_less_1 ? min8[l] : min_less_1;
+  }
+  for (int l = 0; l < 4; ++l) sum += (sum4[0][l] + sum4[1][l]) + (sum4[2][l] + sum4[3][l]);
+  for (; i < len; ++i) {
+    float a = grad[i];
+    if (kHasResidual) {
+      a += residual[i];
+      residual[i] = a;
+    }
+    const uint32_t m = FloatBits(a) & 0x7fffffffu;
+    const bool ok = m < 0x7f800000u;
+    finite += ok ? 1u : 0u;
+    const uint32_t v = SelectBits(ok, m, 0);
+    min_less_1 = v - 1 < min_less_1 ? v - 1 : min_less_1;
+    sum += static_cast<double>(BitsFloat(v));
+  }
+  *nonfinite += len - finite;
+  if (finite == 0) return 0.0f;
+  if (min_less_1 != 0xffffffffu) {  // else all are zero: the sum is 0, exact
+    const uint32_t e = (min_less_1 + 1) >> 23;
+    // 2^52 u = 2^(e - 98), e >= 1 (a normal double).
+    const double limit = BitsDouble(static_cast<uint64_t>(1023 + (e > 1 ? e : 1) - 98) << 52);
+    if (!(sum < limit)) {
+      sum = 0.0;
+      for (uint64_t j = 0; j < len; ++j) {
+        if (IsFinite(acc[j])) sum += AbsF(acc[j]);
+      }
+    }
+  }
+  return static_cast<float>(sum / static_cast<double>(finite));
+}
+
+// One element of pass 2: its code, and its residual ResidualAfter(acc,
+// SignDecode(code, scale)) if kHasResidual (flipping the sign is exact).
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint32_t SignElement(float a, float* res, uint32_t scale_bits) {
+  const uint32_t code = SignCode(a);
+  if (kHasResidual) *res = ResidualAfter(a, BitsFloat(scale_bits ^ (code << 31)));
+  return code;
+}
+
+// Pass 2 of a bucket: codes of acc (1 = negative: a < 0 is false for NaN
+// and -0) appended to the stream, and the residuals, 32 elements a step.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void SignCodes(const float* acc, float* res, uint64_t len, float scale,
+                                   BitWriter* out) {
+  const uint32_t s = FloatBits(scale);
+  const U32x8 lane_bit = {1u, 2u, 4u, 8u, 16u, 32u, 64u, 128u};
+  uint64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    U32x8 word = {};
+    for (int q = 0; q < 4; ++q) {
+      F32x8 a;
+      GRADWIRE_LOAD(a, acc + i + 8 * q);
+      const U32x8 negative = (U32x8)(a < 0.0f);  // all ones where the code is 1
+      word |= negative & (lane_bit << (8 * q));
+      if (kHasResidual) {
+        const F32x8 decoded = GRADWIRE_BITCAST(F32x8, (negative & 0x80000000u) ^ s);
+        const U32x8 r = GRADWIRE_BITCAST(U32x8, a - decoded);
+        const U32x8 finite = (U32x8)((r & 0x7f800000u) != 0x7f800000u);
+        const U32x8 kept = r & finite;
+        GRADWIRE_STORE(res + i + 8 * q, kept);
+      }
+    }
+    U32x4 w = __builtin_shufflevector(word, word, 0, 1, 2, 3) |
+              __builtin_shufflevector(word, word, 4, 5, 6, 7);
+    w |= __builtin_shufflevector(w, w, 2, 3, 0, 1);
+    w |= __builtin_shufflevector(w, w, 1, 0, 3, 2);
+    out->Put(w[0], 32);
+  }
+  for (; i < len; ++i) out->Put(SignElement<kHasResidual>(acc[i], res + i, s), 1);
+}
+
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64_t n,
+                                      uint32_t bucket_size, uint8_t* scales, uint8_t* packed) {
+  BitWriter out(packed);
+  uint64_t nonfinite = 0;
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    if (start + kPrefetchAhead < n) {
+      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
+      PrefetchRange(grad, start + kPrefetchAhead, end);
+      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
+    }
+    float* res = kHasResidual ? residual + start : nullptr;
+    const float scale = SignScale<kHasResidual>(grad + start, res, len, &nonfinite);
+    StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
+    SignCodes<kHasResidual>(kHasResidual ? res : grad + start, res, len, scale, &out);
+  }
+  out.Finish();
+  return nonfinite;
+}
+
+GRADWIRE_CPU_CLONES uint64_t SignCompressLoop(const float* grad, float* residual, uint64_t n,
+                                              uint32_t bucket_size, uint8_t* scales,
+                                              uint8_t* packed) {
+  return residual != nullptr ? SignLoop<true>(grad, residual, n, bucket_size, scales, packed)
+                             : SignLoop<false>(grad, residual, n, bucket_size, scales, packed);
+}
+
+// *d += SignDecode(code, scale) for elements [i, i + 8), i a multiple of
+// 8: the scale with its sign bit flipped by each code, the codes one byte.
+GRADWIRE_CPU_INLINE void SignDecodeAdd8(const uint8_t* packed, uint64_t i, uint32_t scale_bits,
+                                        F32x8* d) {
+  const U32x8 to_top = {31u, 30u, 29u, 28u, 27u, 26u, 25u, 24u};
+  const U32x8 bits = (U32x8{} + packed[i >> 3]) << to_top;
+  *d += GRADWIRE_BITCAST(F32x8, (bits & 0x80000000u) ^ scale_bits);
+}
+
+GRADWIRE_CPU_INLINE float SignDecodeOne(const uint8_t* packed, uint64_t i, uint32_t scale_bits) {
+  return BitsFloat(scale_bits ^ (((packed[i >> 3] >> (i & 7)) & 1u) << 31));
+}
+
+// dense[i] += the decoded value of every code, eight at a time from byte
+// boundaries in the middle of a bucket.
+GRADWIRE_CPU_CLONES void SignDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                                        uint32_t bucket_size, float* dense) {
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
+    const uint32_t s = LoadLe<uint32_t>(scales + 4 * bucket);
+    uint64_t i = start;
+    for (; i < end && (i & 7) != 0; ++i) dense[i] += SignDecodeOne(packed, i, s);
+    for (; i + 8 <= end; i += 8) {
+      F32x8 d;
+      GRADWIRE_LOAD(d, dense + i);
+      SignDecodeAdd8(packed, i, s, &d);
+      GRADWIRE_STORE(dense + i, d);
+    }
+    for (; i < end; ++i) dense[i] += SignDecodeOne(packed, i, s);
+  }
+}
+
+}  // namespace
+
+void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
+                  uint8_t* scales, uint8_t* packed, FusedStats* stats) {
+  const uint64_t nonfinite = SignCompressLoop(grad, residual, n, bucket_size, scales, packed);
+  if (stats != nullptr) {
+    stats->selected = n;
+    stats->nonfinite = nonfinite;
+  }
+}
+
+void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
+                          uint32_t bucket_size, float* dense) {
+  SignDecodeLoop(scales, packed, n, bucket_size, dense);
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
