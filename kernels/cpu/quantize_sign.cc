@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/quantize.h"
 
 namespace gradwire {
@@ -248,6 +249,50 @@ GRADWIRE_CPU_CLONES void SignDecodeLoop(const uint8_t* scales, const uint8_t* pa
   }
 }
 
+// out[i] = (((0 + d_0) + d_1) + ...) / divisor, d_r the decoded value of
+// frame r's code i (kMultiply: * reciprocal, the same bits).
+template <bool kMultiply>
+GRADWIRE_CPU_INLINE void SignAverageLoop(const uint8_t* const* scales, const uint8_t* const* packed,
+                                         uint64_t frames, uint64_t n, uint32_t bucket_size,
+                                         float divisor, float reciprocal, float* out) {
+  auto one = [&](uint64_t i, uint64_t bucket) {
+    float sum = 0.0f;
+    for (uint64_t r = 0; r < frames; ++r) {
+      sum += SignDecodeOne(packed[r], i, LoadLe<uint32_t>(scales[r] + 4 * bucket));
+    }
+    return kMultiply ? sum * reciprocal : sum / divisor;
+  };
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
+    uint64_t i = start;
+    for (; i < end && (i & 7) != 0; ++i) out[i] = one(i, bucket);
+    for (; i + 8 <= end; i += 8) {
+      F32x8 sum = {};  // +0, as the zeroed output
+      for (uint64_t r = 0; r < frames; ++r) {
+        SignDecodeAdd8(packed[r], i, LoadLe<uint32_t>(scales[r] + 4 * bucket), &sum);
+      }
+      if (kMultiply) {
+        sum *= reciprocal;
+      } else {
+        sum /= divisor;
+      }
+      GRADWIRE_STORE(out + i, sum);
+    }
+    for (; i < end; ++i) out[i] = one(i, bucket);
+  }
+}
+
+GRADWIRE_CPU_CLONES void SignAverage(const uint8_t* const* scales, const uint8_t* const* packed,
+                                     uint64_t frames, uint64_t n, uint32_t bucket_size,
+                                     float divisor, float* out) {
+  float reciprocal;
+  if (ExactReciprocal(divisor, &reciprocal)) {
+    SignAverageLoop<true>(scales, packed, frames, n, bucket_size, divisor, reciprocal, out);
+  } else {
+    SignAverageLoop<false>(scales, packed, frames, n, bucket_size, divisor, reciprocal, out);
+  }
+}
+
 }  // namespace
 
 void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
@@ -262,6 +307,11 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                           uint32_t bucket_size, float* dense) {
   SignDecodeLoop(scales, packed, n, bucket_size, dense);
+}
+
+void SignDecodeAverage(const uint8_t* const* scales, const uint8_t* const* packed, uint64_t frames,
+                       uint64_t n, uint32_t bucket_size, float divisor, float* out) {
+  SignAverage(scales, packed, frames, n, bucket_size, divisor, out);
 }
 
 }  // namespace cpu
