@@ -37,6 +37,23 @@
 
 #define GRADWIRE_CPU_INLINE __attribute__((always_inline)) inline
 
+// Where a loop needs an instruction that neither GCC's vectorizer nor its
+// vector extensions emit (F16C's conversions: GCC 12 splits a vector of
+// _Float16 into scalars), it is written with intrinsics in a function
+// marked GRADWIRE_CPU_V3 (x86-64-v3), beside the portable loop, and taken
+// when CpuIsX86V3() (asked once, at the first call). Builds without clones
+// (GRADWIRE_NO_CPU_CLONES, or not GCC on x86-64) leave it out; the v3
+// test build (GRADWIRE_NO_CPU_V4_CLONES) keeps it. The two must give the
+// same bits (NaN payloads aside, as everywhere: see cpu_clones_test.cc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRADWIRE_NO_CPU_CLONES)
+#define GRADWIRE_CPU_V3_FUNCTIONS 1
+#define GRADWIRE_CPU_V3 __attribute__((target("arch=x86-64-v3")))
+#else
+#define GRADWIRE_CPU_V3_FUNCTIONS 0
+#endif
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -72,6 +89,13 @@ GRADWIRE_CPU_INLINE void StoreLe(uint8_t* p, T v) {
 #endif
   memcpy(p, &v, sizeof v);
 }
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+inline bool CpuIsX86V3() {
+  static const bool v3 = __builtin_cpu_supports("x86-64-v3");
+  return v3;
+}
+#endif
 
 // Elements ahead of the current block whose lines a streaming loop
 // prefetches while it computes (quantize.cc, quantize_sign.cc): coding is
