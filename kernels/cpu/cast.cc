@@ -149,13 +149,16 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
 template <ValueFormat F, bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64_t n,
                                       uint8_t* values) {
-  uint32_t nonfinite = 0;
   uint64_t total = 0;
-  // Counted in 32-bit lanes, flushed before they could wrap.
-  constexpr uint64_t kRun = uint64_t{1} << 30;
+  // Blocks of elements, counted in 32-bit lanes; the lines kPrefetchAhead
+  // elements on are prefetched while a block is cast.
+  constexpr uint64_t kRun = 1024;
   for (uint64_t start = 0; start < n; start += kRun) {
     const uint64_t end = n - start < kRun ? n : start + kRun;
-    nonfinite = 0;
+    const uint64_t ahead = n - end < kPrefetchAhead ? n : end + kPrefetchAhead;
+    PrefetchRange(grad, start + kPrefetchAhead, ahead);
+    if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, ahead);
+    uint32_t nonfinite = 0;
     uint64_t i = start;
     if (F == ValueFormat::kFp16)
       i = HalfVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
@@ -230,18 +233,24 @@ GRADWIRE_CPU_INLINE void AverageLoop(const uint8_t* const* values, uint64_t fram
   constexpr uint64_t kWidth = F == ValueFormat::kFp32 ? 4 : 2;
   uint64_t i = 0;
   for (; kVectorsAreLittleEndian && i + 32 <= n; i += 32) {
-    F32x8 sum[4] = {};  // +0, as the zeroed output
+    // Named, not an array: GCC keeps these in registers.
+    F32x8 s0 = {}, s1 = {}, s2 = {}, s3 = {};  // +0, as the zeroed output
     for (uint64_t r = 0; r < frames; ++r) {
-      for (int q = 0; q < 4; ++q) AddDecoded8<F>(values[r] + kWidth * (i + 8 * q), &sum[q]);
+      const uint8_t* p = values[r] + kWidth * i;
+      AddDecoded8<F>(p, &s0);
+      AddDecoded8<F>(p + 8 * kWidth, &s1);
+      AddDecoded8<F>(p + 16 * kWidth, &s2);
+      AddDecoded8<F>(p + 24 * kWidth, &s3);
     }
-    for (int q = 0; q < 4; ++q) {
-      if (kMultiply) {
-        sum[q] *= reciprocal;
-      } else {
-        sum[q] /= divisor;
-      }
-      memcpy(out + i + 8 * q, &sum[q], sizeof sum[q]);
+    if (kMultiply) {
+      s0 *= reciprocal, s1 *= reciprocal, s2 *= reciprocal, s3 *= reciprocal;
+    } else {
+      s0 /= divisor, s1 /= divisor, s2 /= divisor, s3 /= divisor;
     }
+    memcpy(out + i, &s0, sizeof s0);
+    memcpy(out + i + 8, &s1, sizeof s1);
+    memcpy(out + i + 16, &s2, sizeof s2);
+    memcpy(out + i + 24, &s3, sizeof s3);
   }
   for (; i < n; ++i) {
     float sum = 0.0f;
@@ -270,19 +279,25 @@ GRADWIRE_CPU_V3 void DecodeAverageHalfV3(const uint8_t* const* values, uint64_t 
   const __m256 by = _mm256_set1_ps(multiply ? reciprocal : divisor);
   uint64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m256 sum[4];
-    for (int q = 0; q < 4; ++q) sum[q] = _mm256_setzero_ps();  // +0
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;  // +0
     for (uint64_t r = 0; r < frames; ++r) {
-      const uint8_t* p = values[r] + 2 * i;
-      for (int q = 0; q < 4; ++q) {
-        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * q));
-        sum[q] = _mm256_add_ps(sum[q], _mm256_cvtph_ps(h));
-      }
+      const __m128i* p = reinterpret_cast<const __m128i*>(values[r] + 2 * i);
+      s0 = _mm256_add_ps(s0, _mm256_cvtph_ps(_mm_loadu_si128(p)));
+      s1 = _mm256_add_ps(s1, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+      s2 = _mm256_add_ps(s2, _mm256_cvtph_ps(_mm_loadu_si128(p + 2)));
+      s3 = _mm256_add_ps(s3, _mm256_cvtph_ps(_mm_loadu_si128(p + 3)));
     }
-    for (int q = 0; q < 4; ++q) {
-      sum[q] = multiply ? _mm256_mul_ps(sum[q], by) : _mm256_div_ps(sum[q], by);
-      _mm256_storeu_ps(out + i + 8 * q, sum[q]);
+    if (multiply) {
+      s0 = _mm256_mul_ps(s0, by), s1 = _mm256_mul_ps(s1, by);
+      s2 = _mm256_mul_ps(s2, by), s3 = _mm256_mul_ps(s3, by);
+    } else {
+      s0 = _mm256_div_ps(s0, by), s1 = _mm256_div_ps(s1, by);
+      s2 = _mm256_div_ps(s2, by), s3 = _mm256_div_ps(s3, by);
     }
+    _mm256_storeu_ps(out + i, s0);
+    _mm256_storeu_ps(out + i + 8, s1);
+    _mm256_storeu_ps(out + i + 16, s2);
+    _mm256_storeu_ps(out + i + 24, s3);
   }
   for (; i < n; ++i) {
     float sum = 0.0f;

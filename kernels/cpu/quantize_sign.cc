@@ -12,6 +12,10 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+#include <immintrin.h>
+#endif
 #include "gradwire/kernels/cpu/quantize.h"
 
 namespace gradwire {
@@ -70,23 +74,23 @@ class BitWriter {
   uint32_t filled_ = 0;  // < 32 between calls
 };
 
-// Pass 1 of a bucket: acc = grad + residual, stored into the residual
-// (kHasResidual; else acc is grad), and the scale: mean |acc| over the
-// finite elements, the sum formed in double in index order (0 if none).
-// Adds the non-finite count.
-//
-// Every |acc| is a multiple of u, the ulp of the smallest nonzero one
-// (2^(e-150) for its biased exponent e, 2^-149 for denormals), and so is
-// every partial sum, in any order; below 2^53 u they are all exact, and
-// any order gives the one sum. So the lanes add at once, and only when
-// that sum comes near 2^53 u (within a factor 2, far beyond its rounding
-// error) is it redone in index order.
+// The lanes of pass 1 (SignScale) over the first len / 16 * 16 elements:
+// acc stored into the residual (if not null), and of the finite |acc| the
+// count, the smallest nonzero less one (a zero wraps to the largest value)
+// and the sum in double, in any order. Returns how many it covered.
+struct Magnitudes {
+  uint64_t finite = 0;
+  uint32_t min_less_1 = 0xffffffffu;
+  double sum = 0.0;
+};
+
 template <bool kHasResidual>
-GRADWIRE_CPU_INLINE float SignScale(const float* grad, float* residual, uint64_t len,
-                                    uint64_t* nonfinite) {
-  const float* acc = kHasResidual ? residual : grad;
+GRADWIRE_CPU_INLINE uint64_t SumMagnitudes(const float* grad, float* residual, uint64_t len,
+                                           Magnitudes* out) {
   U32x8 min8 = ~U32x8{}, finite8 = {};
-  F64x4 sum4[4] = {};  // four chains: a double add's latency is several cycles
+  // Four chains (named: GCC keeps them in registers), as a double add's
+  // latency is several cycles.
+  F64x4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
   uint64_t i = 0;
   for (; i + 16 <= len; i += 16) {
     for (int h = 0; h < 2; ++h) {
@@ -101,24 +105,107 @@ GRADWIRE_CPU_INLINE float SignScale(const float* grad, float* residual, uint64_t
       const U32x8 ok = (U32x8)(m < 0x7f800000u);  // all ones or zero
       finite8 -= ok;
       const U32x8 v = m & ok;
-      // The smallest nonzero, less one: a zero wraps to the largest value.
       const U32x8 nz = v - 1;
       min8 = nz < min8 ? nz : min8;
       const F32x8 f = GRADWIRE_BITCAST(F32x8, v);
-      const F32x4 lo = __builtin_shufflevector(f, f, 0, 1, 2, 3);
-      const F32x4 hi = __builtin_shufflevector(f, f, 4, 5, 6, 7);
-      sum4[2 * h] += __builtin_convertvector(lo, F64x4);
-      sum4[2 * h + 1] += __builtin_convertvector(hi, F64x4);
+      const F64x4 lo = __builtin_convertvector(__builtin_shufflevector(f, f, 0, 1, 2, 3), F64x4);
+      const F64x4 hi = __builtin_convertvector(__builtin_shufflevector(f, f, 4, 5, 6, 7), F64x4);
+      if (h == 0) {
+        s0 += lo;
+        s1 += hi;
+      } else {
+        s2 += lo;
+        s3 += hi;
+      }
     }
   }
-  uint64_t finite = 0;
-  uint32_t min_less_1 = 0xffffffffu;
-  double sum = 0.0;
   for (int l = 0; l < 8; ++l) {
-    finite += finite8[l];
-    min_less_1 = min8[l] < min_less_1 ? min8[l] : min_less_1;
+    out->finite += finite8[l];
+    out->min_less_1 = min8[l] < out->min_less_1 ? min8[l] : out->min_less_1;
   }
-  for (int l = 0; l < 4; ++l) sum += (sum4[0][l] + sum4[1][l]) + (sum4[2][l] + sum4[3][l]);
+  for (int l = 0; l < 4; ++l) out->sum += (s0[l] + s1[l]) + (s2[l] + s3[l]);
+  return i;
+}
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// SumMagnitudes with AVX2 intrinsics: GCC 12 splits a vector conversion
+// of four floats to doubles into halves (vcvtps2pd on xmm, then inserts).
+GRADWIRE_CPU_V3 uint64_t SumMagnitudesV3(const float* grad, float* residual, uint64_t len,
+                                         Magnitudes* out) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i ones = _mm256_set1_epi32(-1);
+  __m256i min8 = ones, finite8 = _mm256_setzero_si256();
+  __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+  uint64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    for (int h = 0; h < 2; ++h) {
+      __m256 a = _mm256_loadu_ps(grad + i + 8 * h);
+      if (residual != nullptr) {
+        a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i + 8 * h));
+        _mm256_storeu_ps(residual + i + 8 * h, a);
+      }
+      const __m256i m = _mm256_and_si256(_mm256_castps_si256(a), abs_mask);
+      const __m256i ok = _mm256_cmpgt_epi32(inf, m);  // m < 2^31: signed compare
+      finite8 = _mm256_sub_epi32(finite8, ok);
+      const __m256i v = _mm256_and_si256(m, ok);
+      min8 = _mm256_min_epu32(min8, _mm256_add_epi32(v, ones));
+      const __m256 f = _mm256_castsi256_ps(v);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f));
+      const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+      if (h == 0) {
+        s0 = _mm256_add_pd(s0, lo);
+        s1 = _mm256_add_pd(s1, hi);
+      } else {
+        s2 = _mm256_add_pd(s2, lo);
+        s3 = _mm256_add_pd(s3, hi);
+      }
+    }
+  }
+  alignas(32) uint32_t fin[8], mins[8];
+  alignas(32) double sums[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(fin), finite8);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(mins), min8);
+  _mm256_store_pd(sums, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+  for (int l = 0; l < 8; ++l) {
+    out->finite += fin[l];
+    out->min_less_1 = mins[l] < out->min_less_1 ? mins[l] : out->min_less_1;
+  }
+  for (int l = 0; l < 4; ++l) out->sum += sums[l];
+  return i;
+}
+#endif
+
+// Pass 1 of a bucket: acc = grad + residual, stored into the residual
+// (kHasResidual; else acc is grad), and the scale: mean |acc| over the
+// finite elements, the sum formed in double in index order (0 if none).
+// Adds the non-finite count. `v3`: take SumMagnitudesV3.
+//
+// Every |acc| is a multiple of u, the ulp of the smallest nonzero one
+// (2^(e-150) for its biased exponent e, 2^-149 for denormals), and so is
+// every partial sum, in any order; below 2^53 u they are all exact, and
+// any order gives the one sum. So the lanes add at once, and only when
+// that sum comes near 2^53 u (within a factor 2, far beyond its rounding
+// error) is it redone in index order.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE float SignScale(const float* grad, float* residual, uint64_t len, bool v3,
+                                    uint64_t* nonfinite) {
+  const float* acc = kHasResidual ? residual : grad;
+  Magnitudes lanes;
+  uint64_t i;
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (v3) {
+    i = SumMagnitudesV3(grad, kHasResidual ? residual : nullptr, len, &lanes);
+  } else {
+    i = SumMagnitudes<kHasResidual>(grad, residual, len, &lanes);
+  }
+#else
+  (void)v3;
+  i = SumMagnitudes<kHasResidual>(grad, residual, len, &lanes);
+#endif
+  uint64_t finite = lanes.finite;
+  uint32_t min_less_1 = lanes.min_less_1;
+  double sum = lanes.sum;
   for (; i < len; ++i) {
     float a = grad[i];
     if (kHasResidual) {
@@ -191,7 +278,8 @@ GRADWIRE_CPU_INLINE void SignCodes(const float* acc, float* res, uint64_t len, f
 
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64_t n,
-                                      uint32_t bucket_size, uint8_t* scales, uint8_t* packed) {
+                                      uint32_t bucket_size, uint8_t* scales, uint8_t* packed,
+                                      bool v3) {
   BitWriter out(packed);
   uint64_t nonfinite = 0;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
@@ -202,7 +290,7 @@ GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64
       if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
     }
     float* res = kHasResidual ? residual + start : nullptr;
-    const float scale = SignScale<kHasResidual>(grad + start, res, len, &nonfinite);
+    const float scale = SignScale<kHasResidual>(grad + start, res, len, v3, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
     SignCodes<kHasResidual>(kHasResidual ? res : grad + start, res, len, scale, &out);
   }
@@ -212,9 +300,9 @@ GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64
 
 GRADWIRE_CPU_CLONES uint64_t SignCompressLoop(const float* grad, float* residual, uint64_t n,
                                               uint32_t bucket_size, uint8_t* scales,
-                                              uint8_t* packed) {
-  return residual != nullptr ? SignLoop<true>(grad, residual, n, bucket_size, scales, packed)
-                             : SignLoop<false>(grad, residual, n, bucket_size, scales, packed);
+                                              uint8_t* packed, bool v3) {
+  return residual != nullptr ? SignLoop<true>(grad, residual, n, bucket_size, scales, packed, v3)
+                             : SignLoop<false>(grad, residual, n, bucket_size, scales, packed, v3);
 }
 
 // *d += SignDecode(code, scale) for elements [i, i + 8), i a multiple of
@@ -269,24 +357,27 @@ GRADWIRE_CPU_INLINE void SignAverageLoop(const uint8_t* const* scales, const uin
     // 32 codes (a word) of each frame a step, in four independent sums:
     // one chain of adds would wait on each add's latency.
     for (; i + 32 <= end; i += 32) {
-      F32x8 sum[4] = {};  // +0, as the zeroed output
+      // Named, not an array: GCC keeps these in registers.
+      F32x8 s0 = {}, s1 = {}, s2 = {}, s3 = {};  // +0, as the zeroed output
       for (uint64_t r = 0; r < frames; ++r) {
         const U32x8 word = U32x8{} + LoadLe<uint32_t>(packed[r] + (i >> 3));
         const uint32_t s = LoadLe<uint32_t>(scales[r] + 4 * bucket);
-        for (int q = 0; q < 4; ++q) {
-          // Code 8q + l to bit 31 of lane l.
-          const U32x8 to_top = U32x8{31u, 30u, 29u, 28u, 27u, 26u, 25u, 24u} - 8u * q;
-          sum[q] += GRADWIRE_BITCAST(F32x8, ((word << to_top) & 0x80000000u) ^ s);
-        }
+        // Code 8q + l to bit 31 of lane l of sum q.
+        const U32x8 to_top = {31u, 30u, 29u, 28u, 27u, 26u, 25u, 24u};
+        s0 += GRADWIRE_BITCAST(F32x8, ((word << to_top) & 0x80000000u) ^ s);
+        s1 += GRADWIRE_BITCAST(F32x8, ((word << (to_top - 8u)) & 0x80000000u) ^ s);
+        s2 += GRADWIRE_BITCAST(F32x8, ((word << (to_top - 16u)) & 0x80000000u) ^ s);
+        s3 += GRADWIRE_BITCAST(F32x8, ((word << (to_top - 24u)) & 0x80000000u) ^ s);
       }
-      for (int q = 0; q < 4; ++q) {
-        if (kMultiply) {
-          sum[q] *= reciprocal;
-        } else {
-          sum[q] /= divisor;
-        }
-        GRADWIRE_STORE(out + i + 8 * q, sum[q]);
+      if (kMultiply) {
+        s0 *= reciprocal, s1 *= reciprocal, s2 *= reciprocal, s3 *= reciprocal;
+      } else {
+        s0 /= divisor, s1 /= divisor, s2 /= divisor, s3 /= divisor;
       }
+      GRADWIRE_STORE(out + i, s0);
+      GRADWIRE_STORE(out + i + 8, s1);
+      GRADWIRE_STORE(out + i + 16, s2);
+      GRADWIRE_STORE(out + i + 24, s3);
     }
     for (; i + 8 <= end; i += 8) {
       F32x8 sum = {};
@@ -319,7 +410,12 @@ GRADWIRE_CPU_CLONES void SignAverage(const uint8_t* const* scales, const uint8_t
 
 void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
                   uint8_t* scales, uint8_t* packed, FusedStats* stats) {
-  const uint64_t nonfinite = SignCompressLoop(grad, residual, n, bucket_size, scales, packed);
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  const bool v3 = CpuIsX86V3();
+#else
+  const bool v3 = false;
+#endif
+  const uint64_t nonfinite = SignCompressLoop(grad, residual, n, bucket_size, scales, packed, v3);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
