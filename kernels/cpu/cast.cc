@@ -27,16 +27,6 @@ GRADWIRE_CPU_INLINE uint32_t Bf16Bits(uint32_t x) {
   return r & 0xffffu;
 }
 
-// Bits of one type as another of the same size (scalars or vectors; a
-// builtin, so vectors are not passed through a function's ABI).
-#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
-
-// Eight lanes (GCC vector extensions: each clone its own width).
-typedef uint32_t U32x8 __attribute__((vector_size(32)));
-typedef int32_t I32x8 __attribute__((vector_size(32)));
-typedef float F32x8 __attribute__((vector_size(32)));
-typedef uint16_t U16x8 __attribute__((vector_size(16)));
-
 // int32 lanes to float, exactly (|x| < 2^24 here): one lane or a vector.
 GRADWIRE_CPU_INLINE void ToFloat(const int32_t& x, float* f) { *f = static_cast<float>(x); }
 template <typename S, typename F>

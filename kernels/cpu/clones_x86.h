@@ -58,6 +58,20 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
+// Lanes for loops written with GCC vector extensions: each clone compiles
+// them at its own width (two SSE registers for eight lanes in the
+// baseline, one AVX register in x86-64-v3).
+typedef uint16_t U16x8 __attribute__((vector_size(16)));
+typedef uint32_t U32x4 __attribute__((vector_size(16)));
+typedef uint32_t U32x8 __attribute__((vector_size(32)));
+typedef int32_t I32x8 __attribute__((vector_size(32)));
+typedef float F32x8 __attribute__((vector_size(32)));
+typedef double F64x4 __attribute__((vector_size(32)));
+
+// Bits of one type as another of the same size (scalars or vectors; a
+// builtin, so vectors are not passed through a function's ABI).
+#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
+
 // c ? a : b as bit masks. GCC turns a chain of ?: into branches that its
 // vectorizer cannot if-convert (and will not speculate a float operation
 // past: it might trap); masks keep the loop straight-line.

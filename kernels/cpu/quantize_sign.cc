@@ -12,24 +12,16 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
+#include "gradwire/kernels/cpu/quantize.h"
 
 #if GRADWIRE_CPU_V3_FUNCTIONS
 #include <immintrin.h>
 #endif
-#include "gradwire/kernels/cpu/quantize.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
-
-typedef uint32_t U32x4 __attribute__((vector_size(16)));
-typedef uint32_t U32x8 __attribute__((vector_size(32)));
-typedef float F32x4 __attribute__((vector_size(16)));
-typedef float F32x8 __attribute__((vector_size(32)));
-typedef double F64x4 __attribute__((vector_size(32)));
-
-#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
 
 // Vectors are loaded and stored with memcpy in place (any alignment), not
 // passed to or returned from helpers: that would change the ABI between
