@@ -139,16 +139,13 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
 template <ValueFormat F, bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64_t n,
                                       uint8_t* values) {
+  uint32_t nonfinite = 0;
   uint64_t total = 0;
-  // Blocks of elements, counted in 32-bit lanes; the lines kPrefetchAhead
-  // elements on are prefetched while a block is cast.
-  constexpr uint64_t kRun = 1024;
+  // Counted in 32-bit lanes, flushed before they could wrap.
+  constexpr uint64_t kRun = uint64_t{1} << 30;
   for (uint64_t start = 0; start < n; start += kRun) {
     const uint64_t end = n - start < kRun ? n : start + kRun;
-    const uint64_t ahead = n - end < kPrefetchAhead ? n : end + kPrefetchAhead;
-    PrefetchRange(grad, start + kPrefetchAhead, ahead);
-    if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, ahead);
-    uint32_t nonfinite = 0;
+    nonfinite = 0;
     uint64_t i = start;
     if (F == ValueFormat::kFp16)
       i = HalfVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
