@@ -3,10 +3,6 @@
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 
-#if GRADWIRE_CPU_V3_FUNCTIONS
-#include <immintrin.h>
-#endif
-
 namespace gradwire {
 namespace kernels {
 namespace cpu {

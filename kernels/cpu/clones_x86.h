@@ -50,6 +50,7 @@
     !defined(GRADWIRE_NO_CPU_CLONES)
 #define GRADWIRE_CPU_V3_FUNCTIONS 1
 #define GRADWIRE_CPU_V3 __attribute__((target("arch=x86-64-v3")))
+#include <immintrin.h>
 #else
 #define GRADWIRE_CPU_V3_FUNCTIONS 0
 #endif

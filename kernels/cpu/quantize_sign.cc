@@ -14,10 +14,6 @@
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/quantize.h"
 
-#if GRADWIRE_CPU_V3_FUNCTIONS
-#include <immintrin.h>
-#endif
-
 namespace gradwire {
 namespace kernels {
 namespace cpu {
