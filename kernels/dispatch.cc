@@ -388,6 +388,44 @@ absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat
 
 // ------------------------------------------------------------- averages --
 
+namespace {
+
+// Every buffer of a host-only call in host memory, none null where n > 0.
+absl::Status CheckHostOnly(const char* who, uint64_t n, const float* out,
+                           std::initializer_list<absl::Span<const uint8_t* const>> payloads) {
+  std::vector<const void*> all = {out};
+  for (absl::Span<const uint8_t* const> p : payloads) all.insert(all.end(), p.begin(), p.end());
+  for (const void* b : all) {
+    if (n > 0 && b == nullptr) return Refuse(who, "null buffer");
+    Location where;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(Locate(b, &where));
+    if (where != Location::kHost) return Refuse(who, "host memory only");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t n,
+                               ValueFormat format, float divisor, float* out) {
+  const char* who = "CastDecodeAverage";
+  if (!KnownFormat(format)) return Refuse(who, "unknown value format");
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {values}));
+  cpu::CastDecodeAverage(values.data(), values.size(), n, format, divisor, out);
+  return absl::OkStatus();
+}
+
+absl::Status SignDecodeAverage(absl::Span<const uint8_t* const> scales,
+                               absl::Span<const uint8_t* const> packed, uint64_t n,
+                               uint32_t bucket_size, float divisor, float* out) {
+  const char* who = "SignDecodeAverage";
+  if (bucket_size < 1) return Refuse(who, "bucket_size must be >= 1");
+  if (scales.size() != packed.size()) return Refuse(who, "one scales and one packed per payload");
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {scales, packed}));
+  cpu::SignDecodeAverage(scales.data(), packed.data(), scales.size(), n, bucket_size, divisor, out);
+  return absl::OkStatus();
+}
+
 absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream stream) {
   const char* who = "DivideAll";
   if (n > 0 && values == nullptr) return Refuse(who, "null buffer");

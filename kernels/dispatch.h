@@ -93,6 +93,17 @@ absl::Status SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, 
 absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format,
                                   float* dense, cuda::Stream stream = nullptr);
 
+// The host side of a dense codec's average, in one pass (cpu/cast.h
+// CastDecodeAverage, cpu/quantize.h SignDecodeAverage): out = (zeros plus
+// each payload's decoded values, in order) / divisor, the bits of zeroing,
+// the DecodeAccumulate of each payload and DivideAll. Host memory only
+// (InvalidArgument otherwise): on a device those three steps run instead.
+absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t n,
+                               ValueFormat format, float divisor, float* out);
+absl::Status SignDecodeAverage(absl::Span<const uint8_t* const> scales,
+                               absl::Span<const uint8_t* const> packed, uint64_t n,
+                               uint32_t bucket_size, float divisor, float* out);
+
 // values[i] = values[i] / divisor for i < n, bit for bit on either side
 // (cpu/divide_x86.h, cuda/divide.h): the division of an average.
 absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream stream = nullptr);

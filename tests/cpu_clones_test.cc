@@ -417,6 +417,66 @@ TEST(CpuClonesTest, SignScaleSumsInIndexOrderWhenRoundingMatters) {
   }
 }
 
+// The one-pass averages (CastDecodeAverage, SignDecodeAverage) against
+// zeros, each payload decoded and added in order, then each element
+// divided: payloads of random bytes (every NaN, Inf and denormal class of
+// each format), sizes off the vector width, divisors with and without an
+// exact reciprocal.
+std::vector<uint8_t> RandomBytes(uint64_t n, std::mt19937_64& rng) {
+  std::vector<uint8_t> b(n);
+  for (uint8_t& x : b) x = static_cast<uint8_t>(rng());
+  return b;
+}
+
+TEST(CpuClonesTest, DenseAveragesMatchDecodeIntoZerosThenDivide) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : kSizes) {
+    for (uint64_t frames : {1u, 2u, 3u, 5u}) {
+      for (float divisor : {1.0f, 4.0f, 0.25f, 3.0f, 0.7f}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "n " << n << " frames " << frames << " divisor " << divisor);
+        for (ValueFormat f : kFormats) {
+          std::vector<std::vector<uint8_t>> payloads;
+          std::vector<const uint8_t*> at;
+          std::vector<float> want(n, 0.0f);
+          for (uint64_t r = 0; r < frames; ++r) {
+            payloads.push_back(RandomBytes(n * ValueWidth(f), rng));
+            at.push_back(payloads.back().data());
+            for (uint64_t i = 0; i < n; ++i) want[i] += LoadValue(at.back(), i, f);
+          }
+          for (float& x : want) x /= divisor;
+          std::vector<float> got = Mixed(n, rng);
+          CastDecodeAverage(at.data(), frames, n, f, divisor, got.data());
+          EXPECT_SAME_FLOATS(want, got) << "format " << static_cast<int>(f);
+        }
+        for (uint32_t bucket : {1u, 7u, 8u, 64u, 512u, 1500u}) {
+          std::vector<std::vector<uint8_t>> scales, packed;
+          std::vector<const uint8_t*> scales_at, packed_at;
+          std::vector<float> want(n, 0.0f);
+          for (uint64_t r = 0; r < frames; ++r) {
+            const std::vector<float> s = Mixed(BucketCount(n, bucket), rng);
+            scales.emplace_back(4 * s.size());
+            for (uint64_t b = 0; b < s.size(); ++b) {
+              StoreValue(scales.back().data(), b, s[b], ValueFormat::kFp32);
+            }
+            packed.push_back(RandomBytes(PackedBytes(n, 1), rng));
+            scales_at.push_back(scales.back().data());
+            packed_at.push_back(packed.back().data());
+          }
+          for (uint64_t r = 0; r < frames; ++r) {
+            want = RefQuantizedDecode(scales[r], packed[r], n, true, 1, bucket, want);
+          }
+          for (float& x : want) x /= divisor;
+          std::vector<float> got = Mixed(n, rng);
+          SignDecodeAverage(scales_at.data(), packed_at.data(), frames, n, bucket, divisor,
+                            got.data());
+          EXPECT_SAME_FLOATS(want, got) << "sign bucket " << bucket;
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuClonesTest, HashRunsMatchElementHash) {
   GRADWIRE_SEEDED_RNG(rng);
   std::vector<uint32_t> out(1000);

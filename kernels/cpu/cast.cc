@@ -1,6 +1,7 @@
 #include "gradwire/kernels/cpu/cast.h"
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 
 namespace gradwire {
 namespace kernels {
@@ -12,18 +13,6 @@ namespace {
 // returns the bits its element_math.h counterpart returns, which the tests
 // check over every input class (and every fp16 value).
 
-// HalfBitsToFloat (h < 2^16).
-GRADWIRE_CPU_INLINE float HalfFloat(uint32_t h) {
-  const uint32_t e = (h >> 10) & 0x1fu;
-  const uint32_t m = h & 0x3ffu;
-  // Subnormal: m * 2^-24, exact. Normal: rebias. e == 31: Inf or NaN.
-  const uint32_t subnormal =
-      FloatBits(static_cast<float>(static_cast<int32_t>(m)) * 5.9604644775390625e-8f);
-  uint32_t r = SelectBits(e == 0, subnormal, ((e + 112u) << 23) | (m << 13));
-  r = SelectBits(e == 0x1fu, 0x7f800000u | (m << 13), r);
-  return BitsFloat(((h & 0x8000u) << 16) | r);
-}
-
 // FloatToBf16Bits.
 GRADWIRE_CPU_INLINE uint32_t Bf16Bits(uint32_t x) {
   const uint32_t a = x & 0x7fffffffu;
@@ -34,9 +23,33 @@ GRADWIRE_CPU_INLINE uint32_t Bf16Bits(uint32_t x) {
   return r & 0xffffu;
 }
 
-// Bits of one type as another of the same size (scalars or vectors; a
-// builtin, so vectors are not passed through a function's ABI).
-#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
+// int32 lanes to float, exactly (|x| < 2^24 here): one lane or a vector.
+GRADWIRE_CPU_INLINE void ToFloat(const int32_t& x, float* f) { *f = static_cast<float>(x); }
+template <typename S, typename F>
+GRADWIRE_CPU_INLINE void ToFloat(const S& x, F* f) {
+  *f = __builtin_convertvector(x, F);
+}
+
+// HalfBitsToFloat's bits for h < 2^16, one lane or a vector of lanes (as
+// HalfRound). Subnormal: m * 2^-24, exact. Normal: rebias. e == 31: Inf
+// or NaN.
+template <typename U, typename S, typename F>
+GRADWIRE_CPU_INLINE void HalfToFloatBits(const U& h, U* out) {
+  const U e = (h >> 10) & 0x1fu;
+  const U m13 = (h & 0x3ffu) << 13;
+  F m;
+  ToFloat(GRADWIRE_BITCAST(S, h & 0x3ffu), &m);
+  const U subnormal = GRADWIRE_BITCAST(U, m * 5.9604644775390625e-8f);
+  U r = e == 0 ? subnormal : ((e + 112u) << 23) | m13;
+  r = e == 0x1fu ? 0x7f800000u | m13 : r;
+  *out = ((h & 0x8000u) << 16) | r;
+}
+
+GRADWIRE_CPU_INLINE float HalfFloat(uint32_t h) {
+  uint32_t bits;
+  HalfToFloatBits<uint32_t, int32_t, float>(h, &bits);
+  return BitsFloat(bits);
+}
 
 // FloatToHalfBits(x) into *half, and, when x is finite, the residual
 // ResidualAfter(x, HalfBitsToFloat(*half)) into *residual as bits (0 otherwise):
@@ -94,10 +107,6 @@ template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uint64_t start,
                                          uint64_t end, uint8_t* values, uint32_t* nonfinite) {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  typedef uint32_t U32x8 __attribute__((vector_size(32)));
-  typedef int32_t I32x8 __attribute__((vector_size(32)));
-  typedef float F32x8 __attribute__((vector_size(32)));
-  typedef uint16_t U16x8 __attribute__((vector_size(16)));
   U32x8 bad = {};
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
@@ -154,20 +163,142 @@ GRADWIRE_CPU_CLONES uint64_t CastCompressAs(const float* grad, float* residual, 
                              : CastLoop<F, false>(grad, residual, n, values);
 }
 
-GRADWIRE_CPU_CLONES void DecodeAccumulateHalf(const uint8_t* __restrict values, uint64_t n,
-                                              float* __restrict dense) {
-  for (uint64_t i = 0; i < n; ++i) dense[i] += HalfFloat(LoadLe<uint16_t>(values + 2 * i));
+// One value of format F at p, decoded (LoadValue).
+template <ValueFormat F>
+GRADWIRE_CPU_INLINE float DecodeOne(const uint8_t* p) {
+  if (F == ValueFormat::kFp16) return HalfFloat(LoadLe<uint16_t>(p));
+  if (F == ValueFormat::kBf16) return BitsFloat(static_cast<uint32_t>(LoadLe<uint16_t>(p)) << 16);
+  return BitsFloat(LoadLe<uint32_t>(p));
 }
 
-GRADWIRE_CPU_CLONES void DecodeAccumulateBf16(const uint8_t* __restrict values, uint64_t n,
-                                              float* __restrict dense) {
-  for (uint64_t i = 0; i < n; ++i)
-    dense[i] += BitsFloat(static_cast<uint32_t>(LoadLe<uint16_t>(values + 2 * i)) << 16);
+// *sum += the eight values of format F at p, decoded as DecodeOne does.
+template <ValueFormat F>
+GRADWIRE_CPU_INLINE void AddDecoded8(const uint8_t* p, F32x8* sum) {
+  if (F == ValueFormat::kFp32) {
+    F32x8 v;
+    memcpy(&v, p, sizeof v);
+    *sum += v;
+    return;
+  }
+  U16x8 h16;
+  memcpy(&h16, p, sizeof h16);
+  U32x8 bits = __builtin_convertvector(h16, U32x8);
+  if (F == ValueFormat::kFp16) {
+    HalfToFloatBits<U32x8, I32x8, F32x8>(bits, &bits);
+  } else {
+    bits <<= 16;
+  }
+  *sum += GRADWIRE_BITCAST(F32x8, bits);
 }
 
-GRADWIRE_CPU_CLONES void DecodeAccumulateFp32(const uint8_t* __restrict values, uint64_t n,
-                                              float* __restrict dense) {
-  for (uint64_t i = 0; i < n; ++i) dense[i] += BitsFloat(LoadLe<uint32_t>(values + 4 * i));
+// The element loops store and load little endian through vectors.
+constexpr bool kVectorsAreLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
+
+template <ValueFormat F>
+GRADWIRE_CPU_CLONES void DecodeAccumulateAs(const uint8_t* values, uint64_t n, float* dense) {
+  constexpr uint64_t kWidth = F == ValueFormat::kFp32 ? 4 : 2;
+  uint64_t i = 0;
+  for (; kVectorsAreLittleEndian && i + 8 <= n; i += 8) {
+    F32x8 d;
+    memcpy(&d, dense + i, sizeof d);
+    AddDecoded8<F>(values + kWidth * i, &d);
+    memcpy(dense + i, &d, sizeof d);
+  }
+  for (; i < n; ++i) dense[i] += DecodeOne<F>(values + kWidth * i);
+}
+
+// out[i] = (((0 + v_0) + v_1) + ...) / divisor (kMultiply: * reciprocal,
+// the same bits), 32 elements a step in four independent sums (one chain
+// of adds would wait on each add's latency).
+template <ValueFormat F, bool kMultiply>
+GRADWIRE_CPU_INLINE void AverageLoop(const uint8_t* const* values, uint64_t frames, uint64_t n,
+                                     float divisor, float reciprocal, float* out) {
+  constexpr uint64_t kWidth = F == ValueFormat::kFp32 ? 4 : 2;
+  uint64_t i = 0;
+  for (; kVectorsAreLittleEndian && i + 32 <= n; i += 32) {
+    // Named, not an array: GCC keeps these in registers.
+    F32x8 s0 = {}, s1 = {}, s2 = {}, s3 = {};  // +0, as the zeroed output
+    for (uint64_t r = 0; r < frames; ++r) {
+      const uint8_t* p = values[r] + kWidth * i;
+      AddDecoded8<F>(p, &s0);
+      AddDecoded8<F>(p + 8 * kWidth, &s1);
+      AddDecoded8<F>(p + 16 * kWidth, &s2);
+      AddDecoded8<F>(p + 24 * kWidth, &s3);
+    }
+    if (kMultiply) {
+      s0 *= reciprocal, s1 *= reciprocal, s2 *= reciprocal, s3 *= reciprocal;
+    } else {
+      s0 /= divisor, s1 /= divisor, s2 /= divisor, s3 /= divisor;
+    }
+    memcpy(out + i, &s0, sizeof s0);
+    memcpy(out + i + 8, &s1, sizeof s1);
+    memcpy(out + i + 16, &s2, sizeof s2);
+    memcpy(out + i + 24, &s3, sizeof s3);
+  }
+  for (; i < n; ++i) {
+    float sum = 0.0f;
+    for (uint64_t r = 0; r < frames; ++r) sum += DecodeOne<F>(values[r] + kWidth * i);
+    out[i] = kMultiply ? sum * reciprocal : sum / divisor;
+  }
+}
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// The fp16 loops with F16C's conversion (exact; a signalling NaN comes out
+// quiet, a payload difference the contract allows), for x86-64-v3.
+GRADWIRE_CPU_V3 void DecodeAccumulateHalfV3(const uint8_t* values, uint64_t n, float* dense) {
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values + 2 * i)));
+    _mm256_storeu_ps(dense + i, _mm256_add_ps(_mm256_loadu_ps(dense + i), v));
+  }
+  for (; i < n; ++i) dense[i] += HalfFloat(LoadLe<uint16_t>(values + 2 * i));
+}
+
+GRADWIRE_CPU_V3 void DecodeAverageHalfV3(const uint8_t* const* values, uint64_t frames, uint64_t n,
+                                         float divisor, float* out) {
+  float reciprocal;
+  const bool multiply = ExactReciprocal(divisor, &reciprocal);
+  const __m256 by = _mm256_set1_ps(multiply ? reciprocal : divisor);
+  uint64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;  // +0
+    for (uint64_t r = 0; r < frames; ++r) {
+      const __m128i* p = reinterpret_cast<const __m128i*>(values[r] + 2 * i);
+      s0 = _mm256_add_ps(s0, _mm256_cvtph_ps(_mm_loadu_si128(p)));
+      s1 = _mm256_add_ps(s1, _mm256_cvtph_ps(_mm_loadu_si128(p + 1)));
+      s2 = _mm256_add_ps(s2, _mm256_cvtph_ps(_mm_loadu_si128(p + 2)));
+      s3 = _mm256_add_ps(s3, _mm256_cvtph_ps(_mm_loadu_si128(p + 3)));
+    }
+    if (multiply) {
+      s0 = _mm256_mul_ps(s0, by), s1 = _mm256_mul_ps(s1, by);
+      s2 = _mm256_mul_ps(s2, by), s3 = _mm256_mul_ps(s3, by);
+    } else {
+      s0 = _mm256_div_ps(s0, by), s1 = _mm256_div_ps(s1, by);
+      s2 = _mm256_div_ps(s2, by), s3 = _mm256_div_ps(s3, by);
+    }
+    _mm256_storeu_ps(out + i, s0);
+    _mm256_storeu_ps(out + i + 8, s1);
+    _mm256_storeu_ps(out + i + 16, s2);
+    _mm256_storeu_ps(out + i + 24, s3);
+  }
+  for (; i < n; ++i) {
+    float sum = 0.0f;
+    for (uint64_t r = 0; r < frames; ++r) sum += HalfFloat(LoadLe<uint16_t>(values[r] + 2 * i));
+    out[i] = multiply ? sum * reciprocal : sum / divisor;
+  }
+}
+#endif
+
+template <ValueFormat F>
+GRADWIRE_CPU_CLONES void DecodeAverageAs(const uint8_t* const* values, uint64_t frames, uint64_t n,
+                                         float divisor, float* out) {
+  float reciprocal;
+  if (ExactReciprocal(divisor, &reciprocal)) {
+    AverageLoop<F, true>(values, frames, n, divisor, reciprocal, out);
+  } else {
+    AverageLoop<F, false>(values, frames, n, divisor, reciprocal, out);
+  }
 }
 
 }  // namespace
@@ -195,13 +326,40 @@ void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat fo
 void CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense) {
   switch (format) {
     case ValueFormat::kFp16:
-      DecodeAccumulateHalf(values, n, dense);
+#if GRADWIRE_CPU_V3_FUNCTIONS
+      if (CpuIsX86V3()) {
+        DecodeAccumulateHalfV3(values, n, dense);
+        break;
+      }
+#endif
+      DecodeAccumulateAs<ValueFormat::kFp16>(values, n, dense);
       break;
     case ValueFormat::kBf16:
-      DecodeAccumulateBf16(values, n, dense);
+      DecodeAccumulateAs<ValueFormat::kBf16>(values, n, dense);
       break;
     default:
-      DecodeAccumulateFp32(values, n, dense);
+      DecodeAccumulateAs<ValueFormat::kFp32>(values, n, dense);
+      break;
+  }
+}
+
+void CastDecodeAverage(const uint8_t* const* values, uint64_t frames, uint64_t n,
+                       ValueFormat format, float divisor, float* out) {
+  switch (format) {
+    case ValueFormat::kFp16:
+#if GRADWIRE_CPU_V3_FUNCTIONS
+      if (CpuIsX86V3()) {
+        DecodeAverageHalfV3(values, frames, n, divisor, out);
+        break;
+      }
+#endif
+      DecodeAverageAs<ValueFormat::kFp16>(values, frames, n, divisor, out);
+      break;
+    case ValueFormat::kBf16:
+      DecodeAverageAs<ValueFormat::kBf16>(values, frames, n, divisor, out);
+      break;
+    default:
+      DecodeAverageAs<ValueFormat::kFp32>(values, frames, n, divisor, out);
       break;
   }
 }

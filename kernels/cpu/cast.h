@@ -22,6 +22,14 @@ void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat fo
 // dense[i] += LoadValue(values, i, format).
 void CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense);
 
+// The average of `frames` dense payloads, values[r] each (n values in
+// `format`): out[i] = (((0 + v_0[i]) + v_1[i]) + ...) / divisor, v_r[i] =
+// LoadValue(values[r], i, format), i.e. the bits of zeroing out, then
+// CastDecodeAccumulate of each payload in order, then DivideAll, in one
+// pass that writes out once. out may not overlap the payloads.
+void CastDecodeAverage(const uint8_t* const* values, uint64_t frames, uint64_t n,
+                       ValueFormat format, float divisor, float* out);
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

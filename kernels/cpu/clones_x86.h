@@ -37,9 +37,41 @@
 
 #define GRADWIRE_CPU_INLINE __attribute__((always_inline)) inline
 
+// Where a loop needs an instruction that neither GCC's vectorizer nor its
+// vector extensions emit (F16C's conversions: GCC 12 splits a vector of
+// _Float16 into scalars), it is written with intrinsics in a function
+// marked GRADWIRE_CPU_V3 (x86-64-v3), beside the portable loop, and taken
+// when CpuIsX86V3() (asked once, at the first call). Builds without clones
+// (GRADWIRE_NO_CPU_CLONES, or not GCC on x86-64) leave it out; the v3
+// test build (GRADWIRE_NO_CPU_V4_CLONES) keeps it. The two must give the
+// same bits (NaN payloads aside, as everywhere: see cpu_clones_test.cc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && \
+    !defined(GRADWIRE_NO_CPU_CLONES)
+#define GRADWIRE_CPU_V3_FUNCTIONS 1
+#define GRADWIRE_CPU_V3 __attribute__((target("arch=x86-64-v3")))
+#include <immintrin.h>
+#else
+#define GRADWIRE_CPU_V3_FUNCTIONS 0
+#endif
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
+
+// Lanes for loops written with GCC vector extensions: each clone compiles
+// them at its own width (two SSE registers for eight lanes in the
+// baseline, one AVX register in x86-64-v3).
+typedef uint16_t U16x8 __attribute__((vector_size(16)));
+typedef uint32_t U32x4 __attribute__((vector_size(16)));
+typedef uint32_t U32x8 __attribute__((vector_size(32)));
+typedef int32_t I32x8 __attribute__((vector_size(32)));
+typedef float F32x8 __attribute__((vector_size(32)));
+typedef double F64x4 __attribute__((vector_size(32)));
+
+// Bits of one type as another of the same size (scalars or vectors; a
+// builtin, so vectors are not passed through a function's ABI).
+#define GRADWIRE_BITCAST(To, from) __builtin_bit_cast(To, from)
 
 // c ? a : b as bit masks. GCC turns a chain of ?: into branches that its
 // vectorizer cannot if-convert (and will not speculate a float operation
@@ -71,6 +103,23 @@ GRADWIRE_CPU_INLINE void StoreLe(uint8_t* p, T v) {
   if (sizeof v == 8) v = static_cast<T>(__builtin_bswap64(static_cast<uint64_t>(v)));
 #endif
   memcpy(p, &v, sizeof v);
+}
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+inline bool CpuIsX86V3() {
+  static const bool v3 = __builtin_cpu_supports("x86-64-v3");
+  return v3;
+}
+#endif
+
+// Elements ahead of the current block whose lines a streaming loop
+// prefetches while it computes (quantize.cc, quantize_sign.cc): coding is
+// compute-bound, the accumulate pass memory-bound, and the hardware
+// prefetchers alone do not keep the streams busy.
+constexpr uint64_t kPrefetchAhead = 4096;
+
+GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t end) {
+  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i);
 }
 
 }  // namespace cpu

@@ -26,12 +26,17 @@ GRADWIRE_CPU_CLONES void DivideEach(float* values, uint64_t n, float divisor) {
 
 }  // namespace
 
-void DivideAll(float* values, uint64_t n, float divisor) {
+bool ExactReciprocal(float divisor, float* reciprocal) {
   // x / d == x * (1 / d) for every x when 1 / d is exact: both are the one
   // correctly rounded value of the same real number. It is exact when d
   // and its computed reciprocal are both powers of two.
-  const float reciprocal = 1.0f / divisor;
-  if (IsPowerOfTwo(divisor) && IsPowerOfTwo(reciprocal)) {
+  *reciprocal = 1.0f / divisor;
+  return IsPowerOfTwo(divisor) && IsPowerOfTwo(*reciprocal);
+}
+
+void DivideAll(float* values, uint64_t n, float divisor) {
+  float reciprocal;
+  if (ExactReciprocal(divisor, &reciprocal)) {
     MultiplyAll(values, n, reciprocal);
   } else {
     DivideEach(values, n, divisor);

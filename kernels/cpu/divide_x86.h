@@ -13,6 +13,11 @@ namespace cpu {
 // every clone (clones_x86.h).
 void DivideAll(float* values, uint64_t n, float divisor);
 
+// Whether x / divisor == x * *reciprocal for every float x (1 / divisor
+// exact: divisor and its reciprocal both powers of two), DivideAll's test;
+// kernels that divide as they go pick a multiply by it.
+bool ExactReciprocal(float divisor, float* reciprocal);
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

@@ -199,21 +199,6 @@ class CodeUnpacker {
   uint8_t codes_[kBlock + 16];
 };
 
-// Elements ahead of the current bucket whose lines are prefetched while
-// it is coded: coding is compute-bound, the accumulate pass memory-bound,
-// and the hardware prefetchers alone do not keep the streams busy.
-constexpr uint64_t kPrefetchAhead = 4096;
-
-GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t end) {
-  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i);
-}
-
-GRADWIRE_CPU_INLINE double BitsDouble(uint64_t u) {
-  double d;
-  memcpy(&d, &u, sizeof d);
-  return d;
-}
-
 // Makes acc = grad + residual for one bucket, stored in the residual (or
 // just grad without one); returns where acc lives.
 GRADWIRE_CPU_INLINE const float* AccumulateBucket(const float* grad, float* residual,
@@ -236,68 +221,6 @@ GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uin
   }
   *nonfinite += bad;
   return BitsFloat(max);
-}
-
-// Sign's scale: mean |acc| over the finite elements, the sum formed in
-// double in index order. Every |acc| is a multiple of u, the ulp of the
-// smallest nonzero one (2^(e-150) for its biased exponent e, 2^-149 for
-// denormals), and so is every partial sum, in any order; below 2^53 u
-// they are all exact, and any order gives the one sum. So eight lanes add
-// at once, and only when that sum comes near 2^53 u (within a factor 2,
-// far beyond its rounding error) is it redone in index order.
-GRADWIRE_CPU_INLINE float MeanFiniteMagnitude(const float* acc, uint64_t len, uint64_t* nonfinite) {
-  // GCC vector extensions: GCC does not vectorize a double sum itself.
-  typedef uint32_t U32x8 __attribute__((vector_size(32)));
-  typedef float F32x8 __attribute__((vector_size(32)));
-  typedef double F64x8 __attribute__((vector_size(64)));
-  U32x8 min8 = ~U32x8{}, finite8 = {};
-  F64x8 sum8[2] = {};  // two chains: a double add's latency is several cycles
-  uint64_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    for (int h = 0; h < 2; ++h) {
-      U32x8 m;
-      memcpy(&m, acc + i + 8 * h, sizeof m);
-      m &= 0x7fffffffu;
-      const U32x8 ok = (U32x8)(m < 0x7f800000u);  // all ones or zero
-      finite8 -= ok;
-      const U32x8 v = m & ok;
-      // The smallest nonzero, less one: a zero wraps to the largest value.
-      const U32x8 nz = v - 1;
-      min8 = nz < min8 ? nz : min8;
-      F32x8 f;
-      memcpy(&f, &v, sizeof f);
-      sum8[h] += __builtin_convertvector(f, F64x8);
-    }
-  }
-  uint32_t finite = 0, min_less_1 = 0xffffffffu;
-  double sum = 0.0;
-  for (int l = 0; l < 8; ++l) {
-    finite += finite8[l];
-    min_less_1 = min8[l] < min_less_1 ? min8[l] : min_less_1;
-    sum += sum8[0][l] + sum8[1][l];
-  }
-  for (; i < len; ++i) {
-    const uint32_t m = FloatBits(acc[i]) & 0x7fffffffu;
-    const bool ok = m < 0x7f800000u;
-    finite += ok ? 1u : 0u;
-    const uint32_t v = SelectBits(ok, m, 0);
-    min_less_1 = v - 1 < min_less_1 ? v - 1 : min_less_1;
-    sum += static_cast<double>(BitsFloat(v));
-  }
-  *nonfinite += len - finite;
-  if (finite == 0) return 0.0f;
-  if (min_less_1 != 0xffffffffu) {  // else all are zero: the sum is 0, exact
-    const uint32_t e = (min_less_1 + 1) >> 23;
-    // 2^52 u = 2^(e - 98), e >= 1 (a normal double).
-    const double limit = BitsDouble(static_cast<uint64_t>(1023 + (e > 1 ? e : 1) - 98) << 52);
-    if (!(sum < limit)) {
-      sum = 0.0;
-      for (uint64_t j = 0; j < len; ++j) {
-        if (IsFinite(acc[j])) sum += AbsF(acc[j]);
-      }
-    }
-  }
-  return static_cast<float>(sum / static_cast<double>(finite));
 }
 
 // Codes and residuals of count <= kBlock elements of one QSGD bucket
@@ -336,19 +259,6 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   }
 }
 
-template <bool kHasResidual>
-GRADWIRE_CPU_INLINE void SignBlock(const float* acc, float* res, uint64_t count, float scale,
-                                   uint8_t* codes) {
-  const uint32_t s = FloatBits(scale);
-  for (uint64_t i = 0; i < count; ++i) {
-    const float a = acc[i];
-    const uint32_t code = SignCode(a);
-    codes[i] = static_cast<uint8_t>(code);
-    // SignDecode: flipping the sign is exact.
-    if (kHasResidual) res[i] = ResidualAfter(a, BitsFloat(s ^ (code << 31)));
-  }
-}
-
 // A bucket with nothing finite and nonzero: QsgdQuantize's middle code,
 // which decodes to +0.
 GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t count,
@@ -358,7 +268,7 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
   for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
 }
 
-template <bool kSign, bool kHasResidual>
+template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, uint64_t n,
                                           uint32_t bits, uint32_t bucket_size, uint64_t rounding,
                                           uint8_t* scales, uint8_t* packed) {
@@ -374,15 +284,12 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
       if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
     }
     const float* acc = AccumulateBucket(grad + start, res, len);
-    const float scale = kSign ? MeanFiniteMagnitude(acc, len, &nonfinite)
-                              : MaxFiniteMagnitude(acc, len, &nonfinite);
+    const float scale = MaxFiniteMagnitude(acc, len, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
     for (uint64_t at = 0; at < len; at += kBlock) {
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
       float* r = kHasResidual ? res + at : nullptr;
-      if (kSign) {
-        SignBlock<kHasResidual>(acc + at, r, count, scale, packer.Slots());
-      } else if (scale > 0.0f) {
+      if (scale > 0.0f) {
         QsgdBlock<kHasResidual>(acc + at, r, count, start + at, rounding, scale, max_code,
                                 packer.Slots());
       } else {
@@ -398,17 +305,9 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
 GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64_t n, uint32_t bits,
                                       uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
                                       uint8_t* packed) {
-  return residual != nullptr ? QuantizeLoop<false, true>(grad, residual, n, bits, bucket_size,
-                                                         rounding, scales, packed)
-                             : QuantizeLoop<false, false>(grad, residual, n, bits, bucket_size,
-                                                          rounding, scales, packed);
-}
-
-GRADWIRE_CPU_CLONES uint64_t SignLoop(const float* grad, float* residual, uint64_t n,
-                                      uint32_t bucket_size, uint8_t* scales, uint8_t* packed) {
   return residual != nullptr
-             ? QuantizeLoop<true, true>(grad, residual, n, 1, bucket_size, 0, scales, packed)
-             : QuantizeLoop<true, false>(grad, residual, n, 1, bucket_size, 0, scales, packed);
+             ? QuantizeLoop<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
+             : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
 }
 
 // d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
@@ -493,35 +392,6 @@ GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* p
   }
 }
 
-// Sign codes are single bits: each decodes straight from the packed bytes,
-// two bytes (16 elements) at a time in the middle of a bucket.
-GRADWIRE_CPU_CLONES void SignDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
-                                        uint32_t bucket_size, float* dense) {
-  typedef uint32_t U32x16 __attribute__((vector_size(64)));
-  typedef float F32x16 __attribute__((vector_size(64)));
-  const U32x16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  auto one = [packed](uint64_t i, uint32_t s) {
-    // SignDecode(code, scale): the scale with its sign bit flipped by code.
-    return BitsFloat(s ^ (((packed[i >> 3] >> (i & 7)) & 1u) << 31));
-  };
-  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
-    const uint64_t end = n - start < bucket_size ? n : start + bucket_size;
-    const uint32_t s = LoadLe<uint32_t>(scales + 4 * bucket);
-    uint64_t i = start;
-    for (; i < end && (i & 15) != 0; ++i) dense[i] += one(i, s);
-    for (; i + 16 <= end; i += 16) {
-      const U32x16 bits = (U32x16{} + LoadLe<uint16_t>(packed + (i >> 3))) >> lane;
-      const U32x16 v = ((bits & 1u) << 31) ^ s;
-      F32x16 add, d;
-      memcpy(&add, &v, sizeof add);
-      memcpy(&d, dense + i, sizeof d);
-      d += add;
-      memcpy(dense + i, &d, sizeof d);
-    }
-    for (; i < end; ++i) dense[i] += one(i, s);
-  }
-}
-
 }  // namespace
 
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
@@ -542,20 +412,6 @@ void QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t
   } else {
     QsgdDecodeLoop(scales, packed, n, bits, bucket_size, dense);
   }
-}
-
-void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,
-                  uint8_t* scales, uint8_t* packed, FusedStats* stats) {
-  const uint64_t nonfinite = SignLoop(grad, residual, n, bucket_size, scales, packed);
-  if (stats != nullptr) {
-    stats->selected = n;
-    stats->nonfinite = nonfinite;
-  }
-}
-
-void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
-                          uint32_t bucket_size, float* dense) {
-  SignDecodeLoop(scales, packed, n, bucket_size, dense);
 }
 
 }  // namespace cpu

@@ -46,6 +46,14 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 void SignDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                           uint32_t bucket_size, float* dense);
 
+// The average of `frames` sign payloads (scales[r], packed[r] each, n
+// codes): out[i] = (((0 + d_0[i]) + d_1[i]) + ...) / divisor, d_r[i] =
+// SignDecode(code_i, scale_bucket(i)) of payload r, i.e. the bits of
+// zeroing out, then SignDecodeAccumulate of each payload in order, then
+// DivideAll, in one pass that writes out once.
+void SignDecodeAverage(const uint8_t* const* scales, const uint8_t* const* packed, uint64_t frames,
+                       uint64_t n, uint32_t bucket_size, float divisor, float* out);
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

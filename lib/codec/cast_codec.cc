@@ -1,5 +1,6 @@
 #include "gradwire/lib/codec/cast_codec.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
@@ -74,6 +75,15 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     return kernels::CastDecodeAccumulate(
         parsed.sections.values.data() + begin * kernels::ValueWidth(format_), dense.size(), format_,
         dense.data(), stream);
+  }
+
+  absl::Status AverageOnHost(absl::Span<const ParsedFrame> frames, uint64_t begin, float divisor,
+                             absl::Span<float> out) const override {
+    absl::InlinedVector<const uint8_t*, 16> values;
+    for (const ParsedFrame& f : frames) {
+      values.push_back(f.sections.values.data() + begin * kernels::ValueWidth(format_));
+    }
+    return kernels::CastDecodeAverage(values, out.size(), format_, divisor, out.data());
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {

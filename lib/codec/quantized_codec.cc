@@ -1,5 +1,6 @@
 #include "gradwire/lib/codec/quantized_codec.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
@@ -130,6 +131,19 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
     }
     return kernels::QsgdDecodeAccumulate(scales, packed, n, bits_, spec_.bucket_size, dense.data(),
                                          stream);
+  }
+
+  absl::Status AverageOnHost(absl::Span<const ParsedFrame> frames, uint64_t begin, float divisor,
+                             absl::Span<float> out) const override {
+    if (id_ != CodecId::kSign) return DenseFrameCodec::AverageOnHost(frames, begin, divisor, out);
+    // As Apply: begin starts a bucket and a byte of codes.
+    absl::InlinedVector<const uint8_t*, 16> scales, packed;
+    for (const ParsedFrame& f : frames) {
+      scales.push_back(f.sections.scales.data() + 4 * (begin / spec_.bucket_size));
+      packed.push_back(f.sections.values.data() + begin / 8);
+    }
+    return kernels::SignDecodeAverage(scales, packed, out.size(), spec_.bucket_size, divisor,
+                                      out.data());
   }
 
   void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {

@@ -40,6 +40,18 @@ class DenseFrameCodec : public CodecBase {
   // Starts loading the bytes Apply(frame, begin, len elements) will read.
   virtual void Prefetch(const ParsedFrame& frame, uint64_t begin, uint64_t len) const = 0;
 
+  // On the host: sets `out`, elements [begin, begin + out.size()) (begin a
+  // multiple of ChunkQuantum()), to the average of checked frames: zeros,
+  // plus each frame's values in order (Apply), divided by `divisor`
+  // (DivideAll). Codecs with a fused kernel that gives those bits in one
+  // pass override it; this is the three steps.
+  virtual absl::Status AverageOnHost(absl::Span<const ParsedFrame> frames, uint64_t begin,
+                                     float divisor, absl::Span<float> out) const {
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (const ParsedFrame& p : frames) GRADWIRE_RETURN_IF_ERROR(Apply(p, begin, out, nullptr));
+    return kernels::DivideAll(out.data(), out.size(), divisor);
+  }
+
   static void PrefetchBytes(const uint8_t* p, uint64_t bytes) {
     for (uint64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
   }
@@ -61,11 +73,10 @@ class DenseFrameCodec : public CodecBase {
   }
 
   // Every frame, and the set (CheckAverage), is checked before `out` is
-  // written; then out is zeroed,
-  // the frames are added in order and out is divided in place: the
-  // reference's arithmetic, with the sum kept in `out`. Chunk by chunk of
-  // out (about 32 KiB, in L1), so that out is written once rather than
-  // read and written by every frame and the division.
+  // written; then out is zeroed, the frames are added in order and out is
+  // divided: the reference's arithmetic. On the host chunk by chunk of out
+  // (about 32 KiB, in L1, AverageOnHost), so that out is written once
+  // rather than read and written by every frame and the division.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
                                  size_t* bad_frame, const DeviceCall* device) const final {
@@ -90,17 +101,14 @@ class DenseFrameCodec : public CodecBase {
     const uint64_t quantum = ChunkQuantum();
     const uint64_t chunk = (kChunk + quantum - 1) / quantum * quantum;
     for (uint64_t begin = 0; begin < out.size(); begin += chunk) {
-      const absl::Span<float> part = out.subspan(begin, chunk);
-      std::fill(part.begin(), part.end(), 0.0f);
-      for (const ParsedFrame& p : parsed) {
-        // The frames are read in turns, a chunk's worth each: start on the
-        // next chunk's bytes while this one decodes.
-        if (begin + chunk < out.size()) {
+      // The frames are read in turns, a chunk's worth each: start on the
+      // next chunk's bytes while this one decodes.
+      if (begin + chunk < out.size()) {
+        for (const ParsedFrame& p : parsed) {
           Prefetch(p, begin + chunk, std::min<uint64_t>(chunk, out.size() - begin - chunk));
         }
-        GRADWIRE_RETURN_IF_ERROR(Apply(p, begin, part, nullptr));
       }
-      GRADWIRE_RETURN_IF_ERROR(kernels::DivideAll(part.data(), part.size(), divisor));
+      GRADWIRE_RETURN_IF_ERROR(AverageOnHost(parsed, begin, divisor, out.subspan(begin, chunk)));
     }
     return absl::OkStatus();
   }
