@@ -305,7 +305,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
         context.createUnboundBuffer(out, out_bytes);
     // Every send at once (its bytes move when the receiver posts), the
     // receives through a window (GroupOptions::receive_window;
-    // direct_allgather.h says why): sources r - 1, r - 2, ..., the next
+    // receive_window.h says why): sources r - 1, r - 2, ..., the next
     // posted as each one completes.
     for (int i = 1; i < p; ++i) {
       const int to = (me + i) % p;
