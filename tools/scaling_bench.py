@@ -51,8 +51,9 @@ def run_case(cluster, binary, exchange, spec, a, job):
         argv = [binary, f"--exchange={exchange}", f"--compression={spec}",
                 f"--elements={a.elements}", f"--buckets={a.buckets}", f"--iters={iters}",
                 f"--warmup={warmup}", f"--bind_address={cluster.address(r)}",
-                f"--event_loop_nice={a.event_loop_nice}", f"--timeout_ms={a.timeout_ms}",
-                f"--receive_window={a.receive_window}"]
+                f"--event_loop_nice={a.event_loop_nice}", f"--timeout_ms={a.timeout_ms}"]
+        if a.receive_window is not None:
+            argv.append(f"--receive_window={a.receive_window}")
         procs.append(cluster.popen(r, argv, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True))
     results, failed = [], []
@@ -131,8 +132,9 @@ def main():
                     help="timed iterations of the dense ring (no warm-up: it has no state, "
                          "and each takes tens of seconds on slow links)")
     ap.add_argument("--event_loop_nice", type=int, default=10)
-    ap.add_argument("--receive_window", type=int, default=4,
-                    help="peers sending into a rank at once in the direct exchanges (0: all)")
+    ap.add_argument("--receive_window", type=int, default=None,
+                    help="peers sending into a rank at once in the direct exchanges (0: all; "
+                         "default: the library's, GroupOptions::receive_window)")
     ap.add_argument("--timeout_ms", type=int, default=300000)
     ap.add_argument("--case_timeout", type=float, default=1800)
     ap.add_argument("--rank_binary", default="")

@@ -59,6 +59,7 @@
 #include "gradwire/transport/agreement.h"
 #include "gradwire/transport/chunk_authenticator.h"
 #include "gradwire/transport/gloo_fwd.h"
+#include "gradwire/transport/receive_window.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gradwire/transport/transfer_stats.h"
 
@@ -88,7 +89,7 @@ struct GroupOptions {
   // in SparseCollectives::AlltoallvBounded (receive_window.h: against TCP
   // incast; at least (P - 1) / 8 in larger groups). 0: every peer at once. The agreement round
   // never waits for a window: its blocks are a few dozen bytes.
-  int receive_window = 4;
+  int receive_window = ReceiveWindow::kDefault;
   // Added to the nice value of Gloo's TCP event-loop thread (0..19; the
   // thread that reads every socket of the group's device). Gloo's loop
   // try-locks a pair before handling its epoll event and, failing,

@@ -34,6 +34,8 @@ namespace transport {
 
 class ReceiveWindow {
  public:
+  // GroupOptions::receive_window's default: the smallest window.
+  static constexpr int kDefault = 4;
   static constexpr int kMaxWaves = 8;
 
   // The window for `sources` expected messages: at least `window`, at

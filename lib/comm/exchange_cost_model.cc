@@ -34,7 +34,6 @@ constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
 constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
-constexpr int kReceiveWindow = 4;
 // Simple dense passes (zero, add, divide) run this much faster than the
 // decode of scattered entries.
 constexpr double kStreamSpeedup = 5;
@@ -49,13 +48,14 @@ double DoublingSteps(int p) {
 double BruckSteps(int p) { return p > 1 ? std::ceil(std::log2(p)) : 0; }
 
 // Message steps of one exchange with every peer (the direct allgatherv,
-// AlltoallvBounded): receives go through a window of kReceiveWindow
+// AlltoallvBounded): receives go through a window of the default size
 // sources or more (transport/receive_window.h: at most 8 waves), each
 // completed one letting the next source start, so small messages take one
 // step per window's worth of sources.
 double DirectSteps(int p) {
   if (p < 2) return 0;
-  const size_t window = transport::ReceiveWindow::Effective(p - 1, kReceiveWindow);
+  const size_t window =
+      transport::ReceiveWindow::Effective(p - 1, transport::ReceiveWindow::kDefault);
   return std::ceil(static_cast<double>(p - 1) / window);
 }
 
