@@ -46,9 +46,14 @@ LABEL = {"dense_ring": "dense ring", "sparse_allgather": "sparse allgather",
 
 # PREDICTED codec rates of a GPU (byte floors at planner.GPU_BYTES_PER_S):
 # encode reads g and e and writes e (12 bytes per element), decode writes
-# 8 bytes per entry. Not measured in this project.
+# 8 bytes per entry, a dense pass moves 4 bytes per element. Not measured
+# in this project. The CPU of a message is the host's: the library's default.
 GPU_RATES = {"encoded_elements_per_second": planner.GPU_BYTES_PER_S / 12,
-             "decoded_entries_per_second": planner.GPU_BYTES_PER_S / 8}
+             "decoded_entries_per_second": planner.GPU_BYTES_PER_S / 8,
+             "streamed_elements_per_second": planner.GPU_BYTES_PER_S / 4}
+# The model's fields that are rates or CPU costs (not the link's).
+RATE_KEYS = ("encoded_elements_per_second", "decoded_entries_per_second",
+             "streamed_elements_per_second", "seconds_per_message")
 
 
 def _gw():
@@ -57,8 +62,7 @@ def _gw():
 
 def library_rates():
     d = _gw().EXCHANGE_MODEL_DEFAULTS
-    return {"encoded_elements_per_second": d["encoded_elements_per_second"],
-            "decoded_entries_per_second": d["decoded_entries_per_second"]}
+    return {k: d[k] for k in RATE_KEYS}
 
 
 def cost(kind, ranks, elements, spec, bytes_per_second, alpha_s, rates):
@@ -211,8 +215,8 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
         share = max(1.0, p / cores)
         if measured:
             alpha = measured["seconds_per_round"]
-            use = {k: measured[k] for k in ("encoded_elements_per_second",
-                                            "decoded_entries_per_second")}
+            # Runs older than a field use the library's default for it.
+            use = {k: measured.get(k, v) for k, v in library_rates().items()}
         else:
             alpha = alpha_s
             use = dict(rates or library_rates())
@@ -238,7 +242,11 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
                      "error_inrun_pct": 100 * (inrun - meas_s) / meas_s,
                      "measured_mb": meas_b / 1e6, "predicted_mb": pred_b / 1e6,
                      "bytes_error_pct": 100 * (pred_b - meas_b) / meas_b if meas_b else 0.0,
-                     "rounds": pred["rounds"], "round_us": alpha * 1e6,
+                     "rounds": pred["rounds"], "messages": pred.get("messages", 0.0),
+                     "round_us": alpha * 1e6,
+                     # All ranks' process CPU per iteration over the cores:
+                     # the time the machine needs to run them at all.
+                     "cpu_floor_ms": (c.get("cpu_ms_all_ranks") or 0.0) / cores,
                      "encode_rate": use["encoded_elements_per_second"],
                      "model_source": "measured in the run" if measured else "defaults"})
     return rows

@@ -13,6 +13,8 @@
 // one line "RESULT {json}" with this rank's iteration times and bytes.
 // Rendezvous from the environment (tools/launch.py, scaling_bench.py);
 // the job secret from $GRADWIRE_JOB_SECRET.
+#include <time.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -56,6 +58,14 @@ ABSL_FLAG(bool, measure_model, true,
 
 namespace gradwire {
 namespace {
+
+// The process's CPU time (every thread: the caller, the transport's event
+// loop), in seconds.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "scaling_rank: %s\n", s.ToString().c_str());
@@ -143,15 +153,17 @@ int Main() {
     if (!m.ok()) return Fail(m.status());
     model_json = absl::StrFormat(
         "{\"bytes_per_second\": %.6g, \"seconds_per_round\": %.6g, "
-        "\"encoded_elements_per_second\": %.6g, \"decoded_entries_per_second\": %.6g}",
+        "\"encoded_elements_per_second\": %.6g, \"decoded_entries_per_second\": %.6g, "
+        "\"streamed_elements_per_second\": %.6g, \"seconds_per_message\": %.6g}",
         m->bytes_per_second, m->seconds_per_round, m->encoded_elements_per_second,
-        m->decoded_entries_per_second);
+        m->decoded_entries_per_second, m->streamed_elements_per_second, m->seconds_per_message);
   }
   const int buckets = absl::GetFlag(FLAGS_buckets);
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);
   const float p = static_cast<float>(g.size());
   std::vector<std::vector<float>> data(buckets, std::vector<float>(absl::GetFlag(FLAGS_elements)));
   std::vector<double> iter_ms;
+  double cpu_seconds = 0;  // the process's CPU time over the timed iterations
   uint64_t sent = 0, received = 0;
   ExchangeStats stats;
   for (int it = 0; it < warmup + iters; ++it) {
@@ -159,6 +171,7 @@ int Main() {
     if (absl::Status s = g.Barrier(); !s.ok()) return Fail(s);
     const transport::TransferTotals before = g.totals();
     ExchangeStats step;
+    const double cpu0 = ProcessCpuSeconds();
     const absl::Time t0 = absl::Now();
     for (int b = 0; b < buckets; ++b) {
       absl::Span<float> d = absl::MakeSpan(data[b]);
@@ -174,8 +187,10 @@ int Main() {
       if (!s.ok()) return Fail(s);
     }
     const double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+    const double cpu = ProcessCpuSeconds() - cpu0;
     if (it < warmup) continue;
     iter_ms.push_back(ms);
+    cpu_seconds += cpu;
     sent += g.totals().bytes_sent - before.bytes_sent;
     received += g.totals().bytes_received - before.bytes_received;
     stats.Add(step);
@@ -186,13 +201,13 @@ int Main() {
   std::printf(
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
       "\"iter_ms\": [%s], \"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
-      "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, "
+      "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, \"cpu_ms_per_iter\": %.3f, "
       "\"selection_rounds\": %d, \"model\": %s}\n",
       g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), times.c_str(),
       static_cast<double>(sent) / iters, static_cast<double>(received) / iters,
       absl::ToDoubleMilliseconds(stats.compress_time) / iters,
-      absl::ToDoubleMilliseconds(stats.auth_time) / iters, allreduce.last_run().selection_rounds,
-      model_json.c_str());
+      absl::ToDoubleMilliseconds(stats.auth_time) / iters, 1e3 * cpu_seconds / iters,
+      allreduce.last_run().selection_rounds, model_json.c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

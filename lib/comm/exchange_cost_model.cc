@@ -34,9 +34,6 @@ constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
 constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
-// Simple dense passes (zero, add, divide) run this much faster than the
-// decode of scattered entries.
-constexpr double kStreamSpeedup = 5;
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
 double DoublingSteps(int p) {
@@ -111,9 +108,9 @@ const char* ExchangeKindName(ExchangeKind kind) {
 }
 
 std::string ExchangeCost::ToString() const {
-  return absl::StrFormat("%.0f B sent, %.0f B received, %.0f rounds, %.3f ms wire + %.3f ms cpu",
-                         bytes_sent, bytes_received, rounds, wire_seconds * 1e3,
-                         compute_seconds * 1e3);
+  return absl::StrFormat(
+      "%.0f B sent, %.0f B received, %.0f rounds, %.0f messages, %.3f ms wire + %.3f ms cpu",
+      bytes_sent, bytes_received, rounds, messages, wire_seconds * 1e3, compute_seconds * 1e3);
 }
 
 ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
@@ -121,7 +118,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
   ExchangeCost c;
   const double p = std::max(ranks, 1), n = elements;
   const double k = spec.SelectedCount(elements);
-  const double stream = model.decoded_entries_per_second * kStreamSpeedup;
+  const double stream = model.streamed_elements_per_second;
   const double encode = n / model.encoded_elements_per_second;
   const bool direct = p <= kDirectMaxRanks;
   switch (kind) {
@@ -129,6 +126,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       c.bytes_sent = c.bytes_received = 2 * (p - 1) / p * 4 * n + (p - 1) * kAgreementBytes;
       // GlooGroup's agreement round is one direct exchange at any P.
       c.rounds = p > 1 ? 1 + 2 * (p - 1) : 0;
+      c.messages = 3 * (p - 1);
       c.compute_seconds = 2 * n / stream;
       break;
     case ExchangeKind::kSparseAllgather: {
@@ -136,6 +134,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
       c.rounds = p > 1 ? 1 + gather : 0;
+      c.messages = 2 * (p - 1);
       c.compute_seconds = encode + p * k / model.decoded_entries_per_second + n / stream;
       break;
     }
@@ -157,11 +156,18 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                                         2 * (p - 1) * kRegionFrameOverhead + agree_bytes +
                                         selection * round_bytes;
       c.rounds = p > 1 ? agree_steps + DirectSteps(p) + selection * round_steps + BruckSteps(p) : 0;
+      const double agree_messages = direct ? p - 1 : agree_steps;
+      const double round_messages = p <= kDirectMaxRanks ? 2 * (p - 1) : round_steps;
+      c.messages =
+          p > 1 ? agree_messages + (p - 1) + selection * round_messages + BruckSteps(p) : 0;
       c.compute_seconds =
           encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;
     }
   }
+  // A measured round carries one message each way; the others of its
+  // step cost their CPU.
+  c.compute_seconds += std::max(0.0, c.messages - c.rounds) * model.seconds_per_message;
   c.wire_seconds = std::max(c.bytes_sent, c.bytes_received) / model.bytes_per_second +
                    c.rounds * model.seconds_per_round;
   return c;
@@ -187,12 +193,13 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 
 namespace {
 
-// This thread's CPU time, in seconds.
-double ThreadCpuSeconds() {
+// CPU time of this thread or of the whole process, in seconds.
+double CpuSeconds(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
+double ThreadCpuSeconds() { return CpuSeconds(CLOCK_THREAD_CPUTIME_ID); }
 
 // The median CPU time of `reps` calls of `call` after one untimed call.
 // CPU time, not wall time: a rank descheduled on a shared core would
@@ -216,16 +223,29 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
                                       const Codec* codec) {
   const int p = group.size();
   if (p > 1) {
-    // Round latency: small allreduces, DoublingSteps(p) steps each.
+    // Round latency: small allreduces, DoublingSteps(p) steps each, after
+    // one untimed. The CPU of a message: the process's CPU time per trip
+    // (the caller's thread, the transport's event loop, the system calls),
+    // the median trip's (another thread's work can land in any one),
+    // per step: one message sent and one received.
     constexpr int kTrips = 16;
     std::vector<uint64_t> word(1);
+    std::vector<double> trip_cpu(kTrips);
+    auto trip = [&] {
+      return SparseCollectives::AllreduceU64(group, absl::MakeSpan(word),
+                                             transport::ReduceOp::kMax);
+    };
+    GRADWIRE_RETURN_IF_ERROR(trip());
     absl::Time t0 = absl::Now();
-    for (int i = 0; i < kTrips; ++i) {
-      absl::Status s =
-          SparseCollectives::AllreduceU64(group, absl::MakeSpan(word), transport::ReduceOp::kMax);
-      if (!s.ok()) return s;
+    for (double& cpu : trip_cpu) {
+      const double cpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+      GRADWIRE_RETURN_IF_ERROR(trip());
+      cpu = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
     }
-    model.seconds_per_round = absl::ToDoubleSeconds(absl::Now() - t0) / (kTrips * DoublingSteps(p));
+    const double steps = DoublingSteps(p);
+    model.seconds_per_round = absl::ToDoubleSeconds(absl::Now() - t0) / (kTrips * steps);
+    std::nth_element(trip_cpu.begin(), trip_cpu.begin() + kTrips / 2, trip_cpu.end());
+    model.seconds_per_message = trip_cpu[kTrips / 2] / steps;
     // Bandwidth: about 1 MB into every rank.
     const uint64_t block = (uint64_t{1} << 20) / (p - 1);
     std::vector<uint8_t> mine(block, 0x5a), scratch;
@@ -267,9 +287,21 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
       }
       return absl::OkStatus();
     };
+    // The dense passes of an exchange: zeroing the bucket, then a scan of
+    // it (the sparse allreduce's search for nonzero sums).
+    volatile uint64_t nonzero = 0;  // the scan's result is used
+    auto stream = [&]() -> absl::Status {
+      std::fill(dense.begin(), dense.end(), 0.0f);
+      uint64_t count = 0;
+      for (float v : dense) count += v != 0.0f;
+      nonzero = nonzero + count;
+      return absl::OkStatus();
+    };
     GRADWIRE_ASSIGN_OR_RETURN(const double encode_seconds, MedianCpuSeconds(kReps, encode));
     GRADWIRE_ASSIGN_OR_RETURN(const double decode_seconds, MedianCpuSeconds(kReps, decode));
+    GRADWIRE_ASSIGN_OR_RETURN(const double stream_seconds, MedianCpuSeconds(kReps, stream));
     model.encoded_elements_per_second = kElements / std::max(encode_seconds, 1e-6);
+    model.streamed_elements_per_second = 2 * kElements / std::max(stream_seconds, 1e-6);
     if (encoded.selected > 0) {
       model.decoded_entries_per_second =
           kDecodes * encoded.selected / std::max(decode_seconds, 1e-7);
@@ -302,9 +334,10 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
     model = *measured;
   }
   // The slowest rank's figure of each: max of times per unit.
-  uint64_t worst[4] = {Bits(1 / model.bytes_per_second), Bits(model.seconds_per_round),
+  uint64_t worst[5] = {Bits(1 / model.bytes_per_second), Bits(model.seconds_per_round),
                        Bits(1 / model.encoded_elements_per_second),
-                       Bits(1 / model.decoded_entries_per_second)};
+                       Bits(1 / model.decoded_entries_per_second),
+                       Bits(1 / model.streamed_elements_per_second)};
   for (uint64_t& w : worst) {
     if (!(FromBits(w) > 0) || !std::isfinite(FromBits(w))) w = Bits(1e-12);
   }
@@ -315,6 +348,18 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   model.seconds_per_round = FromBits(worst[1]);
   model.encoded_elements_per_second = 1 / FromBits(worst[2]);
   model.decoded_entries_per_second = 1 / FromBits(worst[3]);
+  model.streamed_elements_per_second = 1 / FromBits(worst[4]);
+  // The CPU of a message: the mean over ranks, in nanoseconds. The kernel's
+  // network work (the emulated links' queues, the loopback of co-located
+  // ranks) is charged to whichever process runs when it does, so one
+  // rank's figure can be several times another's; the machine pays the sum.
+  const double message_ns = model.seconds_per_message * 1e9;
+  uint64_t total_ns[1] = {std::isfinite(message_ns) && message_ns > 0
+                              ? static_cast<uint64_t>(std::min(message_ns, 1e12))
+                              : 0};
+  s = SparseCollectives::AllreduceU64(group, absl::MakeSpan(total_ns), transport::ReduceOp::kSum);
+  if (!s.ok()) return s;
+  model.seconds_per_message = total_ns[0] * 1e-9 / group.size();
   return model;
 }
 

@@ -29,10 +29,21 @@
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never
 // moves more than a dense ring plus framing: SparCML's rule). Time is
-// bytes / bandwidth + rounds * round latency + compute (encode over n,
-// decode-accumulate of the entries each exchange touches, at the codec's
-// speed on one core: ranks that share cores take longer, which the caller
-// knows and the model does not). The choice is the smallest predicted time.
+// bytes / bandwidth + rounds * round latency + compute, where compute is
+// one core's CPU: encode over n, decode-accumulate of the entries each
+// exchange touches, the dense passes over the bucket (zeroing, scans,
+// division) and the messages a step sends beyond the one a measured round
+// carries (a direct step with P - 1 peers sends P - 1): each costs CPU in
+// the transport (system calls, the event loop's wake-ups, copies). Ranks
+// that share cores take longer, which the caller knows and the model does
+// not. The choice is the smallest predicted time.
+//
+// Messages per rank (each also received):
+//   dense ring        (P-1) agreement + 2 (P-1)
+//   sparse allgather  (P-1) agreement + (P-1)
+//   sparse allreduce  agreement (P-1 direct, else the doubling steps)
+//                     + (P-1) + R * (2 (P-1) direct, else H's steps)
+//                     + ceil(log2 P)
 #ifndef GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 #define GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 
@@ -47,12 +58,15 @@
 namespace gradwire {
 
 // What the model knows of the machine. Defaults: a 10 Gbit/s link with
-// 50 us per message step, and this project's CPU codecs.
+// 50 us per message step, this project's CPU codecs, and a few
+// microseconds of CPU per extra message.
 struct ExchangeModel {
-  double bytes_per_second = 1.25e9;          // one rank's link, each way
-  double seconds_per_round = 50e-6;          // one message step
-  double encoded_elements_per_second = 4e8;  // error feedback + selection
-  double decoded_entries_per_second = 2e8;   // decode-accumulate, scans
+  double bytes_per_second = 1.25e9;           // one rank's link, each way
+  double seconds_per_round = 50e-6;           // one message step
+  double encoded_elements_per_second = 4e8;   // error feedback + selection
+  double decoded_entries_per_second = 2e8;    // decode-accumulate of entries
+  double streamed_elements_per_second = 1e9;  // dense passes: zero, scan, divide
+  double seconds_per_message = 5e-6;          // CPU of one more message sent and received
 };
 
 enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce };
@@ -62,6 +76,7 @@ struct ExchangeCost {
   double bytes_sent = 0;      // per rank
   double bytes_received = 0;  // per rank
   double rounds = 0;          // message steps in sequence
+  double messages = 0;        // messages sent per rank (as many received)
   double wire_seconds = 0;
   double compute_seconds = 0;
   double seconds() const { return wire_seconds + compute_seconds; }
@@ -83,7 +98,9 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 // field is the slowest rank's. With measure = true the link and `codec`'s
 // speed are measured first (a few round trips, about 1 MB per rank, a
 // 1M-element encode and its decode, in this thread's CPU time, median of
-// five); otherwise `mine` is taken as given.
+// five; the dense passes likewise; the CPU of a message as the process's
+// CPU time over the round-latency trips, per message); otherwise `mine`
+// is taken as given.
 absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
                                                  const ExchangeModel& mine, bool measure,
                                                  const Codec* codec);

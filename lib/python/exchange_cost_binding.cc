@@ -45,19 +45,30 @@ double Positive(double value, const char* name) {
   return value;
 }
 
-ExchangeModel ModelOf(double bytes_per_second, double seconds_per_round,
-                      double encoded_elements_per_second, double decoded_entries_per_second) {
-  ExchangeModel model;
-  model.bytes_per_second = Positive(bytes_per_second, "bytes_per_second");
-  if (!(seconds_per_round >= 0) || !std::isfinite(seconds_per_round)) {
-    throw py::value_error(
-        absl::StrCat("seconds_per_round must be a finite number >= 0, got ", seconds_per_round));
+// The model's fields, as the Python functions take them.
+struct ModelArgs {
+  double bytes_per_second, seconds_per_round, encoded_elements_per_second,
+      decoded_entries_per_second, streamed_elements_per_second, seconds_per_message;
+};
+
+double NonNegative(double value, const char* name) {
+  if (!(value >= 0) || !std::isfinite(value)) {
+    throw py::value_error(absl::StrCat(name, " must be a finite number >= 0, got ", value));
   }
-  model.seconds_per_round = seconds_per_round;
+  return value;
+}
+
+ExchangeModel ModelOf(const ModelArgs& a) {
+  ExchangeModel model;
+  model.bytes_per_second = Positive(a.bytes_per_second, "bytes_per_second");
+  model.seconds_per_round = NonNegative(a.seconds_per_round, "seconds_per_round");
   model.encoded_elements_per_second =
-      Positive(encoded_elements_per_second, "encoded_elements_per_second");
+      Positive(a.encoded_elements_per_second, "encoded_elements_per_second");
   model.decoded_entries_per_second =
-      Positive(decoded_entries_per_second, "decoded_entries_per_second");
+      Positive(a.decoded_entries_per_second, "decoded_entries_per_second");
+  model.streamed_elements_per_second =
+      Positive(a.streamed_elements_per_second, "streamed_elements_per_second");
+  model.seconds_per_message = NonNegative(a.seconds_per_message, "seconds_per_message");
   return model;
 }
 
@@ -69,14 +80,15 @@ void CheckShape(int ranks, int64_t elements) {
 py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
   return py::dict("kind"_a = ExchangeKindName(kind), "bytes_sent"_a = c.bytes_sent,
                   "bytes_received"_a = c.bytes_received, "rounds"_a = c.rounds,
-                  "wire_s"_a = c.wire_seconds, "compute_s"_a = c.compute_seconds,
-                  "seconds"_a = c.seconds());
+                  "messages"_a = c.messages, "wire_s"_a = c.wire_seconds,
+                  "compute_s"_a = c.compute_seconds, "seconds"_a = c.seconds());
 }
 
 py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
                         const std::string& spec_text, double bytes_per_second,
                         double seconds_per_round, double encoded_elements_per_second,
-                        double decoded_entries_per_second) {
+                        double decoded_entries_per_second, double streamed_elements_per_second,
+                        double seconds_per_message) {
   const ExchangeKind kind = KindOf(kind_name);
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
@@ -86,20 +98,22 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
                                        "randomk), got '",
                                        spec_text, "'"));
   }
-  const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
-                                      encoded_elements_per_second, decoded_entries_per_second);
+  const ExchangeModel model =
+      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return CostDict(kind,
                   EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
 std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spec_text,
                              double bytes_per_second, double seconds_per_round,
-                             double encoded_elements_per_second,
-                             double decoded_entries_per_second) {
+                             double encoded_elements_per_second, double decoded_entries_per_second,
+                             double streamed_elements_per_second, double seconds_per_message) {
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
-  const ExchangeModel model = ModelOf(bytes_per_second, seconds_per_round,
-                                      encoded_elements_per_second, decoded_entries_per_second);
+  const ExchangeModel model =
+      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
@@ -109,7 +123,9 @@ py::dict ExchangeModelDict(const ExchangeModel& model) {
   return py::dict("bytes_per_second"_a = model.bytes_per_second,
                   "seconds_per_round"_a = model.seconds_per_round,
                   "encoded_elements_per_second"_a = model.encoded_elements_per_second,
-                  "decoded_entries_per_second"_a = model.decoded_entries_per_second);
+                  "decoded_entries_per_second"_a = model.decoded_entries_per_second,
+                  "streamed_elements_per_second"_a = model.streamed_elements_per_second,
+                  "seconds_per_message"_a = model.seconds_per_message);
 }
 
 py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,
@@ -131,18 +147,23 @@ void DefineExchangeCost(py::module_& m) {
         py::arg("seconds_per_round") = defaults.seconds_per_round,
         py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
         py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
+        py::arg("seconds_per_message") = defaults.seconds_per_message,
         R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
 ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
 kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the sparse
 kinds need a sparse spec); the model: one rank's link (bytes/s each way),
-seconds per message step, encode and decode rates (defaults:
-EXCHANGE_MODEL_DEFAULTS). Returns {'kind', 'bytes_sent', 'bytes_received'
-(per rank), 'rounds', 'wire_s', 'compute_s', 'seconds'}.)doc");
+seconds per message step, encode, decode and dense-pass rates, CPU seconds
+per extra message (defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
+'bytes_sent', 'bytes_received' (per rank), 'rounds', 'messages', 'wire_s',
+'compute_s', 'seconds'}.)doc");
   m.def("choose_exchange", &ChooseExchangeOf, py::arg("ranks"), py::arg("elements"),
         py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
         py::arg("seconds_per_round") = defaults.seconds_per_round,
         py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
         py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
+        py::arg("seconds_per_message") = defaults.seconds_per_message,
         R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
 the kind with the smallest predicted time; 'dense_ring' for a spec that is
 not sparse. Same model arguments as exchange_cost.)doc");

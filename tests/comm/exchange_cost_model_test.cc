@@ -1,6 +1,17 @@
-// The cost model's formulas and choices (lib/comm/exchange_cost_model.h).
+// The cost model's formulas and choices (lib/comm/exchange_cost_model.h),
+// and its agreement over ranks on threads.
 #include "gradwire/lib/comm/exchange_cost_model.h"
 
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gloo/rendezvous/hash_store.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/transport/gloo_group.h"
+#include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
 
 namespace gradwire {
@@ -70,6 +81,104 @@ TEST(ExchangeCostModel, Choices) {
   EXPECT_EQ(ChooseExchange(8, 1 << 20, topk, fast), ExchangeKind::kDenseRing);
   // Not a sparse method: the ring.
   EXPECT_EQ(ChooseExchange(64, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kDenseRing);
+}
+
+// Messages per rank, and the CPU of those beyond one per round.
+TEST(ExchangeCostModel, MessagesBeyondOnePerRoundCostCpu) {
+  const CompressionSpec spec = Spec("topk:ratio=0.01");
+  const uint64_t n = 4 << 20;
+  ExchangeModel free_messages;
+  free_messages.seconds_per_message = 0;
+  ExchangeModel costly = free_messages;
+  costly.seconds_per_message = 1e-3;
+  auto at = [&](ExchangeKind kind, int p, const ExchangeModel& m) {
+    return EstimateExchange(kind, p, n, spec, m);
+  };
+  // P = 16, direct: agreement 15, reduce-scatter 15, 3 selection rounds of
+  // a direct reduce-scatter and allgather (2 x 15), Bruck 4; in 1 + 4 + 3 x
+  // 2 + 4 = 15 rounds.
+  const ExchangeCost ar = at(ExchangeKind::kSparseAllreduce, 16, costly);
+  EXPECT_EQ(ar.messages, 15 + 15 + 3 * 30 + 4);
+  EXPECT_EQ(ar.rounds, 15);
+  EXPECT_NEAR(
+      ar.compute_seconds - at(ExchangeKind::kSparseAllreduce, 16, free_messages).compute_seconds,
+      (124 - 15) * 1e-3, 1e-9);
+  // The allgather: agreement and gather, one direct exchange each.
+  EXPECT_EQ(at(ExchangeKind::kSparseAllgather, 16, costly).messages, 30);
+  EXPECT_EQ(at(ExchangeKind::kDenseRing, 16, costly).messages, 45);
+  // Past 16 ranks the allreduce's agreement and histograms take log-many
+  // messages: fewer per rank than the allgather's ring of P - 1.
+  EXPECT_LT(at(ExchangeKind::kSparseAllreduce, 256, costly).messages,
+            at(ExchangeKind::kSparseAllgather, 256, costly).messages);
+  // One rank: nothing.
+  EXPECT_EQ(at(ExchangeKind::kSparseAllreduce, 1, costly).messages, 0);
+  EXPECT_EQ(at(ExchangeKind::kSparseAllreduce, 1, costly).compute_seconds,
+            at(ExchangeKind::kSparseAllreduce, 1, free_messages).compute_seconds);
+}
+
+// The dense passes run at the model's streaming rate: the ring's averaging
+// is 2n of them.
+TEST(ExchangeCostModel, DensePassesAtTheStreamingRate) {
+  const CompressionSpec spec = Spec("topk:ratio=0.001");
+  const uint64_t n = 1 << 24;
+  ExchangeModel slow;
+  slow.seconds_per_message = 0;
+  slow.streamed_elements_per_second = 1e9;
+  ExchangeModel fast = slow;
+  fast.streamed_elements_per_second = 4e9;
+  EXPECT_NEAR(EstimateExchange(ExchangeKind::kDenseRing, 4, n, spec, slow).compute_seconds,
+              2.0 * n / 1e9, 1e-12);
+  // The sparse allreduce zeroes the bucket and scans its region: n + 2n/P.
+  const double d =
+      EstimateExchange(ExchangeKind::kSparseAllreduce, 4, n, spec, slow).compute_seconds -
+      EstimateExchange(ExchangeKind::kSparseAllreduce, 4, n, spec, fast).compute_seconds;
+  EXPECT_NEAR(d, 1.5 * n / 1e9 - 1.5 * n / 4e9, 1e-9);
+}
+
+// AgreeExchangeModel: every rank ends with the same model; rates are the
+// slowest rank's, the CPU of a message the mean over ranks; with measure
+// the figures are positive and finite.
+TEST(ExchangeCostModel, AgreementOverRanks) {
+  constexpr int kRanks = 3;
+  auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
+                                                "job", absl::Seconds(20));
+  std::vector<ExchangeModel> given(kRanks), measured(kRanks);
+  std::vector<std::thread> threads;
+  const std::unique_ptr<Codec> codec = *MakeCodec(Spec("topk:ratio=0.01"));
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      auto group = transport::GlooGroup::Create(r, kRanks, store->Scoped("agree"),
+                                                transport::GroupOptions());
+      ASSERT_TRUE(group.ok()) << group.status();
+      ExchangeModel mine;
+      mine.encoded_elements_per_second = 1e8 * (r + 1);
+      mine.streamed_elements_per_second = 1e9 * (r + 1);
+      mine.seconds_per_message = 10e-6 * (r + 1);
+      absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(**group, mine, false, nullptr);
+      ASSERT_TRUE(m.ok()) << m.status();
+      given[r] = *m;
+      m = AgreeExchangeModel(**group, mine, true, codec.get());
+      ASSERT_TRUE(m.ok()) << m.status();
+      measured[r] = *m;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_DOUBLE_EQ(given[r].encoded_elements_per_second, 1e8);
+    EXPECT_DOUBLE_EQ(given[r].streamed_elements_per_second, 1e9);
+    EXPECT_NEAR(given[r].seconds_per_message, 20e-6, 1e-12);
+    for (double v :
+         {measured[r].bytes_per_second, measured[r].seconds_per_round,
+          measured[r].encoded_elements_per_second, measured[r].decoded_entries_per_second,
+          measured[r].streamed_elements_per_second}) {
+      EXPECT_GT(v, 0);
+      EXPECT_TRUE(std::isfinite(v));
+    }
+    EXPECT_GE(measured[r].seconds_per_message, 0);
+    EXPECT_LT(measured[r].seconds_per_message, 0.1);
+    EXPECT_EQ(measured[r].seconds_per_message, measured[0].seconds_per_message);
+    EXPECT_EQ(measured[r].streamed_elements_per_second, measured[0].streamed_elements_per_second);
+  }
 }
 
 }  // namespace

@@ -44,6 +44,12 @@ class BindingTest(unittest.TestCase):
         ring = gw.exchange_cost("dense_ring", 4, 1000, "none")
         self.assertAlmostEqual(ring["bytes_sent"], 2 * 3 / 4 * 4000 + 3 * 80)
         self.assertAlmostEqual(ring["seconds"], ring["wire_s"] + ring["compute_s"])
+        # Messages beyond one per round cost CPU: 3 (P - 1) for the ring's
+        # agreement and steps, in 1 + 2 (P - 1) rounds.
+        self.assertEqual(ring["messages"], 9)
+        free = gw.exchange_cost("dense_ring", 4, 1000, "none", seconds_per_message=0)
+        self.assertAlmostEqual(ring["compute_s"] - free["compute_s"],
+                               (9 - 7) * gw.EXCHANGE_MODEL_DEFAULTS["seconds_per_message"])
 
     def test_bad_arguments_are_value_errors(self):
         bad = [(("x", 4, 10, "topk"), {}), (("sparse_allreduce", 4, 10, "none"), {}),
@@ -52,7 +58,10 @@ class BindingTest(unittest.TestCase):
                (("dense_ring", 4, 10, "none"), {"bytes_per_second": 0}),
                (("dense_ring", 4, 10, "none"), {"seconds_per_round": float("inf")}),
                (("dense_ring", 4, 10, "none"), {"encoded_elements_per_second": float("nan")}),
-               (("dense_ring", 4, 10, "none"), {"decoded_entries_per_second": -1})]
+               (("dense_ring", 4, 10, "none"), {"decoded_entries_per_second": -1}),
+               (("dense_ring", 4, 10, "none"), {"streamed_elements_per_second": 0}),
+               (("dense_ring", 4, 10, "none"), {"seconds_per_message": -1e-6}),
+               (("dense_ring", 4, 10, "none"), {"seconds_per_message": float("nan")})]
         for args, kwargs in bad:
             with self.assertRaises(ValueError, msg=(args, kwargs)):
                 gw.exchange_cost(*args, **kwargs)
