@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
 
 namespace gradwire {
@@ -177,13 +178,22 @@ GRADWIRE_CPU_INLINE void BlockWords(const Selection& s, uint64_t n, uint64_t sta
 }
 
 template <bool kForward>
-GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint32_t* indices) {
+GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint64_t k,
+                                       uint32_t* indices) {
   uint64_t j = 0;
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
     uint64_t words[kBlockWords];
     BlockWords<kForward>(s, n, start, len, words);
     for (uint64_t w = 0; w < kBlockWords; ++w) {
+      if (j + 64 <= k) {
+        // Room for eight lanes past each of the word's eight stores.
+        const uint32_t base = static_cast<uint32_t>(start + 64 * w);
+        for (uint32_t b = 0; b < 8; ++b) {
+          j += StoreSetBits8((words[w] >> (8 * b)) & 0xff, base + 8 * b, indices + j);
+        }
+        continue;
+      }
       for (uint64_t word = words[w]; word != 0; word &= word - 1) {
         indices[j++] =
             static_cast<uint32_t>(start + 64 * w + static_cast<uint64_t>(__builtin_ctzll(word)));
@@ -192,11 +202,12 @@ GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint32_t*
   }
 }
 
-GRADWIRE_CPU_CLONES void EmitIndices(const Selection& s, uint64_t n, uint32_t* indices) {
+GRADWIRE_CPU_CLONES void EmitIndices(const Selection& s, uint64_t n, uint64_t k,
+                                     uint32_t* indices) {
   if (s.bitmap == nullptr) {
-    EmitIndicesAs<true>(s, n, indices);
+    EmitIndicesAs<true>(s, n, k, indices);
   } else {
-    EmitIndicesAs<false>(s, n, indices);
+    EmitIndicesAs<false>(s, n, k, indices);
   }
 }
 
@@ -257,7 +268,7 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
     *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
     return;
   }
-  EmitIndices(Select(temp, seed, step, n, k), n, indices);
+  EmitIndices(Select(temp, seed, step, n, k), n, k, indices);
 }
 
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,

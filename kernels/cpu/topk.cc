@@ -7,6 +7,7 @@
 #endif
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
@@ -87,10 +88,20 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
                          ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
                          : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
     if (any) {
-      // Usually one or two of the 32 pass: walk only those, lowest first.
       const float* acc = kHasResidual ? r : grad + start;  // just written: in L1
-      for (uint64_t mask = PassMask(keys, len, lo); mask != 0; mask &= mask - 1) {
-        const int i = __builtin_ctzll(mask);
+      const uint64_t mask = PassMask(keys, len, lo);
+      if (len == kBlock) {
+        // Eight lanes at a time, branch-free: the lists hold n entries and
+        // m <= start, so each store's eight lanes stay inside them.
+        for (uint32_t b = 0; b < kBlock / 8; ++b) {
+          m += StoreSelected8((mask >> (8 * b)) & 0xff, static_cast<uint32_t>(start + 8 * b),
+                              acc + 8 * b, candidates + m, candidate_values + m);
+        }
+        continue;
+      }
+      // The tail: walk the passing elements, lowest first.
+      for (uint64_t bits = mask; bits != 0; bits &= bits - 1) {
+        const int i = __builtin_ctzll(bits);
         candidates[m] = static_cast<uint32_t>(start + i);
         candidate_values[m] = acc[i];
         ++m;
