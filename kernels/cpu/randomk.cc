@@ -180,13 +180,15 @@ GRADWIRE_CPU_INLINE void BlockWords(const Selection& s, uint64_t n, uint64_t sta
 template <bool kForward>
 GRADWIRE_CPU_INLINE void EmitIndicesAs(const Selection& s, uint64_t n, uint64_t k,
                                        uint32_t* indices) {
+  // Sparser than 1 in 16, most bytes of a word are empty: walk the bits.
+  const bool dense = k * 16 > n;
   uint64_t j = 0;
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
     uint64_t words[kBlockWords];
     BlockWords<kForward>(s, n, start, len, words);
     for (uint64_t w = 0; w < kBlockWords; ++w) {
-      if (j + 64 <= k) {
+      if (dense && j + 64 <= k) {
         // Room for eight lanes past each of the word's eight stores.
         const uint32_t base = static_cast<uint32_t>(start + 64 * w);
         for (uint32_t b = 0; b < 8; ++b) {
