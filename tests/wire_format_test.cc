@@ -603,6 +603,15 @@ TEST(IndexEncodingTest, EncoderRefusesBadInput) {
   const uint32_t unsorted[] = {3, 3};
   EXPECT_REJECTED(EncodeIndices(IndexEncoding::kRawU32, unsorted, absl::MakeSpan(out)).status(),
                   absl::StatusCode::kInvalidArgument, "strictly increasing");
+  // Delta-varint checks while it encodes: a repeat or a step back anywhere,
+  // and before a full output.
+  const uint32_t repeat[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 10};
+  EXPECT_REJECTED(EncodeIndices(IndexEncoding::kDeltaVarint, repeat, absl::MakeSpan(out)).status(),
+                  absl::StatusCode::kInvalidArgument, "#9 (9) does not exceed #8 (9)");
+  const uint32_t back[] = {1, 2, 1000, 5};
+  EXPECT_REJECTED(
+      EncodeIndices(IndexEncoding::kDeltaVarint, back, absl::MakeSpan(out.data(), 3)).status(),
+      absl::StatusCode::kInvalidArgument, "#3 (5) does not exceed #2 (1000)");
   const uint32_t one[] = {3};
   EXPECT_REJECTED(EncodeIndices(IndexEncoding::kNone, one, absl::MakeSpan(out)).status(),
                   absl::StatusCode::kInvalidArgument, "index_encoding none");

@@ -105,6 +105,17 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   const uint64_t k = payloads[0].count;
   const bool exact_scale = ReciprocalIsExact(divisor);
   const float scale = 1.0f / divisor;
+  if (k * payloads.size() * kPrezeroRatio < n) {
+    // Sparse, by SparseAverage's rule: one memset of all of out, then each
+    // entry's sum where it lands.
+    std::memset(out, 0, n * sizeof(float));
+    for (uint64_t j = 0; j < k; ++j) {
+      float sum = 0.0f;
+      for (const SparsePayload& run : payloads) sum += LoadValue(run.values, j, kFormat);
+      out[indices[j]] = exact_scale ? sum * scale : sum / divisor;
+    }
+    return;
+  }
   float sums[kChunk];
   uint64_t j = 0;
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {

@@ -270,6 +270,19 @@ absl::Status VarintError(absl::Span<const uint8_t> in, size_t pos, size_t ordina
   return Invalid(s.message());
 }
 
+// OK if indices[from - 1 ..] is strictly increasing (from >= 1), else
+// the error that names the first pair that is not.
+absl::Status CheckIncreasing(absl::Span<const uint32_t> indices, size_t from) {
+  for (size_t i = from; i < indices.size(); ++i) {
+    if (indices[i] <= indices[i - 1]) {
+      return Invalid(absl::StrCat("cannot encode indices: #", i, " (", indices[i],
+                                  ") does not exceed #", i - 1, " (", indices[i - 1],
+                                  "); indices must be strictly increasing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Dense selections (top-k at 10 %) have mostly one-byte gaps: when the
 // next eight bytes are all one-byte varints, indices out[i, i + 8) (i > 0)
 // follow from *prev by eight adds, with one range check for the last
@@ -389,12 +402,11 @@ uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count) {
 
 absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const uint32_t> indices,
                                      absl::Span<uint8_t> out) {
-  for (size_t i = 1; i < indices.size(); ++i) {
-    if (indices[i] <= indices[i - 1]) {
-      return Invalid(absl::StrCat("cannot encode indices: #", i, " (", indices[i],
-                                  ") does not exceed #", i - 1, " (", indices[i - 1],
-                                  "); indices must be strictly increasing"));
-    }
+  // Delta-varint checks as it encodes (one pass over the indices), and
+  // the whole list before it reports a full output, so that each encoding
+  // refuses a list that is not increasing first.
+  if (encoding != IndexEncoding::kDeltaVarint) {
+    if (absl::Status s = CheckIncreasing(indices, 1); !s.ok()) return s;
   }
   switch (encoding) {
     case IndexEncoding::kNone:
@@ -414,12 +426,14 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
     case IndexEncoding::kDeltaVarint: {
       size_t pos = 0;
       for (size_t i = 0; i < indices.size(); ++i) {
+        if (i > 0 && indices[i] <= indices[i - 1]) return CheckIncreasing(indices, i);
         const uint32_t v = i == 0 ? indices[0] : indices[i] - indices[i - 1] - 1;
         if (v < 0x80 && pos < out.size()) {  // one byte: dense selections' common case
           out[pos++] = static_cast<uint8_t>(v);
           continue;
         }
         if (!EncodeVarint32(out, &pos, v)) {
+          if (absl::Status s = CheckIncreasing(indices, i + 1); !s.ok()) return s;
           return Invalid(absl::StrCat("output of ", out.size(), " bytes too small for ",
                                       indices.size(), " delta-varint indices (full at #", i,
                                       "); size it with MaxIndexBytes"));
