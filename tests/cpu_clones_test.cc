@@ -520,40 +520,52 @@ TEST(CpuClonesTest, VectorInverseMatchesElementHashInverse) {
   }
 }
 
+// RandomKCompress and RandomKIndices against the reference for one case.
+void CheckRandomK(uint64_t n, uint64_t k, ValueFormat f, bool ef, std::mt19937_64& rng) {
+  SCOPED_TRACE(::testing::Message()
+               << "n " << n << " k " << k << " format " << static_cast<int>(f) << " ef " << ef);
+  const std::vector<float> g = Mixed(n, rng), e0 = Mixed(n, rng);
+  const uint64_t seed = rng(), step = rng() % 1000;
+  std::vector<uint32_t> want_indices;
+  const Encoded want = RefRandomK(g, ef ? &e0 : nullptr, k, seed, step, f, &want_indices);
+  uint64_t temp_bytes = 0;
+  RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr, nullptr,
+                  nullptr);
+  std::vector<uint64_t> temp(temp_bytes / 8 + 1);
+  Encoded got;
+  got.values.assign(k * ValueWidth(f), 0xee);
+  if (ef) got.residual = e0;
+  std::vector<uint32_t> indices(k + 1, 0xeeeeeeeeu);
+  RandomKCompress(temp.data(), &temp_bytes, g.data(), ef ? got.residual.data() : nullptr, n, k,
+                  seed, step, f, indices.data(), got.values.data(), &got.stats);
+  EXPECT_EQ(indices.back(), 0xeeeeeeeeu);  // nothing written past k
+  indices.pop_back();
+  EXPECT_EQ(want_indices, indices);
+  ExpectSame(want, got, f);
+  std::vector<uint32_t> derived(k);
+  RandomKIndices(temp.data(), &temp_bytes, seed, step, n, k, derived.data());
+  EXPECT_EQ(want_indices, derived);
+}
+
 TEST(CpuClonesTest, RandomKMatchesReference) {
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : kSizes) {
     std::vector<uint64_t> ks = {0, n, n / 2, n / 100, n > 0 ? n - 1 : 0, n > 0 ? rng() % n : 0};
     for (uint64_t k : ks) {
       for (ValueFormat f : kFormats) {
-        for (bool ef : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " format "
-                                            << static_cast<int>(f) << " ef " << ef);
-          const std::vector<float> g = Mixed(n, rng), e0 = Mixed(n, rng);
-          const uint64_t seed = rng(), step = rng() % 1000;
-          std::vector<uint32_t> want_indices;
-          const Encoded want = RefRandomK(g, ef ? &e0 : nullptr, k, seed, step, f, &want_indices);
-          uint64_t temp_bytes = 0;
-          RandomKCompress(nullptr, &temp_bytes, nullptr, nullptr, n, k, seed, step, f, nullptr,
-                          nullptr, nullptr);
-          std::vector<uint64_t> temp(temp_bytes / 8 + 1);
-          Encoded got;
-          got.values.assign(k * ValueWidth(f), 0xee);
-          if (ef) got.residual = e0;
-          std::vector<uint32_t> indices(k + 1, 0xeeeeeeeeu);
-          RandomKCompress(temp.data(), &temp_bytes, g.data(), ef ? got.residual.data() : nullptr, n,
-                          k, seed, step, f, indices.data(), got.values.data(), &got.stats);
-          EXPECT_EQ(indices.back(), 0xeeeeeeeeu);  // nothing written past k
-          indices.pop_back();
-          EXPECT_EQ(want_indices, indices);
-          ExpectSame(want, got, f);
-          std::vector<uint32_t> derived(k);
-          RandomKIndices(temp.data(), &temp_bytes, seed, step, n, k, derived.data());
-          EXPECT_EQ(want_indices, derived);
-        }
+        for (bool ef : {false, true}) CheckRandomK(n, k, f, ef, rng);
       }
     }
   }
+}
+
+// Above 2M elements (a bitmap past 256 KiB) a dense selection is hashed
+// forward instead of marked in the bitmap (randomk.cc): the same set.
+TEST(CpuClonesTest, RandomKHashedForwardAboveTheBitmapCap) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = (uint64_t{1} << 21) + 1001;
+  CheckRandomK(n, n / 10, ValueFormat::kFp32, true, rng);
+  CheckRandomK(n, n / 3, ValueFormat::kFp16, false, rng);
 }
 
 TEST(CpuClonesTest, DivideAllDividesEachElement) {

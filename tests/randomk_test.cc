@@ -150,7 +150,8 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
   }
   grad[5] = std::nanf("");
   acc[5] = grad[5] + residual[5];
-  // k = 777: the bitmap path; 5000 (denser than 1/32): hashed forward.
+  // k = 777 and 5000: the bitmap path (denser than 1/32 and past 2M
+  // elements, hashed forward: cpu_clones_test).
   for (uint64_t k : {777ull, 5000ull})
     for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
       SCOPED_TRACE(::testing::Message() << "k " << k);

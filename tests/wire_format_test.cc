@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -534,6 +535,46 @@ TEST(IndexEncodingTest, MalformedVarintsAreRejected) {
   EXPECT_TRUE(Decode(kVarint, {}, 0, 0).ok());
 }
 
+// Dense selections decode eight one-byte gaps at a time: runs of them
+// broken by longer gaps at every offset within a group of eight, up to
+// the last index below n, and out-of-range indices inside such a run are
+// still named exactly.
+TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
+  std::mt19937_64 rng(11);
+  for (int iter = 0; iter < 300; ++iter) {
+    const uint64_t n = iter % 3 == 0 ? (uint64_t{1} << 32) : 1 + rng() % 20000;
+    const uint64_t start = n > 100000 ? n - 100000 : 0;
+    const uint64_t density = 1 + rng() % 64;  // one in 1..64 kept
+    std::vector<uint32_t> idx;
+    for (uint64_t i = start; i < n; ++i) {
+      if (rng() % density == 0 || (rng() % 997 == 0 && i + 1 == n)) {
+        idx.push_back(static_cast<uint32_t>(i));
+        if (rng() % 50 == 0) i += 128 + rng() % 20000;  // a two- or three-byte gap
+      }
+    }
+    const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
+    std::vector<uint32_t> back(idx.size());
+    ASSERT_TRUE(DecodeIndices(IndexEncoding::kDeltaVarint, bytes, n, absl::MakeSpan(back)).ok());
+    ASSERT_EQ(back, idx) << "n " << n << " density 1/" << density;
+    if (idx.size() > 20 && idx.back() > 0) {
+      // Cut dense_length to the m-th index: that index is the first refused.
+      const size_t m = 1 + rng() % (idx.size() - 1);
+      EXPECT_REJECTED(
+          DecodeIndices(IndexEncoding::kDeltaVarint, bytes, idx[m], absl::MakeSpan(back)),
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("index #", m, " = ", idx[m], " is not below dense_length ", idx[m]));
+    }
+  }
+  // Eight zero gaps after 2^32 - 9 end at u32 max; after 2^32 - 8 the
+  // last would be 2^32.
+  const std::vector<uint8_t> fits = {0xf7, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_TRUE(Decode(IndexEncoding::kDeltaVarint, fits, uint64_t{1} << 33, 9).ok());
+  const std::vector<uint8_t> wraps = {0xf8, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_REJECTED(Decode(IndexEncoding::kDeltaVarint, wraps, uint64_t{1} << 33, 9),
+                  absl::StatusCode::kInvalidArgument,
+                  "index #8 = 4294967296 is not below dense_length 8589934592 (and exceeds u32)");
+}
+
 TEST(IndexEncodingTest, MalformedRawIndicesAreRejected) {
   const auto kRaw = IndexEncoding::kRawU32;
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -562,6 +603,15 @@ TEST(IndexEncodingTest, EncoderRefusesBadInput) {
   const uint32_t unsorted[] = {3, 3};
   EXPECT_REJECTED(EncodeIndices(IndexEncoding::kRawU32, unsorted, absl::MakeSpan(out)).status(),
                   absl::StatusCode::kInvalidArgument, "strictly increasing");
+  // Delta-varint checks while it encodes: a repeat or a step back anywhere,
+  // and before a full output.
+  const uint32_t repeat[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 10};
+  EXPECT_REJECTED(EncodeIndices(IndexEncoding::kDeltaVarint, repeat, absl::MakeSpan(out)).status(),
+                  absl::StatusCode::kInvalidArgument, "#9 (9) does not exceed #8 (9)");
+  const uint32_t back[] = {1, 2, 1000, 5};
+  EXPECT_REJECTED(
+      EncodeIndices(IndexEncoding::kDeltaVarint, back, absl::MakeSpan(out.data(), 3)).status(),
+      absl::StatusCode::kInvalidArgument, "#3 (5) does not exceed #2 (1000)");
   const uint32_t one[] = {3};
   EXPECT_REJECTED(EncodeIndices(IndexEncoding::kNone, one, absl::MakeSpan(out)).status(),
                   absl::StatusCode::kInvalidArgument, "index_encoding none");

@@ -10,11 +10,12 @@
 // The CPU finds the set without sorting keys: they are a bijection with a
 // cheap inverse, so the k smallest are the first k indices below n among
 // the inverses of 0, 1, 2, ... (about k * 2^bits / n <= 2k inverse
-// hashes). Up to a density of 1/32 those are marked in a bitmap and read
-// out in index order; denser, the same walk only finds the k-th smallest
-// key and every index is hashed forward against it (eight lanes at a
-// time, inside the pass over the elements), which costs less than the
-// bitmap's scattered writes.
+// hashes). Up to a density of 1/32, or while the bitmap fits in L2 (n up
+// to 2M), those are marked in a bitmap and read out in index order;
+// denser and larger, the same walk only finds the k-th smallest key and
+// every index is hashed forward against it (eight lanes at a time, inside
+// the pass over the elements), which costs less than the bitmap's
+// scattered writes to a bitmap out of L2.
 //
 // Fused error-feedback contract and temp-storage idiom: see topk.h.
 #ifndef GRADWIRE_KERNELS_CPU_RANDOMK_H_

@@ -40,6 +40,9 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 // dense is walked once in chunks that fit in L1: each chunk is zeroed,
 // gets its share of every payload and is divided while still in cache (by
 // a multiply over the whole chunk when 1 / divisor is exact, e.g. P = 4).
+// When every payload holds the same index list (the same pointer or equal
+// contents, as random-k frames of one step do), each entry's sum is
+// formed in order and stored once instead.
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                    absl::Span<float> dense);
 

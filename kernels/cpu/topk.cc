@@ -7,6 +7,7 @@
 #endif
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
@@ -87,10 +88,20 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
                          ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
                          : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
     if (any) {
-      // Usually one or two of the 32 pass: walk only those, lowest first.
       const float* acc = kHasResidual ? r : grad + start;  // just written: in L1
-      for (uint64_t mask = PassMask(keys, len, lo); mask != 0; mask &= mask - 1) {
-        const int i = __builtin_ctzll(mask);
+      const uint64_t mask = PassMask(keys, len, lo);
+      if (len == kBlock) {
+        // Eight lanes at a time, branch-free: the lists hold n entries and
+        // m <= start, so each store's eight lanes stay inside them.
+        for (uint32_t b = 0; b < kBlock / 8; ++b) {
+          m += StoreSelected8((mask >> (8 * b)) & 0xff, static_cast<uint32_t>(start + 8 * b),
+                              acc + 8 * b, candidates + m, candidate_values + m);
+        }
+        continue;
+      }
+      // The tail: walk the passing elements, lowest first.
+      for (uint64_t bits = mask; bits != 0; bits &= bits - 1) {
+        const int i = __builtin_ctzll(bits);
         candidates[m] = static_cast<uint32_t>(start + i);
         candidate_values[m] = acc[i];
         ++m;
@@ -165,15 +176,71 @@ uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, 
 // decoded (else the residual keeps acc). Returns whether it was taken.
 // Without branches on `take`, which is data, not a pattern: an output
 // not taken is overwritten by the next candidate.
-inline uint64_t Emit(bool take, float a, float* residual, uint32_t idx, uint64_t j,
-                     ValueFormat format, uint32_t* indices, uint8_t* values) {
+template <ValueFormat kFormat, bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t Emit(bool take, float a, float* residual, uint32_t idx, uint64_t j,
+                                  uint32_t* indices, uint8_t* values) {
   indices[j] = idx;
-  StoreValue(values, j, a, format);
-  if (residual != nullptr) {
-    const float r = ResidualAfter(a, RoundToFormat(a, format));
+  StoreValue(values, j, a, kFormat);
+  if (kHasResidual) {
+    const float r = ResidualAfter(a, RoundToFormat(a, kFormat));
     residual[idx] = BitsFloat(SelectBits(take, FloatBits(r), FloatBits(a)));
   }
   return take ? 1u : 0u;
+}
+
+// The last pass over the m candidates: emits, in index order, the k whose
+// `Rank` (MagnitudeKey, or its top bin for approximate top-k) is above
+// `cut`, or equal to it while fewer than `take_equal` equal ones have been
+// taken.
+template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
+GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                        uint32_t cut, uint64_t take_equal, float* residual,
+                                        uint32_t* indices, uint8_t* values) {
+  const float* vals = t.candidate_values;
+  uint64_t j = 0, taken_equal = 0;
+  for (uint64_t c = 0; c < m && j < k; ++c) {
+    const uint32_t rank = MagnitudeKey(vals[c]) >> kShift;
+    // Bitwise, not || and &&: GCC branches on those, and whether a
+    // candidate is taken is data (most are, in no pattern).
+    const uint32_t equal = rank == cut ? 1u : 0u;
+    const uint32_t above = rank > cut ? 1u : 0u;
+    const uint32_t room = taken_equal < take_equal ? 1u : 0u;
+    const bool take = (above | (equal & room)) != 0;
+    taken_equal += equal;
+    j += Emit<kFormat, kHasResidual>(take, vals[c], residual, t.candidates[c], j, indices, values);
+  }
+}
+
+template <uint32_t kShift>
+GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                           uint32_t cut, uint64_t take_equal, float* residual,
+                                           ValueFormat format, uint32_t* indices, uint8_t* values) {
+#define GRADWIRE_EMIT(F)                                                                           \
+  return residual != nullptr ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, residual, \
+                                                               indices, values)                    \
+                             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal,          \
+                                                                residual, indices, values)
+  switch (format) {
+    case ValueFormat::kFp16:
+      GRADWIRE_EMIT(ValueFormat::kFp16);
+    case ValueFormat::kBf16:
+      GRADWIRE_EMIT(ValueFormat::kBf16);
+    default:
+      GRADWIRE_EMIT(ValueFormat::kFp32);
+  }
+#undef GRADWIRE_EMIT
+}
+
+// kShift 0: exact top-k (cut = the k-th key); kTopShift: approximate
+// top-k (cut = the band's bin).
+GRADWIRE_CPU_CLONES void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                      uint32_t cut, uint64_t take_equal, bool band, float* residual,
+                                      ValueFormat format, uint32_t* indices, uint8_t* values) {
+  if (band) {
+    EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, residual, format, indices, values);
+  } else {
+    EmitSelectedShift<0>(t, m, k, cut, take_equal, residual, format, indices, values);
+  }
 }
 
 // The residual holds raw acc for unselected elements; make the non-finite
@@ -218,14 +285,7 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     const float* vals = t.candidate_values;
     const internal::Threshold th = internal::SelectAmongCandidates(
         [vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, t.hist);
-    uint64_t j = 0, taken_equal = 0;
-    for (uint64_t c = 0; c < m && j < k; ++c) {
-      const uint32_t kk = MagnitudeKey(vals[c]);
-      const bool equal = kk == th.key;
-      const bool take = kk > th.key || (equal && taken_equal < th.take_equal);
-      taken_equal += equal ? 1u : 0u;
-      j += Emit(take, vals[c], residual, t.candidates[c], j, format, indices, values);
-    }
+    EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, residual, format, indices, values);
   }
   Finish(residual, n, k, nonfinite, stats);
 }
@@ -259,14 +319,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     b.upper_key = (pick.bin + 1) << kTopShift;
     b.above = pick.above;
     b.in_band = t.hist[pick.bin];
-    uint64_t j = 0, filled = 0;
-    for (uint64_t c = 0; c < m && j < k; ++c) {
-      const uint32_t bin = MagnitudeKey(vals[c]) >> kTopShift;
-      const bool equal = bin == pick.bin;
-      const bool take = bin > pick.bin || (equal && filled < fill);
-      filled += equal ? 1u : 0u;
-      j += Emit(take, vals[c], residual, t.candidates[c], j, format, indices, values);
-    }
+    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, residual, format, indices, values);
   }
   if (band != nullptr) *band = b;
   Finish(residual, n, k, nonfinite, stats);

@@ -9,6 +9,7 @@
 //     three u64 section lengths can wrap around and look small.
 #include "gradwire/lib/codec/wire_format.h"
 
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -269,6 +270,48 @@ absl::Status VarintError(absl::Span<const uint8_t> in, size_t pos, size_t ordina
   return Invalid(s.message());
 }
 
+// OK if indices[from - 1 ..] is strictly increasing (from >= 1), else
+// the error that names the first pair that is not.
+absl::Status CheckIncreasing(absl::Span<const uint32_t> indices, size_t from) {
+  for (size_t i = from; i < indices.size(); ++i) {
+    if (indices[i] <= indices[i - 1]) {
+      return Invalid(absl::StrCat("cannot encode indices: #", i, " (", indices[i],
+                                  ") does not exceed #", i - 1, " (", indices[i - 1],
+                                  "); indices must be strictly increasing"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Dense selections (top-k at 10 %) have mostly one-byte gaps: when the
+// next eight bytes are all one-byte varints, indices out[i, i + 8) (i > 0)
+// follow from *prev by eight adds, with one range check for the last
+// (the largest). Returns false, having moved nothing (out[i, i + 8) may
+// hold junk), when they are not, when fewer than eight indices or bytes
+// are left, or when the last is out of range: the caller's varint loop
+// then decodes them one by one and names the bad one.
+bool DecodeEightOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* prev,
+                            uint64_t dense_length, absl::Span<uint32_t> out, size_t i) {
+  if (out.size() - i < 8 || limit - *p < 8) return false;
+  uint64_t bytes;
+  std::memcpy(&bytes, *p, sizeof bytes);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  bytes = __builtin_bswap64(bytes);
+#endif
+  if ((bytes & 0x8080808080808080ull) != 0) return false;
+  uint64_t v = *prev;
+  uint32_t* o = out.data() + i;
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    v += 1 + ((bytes >> (8 * b)) & 0xff);
+    o[b] = static_cast<uint32_t>(v);
+  }
+  if (v >= dense_length || v > std::numeric_limits<uint32_t>::max()) return false;
+  *prev = v;
+  *p += 8;
+  return true;
+}
+
 }  // namespace
 
 uint64_t FrameBytes(const FrameHeader& header) {
@@ -359,12 +402,11 @@ uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count) {
 
 absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const uint32_t> indices,
                                      absl::Span<uint8_t> out) {
-  for (size_t i = 1; i < indices.size(); ++i) {
-    if (indices[i] <= indices[i - 1]) {
-      return Invalid(absl::StrCat("cannot encode indices: #", i, " (", indices[i],
-                                  ") does not exceed #", i - 1, " (", indices[i - 1],
-                                  "); indices must be strictly increasing"));
-    }
+  // Delta-varint checks as it encodes (one pass over the indices), and
+  // the whole list before it reports a full output, so that each encoding
+  // refuses a list that is not increasing first.
+  if (encoding != IndexEncoding::kDeltaVarint) {
+    if (absl::Status s = CheckIncreasing(indices, 1); !s.ok()) return s;
   }
   switch (encoding) {
     case IndexEncoding::kNone:
@@ -384,8 +426,14 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
     case IndexEncoding::kDeltaVarint: {
       size_t pos = 0;
       for (size_t i = 0; i < indices.size(); ++i) {
+        if (i > 0 && indices[i] <= indices[i - 1]) return CheckIncreasing(indices, i);
         const uint32_t v = i == 0 ? indices[0] : indices[i] - indices[i - 1] - 1;
+        if (v < 0x80 && pos < out.size()) {  // one byte: dense selections' common case
+          out[pos++] = static_cast<uint8_t>(v);
+          continue;
+        }
         if (!EncodeVarint32(out, &pos, v)) {
+          if (absl::Status s = CheckIncreasing(indices, i + 1); !s.ok()) return s;
           return Invalid(absl::StrCat("output of ", out.size(), " bytes too small for ",
                                       indices.size(), " delta-varint indices (full at #", i,
                                       "); size it with MaxIndexBytes"));
@@ -437,6 +485,10 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
       const uint8_t* const limit = in.data() + in.size();
       uint64_t prev = 0;
       for (size_t i = 0; i < out.size(); ++i) {
+        if (i > 0 && DecodeEightOneByteGaps(&p, limit, &prev, dense_length, out, i)) {
+          i += 7;
+          continue;
+        }
         // base's strict grammar (minimal, <= 5 bytes, < 2^32), with one- and
         // two-byte gaps decoded inline.
         uint32_t raw = 0;
