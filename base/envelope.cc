@@ -5,6 +5,16 @@
 
 #include <new>
 
+// The streaming update on x86-64 is libxxhash's dispatching one (AVX2
+// where the CPU has it: about 3x the SSE2 default on bytes in L1, where a
+// stream's chunks are); the digest is XXH3's whichever runs.
+#if defined(__x86_64__) && __has_include(<xxh_x86dispatch.h>)
+#include <xxh_x86dispatch.h>
+#define GRADWIRE_XXH3_UPDATE XXH3_64bits_update_dispatch
+#else
+#define GRADWIRE_XXH3_UPDATE XXH3_64bits_update
+#endif
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
@@ -23,7 +33,7 @@ StreamingChecksum64::StreamingChecksum64() {
 }
 
 void StreamingChecksum64::Update(const void* data, size_t n) {
-  XXH3_64bits_update(reinterpret_cast<XXH3_state_t*>(state_), data, n);
+  GRADWIRE_XXH3_UPDATE(reinterpret_cast<XXH3_state_t*>(state_), data, n);
   bytes_ += n;
 }
 

@@ -301,26 +301,45 @@ GRADWIRE_CPU_CLONES void DecodeAverageAs(const uint8_t* const* values, uint64_t 
   }
 }
 
-}  // namespace
-
-void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
-                  uint8_t* values, FusedStats* stats) {
-  uint64_t nonfinite = 0;
+// CastCompress's values and residual; returns the non-finite count.
+uint64_t CastCompressFormat(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                            uint8_t* values) {
   switch (format) {
     case ValueFormat::kFp16:
-      nonfinite = CastCompressAs<ValueFormat::kFp16>(grad, residual, n, values);
-      break;
+      return CastCompressAs<ValueFormat::kFp16>(grad, residual, n, values);
     case ValueFormat::kBf16:
-      nonfinite = CastCompressAs<ValueFormat::kBf16>(grad, residual, n, values);
-      break;
+      return CastCompressAs<ValueFormat::kBf16>(grad, residual, n, values);
     default:
-      nonfinite = CastCompressAs<ValueFormat::kFp32>(grad, residual, n, values);
-      break;
+      return CastCompressAs<ValueFormat::kFp32>(grad, residual, n, values);
   }
+}
+
+void SetCastStats(uint64_t n, uint64_t nonfinite, FusedStats* stats) {
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
   }
+}
+
+}  // namespace
+
+void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                  uint8_t* values, FusedStats* stats) {
+  SetCastStats(n, CastCompressFormat(grad, residual, n, format, values), stats);
+}
+
+void CastCompressInChunks(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                          uint8_t* values, FusedStats* stats,
+                          absl::FunctionRef<void(const uint8_t* chunk, uint64_t bytes)> written) {
+  const uint64_t width = ValueWidth(format);
+  uint64_t nonfinite = 0;
+  for (uint64_t begin = 0; begin < n; begin += kCastChunkElements) {
+    const uint64_t len = n - begin < kCastChunkElements ? n - begin : kCastChunkElements;
+    nonfinite += CastCompressFormat(grad + begin, residual != nullptr ? residual + begin : nullptr,
+                                    len, format, values + width * begin);
+    written(values + width * begin, width * len);
+  }
+  SetCastStats(n, nonfinite, stats);
 }
 
 void CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense) {

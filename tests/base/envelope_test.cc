@@ -48,12 +48,12 @@ TEST(EnvelopeTest, StreamedChecksumIsTheOneShotChecksumForAnySplit) {
   GRADWIRE_SEEDED_RNG(rng);
   std::vector<unsigned char> bytes(20000);
   for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
-  std::vector<size_t> lengths = {0, 1, 3, 16, 17, 128, 129, 240, 241, 255, 256, 257, 1023,
-                                 1024, 1025, 4096, 4097, 20000};
+  std::vector<size_t> lengths = {0,   1,   3,   16,   17,   128,  129,  240,  241,
+                                 255, 256, 257, 1023, 1024, 1025, 4096, 4097, 20000};
   for (int i = 0; i < 20; ++i) lengths.push_back(rng() % bytes.size());
   for (size_t n : lengths) {
-    for (size_t piece : {size_t{1}, size_t{7}, size_t{64}, size_t{72}, size_t{255},
-                         size_t{4096}, size_t{0}}) {
+    for (size_t piece :
+         {size_t{1}, size_t{7}, size_t{64}, size_t{72}, size_t{255}, size_t{4096}, size_t{0}}) {
       StreamingChecksum64 stream;
       size_t at = 0;
       while (at < n) {
