@@ -156,6 +156,48 @@ GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64
   return total;
 }
 
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// The fp16 cast with F16C, for x86-64-v3: vcvtps2ph rounds to nearest even
+// into half subnormals exactly as HalfRound does, and vcvtph2ps gives the
+// decoded value exactly, for every finite |acc| < 65520. A vector with a
+// lane beyond (a saturating or non-finite one) goes through HalfRound.
+// Returns the non-finite count.
+template <bool kHasResidual>
+GRADWIRE_CPU_V3 uint64_t HalfCastV3(const float* grad, float* residual, uint64_t n,
+                                    uint8_t* values) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i last_rounding = _mm256_set1_epi32(0x477fefff);  // below 65520
+  uint64_t nonfinite = 0;
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 acc = _mm256_loadu_ps(grad + i);
+    if (kHasResidual) acc = _mm256_add_ps(acc, _mm256_loadu_ps(residual + i));
+    const __m256i x = _mm256_castps_si256(acc);
+    const __m256i beyond = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), last_rounding);
+    if (!_mm256_testz_si256(beyond, beyond)) {
+      const U32x8 xv = GRADWIRE_BITCAST(U32x8, x);
+      U32x8 h, r;
+      HalfRound<U32x8, I32x8, F32x8>(xv, &h, &r);
+      for (int l = 0; l < 8; ++l) nonfinite += (xv[l] & 0x7fffffffu) >= 0x7f800000u;
+      const U16x8 h16 = __builtin_convertvector(h, U16x8);
+      memcpy(values + 2 * i, &h16, sizeof h16);
+      if (kHasResidual) memcpy(residual + i, &r, sizeof r);
+      continue;
+    }
+    const __m128i h = _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(values + 2 * i), h);
+    if (kHasResidual) _mm256_storeu_ps(residual + i, _mm256_sub_ps(acc, _mm256_cvtph_ps(h)));
+  }
+  for (; i < n; ++i) {
+    const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
+    nonfinite += IsFinite(a) ? 0u : 1u;
+    const float r = CastElement<ValueFormat::kFp16>(a, values, i);
+    if (kHasResidual) residual[i] = r;
+  }
+  return nonfinite;
+}
+#endif
+
 template <ValueFormat F>
 GRADWIRE_CPU_CLONES uint64_t CastCompressAs(const float* grad, float* residual, uint64_t n,
                                             uint8_t* values) {
@@ -306,6 +348,12 @@ uint64_t CastCompressFormat(const float* grad, float* residual, uint64_t n, Valu
                             uint8_t* values) {
   switch (format) {
     case ValueFormat::kFp16:
+#if GRADWIRE_CPU_V3_FUNCTIONS
+      if (CpuIsX86V3()) {
+        return residual != nullptr ? HalfCastV3<true>(grad, residual, n, values)
+                                   : HalfCastV3<false>(grad, residual, n, values);
+      }
+#endif
       return CastCompressAs<ValueFormat::kFp16>(grad, residual, n, values);
     case ValueFormat::kBf16:
       return CastCompressAs<ValueFormat::kBf16>(grad, residual, n, values);
