@@ -290,13 +290,9 @@ TEST(CpuClonesTest, Fp32CastZeroesEveryResidualThatIsNotPlusZero) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " density " << density);
       const std::vector<float> g = Mixed(n, rng);
       std::vector<float> e0(n, 0.0f);
-      for (float& e : e0) {
-        if (density > 0 && rng() % density == 0) e = kOdd[rng() % 5];
-      }
+      for (float& e : e0) e = density > 0 && rng() % density == 0 ? kOdd[rng() % 5] : 0.0f;
       const Encoded want = RefCast(g, &e0, ValueFormat::kFp32);
-      Encoded got;
-      got.values.assign(4 * n, 0xee);
-      got.residual = e0;
+      Encoded got{{}, std::vector<uint8_t>(4 * n, 0xee), e0, {}};
       CastCompress(g.data(), got.residual.data(), n, ValueFormat::kFp32, got.values.data(),
                    &got.stats);
       ExpectSame(want, got);
