@@ -134,6 +134,12 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
 
 typedef uint64_t U64x4 __attribute__((vector_size(32)));
 
+// Whether any lane of a mask (or any bit of a vector) is set.
+GRADWIRE_CPU_INLINE bool AnyLane(const U32x8& mask) {
+  const U64x4 q = GRADWIRE_BITCAST(U64x4, mask);
+  return ((q[0] | q[1]) | (q[2] | q[3])) != 0;
+}
+
 // The fp32 cast of elements [start, end) sixteen at a time, as far as
 // whole steps go: the values are acc's bits, and the residual,
 // ResidualAfter(acc, acc), is +0 whatever acc is (acc - acc: +0 when
@@ -157,8 +163,7 @@ GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uin
       memcpy(&r1, residual + i + 8, sizeof r1);
       a0 += GRADWIRE_BITCAST(F32x8, r0);
       a1 += GRADWIRE_BITCAST(F32x8, r1);
-      const U64x4 any = GRADWIRE_BITCAST(U64x4, r0 | r1);
-      if ((any[0] | any[1] | any[2] | any[3]) != 0) {
+      if (AnyLane(r0 | r1)) {
         const U32x8 zero = {};
         memcpy(residual + i, &zero, sizeof zero);
         memcpy(residual + i + 8, &zero, sizeof zero);
@@ -172,6 +177,49 @@ GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uin
         (U32x8)(GRADWIRE_BITCAST(I32x8, GRADWIRE_BITCAST(U32x8, a1) & 0x7fffffffu) >= 0x7f800000);
   }
   for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
+  return i;
+#else
+  return start;  // the element loop stores little endian
+#endif
+}
+
+// The bf16 cast of elements [start, end) eight at a time, as far as whole
+// vectors go. Below the saturation edge (|acc| < 0x7f7f8000 as bits, so
+// finite) Bf16Bits is the rounding add alone, and it carries neither into
+// the sign nor to Inf; the decoded value is the rounded bits' top half. A
+// vector with a lane at or beyond the edge goes element by element. Adds
+// the non-finite count; returns where it stopped.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t Bf16Vectors(const float* grad, float* residual, uint64_t start,
+                                         uint64_t end, uint8_t* values, uint32_t* nonfinite) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t i = start;
+  for (; i + 8 <= end; i += 8) {
+    F32x8 acc;
+    memcpy(&acc, grad + i, sizeof acc);
+    if (kHasResidual) {
+      F32x8 r;
+      memcpy(&r, residual + i, sizeof r);
+      acc += r;
+    }
+    const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
+    if (AnyLane((U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f7f8000))) {
+      for (uint64_t j = i; j < i + 8; ++j) {
+        const float a = kHasResidual ? grad[j] + residual[j] : grad[j];
+        *nonfinite += IsFinite(a) ? 0u : 1u;
+        const float r = CastElement<ValueFormat::kBf16>(a, values, j);
+        if (kHasResidual) residual[j] = r;
+      }
+      continue;
+    }
+    const U32x8 rounded = x + 0x7fffu + ((x >> 16) & 1u);
+    const U16x8 b16 = __builtin_convertvector(rounded >> 16, U16x8);
+    memcpy(values + 2 * i, &b16, sizeof b16);
+    if (kHasResidual) {
+      const F32x8 r = acc - GRADWIRE_BITCAST(F32x8, rounded & 0xffff0000u);
+      memcpy(residual + i, &r, sizeof r);
+    }
+  }
   return i;
 #else
   return start;  // the element loop stores little endian
@@ -193,6 +241,8 @@ GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64
       i = HalfVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
     if (F == ValueFormat::kFp32)
       i = CopyVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
+    if (F == ValueFormat::kBf16)
+      i = Bf16Vectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
     for (; i < end; ++i) {
       const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
       nonfinite += IsFinite(a) ? 0u : 1u;
