@@ -100,6 +100,38 @@ GRADWIRE_CPU_INLINE float CastElement(float a, uint8_t* values, uint64_t i) {
   return ResidualAfter(a, decoded);
 }
 
+// Elements [begin, end) one at a time (CastElement); returns the count of
+// non-finite acc.
+template <ValueFormat F, bool kHasResidual>
+GRADWIRE_CPU_INLINE uint32_t CastElements(const float* grad, float* residual, uint64_t begin,
+                                          uint64_t end, uint8_t* values) {
+  uint32_t nonfinite = 0;
+  for (uint64_t i = begin; i < end; ++i) {
+    const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
+    nonfinite += IsFinite(a) ? 0u : 1u;
+    const float r = CastElement<F>(a, values, i);
+    if (kHasResidual) residual[i] = r;
+  }
+  return nonfinite;
+}
+
+// All ones in the lanes of x (float bits) that are not finite, else zero.
+GRADWIRE_CPU_INLINE U32x8 NotFinite(const U32x8& x) {
+  return (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);
+}
+
+// *acc = grad + residual (kHasResidual) or grad, elements [i, i + 8).
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void LoadAcc8(const float* grad, const float* residual, uint64_t i,
+                                  F32x8* acc) {
+  memcpy(acc, grad + i, sizeof *acc);
+  if (kHasResidual) {
+    F32x8 r;
+    memcpy(&r, residual + i, sizeof r);
+    *acc += r;
+  }
+}
+
 // The fp16 cast of elements [start, end) eight at a time, as far as whole
 // vectors go: HalfRound on vectors (GCC's scalar vectorizer spills its
 // many selects). Adds the non-finite count; returns where it stopped.
@@ -111,14 +143,9 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
     F32x8 acc;
-    memcpy(&acc, grad + i, sizeof acc);
-    if (kHasResidual) {
-      F32x8 r;
-      memcpy(&r, residual + i, sizeof r);
-      acc += r;
-    }
+    LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
-    bad -= (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);  // -1 where not finite
+    bad -= NotFinite(x);
     U32x8 h, r;
     HalfRound<U32x8, I32x8, F32x8>(x, &h, &r);
     const U16x8 h16 = __builtin_convertvector(h, U16x8);
@@ -171,10 +198,8 @@ GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uin
     }
     memcpy(values + 4 * i, &a0, sizeof a0);
     memcpy(values + 4 * i + sizeof a0, &a1, sizeof a1);
-    bad -=
-        (U32x8)(GRADWIRE_BITCAST(I32x8, GRADWIRE_BITCAST(U32x8, a0) & 0x7fffffffu) >= 0x7f800000);
-    bad -=
-        (U32x8)(GRADWIRE_BITCAST(I32x8, GRADWIRE_BITCAST(U32x8, a1) & 0x7fffffffu) >= 0x7f800000);
+    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a0));
+    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a1));
   }
   for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
   return i;
@@ -196,20 +221,11 @@ GRADWIRE_CPU_INLINE uint64_t Bf16Vectors(const float* grad, float* residual, uin
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
     F32x8 acc;
-    memcpy(&acc, grad + i, sizeof acc);
-    if (kHasResidual) {
-      F32x8 r;
-      memcpy(&r, residual + i, sizeof r);
-      acc += r;
-    }
+    LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
     if (AnyLane((U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f7f8000))) {
-      for (uint64_t j = i; j < i + 8; ++j) {
-        const float a = kHasResidual ? grad[j] + residual[j] : grad[j];
-        *nonfinite += IsFinite(a) ? 0u : 1u;
-        const float r = CastElement<ValueFormat::kBf16>(a, values, j);
-        if (kHasResidual) residual[j] = r;
-      }
+      *nonfinite +=
+          CastElements<ValueFormat::kBf16, kHasResidual>(grad, residual, i, i + 8, values);
       continue;
     }
     const U32x8 rounded = x + 0x7fffu + ((x >> 16) & 1u);
@@ -243,12 +259,7 @@ GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64
       i = CopyVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
     if (F == ValueFormat::kBf16)
       i = Bf16Vectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
-    for (; i < end; ++i) {
-      const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
-      nonfinite += IsFinite(a) ? 0u : 1u;
-      const float r = CastElement<F>(a, values, i);
-      if (kHasResidual) residual[i] = r;
-    }
+    nonfinite += CastElements<F, kHasResidual>(grad, residual, i, end, values);
     total += nonfinite;
   }
   return total;
@@ -286,13 +297,7 @@ GRADWIRE_CPU_V3 uint64_t HalfCastV3(const float* grad, float* residual, uint64_t
     _mm_storeu_si128(reinterpret_cast<__m128i*>(values + 2 * i), h);
     if (kHasResidual) _mm256_storeu_ps(residual + i, _mm256_sub_ps(acc, _mm256_cvtph_ps(h)));
   }
-  for (; i < n; ++i) {
-    const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
-    nonfinite += IsFinite(a) ? 0u : 1u;
-    const float r = CastElement<ValueFormat::kFp16>(a, values, i);
-    if (kHasResidual) residual[i] = r;
-  }
-  return nonfinite;
+  return nonfinite + CastElements<ValueFormat::kFp16, kHasResidual>(grad, residual, i, n, values);
 }
 #endif
 
