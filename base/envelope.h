@@ -35,6 +35,27 @@ inline uint64_t Checksum64(absl::string_view bytes) {
   return Checksum64(bytes.data(), bytes.size());
 }
 
+// Checksum64 of the concatenation of every Update, in order, without
+// concatenating (XXH3's streaming form, the same digest for any split).
+// A writer can checksum bytes chunk by chunk while they are still in
+// cache instead of reading them back once all are written.
+class StreamingChecksum64 {
+ public:
+  StreamingChecksum64();
+  StreamingChecksum64(const StreamingChecksum64&) = delete;
+  StreamingChecksum64& operator=(const StreamingChecksum64&) = delete;
+
+  void Update(const void* data, size_t n);
+  // The checksum of the bytes so far; Update may go on after it.
+  uint64_t Digest() const;
+  // How many bytes the checksum covers.
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  alignas(64) unsigned char state_[576];  // XXH3_state_t, kept out of this header
+  uint64_t bytes_ = 0;
+};
+
 constexpr size_t kEnvelopeChecksumBytes = 8;
 
 // A new envelope: magic and version written, ready for the body.

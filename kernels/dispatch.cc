@@ -341,6 +341,18 @@ absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueF
       [&] { return cuda::CastCompress(grad, residual, n, format, values, stats, stream); });
 }
 
+absl::Status CastCompressInChunks(
+    const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
+    FusedStats* stats, absl::FunctionRef<void(const uint8_t* chunk, uint64_t bytes)> written) {
+  const char* who = "CastCompressInChunks";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckDense(who, n, format, grad, values));
+  Location where;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {grad, residual, values, stats}, &where));
+  if (where != Location::kHost) return Refuse(who, "host memory only");
+  cpu::CastCompressInChunks(grad, residual, n, format, values, stats, written);
+  return absl::OkStatus();
+}
+
 // -------------------------------------------------------------- decoders --
 
 absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,

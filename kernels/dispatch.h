@@ -26,6 +26,7 @@
 #include <functional>
 #include <initializer_list>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "gradwire/kernels/cuda/stream.h"
@@ -79,6 +80,12 @@ absl::Status SignCompress(const float* grad, float* residual, uint64_t n, uint32
 
 absl::Status CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
                           uint8_t* values, FusedStats* stats, cuda::Stream stream = nullptr);
+// CastCompress a chunk at a time, `written` called with each chunk's
+// values once they are written (cpu/cast.h CastCompressInChunks). Host
+// memory only (InvalidArgument otherwise).
+absl::Status CastCompressInChunks(
+    const float* grad, float* residual, uint64_t n, ValueFormat format, uint8_t* values,
+    FusedStats* stats, absl::FunctionRef<void(const uint8_t* chunk, uint64_t bytes)> written);
 
 // Decoders.
 absl::Status SparseDecodeAccumulate(const uint32_t* indices, const uint8_t* values, uint64_t k,

@@ -5,7 +5,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -384,6 +386,42 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
   s = t->DecodeAccumulate(flipped, absl::MakeSpan(dense));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+}
+
+// The cast codecs checksum their frame chunk by chunk as the values are
+// written: the frame is still header | values | XXH3-64 of all before it
+// (one shot), the values those of element_math.h's cast of grad + residual,
+// for lengths short of, at and across the kernel's chunks.
+TEST(CodecTest, CastFramesAreHeaderValuesAndTheOneShotChecksum) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (const char* text : {"none", "fp16", "bf16"}) {
+    for (uint64_t n : {0, 1, 43, 4095, 4096, 4097, 8192, 3 * 4096 + 17, 50000}) {
+      for (bool ef : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << text << " n " << n << " ef " << ef);
+        std::unique_ptr<Codec> codec = Make(text);
+        const kernels::ValueFormat f = text[0] == 'n'   ? kernels::ValueFormat::kFp32
+                                       : text[0] == 'f' ? kernels::ValueFormat::kFp16
+                                                        : kernels::ValueFormat::kBf16;
+        const std::vector<float> g = Gradient(n, rng), r0 = Gradient(n, rng);
+        std::vector<float> residual = ef ? r0 : std::vector<float>();
+        std::vector<uint8_t> frame(codec->MaxEncodedBytes(n), 0xee);
+        absl::StatusOr<EncodeStats> st =
+            codec->Encode(g, 5, absl::MakeSpan(residual), absl::MakeSpan(frame));
+        ASSERT_TRUE(st.ok()) << st.status();
+        const uint64_t w = kernels::ValueWidth(f);
+        ASSERT_EQ(st->frame_bytes, kFrameHeaderBytes + w * n + kFrameChecksumBytes);
+        const size_t covered = st->frame_bytes - kFrameChecksumBytes;
+        uint64_t trailer = 0;
+        for (int b = 7; b >= 0; --b) trailer = trailer << 8 | frame[covered + b];
+        EXPECT_EQ(trailer, XXH3_64bits(frame.data(), covered));
+        std::vector<uint8_t> want(w * n);
+        for (uint64_t i = 0; i < n; ++i) {
+          kernels::StoreValue(want.data(), i, ef ? g[i] + r0[i] : g[i], f);
+        }
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), frame.begin() + kFrameHeaderBytes));
+      }
+    }
+  }
 }
 
 TEST(CodecTest, RandomKIndicesAreNotSentButAgreeAcrossRanks) {

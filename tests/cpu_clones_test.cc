@@ -279,6 +279,27 @@ TEST(CpuClonesTest, CastMatchesReference) {
   }
 }
 
+// The fp32 cast zeroes the residual and skips the stores where it is +0
+// already: residuals of +0 with -0, tiny and NaN lanes sprinkled in, alone
+// or in runs, must still all come out +0 (and the values be acc's bits).
+TEST(CpuClonesTest, Fp32CastZeroesEveryResidualThatIsNotPlusZero) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const float kOdd[] = {-0.0f, Bits(1u), Bits(0x80000001u), -1.5f, Bits(0x7fc00001u)};
+  for (uint64_t n : kSizes) {
+    for (int density : {0, 1, 8, 64}) {  // about one lane in `density` not +0
+      SCOPED_TRACE(::testing::Message() << "n " << n << " density " << density);
+      const std::vector<float> g = Mixed(n, rng);
+      std::vector<float> e0(n, 0.0f);
+      for (float& e : e0) e = density > 0 && rng() % density == 0 ? kOdd[rng() % 5] : 0.0f;
+      const Encoded want = RefCast(g, &e0, ValueFormat::kFp32);
+      Encoded got{{}, std::vector<uint8_t>(4 * n, 0xee), e0, {}};
+      CastCompress(g.data(), got.residual.data(), n, ValueFormat::kFp32, got.values.data(),
+                   &got.stats);
+      ExpectSame(want, got);
+    }
+  }
+}
+
 TEST(CpuClonesTest, HalfAndBf16DecodeEveryValue) {
   for (ValueFormat f : {ValueFormat::kFp16, ValueFormat::kBf16}) {
     std::vector<uint8_t> values(2 * 65536);

@@ -16,6 +16,7 @@
 #include <set>
 #include <vector>
 
+#include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/kernels/cuda/cast.h"
@@ -164,6 +165,59 @@ TEST_F(DispatchSeamTest, DeviceCountOnceAndEachBufferOncePerCall) {
       CastCompress(grad.data(), residual.data(), n, ValueFormat::kFp16, values.data(), &stats)
           .ok());
   EXPECT_EQ(FakeCuda::locate_calls, 0);
+}
+
+// CastCompressInChunks: CastCompress's bits and stats, each buffer located
+// once per call (not per chunk), its values handed out in order, chunk
+// after chunk, every byte once, and host memory only.
+TEST_F(DispatchSeamTest, CastInChunksIsCastCompressHandedOutChunkByChunk) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n :
+       {uint64_t{0}, uint64_t{1}, uint64_t{9}, cpu::kCastChunkElements - 1, cpu::kCastChunkElements,
+        cpu::kCastChunkElements + 1, 3 * cpu::kCastChunkElements + 77}) {
+    for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+      SCOPED_TRACE(::testing::Message() << "n " << n << " format " << static_cast<int>(f));
+      std::vector<float> grad = Normal(n, rng), res_a = Normal(n, rng), res_b = res_a;
+      if (n > 0) grad[n / 2] = INFINITY;
+      const uint64_t width = f == ValueFormat::kFp32 ? 4 : 2;
+      std::vector<uint8_t> val_a(width * n, 0xee), val_b(width * n, 0xee);
+      FusedStats st_a{9, 9}, st_b{9, 9};
+      ASSERT_TRUE(CastCompress(grad.data(), res_a.data(), n, f, val_a.data(), &st_a).ok());
+      FakeCuda::locate_calls = 0;
+      uint64_t next = 0;  // where the next chunk must start
+      std::vector<uint8_t> seen;
+      ASSERT_TRUE(CastCompressInChunks(grad.data(), res_b.data(), n, f, val_b.data(), &st_b,
+                                       [&](const uint8_t* chunk, uint64_t bytes) {
+                                         EXPECT_EQ(chunk, val_b.data() + next);
+                                         EXPECT_GT(bytes, 0u);
+                                         next += bytes;
+                                         seen.insert(seen.end(), chunk, chunk + bytes);
+                                       })
+                      .ok());
+      // Each non-null buffer once (n = 0: empty vectors, only stats).
+      EXPECT_EQ(FakeCuda::locate_calls, n > 0 ? 4 : 1);
+      EXPECT_EQ(next, width * n);
+      EXPECT_EQ(seen, val_a);  // written before it was handed out
+      EXPECT_EQ(val_b, val_a);
+      EXPECT_EQ(0, std::memcmp(res_b.data(), res_a.data(), 4 * n));
+      EXPECT_EQ(st_b.selected, st_a.selected);
+      EXPECT_EQ(st_b.nonfinite, st_a.nonfinite);
+    }
+  }
+  std::vector<float> grad(8, 1.0f);
+  std::vector<uint8_t> values(32);
+  FakeCuda::device = {values.data()};
+  int calls = 0;
+  const absl::Status s =
+      CastCompressInChunks(grad.data(), nullptr, 8, ValueFormat::kFp32, values.data(), nullptr,
+                           [&](const uint8_t*, uint64_t) { ++calls; });
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  FakeCuda::device = {values.data(), grad.data()};
+  EXPECT_EQ(CastCompressInChunks(grad.data(), nullptr, 8, ValueFormat::kFp32, values.data(),
+                                 nullptr, [&](const uint8_t*, uint64_t) { ++calls; })
+                .code(),
+            absl::StatusCode::kInvalidArgument);  // all on the device: still host only
+  EXPECT_EQ(calls, 0);
 }
 
 // ------------------------------------------------------ the real runtime --

@@ -100,6 +100,38 @@ GRADWIRE_CPU_INLINE float CastElement(float a, uint8_t* values, uint64_t i) {
   return ResidualAfter(a, decoded);
 }
 
+// Elements [begin, end) one at a time (CastElement); returns the count of
+// non-finite acc.
+template <ValueFormat F, bool kHasResidual>
+GRADWIRE_CPU_INLINE uint32_t CastElements(const float* grad, float* residual, uint64_t begin,
+                                          uint64_t end, uint8_t* values) {
+  uint32_t nonfinite = 0;
+  for (uint64_t i = begin; i < end; ++i) {
+    const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
+    nonfinite += IsFinite(a) ? 0u : 1u;
+    const float r = CastElement<F>(a, values, i);
+    if (kHasResidual) residual[i] = r;
+  }
+  return nonfinite;
+}
+
+// All ones in the lanes of x (float bits) that are not finite, else zero.
+GRADWIRE_CPU_INLINE U32x8 NotFinite(const U32x8& x) {
+  return (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);
+}
+
+// *acc = grad + residual (kHasResidual) or grad, elements [i, i + 8).
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void LoadAcc8(const float* grad, const float* residual, uint64_t i,
+                                  F32x8* acc) {
+  memcpy(acc, grad + i, sizeof *acc);
+  if (kHasResidual) {
+    F32x8 r;
+    memcpy(&r, residual + i, sizeof r);
+    *acc += r;
+  }
+}
+
 // The fp16 cast of elements [start, end) eight at a time, as far as whole
 // vectors go: HalfRound on vectors (GCC's scalar vectorizer spills its
 // many selects). Adds the non-finite count; returns where it stopped.
@@ -111,14 +143,9 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
     F32x8 acc;
-    memcpy(&acc, grad + i, sizeof acc);
-    if (kHasResidual) {
-      F32x8 r;
-      memcpy(&r, residual + i, sizeof r);
-      acc += r;
-    }
+    LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
-    bad -= (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);  // -1 where not finite
+    bad -= NotFinite(x);
     U32x8 h, r;
     HalfRound<U32x8, I32x8, F32x8>(x, &h, &r);
     const U16x8 h16 = __builtin_convertvector(h, U16x8);
@@ -126,6 +153,89 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
     if (kHasResidual) memcpy(residual + i, &r, sizeof r);
   }
   for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
+  return i;
+#else
+  return start;  // the element loop stores little endian
+#endif
+}
+
+typedef uint64_t U64x4 __attribute__((vector_size(32)));
+
+// Whether any lane of a mask (or any bit of a vector) is set.
+GRADWIRE_CPU_INLINE bool AnyLane(const U32x8& mask) {
+  const U64x4 q = GRADWIRE_BITCAST(U64x4, mask);
+  return ((q[0] | q[1]) | (q[2] | q[3])) != 0;
+}
+
+// The fp32 cast of elements [start, end) sixteen at a time, as far as
+// whole steps go: the values are acc's bits, and the residual,
+// ResidualAfter(acc, acc), is +0 whatever acc is (acc - acc: +0 when
+// finite, NaN otherwise). It is stored only where one of the step's 16
+// residuals (a cache line's worth) is not +0 already, so a residual that
+// stays zero, as it does from the second step on, is read but never
+// written back. Adds the non-finite count; returns where it stopped.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uint64_t start,
+                                         uint64_t end, uint8_t* values, uint32_t* nonfinite) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  U32x8 bad = {};
+  uint64_t i = start;
+  for (; i + 16 <= end; i += 16) {
+    F32x8 a0, a1;
+    memcpy(&a0, grad + i, sizeof a0);
+    memcpy(&a1, grad + i + 8, sizeof a1);
+    if (kHasResidual) {
+      U32x8 r0, r1;
+      memcpy(&r0, residual + i, sizeof r0);
+      memcpy(&r1, residual + i + 8, sizeof r1);
+      a0 += GRADWIRE_BITCAST(F32x8, r0);
+      a1 += GRADWIRE_BITCAST(F32x8, r1);
+      if (AnyLane(r0 | r1)) {
+        const U32x8 zero = {};
+        memcpy(residual + i, &zero, sizeof zero);
+        memcpy(residual + i + 8, &zero, sizeof zero);
+      }
+    }
+    memcpy(values + 4 * i, &a0, sizeof a0);
+    memcpy(values + 4 * i + sizeof a0, &a1, sizeof a1);
+    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a0));
+    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a1));
+  }
+  for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
+  return i;
+#else
+  return start;  // the element loop stores little endian
+#endif
+}
+
+// The bf16 cast of elements [start, end) eight at a time, as far as whole
+// vectors go. Below the saturation edge (|acc| < 0x7f7f8000 as bits, so
+// finite) Bf16Bits is the rounding add alone, and it carries neither into
+// the sign nor to Inf; the decoded value is the rounded bits' top half. A
+// vector with a lane at or beyond the edge goes element by element. Adds
+// the non-finite count; returns where it stopped.
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE uint64_t Bf16Vectors(const float* grad, float* residual, uint64_t start,
+                                         uint64_t end, uint8_t* values, uint32_t* nonfinite) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  uint64_t i = start;
+  for (; i + 8 <= end; i += 8) {
+    F32x8 acc;
+    LoadAcc8<kHasResidual>(grad, residual, i, &acc);
+    const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
+    if (AnyLane((U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f7f8000))) {
+      *nonfinite +=
+          CastElements<ValueFormat::kBf16, kHasResidual>(grad, residual, i, i + 8, values);
+      continue;
+    }
+    const U32x8 rounded = x + 0x7fffu + ((x >> 16) & 1u);
+    const U16x8 b16 = __builtin_convertvector(rounded >> 16, U16x8);
+    memcpy(values + 2 * i, &b16, sizeof b16);
+    if (kHasResidual) {
+      const F32x8 r = acc - GRADWIRE_BITCAST(F32x8, rounded & 0xffff0000u);
+      memcpy(residual + i, &r, sizeof r);
+    }
+  }
   return i;
 #else
   return start;  // the element loop stores little endian
@@ -145,16 +255,51 @@ GRADWIRE_CPU_INLINE uint64_t CastLoop(const float* grad, float* residual, uint64
     uint64_t i = start;
     if (F == ValueFormat::kFp16)
       i = HalfVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
-    for (; i < end; ++i) {
-      const float a = kHasResidual ? grad[i] + residual[i] : grad[i];
-      nonfinite += IsFinite(a) ? 0u : 1u;
-      const float r = CastElement<F>(a, values, i);
-      if (kHasResidual) residual[i] = r;
-    }
+    if (F == ValueFormat::kFp32)
+      i = CopyVectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
+    if (F == ValueFormat::kBf16)
+      i = Bf16Vectors<kHasResidual>(grad, residual, start, end, values, &nonfinite);
+    nonfinite += CastElements<F, kHasResidual>(grad, residual, i, end, values);
     total += nonfinite;
   }
   return total;
 }
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// The fp16 cast with F16C, for x86-64-v3: vcvtps2ph rounds to nearest even
+// into half subnormals exactly as HalfRound does, and vcvtph2ps gives the
+// decoded value exactly, for every finite |acc| < 65520. A vector with a
+// lane beyond (a saturating or non-finite one) goes through HalfRound.
+// Returns the non-finite count.
+template <bool kHasResidual>
+GRADWIRE_CPU_V3 uint64_t HalfCastV3(const float* grad, float* residual, uint64_t n,
+                                    uint8_t* values) {
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i last_rounding = _mm256_set1_epi32(0x477fefff);  // below 65520
+  uint64_t nonfinite = 0;
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 acc = _mm256_loadu_ps(grad + i);
+    if (kHasResidual) acc = _mm256_add_ps(acc, _mm256_loadu_ps(residual + i));
+    const __m256i x = _mm256_castps_si256(acc);
+    const __m256i beyond = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), last_rounding);
+    if (!_mm256_testz_si256(beyond, beyond)) {
+      const U32x8 xv = GRADWIRE_BITCAST(U32x8, x);
+      U32x8 h, r;
+      HalfRound<U32x8, I32x8, F32x8>(xv, &h, &r);
+      for (int l = 0; l < 8; ++l) nonfinite += (xv[l] & 0x7fffffffu) >= 0x7f800000u;
+      const U16x8 h16 = __builtin_convertvector(h, U16x8);
+      memcpy(values + 2 * i, &h16, sizeof h16);
+      if (kHasResidual) memcpy(residual + i, &r, sizeof r);
+      continue;
+    }
+    const __m128i h = _mm256_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(values + 2 * i), h);
+    if (kHasResidual) _mm256_storeu_ps(residual + i, _mm256_sub_ps(acc, _mm256_cvtph_ps(h)));
+  }
+  return nonfinite + CastElements<ValueFormat::kFp16, kHasResidual>(grad, residual, i, n, values);
+}
+#endif
 
 template <ValueFormat F>
 GRADWIRE_CPU_CLONES uint64_t CastCompressAs(const float* grad, float* residual, uint64_t n,
@@ -301,26 +446,51 @@ GRADWIRE_CPU_CLONES void DecodeAverageAs(const uint8_t* const* values, uint64_t 
   }
 }
 
-}  // namespace
-
-void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
-                  uint8_t* values, FusedStats* stats) {
-  uint64_t nonfinite = 0;
+// CastCompress's values and residual; returns the non-finite count.
+uint64_t CastCompressFormat(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                            uint8_t* values) {
   switch (format) {
     case ValueFormat::kFp16:
-      nonfinite = CastCompressAs<ValueFormat::kFp16>(grad, residual, n, values);
-      break;
+#if GRADWIRE_CPU_V3_FUNCTIONS
+      if (CpuIsX86V3()) {
+        return residual != nullptr ? HalfCastV3<true>(grad, residual, n, values)
+                                   : HalfCastV3<false>(grad, residual, n, values);
+      }
+#endif
+      return CastCompressAs<ValueFormat::kFp16>(grad, residual, n, values);
     case ValueFormat::kBf16:
-      nonfinite = CastCompressAs<ValueFormat::kBf16>(grad, residual, n, values);
-      break;
+      return CastCompressAs<ValueFormat::kBf16>(grad, residual, n, values);
     default:
-      nonfinite = CastCompressAs<ValueFormat::kFp32>(grad, residual, n, values);
-      break;
+      return CastCompressAs<ValueFormat::kFp32>(grad, residual, n, values);
   }
+}
+
+void SetCastStats(uint64_t n, uint64_t nonfinite, FusedStats* stats) {
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
   }
+}
+
+}  // namespace
+
+void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                  uint8_t* values, FusedStats* stats) {
+  SetCastStats(n, CastCompressFormat(grad, residual, n, format, values), stats);
+}
+
+void CastCompressInChunks(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                          uint8_t* values, FusedStats* stats,
+                          absl::FunctionRef<void(const uint8_t* chunk, uint64_t bytes)> written) {
+  const uint64_t width = ValueWidth(format);
+  uint64_t nonfinite = 0;
+  for (uint64_t begin = 0; begin < n; begin += kCastChunkElements) {
+    const uint64_t len = n - begin < kCastChunkElements ? n - begin : kCastChunkElements;
+    nonfinite += CastCompressFormat(grad + begin, residual != nullptr ? residual + begin : nullptr,
+                                    len, format, values + width * begin);
+    written(values + width * begin, width * len);
+  }
+  SetCastStats(n, nonfinite, stats);
 }
 
 void CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense) {

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "absl/functional/function_ref.h"
 #include "gradwire/kernels/element_math.h"
 #include "gradwire/kernels/types.h"
 
@@ -18,6 +19,20 @@ namespace cpu {
 
 void CastCompress(const float* grad, float* residual, uint64_t n, ValueFormat format,
                   uint8_t* values, FusedStats* stats);
+
+// Elements a chunk of CastCompressInChunks: 16-32 KiB of grad and of the
+// residual, 8-16 KiB of values, so that a chunk's values are still in L1
+// (or at worst L2) when `written` reads them.
+inline constexpr uint64_t kCastChunkElements = 4096;
+
+// CastCompress (the same bits), kCastChunkElements elements at a time:
+// once a chunk's values are written, written(first byte, bytes) is called
+// with them, chunk after chunk in order, every value byte in exactly one
+// call. A caller that reads the values again (a frame's checksum) does it
+// there, from cache, instead of in a second pass over memory.
+void CastCompressInChunks(const float* grad, float* residual, uint64_t n, ValueFormat format,
+                          uint8_t* values, FusedStats* stats,
+                          absl::FunctionRef<void(const uint8_t* chunk, uint64_t bytes)> written);
 
 // dense[i] += LoadValue(values, i, format).
 void CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat format, float* dense);

@@ -44,6 +44,17 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();
     kernels::FusedStats fs;
+    if (device == nullptr) {
+      // One pass over memory: each chunk of values is checksummed as soon
+      // as the cast has written it, while it is in cache, after the header.
+      StreamingChecksum64 sum;
+      sum.Update(out.data(), kFrameHeaderBytes);
+      GRADWIRE_RETURN_IF_ERROR(kernels::CastCompressInChunks(
+          grad.data(), residual.empty() ? nullptr : residual.data(), n, format_,
+          sections->values.data(), &fs,
+          [&sum](const uint8_t* chunk, uint64_t bytes) { sum.Update(chunk, bytes); }));
+      return codec_internal::SealWithStats(out, sum, fs);
+    }
     const absl::Span<uint8_t> outs[] = {sections->values};
     GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
         device, outs, nullptr, 0, &fs,

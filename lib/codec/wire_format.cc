@@ -332,19 +332,41 @@ absl::StatusOr<MutableFrameSections> StartFrame(const FrameHeader& header,
   return SectionsBehind(out.data(), header);
 }
 
-absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
+namespace {
+
+// SealFrame's checks: the header in the buffer (the one the receiver will
+// see; a caller may have written over it since StartFrame) against the
+// buffer. Sets the bytes the checksum covers.
+absl::Status CheckForSeal(absl::Span<const uint8_t> out, size_t* covered) {
   if (out.size() < kFrameHeaderBytes) {
     return Invalid(absl::StrCat("cannot seal a ", out.size(), "-byte buffer: shorter than the ",
                                 kFrameHeaderBytes, "-byte header"));
   }
-  // Re-validate the header in the buffer: it is the one the receiver will
-  // see, and a caller may have written over it since StartFrame.
   const WireHeader h = ReadHeader(out.data());
   uint64_t total;
   if (absl::Status s = CheckOutgoing(h, out.size(), &total); !s.ok()) return s;
-  const size_t covered = total - kFrameChecksumBytes;
+  *covered = total - kFrameChecksumBytes;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
+  size_t covered;
+  if (absl::Status s = CheckForSeal(out, &covered); !s.ok()) return s;
   EncodeFixed64(out.data() + covered, Checksum64(out.data(), covered));
-  return static_cast<size_t>(total);
+  return covered + kFrameChecksumBytes;
+}
+
+absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out, const StreamingChecksum64& sum) {
+  size_t covered;
+  if (absl::Status s = CheckForSeal(out, &covered); !s.ok()) return s;
+  if (sum.bytes() != covered) {
+    return absl::InternalError(absl::StrCat("frame checksummed over ", sum.bytes(),
+                                            " bytes as it was written, but it covers ", covered));
+  }
+  EncodeFixed64(out.data() + covered, sum.Digest());
+  return covered + kFrameChecksumBytes;
 }
 
 absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const FrameLimits& limits) {

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "gradwire/base/envelope.h"
 
 namespace gradwire {
 
@@ -120,6 +121,13 @@ absl::StatusOr<MutableFrameSections> StartFrame(const FrameHeader& header, absl:
 // Computes and stores the checksum once the sections are filled; returns
 // the frame's length (FrameBytes(header)).
 absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out);
+
+// SealFrame for a frame checksummed while it was written: `sum` has seen
+// the header and then the sections, in order, as they were filled (chunk
+// by chunk while in cache), so the frame is not read again. The same
+// checks and the same bytes as SealFrame; Internal if `sum` did not see
+// exactly the bytes the checksum covers.
+absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out, const StreamingChecksum64& sum);
 
 struct ParsedFrame {
   FrameHeader header;

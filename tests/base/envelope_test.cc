@@ -8,11 +8,15 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
+#include "tests/test_seed.h"
 
 namespace gradwire {
 namespace {
@@ -34,6 +38,40 @@ TEST(EnvelopeTest, LayoutIsMagicVersionBodyChecksum) {
   EXPECT_EQ(e, want);
   EXPECT_EQ(Checksum64(want.data(), 12), XXH3_64bits(want.data(), 12));
   EXPECT_EQ(Checksum64(absl::string_view(want).substr(0, 12)), Checksum64(want.data(), 12));
+}
+
+// XXH3 takes different paths below 17, 129 and 241 bytes, a 64-byte
+// stripe and a 1024-byte block, and buffers 256 bytes between updates: the
+// stream's digest is the one-shot checksum for every length around those,
+// however the bytes are split (empty updates too).
+TEST(EnvelopeTest, StreamedChecksumIsTheOneShotChecksumForAnySplit) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<unsigned char> bytes(20000);
+  for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
+  std::vector<size_t> lengths = {0,   1,   3,   16,   17,   128,  129,  240,  241,
+                                 255, 256, 257, 1023, 1024, 1025, 4096, 4097, 20000};
+  for (int i = 0; i < 20; ++i) lengths.push_back(rng() % bytes.size());
+  for (size_t n : lengths) {
+    for (size_t piece :
+         {size_t{1}, size_t{7}, size_t{64}, size_t{72}, size_t{255}, size_t{4096}, size_t{0}}) {
+      StreamingChecksum64 stream;
+      size_t at = 0;
+      while (at < n) {
+        // piece 0: random pieces, empty ones included.
+        const size_t len = std::min(n - at, piece > 0 ? piece : rng() % 600);
+        stream.Update(bytes.data() + at, len);
+        at += len;
+      }
+      EXPECT_EQ(stream.bytes(), n);
+      EXPECT_EQ(stream.Digest(), Checksum64(bytes.data(), n)) << n << " bytes, pieces " << piece;
+    }
+  }
+  // Digest does not end the stream.
+  StreamingChecksum64 stream;
+  stream.Update(bytes.data(), 300);
+  EXPECT_EQ(stream.Digest(), Checksum64(bytes.data(), 300));
+  stream.Update(bytes.data() + 300, 5000);
+  EXPECT_EQ(stream.Digest(), Checksum64(bytes.data(), 5300));
 }
 
 TEST(EnvelopeTest, OpenReturnsTheVersionAndAViewOfTheBody) {

@@ -44,15 +44,28 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
   return absl::OkStatus();
 }
 
-absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
-                                          const kernels::FusedStats& counts) {
-  absl::StatusOr<size_t> bytes = SealFrame(out);
+namespace {
+
+absl::StatusOr<EncodeStats> WithStats(absl::StatusOr<size_t> bytes,
+                                      const kernels::FusedStats& counts) {
   if (!bytes.ok()) return bytes.status();
   EncodeStats stats;
   stats.frame_bytes = *bytes;
   stats.selected = counts.selected;
   stats.nonfinite = counts.nonfinite;
   return stats;
+}
+
+}  // namespace
+
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
+                                          const kernels::FusedStats& counts) {
+  return WithStats(SealFrame(out), counts);
+}
+
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out, const StreamingChecksum64& sum,
+                                          const kernels::FusedStats& counts) {
+  return WithStats(SealFrame(out, sum), counts);
 }
 
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,

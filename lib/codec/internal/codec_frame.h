@@ -47,6 +47,9 @@ absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, Codec
 // reports it with the kernel's counts.
 absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
                                           const kernels::FusedStats& counts);
+// The same for a frame checksummed as it was written (SealFrame's `sum`).
+absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out, const StreamingChecksum64& sum,
+                                          const kernels::FusedStats& counts);
 
 // InvalidArgument "<codec> frame: <field> is <got>, expected <want> (...)".
 absl::Status FieldMismatch(absl::string_view codec, absl::string_view field, uint64_t got,
