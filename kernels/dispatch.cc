@@ -415,6 +415,19 @@ absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t
   return absl::OkStatus();
 }
 
+absl::Status QsgdDecodeAverage(absl::Span<const uint8_t* const> scales,
+                               absl::Span<const uint8_t* const> packed, uint64_t n, uint32_t bits,
+                               uint32_t bucket_size, float divisor, float* out) {
+  const char* who = "QsgdDecodeAverage";
+  if (bits < 1 || bits > 8) return Refuse(who, "bits must be 1..8");
+  if (bucket_size < 1) return Refuse(who, "bucket_size must be >= 1");
+  if (scales.size() != packed.size()) return Refuse(who, "one scales and one packed per payload");
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {scales, packed}));
+  cpu::QsgdDecodeAverage(scales.data(), packed.data(), scales.size(), n, bits, bucket_size, divisor,
+                         out);
+  return absl::OkStatus();
+}
+
 absl::Status SignDecodeAverage(absl::Span<const uint8_t* const> scales,
                                absl::Span<const uint8_t* const> packed, uint64_t n,
                                uint32_t bucket_size, float divisor, float* out) {

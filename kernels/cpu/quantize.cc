@@ -4,6 +4,7 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
 
 namespace gradwire {
 namespace kernels {
@@ -223,9 +224,30 @@ GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uin
   return BitsFloat(max);
 }
 
+// One element of QsgdBlock: its code (QsgdQuantize, branch-free) and, if
+// res is not null, its residual; `hash` is ElementHash of its index.
+GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, float scale, float top, float half,
+                                         const QsgdLevelCoefficients& levels, int32_t m,
+                                         float* res) {
+  // UnitFloat: the hash's top 24 bits, exact as an int32 too.
+  const float u = static_cast<float>(static_cast<int32_t>(hash >> 8)) * 5.9604644775390625e-8f;
+  // The position on the level grid, clamped to [0, M]: NaN and t <= 0
+  // give code 0, t >= M gives M (its frac is 0).
+  float t = MulRn(a / scale + 1.0f, half);
+  t = t > 0.0f ? t : 0.0f;
+  t = t < top ? t : top;
+  const int32_t lo = static_cast<int32_t>(t);
+  const float frac = t - static_cast<float>(lo);
+  const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
+  // QsgdDequantize without a lookup or a division (qsgd_levels.h).
+  const float level = QsgdLevelOf(static_cast<int32_t>(2 * code) - m, levels);
+  if (res != nullptr) *res = ResidualAfter(a, MulRn(level, scale));
+  return code;
+}
+
 // Codes and residuals of count <= kBlock elements of one QSGD bucket
-// whose scale is > 0 (QsgdQuantize, branch-free), the first at global
-// index `first`; `rounding` is the stream key of RoundingKey.
+// whose scale is > 0, the first at global index `first`; `rounding` is
+// the stream key of RoundingKey.
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count, uint64_t first,
                                    uint64_t rounding, float scale, uint32_t max_code,
@@ -235,29 +257,95 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   const float top = static_cast<float>(max_code);
   const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);
-  const double inverse_m = 1.0 / static_cast<double>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   for (uint64_t i = 0; i < count; ++i) {
-    const float a = acc[i];
-    // UnitFloat: the hash's top 24 bits, exact as an int32 too.
-    const float u = static_cast<float>(static_cast<int32_t>(hash[i] >> 8)) * 5.9604644775390625e-8f;
-    // The position on the level grid, clamped to [0, M]: NaN and t <= 0
-    // give code 0, t >= M gives M (its frac is 0).
-    float t = MulRn(a / scale + 1.0f, half);
-    t = t > 0.0f ? t : 0.0f;
-    t = t < top ? t : top;
-    const int32_t lo = static_cast<int32_t>(t);
-    const float frac = t - static_cast<float>(lo);
-    const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
-    codes[i] = static_cast<uint8_t>(code);
-    // QsgdDequantize. A lookup of QsgdUnitLevel would keep the loop from
-    // vectorizing and a division is slow; (2q - M) * (1 / M) in double,
-    // rounded to float, is QsgdUnitLevel(q, M) for every q and M (a test
-    // checks all of them).
-    const float level =
-        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * code) - m) * inverse_m);
-    if (kHasResidual) res[i] = ResidualAfter(a, MulRn(level, scale));
+    codes[i] = static_cast<uint8_t>(QsgdElement(acc[i], hash[i], scale, top, half, levels, m,
+                                                kHasResidual ? res + i : nullptr));
   }
 }
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// HashRound8<true, false> with AVX2 intrinsics.
+GRADWIRE_CPU_V3 inline __m256i HashRoundV3(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+// QsgdBlock with AVX2 intrinsics, 32 elements a step, the hashes formed in
+// registers; decoded values from the bucket's table (bits <= 4) or
+// QsgdLevelOf, the same bits as QsgdElement. `res` may be null.
+GRADWIRE_CPU_V3 void QsgdBlockV3(const float* acc, float* res, uint64_t count, uint64_t first,
+                                 uint64_t rounding, float scale, uint32_t bits, uint8_t* codes) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const ElementKey key = MakeElementKey(rounding, 32);
+  const float top = static_cast<float>(max_code);
+  const float half = 0.5f * top;
+  const int32_t m = static_cast<int32_t>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  alignas(32) float table[16];
+  QsgdDecodedTable(bits <= 4 ? bits : 4, scale, table);
+  const __m256 table_lo = _mm256_load_ps(table), table_hi = _mm256_load_ps(table + 8);
+  const __m256 s = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.0f);
+  const __m256 half8 = _mm256_set1_ps(half), top8 = _mm256_set1_ps(top);
+  const __m256 zero = _mm256_setzero_ps(), unit = _mm256_set1_ps(5.9604644775390625e-8f);
+  const __m256 hi = _mm256_set1_ps(levels.hi), lo = _mm256_set1_ps(levels.lo);
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000), mix = _mm256_set1_epi32(key.mix);
+  const __m256i minus_m = _mm256_set1_epi32(-m);
+  __m256i x = _mm256_add_epi32(
+      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+      _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first) + key.add)));
+  uint64_t i = 0;
+  for (; i + 32 <= count; i += 32) {
+    __m256i c[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m256 a = _mm256_loadu_ps(acc + i + 8 * q);
+      __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(a, s), one), half8);
+      t = _mm256_max_ps(t, zero);  // t > 0 ? t : +0 (NaN gives +0)
+      t = _mm256_min_ps(t, top8);  // t < top ? t : top
+      const __m256i floor = _mm256_cvttps_epi32(t);
+      const __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor));
+      __m256i h = HashRoundV3(x);
+      h = HashRoundV3(_mm256_xor_si256(h, mix));
+      x = _mm256_add_epi32(x, _mm256_set1_epi32(8));
+      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit);
+      const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
+      const __m256i code = _mm256_sub_epi32(floor, up);
+      c[q] = code;
+      if (res == nullptr) continue;
+      __m256 decoded;
+      if (bits <= 3) {
+        decoded = _mm256_permutevar8x32_ps(table_lo, code);
+      } else if (bits == 4) {
+        decoded = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table_lo, code),
+                                   _mm256_permutevar8x32_ps(table_hi, code),
+                                   _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+      } else {
+        const __m256 k =
+            _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(code, code), minus_m));
+        decoded = _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(k, hi), _mm256_mul_ps(k, lo)), s);
+      }
+      const __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
+      const __m256i bad = _mm256_cmpeq_epi32(_mm256_and_si256(r, exponent), exponent);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(res + i + 8 * q), _mm256_andnot_si256(bad, r));
+    }
+    // Codes 0..255 to bytes: the packs interleave 128-bit halves, the
+    // permute puts the four-byte groups back in order.
+    const __m256i bytes =
+        _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(codes + i),
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  for (; i < count; ++i) {
+    codes[i] =
+        static_cast<uint8_t>(QsgdElement(acc[i], ElementHash(key, first + i), scale, top, half,
+                                         levels, m, res == nullptr ? nullptr : res + i));
+  }
+}
+#endif
 
 // A bucket with nothing finite and nonzero: QsgdQuantize's middle code,
 // which decodes to +0.
@@ -271,7 +359,7 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, uint64_t n,
                                           uint32_t bits, uint32_t bucket_size, uint64_t rounding,
-                                          uint8_t* scales, uint8_t* packed) {
+                                          uint8_t* scales, uint8_t* packed, bool v3) {
   const uint32_t max_code = QsgdMaxCode(bits);
   CodePacker packer(packed, bits);
   uint64_t nonfinite = 0;
@@ -290,6 +378,15 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
       float* r = kHasResidual ? res + at : nullptr;
       if (scale > 0.0f) {
+#if GRADWIRE_CPU_V3_FUNCTIONS
+        if (v3) {
+          QsgdBlockV3(acc + at, r, count, start + at, rounding, scale, bits, packer.Slots());
+          packer.Commit(count);
+          continue;
+        }
+#else
+        (void)v3;
+#endif
         QsgdBlock<kHasResidual>(acc + at, r, count, start + at, rounding, scale, max_code,
                                 packer.Slots());
       } else {
@@ -304,20 +401,19 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
 
 GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64_t n, uint32_t bits,
                                       uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
-                                      uint8_t* packed) {
-  return residual != nullptr
-             ? QuantizeLoop<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
-             : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+                                      uint8_t* packed, bool v3) {
+  return residual != nullptr ? QuantizeLoop<true>(grad, residual, n, bits, bucket_size, rounding,
+                                                  scales, packed, v3)
+                             : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding,
+                                                   scales, packed, v3);
 }
 
 // d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
 // QsgdBlock computes it.
 GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, float scale, int32_t m,
-                                       double inverse_m, float* d) {
+                                       const QsgdLevelCoefficients& levels, float* d) {
   for (uint64_t i = 0; i < count; ++i) {
-    const float level =
-        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * codes[i]) - m) * inverse_m);
-    d[i] += MulRn(level, scale);
+    d[i] += MulRn(QsgdLevelOf(static_cast<int32_t>(2 * codes[i]) - m, levels), scale);
   }
 }
 
@@ -327,18 +423,18 @@ GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, flo
 GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                         uint32_t bits, uint32_t bucket_size, float* dense) {
   const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
-  const double inverse_m = 1.0 / static_cast<double>(m);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(QsgdMaxCode(bits));
   CodeUnpacker unpacker(packed, n, bits);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
     if (bits == 8) {
-      DequantizeAdd(packed + start, len, scale, m, inverse_m, dense + start);
+      DequantizeAdd(packed + start, len, scale, m, levels, dense + start);
       continue;
     }
     for (uint64_t at = 0; at < len; at += kBlock) {
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
-      DequantizeAdd(unpacker.Next(count), count, scale, m, inverse_m, dense + start + at);
+      DequantizeAdd(unpacker.Next(count), count, scale, m, levels, dense + start + at);
     }
   }
 }
@@ -349,25 +445,13 @@ GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* pa
 // stream by per-lane shifts and looked up in two vectors by a permute.
 GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                          uint32_t bits, uint32_t bucket_size, float* dense) {
-  typedef uint32_t U32x8 __attribute__((vector_size(32)));
-  typedef int32_t I32x8 __attribute__((vector_size(32)));
-  typedef float F32x8 __attribute__((vector_size(32)));
   const U32x8 shift = U32x8{0, 1, 2, 3, 4, 5, 6, 7} * bits;
   const uint32_t mask = (1u << bits) - 1;
-  const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
-  const double inverse_m = 1.0 / static_cast<double>(m);
-  uint8_t all_codes[16];
-  for (uint32_t q = 0; q < 16; ++q) all_codes[q] = static_cast<uint8_t>(q & mask);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
-    // QsgdDequantize of every code, as DequantizeAdd computes it.
     float table[16];
-    for (uint32_t q = 0; q < 16; ++q) {
-      const float level = static_cast<float>(
-          static_cast<double>(static_cast<int32_t>(2 * all_codes[q]) - m) * inverse_m);
-      table[q] = MulRn(level, scale);
-    }
+    QsgdDecodedTable(bits, scale, table);
     F32x8 low, high;
     memcpy(&low, table, sizeof low);
     memcpy(&high, table + 8, sizeof high);
@@ -397,8 +481,13 @@ GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* p
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
                   uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
                   uint8_t* packed, FusedStats* stats) {
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  const bool v3 = CpuIsX86V3();
+#else
+  const bool v3 = false;
+#endif
   const uint64_t nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size,
-                                      StreamKey(seed, step, kStreamRounding), scales, packed);
+                                      StreamKey(seed, step, kStreamRounding), scales, packed, v3);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;

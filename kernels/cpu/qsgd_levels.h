@@ -1,0 +1,58 @@
+// QSGD's decoded values, computed the cheap ways the CPU kernels use
+// (quantize.cc, quantize_qsgd_average.cc), each equal to element_math.h's
+// QsgdDequantize to the bit.
+#ifndef GRADWIRE_KERNELS_CPU_QSGD_LEVELS_H_
+#define GRADWIRE_KERNELS_CPU_QSGD_LEVELS_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/element_math.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+
+// QsgdUnitLevel(q, M) = RN((2q - M) / M) without a division, in float:
+// RN(k * hi + RN(k * lo)), k = 2q - M, hi = RN(1 / M) cut to 16
+// significant bits (so k * hi, at most 24 bits, is exact) and lo =
+// RN(1 / M - hi). The sum is within 2^-40 |k / M| of k / M, and k / M (M
+// odd, k odd) is at least 2^-32 |k / M| from any midpoint of floats, so
+// the one rounding gives RN(k / M). Checked for every q and M by
+// tests/cpu_clones_test.cc (QsgdLevelsMatchUnitLevel).
+struct QsgdLevelCoefficients {
+  float hi;
+  float lo;
+};
+
+GRADWIRE_CPU_INLINE QsgdLevelCoefficients QsgdLevelsFor(uint32_t max_code) {
+  const double inverse = 1.0 / static_cast<double>(max_code);
+  QsgdLevelCoefficients c;
+  c.hi = BitsFloat(FloatBits(static_cast<float>(inverse)) & 0xffffff00u);
+  c.lo = static_cast<float>(inverse - static_cast<double>(c.hi));
+  return c;
+}
+
+// QsgdUnitLevel(q, max_code) for k = 2q - max_code, as above.
+GRADWIRE_CPU_INLINE float QsgdLevelOf(int32_t k, const QsgdLevelCoefficients& c) {
+  const float f = static_cast<float>(k);
+  return f * c.hi + f * c.lo;
+}
+
+// table[q] = QsgdDequantize(q & (2^bits - 1), scale, 2^bits - 1) for q <
+// 16: a bucket's decoded values for bits <= 4, as two eight-lane vectors.
+GRADWIRE_CPU_INLINE void QsgdDecodedTable(uint32_t bits, float scale, float table[16]) {
+  const uint32_t m = QsgdMaxCode(bits);
+  const QsgdLevelCoefficients c = QsgdLevelsFor(m);
+  for (uint32_t q = 0; q < 16; ++q) {
+    const int32_t k = static_cast<int32_t>(2 * (q & m)) - static_cast<int32_t>(m);
+    table[q] = MulRn(QsgdLevelOf(k, c), scale);
+  }
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
+
+#endif  // GRADWIRE_KERNELS_CPU_QSGD_LEVELS_H_
