@@ -5,200 +5,16 @@
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
 #include "gradwire/kernels/cpu/qsgd_levels.h"
+#include "gradwire/kernels/cpu/qsgd_packing.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
 
-// Elements coded per step: their hashes, codes and packed bytes are staged
-// on the stack, so each element loop runs straight through (and
-// vectorizes) and bits are packed eight codes at a time.
-constexpr uint64_t kBlock = 512;
-
-// Eight codes of `bits` (1..8) bits, one per byte of w (little endian),
-// packed into the low 8 * bits bits: pairs, then quads, then the halves.
-GRADWIRE_CPU_INLINE uint64_t Compact(uint64_t w, uint32_t bits) {
-  w = (w & 0x00ff00ff00ff00ffull) | ((w & 0xff00ff00ff00ff00ull) >> (8 - bits));
-  w = (w & 0x0000ffff0000ffffull) | ((w & 0xffff0000ffff0000ull) >> (16 - 2 * bits));
-  return (w & 0xffffffffull) | ((w >> 32) << (4 * bits));
-}
-
-// Compact's inverse: the low 8 * bits bits of w as eight codes, one a byte.
-GRADWIRE_CPU_INLINE uint64_t Expand(uint64_t w, uint32_t bits) {
-  const uint64_t m4 = (uint64_t{1} << (4 * bits)) - 1;
-  w = (w & m4) | (((w >> (4 * bits)) & m4) << 32);
-  const uint64_t m2 = ((uint64_t{1} << (2 * bits)) - 1) * 0x0000000100000001ull;
-  w = (w & m2) | (((w >> (2 * bits)) & m2) << 16);
-  const uint64_t m1 = ((uint64_t{1} << bits) - 1) * 0x0001000100010001ull;
-  return (w & m1) | (((w >> bits) & m1) << 8);
-}
-
-// Packing when codes do not cross bytes (bits 1, 2, 4): byte j holds the
-// 8/bits codes from 8/bits * j on, lowest first. Each byte is gathered
-// from, or spread to, its codes (one a byte, little endian) with shifts
-// and masks on one word, in loops over bytes that vectorize.
-template <uint32_t kBits>
-GRADWIRE_CPU_INLINE void PackBytes(const uint8_t* codes, uint64_t bytes, uint8_t* out) {
-  for (uint64_t j = 0; j < bytes; ++j) {
-    uint64_t b;
-    if (kBits == 4) {
-      const uint32_t x = LoadLe<uint16_t>(codes + 2 * j);
-      b = x | x >> 4;
-    } else if (kBits == 2) {
-      const uint32_t x = LoadLe<uint32_t>(codes + 4 * j);
-      b = x | x >> 6 | x >> 12 | x >> 18;
-    } else {
-      // b_e at bit 56 + e of the product, the rest below bit 56 (no carries)
-      // or above bit 63.
-      b = (LoadLe<uint64_t>(codes + 8 * j) * 0x0102040810204080ull) >> 56;
-    }
-    out[j] = static_cast<uint8_t>(b);
-  }
-}
-
-template <uint32_t kBits>
-GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t* codes) {
-  for (uint64_t j = 0; j < bytes; ++j) {
-    const uint64_t b = in[j];
-    if (kBits == 4) {
-      StoreLe<uint16_t>(codes + 2 * j, static_cast<uint16_t>((b | b << 4) & 0x0f0f));
-    } else if (kBits == 2) {
-      StoreLe<uint32_t>(codes + 4 * j,
-                        static_cast<uint32_t>((b | b << 6 | b << 12 | b << 18) & 0x03030303));
-    } else {
-      uint64_t x = (b | b << 28) & 0x0000000f0000000full;
-      x = (x | x << 14) & 0x0003000300030003ull;
-      StoreLe<uint64_t>(codes + 8 * j, (x | x << 7) & 0x0101010101010101ull);
-    }
-  }
-}
-
-// Appends codes (one a byte) to the packed stream, eight at a time; the
-// bytes come out in order and the last one's unused bits are zero, so the
-// output needs no zeroing pass. (Its members are inlined into each clone.)
-class CodePacker {
- public:
-  CodePacker(uint8_t* out, uint32_t bits) : out_(out), bits_(bits) {}
-
-  // Where the next count <= kBlock codes go; then call Commit(count).
-  GRADWIRE_CPU_INLINE uint8_t* Slots() { return codes_ + pending_; }
-
-  GRADWIRE_CPU_INLINE void Commit(uint64_t count) {
-    pending_ += count;
-    const uint64_t groups = pending_ / 8;
-    Pack(groups);
-    pending_ -= 8 * groups;
-    memmove(codes_, codes_ + 8 * groups, pending_);
-  }
-
-  GRADWIRE_CPU_INLINE void Finish() {
-    if (pending_ == 0) return;
-    memset(codes_ + pending_, 0, 8 - pending_);
-    uint8_t word[8];
-    StoreLe<uint64_t>(word, Compact(LoadLe<uint64_t>(codes_), bits_));
-    memcpy(out_, word, (pending_ * bits_ + 7) / 8);
-    pending_ = 0;
-  }
-
- private:
-  GRADWIRE_CPU_INLINE void Pack(uint64_t groups) {
-    switch (bits_) {
-      case 1:
-        PackBytes<1>(codes_, groups, out_);
-        break;
-      case 2:
-        PackBytes<2>(codes_, 2 * groups, out_);
-        break;
-      case 4:
-        PackBytes<4>(codes_, 4 * groups, out_);
-        break;
-      case 8:
-        memcpy(out_, codes_, 8 * groups);
-        break;
-      default: {
-        // A word per group, stored 8 bytes at a time of which `bits` are
-        // kept (the next group's store overwrites the rest): staged, then
-        // what is kept copied out.
-        for (uint64_t g = 0; g < groups; ++g) {
-          StoreLe<uint64_t>(packed_ + g * bits_, Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_));
-        }
-        memcpy(out_, packed_, groups * bits_);
-      }
-    }
-    out_ += groups * bits_;
-  }
-
-  uint8_t* out_;
-  const uint32_t bits_;
-  uint64_t pending_ = 0;  // codes waiting for a full group, < 8
-  uint8_t codes_[kBlock + 8];
-  uint8_t packed_[kBlock + 8];
-};
-
-// Reads the packed stream back as codes, one a byte, in order.
-class CodeUnpacker {
- public:
-  CodeUnpacker(const uint8_t* in, uint64_t n, uint32_t bits)
-      : in_(in), end_(in + PackedBytes(n, bits)), bits_(bits) {}
-
-  // The next count <= kBlock codes (the stream must hold them).
-  GRADWIRE_CPU_INLINE const uint8_t* Next(uint64_t count) {
-    memmove(codes_, codes_ + taken_, ready_ - taken_);
-    ready_ -= taken_;
-    taken_ = count;
-    const uint64_t groups = count > ready_ ? (count - ready_ + 7) / 8 : 0;
-    // Groups wholly inside the stream, then at most one cut short.
-    const uint64_t left = static_cast<uint64_t>(end_ - in_) / bits_;
-    const uint64_t whole = groups < left ? groups : left;
-    uint8_t* codes = codes_ + ready_;
-    switch (bits_) {
-      case 1:
-        UnpackBytes<1>(in_, whole, codes);
-        break;
-      case 2:
-        UnpackBytes<2>(in_, 2 * whole, codes);
-        break;
-      case 4:
-        UnpackBytes<4>(in_, 4 * whole, codes);
-        break;
-      case 8:
-        memcpy(codes, in_, 8 * whole);
-        break;
-      default:
-        for (uint64_t g = 0; g < whole; ++g) {
-          StoreLe<uint64_t>(codes + 8 * g, Expand(LoadGroup(in_ + g * bits_), bits_));
-        }
-    }
-    in_ += whole * bits_;
-    if (whole < groups) {
-      StoreLe<uint64_t>(codes + 8 * whole, Expand(LoadGroup(in_), bits_));
-      in_ = end_;
-    }
-    ready_ += 8 * groups;
-    return codes_;
-  }
-
- private:
-  // The group's bytes at p (fewer at the end of the stream), little endian.
-  GRADWIRE_CPU_INLINE uint64_t LoadGroup(const uint8_t* p) const {
-    if (end_ - p >= 8) return LoadLe<uint64_t>(p) & Mask();
-    uint8_t word[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const uint64_t left = static_cast<uint64_t>(end_ - p);
-    memcpy(word, p, left < bits_ ? left : bits_);
-    return LoadLe<uint64_t>(word);
-  }
-  GRADWIRE_CPU_INLINE uint64_t Mask() const {
-    return bits_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bits_)) - 1;
-  }
-
-  const uint8_t* in_;
-  const uint8_t* end_;
-  const uint32_t bits_;
-  uint64_t ready_ = 0;  // codes unpacked into codes_
-  uint64_t taken_ = 0;  // of which handed out by the last Next
-  uint8_t codes_[kBlock + 16];
-};
+using qsgd_packing::CodePacker;
+using qsgd_packing::CodeUnpacker;
+using qsgd_packing::kBlock;
 
 // Makes acc = grad + residual for one bucket, stored in the residual (or
 // just grad without one); returns where acc lives.
@@ -264,89 +80,6 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   }
 }
 
-#if GRADWIRE_CPU_V3_FUNCTIONS
-// HashRound8<true, false> with AVX2 intrinsics.
-GRADWIRE_CPU_V3 inline __m256i HashRoundV3(__m256i x) {
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
-  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
-  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
-}
-
-// QsgdBlock with AVX2 intrinsics, 32 elements a step, the hashes formed in
-// registers; decoded values from the bucket's table (bits <= 4) or
-// QsgdLevelOf, the same bits as QsgdElement. `res` may be null.
-GRADWIRE_CPU_V3 void QsgdBlockV3(const float* acc, float* res, uint64_t count, uint64_t first,
-                                 uint64_t rounding, float scale, uint32_t bits, uint8_t* codes) {
-  const uint32_t max_code = QsgdMaxCode(bits);
-  const ElementKey key = MakeElementKey(rounding, 32);
-  const float top = static_cast<float>(max_code);
-  const float half = 0.5f * top;
-  const int32_t m = static_cast<int32_t>(max_code);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  alignas(32) float table[16];
-  QsgdDecodedTable(bits <= 4 ? bits : 4, scale, table);
-  const __m256 table_lo = _mm256_load_ps(table), table_hi = _mm256_load_ps(table + 8);
-  const __m256 s = _mm256_set1_ps(scale), one = _mm256_set1_ps(1.0f);
-  const __m256 half8 = _mm256_set1_ps(half), top8 = _mm256_set1_ps(top);
-  const __m256 zero = _mm256_setzero_ps(), unit = _mm256_set1_ps(5.9604644775390625e-8f);
-  const __m256 hi = _mm256_set1_ps(levels.hi), lo = _mm256_set1_ps(levels.lo);
-  const __m256i exponent = _mm256_set1_epi32(0x7f800000), mix = _mm256_set1_epi32(key.mix);
-  const __m256i minus_m = _mm256_set1_epi32(-m);
-  __m256i x = _mm256_add_epi32(
-      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-      _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first) + key.add)));
-  uint64_t i = 0;
-  for (; i + 32 <= count; i += 32) {
-    __m256i c[4];
-    for (int q = 0; q < 4; ++q) {
-      const __m256 a = _mm256_loadu_ps(acc + i + 8 * q);
-      __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(a, s), one), half8);
-      t = _mm256_max_ps(t, zero);  // t > 0 ? t : +0 (NaN gives +0)
-      t = _mm256_min_ps(t, top8);  // t < top ? t : top
-      const __m256i floor = _mm256_cvttps_epi32(t);
-      const __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor));
-      __m256i h = HashRoundV3(x);
-      h = HashRoundV3(_mm256_xor_si256(h, mix));
-      x = _mm256_add_epi32(x, _mm256_set1_epi32(8));
-      const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), unit);
-      const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
-      const __m256i code = _mm256_sub_epi32(floor, up);
-      c[q] = code;
-      if (res == nullptr) continue;
-      __m256 decoded;
-      if (bits <= 3) {
-        decoded = _mm256_permutevar8x32_ps(table_lo, code);
-      } else if (bits == 4) {
-        decoded = _mm256_blendv_ps(_mm256_permutevar8x32_ps(table_lo, code),
-                                   _mm256_permutevar8x32_ps(table_hi, code),
-                                   _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
-      } else {
-        const __m256 k =
-            _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(code, code), minus_m));
-        decoded = _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(k, hi), _mm256_mul_ps(k, lo)), s);
-      }
-      const __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
-      const __m256i bad = _mm256_cmpeq_epi32(_mm256_and_si256(r, exponent), exponent);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(res + i + 8 * q), _mm256_andnot_si256(bad, r));
-    }
-    // Codes 0..255 to bytes: the packs interleave 128-bit halves, the
-    // permute puts the four-byte groups back in order.
-    const __m256i bytes =
-        _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(codes + i),
-        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  }
-  for (; i < count; ++i) {
-    codes[i] =
-        static_cast<uint8_t>(QsgdElement(acc[i], ElementHash(key, first + i), scale, top, half,
-                                         levels, m, res == nullptr ? nullptr : res + i));
-  }
-}
-#endif
-
 // A bucket with nothing finite and nonzero: QsgdQuantize's middle code,
 // which decodes to +0.
 GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t count,
@@ -356,10 +89,269 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
   for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
 }
 
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// ------------------------------------------------------------ x86-64-v3 --
+// QsgdLoop with AVX2 intrinsics. A bucket's codes need its scale, so each
+// bucket is read twice, the second time in L1; here the first pass over
+// bucket b + 1 (memory-bound: acc = grad + residual, the scale) runs
+// interleaved with the second over bucket b (compute-bound: codes and
+// residuals, 32 elements a step, the hashes formed in registers), so that
+// each hides the other. Every value is the portable loop's: the same IEEE
+// operations in the same order (QsgdElement), decoded values from the
+// bucket's table (bits <= 4) or QsgdLevelOf, and in buckets without
+// non-finite values and with 2 * scale finite the clamps and the residual's
+// finite test are left out, as they cannot change anything there.
+#define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
+
+GRADWIRE_V3_INLINE __m256i HashRoundV3(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+// The first pass over one bucket, taken in steps: acc = grad + residual
+// stored into the residual (if not null), the largest finite |acc| (as
+// bits) and the count of finite elements.
+struct FirstPass {
+  const float* grad;
+  float* residual;
+  uint64_t len;
+  uint64_t at;
+  __m256i max;
+  __m256i finite;
+};
+
+GRADWIRE_V3_INLINE void StartFirstPass(const float* grad, float* residual, uint64_t len,
+                                       FirstPass* p) {
+  p->grad = grad;
+  p->residual = residual;
+  p->len = len;
+  p->at = 0;
+  p->max = _mm256_setzero_si256();
+  p->finite = _mm256_setzero_si256();
+}
+
+// Elements [at, at + 8) of the pass.
+GRADWIRE_V3_INLINE void FirstPassStep(FirstPass* p) {
+  const uint64_t i = p->at;
+  __m256 a = _mm256_loadu_ps(p->grad + i);
+  if (p->residual != nullptr) {
+    a = _mm256_add_ps(a, _mm256_loadu_ps(p->residual + i));
+    _mm256_storeu_ps(p->residual + i, a);
+  }
+  const __m256i m = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
+  const __m256i ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), m);  // all ones
+  p->finite = _mm256_sub_epi32(p->finite, ok);
+  p->max = _mm256_max_epu32(p->max, _mm256_and_si256(m, ok));
+  p->at = i + 8;
+}
+
+// The rest of the pass; returns the scale (MaxFiniteMagnitude) and adds
+// the non-finite count.
+GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
+  while (p->at + 8 <= p->len) FirstPassStep(p);
+  alignas(32) uint32_t max[8], finite[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(max), p->max);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(finite), p->finite);
+  uint64_t count = 0;
+  uint32_t top = 0;
+  for (int l = 0; l < 8; ++l) {
+    count += finite[l];
+    top = max[l] > top ? max[l] : top;
+  }
+  const uint64_t i = p->at;
+  const float* acc =
+      AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
+  uint64_t rest = 0;
+  const float tail = MaxFiniteMagnitude(acc, p->len - i, &rest);
+  *nonfinite += (i - count) + rest;
+  return BitsFloat(FloatBits(tail) > top ? FloatBits(tail) : top);
+}
+
+// Decoded values: a permute of one table (bits <= 3), of two (bits 4), or
+// QsgdLevelOf times the scale (bits >= 5).
+enum DecodedBy { kTable8, kTable16, kLevels };
+
+struct BucketConstants {
+  __m256 scale, one, half, top, unit, table_lo, table_hi, hi, lo;
+  __m256i mix, minus_m;
+};
+
+// Codes (one a byte) and residuals of 32 elements; `x` holds the next
+// eight indices plus key.add, and advances.
+template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
+GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConstants& k, __m256i* x,
+                                 uint8_t* codes) {
+  __m256i c[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m256 a = _mm256_loadu_ps(acc + 8 * q);
+    __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(a, k.scale), k.one), k.half);
+    if (!kClean) {
+      t = _mm256_max_ps(t, _mm256_setzero_ps());  // t > 0 ? t : +0 (NaN gives +0)
+      t = _mm256_min_ps(t, k.top);                // t < top ? t : top
+    }
+    const __m256i floor = _mm256_cvttps_epi32(t);
+    const __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor));
+    __m256i h = HashRoundV3(*x);
+    h = HashRoundV3(_mm256_xor_si256(h, k.mix));
+    *x = _mm256_add_epi32(*x, _mm256_set1_epi32(8));
+    const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), k.unit);
+    const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
+    const __m256i code = _mm256_sub_epi32(floor, up);
+    c[q] = code;
+    if (!kHasResidual) continue;
+    __m256 decoded;
+    if (kDecoded == kTable8) {
+      decoded = _mm256_permutevar8x32_ps(k.table_lo, code);
+    } else if (kDecoded == kTable16) {
+      // The permute reads the low three bits; bit 3 picks the half.
+      decoded = _mm256_blendv_ps(_mm256_permutevar8x32_ps(k.table_lo, code),
+                                 _mm256_permutevar8x32_ps(k.table_hi, code),
+                                 _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+    } else {
+      const __m256 kk =
+          _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(code, code), k.minus_m));
+      decoded =
+          _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(kk, k.hi), _mm256_mul_ps(kk, k.lo)), k.scale);
+    }
+    __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
+    if (!kClean) {
+      const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+      r = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(r, exponent), exponent), r);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(res + 8 * q), r);
+  }
+  // Codes 0..255 to bytes: the packs interleave 128-bit halves, the
+  // permute puts the four-byte groups back in order.
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(codes),
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The second pass over a bucket whose scale is > 0 (acc, res: its first
+// element, global index `first`), with `next`'s first pass alongside.
+template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, uint64_t first,
+                                  const ElementKey& key, float scale, uint32_t bits,
+                                  CodePacker* packer, FirstPass* next) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const float top = static_cast<float>(max_code);
+  const float half = 0.5f * top;
+  const int32_t m = static_cast<int32_t>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  alignas(32) float table[16];
+  QsgdDecodedTable(bits <= 4 ? bits : 4, scale, table);
+  BucketConstants k;
+  k.scale = _mm256_set1_ps(scale);
+  k.one = _mm256_set1_ps(1.0f);
+  k.half = _mm256_set1_ps(half);
+  k.top = _mm256_set1_ps(top);
+  k.unit = _mm256_set1_ps(5.9604644775390625e-8f);
+  k.table_lo = _mm256_load_ps(table);
+  k.table_hi = _mm256_load_ps(table + 8);
+  k.hi = _mm256_set1_ps(levels.hi);
+  k.lo = _mm256_set1_ps(levels.lo);
+  k.mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
+  k.minus_m = _mm256_set1_epi32(-m);
+  for (uint64_t at = 0; at < len; at += kBlock) {
+    const uint64_t count = len - at < kBlock ? len - at : kBlock;
+    uint8_t* codes = packer->Slots();
+    __m256i x = _mm256_add_epi32(
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first + at) + key.add)));
+    uint64_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+      CodeStep<kDecoded, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);
+      if (next->at + 32 <= next->len) {
+        for (int q = 0; q < 4; ++q) FirstPassStep(next);
+      }
+    }
+    for (; i < count; ++i) {
+      codes[i] = static_cast<uint8_t>(QsgdElement(acc[at + i], ElementHash(key, first + at + i),
+                                                  scale, top, half, levels, m,
+                                                  kHasResidual ? res + at + i : nullptr));
+    }
+    packer->Commit(count);
+  }
+}
+
+template <bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V3 void CodeBucketBy(const float* acc, float* res, uint64_t len, uint64_t first,
+                                  const ElementKey& key, float scale, uint32_t bits,
+                                  CodePacker* packer, FirstPass* next) {
+  if (bits <= 3) {
+    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
+                                                next);
+  } else if (bits == 4) {
+    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
+                                                 next);
+  } else {
+    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
+                                                next);
+  }
+}
+
+template <bool kHasResidual>
+GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                                    uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
+                                    uint8_t* packed) {
+  const ElementKey key = MakeElementKey(rounding, 32);
+  const uint32_t max_code = QsgdMaxCode(bits);
+  CodePacker packer(packed, bits);
+  uint64_t nonfinite = 0;
+  FirstPass pass;
+  StartFirstPass(grad, residual, n < bucket_size ? n : bucket_size, &pass);
+  uint64_t bad = 0;
+  float scale = FinishFirstPass(&pass, &bad);
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    if (start + kPrefetchAhead < n) {
+      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
+      PrefetchRange(grad, start + kPrefetchAhead, end);
+      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
+    }
+    StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
+    nonfinite += bad;
+    // The next bucket's first pass, alongside this one's second.
+    const uint64_t next = start + len;
+    const uint64_t next_len = n - next < bucket_size ? n - next : bucket_size;
+    FirstPass ahead;
+    StartFirstPass(grad + next, kHasResidual ? residual + next : nullptr, next_len, &ahead);
+    const float* acc = kHasResidual ? residual + start : grad + start;
+    float* res = kHasResidual ? residual + start : nullptr;
+    if (scale > 0.0f) {
+      // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped,
+      // and |residual| <= 2 * scale is finite.
+      if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
+        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, scale, bits, &packer, &ahead);
+      } else {
+        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, scale, bits, &packer, &ahead);
+      }
+    } else {
+      for (uint64_t at = 0; at < len; at += kBlock) {
+        const uint64_t count = len - at < kBlock ? len - at : kBlock;
+        ZeroScaleBlock(acc + at, kHasResidual ? res + at : nullptr, count, max_code,
+                       packer.Slots());
+        packer.Commit(count);
+      }
+    }
+    bad = 0;
+    scale = FinishFirstPass(&ahead, &bad);
+  }
+  packer.Finish();
+  return nonfinite;
+}
+#undef GRADWIRE_V3_INLINE
+#endif
+
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, uint64_t n,
                                           uint32_t bits, uint32_t bucket_size, uint64_t rounding,
-                                          uint8_t* scales, uint8_t* packed, bool v3) {
+                                          uint8_t* scales, uint8_t* packed) {
   const uint32_t max_code = QsgdMaxCode(bits);
   CodePacker packer(packed, bits);
   uint64_t nonfinite = 0;
@@ -378,15 +370,6 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
       float* r = kHasResidual ? res + at : nullptr;
       if (scale > 0.0f) {
-#if GRADWIRE_CPU_V3_FUNCTIONS
-        if (v3) {
-          QsgdBlockV3(acc + at, r, count, start + at, rounding, scale, bits, packer.Slots());
-          packer.Commit(count);
-          continue;
-        }
-#else
-        (void)v3;
-#endif
         QsgdBlock<kHasResidual>(acc + at, r, count, start + at, rounding, scale, max_code,
                                 packer.Slots());
       } else {
@@ -401,11 +384,10 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
 
 GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64_t n, uint32_t bits,
                                       uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
-                                      uint8_t* packed, bool v3) {
-  return residual != nullptr ? QuantizeLoop<true>(grad, residual, n, bits, bucket_size, rounding,
-                                                  scales, packed, v3)
-                             : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding,
-                                                   scales, packed, v3);
+                                      uint8_t* packed) {
+  return residual != nullptr
+             ? QuantizeLoop<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
+             : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
 }
 
 // d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
@@ -481,13 +463,20 @@ GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* p
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
                   uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
                   uint8_t* packed, FusedStats* stats) {
+  const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
+  uint64_t nonfinite;
 #if GRADWIRE_CPU_V3_FUNCTIONS
-  const bool v3 = CpuIsX86V3();
+  if (CpuIsX86V3()) {
+    nonfinite =
+        residual != nullptr
+            ? QsgdLoopV3<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
+            : QsgdLoopV3<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+  } else {
+    nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+  }
 #else
-  const bool v3 = false;
+  nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size, rounding, scales, packed);
 #endif
-  const uint64_t nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size,
-                                      StreamKey(seed, step, kStreamRounding), scales, packed, v3);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
