@@ -112,15 +112,15 @@ GRADWIRE_V3_INLINE __m256i HashRoundV3(__m256i x) {
 }
 
 // The first pass over one bucket, taken in steps: acc = grad + residual
-// stored into the residual (if not null), the largest finite |acc| (as
-// bits) and the count of finite elements.
+// stored into the residual (if not null) and the largest |acc| as bits,
+// a NaN or Inf included; only where that is not finite is the bucket read
+// again for its largest finite |acc| and its non-finite count.
 struct FirstPass {
   const float* grad;
   float* residual;
   uint64_t len;
   uint64_t at;
   __m256i max;
-  __m256i finite;
 };
 
 GRADWIRE_V3_INLINE void StartFirstPass(const float* grad, float* residual, uint64_t len,
@@ -130,7 +130,6 @@ GRADWIRE_V3_INLINE void StartFirstPass(const float* grad, float* residual, uint6
   p->len = len;
   p->at = 0;
   p->max = _mm256_setzero_si256();
-  p->finite = _mm256_setzero_si256();
 }
 
 // Elements [at, at + 8) of the pass.
@@ -142,9 +141,7 @@ GRADWIRE_V3_INLINE void FirstPassStep(FirstPass* p) {
     _mm256_storeu_ps(p->residual + i, a);
   }
   const __m256i m = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
-  const __m256i ok = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000), m);  // all ones
-  p->finite = _mm256_sub_epi32(p->finite, ok);
-  p->max = _mm256_max_epu32(p->max, _mm256_and_si256(m, ok));
+  p->max = _mm256_max_epu32(p->max, m);
   p->at = i + 8;
 }
 
@@ -152,22 +149,19 @@ GRADWIRE_V3_INLINE void FirstPassStep(FirstPass* p) {
 // the non-finite count.
 GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
   while (p->at + 8 <= p->len) FirstPassStep(p);
-  alignas(32) uint32_t max[8], finite[8];
+  alignas(32) uint32_t max[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(max), p->max);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(finite), p->finite);
-  uint64_t count = 0;
   uint32_t top = 0;
-  for (int l = 0; l < 8; ++l) {
-    count += finite[l];
-    top = max[l] > top ? max[l] : top;
-  }
+  for (int l = 0; l < 8; ++l) top = max[l] > top ? max[l] : top;
   const uint64_t i = p->at;
-  const float* acc =
-      AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
-  uint64_t rest = 0;
-  const float tail = MaxFiniteMagnitude(acc, p->len - i, &rest);
-  *nonfinite += (i - count) + rest;
-  return BitsFloat(FloatBits(tail) > top ? FloatBits(tail) : top);
+  const float* acc = p->residual == nullptr ? p->grad : p->residual;
+  AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
+  if (top < 0x7f800000u) {
+    // Everything so far finite: the tail's finite maximum and count.
+    const uint32_t tail = FloatBits(MaxFiniteMagnitude(acc + i, p->len - i, nonfinite));
+    return BitsFloat(tail > top ? tail : top);
+  }
+  return MaxFiniteMagnitude(acc, p->len, nonfinite);
 }
 
 // Decoded values: a permute of one table (bits <= 3), of two (bits 4), or
