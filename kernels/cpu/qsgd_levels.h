@@ -40,6 +40,19 @@ GRADWIRE_CPU_INLINE float QsgdLevelOf(int32_t k, const QsgdLevelCoefficients& c)
   return f * c.hi + f * c.lo;
 }
 
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// QsgdLevelOf of eight codes (0..M, `max_code` = M as a float) with FMA,
+// the same bits: 2q - M is exact either way, and as k * hi is exact,
+// fma(k, hi, RN(k * lo)) = RN(k * hi + RN(k * lo)).
+// (hi, lo: QsgdLevelCoefficients' broadcast.)
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256 QsgdLevelsV3(__m256i code,
+                                                                          __m256 max_code,
+                                                                          __m256 hi, __m256 lo) {
+  const __m256 k = _mm256_fmsub_ps(_mm256_cvtepi32_ps(code), _mm256_set1_ps(2.0f), max_code);
+  return _mm256_fmadd_ps(k, hi, _mm256_mul_ps(k, lo));
+}
+#endif
+
 // table[q] = QsgdDequantize(q & (2^bits - 1), scale, 2^bits - 1) for q <
 // 16: a bucket's decoded values for bits <= 4, as two eight-lane vectors.
 GRADWIRE_CPU_INLINE void QsgdDecodedTable(uint32_t bits, float scale, float table[16]) {

@@ -170,7 +170,7 @@ enum DecodedBy { kTable8, kTable16, kLevels };
 
 struct BucketConstants {
   __m256 scale, one, half, top, unit, table_lo, table_hi, hi, lo;
-  __m256i mix, minus_m;
+  __m256i mix;
 };
 
 // Codes (one a byte) and residuals of 32 elements; `x` holds the next
@@ -205,10 +205,7 @@ GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConst
                                  _mm256_permutevar8x32_ps(k.table_hi, code),
                                  _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
     } else {
-      const __m256 kk =
-          _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(code, code), k.minus_m));
-      decoded =
-          _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(kk, k.hi), _mm256_mul_ps(kk, k.lo)), k.scale);
+      decoded = _mm256_mul_ps(QsgdLevelsV3(code, k.top, k.hi, k.lo), k.scale);
     }
     __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
     if (!kClean) {
@@ -250,7 +247,6 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
   k.hi = _mm256_set1_ps(levels.hi);
   k.lo = _mm256_set1_ps(levels.lo);
   k.mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
-  k.minus_m = _mm256_set1_epi32(-m);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();

@@ -52,7 +52,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   const uint32_t max_code = QsgdMaxCode(bits);
   const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   const __m256 hi = _mm256_set1_ps(levels.hi), lo = _mm256_set1_ps(levels.lo);
-  const __m256i minus_m = _mm256_set1_epi32(-static_cast<int32_t>(max_code));
+  const __m256 top = _mm256_set1_ps(static_cast<float>(max_code));
   const __m256i shift = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                            _mm256_set1_epi32(static_cast<int32_t>(bits)));
   const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(max_code));
@@ -74,9 +74,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         if (bits == 8) {
           const __m256i q = _mm256_cvtepu8_epi32(
               _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed[r] + element)));
-          const __m256 k = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(q, q), minus_m));
-          d = _mm256_mul_ps(_mm256_add_ps(_mm256_mul_ps(k, hi), _mm256_mul_ps(k, lo)),
-                            _mm256_set1_ps(bucket_scales[r]));
+          d = _mm256_mul_ps(QsgdLevelsV3(q, top, hi, lo), _mm256_set1_ps(bucket_scales[r]));
         } else {
           // Eight codes: `bits` bytes from a byte boundary (start and i
           // are multiples of 8).
