@@ -53,15 +53,21 @@ GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256 QsgdLevelsV3(__m256
 }
 #endif
 
-// table[q] = QsgdDequantize(q & (2^bits - 1), scale, 2^bits - 1) for q <
-// 16: a bucket's decoded values for bits <= 4, as two eight-lane vectors.
-GRADWIRE_CPU_INLINE void QsgdDecodedTable(uint32_t bits, float scale, float table[16]) {
+// unit[q] = QsgdUnitLevel(q & (2^bits - 1), 2^bits - 1) for q < 16; times
+// a bucket's scale (MulRn), its decoded values for bits <= 4, as two
+// eight-lane vectors.
+GRADWIRE_CPU_INLINE void QsgdUnitTable(uint32_t bits, float unit[16]) {
   const uint32_t m = QsgdMaxCode(bits);
   const QsgdLevelCoefficients c = QsgdLevelsFor(m);
   for (uint32_t q = 0; q < 16; ++q) {
-    const int32_t k = static_cast<int32_t>(2 * (q & m)) - static_cast<int32_t>(m);
-    table[q] = MulRn(QsgdLevelOf(k, c), scale);
+    unit[q] = QsgdLevelOf(static_cast<int32_t>(2 * (q & m)) - static_cast<int32_t>(m), c);
   }
+}
+
+// table[q] = QsgdDequantize(q & (2^bits - 1), scale, 2^bits - 1), q < 16.
+GRADWIRE_CPU_INLINE void QsgdDecodedTable(uint32_t bits, float scale, float table[16]) {
+  QsgdUnitTable(bits, table);
+  for (uint32_t q = 0; q < 16; ++q) table[q] = MulRn(table[q], scale);
 }
 
 }  // namespace cpu

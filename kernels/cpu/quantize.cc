@@ -173,6 +173,25 @@ struct BucketConstants {
   __m256i mix;
 };
 
+// What CodeBucketV3 needs, set up once a call (the tables then hold
+// QsgdUnitTable) and completed for each bucket.
+GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, BucketConstants* k) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  alignas(32) float unit[16];
+  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
+  k->scale = _mm256_setzero_ps();
+  k->one = _mm256_set1_ps(1.0f);
+  k->half = _mm256_set1_ps(0.5f * static_cast<float>(max_code));
+  k->top = _mm256_set1_ps(static_cast<float>(max_code));
+  k->unit = _mm256_set1_ps(5.9604644775390625e-8f);
+  k->table_lo = _mm256_load_ps(unit);
+  k->table_hi = _mm256_load_ps(unit + 8);
+  k->hi = _mm256_set1_ps(levels.hi);
+  k->lo = _mm256_set1_ps(levels.lo);
+  k->mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
+}
+
 // Codes (one a byte) and residuals of 32 elements; `x` holds the next
 // eight indices plus key.add, and advances.
 template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
@@ -228,25 +247,17 @@ GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConst
 template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, uint64_t first,
                                   const ElementKey& key, float scale, uint32_t bits,
-                                  CodePacker* packer, FirstPass* next) {
+                                  const BucketConstants& call, CodePacker* packer,
+                                  FirstPass* next) {
   const uint32_t max_code = QsgdMaxCode(bits);
   const float top = static_cast<float>(max_code);
   const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);
   const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  alignas(32) float table[16];
-  QsgdDecodedTable(bits <= 4 ? bits : 4, scale, table);
-  BucketConstants k;
+  BucketConstants k = call;
   k.scale = _mm256_set1_ps(scale);
-  k.one = _mm256_set1_ps(1.0f);
-  k.half = _mm256_set1_ps(half);
-  k.top = _mm256_set1_ps(top);
-  k.unit = _mm256_set1_ps(5.9604644775390625e-8f);
-  k.table_lo = _mm256_load_ps(table);
-  k.table_hi = _mm256_load_ps(table + 8);
-  k.hi = _mm256_set1_ps(levels.hi);
-  k.lo = _mm256_set1_ps(levels.lo);
-  k.mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
+  k.table_lo = _mm256_mul_ps(call.table_lo, k.scale);
+  k.table_hi = _mm256_mul_ps(call.table_hi, k.scale);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();
@@ -272,16 +283,17 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
 template <bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V3 void CodeBucketBy(const float* acc, float* res, uint64_t len, uint64_t first,
                                   const ElementKey& key, float scale, uint32_t bits,
-                                  CodePacker* packer, FirstPass* next) {
+                                  const BucketConstants& call, CodePacker* packer,
+                                  FirstPass* next) {
   if (bits <= 3) {
-    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
-                                                next);
+    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                packer, next);
   } else if (bits == 4) {
-    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
-                                                 next);
+    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                 packer, next);
   } else {
-    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, packer,
-                                                next);
+    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                packer, next);
   }
 }
 
@@ -291,6 +303,8 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
                                     uint8_t* packed) {
   const ElementKey key = MakeElementKey(rounding, 32);
   const uint32_t max_code = QsgdMaxCode(bits);
+  BucketConstants call;
+  CallConstants(bits, key, &call);
   CodePacker packer(packed, bits);
   uint64_t nonfinite = 0;
   FirstPass pass;
@@ -317,9 +331,11 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
       // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped,
       // and |residual| <= 2 * scale is finite.
       if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
-        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, scale, bits, &packer, &ahead);
+        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                         &ahead);
       } else {
-        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, scale, bits, &packer, &ahead);
+        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                          &ahead);
       }
     } else {
       for (uint64_t at = 0; at < len; at += kBlock) {

@@ -56,13 +56,21 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   const __m256i shift = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                            _mm256_set1_epi32(static_cast<int32_t>(bits)));
   const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(max_code));
+  alignas(32) float unit[16];
+  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
+  const __m256 unit_lo = _mm256_load_ps(unit), unit_hi = _mm256_load_ps(unit + 8);
   alignas(32) float tables[kGroup][16];
   float bucket_scales[kGroup];
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     for (uint64_t r = 0; r < frames; ++r) {
       bucket_scales[r] = BitsFloat(LoadLe<uint32_t>(scales[r] + 4 * bucket));
-      if (bits <= 4) QsgdDecodedTable(bits, bucket_scales[r], tables[r]);
+      if (bits <= 4) {
+        // QsgdDecodedTable.
+        const __m256 s = _mm256_set1_ps(bucket_scales[r]);
+        _mm256_store_ps(tables[r], _mm256_mul_ps(unit_lo, s));
+        _mm256_store_ps(tables[r] + 8, _mm256_mul_ps(unit_hi, s));
+      }
     }
     float* o = out + start;
     uint64_t i = 0;
