@@ -122,6 +122,16 @@ GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t 
   for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i);
 }
 
+// A bucket loop's prefetch at the bucket [start, start + len) of n: the
+// elements kPrefetchAhead on, of grad and of residual (if not null).
+GRADWIRE_CPU_INLINE void PrefetchBucketAhead(const float* grad, const float* residual,
+                                             uint64_t start, uint64_t len, uint64_t n) {
+  if (start + kPrefetchAhead >= n) return;
+  const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
+  PrefetchRange(grad, start + kPrefetchAhead, end);
+  if (residual != nullptr) PrefetchRange(residual, start + kPrefetchAhead, end);
+}
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

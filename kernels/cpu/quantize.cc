@@ -313,11 +313,7 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
   float scale = FinishFirstPass(&pass, &bad);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    if (start + kPrefetchAhead < n) {
-      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
-      PrefetchRange(grad, start + kPrefetchAhead, end);
-      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
-    }
+    PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
     nonfinite += bad;
     // The next bucket's first pass, alongside this one's second.
@@ -364,11 +360,7 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     float* res = kHasResidual ? residual + start : nullptr;
-    if (start + kPrefetchAhead < n) {
-      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
-      PrefetchRange(grad, start + kPrefetchAhead, end);
-      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
-    }
+    PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     const float* acc = AccumulateBucket(grad + start, res, len);
     const float scale = MaxFiniteMagnitude(acc, len, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
