@@ -405,13 +405,17 @@ namespace {
 // Every buffer of a host-only call in host memory, none null where n > 0.
 absl::Status CheckHostOnly(const char* who, uint64_t n, const float* out,
                            std::initializer_list<absl::Span<const uint8_t* const>> payloads) {
-  std::vector<const void*> all = {out};
-  for (absl::Span<const uint8_t* const> p : payloads) all.insert(all.end(), p.begin(), p.end());
-  for (const void* b : all) {
+  // Buffer by buffer, nothing allocated: the averages run every step.
+  auto check = [&](const void* b) {
     if (n > 0 && b == nullptr) return Refuse(who, "null buffer");
     Location where;
     GRADWIRE_KERNELS_RETURN_IF_ERROR(Locate(b, &where));
     if (where != Location::kHost) return Refuse(who, "host memory only");
+    return absl::OkStatus();
+  };
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(check(out));
+  for (absl::Span<const uint8_t* const> p : payloads) {
+    for (const uint8_t* b : p) GRADWIRE_KERNELS_RETURN_IF_ERROR(check(b));
   }
   return absl::OkStatus();
 }
@@ -424,6 +428,19 @@ absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t
   if (!KnownFormat(format)) return Refuse(who, "unknown value format");
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {values}));
   cpu::CastDecodeAverage(values.data(), values.size(), n, format, divisor, out);
+  return absl::OkStatus();
+}
+
+absl::Status QsgdDecodeAverage(absl::Span<const uint8_t* const> scales,
+                               absl::Span<const uint8_t* const> packed, uint64_t n, uint32_t bits,
+                               uint32_t bucket_size, float divisor, float* out) {
+  const char* who = "QsgdDecodeAverage";
+  if (bits < 1 || bits > 8) return Refuse(who, "bits must be 1..8");
+  if (bucket_size < 1) return Refuse(who, "bucket_size must be >= 1");
+  if (scales.size() != packed.size()) return Refuse(who, "one scales and one packed per payload");
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {scales, packed}));
+  cpu::QsgdDecodeAverage(scales.data(), packed.data(), scales.size(), n, bits, bucket_size, divisor,
+                         out);
   return absl::OkStatus();
 }
 

@@ -101,12 +101,15 @@ absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat
                                   float* dense, cuda::Stream stream = nullptr);
 
 // The host side of a dense codec's average, in one pass (cpu/cast.h
-// CastDecodeAverage, cpu/quantize.h SignDecodeAverage): out = (zeros plus
+// CastDecodeAverage, cpu/quantize.h QsgdDecodeAverage and SignDecodeAverage): out = (zeros plus
 // each payload's decoded values, in order) / divisor, the bits of zeroing,
 // the DecodeAccumulate of each payload and DivideAll. Host memory only
 // (InvalidArgument otherwise): on a device those three steps run instead.
 absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t n,
                                ValueFormat format, float divisor, float* out);
+absl::Status QsgdDecodeAverage(absl::Span<const uint8_t* const> scales,
+                               absl::Span<const uint8_t* const> packed, uint64_t n, uint32_t bits,
+                               uint32_t bucket_size, float divisor, float* out);
 absl::Status SignDecodeAverage(absl::Span<const uint8_t* const> scales,
                                absl::Span<const uint8_t* const> packed, uint64_t n,
                                uint32_t bucket_size, float divisor, float* out);

@@ -17,6 +17,7 @@
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "tests/test_seed.h"
@@ -379,6 +380,29 @@ TEST(CpuClonesTest, QsgdAndSignMatchReference) {
   }
 }
 
+TEST(CpuClonesTest, QsgdLevelsMatchUnitLevel) {
+  // qsgd_levels.h's division-free level and table, for every code of
+  // every width, against element_math.h's.
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    const uint32_t m = QsgdMaxCode(bits);
+    const QsgdLevelCoefficients c = QsgdLevelsFor(m);
+    for (uint32_t q = 0; q <= m; ++q) {
+      const float want = QsgdUnitLevel(q, m);
+      const float got = QsgdLevelOf(static_cast<int32_t>(2 * q) - static_cast<int32_t>(m), c);
+      EXPECT_EQ(FloatBits(want), FloatBits(got)) << "bits " << bits << " code " << q;
+    }
+    if (bits > 4) continue;
+    for (float scale : {1.0f, 0.3f, 3e-39f, 3e38f}) {
+      float table[16];
+      QsgdDecodedTable(bits, scale, table);
+      for (uint32_t q = 0; q < 16; ++q) {
+        EXPECT_EQ(FloatBits(QsgdDequantize(q & m, scale, m)), FloatBits(table[q]))
+            << "bits " << bits << " code " << q << " scale " << scale;
+      }
+    }
+  }
+}
+
 TEST(CpuClonesTest, QuantizedDecodeEveryCodeAndScale) {
   // Every code value of every width against scales of every class
   // (decoding takes any bytes; only codecs insist on finite scales).
@@ -492,9 +516,50 @@ TEST(CpuClonesTest, DenseAveragesMatchDecodeIntoZerosThenDivide) {
           SignDecodeAverage(scales_at.data(), packed_at.data(), frames, n, bucket, divisor,
                             got.data());
           EXPECT_SAME_FLOATS(want, got) << "sign bucket " << bucket;
+          for (uint32_t bits = 1; bits <= 8; ++bits) {
+            for (uint64_t r = 0; r < frames; ++r) {
+              packed[r] = RandomBytes(PackedBytes(n, bits), rng);
+              packed_at[r] = packed[r].data();
+            }
+            want.assign(n, 0.0f);
+            for (uint64_t r = 0; r < frames; ++r) {
+              want = RefQuantizedDecode(scales[r], packed[r], n, false, bits, bucket, want);
+            }
+            for (float& x : want) x /= divisor;
+            got = Mixed(n, rng);
+            QsgdDecodeAverage(scales_at.data(), packed_at.data(), frames, n, bits, bucket, divisor,
+                              got.data());
+            EXPECT_SAME_FLOATS(want, got) << "qsgd bits " << bits << " bucket " << bucket;
+          }
         }
       }
     }
+  }
+}
+
+// More payloads than QsgdDecodeAverage sums in registers at a time.
+TEST(CpuClonesTest, QsgdAverageOfManyPayloads) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 1000, frames = 37;
+  for (uint32_t bits : {2u, 8u}) {
+    std::vector<std::vector<uint8_t>> scales, packed;
+    std::vector<const uint8_t*> scales_at, packed_at;
+    std::vector<float> want(n, 0.0f);
+    for (uint64_t r = 0; r < frames; ++r) {
+      const std::vector<float> s = Finite(BucketCount(n, 64), rng);
+      scales.emplace_back(4 * s.size());
+      for (uint64_t b = 0; b < s.size(); ++b) {
+        StoreValue(scales.back().data(), b, s[b], ValueFormat::kFp32);
+      }
+      packed.push_back(RandomBytes(PackedBytes(n, bits), rng));
+      scales_at.push_back(scales.back().data());
+      packed_at.push_back(packed.back().data());
+      want = RefQuantizedDecode(scales[r], packed[r], n, false, bits, 64, want);
+    }
+    for (float& x : want) x /= 3.0f;
+    std::vector<float> got = Mixed(n, rng);
+    QsgdDecodeAverage(scales_at.data(), packed_at.data(), frames, n, bits, 64, 3.0f, got.data());
+    EXPECT_SAME_FLOATS(want, got) << "bits " << bits;
   }
 }
 

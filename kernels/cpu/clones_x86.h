@@ -118,8 +118,24 @@ inline bool CpuIsX86V3() {
 // prefetchers alone do not keep the streams busy.
 constexpr uint64_t kPrefetchAhead = 4096;
 
+// kLocality as __builtin_prefetch's: 3 into L1 (prefetcht0), 2 into L2
+// (prefetcht1).
+template <int kLocality = 3>
 GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t end) {
-  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i);
+  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i, 0, kLocality);
+}
+
+// A bucket loop's prefetch at the bucket [start, start + len) of n: the
+// elements kPrefetchAhead on, of grad and of residual (if not null).
+// QSGD's x86-64-v3 loop, whose coding pass keeps more in L1, prefetches
+// into L2 (measured faster at n = 1M, docs/results/2026-11-27-codec-bench-qsgd.md).
+template <int kLocality = 3>
+GRADWIRE_CPU_INLINE void PrefetchBucketAhead(const float* grad, const float* residual,
+                                             uint64_t start, uint64_t len, uint64_t n) {
+  if (start + kPrefetchAhead >= n) return;
+  const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
+  PrefetchRange<kLocality>(grad, start + kPrefetchAhead, end);
+  if (residual != nullptr) PrefetchRange<kLocality>(residual, start + kPrefetchAhead, end);
 }
 
 }  // namespace cpu

@@ -4,200 +4,17 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
+#include "gradwire/kernels/cpu/qsgd_packing.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
 
-// Elements coded per step: their hashes, codes and packed bytes are staged
-// on the stack, so each element loop runs straight through (and
-// vectorizes) and bits are packed eight codes at a time.
-constexpr uint64_t kBlock = 512;
-
-// Eight codes of `bits` (1..8) bits, one per byte of w (little endian),
-// packed into the low 8 * bits bits: pairs, then quads, then the halves.
-GRADWIRE_CPU_INLINE uint64_t Compact(uint64_t w, uint32_t bits) {
-  w = (w & 0x00ff00ff00ff00ffull) | ((w & 0xff00ff00ff00ff00ull) >> (8 - bits));
-  w = (w & 0x0000ffff0000ffffull) | ((w & 0xffff0000ffff0000ull) >> (16 - 2 * bits));
-  return (w & 0xffffffffull) | ((w >> 32) << (4 * bits));
-}
-
-// Compact's inverse: the low 8 * bits bits of w as eight codes, one a byte.
-GRADWIRE_CPU_INLINE uint64_t Expand(uint64_t w, uint32_t bits) {
-  const uint64_t m4 = (uint64_t{1} << (4 * bits)) - 1;
-  w = (w & m4) | (((w >> (4 * bits)) & m4) << 32);
-  const uint64_t m2 = ((uint64_t{1} << (2 * bits)) - 1) * 0x0000000100000001ull;
-  w = (w & m2) | (((w >> (2 * bits)) & m2) << 16);
-  const uint64_t m1 = ((uint64_t{1} << bits) - 1) * 0x0001000100010001ull;
-  return (w & m1) | (((w >> bits) & m1) << 8);
-}
-
-// Packing when codes do not cross bytes (bits 1, 2, 4): byte j holds the
-// 8/bits codes from 8/bits * j on, lowest first. Each byte is gathered
-// from, or spread to, its codes (one a byte, little endian) with shifts
-// and masks on one word, in loops over bytes that vectorize.
-template <uint32_t kBits>
-GRADWIRE_CPU_INLINE void PackBytes(const uint8_t* codes, uint64_t bytes, uint8_t* out) {
-  for (uint64_t j = 0; j < bytes; ++j) {
-    uint64_t b;
-    if (kBits == 4) {
-      const uint32_t x = LoadLe<uint16_t>(codes + 2 * j);
-      b = x | x >> 4;
-    } else if (kBits == 2) {
-      const uint32_t x = LoadLe<uint32_t>(codes + 4 * j);
-      b = x | x >> 6 | x >> 12 | x >> 18;
-    } else {
-      // b_e at bit 56 + e of the product, the rest below bit 56 (no carries)
-      // or above bit 63.
-      b = (LoadLe<uint64_t>(codes + 8 * j) * 0x0102040810204080ull) >> 56;
-    }
-    out[j] = static_cast<uint8_t>(b);
-  }
-}
-
-template <uint32_t kBits>
-GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t* codes) {
-  for (uint64_t j = 0; j < bytes; ++j) {
-    const uint64_t b = in[j];
-    if (kBits == 4) {
-      StoreLe<uint16_t>(codes + 2 * j, static_cast<uint16_t>((b | b << 4) & 0x0f0f));
-    } else if (kBits == 2) {
-      StoreLe<uint32_t>(codes + 4 * j,
-                        static_cast<uint32_t>((b | b << 6 | b << 12 | b << 18) & 0x03030303));
-    } else {
-      uint64_t x = (b | b << 28) & 0x0000000f0000000full;
-      x = (x | x << 14) & 0x0003000300030003ull;
-      StoreLe<uint64_t>(codes + 8 * j, (x | x << 7) & 0x0101010101010101ull);
-    }
-  }
-}
-
-// Appends codes (one a byte) to the packed stream, eight at a time; the
-// bytes come out in order and the last one's unused bits are zero, so the
-// output needs no zeroing pass. (Its members are inlined into each clone.)
-class CodePacker {
- public:
-  CodePacker(uint8_t* out, uint32_t bits) : out_(out), bits_(bits) {}
-
-  // Where the next count <= kBlock codes go; then call Commit(count).
-  GRADWIRE_CPU_INLINE uint8_t* Slots() { return codes_ + pending_; }
-
-  GRADWIRE_CPU_INLINE void Commit(uint64_t count) {
-    pending_ += count;
-    const uint64_t groups = pending_ / 8;
-    Pack(groups);
-    pending_ -= 8 * groups;
-    memmove(codes_, codes_ + 8 * groups, pending_);
-  }
-
-  GRADWIRE_CPU_INLINE void Finish() {
-    if (pending_ == 0) return;
-    memset(codes_ + pending_, 0, 8 - pending_);
-    uint8_t word[8];
-    StoreLe<uint64_t>(word, Compact(LoadLe<uint64_t>(codes_), bits_));
-    memcpy(out_, word, (pending_ * bits_ + 7) / 8);
-    pending_ = 0;
-  }
-
- private:
-  GRADWIRE_CPU_INLINE void Pack(uint64_t groups) {
-    switch (bits_) {
-      case 1:
-        PackBytes<1>(codes_, groups, out_);
-        break;
-      case 2:
-        PackBytes<2>(codes_, 2 * groups, out_);
-        break;
-      case 4:
-        PackBytes<4>(codes_, 4 * groups, out_);
-        break;
-      case 8:
-        memcpy(out_, codes_, 8 * groups);
-        break;
-      default: {
-        // A word per group, stored 8 bytes at a time of which `bits` are
-        // kept (the next group's store overwrites the rest): staged, then
-        // what is kept copied out.
-        for (uint64_t g = 0; g < groups; ++g) {
-          StoreLe<uint64_t>(packed_ + g * bits_, Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_));
-        }
-        memcpy(out_, packed_, groups * bits_);
-      }
-    }
-    out_ += groups * bits_;
-  }
-
-  uint8_t* out_;
-  const uint32_t bits_;
-  uint64_t pending_ = 0;  // codes waiting for a full group, < 8
-  uint8_t codes_[kBlock + 8];
-  uint8_t packed_[kBlock + 8];
-};
-
-// Reads the packed stream back as codes, one a byte, in order.
-class CodeUnpacker {
- public:
-  CodeUnpacker(const uint8_t* in, uint64_t n, uint32_t bits)
-      : in_(in), end_(in + PackedBytes(n, bits)), bits_(bits) {}
-
-  // The next count <= kBlock codes (the stream must hold them).
-  GRADWIRE_CPU_INLINE const uint8_t* Next(uint64_t count) {
-    memmove(codes_, codes_ + taken_, ready_ - taken_);
-    ready_ -= taken_;
-    taken_ = count;
-    const uint64_t groups = count > ready_ ? (count - ready_ + 7) / 8 : 0;
-    // Groups wholly inside the stream, then at most one cut short.
-    const uint64_t left = static_cast<uint64_t>(end_ - in_) / bits_;
-    const uint64_t whole = groups < left ? groups : left;
-    uint8_t* codes = codes_ + ready_;
-    switch (bits_) {
-      case 1:
-        UnpackBytes<1>(in_, whole, codes);
-        break;
-      case 2:
-        UnpackBytes<2>(in_, 2 * whole, codes);
-        break;
-      case 4:
-        UnpackBytes<4>(in_, 4 * whole, codes);
-        break;
-      case 8:
-        memcpy(codes, in_, 8 * whole);
-        break;
-      default:
-        for (uint64_t g = 0; g < whole; ++g) {
-          StoreLe<uint64_t>(codes + 8 * g, Expand(LoadGroup(in_ + g * bits_), bits_));
-        }
-    }
-    in_ += whole * bits_;
-    if (whole < groups) {
-      StoreLe<uint64_t>(codes + 8 * whole, Expand(LoadGroup(in_), bits_));
-      in_ = end_;
-    }
-    ready_ += 8 * groups;
-    return codes_;
-  }
-
- private:
-  // The group's bytes at p (fewer at the end of the stream), little endian.
-  GRADWIRE_CPU_INLINE uint64_t LoadGroup(const uint8_t* p) const {
-    if (end_ - p >= 8) return LoadLe<uint64_t>(p) & Mask();
-    uint8_t word[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const uint64_t left = static_cast<uint64_t>(end_ - p);
-    memcpy(word, p, left < bits_ ? left : bits_);
-    return LoadLe<uint64_t>(word);
-  }
-  GRADWIRE_CPU_INLINE uint64_t Mask() const {
-    return bits_ == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * bits_)) - 1;
-  }
-
-  const uint8_t* in_;
-  const uint8_t* end_;
-  const uint32_t bits_;
-  uint64_t ready_ = 0;  // codes unpacked into codes_
-  uint64_t taken_ = 0;  // of which handed out by the last Next
-  uint8_t codes_[kBlock + 16];
-};
+using qsgd_packing::CodePacker;
+using qsgd_packing::CodeUnpacker;
+using qsgd_packing::kBlock;
 
 // Makes acc = grad + residual for one bucket, stored in the residual (or
 // just grad without one); returns where acc lives.
@@ -223,9 +40,30 @@ GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uin
   return BitsFloat(max);
 }
 
+// One element of QsgdBlock: its code (QsgdQuantize, branch-free) and, if
+// res is not null, its residual; `hash` is ElementHash of its index.
+GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, float scale, float top, float half,
+                                         const QsgdLevelCoefficients& levels, int32_t m,
+                                         float* res) {
+  // UnitFloat: the hash's top 24 bits, exact as an int32 too.
+  const float u = static_cast<float>(static_cast<int32_t>(hash >> 8)) * 5.9604644775390625e-8f;
+  // The position on the level grid, clamped to [0, M]: NaN and t <= 0
+  // give code 0, t >= M gives M (its frac is 0).
+  float t = MulRn(a / scale + 1.0f, half);
+  t = t > 0.0f ? t : 0.0f;
+  t = t < top ? t : top;
+  const int32_t lo = static_cast<int32_t>(t);
+  const float frac = t - static_cast<float>(lo);
+  const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
+  // QsgdDequantize without a lookup or a division (qsgd_levels.h).
+  const float level = QsgdLevelOf(static_cast<int32_t>(2 * code) - m, levels);
+  if (res != nullptr) *res = ResidualAfter(a, MulRn(level, scale));
+  return code;
+}
+
 // Codes and residuals of count <= kBlock elements of one QSGD bucket
-// whose scale is > 0 (QsgdQuantize, branch-free), the first at global
-// index `first`; `rounding` is the stream key of RoundingKey.
+// whose scale is > 0, the first at global index `first`; `rounding` is
+// the stream key of RoundingKey.
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count, uint64_t first,
                                    uint64_t rounding, float scale, uint32_t max_code,
@@ -235,27 +73,10 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   const float top = static_cast<float>(max_code);
   const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);
-  const double inverse_m = 1.0 / static_cast<double>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   for (uint64_t i = 0; i < count; ++i) {
-    const float a = acc[i];
-    // UnitFloat: the hash's top 24 bits, exact as an int32 too.
-    const float u = static_cast<float>(static_cast<int32_t>(hash[i] >> 8)) * 5.9604644775390625e-8f;
-    // The position on the level grid, clamped to [0, M]: NaN and t <= 0
-    // give code 0, t >= M gives M (its frac is 0).
-    float t = MulRn(a / scale + 1.0f, half);
-    t = t > 0.0f ? t : 0.0f;
-    t = t < top ? t : top;
-    const int32_t lo = static_cast<int32_t>(t);
-    const float frac = t - static_cast<float>(lo);
-    const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
-    codes[i] = static_cast<uint8_t>(code);
-    // QsgdDequantize. A lookup of QsgdUnitLevel would keep the loop from
-    // vectorizing and a division is slow; (2q - M) * (1 / M) in double,
-    // rounded to float, is QsgdUnitLevel(q, M) for every q and M (a test
-    // checks all of them).
-    const float level =
-        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * code) - m) * inverse_m);
-    if (kHasResidual) res[i] = ResidualAfter(a, MulRn(level, scale));
+    codes[i] = static_cast<uint8_t>(QsgdElement(acc[i], hash[i], scale, top, half, levels, m,
+                                                kHasResidual ? res + i : nullptr));
   }
 }
 
@@ -268,6 +89,267 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
   for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
 }
 
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// ------------------------------------------------------------ x86-64-v3 --
+// QsgdLoop with AVX2 intrinsics. A bucket's codes need its scale, so each
+// bucket is read twice, the second time in L1; here the first pass over
+// bucket b + 1 (memory-bound: acc = grad + residual, the scale) runs
+// interleaved with the second over bucket b (compute-bound: codes and
+// residuals, 32 elements a step, the hashes formed in registers), so that
+// each hides the other. Every value is the portable loop's: the same IEEE
+// operations in the same order (QsgdElement), decoded values from the
+// bucket's table (bits <= 4) or QsgdLevelOf, and in buckets without
+// non-finite values and with 2 * scale finite the clamps and the residual's
+// finite test are left out, as they cannot change anything there.
+#define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
+
+GRADWIRE_V3_INLINE __m256i HashRoundV3(__m256i x) {
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+  x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  return _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
+}
+
+// The first pass over one bucket, taken in steps: acc = grad + residual
+// stored into the residual (if not null) and the largest |acc| as bits,
+// a NaN or Inf included; only where that is not finite is the bucket read
+// again for its largest finite |acc| and its non-finite count.
+struct FirstPass {
+  const float* grad;
+  float* residual;
+  uint64_t len;
+  uint64_t at;
+  __m256i max;
+};
+
+GRADWIRE_V3_INLINE void StartFirstPass(const float* grad, float* residual, uint64_t len,
+                                       FirstPass* p) {
+  p->grad = grad;
+  p->residual = residual;
+  p->len = len;
+  p->at = 0;
+  p->max = _mm256_setzero_si256();
+}
+
+// Elements [at, at + 8) of the pass.
+GRADWIRE_V3_INLINE void FirstPassStep(FirstPass* p) {
+  const uint64_t i = p->at;
+  __m256 a = _mm256_loadu_ps(p->grad + i);
+  if (p->residual != nullptr) {
+    a = _mm256_add_ps(a, _mm256_loadu_ps(p->residual + i));
+    _mm256_storeu_ps(p->residual + i, a);
+  }
+  const __m256i m = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
+  p->max = _mm256_max_epu32(p->max, m);
+  p->at = i + 8;
+}
+
+// The rest of the pass; returns the scale (MaxFiniteMagnitude) and adds
+// the non-finite count.
+GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
+  while (p->at + 8 <= p->len) FirstPassStep(p);
+  alignas(32) uint32_t max[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(max), p->max);
+  uint32_t top = 0;
+  for (int l = 0; l < 8; ++l) top = max[l] > top ? max[l] : top;
+  const uint64_t i = p->at;
+  const float* acc = p->residual == nullptr ? p->grad : p->residual;
+  AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
+  if (top < 0x7f800000u) {
+    // Everything so far finite: the tail's finite maximum and count.
+    const uint32_t tail = FloatBits(MaxFiniteMagnitude(acc + i, p->len - i, nonfinite));
+    return BitsFloat(tail > top ? tail : top);
+  }
+  return MaxFiniteMagnitude(acc, p->len, nonfinite);
+}
+
+// Decoded values: a permute of one table (bits <= 3), of two (bits 4), or
+// QsgdLevelOf times the scale (bits >= 5).
+enum DecodedBy { kTable8, kTable16, kLevels };
+
+struct BucketConstants {
+  __m256 scale, one, half, top, unit, table_lo, table_hi, hi, lo;
+  __m256i mix;
+};
+
+// What CodeBucketV3 needs, set up once a call (the tables then hold
+// QsgdUnitTable) and completed for each bucket.
+GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, BucketConstants* k) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  alignas(32) float unit[16];
+  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
+  k->scale = _mm256_setzero_ps();
+  k->one = _mm256_set1_ps(1.0f);
+  k->half = _mm256_set1_ps(0.5f * static_cast<float>(max_code));
+  k->top = _mm256_set1_ps(static_cast<float>(max_code));
+  k->unit = _mm256_set1_ps(5.9604644775390625e-8f);
+  k->table_lo = _mm256_load_ps(unit);
+  k->table_hi = _mm256_load_ps(unit + 8);
+  k->hi = _mm256_set1_ps(levels.hi);
+  k->lo = _mm256_set1_ps(levels.lo);
+  k->mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
+}
+
+// Codes (one a byte) and residuals of 32 elements; `x` holds the next
+// eight indices plus key.add, and advances.
+template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
+GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConstants& k, __m256i* x,
+                                 uint8_t* codes) {
+  __m256i c[4];
+  for (int q = 0; q < 4; ++q) {
+    const __m256 a = _mm256_loadu_ps(acc + 8 * q);
+    __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(a, k.scale), k.one), k.half);
+    if (!kClean) {
+      t = _mm256_max_ps(t, _mm256_setzero_ps());  // t > 0 ? t : +0 (NaN gives +0)
+      t = _mm256_min_ps(t, k.top);                // t < top ? t : top
+    }
+    const __m256i floor = _mm256_cvttps_epi32(t);
+    const __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor));
+    __m256i h = HashRoundV3(*x);
+    h = HashRoundV3(_mm256_xor_si256(h, k.mix));
+    *x = _mm256_add_epi32(*x, _mm256_set1_epi32(8));
+    const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), k.unit);
+    const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
+    const __m256i code = _mm256_sub_epi32(floor, up);
+    c[q] = code;
+    if (!kHasResidual) continue;
+    __m256 decoded;
+    if (kDecoded == kTable8) {
+      decoded = _mm256_permutevar8x32_ps(k.table_lo, code);
+    } else if (kDecoded == kTable16) {
+      // The permute reads the low three bits; bit 3 picks the half.
+      decoded = _mm256_blendv_ps(_mm256_permutevar8x32_ps(k.table_lo, code),
+                                 _mm256_permutevar8x32_ps(k.table_hi, code),
+                                 _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
+    } else {
+      decoded = _mm256_mul_ps(QsgdLevelsV3(code, k.top, k.hi, k.lo), k.scale);
+    }
+    __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
+    if (!kClean) {
+      const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+      r = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(r, exponent), exponent), r);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(res + 8 * q), r);
+  }
+  // Codes 0..255 to bytes: the packs interleave 128-bit halves, the
+  // permute puts the four-byte groups back in order.
+  const __m256i bytes =
+      _mm256_packus_epi16(_mm256_packus_epi32(c[0], c[1]), _mm256_packus_epi32(c[2], c[3]));
+  _mm256_storeu_si256(
+      reinterpret_cast<__m256i*>(codes),
+      _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The second pass over a bucket whose scale is > 0 (acc, res: its first
+// element, global index `first`), with `next`'s first pass alongside.
+template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, uint64_t first,
+                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const BucketConstants& call, CodePacker* packer,
+                                  FirstPass* next) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const float top = static_cast<float>(max_code);
+  const float half = 0.5f * top;
+  const int32_t m = static_cast<int32_t>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  BucketConstants k = call;
+  k.scale = _mm256_set1_ps(scale);
+  k.table_lo = _mm256_mul_ps(call.table_lo, k.scale);
+  k.table_hi = _mm256_mul_ps(call.table_hi, k.scale);
+  for (uint64_t at = 0; at < len; at += kBlock) {
+    const uint64_t count = len - at < kBlock ? len - at : kBlock;
+    uint8_t* codes = packer->Slots();
+    __m256i x = _mm256_add_epi32(
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first + at) + key.add)));
+    uint64_t i = 0;
+    for (; i + 32 <= count; i += 32) {
+      CodeStep<kDecoded, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);
+      if (next->at + 32 <= next->len) {
+        for (int q = 0; q < 4; ++q) FirstPassStep(next);
+      }
+    }
+    for (; i < count; ++i) {
+      codes[i] = static_cast<uint8_t>(QsgdElement(acc[at + i], ElementHash(key, first + at + i),
+                                                  scale, top, half, levels, m,
+                                                  kHasResidual ? res + at + i : nullptr));
+    }
+    packer->Commit(count);
+  }
+}
+
+template <bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V3 void CodeBucketBy(const float* acc, float* res, uint64_t len, uint64_t first,
+                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const BucketConstants& call, CodePacker* packer,
+                                  FirstPass* next) {
+  if (bits <= 3) {
+    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                packer, next);
+  } else if (bits == 4) {
+    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                 packer, next);
+  } else {
+    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                                packer, next);
+  }
+}
+
+template <bool kHasResidual>
+GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                                    uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
+                                    uint8_t* packed) {
+  const ElementKey key = MakeElementKey(rounding, 32);
+  const uint32_t max_code = QsgdMaxCode(bits);
+  BucketConstants call;
+  CallConstants(bits, key, &call);
+  CodePacker packer(packed, bits);
+  uint64_t nonfinite = 0;
+  FirstPass pass;
+  StartFirstPass(grad, residual, n < bucket_size ? n : bucket_size, &pass);
+  uint64_t bad = 0;
+  float scale = FinishFirstPass(&pass, &bad);
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    PrefetchBucketAhead<2>(grad, kHasResidual ? residual : nullptr, start, len, n);
+    StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
+    nonfinite += bad;
+    // The next bucket's first pass, alongside this one's second.
+    const uint64_t next = start + len;
+    const uint64_t next_len = n - next < bucket_size ? n - next : bucket_size;
+    FirstPass ahead;
+    StartFirstPass(grad + next, kHasResidual ? residual + next : nullptr, next_len, &ahead);
+    const float* acc = kHasResidual ? residual + start : grad + start;
+    float* res = kHasResidual ? residual + start : nullptr;
+    if (scale > 0.0f) {
+      // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped,
+      // and |residual| <= 2 * scale is finite.
+      if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
+        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                         &ahead);
+      } else {
+        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                          &ahead);
+      }
+    } else {
+      for (uint64_t at = 0; at < len; at += kBlock) {
+        const uint64_t count = len - at < kBlock ? len - at : kBlock;
+        ZeroScaleBlock(acc + at, kHasResidual ? res + at : nullptr, count, max_code,
+                       packer.Slots());
+        packer.Commit(count);
+      }
+    }
+    bad = 0;
+    scale = FinishFirstPass(&ahead, &bad);
+  }
+  packer.Finish();
+  return nonfinite;
+}
+#undef GRADWIRE_V3_INLINE
+#endif
+
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, uint64_t n,
                                           uint32_t bits, uint32_t bucket_size, uint64_t rounding,
@@ -278,11 +360,7 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     float* res = kHasResidual ? residual + start : nullptr;
-    if (start + kPrefetchAhead < n) {
-      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
-      PrefetchRange(grad, start + kPrefetchAhead, end);
-      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
-    }
+    PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     const float* acc = AccumulateBucket(grad + start, res, len);
     const float scale = MaxFiniteMagnitude(acc, len, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
@@ -313,11 +391,9 @@ GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64
 // d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
 // QsgdBlock computes it.
 GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, float scale, int32_t m,
-                                       double inverse_m, float* d) {
+                                       const QsgdLevelCoefficients& levels, float* d) {
   for (uint64_t i = 0; i < count; ++i) {
-    const float level =
-        static_cast<float>(static_cast<double>(static_cast<int32_t>(2 * codes[i]) - m) * inverse_m);
-    d[i] += MulRn(level, scale);
+    d[i] += MulRn(QsgdLevelOf(static_cast<int32_t>(2 * codes[i]) - m, levels), scale);
   }
 }
 
@@ -327,18 +403,18 @@ GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, flo
 GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                         uint32_t bits, uint32_t bucket_size, float* dense) {
   const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
-  const double inverse_m = 1.0 / static_cast<double>(m);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(QsgdMaxCode(bits));
   CodeUnpacker unpacker(packed, n, bits);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
     if (bits == 8) {
-      DequantizeAdd(packed + start, len, scale, m, inverse_m, dense + start);
+      DequantizeAdd(packed + start, len, scale, m, levels, dense + start);
       continue;
     }
     for (uint64_t at = 0; at < len; at += kBlock) {
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
-      DequantizeAdd(unpacker.Next(count), count, scale, m, inverse_m, dense + start + at);
+      DequantizeAdd(unpacker.Next(count), count, scale, m, levels, dense + start + at);
     }
   }
 }
@@ -349,25 +425,13 @@ GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* pa
 // stream by per-lane shifts and looked up in two vectors by a permute.
 GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                          uint32_t bits, uint32_t bucket_size, float* dense) {
-  typedef uint32_t U32x8 __attribute__((vector_size(32)));
-  typedef int32_t I32x8 __attribute__((vector_size(32)));
-  typedef float F32x8 __attribute__((vector_size(32)));
   const U32x8 shift = U32x8{0, 1, 2, 3, 4, 5, 6, 7} * bits;
   const uint32_t mask = (1u << bits) - 1;
-  const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
-  const double inverse_m = 1.0 / static_cast<double>(m);
-  uint8_t all_codes[16];
-  for (uint32_t q = 0; q < 16; ++q) all_codes[q] = static_cast<uint8_t>(q & mask);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
-    // QsgdDequantize of every code, as DequantizeAdd computes it.
     float table[16];
-    for (uint32_t q = 0; q < 16; ++q) {
-      const float level = static_cast<float>(
-          static_cast<double>(static_cast<int32_t>(2 * all_codes[q]) - m) * inverse_m);
-      table[q] = MulRn(level, scale);
-    }
+    QsgdDecodedTable(bits, scale, table);
     F32x8 low, high;
     memcpy(&low, table, sizeof low);
     memcpy(&high, table + 8, sizeof high);
@@ -397,8 +461,20 @@ GRADWIRE_CPU_CLONES void QsgdDecodeTable(const uint8_t* scales, const uint8_t* p
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
                   uint32_t bucket_size, uint64_t seed, uint64_t step, uint8_t* scales,
                   uint8_t* packed, FusedStats* stats) {
-  const uint64_t nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size,
-                                      StreamKey(seed, step, kStreamRounding), scales, packed);
+  const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
+  uint64_t nonfinite;
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (CpuIsX86V3()) {
+    nonfinite =
+        residual != nullptr
+            ? QsgdLoopV3<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
+            : QsgdLoopV3<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+  } else {
+    nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+  }
+#else
+  nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+#endif
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;

@@ -37,6 +37,15 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
 void QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t n, uint32_t bits,
                           uint32_t bucket_size, float* dense);
 
+// The average of `frames` QSGD payloads (scales[r], packed[r] each, n
+// codes of `bits`): out[i] = (((0 + d_0[i]) + d_1[i]) + ...) / divisor,
+// d_r[i] = QsgdDequantize of payload r's code i, i.e. the bits of zeroing
+// out, then QsgdDecodeAccumulate of each payload in order, then
+// DivideAll, in one pass that writes out once (x86-64-v3; elsewhere those
+// steps).
+void QsgdDecodeAverage(const uint8_t* const* scales, const uint8_t* const* packed, uint64_t frames,
+                       uint64_t n, uint32_t bits, uint32_t bucket_size, float divisor, float* out);
+
 // Sign: scale = mean |acc| over the bucket's finite elements (sum in
 // double, then rounded to fp32; 0 if none); code = SignCode(acc), 1 bit.
 void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucket_size,

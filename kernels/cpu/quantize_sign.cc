@@ -272,11 +272,7 @@ GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64
   uint64_t nonfinite = 0;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    if (start + kPrefetchAhead < n) {
-      const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
-      PrefetchRange(grad, start + kPrefetchAhead, end);
-      if (kHasResidual) PrefetchRange(residual, start + kPrefetchAhead, end);
-    }
+    PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     float* res = kHasResidual ? residual + start : nullptr;
     const float scale = SignScale<kHasResidual>(grad + start, res, len, v3, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));

@@ -135,14 +135,17 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
 
   absl::Status AverageOnHost(absl::Span<const ParsedFrame> frames, uint64_t begin, float divisor,
                              absl::Span<float> out) const override {
-    if (id_ != CodecId::kSign) return DenseFrameCodec::AverageOnHost(frames, begin, divisor, out);
     // As Apply: begin starts a bucket and a byte of codes.
     absl::InlinedVector<const uint8_t*, 16> scales, packed;
     for (const ParsedFrame& f : frames) {
       scales.push_back(f.sections.scales.data() + 4 * (begin / spec_.bucket_size));
-      packed.push_back(f.sections.values.data() + begin / 8);
+      packed.push_back(f.sections.values.data() + begin * bits_ / 8);
     }
-    return kernels::SignDecodeAverage(scales, packed, out.size(), spec_.bucket_size, divisor,
+    if (id_ == CodecId::kSign) {
+      return kernels::SignDecodeAverage(scales, packed, out.size(), spec_.bucket_size, divisor,
+                                        out.data());
+    }
+    return kernels::QsgdDecodeAverage(scales, packed, out.size(), bits_, spec_.bucket_size, divisor,
                                       out.data());
   }
 
