@@ -115,9 +115,11 @@ GRADWIRE_CPU_INLINE uint32_t CastElements(const float* grad, float* residual, ui
   return nonfinite;
 }
 
-// All ones in the lanes of x (float bits) that are not finite, else zero.
-GRADWIRE_CPU_INLINE U32x8 NotFinite(const U32x8& x) {
-  return (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);
+// Counts, per lane, the lanes of x (float bits) that are not finite: *bad
+// += 1 there. (An out-parameter: a 32-byte vector returned by value draws
+// GCC's -Wpsabi note in the builds without AVX.)
+GRADWIRE_CPU_INLINE void CountNotFinite(const U32x8& x, U32x8* bad) {
+  *bad -= (U32x8)(GRADWIRE_BITCAST(I32x8, x & 0x7fffffffu) >= 0x7f800000);
 }
 
 // *acc = grad + residual (kHasResidual) or grad, elements [i, i + 8).
@@ -145,7 +147,7 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
     F32x8 acc;
     LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
-    bad -= NotFinite(x);
+    CountNotFinite(x, &bad);
     U32x8 h, r;
     HalfRound<U32x8, I32x8, F32x8>(x, &h, &r);
     const U16x8 h16 = __builtin_convertvector(h, U16x8);
@@ -198,8 +200,8 @@ GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uin
     }
     memcpy(values + 4 * i, &a0, sizeof a0);
     memcpy(values + 4 * i + sizeof a0, &a1, sizeof a1);
-    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a0));
-    bad -= NotFinite(GRADWIRE_BITCAST(U32x8, a1));
+    CountNotFinite(GRADWIRE_BITCAST(U32x8, a0), &bad);
+    CountNotFinite(GRADWIRE_BITCAST(U32x8, a1), &bad);
   }
   for (int l = 0; l < 8; ++l) *nonfinite += bad[l];
   return i;
