@@ -24,7 +24,6 @@
 // with --benchmark_repetitions); --summary_json=PATH also writes it as
 // JSON. Run pinned to one core (taskset -c 1) for the one-core figures.
 #include <benchmark/benchmark.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "gradwire/base/cpu_time.h"
 #include "gradwire/kernels/cpu/topk.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
@@ -65,12 +65,6 @@ const std::vector<float>& Gradient(int64_t n) {
     }
   }
   return cache->emplace(n, std::move(g)).first->second;
-}
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // Seconds (thread CPU time, median of 5) to memcpy the given buffers, one

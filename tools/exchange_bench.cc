@@ -33,7 +33,6 @@
 // results as JSON ("{rank}" in the path becomes the rank): "ok": true and
 // its figures, or "ok": false and the error when it fails (exit status 1).
 // Tools read those files (tools/clusterbench), never the printed lines.
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +53,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gradwire/base/cpu_time.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -179,11 +179,7 @@ double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
 // CPU time of this process, all threads, user + system. Emulated hosts
 // share this machine's cores, so the sum over ranks of this per step,
 // against cores x step time, says whether a step is CPU-bound.
-double ProcessCpuMs() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+double ProcessCpuMs() { return 1e3 * ProcessCpuSeconds(); }
 
 // A JSON string literal: quotes, backslashes and every byte outside
 // printable ASCII escaped, so any error text makes a valid file.

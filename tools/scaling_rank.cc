@@ -13,8 +13,6 @@
 // one line "RESULT {json}" with this rank's iteration times and bytes.
 // Rendezvous from the environment (tools/launch.py, scaling_bench.py);
 // the job secret from $GRADWIRE_JOB_SECRET.
-#include <time.h>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gradwire/base/cpu_time.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -58,14 +57,6 @@ ABSL_FLAG(bool, measure_model, true,
 
 namespace gradwire {
 namespace {
-
-// The process's CPU time (every thread: the caller, the transport's event
-// loop), in seconds.
-double ProcessCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "scaling_rank: %s\n", s.ToString().c_str());

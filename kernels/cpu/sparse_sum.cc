@@ -1,11 +1,11 @@
 #include "gradwire/kernels/cpu/sparse_sum.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 
 namespace gradwire {
 namespace kernels {
@@ -47,16 +47,6 @@ constexpr uint64_t kChunk = 4096;  // 16 KiB of out: stays in L1
 // bitmap (several cycles an entry).
 constexpr uint64_t kDenseScaleRatio = 8;
 constexpr uint64_t kPrezeroRatio = 32;
-
-// x / d == x * (1 / d), bit for bit, for every float x exactly when 1 / d
-// is itself a float, i.e. d is a power of two whose reciprocal neither
-// overflows nor underflows to 0 (both are then the one correctly rounded
-// value of the same real number).
-bool ReciprocalIsExact(float d) {
-  const float s = 1.0f / d;
-  int e = 0;
-  return std::isfinite(s) && s != 0.0f && std::frexp(d, &e) == 0.5f && std::frexp(s, &e) == 0.5f;
-}
 
 // Adds a payload's entries from j on whose index is below `end` into
 // `chunk`, which holds out[c0, ...); returns where they stop.
@@ -103,8 +93,8 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
                           uint64_t n) {
   const uint32_t* indices = payloads[0].indices;
   const uint64_t k = payloads[0].count;
-  const bool exact_scale = ReciprocalIsExact(divisor);
-  const float scale = 1.0f / divisor;
+  float scale;
+  const bool exact_scale = ExactReciprocal(divisor, &scale);
   if (k * payloads.size() * kPrezeroRatio < n) {
     // Sparse, by SparseAverage's rule: one memset of all of out, then each
     // entry's sum where it lands.
@@ -153,8 +143,8 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
         return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, n);
     }
   }
-  const bool exact_scale = ReciprocalIsExact(divisor);
-  const float scale = 1.0f / divisor;
+  float scale;
+  const bool exact_scale = ExactReciprocal(divisor, &scale);
   // Per payload: where its entries for the current chunk begin and end (on
   // the stack for up to 16 payloads, as the callers' frame lists are).
   absl::InlinedVector<uint64_t, 16> begin(p, 0), end(p, 0);

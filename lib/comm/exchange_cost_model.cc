@@ -1,7 +1,5 @@
 #include "gradwire/lib/comm/exchange_cost_model.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gradwire/base/cpu_time.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
@@ -193,14 +192,6 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 
 namespace {
 
-// CPU time of this thread or of the whole process, in seconds.
-double CpuSeconds(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-double ThreadCpuSeconds() { return CpuSeconds(CLOCK_THREAD_CPUTIME_ID); }
-
 // The median CPU time of `reps` calls of `call` after one untimed call.
 // CPU time, not wall time: a rank descheduled on a shared core would
 // otherwise report the other ranks' work as its codec's (wall-clock rates
@@ -238,9 +229,9 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     GRADWIRE_RETURN_IF_ERROR(trip());
     absl::Time t0 = absl::Now();
     for (double& cpu : trip_cpu) {
-      const double cpu0 = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
+      const double cpu0 = ProcessCpuSeconds();
       GRADWIRE_RETURN_IF_ERROR(trip());
-      cpu = CpuSeconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+      cpu = ProcessCpuSeconds() - cpu0;
     }
     const double steps = DoublingSteps(p);
     model.seconds_per_round = absl::ToDoubleSeconds(absl::Now() - t0) / (kTrips * steps);
