@@ -173,6 +173,80 @@ phase_device() {
   return $status
 }
 
+# One lease (15 minutes of device time, all calls together): correctness
+# first, in parallel lanes that share the GPU (tests; memcheck/racecheck in
+# three lanes; the device path under memcheck), then the timings alone on
+# the GPU (device path, gpu_bench at 1M and 25.6M, torch). About 330 s.
+# The run's kernel (Firecracker or gVisor) is in device.txt: on gVisor
+# compute-sanitizer refuses the device.
+phase_lease() {
+  local status=0 cs end pids=() p
+  { echo "commit $(cat .device/COMMIT 2>/dev/null)"; echo "kernel $(uname -r)"; nproc; free -g | head -2
+    nvidia-smi 2>&1; } > "$OUT/device.txt"
+  head -n 14 "$OUT/device.txt"
+  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
+  end=$(( $(date +%s) + ${CHECK_BUDGET:-160} ))
+  # Lane: every GPU test binary at its full sizes.
+  ( for t in "${TESTS[@]}"; do
+      echo "=== $t"
+      timeout "$(left $end)" ".device/bin/$t" --gtest_color=no 2>&1 || echo "FAILED: $t"
+    done > "$OUT/gpu_tests.log" ) & pids+=($!)
+  lane() {  # lane LOG "tool binary filter" ...
+    local log="$OUT/$1" r tool t filter; shift
+    for r in "$@"; do
+      read -r tool t filter <<< "$r"
+      echo "=== $tool $t $filter" >> "$log"
+      if [ -z "$cs" ]; then echo "SANITIZER FAILED: compute-sanitizer not found" >> "$log"; continue; fi
+      GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool "$tool" --error-exitcode 9 \
+        ".device/bin/$t" --gtest_color=no --gtest_filter="$filter" >> "$log" 2>&1 \
+        || echo "SANITIZER FAILED: $tool $t" >> "$log"
+    done
+  }
+  lane sanitizer1.log "memcheck gpu_topk_test *" "memcheck gpu_compress_test *" & pids+=($!)
+  lane sanitizer2.log "memcheck gpu_decode_accumulate_test *" "memcheck gpu_fused_sgd_test *" \
+    "racecheck gpu_decode_accumulate_test *:-*BrokenIndices*" & pids+=($!)
+  lane sanitizer3.log "racecheck gpu_compress_test *Qsgd*:*Sign*" \
+    "racecheck gpu_topk_test *ExactTopK*" & pids+=($!)
+  # Lane: the device path under memcheck, a small tensor, then the ResNet-50
+  # profile (2 ranks, one step per spec).
+  ( for args in "--params=300000 --steps=2 --spec=topk:ratio=0.01" \
+                "--profile_file=.device/resnet50.txt --steps=1 --spec=topk:ratio=0.01" \
+                "--profile_file=.device/resnet50.txt --steps=1 --spec=qsgd:bits=4,bucket=512"; do
+      echo "=== memcheck device_exchange --ranks=2 $args"
+      [ -n "$cs" ] || { echo "SANITIZER FAILED: compute-sanitizer not found"; continue; }
+      # shellcheck disable=SC2086
+      timeout "$(left $end)" "$cs" --tool memcheck --error-exitcode 9 .device/bin/device_exchange \
+        --device=cuda --ranks=2 $args 2>&1 || echo "SANITIZER FAILED: device_exchange $args"
+    done > "$OUT/device_memcheck.log" ) & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p"; done
+  cat "$OUT"/sanitizer[123].log > "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[123].log
+  echo "--- tests"
+  grep -E "^=== |^\[  PASSED  \] [0-9]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]|^FAILED: |Failure$" "$OUT/gpu_tests.log" | head -n 60
+  grep -qE "^FAILED|\[  FAILED" "$OUT/gpu_tests.log" && status=1
+  echo "--- sanitizer"
+  grep -hE "^=== |ERROR SUMMARY|RACECHECK SUMMARY|SANITIZER FAILED|^cuda," "$OUT/sanitizer.log" "$OUT/device_memcheck.log"
+  grep -q "SANITIZER FAILED" "$OUT/sanitizer.log" "$OUT/device_memcheck.log" && status=1
+  # Timings, the GPU to themselves.
+  : > "$OUT/device_path.log"
+  for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
+    for ranks in 2 4; do
+      timeout 40 .device/bin/device_exchange --device=cuda --ranks="$ranks" \
+        --profile_file=.device/resnet50.txt --steps=5 --spec="$spec" >> "$OUT/device_path.log" 2>&1 \
+        || { status=1; echo "FAILED: $ranks ranks $spec" >> "$OUT/device_path.log"; }
+    done
+  done
+  echo "--- device path (ResNet-50, median ms per step)"
+  grep -E "^cuda,|FAILED|rank [0-9]" "$OUT/device_path.log"
+  # At most 8 files come back: torch's table and the summary go to bench.txt.
+  timeout "${BENCH_BUDGET:-60}" .device/bin/gpu_bench --sizes=1000000,25600000 --reps=10 \
+    > "$OUT/bench.csv" 2> "$OUT/bench.txt" || status=1
+  PYTHONUNBUFFERED=1 timeout "${TORCH_BUDGET:-45}" python3 tools/gpu/torch_baseline.py \
+    --sizes=1000000,25600000 --reps=10 > "$OUT/torch.csv" 2>> "$OUT/bench.txt" || status=1
+  echo "--- kernels"
+  python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee -a "$OUT/bench.txt"
+  return $status
+}
+
 phase_bench() {
   timeout "${BENCH_BUDGET:-150}" .device/bin/gpu_bench "$@" > "$OUT/bench.csv" 2> "$OUT/bench.txt"
   local s=$?
@@ -200,6 +274,7 @@ case "${1:-}" in
       large) shift; phase_large "$@" ;;
       racecheck) phase_racecheck ;;
       device) phase_device ;;
+      lease) phase_lease ;;
       all)
         s=0
         phase_tests || s=1
