@@ -114,8 +114,9 @@ void RunCase(uint64_t n, int workers, double density, ValueFormat type, bool acc
   for (float& x : dense) x = dist(rng);
   DeviceArray<float> d_dense(n);
   DeviceArray<uint64_t> d_bad(1);
-  ASSERT_EQ((accumulate ? d_dense.Upload(dense) : d_dense.Poison()) + d_bad.Poison() +
-                testing::DeviceSynchronize(),
+  ASSERT_EQ(testing::InOrder({(accumulate ? d_dense.Upload(dense) : d_dense.Poison()),
+                                d_bad.Poison(),
+                                testing::DeviceSynchronize()}),
             "");
   const SparseSumOptions options{accumulate, workers > 0 ? 1.0f / workers : 1.0f};
   ASSERT_TRUE(cpu::SparseSumToDense(p.host, absl::MakeSpan(dense), options).ok());
@@ -202,7 +203,10 @@ TEST(GpuDecodeAccumulateTest, GraphReplay) {
   DeviceArray<uint64_t> d_bad(1);
   const SparseSumOptions options{true, 0.2f};
   std::vector<float> dense(n, 1.0f);
-  ASSERT_EQ(stream.error() + d_dense.Upload(dense) + testing::DeviceSynchronize(), "");
+  ASSERT_EQ(testing::InOrder({stream.error(),
+                                d_dense.Upload(dense),
+                                testing::DeviceSynchronize()}),
+            "");
   testing::TestGraph graph;
   ASSERT_EQ(graph.Begin(stream.get()), "");
   const absl::Status s =
@@ -216,8 +220,8 @@ TEST(GpuDecodeAccumulateTest, GraphReplay) {
       for (float& v : w.f32) v = dist(rng);
       ASSERT_EQ(w.d_f32->Upload(w.f32), "");
     }
-    ASSERT_EQ(d_bad.Poison() + testing::DeviceSynchronize(), "");
-    ASSERT_EQ(graph.Launch() + stream.Synchronize(), "");
+    ASSERT_EQ(testing::InOrder({d_bad.Poison(), testing::DeviceSynchronize()}), "");
+    ASSERT_EQ(testing::InOrder({graph.Launch(), stream.Synchronize()}), "");
     ASSERT_TRUE(cpu::SparseSumToDense(p.host, absl::MakeSpan(dense), options).ok());
     EXPECT_EQ(d_bad.Download()[0], 0u);
     ExpectSameFloats(dense, d_dense.Download(), "sum");

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,18 @@ std::string CopyToHost(void* dst, const void* src, size_t bytes);
 std::string DeviceMemset(void* dst, int byte, size_t bytes);
 // Waits for all work and reports any asynchronous error from a kernel.
 std::string DeviceSynchronize();
+
+// The steps' errors, concatenated ("" when all succeeded). The steps are the
+// braces' elements, which C++ evaluates left to right; the operands of a
+// `+` chain it evaluates in any order, and GCC ran `Launch() +
+// Synchronize()` as Synchronize first, so a test read its poison back
+// (seen under compute-sanitizer, whose slower kernels lose that race):
+//   ASSERT_EQ(InOrder({a.Poison(), DeviceSynchronize()}), "");
+inline std::string InOrder(std::initializer_list<std::string> steps) {
+  std::string errors;
+  for (const std::string& e : steps) errors += e;
+  return errors;
+}
 // Streaming multiprocessors of the current device (0 on error): tests size
 // their inputs so that every block of a grid-stride kernel loops.
 int MultiprocessorCount();

@@ -195,7 +195,7 @@ void RunCase(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat format
     uint64_t b2 = 0;
     ASSERT_TRUE(cuda::RandomKIndices(nullptr, &b2, seed, step, n, k, nullptr, stream).ok());
     DeviceArray<uint8_t> t2(b2);
-    ASSERT_EQ(t2.Poison() + testing::DeviceSynchronize(), "");
+    ASSERT_EQ(testing::InOrder({t2.Poison(), testing::DeviceSynchronize()}), "");
     ASSERT_TRUE(cuda::RandomKIndices(t2.get(), &b2, seed, step, n, k, d_only.get(), stream).ok());
     if (setup.stream != nullptr) {
       ASSERT_EQ(setup.stream->Synchronize(), "");
@@ -438,7 +438,7 @@ TEST(GpuTopKTest, GraphReplayMatchesCpuStepByStep) {
                         nullptr, nullptr, nullptr, stream.get())
                     .ok());
     DeviceArray<uint8_t> temp(bytes);
-    ASSERT_EQ(temp.Poison() + testing::DeviceSynchronize(), "");
+    ASSERT_EQ(testing::InOrder({temp.Poison(), testing::DeviceSynchronize()}), "");
     testing::TestGraph graph;
     ASSERT_EQ(graph.Begin(stream.get()), "");
     const absl::Status captured =
@@ -452,7 +452,7 @@ TEST(GpuTopKTest, GraphReplayMatchesCpuStepByStep) {
       const std::vector<float> grad = MakeData(Data::kNormal, n, rng);
       ASSERT_EQ(d_grad.Upload(grad) + d_idx.Poison() + d_val.Poison() + d_stats.Poison(), "");
       ASSERT_EQ(testing::DeviceSynchronize(), "");
-      ASSERT_EQ(graph.Launch() + stream.Synchronize(), "");
+      ASSERT_EQ(testing::InOrder({graph.Launch(), stream.Synchronize()}), "");
       const Reference want = RunCpu(sel, grad, residual, k, format, seed, step);
       ExpectSameStats(want.stats, d_stats);
       if (sel == Selector::kApprox) {

@@ -173,24 +173,36 @@ phase_device() {
   return $status
 }
 
-# One lease (15 minutes of device time, all calls together): correctness
-# first, in parallel lanes that share the GPU (tests; memcheck/racecheck in
-# three lanes; the device path under memcheck), then the timings alone on
-# the GPU (device path, gpu_bench at 1M and 25.6M, torch). About 330 s.
+# One lease (15 minutes of device time, all calls together): `lease` is
+# `checks` then `timings`, about 330 s.
+# `checks`: correctness, in parallel lanes that share the GPU (each test
+# binary in its own lane; memcheck and racecheck in four lanes, the
+# loop-size racecheck runs included; the device path under memcheck on a
+# small tensor and on the ResNet-50 profile). About 130 s on an H200.
+# `timings`: the GPU to themselves (the device path against host buffers,
+# gpu_bench at 1M and 25.6M, torch). About 170 s.
 # The run's kernel (Firecracker or gVisor) is in device.txt: on gVisor
 # compute-sanitizer refuses the device.
 phase_lease() {
-  local status=0 cs end pids=() p
+  local s=0
+  phase_checks || s=1
+  phase_timings || s=1
+  return $s
+}
+
+phase_checks() {
+  local status=0 cs end pids=() p t
   { echo "commit $(cat .device/COMMIT 2>/dev/null)"; echo "kernel $(uname -r)"; nproc; free -g | head -2
     nvidia-smi 2>&1; } > "$OUT/device.txt"
   head -n 14 "$OUT/device.txt"
   cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
-  end=$(( $(date +%s) + ${CHECK_BUDGET:-160} ))
-  # Lane: every GPU test binary at its full sizes.
-  ( for t in "${TESTS[@]}"; do
-      echo "=== $t"
+  end=$(( $(date +%s) + ${CHECK_BUDGET:-200} ))
+  # One lane per GPU test binary, at full sizes.
+  for t in "${TESTS[@]}"; do
+    ( echo "=== $t"
       timeout "$(left $end)" ".device/bin/$t" --gtest_color=no 2>&1 || echo "FAILED: $t"
-    done > "$OUT/gpu_tests.log" ) & pids+=($!)
+    ) > "$OUT/test_$t.log" & pids+=($!)
+  done
   lane() {  # lane LOG "tool binary filter" ...
     local log="$OUT/$1" r tool t filter; shift
     for r in "$@"; do
@@ -207,6 +219,10 @@ phase_lease() {
     "racecheck gpu_decode_accumulate_test *:-*BrokenIndices*" & pids+=($!)
   lane sanitizer3.log "racecheck gpu_compress_test *Qsgd*:*Sign*" \
     "racecheck gpu_topk_test *ExactTopK*" & pids+=($!)
+  # The sizes where every block loops (phase_racecheck's runs).
+  lane sanitizer4.log "racecheck gpu_decode_accumulate_test *SeveralTilesPerBlock*" \
+    "racecheck gpu_compress_test *QuantizersLoopOverSeveralGroupsPerBlock*" \
+    "racecheck gpu_topk_test *ManyCandidateChunksPerBlock*" & pids+=($!)
   # Lane: the device path under memcheck, a small tensor, then the ResNet-50
   # profile (2 ranks, one step per spec).
   ( for args in "--params=300000 --steps=2 --spec=topk:ratio=0.01" \
@@ -219,14 +235,19 @@ phase_lease() {
         --device=cuda --ranks=2 $args 2>&1 || echo "SANITIZER FAILED: device_exchange $args"
     done > "$OUT/device_memcheck.log" ) & pids+=($!)
   for p in "${pids[@]}"; do wait "$p"; done
-  cat "$OUT"/sanitizer[123].log > "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[123].log
+  cat "$OUT"/sanitizer[1234].log > "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[1234].log
+  for t in "${TESTS[@]}"; do cat "$OUT/test_$t.log"; rm -f "$OUT/test_$t.log"; done > "$OUT/gpu_tests.log"
   echo "--- tests"
   grep -E "^=== |^\[  PASSED  \] [0-9]|^\[  FAILED  \]|^\[  SKIPPED \] [0-9]|^FAILED: |Failure$" "$OUT/gpu_tests.log" | head -n 60
   grep -qE "^FAILED|\[  FAILED" "$OUT/gpu_tests.log" && status=1
   echo "--- sanitizer"
   grep -hE "^=== |ERROR SUMMARY|RACECHECK SUMMARY|SANITIZER FAILED|^cuda," "$OUT/sanitizer.log" "$OUT/device_memcheck.log"
   grep -q "SANITIZER FAILED" "$OUT/sanitizer.log" "$OUT/device_memcheck.log" && status=1
-  # Timings, the GPU to themselves.
+  return $status
+}
+
+phase_timings() {
+  local status=0 spec ranks
   : > "$OUT/device_path.log"
   for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
     for ranks in 2 4; do
@@ -275,6 +296,8 @@ case "${1:-}" in
       racecheck) phase_racecheck ;;
       device) phase_device ;;
       lease) phase_lease ;;
+      checks) phase_checks ;;
+      timings) phase_timings ;;
       all)
         s=0
         phase_tests || s=1
