@@ -12,6 +12,10 @@
 // Prints one CSV line: device,ranks,spec,params,steps,device_ms,host_ms,
 // mismatches (device_ms / host_ms: median per step over the ranks' worst).
 // Exit status 1 if any element differs or an exchange fails.
+//
+// --api=exchanger drives a GradientExchanger instead (Submit every tensor,
+// Flush, WaitAll; 25 MB buckets), one with device gradients on the rank's
+// stream against one with the same gradients in host memory.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +39,7 @@
 #include "gradwire/kernels/host_device.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 
@@ -44,6 +49,8 @@ ABSL_FLAG(std::string, spec, "topk:ratio=0.01", "compression spec");
 ABSL_FLAG(std::string, profile_file, "", "one \"d0xd1x...\" shape per line (model_profiles.py)");
 ABSL_FLAG(int64_t, params, 0, "instead of --profile_file: one tensor of N floats");
 ABSL_FLAG(int, steps, 3, "training steps");
+ABSL_FLAG(std::string, api, "communicator",
+          "communicator (AllreduceMean per tensor) or exchanger (GradientExchanger)");
 
 namespace gradwire {
 namespace {
@@ -104,19 +111,71 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(
   return Communicator::Create(std::move(world), 0, 1, std::move(auth), options);
 }
 
+// One side of the comparison: per-tensor AllreduceMean(OnDevice) calls, or a
+// GradientExchanger over the same communicator.
+class Side {
+ public:
+  Side(std::unique_ptr<Communicator> comm, bool on_device, kernels::cuda::Stream stream)
+      : comm_(std::move(comm)), on_device_(on_device), stream_(stream) {}
+
+  absl::Status UseExchanger() {
+    ExchangerOptions options;
+    options.stream = stream_;
+    GRADWIRE_ASSIGN_OR_RETURN(exchanger_, GradientExchanger::Create(std::move(comm_), options));
+    return absl::OkStatus();
+  }
+
+  // Averages every tensor of `step` in place.
+  absl::Status Step(uint64_t step, const std::vector<absl::Span<float>>& tensors) {
+    if (exchanger_ != nullptr) {
+      GRADWIRE_RETURN_IF_ERROR(exchanger_->BeginStep(step));
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        GRADWIRE_RETURN_IF_ERROR(exchanger_->Submit(absl::StrCat("t", t), tensors[t]).status());
+      }
+      GRADWIRE_RETURN_IF_ERROR(exchanger_->Flush());
+      return exchanger_->WaitAll(absl::Seconds(120));
+    }
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const uint32_t id = static_cast<uint32_t>(t);
+      const ExchangePath path = comm_->PathFor(tensors[t].size(), false);
+      GRADWIRE_RETURN_IF_ERROR(on_device_
+                                   ? comm_->AllreduceMeanOnDevice(id, step, tensors[t], path, stream_)
+                                   : comm_->AllreduceMean(id, step, tensors[t], path));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Close() {
+    return exchanger_ != nullptr ? exchanger_->Close(absl::Seconds(60)) : comm_->Close();
+  }
+
+ private:
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<GradientExchanger> exchanger_;
+  bool on_device_;
+  kernels::cuda::Stream stream_;
+};
+
 void RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes,
              const std::shared_ptr<transport::RendezvousStore>& store, kernels::Device& device,
              kernels::cuda::Stream stream, RankResult* out) {
   auto fail = [out](absl::Status s) { out->status = s; };
-  absl::StatusOr<std::unique_ptr<Communicator>> dev = Connect(rank, ranks, store, "d", &device);
-  if (!dev.ok()) return fail(dev.status());
-  absl::StatusOr<std::unique_ptr<Communicator>> host = Connect(rank, ranks, store, "h", nullptr);
-  if (!host.ok()) return fail(host.status());
-  std::vector<float*> buffers(sizes.size());
+  absl::StatusOr<std::unique_ptr<Communicator>> dev_comm = Connect(rank, ranks, store, "d", &device);
+  if (!dev_comm.ok()) return fail(dev_comm.status());
+  absl::StatusOr<std::unique_ptr<Communicator>> host_comm =
+      Connect(rank, ranks, store, "h", nullptr);
+  if (!host_comm.ok()) return fail(host_comm.status());
+  Side dev(std::move(*dev_comm), true, stream), host(std::move(*host_comm), false, nullptr);
+  if (absl::GetFlag(FLAGS_api) == "exchanger") {
+    absl::Status s = dev.UseExchanger();
+    if (s.ok()) s = host.UseExchanger();
+    if (!s.ok()) return fail(s);
+  }
+  std::vector<absl::Span<float>> dev_tensors(sizes.size()), host_tensors(sizes.size());
   for (size_t t = 0; t < sizes.size(); ++t) {
     absl::StatusOr<void*> p = device.Allocate(sizes[t] * sizeof(float));
     if (!p.ok()) return fail(p.status());
-    buffers[t] = static_cast<float*>(*p);
+    dev_tensors[t] = absl::MakeSpan(static_cast<float*>(*p), sizes[t]);
   }
   const absl::Time far = absl::InfiniteFuture();
   std::vector<std::vector<float>> grads(sizes.size());
@@ -125,32 +184,24 @@ void RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes,
     for (size_t t = 0; t < sizes.size(); ++t) {
       grads[t].resize(sizes[t]);
       Fill(grads[t], (step * 1000003ull + t) * 8 + rank);
-      absl::Status s = device.Copy(buffers[t], grads[t].data(), sizes[t] * 4,
+      host_tensors[t] = absl::MakeSpan(grads[t]);
+      absl::Status s = device.Copy(dev_tensors[t].data(), grads[t].data(), sizes[t] * 4,
                                    CopyKind::kHostToDevice, stream);
       if (!s.ok()) return fail(s);
     }
     if (absl::Status s = device.WaitStream(stream, far); !s.ok()) return fail(s);
     absl::Time t0 = absl::Now();
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      const absl::Span<float> data = absl::MakeSpan(buffers[t], sizes[t]);
-      absl::Status s = (*dev)->AllreduceMeanOnDevice(static_cast<uint32_t>(t), step, data,
-                                                     (*dev)->PathFor(sizes[t], false), stream);
-      if (!s.ok()) return fail(s);
-    }
-    if (absl::Status s = device.WaitStream(stream, far); !s.ok()) return fail(s);
+    absl::Status s = dev.Step(step, dev_tensors);
+    if (s.ok()) s = device.WaitStream(stream, far);
+    if (!s.ok()) return fail(s);
     out->device_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
     t0 = absl::Now();
-    for (size_t t = 0; t < sizes.size(); ++t) {
-      absl::Status s = (*host)->AllreduceMean(static_cast<uint32_t>(t), step,
-                                              absl::MakeSpan(grads[t]),
-                                              (*host)->PathFor(sizes[t], false));
-      if (!s.ok()) return fail(s);
-    }
+    if (s = host.Step(step, host_tensors); !s.ok()) return fail(s);
     out->host_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - t0));
     for (size_t t = 0; t < sizes.size(); ++t) {
       back.resize(sizes[t]);
-      absl::Status s =
-          device.Copy(back.data(), buffers[t], sizes[t] * 4, CopyKind::kDeviceToHost, stream);
+      s = device.Copy(back.data(), dev_tensors[t].data(), sizes[t] * 4, CopyKind::kDeviceToHost,
+                      stream);
       if (s.ok()) s = device.WaitStream(stream, far);
       if (!s.ok()) return fail(s);
       for (uint64_t i = 0; i < sizes[t]; ++i) {
@@ -158,9 +209,9 @@ void RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes,
       }
     }
   }
-  for (float* b : buffers) device.Free(b);
-  absl::Status closed = (*dev)->Close();
-  if (closed.ok()) closed = (*host)->Close();
+  absl::Status closed = dev.Close();
+  if (closed.ok()) closed = host.Close();
+  for (absl::Span<float> b : dev_tensors) device.Free(b.data());
   out->status = closed;
 }
 
@@ -175,6 +226,10 @@ int Main() {
   const std::string which = absl::GetFlag(FLAGS_device);
   if (ranks < 2 || ranks > 4) return std::fprintf(stderr, "--ranks must be 2..4\n"), 2;
   if (which != "cuda" && which != "host") return std::fprintf(stderr, "--device: cuda|host\n"), 2;
+  const std::string api = absl::GetFlag(FLAGS_api);
+  if (api != "communicator" && api != "exchanger") {
+    return std::fprintf(stderr, "--api: communicator|exchanger\n"), 2;
+  }
   absl::StatusOr<std::vector<uint64_t>> sizes = LoadSizes();
   if (!sizes.ok()) return std::fprintf(stderr, "%s\n", sizes.status().ToString().c_str()), 2;
   std::unique_ptr<kernels::HostDevice> host_device;
@@ -209,8 +264,8 @@ int Main() {
     device_ms.push_back(d);
     host_ms.push_back(h);
   }
-  std::printf("device,ranks,spec,params,steps,device_ms,host_ms,mismatches\n");
-  std::printf("%s,%d,%s,%llu,%d,%.3f,%.3f,%llu\n", which.c_str(), ranks,
+  std::printf("device,api,ranks,spec,params,steps,device_ms,host_ms,mismatches\n");
+  std::printf("%s,%s,%d,\"%s\",%llu,%d,%.3f,%.3f,%llu\n", which.c_str(), api.c_str(), ranks,
               absl::GetFlag(FLAGS_spec).c_str(), static_cast<unsigned long long>(params),
               absl::GetFlag(FLAGS_steps), Median(device_ms), Median(host_ms),
               static_cast<unsigned long long>(mismatches));

@@ -149,27 +149,52 @@ phase_large() {
   return $status
 }
 
-# The device path end to end: memcheck on a small run, then ResNet-50 with
-# 2 and 4 ranks for each spec, device vs host buffers (CSV in $OUT).
-phase_device() {
-  local status=0 end=$(( $(date +%s) + ${DEVICE_BUDGET:-540} )) cs ranks spec
+# The device path end to end (tools/gpu/device_exchange), through both
+# APIs: per-tensor Communicator::AllreduceMeanOnDevice and a
+# GradientExchanger with device gradients, each bit for bit against the
+# same exchange from host buffers.
+# device_memcheck END: under compute-sanitizer memcheck, a small tensor,
+# then the ResNet-50 profile (2 ranks, one step per spec).
+device_memcheck() {
+  local end=$1 cs api args
   cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
-  : > "$OUT/device_path.log"
-  if [ -n "$cs" ]; then
-    timeout "$(left $end)" "$cs" --tool memcheck --error-exitcode 9 .device/bin/device_exchange \
-      --device=cuda --ranks=2 --params=300000 --steps=2 --spec=topk:ratio=0.01 \
-      >> "$OUT/device_path.log" 2>&1 || { status=1; echo "SANITIZER FAILED: device_exchange" | tee -a "$OUT/device_path.log"; }
-  else
-    status=1; echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/device_path.log"
-  fi
-  for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
-    for ranks in 2 4; do
-      timeout "$(left $end)" .device/bin/device_exchange --device=cuda --ranks="$ranks" \
-        --profile_file=.device/resnet50.txt --steps=5 --spec="$spec" \
-        >> "$OUT/device_path.log" 2>&1 || { status=1; echo "FAILED: $ranks ranks $spec" | tee -a "$OUT/device_path.log"; }
+  for api in ${APIS:-communicator exchanger}; do
+    for args in "--params=300000 --steps=2 --spec=topk:ratio=0.01" \
+                "--profile_file=.device/resnet50.txt --steps=1 --spec=topk:ratio=0.01" \
+                "--profile_file=.device/resnet50.txt --steps=1 --spec=qsgd:bits=4,bucket=512"; do
+      echo "=== memcheck device_exchange --api=$api --ranks=2 $args"
+      [ -n "$cs" ] || { echo "SANITIZER FAILED: compute-sanitizer not found"; continue; }
+      # shellcheck disable=SC2086
+      timeout "$(left "$end")" "$cs" --tool memcheck --error-exitcode 9 .device/bin/device_exchange \
+        --device=cuda --api="$api" --ranks=2 $args 2>&1 || echo "SANITIZER FAILED: device_exchange --api=$api $args"
     done
   done
-  grep -E "^cuda,|FAILED|ERROR SUMMARY" "$OUT/device_path.log" | tee "$OUT/device_path.csv"
+}
+
+# device_timings: the ResNet-50 profile, 2 and 4 ranks, 5 steps, per API
+# and spec (one CSV line each: median ms per step, device and host).
+device_timings() {
+  local status=0 api spec ranks
+  for api in ${APIS:-communicator exchanger}; do
+    for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
+      for ranks in 2 4; do
+        timeout 40 .device/bin/device_exchange --device=cuda --api="$api" --ranks="$ranks" \
+          --profile_file=.device/resnet50.txt --steps=5 --spec="$spec" 2>&1 \
+          || { status=1; echo "FAILED: --api=$api $ranks ranks $spec"; }
+      done
+    done
+  done
+  return $status
+}
+
+# `device`: both, about 150 s on an H200 (APIS=exchanger: one API).
+phase_device() {
+  local status=0
+  device_memcheck $(( $(date +%s) + ${DEVICE_BUDGET:-200} )) > "$OUT/device_memcheck.log"
+  grep -E "^=== |^cuda,|ERROR SUMMARY|SANITIZER FAILED" "$OUT/device_memcheck.log"
+  grep -q "SANITIZER FAILED" "$OUT/device_memcheck.log" && status=1
+  device_timings > "$OUT/device_path.log" || status=1
+  grep -E "^cuda,|FAILED|rank [0-9]" "$OUT/device_path.log"
   return $status
 }
 
@@ -223,17 +248,8 @@ phase_checks() {
   lane sanitizer4.log "racecheck gpu_decode_accumulate_test *SeveralTilesPerBlock*" \
     "racecheck gpu_compress_test *QuantizersLoopOverSeveralGroupsPerBlock*" \
     "racecheck gpu_topk_test *ManyCandidateChunksPerBlock*" & pids+=($!)
-  # Lane: the device path under memcheck, a small tensor, then the ResNet-50
-  # profile (2 ranks, one step per spec).
-  ( for args in "--params=300000 --steps=2 --spec=topk:ratio=0.01" \
-                "--profile_file=.device/resnet50.txt --steps=1 --spec=topk:ratio=0.01" \
-                "--profile_file=.device/resnet50.txt --steps=1 --spec=qsgd:bits=4,bucket=512"; do
-      echo "=== memcheck device_exchange --ranks=2 $args"
-      [ -n "$cs" ] || { echo "SANITIZER FAILED: compute-sanitizer not found"; continue; }
-      # shellcheck disable=SC2086
-      timeout "$(left $end)" "$cs" --tool memcheck --error-exitcode 9 .device/bin/device_exchange \
-        --device=cuda --ranks=2 $args 2>&1 || echo "SANITIZER FAILED: device_exchange $args"
-    done > "$OUT/device_memcheck.log" ) & pids+=($!)
+  # Lane: the device path under memcheck.
+  device_memcheck "$end" > "$OUT/device_memcheck.log" & pids+=($!)
   for p in "${pids[@]}"; do wait "$p"; done
   cat "$OUT"/sanitizer[1234].log > "$OUT/sanitizer.log"; rm -f "$OUT"/sanitizer[1234].log
   for t in "${TESTS[@]}"; do cat "$OUT/test_$t.log"; rm -f "$OUT/test_$t.log"; done > "$OUT/gpu_tests.log"
@@ -247,15 +263,8 @@ phase_checks() {
 }
 
 phase_timings() {
-  local status=0 spec ranks
-  : > "$OUT/device_path.log"
-  for spec in topk:ratio=0.01 qsgd:bits=4,bucket=512; do
-    for ranks in 2 4; do
-      timeout 40 .device/bin/device_exchange --device=cuda --ranks="$ranks" \
-        --profile_file=.device/resnet50.txt --steps=5 --spec="$spec" >> "$OUT/device_path.log" 2>&1 \
-        || { status=1; echo "FAILED: $ranks ranks $spec" >> "$OUT/device_path.log"; }
-    done
-  done
+  local status=0
+  device_timings > "$OUT/device_path.log" || status=1
   echo "--- device path (ResNet-50, median ms per step)"
   grep -E "^cuda,|FAILED|rank [0-9]" "$OUT/device_path.log"
   # At most 8 files come back: torch's table and the summary go to bench.txt.
