@@ -3,7 +3,7 @@
 //
 //   CudaDevice()      the CUDA runtime (kernels/cuda/device_memory.cu; in a
 //                     build without CUDA every call answers Unavailable).
-//                     NOT YET RUN ON HARDWARE: compiled for sm_90 in CI only.
+//                     Compiled for sm_90 in CI; ran on an H200 (2026-11-27).
 //   HostDevice        (host_device.h) stands in for a GPU in CI: its
 //                     "device memory" is a registered host arena that
 //                     dispatch reports as kDevice, its "kernels" are the CPU

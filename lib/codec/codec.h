@@ -28,7 +28,7 @@
 // grown to the largest gradient seen. Without one, the call allocates and
 // frees its own (fine for one-off use and tests).
 //
-// Device buffers (device_call.h; NOT YET RUN ON HARDWARE): every call
+// Device buffers (device_call.h): every call
 // below runs where its gradient / dense buffer lives, through
 // kernels/dispatch. A device buffer needs a DeviceCall (the caller's
 // stream and device scratch); frames stay host bytes either way, and the

@@ -12,7 +12,7 @@
 // largest gradient encoded and reused), so steady-state encodes allocate
 // nothing.
 //
-// Device gradients (device_call.h; NOT YET RUN ON HARDWARE): a residual
+// Device gradients (device_call.h): a residual
 // lives where its gradient lives. The first Encode of a key with a device
 // gradient allocates its residual on the call's device, zeroed on the
 // call's stream (a host residual restored from a checkpoint is moved

@@ -178,8 +178,8 @@ class Communicator {
                                       absl::Span<float> dense);
 
   // AllreduceMean for a buffer in device memory, ordered on `stream` (the
-  // caller's, e.g. PyTorch's current stream). NOT YET RUN ON HARDWARE: CI
-  // runs it on kernels::HostDevice; docs/device_path.md.
+  // caller's, e.g. PyTorch's current stream). CI runs it on
+  // kernels::HostDevice; ran on an H200 (docs/device_path.md).
   //   kCompressed  encode on the device (error feedback: the residual
   //                lives on the device), copy only the compact frame to
   //                pinned host memory, the sparse allgather of frames over

@@ -1,5 +1,5 @@
 // Communicator::AllreduceMeanOnDevice: the exchange of a device buffer
-// (communicator.h; docs/device_path.md). NOT YET RUN ON HARDWARE.
+// (communicator.h; docs/device_path.md).
 #include <memory>
 
 #include "absl/strings/str_cat.h"

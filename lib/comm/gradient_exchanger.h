@@ -51,7 +51,7 @@
 // of time returns DeadlineExceeded and poisons nothing (the bucket may
 // still finish). Every wait has a deadline.
 //
-// Device memory (NOT YET RUN ON HARDWARE; CI runs it on kernels::HostDevice,
+// Device memory (CI runs it on kernels::HostDevice; ran on an H200,
 // docs/device_path.md): an exchanger takes gradients of one kind, host or
 // device, fixed by the first non-empty gradient submitted (kernels::Locate);
 // the other kind is then refused (InvalidArgument, poisoning nothing). With

@@ -52,7 +52,7 @@
 // InFlight must be handed from stage to stage with a happens-before edge
 // (a mutex). Agree belongs with Transfer's thread.
 //
-// Device buffers (lib/codec/device_call.h; NOT YET RUN ON HARDWARE): with
+// Device buffers (lib/codec/device_call.h): with
 // a DeviceCall, `in` and `out` are device memory: Encode runs on the
 // device and only the frame comes to the host, Finish decode-averages the
 // P frames on the device. The frames, descriptors and MACs are host bytes

@@ -240,8 +240,8 @@ class PyCommunicator {
                     one_dimensional, nullptr);
   }
 
-  // The device path (Communicator::AllreduceMeanOnDevice; not yet run on
-  // hardware): numel float32 values of CUDA memory at data_ptr, ordered
+  // The device path (Communicator::AllreduceMeanOnDevice; from Python not
+  // yet run on a GPU): numel float32 values of CUDA memory at data_ptr, ordered
   // on the CUDA stream `stream` (torch.cuda.Stream.cuda_stream; 0 is the
   // default stream).
   std::string AllreduceMeanDevice(uintptr_t data_ptr, uint64_t numel, uint32_t bucket,
@@ -425,7 +425,7 @@ every rank's dense. Releases the GIL.)doc")
            py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("stream"),
            py::arg("path") = py::none(), py::arg("one_dimensional") = false,
            "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
-           "on the CUDA stream handle `stream` (the device path; NOT YET RUN ON HARDWARE). "
+           "on the CUDA stream handle `stream` (the device path; from Python not yet run on a GPU). "
            "Returns once the frames are back on the device; the decode runs on the stream.")
       .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
            "Copies the bucket's error-feedback residual into out (same length); "

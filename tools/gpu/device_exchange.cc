@@ -3,8 +3,9 @@
 // Communicator::AllreduceMeanOnDevice and, for the same gradients, with
 // AllreduceMean from host buffers; every averaged tensor must be equal bit
 // for bit, and both are timed. tools/gpu/run_on_device.sh's `device`
-// phase runs it under compute-sanitizer and natively. NOT YET RUN ON
-// HARDWARE. --device=host runs it on kernels::HostDevice (CI's smoke test).
+// phase runs it under compute-sanitizer and natively (first run: an H200,
+// docs/results/2026-11-27-h200-first-run.md). --device=host runs it on
+// kernels::HostDevice (CI's smoke test).
 //
 //   device_exchange --device=cuda --ranks=4 --profile_file=resnet50.txt
 //       --spec=topk:ratio=0.01 --steps=5   (one command line)

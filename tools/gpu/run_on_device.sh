@@ -4,20 +4,24 @@
 # docs/gpu.md explains it; in short:
 #
 #   here:   bash tools/gpu/run_on_device.sh build
-#   device: run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=600)
+#   device: run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=450)
 #
 # `build` writes .device/ (ignored by git): stripped binaries linked with
 # static cudart, libstdc++ and libgcc, plus the few shared libraries they
-# need that a CUDA image lacks (Debian's absl). `run` (on the GPU machine)
-# runs the phases tests, sanitize, bench and torch, each within its own
-# budget (200+170+150+60 s), writing 7 files to $OUT; `run PHASE` runs one.
-# Two phases need a call each and are not in `run`: `racecheck` (racecheck
-# at the sizes where every block loops) and `large` (n = 2^32 and above).
-# `device` (own call, not in `run`): the device path end to end
-# (docs/device_path.md, NOT YET RUN ON HARDWARE): 2 and 4 ranks sharing the
-# GPU exchange the ResNet-50 profile through AllreduceMeanOnDevice, bit
-# for bit against the same exchange from host buffers and timed against
-# it, after a compute-sanitizer memcheck run on a small profile.
+# need that a CUDA image lacks (Debian's absl).
+#
+# Phases on the GPU machine (`run PHASE`; docs/gpu.md has the table):
+#   lease     (the default) `checks` then `timings`: the whole check in one
+#             call (~170 s on an H200), for a lease of 15 minutes of device time.
+#   checks    every GPU test binary, memcheck and racecheck (quick and
+#             loop sizes) and the device path under memcheck, in parallel
+#             lanes (~120 s).
+#   timings   the device path against host buffers, gpu_bench and torch at
+#             1M and 25.6M (~40 s).
+#   device    the device path alone (docs/device_path.md): memcheck runs,
+#             then timings, for both APIs (APIS=exchanger: one).
+#   large     n = 2^32 and 2^32 + 9 (~180 s, ~50 GB of GPU memory).
+#   all, tests, sanitize, racecheck, bench, torch: the older per-phase calls.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -49,7 +53,7 @@ build() {
   done
   git rev-parse HEAD > .device/COMMIT 2>/dev/null || true
   echo "built $(ls .device/bin | wc -l) binaries, $(ls .device/lib | wc -l) libraries, $(du -sh .device | cut -f1) in .device/"
-  echo 'now: device run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=600)'
+  echo 'now: device run(command="bash tools/gpu/run_on_device.sh run", carry=[".device"], timeout_s=450)'
 }
 
 out_dir() {
@@ -199,13 +203,13 @@ phase_device() {
 }
 
 # One lease (15 minutes of device time, all calls together): `lease` is
-# `checks` then `timings`, about 330 s.
+# `checks` then `timings`, about 170 s on an H200 (2026-11-27).
 # `checks`: correctness, in parallel lanes that share the GPU (each test
 # binary in its own lane; memcheck and racecheck in four lanes, the
 # loop-size racecheck runs included; the device path under memcheck on a
-# small tensor and on the ResNet-50 profile). About 130 s on an H200.
+# small tensor and on the ResNet-50 profile). About 130 s.
 # `timings`: the GPU to themselves (the device path against host buffers,
-# gpu_bench at 1M and 25.6M, torch). About 170 s.
+# gpu_bench at 1M and 25.6M, torch). About 40 s.
 # The run's kernel (Firecracker or gVisor) is in device.txt: on gVisor
 # compute-sanitizer refuses the device.
 phase_lease() {
@@ -296,7 +300,7 @@ case "${1:-}" in
   run)
     out_dir
     shift
-    case "${1:-all}" in
+    case "${1:-lease}" in
       tests) phase_tests ;;
       sanitize) phase_sanitize ;;
       bench) shift; phase_bench "$@" ;;
@@ -315,7 +319,7 @@ case "${1:-}" in
         phase_torch || s=1
         python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
         exit $s ;;
-      *) echo "usage: $0 run [all|tests|sanitize|bench [args]|torch|racecheck|device|large [topk|qsgd]]" >&2; exit 2 ;;
+      *) echo "usage: $0 run [lease|checks|timings|device|large [topk|qsgd]|all|tests|sanitize|bench [args]|torch|racecheck]" >&2; exit 2 ;;
     esac ;;
-  *) echo "usage: $0 build | run [all|tests|sanitize|bench|torch|racecheck|device|large]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [lease|checks|timings|device|large|all|tests|sanitize|bench|torch|racecheck]" >&2; exit 2 ;;
 esac

@@ -104,8 +104,8 @@ class BucketExchange:
 
     def _exchange_device(self, index, step, tensor, segments, stream):
         """_exchange for a CUDA bucket (float32, no momentum, no auto): the
-        device path (Communicator.allreduce_mean_device; NOT YET RUN ON
-        HARDWARE), ordered on `stream`, the CUDA stream handle the bucket
+        device path (Communicator.allreduce_mean_device; from Python not yet
+        run on a GPU), ordered on `stream`, the CUDA stream handle the bucket
         was produced on. A mixed bucket's parts are gathered on the device
         and exchanged separately (the device path has no dense section), so
         its dense part takes the ring."""

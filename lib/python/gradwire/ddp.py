@@ -36,8 +36,8 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
 - float16 and bfloat16 buckets are widened to float32 (exact), exchanged
   (residuals and momentum stay float32) and rounded back to the bucket's
   dtype (tensor.copy_: to nearest, ties to even).
-- CUDA buckets take the device path (NOT YET RUN ON HARDWARE;
-  docs/device_path.md): the bucket's data pointer and the CUDA stream
+- CUDA buckets take the device path (docs/device_path.md: its C++ side ran
+  on an H200; the hook's CUDA buckets have not yet run on a GPU): the bucket's data pointer and the CUDA stream
   current when DDP hands it over go to Communicator.allreduce_mean_device,
   which compresses on the GPU and moves only frames through the host.
   Without momentum correction and auto mode only (UnsupportedError);
