@@ -170,37 +170,13 @@ def remove_leftovers(owner=None, everything=False):
     return names
 
 
-def link_shaping(rate_bps):
-    """(bucket bytes, GSO size or None) of a tbf link of `rate_bps`.
-
-    tbf drops a packet larger than its bucket, so the bucket must hold two
-    GSO super-packets (64 KiB each by default). Beyond that, ~2 ms of
-    traffic keeps the rate accurate.
-
-    A bucket is also a burst: after an idle spell the link passes a full
-    bucket at veth speed. A fixed 128 KiB was 52 ms of a 20 Mbit/s link, so
-    small exchanges crossed such links faster than their rate. The
-    scaling run's sparse allreduce at 0.1 % showed it
-    (docs/results/2026-11-27-scaling.md). So below the rate where 2 ms is
-    128 KiB, the GSO size of the hosts' and switch ports' interfaces is
-    lowered with the bucket: max(8 KiB, 1 ms of traffic). The bucket is
-    then max(2 ms of traffic, two GSO packets): 16 KiB, 6 ms, at 20 Mbit/s.
-    Returns GSO None where the default stands."""
-    two_ms = int(rate_bps / 8 * 0.002)
-    if two_ms >= 128 * 1024:
-        return two_ms, None
-    gso = max(8 * 1024, two_ms // 2 // 1024 * 1024)
-    return max(two_ms, 2 * gso), gso
-
-
 def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
-    """Commands that shape `dev` in `ns`: its GSO size where link_shaping
-    lowers it, then tc: netem (if any), then tbf."""
-    burst, gso = link_shaping(rate_bps)
+    """tc commands that shape `dev` in `ns`: netem (if any) then tbf."""
+    # tbf needs a bucket of at least one GSO super-packet (64 KiB) or it
+    # stalls; beyond that ~2 ms of traffic keeps the rate accurate.
+    burst = max(int(rate_bps / 8 * 0.002), 128 * 1024)
     tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]
     cmds = []
-    if gso is not None:
-        cmds.append(["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_size", str(gso)])
     if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
         netem = ["netem", "limit", "100000"]
         if delay_s > 0 or jitter_s > 0:
