@@ -234,6 +234,16 @@ def allgather_s(p, nbytes_per_rank, bw, alpha):
     return (1 if direct else p - 1) * alpha + (p - 1) * nbytes_per_rank / bw
 
 
+def library_exchange(m, p, n):
+    """The exchange the library's Communicator picks for a flat compressed
+    bucket of n elements on p ranks with its default cost model
+    (gradwire.choose_exchange; exchange_bench and the hook do not measure
+    the link): "dense_ring", "sparse_allgather" or "sparse_allreduce"."""
+    if p < 2:
+        return "sparse_allgather"
+    return gradwire_extension().choose_exchange(p, n, m["spec"])
+
+
 def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TCP_GOODPUT,
             intra_bytes_per_s=None, cpu_ns_per_element=None, cpu_share=1.0,
             bucket_bytes=25 << 20, measured_bytes_per_s=None, agreement=True):
@@ -279,6 +289,14 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
             cpu_elements += shard
             gpu_s += gpu_compress_s(m, shard, nodes)
+        elif library_exchange(m, p, n) == "dense_ring":
+            # The library's cost model (defaults: the runs do not measure
+            # the link) sends this bucket by the sealed ring, uncompressed:
+            # fp16 or bf16 on 4 ranks, whose frames would move as many bytes.
+            wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
+            if agreement:
+                wire += agreement_s(p, alpha_s)
+            nic_bytes += sealed_ring_bytes(p, 4 * n)
         else:
             s = payload_bytes(m, n)
             # The descriptors ride in GlooGroup's agreement round, and the

@@ -183,10 +183,16 @@ ExchangeKind Communicator::KindFor(uint64_t elements) const {
 }
 
 ExchangeKind Communicator::ModelKindFor(uint64_t elements) const {
-  if (sparse_allreduce_ == nullptr) return ExchangeKind::kSparseAllgather;
   const ModelInput in = ModelInputFor(elements);
   if (in.ranks < 2) return ExchangeKind::kSparseAllgather;
-  const ExchangeKind kind = ChooseExchange(in.ranks, in.elements, codec_->spec(), model_);
+  // "none" on the compressed path: the fp32 frames' allgather, which a
+  // caller asking for kCompressed with a lossless spec gets (the ring is
+  // the kDense path).
+  if (codec_->spec().method == Method::kNone) return ExchangeKind::kSparseAllgather;
+  ExchangeKind kind = ChooseExchange(in.ranks, in.elements, codec_->spec(), model_);
+  if (kind == ExchangeKind::kSparseAllreduce && sparse_allreduce_ == nullptr) {
+    kind = ExchangeKind::kSparseAllgather;  // a spec SparseAllreduce does not take
+  }
   // Hierarchical: the cross-node stage is one of the sparse exchanges.
   if (options_.hierarchical && kind == ExchangeKind::kDenseRing) {
     return ExchangeKind::kSparseAllgather;

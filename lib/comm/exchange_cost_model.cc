@@ -98,6 +98,29 @@ double IndexBytes(const CompressionSpec& spec, double n, double k) {
 
 double ValueWidth(const CompressionSpec& spec) { return spec.values == ValueType::kFp32 ? 4 : 2; }
 
+bool SelectsEntries(const CompressionSpec& spec) {
+  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
+         spec.method == Method::kRandomK;
+}
+
+// Payload of a codec that sends every element: its frame's sections
+// (cast_codec.cc, quantized_codec.cc).
+double EveryElementPayload(const CompressionSpec& spec, double n) {
+  switch (spec.method) {
+    case Method::kFp16:
+    case Method::kBf16:
+      return 2 * n;
+    case Method::kQsgd:
+    case Method::kSign: {
+      const double bits = spec.method == Method::kSign ? 1 : spec.quant_bits;
+      const double bucket = std::max<double>(1, spec.bucket_size);
+      return std::ceil(n * bits / 8) + 4 * std::ceil(n / bucket);
+    }
+    default:
+      return 4 * n;
+  }
+}
+
 }  // namespace
 
 const char* ExchangeKindName(ExchangeKind kind) {
@@ -116,7 +139,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                               const CompressionSpec& spec, const ExchangeModel& model) {
   ExchangeCost c;
   const double p = std::max(ranks, 1), n = elements;
-  const double k = spec.SelectedCount(elements);
+  const bool sparse = SelectsEntries(spec);
+  const double k = sparse ? spec.SelectedCount(elements) : n;
   const double stream = model.streamed_elements_per_second;
   const double encode = n / model.encoded_elements_per_second;
   const bool direct = p <= kDirectMaxRanks;
@@ -129,7 +153,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       c.compute_seconds = 2 * n / stream;
       break;
     case ExchangeKind::kSparseAllgather: {
-      const double frame = kCodecFrameOverhead + k * (IndexBytes(spec, n, k) + ValueWidth(spec));
+      const double frame = kCodecFrameOverhead + (sparse ? k * (IndexBytes(spec, n, k) + ValueWidth(spec))
+                                                         : EveryElementPayload(spec, n));
       c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
       c.rounds = p > 1 ? 1 + gather : 0;
@@ -174,13 +199,11 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
-  if (spec.method != Method::kTopK && spec.method != Method::kApproxTopK &&
-      spec.method != Method::kRandomK) {
-    return ExchangeKind::kDenseRing;
-  }
+  if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
   ExchangeKind best = ExchangeKind::kDenseRing;
   double best_seconds = EstimateExchange(best, ranks, elements, spec, model).seconds();
   for (ExchangeKind kind : {ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
+    if (kind == ExchangeKind::kSparseAllreduce && !SelectsEntries(spec)) continue;
     const double t = EstimateExchange(kind, ranks, elements, spec, model).seconds();
     if (t < best_seconds) {
       best = kind;

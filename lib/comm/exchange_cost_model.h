@@ -26,6 +26,12 @@
 //                                                        ceil((P-1)/4) steps,
 //                                                        8 from P = 33
 //
+// Codecs that send every element (fp16, bf16, qsgd, sign) have no sparse
+// allreduce; their allgather frame is F + their payload: 2n (casts),
+// ceil(n b / 8) + 4 ceil(n / B) (QSGD, b bits, B per scale; sign: b = 1).
+// At P = 4 an fp16 allgather moves 6n bytes, as many as the fp32 ring,
+// and decodes every peer's frame besides: the ring is picked there.
+//
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never
 // moves more than a dense ring plus framing: SparCML's rule). Time is
@@ -85,12 +91,13 @@ struct ExchangeCost {
 };
 
 // Predicted cost of averaging n elements over P ranks with `kind` (the
-// sparse kinds with `spec`, which must be a sparse method).
+// compressed kinds with `spec`; kSparseAllreduce needs a sparse method).
 ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                               const CompressionSpec& spec, const ExchangeModel& model);
 
-// The cheapest of the three for a sparse `spec` (ties: the simpler one);
-// kDenseRing for any other method.
+// The cheapest of the three for a sparse `spec`, of the dense ring and the
+// sparse allgather for the other compressed methods (ties: the simpler
+// one); kDenseRing for "none".
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model);
 

@@ -165,8 +165,9 @@ per extra message (defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
         py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
         py::arg("seconds_per_message") = defaults.seconds_per_message,
         R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
-the kind with the smallest predicted time; 'dense_ring' for a spec that is
-not sparse. Same model arguments as exchange_cost.)doc");
+the kind with the smallest predicted time ('sparse_allreduce' only for a
+sparse spec; 'dense_ring' for 'none'). Same model arguments as
+exchange_cost.)doc");
 }
 
 }  // namespace python

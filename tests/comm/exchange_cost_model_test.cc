@@ -79,8 +79,38 @@ TEST(ExchangeCostModel, Choices) {
   ExchangeModel fast;
   fast.bytes_per_second = 1.25e11;
   EXPECT_EQ(ChooseExchange(8, 1 << 20, topk, fast), ExchangeKind::kDenseRing);
-  // Not a sparse method: the ring.
+  // Codecs that send every element: the allgather while its frames are
+  // smaller than the ring's bytes, never the sparse allreduce.
   EXPECT_EQ(ChooseExchange(64, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kDenseRing);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=4"), slow),
+            ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(8, 1 << 22, Spec("sign"), slow), ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(2, 1 << 22, Spec("fp16"), slow), ExchangeKind::kSparseAllgather);
+  // fp16 at P = 4: the fp32 ring's bytes, and P frames to decode.
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("bf16"), slow), ExchangeKind::kDenseRing);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("none"), slow), ExchangeKind::kDenseRing);
+}
+
+// The allgather of a codec that sends every element moves that codec's
+// frame to each peer: the model's bytes differ from the codec's
+// MaxEncodedBytes (exact for these codecs) by the same framing for all.
+TEST(ExchangeCostModel, EveryElementFramesAreTheCodecsFrames) {
+  const ExchangeModel model;
+  const uint64_t n = 1000003;
+  double framing = -1;
+  for (const char* text : {"fp16", "bf16", "qsgd:bits=4,bucket=512", "qsgd:bits=3,bucket=7",
+                           "sign:bucket=1000"}) {
+    SCOPED_TRACE(text);
+    const CompressionSpec spec = Spec(text);
+    auto codec = MakeCodec(spec);
+    ASSERT_TRUE(codec.ok());
+    const ExchangeCost c = EstimateExchange(ExchangeKind::kSparseAllgather, 5, n, spec, model);
+    const double per_peer = c.bytes_sent / 4 - static_cast<double>((*codec)->MaxEncodedBytes(n));
+    if (framing < 0) framing = per_peer;
+    EXPECT_EQ(per_peer, framing);
+    EXPECT_GT(per_peer, 0);
+    EXPECT_LT(per_peer, 512);
+  }
 }
 
 // Messages per rank, and the CPU of those beyond one per round.
