@@ -14,7 +14,7 @@ from clusterbench import ROOT, BenchError, collect, report, run
 from gwtools import rates, results as result_files, spec
 import emulated_cluster
 import model_profiles
-import planner
+import planner_validation
 
 
 def _proc_field(path, prefix, parse):
@@ -233,7 +233,7 @@ def finish(a, results, failure, run_dir, stem):
         shutil.rmtree(run_dir, ignore_errors=True)
     results["planner_validation"] = []
     try:  # the performance model checks itself against this run
-        results["planner_validation"], _ = planner.validate(results, a.alpha_us * 1e-6)
+        results["planner_validation"], _ = planner_validation.validate(results, a.alpha_us * 1e-6)
     except (KeyError, ValueError, ZeroDivisionError) as e:
         results["planner_error"] = str(e)
     results["targets"] = collect.evaluate_targets(results) if results["cases"] else []

@@ -4,7 +4,7 @@ that stopped early says INCOMPLETE in each, with the failing ranks' errors."""
 import sys
 
 from gwtools import rates
-import planner
+import planner_validation
 
 
 def fmt(v, spec, none="-"):
@@ -117,7 +117,7 @@ def print_extras(results, alpha_us, out=sys.stdout):
         source = f"from the latency probe: {alphas}" if alphas else f"assumed {alpha_us:g} us"
         print(f"\nPlanner (tools/planner.py; per-message latency {source}) against this run:",
               file=out)
-        planner.print_validation(results["planner_validation"], out=out)
+        planner_validation.print_validation(results["planner_validation"], out=out)
 
 
 def print_failure(results, out=sys.stdout):
