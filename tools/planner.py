@@ -262,12 +262,18 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     wire = 0.0
     nic_bytes = 0.0
 
-    # Dense buckets: one sealed ring over all p ranks; a NIC carries one ring edge.
-    for n in dense_b:
-        wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
+    def sealed_ring(n):
+        """(seconds, NIC bytes) of one sealed ring over all p ranks of n
+        floats; a NIC carries one ring edge."""
+        secs = sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
         if agreement:  # gradwire's agreement round before every collective
-            wire += agreement_s(p, alpha_s)
-        nic_bytes += sealed_ring_bytes(p, 4 * n)
+            secs += agreement_s(p, alpha_s)
+        return secs, sealed_ring_bytes(p, 4 * n)
+
+    for n in dense_b:
+        secs, nbytes = sealed_ring(n)
+        wire += secs
+        nic_bytes += nbytes
     cpu_elements = 0
     gpu_s = 0.0
     for n in comp_b:
@@ -293,10 +299,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             # The library's cost model (defaults: the runs do not measure
             # the link) sends this bucket by the sealed ring, uncompressed:
             # fp16 or bf16 on 4 ranks, whose frames would move as many bytes.
-            wire += sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share)
-            if agreement:
-                wire += agreement_s(p, alpha_s)
-            nic_bytes += sealed_ring_bytes(p, 4 * n)
+            secs, nbytes = sealed_ring(n)
+            wire += secs
+            nic_bytes += nbytes
         else:
             s = payload_bytes(m, n)
             # The descriptors ride in GlooGroup's agreement round, and the

@@ -153,8 +153,9 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       c.compute_seconds = 2 * n / stream;
       break;
     case ExchangeKind::kSparseAllgather: {
-      const double frame = kCodecFrameOverhead + (sparse ? k * (IndexBytes(spec, n, k) + ValueWidth(spec))
-                                                         : EveryElementPayload(spec, n));
+      const double payload =
+          sparse ? k * (IndexBytes(spec, n, k) + ValueWidth(spec)) : EveryElementPayload(spec, n);
+      const double frame = kCodecFrameOverhead + payload;
       c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
       c.rounds = p > 1 ? 1 + gather : 0;
