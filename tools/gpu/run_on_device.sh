@@ -21,7 +21,8 @@
 #   device    the device path alone (docs/device_path.md): memcheck runs,
 #             then timings, for both APIs (APIS=exchanger: one).
 #   large     n = 2^32 and 2^32 + 9 (~180 s, ~50 GB of GPU memory).
-#   all, tests, sanitize, racecheck, bench, torch: the older per-phase calls.
+#   bench [gpu_bench args], torch: one benchmark alone (default sizes up to
+#             340M; BENCH_BUDGET=, TORCH_BUDGET= seconds).
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -66,75 +67,8 @@ out_dir() {
 # Seconds left before a phase's deadline (at least 1).
 left() { local l=$(( $1 - $(date +%s) )); [ $l -gt 0 ] && echo $l || echo 1; }
 
-# Phase budgets keep `run all` inside the device tool's 600 s per command.
-phase_tests() {
-  local status=0 end=$(( $(date +%s) + ${TESTS_BUDGET:-200} ))
-  { echo "commit $(cat .device/COMMIT 2>/dev/null)"; nvidia-smi 2>&1; } > "$OUT/device.txt"
-  for t in "${TESTS[@]}"; do
-    echo "=== $t" | tee -a "$OUT/gpu_tests.log"
-    timeout "$(left $end)" ".device/bin/$t" --gtest_color=no >> "$OUT/gpu_tests.log" 2>&1 || { status=1; echo "FAILED: $t" | tee -a "$OUT/gpu_tests.log"; }
-  done
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |^FAILED: |SKIPPED: no CUDA" "$OUT/gpu_tests.log"
-  return $status
-}
-
-# compute-sanitizer on the quick sizes (10-100x slower than native).
-phase_sanitize() {
-  local status=0 end=$(( $(date +%s) + ${SANITIZE_BUDGET:-170} ))
-  local cs
-  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -n 1)"
-  if [ -z "$cs" ]; then echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/sanitizer.log"; return 1; fi
-  # memcheck on everything; racecheck (slower) on the kernels that share
-  # memory between threads: decode tiles, quantizer groups, selection.
-  # Broken indices race by design (two entries for one element in a round:
-  # the sum is unspecified, the memory safe): memcheck only.
-  local runs=(
-    "memcheck gpu_topk_test *"
-    "memcheck gpu_compress_test *"
-    "memcheck gpu_decode_accumulate_test *"
-    "memcheck gpu_fused_sgd_test *"
-    "racecheck gpu_decode_accumulate_test *:-*BrokenIndices*"
-    "racecheck gpu_compress_test *Qsgd*:*Sign*"
-    "racecheck gpu_topk_test *ExactTopK*"
-  )
-  local r tool t filter
-  for r in "${runs[@]}"; do
-    read -r tool t filter <<< "$r"
-    echo "=== $tool $t $filter" >> "$OUT/sanitizer.log"
-    GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool "$tool" --error-exitcode 9 \
-      ".device/bin/$t" --gtest_color=no --gtest_filter="$filter" >> "$OUT/sanitizer.log" 2>&1 \
-      || { status=1; echo "SANITIZER FAILED: $tool $t" | tee -a "$OUT/sanitizer.log"; }
-  done
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|SANITIZER FAILED" "$OUT/sanitizer.log"
-  return $status
-}
-
-# racecheck at the sizes where every block loops (several decode tiles,
-# quantizer groups and top-k output chunks per block): the loops whose
-# shared memory is reused across iterations. Slow; not in `all`.
-phase_racecheck() {
-  local cs status=0 end=$(( $(date +%s) + ${RACECHECK_BUDGET:-540} ))
-  cs="$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)"
-  [ -n "$cs" ] || { echo "SANITIZER FAILED: compute-sanitizer not found" | tee -a "$OUT/racecheck.log"; return 1; }
-  local runs=(
-    "gpu_decode_accumulate_test *SeveralTilesPerBlock*"
-    "gpu_compress_test *QuantizersLoopOverSeveralGroupsPerBlock*"
-    "gpu_topk_test *ManyCandidateChunksPerBlock*"
-  )
-  local r t filter
-  for r in "${runs[@]}"; do
-    read -r t filter <<< "$r"
-    echo "=== racecheck $t $filter" >> "$OUT/racecheck.log"
-    GRADWIRE_GPU_QUICK=1 timeout "$(left $end)" "$cs" --tool racecheck --error-exitcode 9 \
-      ".device/bin/$t" --gtest_color=no --gtest_filter="$filter" >> "$OUT/racecheck.log" 2>&1 \
-      || { status=1; echo "SANITIZER FAILED: racecheck $t" | tee -a "$OUT/racecheck.log"; }
-  done
-  grep -E "RACECHECK SUMMARY|SANITIZER FAILED|^n = |candidates" "$OUT/racecheck.log"
-  return $status
-}
-
 # n = 2^32 (u32 indices at their limit) and n > 2^32 (64-bit offsets): ~50
-# GB of GPU and ~70 GB of host memory, minutes. Not in `all`.
+# GB of GPU and ~70 GB of host memory, ~3 minutes on an H200. Not in `lease`.
 # `run large topk` or `run large qsgd` runs one of the two.
 phase_large() {
   local filter
@@ -248,7 +182,8 @@ phase_checks() {
     "racecheck gpu_decode_accumulate_test *:-*BrokenIndices*" & pids+=($!)
   lane sanitizer3.log "racecheck gpu_compress_test *Qsgd*:*Sign*" \
     "racecheck gpu_topk_test *ExactTopK*" & pids+=($!)
-  # The sizes where every block loops (phase_racecheck's runs).
+  # Racecheck at the sizes where every block loops: the loops that reuse
+  # shared memory across iterations (several tiles, groups, chunks per block).
   lane sanitizer4.log "racecheck gpu_decode_accumulate_test *SeveralTilesPerBlock*" \
     "racecheck gpu_compress_test *QuantizersLoopOverSeveralGroupsPerBlock*" \
     "racecheck gpu_topk_test *ManyCandidateChunksPerBlock*" & pids+=($!)
@@ -301,25 +236,14 @@ case "${1:-}" in
     out_dir
     shift
     case "${1:-lease}" in
-      tests) phase_tests ;;
-      sanitize) phase_sanitize ;;
-      bench) shift; phase_bench "$@" ;;
-      torch) phase_torch ;;
-      large) shift; phase_large "$@" ;;
-      racecheck) phase_racecheck ;;
-      device) phase_device ;;
       lease) phase_lease ;;
       checks) phase_checks ;;
       timings) phase_timings ;;
-      all)
-        s=0
-        phase_tests || s=1
-        phase_sanitize || s=1
-        phase_bench || s=1
-        phase_torch || s=1
-        python3 tools/gpu/summarize.py "$OUT/bench.csv" "$OUT/torch.csv" | tee "$OUT/summary.txt"
-        exit $s ;;
-      *) echo "usage: $0 run [lease|checks|timings|device|large [topk|qsgd]|all|tests|sanitize|bench [args]|torch|racecheck]" >&2; exit 2 ;;
+      device) phase_device ;;
+      large) shift; phase_large "$@" ;;
+      bench) shift; phase_bench "$@" ;;
+      torch) phase_torch ;;
+      *) echo "usage: $0 run [lease|checks|timings|device|large [topk|qsgd]|bench [args]|torch]" >&2; exit 2 ;;
     esac ;;
-  *) echo "usage: $0 build | run [lease|checks|timings|device|large|all|tests|sanitize|bench|torch|racecheck]" >&2; exit 2 ;;
+  *) echo "usage: $0 build | run [lease|checks|timings|device|large|bench|torch]" >&2; exit 2 ;;
 esac
