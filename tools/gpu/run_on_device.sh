@@ -12,12 +12,12 @@
 #
 # Phases on the GPU machine (`run PHASE`; docs/gpu.md has the table):
 #   lease     (the default) `checks` then `timings`: the whole check in one
-#             call (~170 s on an H200), for a lease of 15 minutes of device time.
+#             call (~150 s on an H200), for a lease of 15 minutes of device time.
 #   checks    every GPU test binary, memcheck and racecheck (quick and
 #             loop sizes) and the device path under memcheck, in parallel
 #             lanes (~120 s).
 #   timings   the device path against host buffers, gpu_bench and torch at
-#             1M and 25.6M (~40 s).
+#             1M and 25.6M (~25 s).
 #   device    the device path alone (docs/device_path.md): memcheck runs,
 #             then timings, for both APIs (APIS=exchanger: one).
 #   large     n = 2^32 and 2^32 + 9 (~180 s, ~50 GB of GPU memory).
@@ -137,13 +137,14 @@ phase_device() {
 }
 
 # One lease (15 minutes of device time, all calls together): `lease` is
-# `checks` then `timings`, about 170 s on an H200 (2026-11-27).
+# `checks` then `timings`, about 150 s on an H200 (2026-11-27: checks 121 s
+# and timings about 25 s, run as separate calls).
 # `checks`: correctness, in parallel lanes that share the GPU (each test
 # binary in its own lane; memcheck and racecheck in four lanes, the
 # loop-size racecheck runs included; the device path under memcheck on a
-# small tensor and on the ResNet-50 profile). About 130 s.
+# small tensor and on the ResNet-50 profile). About 120 s.
 # `timings`: the GPU to themselves (the device path against host buffers,
-# gpu_bench at 1M and 25.6M, torch). About 40 s.
+# gpu_bench at 1M and 25.6M, torch). About 25 s.
 # The run's kernel (Firecracker or gVisor) is in device.txt: on gVisor
 # compute-sanitizer refuses the device.
 phase_lease() {
