@@ -103,6 +103,22 @@ bool SelectsEntries(const CompressionSpec& spec) {
          spec.method == Method::kRandomK;
 }
 
+// Payload bytes per element of a codec that sends every element, without
+// the rounding up to whole bytes and buckets.
+double EveryElementRate(const CompressionSpec& spec) {
+  switch (spec.method) {
+    case Method::kFp16:
+    case Method::kBf16:
+      return 2;
+    case Method::kQsgd:
+    case Method::kSign:
+      return (spec.method == Method::kSign ? 1.0 : spec.quant_bits) / 8 +
+             4.0 / std::max<double>(1, spec.bucket_size);
+    default:
+      return 4;
+  }
+}
+
 // Payload of a codec that sends every element: its frame's sections
 // (cast_codec.cc, quantized_codec.cc).
 double EveryElementPayload(const CompressionSpec& spec, double n) {
@@ -201,10 +217,19 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
   if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
+  if (!SelectsEntries(spec)) {
+    // A codec that sends every element: the ring where its payload to each
+    // peer, P - 1 times, is at least the ring's 2 (P - 1)/P 4n (SparCML's
+    // rule, by bytes per element: the same answer at every n). Its CPU
+    // stays out of this choice: the default rates are the sparse codecs'
+    // (a decoded entry is an index and a value), which would hand every
+    // quantizer to the ring on an unmeasured model.
+    return EveryElementRate(spec) * ranks >= 8 ? ExchangeKind::kDenseRing
+                                                : ExchangeKind::kSparseAllgather;
+  }
   ExchangeKind best = ExchangeKind::kDenseRing;
   double best_seconds = EstimateExchange(best, ranks, elements, spec, model).seconds();
   for (ExchangeKind kind : {ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
-    if (kind == ExchangeKind::kSparseAllreduce && !SelectsEntries(spec)) continue;
     const double t = EstimateExchange(kind, ranks, elements, spec, model).seconds();
     if (t < best_seconds) {
       best = kind;

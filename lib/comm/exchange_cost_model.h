@@ -29,8 +29,10 @@
 // Codecs that send every element (fp16, bf16, qsgd, sign) have no sparse
 // allreduce; their allgather frame is F + their payload: 2n (casts),
 // ceil(n b / 8) + 4 ceil(n / B) (QSGD, b bits, B per scale; sign: b = 1).
-// At P = 4 an fp16 allgather moves 6n bytes, as many as the fp32 ring,
-// and decodes every peer's frame besides: the ring is picked there.
+// For them the choice is by payload bytes alone: the ring where P - 1
+// payloads are at least the ring's 2 (P-1)/P 4n, i.e. payload >= 8n/P
+// (fp16 and bf16 from P = 4, 8-bit QSGD from P = 8, 4-bit from P = 16,
+// sign from P = 61 at B = 512).
 //
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never
@@ -95,9 +97,9 @@ struct ExchangeCost {
 ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                               const CompressionSpec& spec, const ExchangeModel& model);
 
-// The cheapest of the three for a sparse `spec`, of the dense ring and the
-// sparse allgather for the other compressed methods (ties: the simpler
-// one); kDenseRing for "none".
+// The cheapest of the three for a sparse `spec` (ties: the simpler one);
+// for the other compressed methods the ring where their payload is at
+// least 8n/P bytes, else the allgather; kDenseRing for "none".
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model);
 

@@ -89,6 +89,16 @@ TEST(ExchangeCostModel, Choices) {
   // fp16 at P = 4: the fp32 ring's bytes, and P frames to decode.
   EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("bf16"), slow), ExchangeKind::kDenseRing);
   EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("none"), slow), ExchangeKind::kDenseRing);
+  // By bytes alone: the default rates (or a slow decode) would otherwise
+  // send every quantizer by the ring on a fast link.
+  ExchangeModel slow_decode = fast;
+  slow_decode.decoded_entries_per_second = 1e6;
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("sign"), slow_decode),
+            ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=8"), ExchangeModel()),
+            ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(16, 1 << 22, Spec("qsgd:bits=4"), ExchangeModel()),
+            ExchangeKind::kDenseRing);
 }
 
 // The allgather of a codec that sends every element moves that codec's

@@ -206,6 +206,19 @@ class CommandLineTest(unittest.TestCase):
             self.assertIn("planner:", r.stderr)
             self.assertNotIn("Traceback", r.stderr)
 
+    def test_buckets_the_library_rings_cost_no_codec_cpu(self):
+        # fp16 on 4 ranks: the frames' allgather would move the fp32 ring's
+        # bytes, so the library's model sends those buckets by the ring,
+        # uncompressed; sign's frames are a sixteenth of them.
+        fp16, sign = planner.parse_method("fp16"), planner.parse_method("sign")
+        self.assertEqual(planner.library_exchange(fp16, 4, 1 << 22), "dense_ring")
+        self.assertEqual(planner.library_exchange(sign, 4, 1 << 22), "sparse_allgather")
+        shapes = planner.shapes_for("resnet50")
+        cpu = lambda m: planner.predict(shapes, m, 4, 1, 1e9, cpu_ns_per_element=10.0)[
+            "cpu_compress_s"]
+        self.assertEqual(cpu(fp16), 0.0)
+        self.assertGreater(cpu(sign), 0.0)
+
     def test_agreement_is_one_direct_step(self):
         for p in (2, 16, 17, 512):
             self.assertEqual(planner.agreement_s(p, 1e-4), 1e-4)
