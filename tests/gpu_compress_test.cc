@@ -70,12 +70,8 @@ void RunQuant(Quant q, Data data, uint64_t n, uint32_t bits, uint32_t bucket, bo
   DeviceArray<float> d_grad(grad), d_res(residual);
   DeviceArray<uint8_t> d_scales(cpu_scales.size()), d_packed(cpu_packed.size());
   DeviceArray<FusedStats> d_stats(1);
-  ASSERT_EQ(testing::InOrder({d_grad.error(),
-                                d_res.error(),
-                                d_scales.Poison(),
-                                d_packed.Poison(),
-                                d_stats.Poison(),
-                                testing::DeviceSynchronize()}),
+  ASSERT_EQ(testing::InOrder({d_grad.error(), d_res.error(), d_scales.Poison(), d_packed.Poison(),
+                              d_stats.Poison(), testing::DeviceSynchronize()}),
             "");
   const absl::Status st =
       q == Quant::kQsgd ? cuda::QsgdCompress(d_grad.get(), ef ? d_res.get() : nullptr, n, bits,
@@ -179,11 +175,8 @@ void RunCast(Data data, uint64_t n, ValueFormat f, bool ef, std::mt19937_64& rng
   cpu::CastCompress(grad.data(), ef ? res.data() : nullptr, n, f, vals.data() + 1, &stats);
   DeviceArray<uint8_t> d_vals(vals.size());
   DeviceArray<FusedStats> d_stats(1);
-  ASSERT_EQ(testing::InOrder({d_grad.error(),
-                                d_res.error(),
-                                d_vals.Poison(),
-                                d_stats.Poison(),
-                                testing::DeviceSynchronize()}),
+  ASSERT_EQ(testing::InOrder({d_grad.error(), d_res.error(), d_vals.Poison(), d_stats.Poison(),
+                              testing::DeviceSynchronize()}),
             "");
   ASSERT_TRUE(cuda::CastCompress(d_grad.get(), ef ? d_res.get() : nullptr, n, f, d_vals.get() + 1,
                                  d_stats.get(), StreamOf(stream))
@@ -273,13 +266,9 @@ TEST(GpuCompressTest, GraphReplayMatchesCpuStepByStep) {
   for (int replay = 0; replay < 3; ++replay) {
     SCOPED_TRACE(::testing::Message() << "replay " << replay);
     const std::vector<float> grad = MakeData(Data::kHeavyTail, n, rng);
-    ASSERT_EQ(testing::InOrder({d_grad.Upload(grad),
-                                  d_scales.Poison(),
-                                  d_packed.Poison(),
-                                  d_vals.Poison(),
-                                  d_stats_q.Poison(),
-                                  d_stats_c.Poison(),
-                                  testing::DeviceSynchronize()}),
+    ASSERT_EQ(testing::InOrder({d_grad.Upload(grad), d_scales.Poison(), d_packed.Poison(),
+                                d_vals.Poison(), d_stats_q.Poison(), d_stats_c.Poison(),
+                                testing::DeviceSynchronize()}),
               "");
     ASSERT_EQ(testing::InOrder({graph.Launch(), stream.Synchronize()}), "");
     std::vector<uint8_t> scales(4 * BucketCount(n, bucket)), packed(PackedBytes(n, bits));

@@ -115,8 +115,7 @@ void RunCase(uint64_t n, int workers, double density, ValueFormat type, bool acc
   DeviceArray<float> d_dense(n);
   DeviceArray<uint64_t> d_bad(1);
   ASSERT_EQ(testing::InOrder({(accumulate ? d_dense.Upload(dense) : d_dense.Poison()),
-                                d_bad.Poison(),
-                                testing::DeviceSynchronize()}),
+                              d_bad.Poison(), testing::DeviceSynchronize()}),
             "");
   const SparseSumOptions options{accumulate, workers > 0 ? 1.0f / workers : 1.0f};
   ASSERT_TRUE(cpu::SparseSumToDense(p.host, absl::MakeSpan(dense), options).ok());
@@ -203,9 +202,7 @@ TEST(GpuDecodeAccumulateTest, GraphReplay) {
   DeviceArray<uint64_t> d_bad(1);
   const SparseSumOptions options{true, 0.2f};
   std::vector<float> dense(n, 1.0f);
-  ASSERT_EQ(testing::InOrder({stream.error(),
-                                d_dense.Upload(dense),
-                                testing::DeviceSynchronize()}),
+  ASSERT_EQ(testing::InOrder({stream.error(), d_dense.Upload(dense), testing::DeviceSynchronize()}),
             "");
   testing::TestGraph graph;
   ASSERT_EQ(graph.Begin(stream.get()), "");

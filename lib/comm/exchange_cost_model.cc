@@ -225,7 +225,7 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
     // (a decoded entry is an index and a value), which would hand every
     // quantizer to the ring on an unmeasured model.
     return EveryElementRate(spec) * ranks >= 8 ? ExchangeKind::kDenseRing
-                                                : ExchangeKind::kSparseAllgather;
+                                               : ExchangeKind::kSparseAllgather;
   }
   ExchangeKind best = ExchangeKind::kDenseRing;
   double best_seconds = EstimateExchange(best, ranks, elements, spec, model).seconds();

@@ -82,8 +82,7 @@ TEST(ExchangeCostModel, Choices) {
   // Codecs that send every element: the allgather while its frames are
   // smaller than the ring's bytes, never the sparse allreduce.
   EXPECT_EQ(ChooseExchange(64, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kDenseRing);
-  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=4"), slow),
-            ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(8, 1 << 22, Spec("sign"), slow), ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(2, 1 << 22, Spec("fp16"), slow), ExchangeKind::kSparseAllgather);
   // fp16 at P = 4: the fp32 ring's bytes, and P frames to decode.
@@ -93,8 +92,7 @@ TEST(ExchangeCostModel, Choices) {
   // send every quantizer by the ring on a fast link.
   ExchangeModel slow_decode = fast;
   slow_decode.decoded_entries_per_second = 1e6;
-  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("sign"), slow_decode),
-            ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("sign"), slow_decode), ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=8"), ExchangeModel()),
             ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(16, 1 << 22, Spec("qsgd:bits=4"), ExchangeModel()),
@@ -108,8 +106,8 @@ TEST(ExchangeCostModel, EveryElementFramesAreTheCodecsFrames) {
   const ExchangeModel model;
   const uint64_t n = 1000003;
   double framing = -1;
-  for (const char* text : {"fp16", "bf16", "qsgd:bits=4,bucket=512", "qsgd:bits=3,bucket=7",
-                           "sign:bucket=1000"}) {
+  for (const char* text :
+       {"fp16", "bf16", "qsgd:bits=4,bucket=512", "qsgd:bits=3,bucket=7", "sign:bucket=1000"}) {
     SCOPED_TRACE(text);
     const CompressionSpec spec = Spec(text);
     auto codec = MakeCodec(spec);

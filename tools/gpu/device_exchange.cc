@@ -98,15 +98,14 @@ struct RankResult {
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(
     int rank, int ranks, const std::shared_ptr<transport::RendezvousStore>& store,
     const std::string& scope, kernels::Device* device) {
-  GRADWIRE_ASSIGN_OR_RETURN(auto world, transport::GlooGroup::Create(rank, ranks,
-                                                                     store->Scoped(scope),
-                                                                     transport::GroupOptions()));
+  GRADWIRE_ASSIGN_OR_RETURN(
+      auto world,
+      transport::GlooGroup::Create(rank, ranks, store->Scoped(scope), transport::GroupOptions()));
   GRADWIRE_ASSIGN_OR_RETURN(JobSecret secret,
                             JobSecret::FromValue("device-exchange-secret-0123456789", "tool"));
   GRADWIRE_ASSIGN_OR_RETURN(FrameAuthenticator auth, FrameAuthenticator::Create(secret, "job"));
   CommunicatorOptions options;
-  GRADWIRE_ASSIGN_OR_RETURN(options.compression,
-                            CompressionSpec::Parse(absl::GetFlag(FLAGS_spec)));
+  GRADWIRE_ASSIGN_OR_RETURN(options.compression, CompressionSpec::Parse(absl::GetFlag(FLAGS_spec)));
   options.exchange = ExchangeKind::kSparseAllgather;  // on both paths
   options.device = device;
   return Communicator::Create(std::move(world), 0, 1, std::move(auth), options);
@@ -139,9 +138,9 @@ class Side {
     for (size_t t = 0; t < tensors.size(); ++t) {
       const uint32_t id = static_cast<uint32_t>(t);
       const ExchangePath path = comm_->PathFor(tensors[t].size(), false);
-      GRADWIRE_RETURN_IF_ERROR(on_device_
-                                   ? comm_->AllreduceMeanOnDevice(id, step, tensors[t], path, stream_)
-                                   : comm_->AllreduceMean(id, step, tensors[t], path));
+      GRADWIRE_RETURN_IF_ERROR(
+          on_device_ ? comm_->AllreduceMeanOnDevice(id, step, tensors[t], path, stream_)
+                     : comm_->AllreduceMean(id, step, tensors[t], path));
     }
     return absl::OkStatus();
   }
@@ -161,7 +160,8 @@ void RunRank(int rank, int ranks, const std::vector<uint64_t>& sizes,
              const std::shared_ptr<transport::RendezvousStore>& store, kernels::Device& device,
              kernels::cuda::Stream stream, RankResult* out) {
   auto fail = [out](absl::Status s) { out->status = s; };
-  absl::StatusOr<std::unique_ptr<Communicator>> dev_comm = Connect(rank, ranks, store, "d", &device);
+  absl::StatusOr<std::unique_ptr<Communicator>> dev_comm =
+      Connect(rank, ranks, store, "d", &device);
   if (!dev_comm.ok()) return fail(dev_comm.status());
   absl::StatusOr<std::unique_ptr<Communicator>> host_comm =
       Connect(rank, ranks, store, "h", nullptr);
@@ -261,7 +261,8 @@ int Main() {
   }
   for (size_t s = 0; status == 0 && s < results[0].device_ms.size(); ++s) {
     double d = 0, h = 0;
-    for (const RankResult& r : results) d = std::max(d, r.device_ms[s]), h = std::max(h, r.host_ms[s]);
+    for (const RankResult& r : results)
+      d = std::max(d, r.device_ms[s]), h = std::max(h, r.host_ms[s]);
     device_ms.push_back(d);
     host_ms.push_back(h);
   }
