@@ -8,7 +8,7 @@ prediction (tools/clusterbench writes them into its JSON and report).
 """
 import sys
 
-from planner import (TCP_GOODPUT, bucket_plan, case_method, compressed_elements,  # noqa: F401
+from planner import (TCP_GOODPUT, bucket_plan, case_method, compressed_elements,
                      parse_method, predict, shapes_for)
 
 

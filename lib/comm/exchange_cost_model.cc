@@ -103,38 +103,39 @@ bool SelectsEntries(const CompressionSpec& spec) {
          spec.method == Method::kRandomK;
 }
 
-// Payload bytes per element of a codec that sends every element, without
-// the rounding up to whole bytes and buckets.
-double EveryElementRate(const CompressionSpec& spec) {
+// How a codec that sends every element lays out its payload
+// (cast_codec.cc, quantized_codec.cc): `bits` per element, and one fp32
+// scale per `bucket` elements (0: no scales).
+struct EveryElementLayout {
+  double bits;
+  double bucket;
+};
+
+EveryElementLayout LayoutOf(const CompressionSpec& spec) {
   switch (spec.method) {
     case Method::kFp16:
     case Method::kBf16:
-      return 2;
+      return {16, 0};
     case Method::kQsgd:
     case Method::kSign:
-      return (spec.method == Method::kSign ? 1.0 : spec.quant_bits) / 8 +
-             4.0 / std::max<double>(1, spec.bucket_size);
+      return {spec.method == Method::kSign ? 1.0 : static_cast<double>(spec.quant_bits),
+              std::max<double>(1, spec.bucket_size)};
     default:
-      return 4;
+      return {32, 0};
   }
 }
 
-// Payload of a codec that sends every element: its frame's sections
-// (cast_codec.cc, quantized_codec.cc).
+// Its payload bytes per element, without rounding up to whole bytes and
+// buckets.
+double EveryElementRate(const CompressionSpec& spec) {
+  const EveryElementLayout l = LayoutOf(spec);
+  return l.bits / 8 + (l.bucket > 0 ? 4 / l.bucket : 0);
+}
+
+// Its payload for n elements: the frame's sections.
 double EveryElementPayload(const CompressionSpec& spec, double n) {
-  switch (spec.method) {
-    case Method::kFp16:
-    case Method::kBf16:
-      return 2 * n;
-    case Method::kQsgd:
-    case Method::kSign: {
-      const double bits = spec.method == Method::kSign ? 1 : spec.quant_bits;
-      const double bucket = std::max<double>(1, spec.bucket_size);
-      return std::ceil(n * bits / 8) + 4 * std::ceil(n / bucket);
-    }
-    default:
-      return 4 * n;
-  }
+  const EveryElementLayout l = LayoutOf(spec);
+  return std::ceil(n * l.bits / 8) + (l.bucket > 0 ? 4 * std::ceil(n / l.bucket) : 0);
 }
 
 }  // namespace
