@@ -72,6 +72,12 @@ struct CompressionSpec {
   // max(1, round(ratio * n)), at most n; 0 when n is 0. Sender and
   // receiver both compute it, so a frame with another k is refused.
   uint64_t SelectedCount(uint64_t n) const;
+
+  // Whether the method sends selected entries (topk, approx_topk,
+  // randomk: the sparse methods) rather than every element.
+  bool SelectsEntries() const {
+    return method == Method::kTopK || method == Method::kApproxTopK || method == Method::kRandomK;
+  }
 };
 
 absl::string_view MethodName(Method method);

@@ -189,10 +189,9 @@ ExchangeKind Communicator::ModelKindFor(uint64_t elements) const {
   // caller asking for kCompressed with a lossless spec gets (the ring is
   // the kDense path).
   if (codec_->spec().method == Method::kNone) return ExchangeKind::kSparseAllgather;
-  ExchangeKind kind = ChooseExchange(in.ranks, in.elements, codec_->spec(), model_);
-  if (kind == ExchangeKind::kSparseAllreduce && sparse_allreduce_ == nullptr) {
-    kind = ExchangeKind::kSparseAllgather;  // a spec SparseAllreduce does not take
-  }
+  // The sparse allreduce only for the specs SparseAllreduce takes
+  // (CompressionSpec::SelectsEntries), which Create gave one.
+  const ExchangeKind kind = ChooseExchange(in.ranks, in.elements, codec_->spec(), model_);
   // Hierarchical: the cross-node stage is one of the sparse exchanges.
   if (options_.hierarchical && kind == ExchangeKind::kDenseRing) {
     return ExchangeKind::kSparseAllgather;

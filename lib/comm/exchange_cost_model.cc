@@ -98,11 +98,6 @@ double IndexBytes(const CompressionSpec& spec, double n, double k) {
 
 double ValueWidth(const CompressionSpec& spec) { return spec.values == ValueType::kFp32 ? 4 : 2; }
 
-bool SelectsEntries(const CompressionSpec& spec) {
-  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
-         spec.method == Method::kRandomK;
-}
-
 // How a codec that sends every element lays out its payload
 // (cast_codec.cc, quantized_codec.cc): `bits` per element, and one fp32
 // scale per `bucket` elements (0: no scales).
@@ -156,7 +151,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                               const CompressionSpec& spec, const ExchangeModel& model) {
   ExchangeCost c;
   const double p = std::max(ranks, 1), n = elements;
-  const bool sparse = SelectsEntries(spec);
+  const bool sparse = spec.SelectsEntries();
   const double k = sparse ? spec.SelectedCount(elements) : n;
   const double stream = model.streamed_elements_per_second;
   const double encode = n / model.encoded_elements_per_second;
@@ -218,7 +213,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
   if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
-  if (!SelectsEntries(spec)) {
+  if (!spec.SelectsEntries()) {
     // A codec that sends every element: the ring where its payload to each
     // peer, P - 1 times, is at least the ring's 2 (P - 1)/P 4n (SparCML's
     // rule, by bytes per element: the same answer at every n). Its CPU

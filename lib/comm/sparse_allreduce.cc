@@ -40,10 +40,7 @@ absl::Status Rejected(const absl::Status& s, absl::string_view what, int rank, u
 
 }  // namespace
 
-bool SparseAllreduce::Supports(const CompressionSpec& spec) {
-  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
-         spec.method == Method::kRandomK;
-}
+bool SparseAllreduce::Supports(const CompressionSpec& spec) { return spec.SelectsEntries(); }
 
 SparseAllreduce::SparseAllreduce(const Codec& codec, const FrameAuthenticator& auth,
                                  const SparseAllreduceOptions& options)

@@ -33,11 +33,6 @@ ExchangeKind KindOf(const std::string& name) {
       "kind must be 'dense_ring', 'sparse_allgather' or 'sparse_allreduce', got '", name, "'"));
 }
 
-bool IsSparse(const CompressionSpec& spec) {
-  return spec.method == Method::kTopK || spec.method == Method::kApproxTopK ||
-         spec.method == Method::kRandomK;
-}
-
 double Positive(double value, const char* name) {
   if (!(value > 0) || !std::isfinite(value)) {
     throw py::value_error(absl::StrCat(name, " must be a positive finite number, got ", value));
@@ -92,7 +87,7 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
   const ExchangeKind kind = KindOf(kind_name);
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
-  if (kind != ExchangeKind::kDenseRing && !IsSparse(spec)) {
+  if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) {
     throw py::value_error(absl::StrCat(kind_name,
                                        " needs a sparse spec (topk, approx_topk, "
                                        "randomk), got '",
@@ -132,7 +127,7 @@ py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& 
                            const ExchangeModel& model) {
   py::dict d;
   for (ExchangeKind kind : kKinds) {
-    if (kind != ExchangeKind::kDenseRing && !IsSparse(spec)) continue;
+    if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) continue;
     d[ExchangeKindName(kind)] =
         CostDict(kind, EstimateExchange(kind, ranks, elements, spec, model));
   }
@@ -151,8 +146,8 @@ void DefineExchangeCost(py::module_& m) {
         py::arg("seconds_per_message") = defaults.seconds_per_message,
         R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
 ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
-kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the sparse
-kinds need a sparse spec); the model: one rank's link (bytes/s each way),
+kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the last
+needs a sparse spec); the model: one rank's link (bytes/s each way),
 seconds per message step, encode, decode and dense-pass rates, CPU seconds
 per extra message (defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
 'bytes_sent', 'bytes_received' (per rank), 'rounds', 'messages', 'wire_s',

@@ -68,6 +68,18 @@ class BindingTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             gw.choose_exchange(0, 10, "topk")
 
+    def test_codecs_that_send_every_element_have_an_allgather_estimate(self):
+        # Their frames to each of the P - 1 peers: 2n bytes for fp16, a
+        # sixteenth as much and its scales for sign.
+        n = 1 << 20
+        fp16 = gw.exchange_cost("sparse_allgather", 4, n, "fp16")
+        sign = gw.exchange_cost("sparse_allgather", 4, n, "sign")
+        self.assertGreater(fp16["bytes_sent"], 3 * 2 * n)
+        self.assertLess(fp16["bytes_sent"], 3 * (2 * n + 1024))
+        self.assertLess(sign["bytes_sent"], fp16["bytes_sent"] / 10)
+        with self.assertRaises(ValueError):
+            gw.exchange_cost("sparse_allreduce", 4, n, "fp16")
+
 
 class PlansTest(unittest.TestCase):
     def setUp(self):
