@@ -10,6 +10,7 @@
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/lib/comm/exchange_agreement.h"
 #include "gradwire/lib/comm/global_selection.h"
 #include "gradwire/transport/sparse_collectives.h"
 
@@ -105,39 +106,10 @@ absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket
   const uint64_t fields[kAgreedFields] = {
       spec_fingerprint_, n, step, bucket,
       XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t))};
-  bool same = true, same_plan = true;
-  if (SparseCollectives::GathersDirectly(group)) {
-    // One direct round; the group's own agreement round also turns a rank
-    // that is in another collective (the dense ring, the allgather, whose
-    // descriptor is 48 bytes) into "collective mismatch" on every rank.
-    agreed_.resize(kAgreedFields * p);
-    absl::Status s = group.Allgather(
-        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(fields), sizeof fields),
-        absl::MakeSpan(reinterpret_cast<uint8_t*>(agreed_.data()), agreed_.size() * 8));
-    cost->AddCall(group.last_call());
-    if (!s.ok()) return s;
-    for (int r = 0; r < p; ++r) {
-      for (int i = 0; i < kAgreedFields; ++i) {
-        const bool equal = agreed_[r * kAgreedFields + i] == fields[i];
-        if (i < kAgreedFields - 1) same = same && equal;
-        if (i == kAgreedFields - 1) same_plan = same_plan && equal;
-      }
-    }
-  } else {
-    // Recursive doubling (log2 P steps): the min over ranks of each field
-    // and of its complement, i.e. its min and max.
-    uint64_t both[2 * kAgreedFields];
-    for (int i = 0; i < kAgreedFields; ++i) {
-      both[i] = fields[i];
-      both[kAgreedFields + i] = ~fields[i];
-    }
-    absl::Status s =
-        SparseCollectives::AllreduceU64(group, absl::MakeSpan(both), transport::ReduceOp::kMin);
-    cost->AddCall(group.last_call());
-    if (!s.ok()) return s;
-    for (int i = 0; i < kAgreedFields - 1; ++i) same = same && both[i] == ~both[kAgreedFields + i];
-    same_plan = both[kAgreedFields - 1] == ~both[2 * kAgreedFields - 1];
-  }
+  uint32_t unequal = 0;
+  GRADWIRE_RETURN_IF_ERROR(AgreeOnFields(group, fields, &agreed_, &unequal, cost));
+  const bool same = (unequal & ((1u << (kAgreedFields - 1)) - 1)) == 0;
+  const bool same_plan = (unequal >> (kAgreedFields - 1)) == 0;
   if (!same) {
     // Every rank saw it: gather the descriptors once more to name ranks.
     GRADWIRE_RETURN_IF_ERROR(naming_.Agree(group, bucket, step, n, cost));

@@ -1,0 +1,44 @@
+#include "gradwire/lib/comm/session_chunk_auth.h"
+
+#include <utility>
+#include <vector>
+
+#include "gradwire/base/status_macros.h"
+#include "gradwire/lib/codec/chunk_mac.h"
+
+namespace gradwire {
+namespace {
+
+class SessionChunkAuth : public transport::ChunkAuthenticator {
+ public:
+  explicit SessionChunkAuth(ChunkMac mac) : mac_(std::move(mac)) {}
+  size_t trailer_bytes() const override { return ChunkMac::kTrailerBytes; }
+  absl::Status Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                    uint8_t* trailer) const override {
+    return mac_.Seal(context, chunk, trailer);
+  }
+  absl::Status Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                      const uint8_t* trailer) const override {
+    return mac_.Verify(context, chunk, trailer);
+  }
+
+ private:
+  ChunkMac mac_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<transport::ChunkAuthenticator>> AgreeSessionChunkAuth(
+    transport::GlooGroup& group, const FrameAuthenticator& auth) {
+  const uint32_t p = static_cast<uint32_t>(group.size());
+  GRADWIRE_ASSIGN_OR_RETURN(const auto nonce, ChunkMac::NewNonce());
+  std::vector<uint8_t> nonces(p * ChunkMac::kNonceBytes);
+  GRADWIRE_RETURN_IF_ERROR(group.Allgather(nonce, absl::MakeSpan(nonces)));
+  GRADWIRE_ASSIGN_OR_RETURN(ChunkMac mac, ChunkMac::Create(auth, group.rank(), p, nonces));
+  std::vector<uint8_t> confirmations(p * ChunkMac::kConfirmationBytes);
+  GRADWIRE_RETURN_IF_ERROR(group.Allgather(mac.Confirmation(), absl::MakeSpan(confirmations)));
+  GRADWIRE_RETURN_IF_ERROR(mac.CheckConfirmations(confirmations, group.world_ranks()));
+  return std::unique_ptr<transport::ChunkAuthenticator>(new SessionChunkAuth(std::move(mac)));
+}
+
+}  // namespace gradwire

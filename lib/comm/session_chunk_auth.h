@@ -1,0 +1,26 @@
+// The dense chunks' MAC of one session: the ChunkAuthenticator that the
+// sealed collectives (transport/sealed_ring.h) take, keyed by a ChunkMac
+// (lib/codec/chunk_mac.h) that every rank of a group agrees on from the
+// job secret and fresh nonces.
+#ifndef GRADWIRE_LIB_COMM_SESSION_CHUNK_AUTH_H_
+#define GRADWIRE_LIB_COMM_SESSION_CHUNK_AUTH_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/transport/chunk_authenticator.h"
+#include "gradwire/transport/gloo_group.h"
+
+namespace gradwire {
+
+// Collective over `group`: two small allgathers (every rank's nonce, then
+// every rank's key confirmation). A rank holding another secret makes it
+// fail on every rank with Unauthenticated naming that rank (another job id
+// sharing the secret: PermissionDenied). The result holds its own key.
+absl::StatusOr<std::unique_ptr<transport::ChunkAuthenticator>> AgreeSessionChunkAuth(
+    transport::GlooGroup& group, const FrameAuthenticator& auth);
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_SESSION_CHUNK_AUTH_H_
