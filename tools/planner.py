@@ -238,7 +238,8 @@ def library_exchange(m, p, n):
     """The exchange the library's Communicator picks for a flat compressed
     bucket of n elements on p ranks with its default cost model
     (gradwire.choose_exchange; exchange_bench and the hook do not measure
-    the link): "dense_ring", "sparse_allgather" or "sparse_allreduce"."""
+    the link): "dense_ring", "sparse_allgather", "sparse_allreduce" or
+    "cast_allreduce"."""
     if p < 2:
         return "sparse_allgather"
     return gradwire_extension().choose_exchange(p, n, m["spec"])
@@ -295,6 +296,15 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
             cpu_elements += shard
             gpu_s += gpu_compress_s(m, shard, nodes)
+        elif library_exchange(m, p, n) == "cast_allreduce":
+            # lib/comm/cast_allreduce.h: agreement, a 16-bit alltoall of
+            # (P-1)/P 2n bytes (P-1 waves), the verdict (log2 P hops), and
+            # the sealed ring allgather of the fp32 averages (half a ring).
+            wire += (agreement_s(p, alpha_s) + (p - 1) * alpha_s + (p - 1) / p * 2 * n / bw +
+                     math.ceil(math.log2(p)) * alpha_s + agreement_s(p, alpha_s) +
+                     sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share) / 2)
+            nic_bytes += (p - 1) / p * 6 * n
+            cpu_elements += n
         elif library_exchange(m, p, n) == "dense_ring":
             # The library's cost model (defaults: the runs do not measure
             # the link) sends this bucket by the sealed ring, uncompressed:

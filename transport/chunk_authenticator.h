@@ -61,6 +61,10 @@ struct SealedChunkContext {
   enum Phase : uint32_t {
     kPartialSum = 1,  // reduce-scatter: a partial sum, sealed by the rank that sent it
     kFinalChunk = 2,  // allgather: a finished chunk, sealed once by its owner and forwarded
+    // A caller's own message sealed with the same key outside a sealed
+    // collective (lib/comm/cast_allreduce.h: one rank's values for one
+    // region, sent straight to its owner): call 0, ring_step 0.
+    kDirectMessage = 3,
   };
 
   uint32_t call = 0;  // the group's collective number (the same on every rank)

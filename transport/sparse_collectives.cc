@@ -250,7 +250,8 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
                                                  absl::Span<const absl::Span<const uint8_t>> blocks,
                                                  absl::Span<const uint64_t> caps,
                                                  std::vector<uint8_t>* scratch,
-                                                 absl::Span<absl::Span<const uint8_t>> received) {
+                                                 absl::Span<absl::Span<const uint8_t>> received,
+                                                 std::optional<int> receive_window) {
   static constexpr char kName[] = "alltoallv (bounded)";
   GRADWIRE_ASSIGN_OR_RETURN(const Call call, Start(group, kName));
   const int p = group.size();
@@ -311,7 +312,8 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
       const int to = (me + i) % p;
       out_buffer->send(to, slot, offsets[to], kLengthBytes + blocks[to].size());
     }
-    const ReceiveWindow receives(me, p, group.options_.receive_window, [](int) { return true; });
+    const ReceiveWindow receives(me, p, receive_window.value_or(group.options_.receive_window),
+                                 [](int) { return true; });
     auto post_receive = [&](int from) {
       in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
     };

@@ -39,6 +39,7 @@
 #define GRADWIRE_TRANSPORT_SPARSE_COLLECTIVES_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,12 +81,17 @@ class SparseCollectives {
   // success received[r] is rank r's block to this rank, a view into
   // *scratch (or into blocks[rank()]), valid until scratch is next used.
   // *scratch is grown to (P - 1) * (caps[rank()] + kLengthBytes) bytes
-  // plus the outgoing messages, and reused.
+  // plus the outgoing messages, and reused. receive_window: how many
+  // receives a rank keeps posted (receive_window.h; unset: the group's
+  // GroupOptions::receive_window). 1 makes each wave a ring of single
+  // flows, which bulk blocks of megabytes want: several flows into one
+  // link share it no faster and lose packets to each other.
   static absl::Status AlltoallvBounded(GlooGroup& group,
                                        absl::Span<const absl::Span<const uint8_t>> blocks,
                                        absl::Span<const uint64_t> caps,
                                        std::vector<uint8_t>* scratch,
-                                       absl::Span<absl::Span<const uint8_t>> received);
+                                       absl::Span<absl::Span<const uint8_t>> received,
+                                       std::optional<int> receive_window = std::nullopt);
 
   // Every rank's block to every rank. caps[r] bounds rank r's block and
   // total_cap all blocks together (the same values on every rank; pass

@@ -78,6 +78,9 @@ struct CompressionSpec {
   bool SelectsEntries() const {
     return method == Method::kTopK || method == Method::kApproxTopK || method == Method::kRandomK;
   }
+  // Whether the method casts every element to 16 bits (fp16, bf16): the
+  // methods the cast allreduce (lib/comm/cast_allreduce.h) serves.
+  bool CastsTo16Bits() const { return method == Method::kFp16 || method == Method::kBf16; }
 };
 
 absl::string_view MethodName(Method method);

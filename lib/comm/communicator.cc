@@ -9,7 +9,7 @@
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
-#include "gradwire/lib/codec/chunk_mac.h"
+#include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/transport/rendezvous_store.h"
 
 namespace gradwire {
@@ -33,24 +33,8 @@ enum Stage : uint32_t {
   kDenseStage = 1,              // the world's allreduce of a dense buffer
   kNodeReduceScatterStage = 2,  // hierarchical step 1
   kNodeAllgatherStage = 3,      // hierarchical step 4
-};
-
-// The sealed collectives' MAC: this session's ChunkMac.
-class SessionChunkAuth : public transport::ChunkAuthenticator {
- public:
-  explicit SessionChunkAuth(ChunkMac mac) : mac_(std::move(mac)) {}
-  size_t trailer_bytes() const override { return ChunkMac::kTrailerBytes; }
-  absl::Status Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
-                    uint8_t* trailer) const override {
-    return mac_.Seal(context, chunk, trailer);
-  }
-  absl::Status Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
-                      const uint8_t* trailer) const override {
-    return mac_.Verify(context, chunk, trailer);
-  }
-
- private:
-  ChunkMac mac_;
+  kCastContributionStage = 4,   // the cast allreduce's contributions
+  kCastAllgatherStage = 5,      // the cast allreduce's allgather of averages
 };
 
 }  // namespace
@@ -93,10 +77,23 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                      "got \"",
                      options.compression.ToString(), "\""));
   }
+  if (options.exchange == ExchangeKind::kCastAllreduce &&
+      !CastAllreduce::Supports(c->codec_->spec())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "exchange cast_allreduce needs an fp16 or bf16 spec, got \"",
+        options.compression.ToString(), "\""));
+  }
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,
                                                options.measure_exchange_model, c->codec_.get()));
   GRADWIRE_RETURN_IF_ERROR(c->AgreeChunkKey());
+  if (CastAllreduce::Supports(c->codec_->spec())) {
+    CastAllreduceOptions cast;
+    cast.contribution_stage = kCastContributionStage;
+    cast.allgather_stage = kCastAllgatherStage;
+    c->cast_allreduce_ =
+        std::make_unique<CastAllreduce>(*c->codec_, c->auth_, *c->chunk_auth_, cast);
+  }
   if (!options.hierarchical) return c;
 
   if (node_id < 0 || local_world_size < 1) {
@@ -204,15 +201,7 @@ ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) cons
 }
 
 absl::Status Communicator::AgreeChunkKey() {
-  const uint32_t p = static_cast<uint32_t>(world_->size());
-  GRADWIRE_ASSIGN_OR_RETURN(const auto nonce, ChunkMac::NewNonce());
-  std::vector<uint8_t> nonces(p * ChunkMac::kNonceBytes);
-  GRADWIRE_RETURN_IF_ERROR(world_->Allgather(nonce, absl::MakeSpan(nonces)));
-  GRADWIRE_ASSIGN_OR_RETURN(ChunkMac mac, ChunkMac::Create(auth_, world_->rank(), p, nonces));
-  std::vector<uint8_t> confirmations(p * ChunkMac::kConfirmationBytes);
-  GRADWIRE_RETURN_IF_ERROR(world_->Allgather(mac.Confirmation(), absl::MakeSpan(confirmations)));
-  GRADWIRE_RETURN_IF_ERROR(mac.CheckConfirmations(confirmations, world_->world_ranks()));
-  chunk_auth_ = std::make_unique<SessionChunkAuth>(std::move(mac));
+  GRADWIRE_ASSIGN_OR_RETURN(chunk_auth_, AgreeSessionChunkAuth(*world_, auth_));
   return absl::OkStatus();
 }
 
@@ -273,9 +262,12 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   // Every rank of the cross group holds a shard of the same size: the
   // same choice.
   const float world = static_cast<float>(world_->size());
+  const ExchangeKind kind = KindFor(n);
   absl::Status cross =
-      KindFor(n) == ExchangeKind::kSparseAllreduce
+      kind == ExchangeKind::kSparseAllreduce
           ? sparse_allreduce_->Run(*cross_, ef_, key, bucket, step, mine, mine, world, cost)
+      : kind == ExchangeKind::kCastAllreduce
+          ? cast_allreduce_->Run(*cross_, ef_, key, bucket, step, mine, mine, world, cost)
           : across_nodes_->Run(*cross_, ef_, key, bucket, step, mine, mine, world, cost);
   if (local == 1) {
     GRADWIRE_RETURN_IF_ERROR(cross);
@@ -382,6 +374,8 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
       s = Dense(bucket, step, data, &cost);
     } else if (kind == ExchangeKind::kSparseAllreduce) {
       s = sparse_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);
+    } else if (kind == ExchangeKind::kCastAllreduce) {
+      s = cast_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);
     } else {
       s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense, world,
                      &cost);

@@ -9,10 +9,12 @@
 //                divided by the world size. Used for method "none" and for
 //                small or 1-D tensors (biases, norms), where compression
 //                saves less than it costs, like DDP and HiTopKComm do.
-//   kCompressed  flat: SparseAllgather over all ranks.
+//   kCompressed  flat: the exchange the cost model picks per buffer
+//                (exchange_cost_model.h): SparseAllgather, SparseAllreduce
+//                (sparse specs), CastAllreduce (fp16, bf16) or the ring.
 //                hierarchical (HiTopKComm, ranks grouped into nodes):
 //                sealed reduce-scatter inside the node -> error feedback +
-//                compression of this rank's shard -> SparseAllgather
+//                compression of this rank's shard -> the picked exchange
 //                among the ranks with the same local rank (one per node)
 //                -> sealed allgather of the averaged shards inside the node
 //                (after a one-word round in the node sharing each rank's
@@ -59,6 +61,7 @@
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/bucket_plan.h"
+#include "gradwire/lib/comm/cast_allreduce.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/exchange_stats.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
@@ -88,15 +91,17 @@ struct CommunicatorOptions {
   // for ranks that share a machine's cores.
   int event_loop_nice = 0;
   // How a compressed buffer travels: per buffer, the cost model
-  // (exchange_cost_model.h) picks the dense ring, the sparse allgather or
-  // the sparse allreduce (flat; hierarchical: the cross-node stage, sparse
-  // allgather or allreduce) from P, n, the spec and `exchange_model`. At
-  // Create the ranks agree on the model (each figure the slowest rank's),
-  // measured first with measure_exchange_model. `exchange` set: every
-  // compressed buffer takes that one instead (kSparseAllreduce needs a
-  // sparse spec, Create refuses it otherwise; hierarchical mode: the
-  // cross-node stage for the sparse kinds, the whole buffer by the world's
-  // ring for kDenseRing). A buffer with a dense part that must ride in the
+  // (exchange_cost_model.h) picks the dense ring, the sparse allgather,
+  // the sparse allreduce or the cast allreduce (flat; hierarchical: the
+  // cross-node stage, any but the ring) from P, n, the spec and
+  // `exchange_model`. At Create the ranks agree on the model (each figure
+  // the slowest rank's), measured first with measure_exchange_model.
+  // `exchange` set: every compressed buffer takes that one instead
+  // (kSparseAllreduce needs a sparse spec, kCastAllreduce fp16 or bf16;
+  // Create refuses them otherwise; hierarchical mode: the cross-node stage
+  // for the compressed kinds, the whole buffer by the world's ring for
+  // kDenseRing). The device path takes the sparse allgather where the
+  // cast allreduce is picked: the same result, bit for bit. A buffer with a dense part that must ride in the
   // frames (AllreduceMeanWithDense) takes the sparse allgather when the
   // model chooses; a forced other exchange sends that part by the ring
   // first. Every rank must pass the same settings (join.h checks them).
@@ -326,6 +331,7 @@ class Communicator {
   std::unique_ptr<SparseAllgather> flat_;
   std::unique_ptr<SparseAllgather> across_nodes_;
   std::unique_ptr<SparseAllreduce> sparse_allreduce_;  // sparse specs only
+  std::unique_ptr<CastAllreduce> cast_allreduce_;      // fp16 and bf16 only
   ExchangeModel model_;                                // agreed at Create
 
   absl::Status poison_;

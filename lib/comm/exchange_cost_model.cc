@@ -136,7 +136,8 @@ double EveryElementPayload(const CompressionSpec& spec, double n) {
 }  // namespace
 
 const char* ExchangeKindName(ExchangeKind kind) {
-  static constexpr const char* kNames[] = {"dense_ring", "sparse_allgather", "sparse_allreduce"};
+  static constexpr const char* kNames[] = {"dense_ring", "sparse_allgather", "sparse_allreduce",
+                                           "cast_allreduce"};
   const size_t i = static_cast<size_t>(kind);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
@@ -201,6 +202,26 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
           encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;
     }
+    case ExchangeKind::kCastAllreduce: {
+      const double share = (p - 1) / p;
+      const double agree_steps = direct ? 1 : DoublingSteps(p);
+      const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
+      // The verdict: one u32 per rank, by recursive doubling below 64
+      // ranks (SparseCollectives::AllreduceU32), then halving and doubling.
+      const double verdict_steps = SparseCollectives::UsesHalving(ranks, 4 * p)
+                                       ? 2 * std::ceil(std::log2(p))
+                                       : DoublingSteps(ranks);
+      c.bytes_sent = c.bytes_received = share * 2 * n + share * 4 * n +
+                                        (p - 1) * (kRegionFrameOverhead + kAgreementBytes) +
+                                        agree_bytes + verdict_steps * 4 * p;
+      c.rounds = p > 1 ? agree_steps + DirectSteps(ranks) + verdict_steps + p : 0;
+      c.messages = p > 1 ? (direct ? p - 1 : agree_steps) + (p - 1) + verdict_steps + 2 * (p - 1)
+                         : 0;
+      // The owner decodes P values per element of its region: n in all;
+      // the region frames and the averages are copied once each.
+      c.compute_seconds = encode + n / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
+      break;
+    }
   }
   // A measured round carries one message each way; the others of its
   // step cost their CPU.
@@ -213,6 +234,12 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
   if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
+  if (spec.CastsTo16Bits()) {
+    // The cast allreduce moves (P-1)/P (2n + 4n) bytes per rank, the
+    // allgather (P-1) 2n and the ring (P-1)/P 8n: by bytes, as below.
+    return EveryElementRate(spec) * (ranks - 1) > 4 ? ExchangeKind::kCastAllreduce
+                                                    : ExchangeKind::kSparseAllgather;
+  }
   if (!spec.SelectsEntries()) {
     // A codec that sends every element: the ring where its payload to each
     // peer, P - 1 times, is at least the ring's 2 (P - 1)/P 4n (SparCML's

@@ -1,6 +1,7 @@
 // The cost model that picks, per bucket, how to average it: a dense ring
-// allreduce, the sparse allgather (sparse_allgather.h) or the sparse
-// allreduce (sparse_allreduce.h). One place: the Communicator asks it per
+// allreduce, the sparse allgather (sparse_allgather.h), the sparse
+// allreduce (sparse_allreduce.h) or, for fp16 and bf16, the cast
+// allreduce (cast_allreduce.h). One place: the Communicator asks it per
 // bucket, the benchmarks print its predictions beside their measurements.
 //
 // Per rank and per bucket of n fp32 elements, k = spec.SelectedCount(n)
@@ -26,13 +27,21 @@
 //                                                        ceil((P-1)/4) steps,
 //                                                        8 from P = 33
 //
+//   cast allreduce    bytes (P-1)/P * (2n + 4n)          rounds A + D + V
+//   (fp16, bf16)      + (P-1) (G + 80) + agreement       + P (the sealed
+//                     + V * 4P                           ring allgather)
+//                                                        V: the verdict,
+//                                                        recursive doubling
+//
 // Codecs that send every element (fp16, bf16, qsgd, sign) have no sparse
 // allreduce; their allgather frame is F + their payload: 2n (casts),
 // ceil(n b / 8) + 4 ceil(n / B) (QSGD, b bits, B per scale; sign: b = 1).
-// For them the choice is by payload bytes alone: the ring where P - 1
-// payloads are at least the ring's 2 (P-1)/P 4n, i.e. payload >= 8n/P
-// (fp16 and bf16 from P = 4, 8-bit QSGD from P = 8, 4-bit from P = 16,
-// sign from P = 61 at B = 512).
+// For them the choice is by payload bytes alone. The casts: the cast
+// allreduce where its (P-1)/P 6n is below the allgather's (P-1) 2n, i.e.
+// from P = 4 (it is always below the ring's (P-1)/P 8n). The others: the
+// ring where P - 1 payloads are at least the ring's 2 (P-1)/P 4n, i.e.
+// payload >= 8n/P (8-bit QSGD from P = 8, 4-bit from P = 16, sign from
+// P = 61 at B = 512).
 //
 // each bounded by what the dense layouts allow (a region frame is never
 // larger than its region in dense form, so the sparse allreduce never
@@ -52,6 +61,8 @@
 //   sparse allreduce  agreement (P-1 direct, else the doubling steps)
 //                     + (P-1) + R * (2 (P-1) direct, else H's steps)
 //                     + ceil(log2 P)
+//   cast allreduce    agreement (as above) + (P-1) + V + (P-1) agreement
+//                     + (P-1)
 #ifndef GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 #define GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 
@@ -78,7 +89,7 @@ struct ExchangeModel {
   double seconds_per_message = 10e-6;         // CPU of one more message sent and received
 };
 
-enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce };
+enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce, kCastAllreduce };
 const char* ExchangeKindName(ExchangeKind kind);
 
 struct ExchangeCost {
@@ -93,13 +104,16 @@ struct ExchangeCost {
 };
 
 // Predicted cost of averaging n elements over P ranks with `kind` (the
-// compressed kinds with `spec`; kSparseAllreduce needs a sparse method).
+// compressed kinds with `spec`; kSparseAllreduce needs a sparse method,
+// kCastAllreduce fp16 or bf16).
 ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                               const CompressionSpec& spec, const ExchangeModel& model);
 
-// The cheapest of the three for a sparse `spec` (ties: the simpler one);
-// for the other compressed methods the ring where their payload is at
-// least 8n/P bytes, else the allgather; kDenseRing for "none".
+// The cheapest of the ring and the sparse exchanges for a sparse `spec`
+// (ties: the simpler one); for fp16 and bf16 the cast allreduce from
+// P = 4, else the allgather; for QSGD and sign the ring where their
+// payload is at least 8n/P bytes, else the allgather; kDenseRing for
+// "none".
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model);
 

@@ -10,6 +10,7 @@ void ExchangeStats::Add(const ExchangeStats& other) {
   dense_buckets += other.dense_buckets;
   compressed_buckets += other.compressed_buckets;
   sparse_allreduce_buckets += other.sparse_allreduce_buckets;
+  cast_allreduce_buckets += other.cast_allreduce_buckets;
   elements += other.elements;
   bytes_sent += other.bytes_sent;
   bytes_received += other.bytes_received;
@@ -52,6 +53,9 @@ std::string ExchangeStats::ToString() const {
       absl::ToDoubleMilliseconds(wait_time));
   if (sparse_allreduce_buckets > 0) {
     absl::StrAppendFormat(&out, "; %d by sparse allreduce", sparse_allreduce_buckets);
+  }
+  if (cast_allreduce_buckets > 0) {
+    absl::StrAppendFormat(&out, "; %d by cast allreduce", cast_allreduce_buckets);
   }
   if (span_time > absl::ZeroDuration()) {
     absl::StrAppendFormat(&out, "; copy %.3f ms, span %.3f ms, overlap %.0f%%",

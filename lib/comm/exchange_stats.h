@@ -39,8 +39,11 @@ struct ExchangeStats {
   uint64_t dense_buckets = 0;       // exchanged with the dense allreduce
   uint64_t compressed_buckets = 0;  // exchanged through a codec
   // Of compressed_buckets: those the sparse allreduce (sparse_allreduce.h)
-  // averaged; the rest took the sparse allgather.
+  // averaged (the rest took the sparse allgather or the cast allreduce).
   uint64_t sparse_allreduce_buckets = 0;
+  // Of compressed_buckets: those the cast allreduce (cast_allreduce.h)
+  // averaged.
+  uint64_t cast_allreduce_buckets = 0;
   uint64_t elements = 0;  // gradient elements averaged
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;

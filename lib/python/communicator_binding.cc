@@ -54,9 +54,10 @@ std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
   if (name == "auto") return std::nullopt;
   if (name == "allgather" || name == "sparse_allgather") return ExchangeKind::kSparseAllgather;
   if (name == "sparse_allreduce") return ExchangeKind::kSparseAllreduce;
+  if (name == "cast_allreduce") return ExchangeKind::kCastAllreduce;
   if (name == "dense" || name == "dense_ring") return ExchangeKind::kDenseRing;
-  RaiseInvalid(absl::StrCat(
-      "exchange must be 'auto', 'allgather', 'sparse_allreduce' or 'dense', got '", name, "'"));
+  RaiseInvalid(absl::StrCat("exchange must be 'auto', 'allgather', 'sparse_allreduce', ",
+                            "'cast_allreduce' or 'dense', got '", name, "'"));
 }
 
 void CheckBucket(uint32_t bucket) {
@@ -68,7 +69,8 @@ void CheckBucket(uint32_t bucket) {
 py::dict StatsDict(const ExchangeStats& s) {
   return py::dict(
       "dense_buckets"_a = s.dense_buckets, "compressed_buckets"_a = s.compressed_buckets,
-      "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets, "elements"_a = s.elements,
+      "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets,
+      "cast_allreduce_buckets"_a = s.cast_allreduce_buckets, "elements"_a = s.elements,
       "bytes_sent"_a = s.bytes_sent, "bytes_received"_a = s.bytes_received,
       "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
       "intra_node_bytes_received"_a = s.intra_node_bytes_received,

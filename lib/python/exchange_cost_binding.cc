@@ -23,7 +23,15 @@ namespace py = pybind11;
 using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
 constexpr ExchangeKind kKinds[] = {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                                   ExchangeKind::kSparseAllreduce};
+                                   ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce};
+
+// Whether `kind` can average buffers compressed by `spec` (the sparse
+// allreduce needs a sparse spec, the cast allreduce fp16 or bf16).
+bool Serves(ExchangeKind kind, const CompressionSpec& spec) {
+  if (kind == ExchangeKind::kSparseAllreduce) return spec.SelectsEntries();
+  if (kind == ExchangeKind::kCastAllreduce) return spec.CastsTo16Bits();
+  return true;
+}
 
 ExchangeKind KindOf(const std::string& name) {
   for (ExchangeKind kind : kKinds) {
@@ -87,11 +95,12 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
   const ExchangeKind kind = KindOf(kind_name);
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
-  if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) {
+  if (!Serves(kind, spec)) {
     throw py::value_error(absl::StrCat(kind_name,
-                                       " needs a sparse spec (topk, approx_topk, "
-                                       "randomk), got '",
-                                       spec_text, "'"));
+                                       kind == ExchangeKind::kCastAllreduce
+                                           ? " needs an fp16 or bf16 spec"
+                                           : " needs a sparse spec (topk, approx_topk, randomk)",
+                                       ", got '", spec_text, "'"));
   }
   const ExchangeModel model =
       ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
@@ -127,7 +136,7 @@ py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& 
                            const ExchangeModel& model) {
   py::dict d;
   for (ExchangeKind kind : kKinds) {
-    if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) continue;
+    if (!Serves(kind, spec)) continue;
     d[ExchangeKindName(kind)] =
         CostDict(kind, EstimateExchange(kind, ranks, elements, spec, model));
   }

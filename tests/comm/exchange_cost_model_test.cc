@@ -84,9 +84,13 @@ TEST(ExchangeCostModel, Choices) {
   EXPECT_EQ(ChooseExchange(64, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kDenseRing);
   EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("qsgd:bits=4"), slow), ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(8, 1 << 22, Spec("sign"), slow), ExchangeKind::kSparseAllgather);
+  // The casts: the allgather up to P = 3 (at most the cast allreduce's
+  // (P-1)/P 6n bytes), the cast allreduce from 4 (the allgather's (P-1) 2n
+  // is the ring's bytes there), never the ring.
   EXPECT_EQ(ChooseExchange(2, 1 << 22, Spec("fp16"), slow), ExchangeKind::kSparseAllgather);
-  // fp16 at P = 4: the fp32 ring's bytes, and P frames to decode.
-  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("bf16"), slow), ExchangeKind::kDenseRing);
+  EXPECT_EQ(ChooseExchange(3, 1 << 22, Spec("fp16"), slow), ExchangeKind::kSparseAllgather);
+  EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("bf16"), slow), ExchangeKind::kCastAllreduce);
+  EXPECT_EQ(ChooseExchange(256, 1 << 22, Spec("fp16"), fast), ExchangeKind::kCastAllreduce);
   EXPECT_EQ(ChooseExchange(4, 1 << 22, Spec("none"), slow), ExchangeKind::kDenseRing);
   // By bytes alone: the default rates (or a slow decode) would otherwise
   // send every quantizer by the ring on a fast link.
@@ -97,6 +101,30 @@ TEST(ExchangeCostModel, Choices) {
             ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(16, 1 << 22, Spec("qsgd:bits=4"), ExchangeModel()),
             ExchangeKind::kDenseRing);
+}
+
+// The cast allreduce moves (P-1)/P (2n + 4n) bytes: 0.75 of the ring's at
+// any P, below the casts' allgather from P = 4; its rounds grow with P
+// only through the ring allgather of the averages.
+TEST(ExchangeCostModel, CastAllreduceBytes) {
+  ExchangeModel model;  // 1 Gbit/s, where the wire is most of the time
+  model.bytes_per_second = 1.25e8;
+  const uint64_t n = 1 << 24;
+  for (int p : {4, 8, 64}) {
+    SCOPED_TRACE(p);
+    const ExchangeCost cast =
+        EstimateExchange(ExchangeKind::kCastAllreduce, p, n, Spec("fp16"), model);
+    const ExchangeCost ring =
+        EstimateExchange(ExchangeKind::kDenseRing, p, n, Spec("fp16"), model);
+    const ExchangeCost gather =
+        EstimateExchange(ExchangeKind::kSparseAllgather, p, n, Spec("bf16"), model);
+    EXPECT_NEAR(cast.bytes_sent / ring.bytes_sent, 0.75, 0.002);
+    EXPECT_LT(cast.bytes_sent, gather.bytes_sent);
+    EXPECT_LT(cast.seconds(), ring.seconds());
+  }
+  EXPECT_EQ(EstimateExchange(ExchangeKind::kCastAllreduce, 4, n, Spec("fp16"), model).rounds,
+            1 + 1 + 2 + 4);
+  EXPECT_STREQ(ExchangeKindName(ExchangeKind::kCastAllreduce), "cast_allreduce");
 }
 
 // The allgather of a codec that sends every element moves that codec's

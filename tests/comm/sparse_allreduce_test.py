@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Multi-process tests of the sparse allreduce (lib/comm/sparse_allreduce.h)
-and the collectives under it (transport/sparse_collectives.h): every case
-runs N ranks of sparse_allreduce_rank on loopback through tools/launch.py;
-a case passes when every rank exits 0 with no FAILED check.
+"""Multi-process tests of the region exchanges -- the sparse allreduce
+(lib/comm/sparse_allreduce.h) with the collectives under it
+(transport/sparse_collectives.h), and the cast allreduce
+(lib/comm/cast_allreduce.h): every case runs N ranks of
+sparse_allreduce_rank (or, for scenarios named "cast ...",
+cast_allreduce_rank) on loopback through tools/launch.py; a case passes
+when every rank exits 0 with no FAILED check.
 
-    sparse_allreduce_test.py --launch tools/launch.py --rank RANK_BINARY [--only TEXT]
+    sparse_allreduce_test.py --launch tools/launch.py --rank RANK_BINARY
+        --cast_rank CAST_RANK_BINARY [--only TEXT]
 """
 import argparse
 import subprocess
@@ -67,6 +71,28 @@ CASES = [
     ("forged random-k contribution", 3, "auth",
      ["kind=tamper", "spec=randomk:ratio=0.1,seed=5"]),
     ("rank dies", 3, "fault", ["timeout_ms=4000"]),
+    # The cast allreduce: bit for bit the casts' allgather, at 0.75 of the
+    # ring's bytes; empty regions where n < P.
+    ("cast: fp16 and bf16, 2 ranks", 2, "cast reference", ["sizes=0,1,7,1000,100003"]),
+    ("cast: 3 ranks", 3, "cast reference", ["sizes=0,2,4099", "specs=fp16;bf16;fp16:ef=off"]),
+    ("cast: 4 ranks", 4, "cast reference", ["sizes=3,1000,100003", "steps=3"]),
+    ("cast: 5 ranks, empty regions", 5, "cast reference", ["sizes=0,1,3,4,4099"]),
+    ("cast: 8 ranks", 8, "cast reference", ["sizes=7,5003,100003"]),
+    ("cast: 5 ranks, agreement by recursive doubling", 5, "cast reference",
+     ["sizes=0,3,3001", "direct_max=0"]),
+    ("cast: communicator picks it, flat 4 ranks", 4, "cast communicator", []),
+    ("cast: communicator keeps the allgather, flat 3 ranks", 3, "cast communicator",
+     ["spec=bf16"]),
+    ("cast: communicator, hier 4 nodes x 2", 8, "cast communicator",
+     ["hier=1", "per_node=2", "n=40000"]),
+    ("cast: mismatch length", 3, "cast mismatch", ["kind=length"]),
+    ("cast: mismatch spec", 4, "cast mismatch", ["kind=spec"]),
+    ("cast: mismatch step, by recursive doubling", 5, "cast mismatch",
+     ["kind=step", "direct_max=0"]),
+    ("cast: wrong secret", 3, "cast auth", ["kind=secret"]),
+    ("cast: wrong job", 3, "cast auth", ["kind=job"]),
+    ("cast: one forged contribution, seen by its owner only", 4, "cast auth", ["kind=tamper"]),
+    ("cast: rank dies", 4, "cast fault", ["timeout_ms=4000"]),
 ]
 
 
@@ -74,6 +100,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--launch", required=True)
     parser.add_argument("--rank", required=True)
+    parser.add_argument("--cast_rank", required=True)
     parser.add_argument("--only", default="")
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
@@ -85,7 +112,10 @@ def main():
         per_node = [e.split("=")[1] for e in extra if e.startswith("per_node=")]
         cmd = [sys.executable, args.launch, f"--nproc={nproc}", f"--timeout={args.timeout}"]
         cmd += [f"--ranks_per_node={per_node[0]}"] if per_node else []
-        cmd += ["--", args.rank, scenario] + [e for e in extra if not e.startswith("per_node=")]
+        binary = args.rank
+        if scenario.startswith("cast "):
+            binary, scenario = args.cast_rank, scenario[len("cast "):]
+        cmd += ["--", binary, scenario] + [e for e in extra if not e.startswith("per_node=")]
         t0 = time.monotonic()
         run = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = run.stdout.splitlines()

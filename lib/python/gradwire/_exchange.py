@@ -152,6 +152,7 @@ class BucketExchange:
         model's reasons (Communicator.exchange_estimates)."""
         last = comm.last_call()
         used = ("sparse_allreduce" if last["sparse_allreduce_buckets"] else
+                "cast_allreduce" if last["cast_allreduce_buckets"] else
                 "sparse_allgather" if last["compressed_buckets"] else "dense_ring")
         entry = self.bucket_exchanges.get(index)
         if entry is None or (entry["exchange"], entry["elements"]) != (used, elements):

@@ -76,11 +76,13 @@ exchange hides. state.auto_report says what was chosen and why.
 
 exchange= picks how compressed parts travel: "auto" (default) lets the
 library's cost model (lib/comm/exchange_cost_model.h) choose per bucket
-among the dense ring, the sparse allgather and the sparse allreduce
-(docs/sparse_allreduce.md); "allgather", "sparse_allreduce" or "dense"
-force one. state.bucket_exchanges (per bucket index: the exchange taken,
-the reason, the model's estimates) and state.exchange_report show the
-choice; totals() counts sparse_allreduce_buckets.
+among the dense ring, the sparse allgather, the sparse allreduce
+(docs/sparse_allreduce.md) and, for fp16/bf16, the cast allreduce
+(docs/cast_allreduce.md); "allgather", "sparse_allreduce",
+"cast_allreduce" or "dense" force one. state.bucket_exchanges (per bucket
+index: the exchange taken, the reason, the model's estimates) and
+state.exchange_report show the choice; totals() counts
+sparse_allreduce_buckets and cast_allreduce_buckets.
 
 Pickling (as torch's PowerSGDState): a state pickles its settings and its
 state_dict(), not its process group, secret or connections; the unpickled
@@ -117,8 +119,9 @@ _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 _CONFIG = ("spec", "auto", "auto_floor", "warmup_iters", "dense_below_elements",
            "dense_one_dimensional", "overlap", "auto_tail_fraction", "momentum", "weight_decay",
            "combine_dense_below_bytes", "exchange", "_secret_file", "_args")
-EXCHANGES = ("auto", "allgather", "sparse_allreduce", "dense")
+EXCHANGES = ("auto", "allgather", "sparse_allreduce", "cast_allreduce", "dense")
 _SPARSE = ("topk", "approx_topk", "randomk")
+_CASTS = ("fp16", "bf16")
 
 
 def _invalid(message):
@@ -158,10 +161,12 @@ class GradwireState(BucketExchange):
         frames (one exchange); a larger dense part gets a ring allreduce of
         its own. 0: always separate.
     exchange: how compressed parts travel: "auto" (the library's cost model
-        picks per bucket among the dense ring, the sparse allgather and the
-        sparse allreduce), "allgather", "sparse_allreduce" (O(k) bytes per
-        rank as P grows; sparse specs: topk, approx_topk, randomk) or
-        "dense" (the ring, nothing compressed). state.bucket_exchanges and
+        picks per bucket among the dense ring, the sparse allgather, the
+        sparse allreduce and the cast allreduce), "allgather",
+        "sparse_allreduce" (O(k) bytes per rank as P grows; sparse specs:
+        topk, approx_topk, randomk), "cast_allreduce" (16-bit reduce-scatter
+        and fp32 allgather; fp16, bf16) or "dense" (the ring, nothing
+        compressed). state.bucket_exchanges and
         state.exchange_report say which each bucket took and why.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
     timeout_s, dense_algorithm, event_loop_nice, emulate_nodes, iface).
@@ -233,6 +238,9 @@ class GradwireState(BucketExchange):
         if exchange == "sparse_allreduce" and not self.auto and method not in _SPARSE:
             raise _invalid(f"exchange='sparse_allreduce' needs a sparse spec "
                            f"({', '.join(_SPARSE)}), got {self.spec!r}")
+        if exchange == "cast_allreduce" and not self.auto and method not in _CASTS:
+            raise _invalid(f"exchange='cast_allreduce' needs an fp16 or bf16 spec, got "
+                           f"{self.spec!r}")
         return exchange
 
     @staticmethod

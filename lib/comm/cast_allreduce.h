@@ -1,0 +1,146 @@
+// CastAllreduce: averages one gradient buffer cast to fp16 or bf16 by a
+// reduce-scatter of the 16-bit values and an allgather of the fp32
+// averages. Per rank it moves (P-1)/P (2n + 4n) bytes each way: 0.75 of
+// the fp32 ring's 2 (P-1)/P 4n, where the casts' allgather moves (P-1) 2n
+// (as much as the ring at P = 4, more beyond). Design, bytes and rounds:
+// docs/cast_allreduce.md.
+//
+// The index range [0, n) is cut into P even regions, b_j = floor(j n / P)
+// (lengths differ by at most one; empty when n < P), region j owned by
+// rank j. One call, on every rank of the group:
+//   1. encode `in` (+ its error-feedback residual) with the cast codec, as
+//      the allgather does: one 16-bit value per element;
+//   2. agree on spec, n, step and bucket (exchange_agreement.h); a
+//      disagreement is InvalidArgument "collective mismatch" on every
+//      rank, naming the ranks, before any variable-size receive is posted;
+//   3. reduce-scatter: region j's values go to rank j as a sealed region
+//      frame (region_frame.h, kImplied layout: one value per element of
+//      the region), one round of concurrent messages (this rank's own
+//      region stays here, unframed);
+//   4. the owner verifies every frame and averages its region:
+//      (zeros + each rank's values, in rank order) / divisor;
+//   5. verdict: a sum-allreduce of one status word per owner, so a
+//      contribution only its owner could see rejected fails every rank,
+//      naming the owner;
+//   6. the sealed ring allgather (GlooGroup::SealedAllgather, chunk MACs)
+//      of the regions' averages, in place in `out`.
+//
+// What it computes, bit for bit: out = the cast codec's DecodeAverage of
+// every rank's frame, the sparse allgather's result (both sum each element
+// in rank order from zero and divide, CastDecodeAverage's contract); the
+// residual is what the codec's error feedback leaves. Only where the sums
+// happen changes, so the caller may pick either exchange per bucket.
+//
+// Security and failures as in SparseAllreduce, with the dense exchange's
+// session MAC (AES-GMAC, chunk_mac.h; about twice HMAC-SHA256's speed on
+// the CPUs measured): each contribution carries a chunk trailer over its
+// region frame, bound by a SealedChunkContext (phase kDirectMessage,
+// sealer = the sender's world rank, chunk = the region, offset and length,
+// scope {step, bucket, contribution_stage}), and is validated before any
+// value is used; the averages carry the sealed allgather's chunk MACs,
+// bound to their owner, step, bucket and `allgather_stage`. On error the residual has absorbed this
+// step's encoding and `out` is unchanged unless the allgather itself
+// failed, which may leave part of it written: the caller treats the
+// buffer's state as lost (the Communicator poisons itself).
+//
+// Buffers are grown to the largest call seen and reused. Not thread-safe.
+#ifndef GRADWIRE_LIB_COMM_CAST_ALLREDUCE_H_
+#define GRADWIRE_LIB_COMM_CAST_ALLREDUCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/error_feedback.h"
+#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/lib/comm/sparse_allgather.h"
+#include "gradwire/transport/chunk_authenticator.h"
+#include "gradwire/transport/gloo_group.h"
+
+namespace gradwire {
+
+struct CastAllreduceOptions {
+  // ChunkScope::stage of the contributions and of the averages' allgather:
+  // keeps their MACs apart from the caller's other sealed messages of the
+  // same bucket and step.
+  uint32_t contribution_stage = 4;
+  uint32_t allgather_stage = 5;
+  // Tests only: after signing, flip one bit of this rank's contribution to
+  // the rank of this number (-1: none), as a forger on the wire would.
+  int corrupt_contribution_to_for_test = -1;
+};
+
+class CastAllreduce {
+ public:
+  // Spec methods it serves: fp16 and bf16.
+  static bool Supports(const CompressionSpec& spec);
+
+  // `codec` must be one Supports accepts; it, `auth` and `chunk_auth`
+  // must outlive this.
+  // `auth` only names the ranks of a collective mismatch.
+  CastAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+                const transport::ChunkAuthenticator& chunk_auth,
+                const CastAllreduceOptions& options = CastAllreduceOptions());
+
+  CastAllreduce(const CastAllreduce&) = delete;
+  CastAllreduce& operator=(const CastAllreduce&) = delete;
+
+  // The exchange above: `out` (same length as `in`; may alias it) gets the
+  // average, `ef` keeps the residual under `key`; `bucket` and `step` bind
+  // the MACs and must be the same on every rank. Adds the cost to `stats`.
+  // Errors: InvalidArgument "collective mismatch ..." (every rank),
+  // Unauthenticated / PermissionDenied / InvalidArgument for a rejected
+  // contribution (naming the sender, or the owner that rejected it),
+  // Unauthenticated for a rejected chunk of the averages, the transport's
+  // Unavailable / DeadlineExceeded / FailedPrecondition. n must be below
+  // 2^32.
+  absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
+                   uint32_t bucket, uint64_t step, absl::Span<const float> in,
+                   absl::Span<float> out, float divisor, ExchangeStats* stats);
+
+ private:
+  absl::Status Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step, uint64_t n,
+                     ExchangeStats* cost);
+  absl::Status Scatter(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                       ExchangeStats* cost);
+  // The context the contribution of world rank `sealer` to region j is
+  // sealed under.
+  void Context(const transport::GlooGroup& group, uint32_t bucket, uint64_t step, int sealer,
+               int j, uint8_t* out) const;
+  // The owner's half: its region's average into avg_. The status is what
+  // the owner found wrong, not a transport error.
+  absl::Status Reduce(const transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                      float divisor, ExchangeStats* cost);
+  absl::Status Verdict(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
+                       const absl::Status& mine, ExchangeStats* cost);
+
+  const Codec& codec_;
+  const transport::ChunkAuthenticator& chunk_auth_;
+  const CastAllreduceOptions options_;
+  SparseAllgather naming_;  // names the ranks of a collective mismatch
+  const uint64_t spec_fingerprint_;
+
+  // The call in progress (grown, never shrunk).
+  std::vector<uint64_t> bounds_;  // P + 1
+  std::vector<uint64_t> counts_;  // P region lengths
+  std::vector<uint64_t> agreed_;
+  std::vector<uint8_t> frame_;  // this rank's codec frame
+  std::vector<uint8_t> send_;   // outgoing region frames
+  std::vector<absl::Span<const uint8_t>> blocks_;
+  std::vector<uint64_t> caps_;
+  std::vector<uint8_t> scratch_;  // the transport's
+  std::vector<absl::Span<const uint8_t>> received_;
+  std::vector<const uint8_t*> values_;  // each sender's values for my region
+  const uint8_t* my_values_ = nullptr;   // this rank's, in its codec frame
+  std::vector<uint32_t> no_indices_;
+  std::vector<float> avg_;  // my region's average
+  std::vector<uint32_t> verdicts_;
+};
+
+}  // namespace gradwire
+
+#endif  // GRADWIRE_LIB_COMM_CAST_ALLREDUCE_H_
