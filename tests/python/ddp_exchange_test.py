@@ -77,7 +77,9 @@ def arguments_case():
     bad = [({"exchange": 3}, TypeError, "exchange must be a str"),
            ({"exchange": None}, TypeError, "exchange must be a str"),
            ({"exchange": "ring"}, ValueError, "exchange must be one of 'auto', 'allgather', "
-            "'sparse_allreduce', 'dense', got 'ring'"),
+            "'sparse_allreduce', 'cast_allreduce', 'dense', got 'ring'"),
+           ({"exchange": "cast_allreduce", "spec": "topk:ratio=0.01"}, ValueError,
+            "exchange='cast_allreduce' needs an fp16 or bf16 spec"),
            ({"exchange": "sparse_allreduce", "spec": "qsgd:bits=4"}, ValueError,
             "exchange='sparse_allreduce' needs a sparse spec"),
            ({"exchange": "sparse_allreduce", "spec": "none"}, ValueError,

@@ -219,17 +219,28 @@ class CommandLineTest(unittest.TestCase):
             self.assertNotIn("Traceback", r.stderr)
 
     def test_buckets_the_library_rings_cost_no_codec_cpu(self):
-        # fp16 on 4 ranks: the frames' allgather would move the fp32 ring's
-        # bytes, so the library's model sends those buckets by the ring,
-        # uncompressed; sign's frames are a sixteenth of them.
-        fp16, sign = planner.parse_method("fp16"), planner.parse_method("sign")
-        self.assertEqual(planner.library_exchange(fp16, 4, 1 << 22), "dense_ring")
-        self.assertEqual(planner.library_exchange(sign, 4, 1 << 22), "sparse_allgather")
+        # 8-bit QSGD on 8 ranks: the frames' allgather would move the fp32
+        # ring's bytes, so the library's model sends those buckets by the
+        # ring, uncompressed; sign's frames are a sixteenth of them.
+        qsgd8, sign = planner.parse_method("qsgd:bits=8"), planner.parse_method("sign")
+        self.assertEqual(planner.library_exchange(qsgd8, 8, 1 << 22), "dense_ring")
+        self.assertEqual(planner.library_exchange(sign, 8, 1 << 22), "sparse_allgather")
         shapes = planner.shapes_for("resnet50")
-        cpu = lambda m: planner.predict(shapes, m, 4, 1, 1e9, cpu_ns_per_element=10.0)[
+        cpu = lambda m: planner.predict(shapes, m, 8, 1, 1e9, cpu_ns_per_element=10.0)[
             "cpu_compress_s"]
-        self.assertEqual(cpu(fp16), 0.0)
+        self.assertEqual(cpu(qsgd8), 0.0)
         self.assertGreater(cpu(sign), 0.0)
+
+    def test_casts_take_the_cast_allreduce_from_four_ranks(self):
+        # fp16/bf16: the allgather up to 3 ranks, then the 16-bit
+        # reduce-scatter + fp32 allgather at 0.75 of the ring's bytes.
+        fp16, none = planner.parse_method("fp16"), planner.parse_method("none")
+        self.assertEqual(planner.library_exchange(fp16, 3, 1 << 22), "sparse_allgather")
+        self.assertEqual(planner.library_exchange(fp16, 4, 1 << 22), "cast_allreduce")
+        shapes = planner.shapes_for("resnet50")
+        for p in (4, 16):
+            nic = lambda m: planner.predict(shapes, m, p, 1, 1e9)["nic_bytes_per_iter"]
+            self.assertAlmostEqual(nic(fp16) / nic(none), 0.75, delta=0.01)
 
     def test_agreement_is_one_direct_step(self):
         for p in (2, 16, 17, 512):
