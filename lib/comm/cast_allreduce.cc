@@ -161,9 +161,9 @@ absl::Status CastAllreduce::Reduce(const transport::GlooGroup& group, uint32_t b
     }
     cost->compress_time += absl::Now() - t1;
     if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("contribution from rank ", sender, " (bucket ",
-                                                 bucket, ", step ", step,
-                                                 ") rejected: ", s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat("contribution from rank ", sender, " (bucket ", bucket, ", step ",
+                                 step, ") rejected: ", s.message()));
     }
   }
   const absl::Time t2 = absl::Now();
@@ -179,19 +179,18 @@ absl::Status CastAllreduce::Verdict(transport::GlooGroup& group, uint32_t bucket
   const int p = group.size();
   verdicts_.assign(p, 0);
   verdicts_[group.rank()] = static_cast<uint32_t>(mine.code());
-  absl::Status s = SparseCollectives::AllreduceU32(group, absl::MakeSpan(verdicts_),
-                                                   transport::ReduceOp::kSum);
+  absl::Status s =
+      SparseCollectives::AllreduceU32(group, absl::MakeSpan(verdicts_), transport::ReduceOp::kSum);
   cost->AddCall(group.last_call());
   GRADWIRE_RETURN_IF_ERROR(s);
   if (!mine.ok()) return mine;  // the precise reason, here
   for (int j = 0; j < p; ++j) {
     if (verdicts_[j] == 0) continue;
     const auto code = static_cast<absl::StatusCode>(verdicts_[j]);
-    return absl::Status(
-        code, absl::StrCat("rank ", group.world_ranks()[j], ", owner of region ", j,
-                           ", rejected a contribution (bucket ", bucket, ", step ", step, "; ",
-                           absl::StatusCodeToString(code),
-                           "; see its log): every rank discards the result"));
+    return absl::Status(code, absl::StrCat("rank ", group.world_ranks()[j], ", owner of region ", j,
+                                           ", rejected a contribution (bucket ", bucket, ", step ",
+                                           step, "; ", absl::StatusCodeToString(code),
+                                           "; see its log): every rank discards the result"));
   }
   return absl::OkStatus();
 }

@@ -109,8 +109,8 @@ class CastAllreduce {
                        ExchangeStats* cost);
   // The context the contribution of world rank `sealer` to region j is
   // sealed under.
-  void Context(const transport::GlooGroup& group, uint32_t bucket, uint64_t step, int sealer,
-               int j, uint8_t* out) const;
+  void Context(const transport::GlooGroup& group, uint32_t bucket, uint64_t step, int sealer, int j,
+               uint8_t* out) const;
   // The owner's half: its region's average into avg_. The status is what
   // the owner found wrong, not a transport error.
   absl::Status Reduce(const transport::GlooGroup& group, uint32_t bucket, uint64_t step,
@@ -135,7 +135,7 @@ class CastAllreduce {
   std::vector<uint8_t> scratch_;  // the transport's
   std::vector<absl::Span<const uint8_t>> received_;
   std::vector<const uint8_t*> values_;  // each sender's values for my region
-  const uint8_t* my_values_ = nullptr;   // this rank's, in its codec frame
+  const uint8_t* my_values_ = nullptr;  // this rank's, in its codec frame
   std::vector<uint32_t> no_indices_;
   std::vector<float> avg_;  // my region's average
   std::vector<uint32_t> verdicts_;

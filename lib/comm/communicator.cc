@@ -79,9 +79,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
   if (options.exchange == ExchangeKind::kCastAllreduce &&
       !CastAllreduce::Supports(c->codec_->spec())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "exchange cast_allreduce needs an fp16 or bf16 spec, got \"",
-        options.compression.ToString(), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange cast_allreduce needs an fp16 or bf16 spec, got \"",
+                     options.compression.ToString(), "\""));
   }
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,

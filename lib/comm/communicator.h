@@ -101,10 +101,10 @@ struct CommunicatorOptions {
   // Create refuses them otherwise; hierarchical mode: the cross-node stage
   // for the compressed kinds, the whole buffer by the world's ring for
   // kDenseRing). The device path takes the sparse allgather where the
-  // cast allreduce is picked: the same result, bit for bit. A buffer with a dense part that must ride in the
-  // frames (AllreduceMeanWithDense) takes the sparse allgather when the
-  // model chooses; a forced other exchange sends that part by the ring
-  // first. Every rank must pass the same settings (join.h checks them).
+  // cast allreduce is picked: the same result, bit for bit. A buffer with a dense part that must
+  // ride in the frames (AllreduceMeanWithDense) takes the sparse allgather when the model chooses;
+  // a forced other exchange sends that part by the ring first. Every rank must pass the same
+  // settings (join.h checks them).
   std::optional<ExchangeKind> exchange;
   ExchangeModel exchange_model;
   bool measure_exchange_model = false;

@@ -5,8 +5,7 @@
 namespace gradwire {
 
 absl::Status AgreeOnFields(transport::GlooGroup& group, absl::Span<const uint64_t> fields,
-                           std::vector<uint64_t>* scratch, uint32_t* unequal,
-                           ExchangeStats* cost) {
+                           std::vector<uint64_t>* scratch, uint32_t* unequal, ExchangeStats* cost) {
   using transport::SparseCollectives;
   const size_t f = fields.size();
   if (f > 32) return absl::InvalidArgumentError("AgreeOnFields: more than 32 fields");
@@ -32,8 +31,8 @@ absl::Status AgreeOnFields(transport::GlooGroup& group, absl::Span<const uint64_
     (*scratch)[i] = fields[i];
     (*scratch)[f + i] = ~fields[i];
   }
-  absl::Status s = SparseCollectives::AllreduceU64(group, absl::MakeSpan(*scratch),
-                                                   transport::ReduceOp::kMin);
+  absl::Status s =
+      SparseCollectives::AllreduceU64(group, absl::MakeSpan(*scratch), transport::ReduceOp::kMin);
   cost->AddCall(group.last_call());
   if (!s.ok()) return s;
   for (size_t i = 0; i < f; ++i) {

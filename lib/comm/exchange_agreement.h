@@ -27,8 +27,7 @@ namespace gradwire {
 // fields, the same count on every rank. `scratch` is grown and reused.
 // The call's transfer is added to `cost`. Errors: the transport's.
 absl::Status AgreeOnFields(transport::GlooGroup& group, absl::Span<const uint64_t> fields,
-                           std::vector<uint64_t>* scratch, uint32_t* unequal,
-                           ExchangeStats* cost);
+                           std::vector<uint64_t>* scratch, uint32_t* unequal, ExchangeStats* cost);
 
 }  // namespace gradwire
 

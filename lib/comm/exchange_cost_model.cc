@@ -215,8 +215,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
                                         (p - 1) * (kRegionFrameOverhead + kAgreementBytes) +
                                         agree_bytes + verdict_steps * 4 * p;
       c.rounds = p > 1 ? agree_steps + DirectSteps(ranks) + verdict_steps + p : 0;
-      c.messages = p > 1 ? (direct ? p - 1 : agree_steps) + (p - 1) + verdict_steps + 2 * (p - 1)
-                         : 0;
+      c.messages =
+          p > 1 ? (direct ? p - 1 : agree_steps) + (p - 1) + verdict_steps + 2 * (p - 1) : 0;
       // The owner decodes P values per element of its region: n in all;
       // the region frames and the averages are copied once each.
       c.compute_seconds = encode + n / model.decoded_entries_per_second + (n + 2 * n / p) / stream;

@@ -67,18 +67,18 @@ void CheckBucket(uint32_t bucket) {
 }
 
 py::dict StatsDict(const ExchangeStats& s) {
-  return py::dict(
-      "dense_buckets"_a = s.dense_buckets, "compressed_buckets"_a = s.compressed_buckets,
-      "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets,
-      "cast_allreduce_buckets"_a = s.cast_allreduce_buckets, "elements"_a = s.elements,
-      "bytes_sent"_a = s.bytes_sent, "bytes_received"_a = s.bytes_received,
-      "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
-      "intra_node_bytes_received"_a = s.intra_node_bytes_received,
-      "compress_s"_a = absl::ToDoubleSeconds(s.compress_time),
-      "auth_s"_a = absl::ToDoubleSeconds(s.auth_time),
-      "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
-      "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
-      "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
+  return py::dict("dense_buckets"_a = s.dense_buckets,
+                  "compressed_buckets"_a = s.compressed_buckets,
+                  "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets,
+                  "cast_allreduce_buckets"_a = s.cast_allreduce_buckets, "elements"_a = s.elements,
+                  "bytes_sent"_a = s.bytes_sent, "bytes_received"_a = s.bytes_received,
+                  "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
+                  "intra_node_bytes_received"_a = s.intra_node_bytes_received,
+                  "compress_s"_a = absl::ToDoubleSeconds(s.compress_time),
+                  "auth_s"_a = absl::ToDoubleSeconds(s.auth_time),
+                  "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
+                  "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
+                  "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
 }
 
 // secret=, secret_file=, then JobSecret::Resolve's environment
@@ -423,12 +423,13 @@ every rank's dense. Releases the GIL.)doc")
            py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
            py::arg("one_dimensional") = false,
            "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
-      .def("allreduce_mean_device", &PyCommunicator::AllreduceMeanDevice, py::arg("data_ptr"),
-           py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("stream"),
-           py::arg("path") = py::none(), py::arg("one_dimensional") = false,
-           "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
-           "on the CUDA stream handle `stream` (the device path; from Python not yet run on a GPU). "
-           "Returns once the frames are back on the device; the decode runs on the stream.")
+      .def(
+          "allreduce_mean_device", &PyCommunicator::AllreduceMeanDevice, py::arg("data_ptr"),
+          py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("stream"),
+          py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+          "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
+          "on the CUDA stream handle `stream` (the device path; from Python not yet run on a GPU). "
+          "Returns once the frames are back on the device; the decode runs on the stream.")
       .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
            "Copies the bucket's error-feedback residual into out (same length); "
            "False if it has none yet.")

@@ -206,9 +206,9 @@ void ScenarioCommunicator() {
       std::vector<float> got[2];
       for (int c = 0; c < 2; ++c) {
         got[c] = Gradient(env.rank(), step, b, size, false);
-        if (!ExpectOk(comms[c]->AllreduceMean(b, step, absl::MakeSpan(got[c]),
-                                              ExchangePath::kCompressed),
-                      absl::StrCat("exchange ", c, " step ", step, " bucket ", b))) {
+        if (!ExpectOk(
+                comms[c]->AllreduceMean(b, step, absl::MakeSpan(got[c]), ExchangePath::kCompressed),
+                absl::StrCat("exchange ", c, " step ", step, " bucket ", b))) {
           return;
         }
       }

@@ -114,8 +114,7 @@ TEST(ExchangeCostModel, CastAllreduceBytes) {
     SCOPED_TRACE(p);
     const ExchangeCost cast =
         EstimateExchange(ExchangeKind::kCastAllreduce, p, n, Spec("fp16"), model);
-    const ExchangeCost ring =
-        EstimateExchange(ExchangeKind::kDenseRing, p, n, Spec("fp16"), model);
+    const ExchangeCost ring = EstimateExchange(ExchangeKind::kDenseRing, p, n, Spec("fp16"), model);
     const ExchangeCost gather =
         EstimateExchange(ExchangeKind::kSparseAllgather, p, n, Spec("bf16"), model);
     EXPECT_NEAR(cast.bytes_sent / ring.bytes_sent, 0.75, 0.002);

@@ -69,7 +69,8 @@ inline absl::StatusOr<std::unique_ptr<GlooGroup>> NewGroup() {
                            env.store->Scoped(absl::StrCat("g", env.groups++)), options);
 }
 
-inline absl::StatusOr<FrameAuthenticator> NewAuth(const std::string& secret, const std::string& job) {
+inline absl::StatusOr<FrameAuthenticator> NewAuth(const std::string& secret,
+                                                  const std::string& job) {
   absl::StatusOr<JobSecret> s = JobSecret::FromValue(secret, "test");
   if (!s.ok()) return s.status();
   return FrameAuthenticator::Create(*s, job);
@@ -84,7 +85,8 @@ inline uint64_t Mix(uint64_t x) {
 
 // Rank `rank`'s gradient for (step, bucket). dyadic: k/256 for |k| <= 1024
 // (equal magnitudes everywhere); smooth: spread over many octaves.
-inline std::vector<float> Gradient(int rank, uint64_t step, uint32_t bucket, uint64_t n, bool dyadic) {
+inline std::vector<float> Gradient(int rank, uint64_t step, uint32_t bucket, uint64_t n,
+                                   bool dyadic) {
   std::vector<float> g(n);
   const uint64_t seed = Mix(Mix(rank * 131 + 7) ^ Mix(step * 977 + bucket));
   for (uint64_t i = 0; i < n; ++i) {
