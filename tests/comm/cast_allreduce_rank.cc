@@ -230,21 +230,8 @@ void ScenarioCommunicator() {
 }
 
 void ScenarioMismatch() {
-  const std::string kind = env.Text("kind", "length");
-  const bool odd = env.rank() == env.world() - 1;
-  auto rig = NewRig(kind == "spec" && odd ? "bf16" : "fp16", kSecret, env.config.job_id);
-  if (rig == nullptr) return;
-  const uint64_t n = kind == "length" && odd ? 3001 : 3000;
-  const uint64_t step = kind == "step" && odd ? 6 : 5;
-  std::vector<float> data = Gradient(env.rank(), 0, 0, n, false);
-  const std::vector<float> before = data;
-  absl::Status s = rig->Run(0, step, &data);
-  std::printf("MISMATCH %s\n", s.ToString().c_str());
-  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
-         "mismatch reported", s.ToString());
-  Expect(absl::StrContains(s.message(), absl::StrCat(env.world() - 1)), "names the odd rank",
-         s.ToString());
-  Expect(data == before, "data unchanged");
+  MismatchScenario([](const std::string& spec) { return NewRig(spec, kSecret, env.config.job_id); },
+                   "fp16", "bf16");
 }
 
 void ScenarioAuth() {
@@ -283,29 +270,8 @@ void ScenarioAuth() {
 }
 
 void ScenarioFault() {
-  const absl::Duration deadline = absl::Milliseconds(env.Number("timeout_ms", 4000));
-  auto rig = NewRig("fp16", kSecret, env.config.job_id);
-  if (rig == nullptr) return;
-  const bool victim = env.rank() == env.world() - 1;
-  for (int step = 0; step < 3; ++step) {
-    if (step == 1 && victim) {
-      std::fflush(stdout);
-      _exit(0);
-    }
-    std::vector<float> data = Gradient(env.rank(), step, 0, 20000, false);
-    const absl::Time start = absl::Now();
-    absl::Status s = rig->Run(0, step, &data);
-    const absl::Duration took = absl::Now() - start;
-    if (step == 0) {
-      if (!ExpectOk(s, "step 0")) return;
-      continue;
-    }
-    std::printf("FAULT %s after %.0f ms\n", s.ToString().c_str(), absl::ToDoubleMilliseconds(took));
-    Expect(absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s), "survivor sees the failure",
-           s.ToString());
-    Expect(took <= 2 * deadline, "within 2x the deadline", absl::FormatDuration(took));
-    return;
-  }
+  FaultScenario([](const std::string& spec) { return NewRig(spec, kSecret, env.config.job_id); },
+                "fp16");
 }
 
 int Main(int argc, char** argv) {

@@ -1,10 +1,12 @@
 // What the region exchanges' rank programs share (sparse_allreduce_rank.cc,
 // cast_allreduce_rank.cc): the parsed arguments and rendezvous (`env`),
 // "CHECK <name> ok|FAILED <why>" lines, groups and authenticators, every
-// rank's gradient as a function of (rank, step, bucket), and a bitwise
-// comparison.
+// rank's gradient as a function of (rank, step, bucket), a bitwise
+// comparison, and the mismatch and fault scenarios.
 #ifndef GRADWIRE_TESTS_COMM_RANK_ENV_H_
 #define GRADWIRE_TESTS_COMM_RANK_ENV_H_
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <map>
@@ -14,9 +16,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/kernels/element_math.h"
@@ -110,6 +114,60 @@ inline std::string Differs(absl::Span<const float> got, absl::Span<const float> 
     }
   }
   return "";
+}
+
+// The scenarios both exchanges share. `make(spec)` returns a rig (null
+// after a failed check) whose Run(bucket, step, &data) runs one exchange.
+
+// kind=length|spec|step (argument "kind"): the last rank disagrees (spec:
+// it uses `odd_spec`); every rank must get InvalidArgument "collective
+// mismatch" naming it, with its data unchanged.
+template <typename MakeRig>
+void MismatchScenario(MakeRig make, const std::string& spec, const std::string& odd_spec) {
+  const std::string kind = env.Text("kind", "length");
+  const bool odd = env.rank() == env.world() - 1;
+  auto rig = make(kind == "spec" && odd ? odd_spec : spec);
+  if (rig == nullptr) return;
+  const uint64_t n = kind == "length" && odd ? 3001 : 3000;
+  const uint64_t step = kind == "step" && odd ? 6 : 5;
+  std::vector<float> data = Gradient(env.rank(), 0, 0, n, false);
+  const std::vector<float> before = data;
+  absl::Status s = rig->Run(0, step, &data);
+  std::printf("MISMATCH %s\n", s.ToString().c_str());
+  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
+         "mismatch reported", s.ToString());
+  Expect(absl::StrContains(s.message(), absl::StrCat(env.world() - 1)), "names the odd rank",
+         s.ToString());
+  Expect(data == before, "data unchanged");
+}
+
+// The last rank exits before step 1; the others must fail with
+// Unavailable / DeadlineExceeded within 2x the deadline (timeout_ms).
+template <typename MakeRig>
+void FaultScenario(MakeRig make, const std::string& spec) {
+  const absl::Duration deadline = absl::Milliseconds(env.Number("timeout_ms", 4000));
+  auto rig = make(spec);
+  if (rig == nullptr) return;
+  const bool victim = env.rank() == env.world() - 1;
+  for (int step = 0; step < 3; ++step) {
+    if (step == 1 && victim) {
+      std::fflush(stdout);
+      _exit(0);
+    }
+    std::vector<float> data = Gradient(env.rank(), step, 0, 20000, false);
+    const absl::Time start = absl::Now();
+    absl::Status s = rig->Run(0, step, &data);
+    const absl::Duration took = absl::Now() - start;
+    if (step == 0) {
+      if (!ExpectOk(s, "step 0")) return;
+      continue;
+    }
+    std::printf("FAULT %s after %.0f ms\n", s.ToString().c_str(), absl::ToDoubleMilliseconds(took));
+    Expect(absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s), "survivor sees the failure",
+           s.ToString());
+    Expect(took <= 2 * deadline, "within 2x the deadline", absl::FormatDuration(took));
+    return;
+  }
 }
 
 }  // namespace gradwire

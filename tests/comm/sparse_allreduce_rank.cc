@@ -577,22 +577,8 @@ void ScenarioCommunicator() {
 // ---------------------------------------------------------------- failures
 
 void ScenarioMismatch() {
-  const std::string kind = env.Text("kind", "length");
-  const bool odd = env.rank() == env.world() - 1;
-  auto rig = NewRig(kind == "spec" && odd ? "topk:ratio=0.02" : "topk:ratio=0.01", kSecret,
-                    env.config.job_id);
-  if (rig == nullptr) return;
-  const uint64_t n = kind == "length" && odd ? 3001 : 3000;
-  const uint64_t step = kind == "step" && odd ? 6 : 5;
-  std::vector<float> data = Gradient(env.rank(), 0, 0, n, false);
-  const std::vector<float> before = data;
-  absl::Status s = rig->Run(0, step, &data);
-  std::printf("MISMATCH %s\n", s.ToString().c_str());
-  Expect(absl::IsInvalidArgument(s) && absl::StrContains(s.message(), "collective mismatch"),
-         "mismatch reported", s.ToString());
-  Expect(absl::StrContains(s.message(), absl::StrCat(env.world() - 1)), "names the odd rank",
-         s.ToString());
-  Expect(data == before, "data unchanged");
+  MismatchScenario([](const std::string& spec) { return NewRig(spec, kSecret, env.config.job_id); },
+                   "topk:ratio=0.01", "topk:ratio=0.02");
 }
 
 void ScenarioAuth() {
@@ -618,29 +604,8 @@ void ScenarioAuth() {
 }
 
 void ScenarioFault() {
-  const absl::Duration deadline = absl::Milliseconds(env.Number("timeout_ms", 4000));
-  auto rig = NewRig("topk:ratio=0.01", kSecret, env.config.job_id);
-  if (rig == nullptr) return;
-  const bool victim = env.rank() == env.world() - 1;
-  for (int step = 0; step < 3; ++step) {
-    if (step == 1 && victim) {
-      std::fflush(stdout);
-      _exit(0);
-    }
-    std::vector<float> data = Gradient(env.rank(), step, 0, 20000, false);
-    const absl::Time start = absl::Now();
-    absl::Status s = rig->Run(0, step, &data);
-    const absl::Duration took = absl::Now() - start;
-    if (step == 0) {
-      if (!ExpectOk(s, "step 0")) return;
-      continue;
-    }
-    std::printf("FAULT %s after %.0f ms\n", s.ToString().c_str(), absl::ToDoubleMilliseconds(took));
-    Expect(absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s), "survivor sees the failure",
-           s.ToString());
-    Expect(took <= 2 * deadline, "within 2x the deadline", absl::FormatDuration(took));
-    return;
-  }
+  FaultScenario([](const std::string& spec) { return NewRig(spec, kSecret, env.config.job_id); },
+                "topk:ratio=0.01");
 }
 
 int Main(int argc, char** argv) {
