@@ -275,23 +275,12 @@ void ScenarioFault() {
 }
 
 int Main(int argc, char** argv) {
-  std::optional<RankSetup> setup = StartRank(argc, argv);
-  if (!setup) return 2;
-  env.args = setup->args;
-  env.config = setup->config;
-  env.store = setup->store;
-  const std::map<std::string, void (*)()> scenarios = {{"reference", ScenarioReference},
-                                                       {"communicator", ScenarioCommunicator},
-                                                       {"mismatch", ScenarioMismatch},
-                                                       {"auth", ScenarioAuth},
-                                                       {"fault", ScenarioFault}};
-  const auto scenario = scenarios.find(argv[1]);
-  if (scenario == scenarios.end()) {
-    std::printf("SETUP unknown scenario %s\n", argv[1]);
-    return 2;
-  }
-  scenario->second();
-  return env.failed == 0 ? 0 : 1;
+  return RunScenario(argc, argv,
+                     {{"reference", ScenarioReference},
+                      {"communicator", ScenarioCommunicator},
+                      {"mismatch", ScenarioMismatch},
+                      {"auth", ScenarioAuth},
+                      {"fault", ScenarioFault}});
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
+#include "tests/comm/rank_setup.h"
 
 namespace gradwire {
 
@@ -168,6 +170,23 @@ void FaultScenario(MakeRig make, const std::string& spec) {
     Expect(took <= 2 * deadline, "within 2x the deadline", absl::FormatDuration(took));
     return;
   }
+}
+
+// A rank program's main: the rendezvous (rank_setup.h) into `env`, then the
+// scenario argv[1] names. 0 iff every check passed; 2 if it cannot start.
+inline int RunScenario(int argc, char** argv, const std::map<std::string, void (*)()>& scenarios) {
+  std::optional<RankSetup> setup = StartRank(argc, argv);
+  if (!setup) return 2;
+  env.args = setup->args;
+  env.config = setup->config;
+  env.store = setup->store;
+  const auto scenario = scenarios.find(argv[1]);
+  if (scenario == scenarios.end()) {
+    std::printf("SETUP unknown scenario %s\n", argv[1]);
+    return 2;
+  }
+  scenario->second();
+  return env.failed == 0 ? 0 : 1;
 }
 
 }  // namespace gradwire
