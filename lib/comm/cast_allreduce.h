@@ -79,9 +79,8 @@ class CastAllreduce {
   // Spec methods it serves: fp16 and bf16.
   static bool Supports(const CompressionSpec& spec);
 
-  // `codec` must be one Supports accepts; it, `auth` and `chunk_auth`
-  // must outlive this.
-  // `auth` only names the ranks of a collective mismatch.
+  // `codec` must be one Supports accepts; it, `auth` (which only names the
+  // ranks of a collective mismatch) and `chunk_auth` must outlive this.
   CastAllreduce(const Codec& codec, const FrameAuthenticator& auth,
                 const transport::ChunkAuthenticator& chunk_auth,
                 const CastAllreduceOptions& options = CastAllreduceOptions());
@@ -97,26 +96,60 @@ class CastAllreduce {
   // contribution (naming the sender, or the owner that rejected it),
   // Unauthenticated for a rejected chunk of the averages, the transport's
   // Unavailable / DeadlineExceeded / FailedPrecondition. n must be below
-  // 2^32.
+  // 2^32. Run is exactly Prepare and Complete in a row.
   absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
                    absl::Span<float> out, float divisor, ExchangeStats* stats);
 
+  // One bucket between the two stages (owned by the caller: one per bucket
+  // in flight), so bucket i+1 can be prepared while bucket i is on the
+  // wire (GradientExchanger, through the Communicator's staged calls).
+  class Staged {
+   public:
+    Staged() = default;
+    Staged(const Staged&) = delete;
+    Staged& operator=(const Staged&) = delete;
+
+   private:
+    friend class CastAllreduce;
+    uint32_t bucket = 0;
+    uint64_t step = 0;
+    uint64_t n = 0;
+    absl::Span<float> out;
+    std::vector<uint64_t> bounds;     // P + 1
+    std::vector<uint64_t> counts;     // P region lengths
+    std::vector<uint8_t> frame;       // this rank's codec frame
+    const uint8_t* values = nullptr;  // its values section
+    std::vector<uint8_t> send;        // outgoing region frames, sealed
+    std::vector<absl::Span<const uint8_t>> blocks;
+    std::vector<uint64_t> caps;
+  };
+  // Step 1 and the sealing of step 3: CPU only, no collective (reads only
+  // the group's size and ranks). `out` must stay valid, and untouched by
+  // the caller, until Complete returns.
+  absl::Status Prepare(const transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
+                       uint32_t bucket, uint64_t step, absl::Span<const float> in,
+                       absl::Span<float> out, Staged& st, ExchangeStats* stats);
+  // Steps 2-6 for a prepared bucket: the collectives, the owner's average
+  // and the allgather into its `out`.
+  absl::Status Complete(transport::GlooGroup& group, Staged& st, float divisor,
+                        ExchangeStats* stats);
+  // Threads: Prepare and Complete may run on two threads for different
+  // Staged (Prepare uses the ErrorFeedback and its Staged, Complete the
+  // group, its Staged and the members below); calls of one stage must not
+  // overlap, and a Staged is handed on with a happens-before edge.
+
  private:
-  absl::Status Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step, uint64_t n,
-                     ExchangeStats* cost);
-  absl::Status Scatter(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
-                       ExchangeStats* cost);
+  absl::Status Agree(transport::GlooGroup& group, const Staged& st, ExchangeStats* cost);
   // The context the contribution of world rank `sealer` to region j is
   // sealed under.
-  void Context(const transport::GlooGroup& group, uint32_t bucket, uint64_t step, int sealer, int j,
-               uint8_t* out) const;
+  void Context(int group_size, const Staged& st, int sealer, int j, uint8_t* out) const;
   // The owner's half: its region's average into avg_. The status is what
   // the owner found wrong, not a transport error.
-  absl::Status Reduce(const transport::GlooGroup& group, uint32_t bucket, uint64_t step,
-                      float divisor, ExchangeStats* cost);
-  absl::Status Verdict(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
-                       const absl::Status& mine, ExchangeStats* cost);
+  absl::Status Reduce(const transport::GlooGroup& group, const Staged& st, float divisor,
+                      ExchangeStats* cost);
+  absl::Status Verdict(transport::GlooGroup& group, const Staged& st, const absl::Status& mine,
+                       ExchangeStats* cost);
 
   const Codec& codec_;
   const transport::ChunkAuthenticator& chunk_auth_;
@@ -124,18 +157,12 @@ class CastAllreduce {
   SparseAllgather naming_;  // names the ranks of a collective mismatch
   const uint64_t spec_fingerprint_;
 
-  // The call in progress (grown, never shrunk).
-  std::vector<uint64_t> bounds_;  // P + 1
-  std::vector<uint64_t> counts_;  // P region lengths
+  // Complete's scratch (grown, never shrunk), and Run's Staged.
+  Staged run_;
   std::vector<uint64_t> agreed_;
-  std::vector<uint8_t> frame_;  // this rank's codec frame
-  std::vector<uint8_t> send_;   // outgoing region frames
-  std::vector<absl::Span<const uint8_t>> blocks_;
-  std::vector<uint64_t> caps_;
   std::vector<uint8_t> scratch_;  // the transport's
   std::vector<absl::Span<const uint8_t>> received_;
   std::vector<const uint8_t*> values_;  // each sender's values for my region
-  const uint8_t* my_values_ = nullptr;  // this rank's, in its codec frame
   std::vector<uint32_t> no_indices_;
   std::vector<float> avg_;  // my region's average
   std::vector<uint32_t> verdicts_;

@@ -393,19 +393,28 @@ absl::Span<const float> Communicator::Residual(uint32_t bucket) const {
   return ef_.Residual(key.Piece());
 }
 
-absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step, absl::Span<const float> data,
-                                       SparseAllgather::InFlight& f, ExchangeStats* cost) {
+absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                       StagedBucket& f, ExchangeStats* cost) {
   const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
-  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, f, cost);
+  f.by_cast = KindFor(data.size()) == ExchangeKind::kCastAllreduce;
+  if (f.by_cast) {
+    return cast_allreduce_->Prepare(*world_, ef_, key.Piece(), bucket, step, data, data, f.cast,
+                                    cost);
+  }
+  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, f.gather, cost);
 }
 
-absl::Status Communicator::TransferStage(SparseAllgather::InFlight& f, ExchangeStats* cost) {
-  return flat_->Transfer(*world_, f, cost);
+absl::Status Communicator::TransferStage(StagedBucket& f, ExchangeStats* cost) {
+  if (f.by_cast) {
+    return cast_allreduce_->Complete(*world_, f.cast, static_cast<float>(world_->size()), cost);
+  }
+  return flat_->Transfer(*world_, f.gather, cost);
 }
 
-absl::Status Communicator::FinishStage(SparseAllgather::InFlight& f, absl::Span<float> data,
+absl::Status Communicator::FinishStage(StagedBucket& f, absl::Span<float> data,
                                        ExchangeStats* cost) {
-  return flat_->Finish(*world_, f, data, static_cast<float>(world_->size()), cost);
+  if (f.by_cast) return absl::OkStatus();  // TransferStage wrote the average
+  return flat_->Finish(*world_, f.gather, data, static_cast<float>(world_->size()), cost);
 }
 
 absl::Status Communicator::Barrier() {

@@ -216,30 +216,42 @@ class Communicator {
   // pipelines buckets (GradientExchanger): while TransferStage has bucket
   // i on the wire, EncodeStage can prepare bucket i+1 and FinishStage
   // average bucket i-1. Together they are exactly AllreduceMean (same
-  // frames, same floats). Only where CanStage(path) (flat, compressed).
-  //   EncodeStage  error feedback + encode + sign; CPU only.
-  //   TransferStage  descriptors, agreement, allgatherv; the collectives.
-  //   FinishStage  verify MACs, decode-accumulate, average into `data`;
-  //                CPU only.
+  // frames, same floats). Only where CanStage(path, elements): flat,
+  // compressed, and the bucket takes the sparse allgather or the cast
+  // allreduce.
+  //   EncodeStage  error feedback + encode + sign (the cast allreduce:
+  //                + its sealed region frames); CPU only.
+  //   TransferStage  the collectives (the allgather: descriptors,
+  //                agreement, allgatherv; the cast allreduce: all of
+  //                Complete, which writes the average into EncodeStage's
+  //                `data`).
+  //   FinishStage  the allgather: verify MACs, decode-accumulate, average
+  //                into `data`; CPU only. The cast allreduce: nothing.
   // Threads: EncodeStage and FinishStage from one thread (they share the
   // residuals and decode scratch); TransferStage, AllreduceMean, Close and
   // the checkpoint calls from one other (the group's owner) or with the
-  // first idle. An InFlight is used by one stage at a time and handed on
-  // under a mutex. The staged calls neither check nor set the poison nor
-  // count in last_call()/totals(): their caller owns failure handling
-  // (stop at the first failure) and adds `*cost`.
+  // first idle. A StagedBucket is used by one stage at a time and handed on
+  // under a mutex; `data` must stay valid and untouched by the caller from
+  // EncodeStage to FinishStage. The staged calls neither check nor set
+  // the poison nor count in last_call()/totals(): their caller owns
+  // failure handling (stop at the first failure) and adds `*cost`.
+  struct StagedBucket {
+    SparseAllgather::InFlight gather;
+    CastAllreduce::Staged cast;
+    bool by_cast = false;  // which of the two this bucket takes
+  };
   bool CanStage(ExchangePath path) const {
     return path == ExchangePath::kCompressed && !options_.hierarchical;
   }
-  absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<const float> data,
-                           SparseAllgather::InFlight& f, ExchangeStats* cost);
-  absl::Status TransferStage(SparseAllgather::InFlight& f, ExchangeStats* cost);
-  absl::Status FinishStage(SparseAllgather::InFlight& f, absl::Span<float> data,
+  absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<float> data, StagedBucket& f,
                            ExchangeStats* cost);
-  // Whether a compressed buffer of `elements` can take the staged calls:
-  // CanStage(path) and the cost model picks the sparse allgather for it.
+  absl::Status TransferStage(StagedBucket& f, ExchangeStats* cost);
+  absl::Status FinishStage(StagedBucket& f, absl::Span<float> data, ExchangeStats* cost);
+  // Whether a compressed buffer of `elements` can take the staged calls.
   bool CanStage(ExchangePath path, uint64_t elements) const {
-    return CanStage(path) && KindFor(elements) == ExchangeKind::kSparseAllgather;
+    const ExchangeKind kind = KindFor(elements);
+    return CanStage(path) &&
+           (kind == ExchangeKind::kSparseAllgather || kind == ExchangeKind::kCastAllreduce);
   }
   // The exchange a compressed buffer of `elements` takes (see
   // CommunicatorOptions::exchange), the same on every rank.

@@ -58,7 +58,7 @@ absl::StatusOr<std::unique_ptr<GradientExchanger>> GradientExchanger::Create(
   }
   std::unique_ptr<GradientExchanger> ex(new GradientExchanger(std::move(communicator), options));
   for (int i = 0; i < options.pipeline_depth; ++i) {
-    ex->slots_.push_back(std::make_unique<SparseAllgather::InFlight>());
+    ex->slots_.push_back(std::make_unique<Communicator::StagedBucket>());
   }
   ex->compute_thread_ = std::thread([raw = ex.get()] { raw->ComputeLoop(); });
   ex->comm_thread_ = std::thread([raw = ex.get()] { raw->CommLoop(); });
@@ -418,7 +418,8 @@ void GradientExchanger::ComputeLoop() {
     ExchangeStats cost;
     absl::Status s;
     if (encode) {
-      s = comm_->EncodeStage(bucket->id, step, bucket->data, *slots_[bucket->slot], &cost);
+      s = comm_->EncodeStage(bucket->id, step, absl::MakeSpan(bucket->data), *slots_[bucket->slot],
+                             &cost);
     } else {
       if (bucket->staged) {
         s = comm_->FinishStage(*slots_[bucket->slot], absl::MakeSpan(bucket->data), &cost);

@@ -217,7 +217,7 @@ class GradientExchanger {
     size_t filled = 0;                       // members submitted this step
     bool queued = false;                     // in the pipeline this step
     Stage stage = Stage::kDone;
-    int slot = -1;           // staged: its InFlight in slots_
+    int slot = -1;           // staged: its StagedBucket in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
     // The fused gradients, wherever they live.
@@ -298,7 +298,7 @@ class GradientExchanger {
   absl::Time span_start_;         // first bucket of the step queued
   bool span_started_ = false;
   // One per pipeline slot; staged bucket j of a step uses slot j % depth.
-  std::vector<std::unique_ptr<SparseAllgather::InFlight>> slots_;
+  std::vector<std::unique_ptr<Communicator::StagedBucket>> slots_;
 
   // The plan, and a Bucket per planned bucket (index = id). buckets_
   // owns Bucket objects by pointer so the threads' pointers stay valid

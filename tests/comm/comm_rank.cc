@@ -476,6 +476,10 @@ void ScenarioAsync() {
               (g_config.world_size == 1 || st.bytes_received > 0) &&
               (hier && g_config.local_world_size > 1) == (st.intra_node_bytes_sent > 0),
           st.ToString());
+    if (!hier && spec->CastsTo16Bits() && g_config.world_size >= 4) {
+      Check(absl::StrCat("step ", step, ": every compressed bucket by the cast allreduce"),
+            st.cast_allreduce_buckets == st.compressed_buckets, st.ToString());
+    }
 
     // The same buckets through the synchronous communicator: rebuild each
     // bucket's fused input from the plan.

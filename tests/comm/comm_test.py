@@ -51,6 +51,9 @@ CASES = [
     ("wrong secret, frames with a dense section", 3, 0, "auth", ["kind=secret", "dense=1"]),
     ("wrong secret hier", 4, 2, "auth", ["kind=secret", "hier=1"]),
     ("async + checkpoint flat", 3, 0, "async", ["spec=topk:ratio=0.05"]),
+    # fp16 on 4 ranks: the cast allreduce, staged (Prepare on the compute
+    # thread, Complete on the comm thread) against the synchronous call.
+    ("async + checkpoint flat, fp16 by the cast allreduce", 4, 0, "async", ["spec=fp16"]),
     ("async + checkpoint hier", 4, 2, "async", ["spec=qsgd:bits=4,bucket=64", "hier=1"]),
     ("rank dies mid-step", 3, 0, "fault", ["timeout_ms=4000"]),
     ("rank dies mid-step hier", 4, 2, "fault", ["timeout_ms=4000", "hier=1"]),
