@@ -73,6 +73,7 @@ CASES = [
     ("rank dies", 3, "fault", ["timeout_ms=4000"]),
     # The cast allreduce: bit for bit the casts' allgather, at 0.75 of the
     # ring's bytes; empty regions where n < P.
+    ("cast: 1 rank", 1, "cast reference", ["sizes=0,1,1000"]),
     ("cast: fp16 and bf16, 2 ranks", 2, "cast reference", ["sizes=0,1,7,1000,100003"]),
     ("cast: 3 ranks", 3, "cast reference", ["sizes=0,2,4099", "specs=fp16;bf16;fp16:ef=off"]),
     ("cast: 4 ranks", 4, "cast reference", ["sizes=3,1000,100003", "steps=3"]),
