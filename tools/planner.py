@@ -278,6 +278,7 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
     cpu_elements = 0
     gpu_s = 0.0
     for n in comp_b:
+        kind = None if m["hierarchical"] else library_exchange(m, p, n)
         if m["hierarchical"]:
             g = gpus_per_node
             shard = math.ceil(n / g)
@@ -296,7 +297,7 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                 wire += ring_allreduce_s(g, 4 * n, intra, alpha_s) / 2  # allgather half
             cpu_elements += shard
             gpu_s += gpu_compress_s(m, shard, nodes)
-        elif library_exchange(m, p, n) == "cast_allreduce":
+        elif kind == "cast_allreduce":
             # lib/comm/cast_allreduce.h: agreement, a 16-bit alltoall of
             # (P-1)/P 2n bytes (P-1 waves), the verdict (log2 P hops), and
             # the sealed ring allgather of the fp32 averages (half a ring).
@@ -305,7 +306,7 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
                      sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share) / 2)
             nic_bytes += (p - 1) / p * 6 * n
             cpu_elements += n
-        elif library_exchange(m, p, n) == "dense_ring":
+        elif kind == "dense_ring":
             # The library's cost model (defaults: the runs do not measure
             # the link) sends this bucket by the sealed ring, uncompressed:
             # fp16 or bf16 on 4 ranks, whose frames would move as many bytes.

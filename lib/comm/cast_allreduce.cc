@@ -90,9 +90,8 @@ absl::Status CastAllreduce::Prepare(const transport::GlooGroup& group, ErrorFeed
   st.step = step;
   st.n = n;
   st.out = out;
-  st.bounds.resize(p + 1);
+  EvenRegions(n, p, &st.bounds);
   st.counts.resize(p);
-  for (int j = 0; j <= p; ++j) st.bounds[j] = j * n / p;
   for (int j = 0; j < p; ++j) st.counts[j] = st.bounds[j + 1] - st.bounds[j];
 
   // 1. Encode; the frame's values section holds one value per element.

@@ -55,24 +55,26 @@ double DirectSteps(int p) {
   return std::ceil(static_cast<double>(p - 1) / window);
 }
 
-// Steps and bytes per rank of one histogram round (sparse_collectives.h:
-// direct up to 16 ranks, then halving and doubling).
-void HistogramRound(int p, double* steps, double* bytes) {
-  if (p <= kDirectMaxRanks) {  // a direct reduce-scatter and allgather
+// Steps and bytes per rank of one SparseCollectives::AllreduceU32/U64 of
+// a `vector_bytes` vector (sparse_collectives.h): direct (a reduce-scatter
+// and an allgather) where the group gathers directly and the vector is
+// large enough, else recursive doubling, or halving and doubling.
+void SmallAllreduceRound(int p, double vector_bytes, double* steps, double* bytes) {
+  if (p <= kDirectMaxRanks && vector_bytes >= SparseCollectives::kHalvingMinBytes) {
     *steps = 2;
-    *bytes = 2.0 * (p - 1) / p * kHistogramBytes;
+    *bytes = 2.0 * (p - 1) / p * vector_bytes;
     return;
   }
-  if (!SparseCollectives::UsesHalving(p, kHistogramBytes)) {
+  if (!SparseCollectives::UsesHalving(p, vector_bytes)) {
     *steps = DoublingSteps(p);
-    *bytes = DoublingSteps(p) * kHistogramBytes;
+    *bytes = DoublingSteps(p) * vector_bytes;
     return;
   }
   double p2 = 1;
   while (2 * p2 <= p) p2 *= 2;
   const bool folded = p2 < p;
   *steps = 2 * std::log2(p2) + (folded ? 2 : 0);
-  *bytes = 2 * (p2 - 1) / p2 * kHistogramBytes + (folded ? kHistogramBytes : 0);
+  *bytes = 2 * (p2 - 1) / p2 * vector_bytes + (folded ? vector_bytes : 0);
 }
 
 // Histogram rounds of a top-k selection among m candidates: the first
@@ -186,7 +188,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double survivors = std::min(share * (k + band) * (x + 4), share * n * 4);
       const double selection = random ? 0 : SelectionRounds(std::min(n, p * k), k);
       double round_steps = 0, round_bytes = 0;
-      HistogramRound(p, &round_steps, &round_bytes);
+      SmallAllreduceRound(ranks, kHistogramBytes, &round_steps, &round_bytes);
       // The agreement: one direct allgather round, or recursive doubling.
       const double agree_steps = direct ? 1 : DoublingSteps(p);
       const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
@@ -206,14 +208,12 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double share = (p - 1) / p;
       const double agree_steps = direct ? 1 : DoublingSteps(p);
       const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
-      // The verdict: one u32 per rank, by recursive doubling below 64
-      // ranks (SparseCollectives::AllreduceU32), then halving and doubling.
-      const double verdict_steps = SparseCollectives::UsesHalving(ranks, 4 * p)
-                                       ? 2 * std::ceil(std::log2(p))
-                                       : DoublingSteps(ranks);
+      // The verdict: one u32 per rank (recursive doubling below 64 ranks).
+      double verdict_steps = 0, verdict_bytes = 0;
+      SmallAllreduceRound(ranks, 4 * p, &verdict_steps, &verdict_bytes);
       c.bytes_sent = c.bytes_received = share * 2 * n + share * 4 * n +
                                         (p - 1) * (kRegionFrameOverhead + kAgreementBytes) +
-                                        agree_bytes + verdict_steps * 4 * p;
+                                        agree_bytes + verdict_bytes;
       c.rounds = p > 1 ? agree_steps + DirectSteps(ranks) + verdict_steps + p : 0;
       c.messages =
           p > 1 ? (direct ? p - 1 : agree_steps) + (p - 1) + verdict_steps + 2 * (p - 1) : 0;

@@ -43,6 +43,11 @@ void WriteHeader(const RegionFrameHeader& h, uint8_t* out) {
 
 }  // namespace
 
+void EvenRegions(uint64_t n, int p, std::vector<uint64_t>* bounds) {
+  bounds->resize(p + 1);
+  for (int j = 0; j <= p; ++j) (*bounds)[j] = j * n / p;
+}
+
 uint64_t ValueBytes(ValueType type) { return type == ValueType::kFp32 ? 4 : 2; }
 
 uint64_t MaxRegionFrameBytes(RegionLayout sparse, ValueType type, uint64_t length,

@@ -75,6 +75,10 @@ struct RegionFrameHeader {
   uint64_t value_bytes = 0;  // not on the wire: count x the value width
 };
 
+// Even regions of [0, n) over p owners: bounds[j] = floor(j n / p), p + 1
+// boundaries; lengths differ by at most one (empty where n < p).
+void EvenRegions(uint64_t n, int p, std::vector<uint64_t>* bounds);
+
 // Bytes per value of an fp32, fp16 or bf16 value type.
 uint64_t ValueBytes(ValueType type);
 

@@ -24,12 +24,6 @@ constexpr int kAgreedFields = 5;
 
 kernels::ValueFormat Format(ValueType type) { return static_cast<kernels::ValueFormat>(type); }
 
-// Even regions: b_j = floor(j n / P), lengths differ by at most one.
-void EvenRegions(uint64_t n, int p, std::vector<uint64_t>* bounds) {
-  bounds->resize(p + 1);
-  for (int j = 0; j <= p; ++j) (*bounds)[j] = j * n / p;
-}
-
 bool IsZero(float x) { return (kernels::FloatBits(x) & 0x7fffffffu) == 0; }
 
 // "<what> from rank R (bucket b, step s) rejected: <why>", same code.
