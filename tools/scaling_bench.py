@@ -74,6 +74,11 @@ def run_case(cluster, binary, exchange, spec, a, job):
         "bytes_sent": max(res["bytes_sent_per_iter"] for res in results),
         "bytes_received": max(res["bytes_received_per_iter"] for res in results),
         "compress_ms": max(res["compress_ms_per_iter"] for res in results),
+        # Time inside the transport's calls (bytes and rounds; sync: the
+        # agreement and size rounds within it), the slowest rank's.
+        "wire_ms": max(res.get("wire_ms_per_iter", 0.0) for res in results),
+        "sync_ms": max(res.get("sync_ms_per_iter", 0.0) for res in results),
+        "wire_ms_ranks": [res.get("wire_ms_per_iter") for res in results],
         # Every rank's process CPU per iteration, summed: over the machine's
         # cores, a floor on the iteration's time when ranks share them.
         "cpu_ms_all_ranks": sum(res.get("cpu_ms_per_iter", 0.0) for res in results),

@@ -192,12 +192,15 @@ int Main() {
   std::printf(
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
       "\"iter_ms\": [%s], \"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
-      "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, \"cpu_ms_per_iter\": %.3f, "
+      "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, \"wire_ms_per_iter\": %.3f, "
+      "\"sync_ms_per_iter\": %.3f, \"cpu_ms_per_iter\": %.3f, "
       "\"selection_rounds\": %d, \"model\": %s}\n",
       g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), times.c_str(),
       static_cast<double>(sent) / iters, static_cast<double>(received) / iters,
       absl::ToDoubleMilliseconds(stats.compress_time) / iters,
-      absl::ToDoubleMilliseconds(stats.auth_time) / iters, 1e3 * cpu_seconds / iters,
+      absl::ToDoubleMilliseconds(stats.auth_time) / iters,
+      absl::ToDoubleMilliseconds(stats.wire_time) / iters,
+      absl::ToDoubleMilliseconds(stats.sync_time) / iters, 1e3 * cpu_seconds / iters,
       allreduce.last_run().selection_rounds, model_json.c_str());
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
