@@ -300,11 +300,12 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
         elif kind == "cast_allreduce":
             # lib/comm/cast_allreduce.h: agreement, a 16-bit alltoall of
             # (P-1)/P 2n bytes (P-1 waves), the verdict (log2 P hops), and
-            # the sealed ring allgather of the fp32 averages (half a ring).
+            # the sealed ring allgather of the 16-bit averages (half a ring
+            # of 2n bytes).
             wire += (agreement_s(p, alpha_s) + (p - 1) * alpha_s + (p - 1) / p * 2 * n / bw +
                      math.ceil(math.log2(p)) * alpha_s + agreement_s(p, alpha_s) +
-                     sealed_ring_allreduce_s(p, 4 * n, bw, alpha_s, cpu_share) / 2)
-            nic_bytes += (p - 1) / p * 6 * n
+                     sealed_ring_allreduce_s(p, 2 * n, bw, alpha_s, cpu_share) / 2)
+            nic_bytes += (p - 1) / p * 4 * n
             cpu_elements += n
         elif kind == "dense_ring":
             # The library's cost model (defaults: the runs do not measure

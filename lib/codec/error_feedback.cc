@@ -125,6 +125,12 @@ absl::Span<const float> ErrorFeedback::Residual(absl::string_view key) const {
   return it->second;
 }
 
+absl::Span<float> ErrorFeedback::MutableHostResidual(absl::string_view key) {
+  auto it = residuals_.find(key);
+  if (it == residuals_.end()) return {};
+  return absl::MakeSpan(it->second);
+}
+
 absl::Status ErrorFeedback::GiveBack(absl::string_view key, absl::Span<const uint32_t> indices,
                                      absl::Span<const float> values) {
   if (!codec_.spec().UsesErrorFeedback()) return absl::OkStatus();

@@ -61,6 +61,14 @@ class ErrorFeedback {
   // device gradient's key (read it on that key's stream).
   absl::Span<const float> Residual(absl::string_view key) const;
 
+  // The key's host residual, writable, for an exchange that adds to it
+  // after the encode (the cast allreduce's owner adds the rounding of its
+  // region's average, possibly on another thread than the next Encode of
+  // another key). Empty if the key has none (no Encode yet, error feedback
+  // off) or it is on the device. Stays valid until RestoreState, Clear or
+  // an Encode of the key with another length.
+  absl::Span<float> MutableHostResidual(absl::string_view key);
+
   // Gives back to the key's residual values that Encode took out of it
   // but the exchange then did not deliver (a sparse allreduce's global
   // re-selection dropped them): for each j,

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
+#include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gradwire/lib/comm/exchange_agreement.h"
 #include "gradwire/lib/comm/region_frame.h"
@@ -99,6 +100,9 @@ absl::Status CastAllreduce::Prepare(const transport::GlooGroup& group, ErrorFeed
   st.frame.resize(codec_.MaxEncodedBytes(n));
   absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(st.frame));
   absl::Status s = encoded.status();
+  // Where Complete adds the rounding of this rank's region's average (no
+  // residual: error feedback off, the rounding is dropped).
+  st.residual = ef.MutableHostResidual(key);
   if (s.ok()) {
     absl::StatusOr<ParsedFrame> parsed =
         ParseFrame(absl::MakeConstSpan(st.frame.data(), encoded->frame_bytes), FrameLimits());
@@ -253,14 +257,63 @@ absl::Status CastAllreduce::Complete(transport::GlooGroup& group, Staged& st, fl
   s = Verdict(group, st, Reduce(group, st, divisor, &cost), &cost);
   if (!s.ok()) return finish(s);
 
-  // 6. Every region's average reaches every rank.
-  std::copy(avg_.begin(), avg_.end(), st.out.begin() + st.bounds[group.rank()]);
-  s = group.SealedAllgather(st.out, st.counts, chunk_auth_,
+  // 6. The owner rounds its region's averages to the cast's format; every
+  // region's rounded averages reach every rank, which decodes them; the
+  // owner keeps what its rounding lost, times the divisor, in its residual.
+  const absl::Time t0 = absl::Now();
+  s = RoundAverages(group, st);
+  cost.compress_time += absl::Now() - t0;
+  if (!s.ok()) return finish(s);
+  s = group.SealedAllgather(absl::MakeSpan(packed_), slot_counts_, chunk_auth_,
                             {st.step, st.bucket, options_.allgather_stage});
   cost.AddCall(group.last_call());
   cost.auth_time += group.last_call().auth_time;
   cost.wire_time -= group.last_call().auth_time;
+  if (!s.ok()) return finish(s);
+  const absl::Time t1 = absl::Now();
+  s = DecodeAverages(group, st, divisor);
+  cost.compress_time += absl::Now() - t1;
   return finish(s);
+}
+
+absl::Status CastAllreduce::RoundAverages(const transport::GlooGroup& group, const Staged& st) {
+  const int p = group.size();
+  const int me = group.rank();
+  slot_counts_.resize(p);
+  slot_begin_.assign(p + 1, 0);
+  for (int j = 0; j < p; ++j) {
+    slot_counts_[j] = (st.counts[j] + 1) / 2;  // two 16-bit values a slot
+    slot_begin_[j + 1] = slot_begin_[j] + slot_counts_[j];
+  }
+  packed_.resize(slot_begin_[p]);
+  const uint64_t count = st.counts[me];
+  rounding_.assign(count, 0.0f);
+  if (count == 0) return absl::OkStatus();
+  packed_[slot_begin_[me + 1] - 1] = 0.0f;  // an odd region's last two bytes
+  return kernels::CastCompress(
+      avg_.data(), rounding_.data(), count, Format(CastType(codec_.spec())),
+      reinterpret_cast<uint8_t*>(packed_.data() + slot_begin_[me]), nullptr);
+}
+
+absl::Status CastAllreduce::DecodeAverages(const transport::GlooGroup& group, const Staged& st,
+                                           float divisor) {
+  const int p = group.size();
+  const kernels::ValueFormat format = Format(CastType(codec_.spec()));
+  for (int j = 0; j < p; ++j) {
+    if (st.counts[j] == 0) continue;
+    const uint8_t* values = reinterpret_cast<const uint8_t*>(packed_.data() + slot_begin_[j]);
+    // (0 + v) / 1: the value's fp32 decoding, as the casts' decode-average.
+    GRADWIRE_RETURN_IF_ERROR(kernels::CastDecodeAverage(
+        absl::MakeConstSpan(&values, 1), st.counts[j], format, 1.0f, st.out.data() + st.bounds[j]));
+  }
+  if (st.residual.empty()) return absl::OkStatus();
+  // Server-side error feedback: out lost `rounding` of the average, i.e.
+  // divisor * rounding of the sum, which this rank contributes next step.
+  float* e = st.residual.data() + st.bounds[group.rank()];
+  for (size_t i = 0; i < rounding_.size(); ++i) {
+    e[i] = kernels::ResidualAfter(e[i], -(divisor * rounding_[i]));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CastAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef,

@@ -1,9 +1,10 @@
 // CastAllreduce: averages one gradient buffer cast to fp16 or bf16 by a
-// reduce-scatter of the 16-bit values and an allgather of the fp32
-// averages. Per rank it moves (P-1)/P (2n + 4n) bytes each way: 0.75 of
-// the fp32 ring's 2 (P-1)/P 4n, where the casts' allgather moves (P-1) 2n
-// (as much as the ring at P = 4, more beyond). Design, bytes and rounds:
-// docs/cast_allreduce.md.
+// reduce-scatter of the 16-bit values and an allgather of the averages,
+// rounded to 16 bits by their owner, whose rounding goes back into its
+// error feedback. Per rank it moves (P-1)/P (2n + 2n) bytes each way: half
+// the fp32 ring's 2 (P-1)/P 4n (as much as PyTorch's fp16 compress hook,
+// which rounds at every hop and returns nothing), where the casts'
+// allgather moves (P-1) 2n. Design, bytes and rounds: docs/cast_allreduce.md.
 //
 // The index range [0, n) is cut into P even regions, b_j = floor(j n / P)
 // (lengths differ by at most one; empty when n < P), region j owned by
@@ -17,19 +18,29 @@
 //      frame (region_frame.h, kImplied layout: one value per element of
 //      the region), one round of concurrent messages (this rank's own
 //      region stays here, unframed);
-//   4. the owner verifies every frame and averages its region:
-//      (zeros + each rank's values, in rank order) / divisor;
+//   4. the owner verifies every frame and averages its region in fp32:
+//      avg = (zeros + each rank's values, in rank order) / divisor;
 //   5. verdict: a sum-allreduce of one status word per owner, so a
 //      contribution only its owner could see rejected fails every rank,
 //      naming the owner;
-//   6. the sealed ring allgather (GlooGroup::SealedAllgather, chunk MACs)
-//      of the regions' averages, in place in `out`.
+//   6. the owner rounds avg to the cast's format, v = cast(avg) (the
+//      codec's rounding: nearest even, saturating); the sealed ring
+//      allgather (GlooGroup::SealedAllgather, chunk MACs) of every
+//      region's v, two values per fp32 slot; every rank decodes them:
+//      out = decode(v); the owner adds what its rounding lost to its
+//      residual for the key, times the divisor (the sum's share of it):
+//      e[i] = ResidualAfter(e[i], -fl(divisor * (avg[i] - decode(v[i])))),
+//      so the next step returns it (server-side error feedback, as in
+//      DoubleSqueeze, Tang et al. ICML'19). Without error feedback the
+//      rounding is dropped.
 //
-// What it computes, bit for bit: out = the cast codec's DecodeAverage of
-// every rank's frame, the sparse allgather's result (both sum each element
-// in rank order from zero and divide, CastDecodeAverage's contract); the
-// residual is what the codec's error feedback leaves. Only where the sums
-// happen changes, so the caller may pick either exchange per bucket.
+// What it computes, bit for bit: out = decode(cast(A)), A the cast codec's
+// DecodeAverage of every rank's frame (the sparse allgather's result: both
+// sum each element in rank order from zero and divide, CastDecodeAverage's
+// contract); the residual is what the codec's error feedback leaves, plus
+// on the owner's region the term above. So it differs from the allgather
+// by one rounding of the average to 16 bits, which the owner's residual
+// carries to the next step.
 //
 // Security and failures as in SparseAllreduce, with the dense exchange's
 // session MAC (AES-GMAC, chunk_mac.h; about twice HMAC-SHA256's speed on
@@ -39,9 +50,9 @@
 // scope {step, bucket, contribution_stage}), and is validated before any
 // value is used; the averages carry the sealed allgather's chunk MACs,
 // bound to their owner, step, bucket and `allgather_stage`. On error the residual has absorbed this
-// step's encoding and `out` is unchanged unless the allgather itself
-// failed, which may leave part of it written: the caller treats the
-// buffer's state as lost (the Communicator poisons itself).
+// step's encoding (not the owner's rounding) and `out` is unchanged (it is
+// written only once the allgather has succeeded); after a transport error
+// the caller treats the group as lost (the Communicator poisons itself).
 //
 // Buffers are grown to the largest call seen and reused. Not thread-safe.
 #ifndef GRADWIRE_LIB_COMM_CAST_ALLREDUCE_H_
@@ -116,6 +127,7 @@ class CastAllreduce {
     uint64_t step = 0;
     uint64_t n = 0;
     absl::Span<float> out;
+    absl::Span<float> residual;       // the key's (empty: no error feedback)
     std::vector<uint64_t> bounds;     // P + 1
     std::vector<uint64_t> counts;     // P region lengths
     std::vector<uint8_t> frame;       // this rank's codec frame
@@ -150,6 +162,11 @@ class CastAllreduce {
                       ExchangeStats* cost);
   absl::Status Verdict(transport::GlooGroup& group, const Staged& st, const absl::Status& mine,
                        ExchangeStats* cost);
+  // Step 6's ends: my region's average rounded into packed_ (its rounding
+  // error into rounding_); then every region decoded into `out` and the
+  // rounding error, times the divisor, added to my residual.
+  absl::Status RoundAverages(const transport::GlooGroup& group, const Staged& st);
+  absl::Status DecodeAverages(const transport::GlooGroup& group, const Staged& st, float divisor);
 
   const Codec& codec_;
   const transport::ChunkAuthenticator& chunk_auth_;
@@ -164,7 +181,13 @@ class CastAllreduce {
   std::vector<absl::Span<const uint8_t>> received_;
   std::vector<const uint8_t*> values_;  // each sender's values for my region
   std::vector<uint32_t> no_indices_;
-  std::vector<float> avg_;  // my region's average
+  std::vector<float> avg_;       // my region's average
+  std::vector<float> rounding_;  // avg_ - its rounding to 16 bits
+  // The averages' allgather: region j's 16-bit values from slot
+  // slot_begin_[j], two a slot (an odd region's last slot half zero).
+  std::vector<float> packed_;
+  std::vector<uint64_t> slot_counts_;
+  std::vector<uint64_t> slot_begin_;
   std::vector<uint32_t> verdicts_;
 };
 

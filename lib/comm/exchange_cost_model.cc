@@ -211,14 +211,15 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       // The verdict: one u32 per rank (recursive doubling below 64 ranks).
       double verdict_steps = 0, verdict_bytes = 0;
       SmallAllreduceRound(ranks, 4 * p, &verdict_steps, &verdict_bytes);
-      c.bytes_sent = c.bytes_received = share * 2 * n + share * 4 * n +
+      c.bytes_sent = c.bytes_received = share * 2 * n + share * 2 * n +
                                         (p - 1) * (kRegionFrameOverhead + kAgreementBytes) +
                                         agree_bytes + verdict_bytes;
       c.rounds = p > 1 ? agree_steps + DirectSteps(ranks) + verdict_steps + p : 0;
       c.messages =
           p > 1 ? (direct ? p - 1 : agree_steps) + (p - 1) + verdict_steps + 2 * (p - 1) : 0;
       // The owner decodes P values per element of its region: n in all;
-      // the region frames and the averages are copied once each.
+      // the region frames are copied once, the owner rounds its region
+      // and every rank decodes the n rounded averages.
       c.compute_seconds = encode + n / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
       break;
     }
@@ -235,10 +236,10 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
                             const ExchangeModel& model) {
   if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
   if (spec.CastsTo16Bits()) {
-    // The cast allreduce moves (P-1)/P (2n + 4n) bytes per rank, the
-    // allgather (P-1) 2n and the ring (P-1)/P 8n: by bytes, as below.
-    return EveryElementRate(spec) * (ranks - 1) > 4 ? ExchangeKind::kCastAllreduce
-                                                    : ExchangeKind::kSparseAllgather;
+    // The cast allreduce moves (P-1)/P (2n + 2n) bytes per rank, the
+    // allgather (P-1) 2n and the ring (P-1)/P 8n: by bytes, as below, the
+    // cast allreduce where 4/P < 2, i.e. from P = 3 (a tie at 2).
+    return ranks > 2 ? ExchangeKind::kCastAllreduce : ExchangeKind::kSparseAllgather;
   }
   if (!spec.SelectsEntries()) {
     // A codec that sends every element: the ring where its payload to each

@@ -27,7 +27,7 @@
 //                                                        ceil((P-1)/4) steps,
 //                                                        8 from P = 33
 //
-//   cast allreduce    bytes (P-1)/P * (2n + 4n)          rounds A + D + V
+//   cast allreduce    bytes (P-1)/P * (2n + 2n)          rounds A + D + V
 //   (fp16, bf16)      + (P-1) (G + 80) + agreement       + P (the sealed
 //                     + V * 4P                           ring allgather)
 //                                                        V: the verdict,
@@ -37,8 +37,8 @@
 // allreduce; their allgather frame is F + their payload: 2n (casts),
 // ceil(n b / 8) + 4 ceil(n / B) (QSGD, b bits, B per scale; sign: b = 1).
 // For them the choice is by payload bytes alone. The casts: the cast
-// allreduce where its (P-1)/P 6n is below the allgather's (P-1) 2n, i.e.
-// from P = 4 (it is always below the ring's (P-1)/P 8n). The others: the
+// allreduce where its (P-1)/P 4n is below the allgather's (P-1) 2n, i.e.
+// from P = 3 (it is always half the ring's (P-1)/P 8n). The others: the
 // ring where P - 1 payloads are at least the ring's 2 (P-1)/P 4n, i.e.
 // payload >= 8n/P (8-bit QSGD from P = 8, 4-bit from P = 16, sign from
 // P = 61 at B = 512).
@@ -111,7 +111,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 
 // The cheapest of the ring and the sparse exchanges for a sparse `spec`
 // (ties: the simpler one); for fp16 and bf16 the cast allreduce from
-// P = 4, else the allgather; for QSGD and sign the ring where their
+// P = 3, else the allgather; for QSGD and sign the ring where their
 // payload is at least 8n/P bytes, else the allgather; kDenseRing for
 // "none".
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,

@@ -165,7 +165,7 @@ class GradwireState(BucketExchange):
         sparse allreduce and the cast allreduce), "allgather",
         "sparse_allreduce" (O(k) bytes per rank as P grows; sparse specs:
         topk, approx_topk, randomk), "cast_allreduce" (16-bit reduce-scatter
-        and fp32 allgather; fp16, bf16) or "dense" (the ring, nothing
+        and 16-bit allgather of the averages; fp16, bf16) or "dense" (the ring, nothing
         compressed). state.bucket_exchanges and
         state.exchange_report say which each bucket took and why.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
