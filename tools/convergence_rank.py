@@ -31,11 +31,19 @@ METHODS = {
     # forced for every compressed bucket instead of the cost model's pick.
     "topk1_sar": ("top-k 1 % + EF, sparse allreduce", "gradwire", "topk:ratio=0.01"),
     "topk0.1_sar": ("top-k 0.1 % + EF, sparse allreduce", "gradwire", "topk:ratio=0.001"),
+    # The 16-bit casts through the cast allreduce (lib/comm/cast_allreduce.h),
+    # forced: its owners round the averages to 16 bits and keep the
+    # rounding in their error feedback. (Left to the cost model, this
+    # model's buckets carry their small dense part in the allgather's
+    # frames, so they would take the allgather.)
+    "fp16": ("fp16 + EF, cast allreduce", "gradwire", "fp16"),
+    "bf16": ("bf16 + EF, cast allreduce", "gradwire", "bf16"),
     "powersgd2": ("PyTorch PowerSGD rank 2", "powersgd", 2),
     "auto": ("gradwire auto", "gradwire", "auto"),
 }
 # GradwireState(exchange=) per method; the others: "auto" (the cost model).
-EXCHANGE = {"topk1_sar": "sparse_allreduce", "topk0.1_sar": "sparse_allreduce"}
+EXCHANGE = {"topk1_sar": "sparse_allreduce", "topk0.1_sar": "sparse_allreduce",
+            "fp16": "cast_allreduce", "bf16": "cast_allreduce"}
 MOMENTUM, WEIGHT_DECAY = 0.9, 5e-4  # every run's SGD
 
 
