@@ -33,9 +33,9 @@ METHODS = {
     "topk0.1_sar": ("top-k 0.1 % + EF, sparse allreduce", "gradwire", "topk:ratio=0.001"),
     # The 16-bit casts through the cast allreduce (lib/comm/cast_allreduce.h),
     # forced: its owners round the averages to 16 bits and keep the
-    # rounding in their error feedback. (Left to the cost model, this
-    # model's buckets carry their small dense part in the allgather's
-    # frames, so they would take the allgather.)
+    # rounding in their error feedback. (The cost model picks it too for
+    # this model's buckets since Communicator::DenseRides; before, their
+    # small dense part tied them to the allgather.)
     "fp16": ("fp16 + EF, cast allreduce", "gradwire", "fp16"),
     "bf16": ("bf16 + EF, cast allreduce", "gradwire", "bf16"),
     "powersgd2": ("PyTorch PowerSGD rank 2", "powersgd", 2),

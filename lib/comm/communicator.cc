@@ -196,6 +196,23 @@ ExchangeKind Communicator::ModelKindFor(uint64_t elements) const {
   return kind;
 }
 
+bool Communicator::DenseRides(uint64_t elements, uint64_t dense_elements) const {
+  const ExchangeKind kind = KindFor(elements);
+  if (kind == ExchangeKind::kSparseAllgather) return true;
+  if (options_.exchange.has_value() || options_.hierarchical) return false;
+  const int p = world_->size();
+  const CompressionSpec& spec = codec_->spec();
+  // The dense section adds (P-1) x 4 bytes per element to what each rank
+  // receives in the allgather.
+  const double ride =
+      EstimateExchange(ExchangeKind::kSparseAllgather, p, elements, spec, model_).seconds() +
+      (p - 1) * 4.0 * dense_elements / model_.bytes_per_second;
+  const double apart =
+      EstimateExchange(kind, p, elements, spec, model_).seconds() +
+      EstimateExchange(ExchangeKind::kDenseRing, p, dense_elements, spec, model_).seconds();
+  return ride <= apart;
+}
+
 ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) const {
   return path_rule().PathFor(elements, one_dimensional);
 }
@@ -357,14 +374,15 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     if (s.ok()) s = Hierarchical(key.Piece(), bucket, step, data, &cost);
     cost.compressed_buckets = 1;
   } else {
-    // A dense section rides only in the allgather's frames; a forced
-    // other exchange sends it by the ring first.
+    // A dense section rides only in the allgather's frames: there where
+    // the model finds that cheaper than its pick plus a ring of the dense
+    // part (DenseRides), else the ring first.
     ExchangeKind kind = KindFor(data.size());
     if (!dense.empty() && kind != ExchangeKind::kSparseAllgather) {
-      if (options_.exchange.has_value()) {
-        s = Dense(bucket, step, dense, &cost);
-      } else {
+      if (DenseRides(data.size(), dense.size())) {
         kind = ExchangeKind::kSparseAllgather;
+      } else {
+        s = Dense(bucket, step, dense, &cost);
       }
     }
     const float world = static_cast<float>(world_->size());

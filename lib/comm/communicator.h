@@ -101,10 +101,11 @@ struct CommunicatorOptions {
   // Create refuses them otherwise; hierarchical mode: the cross-node stage
   // for the compressed kinds, the whole buffer by the world's ring for
   // kDenseRing). The device path takes the sparse allgather where the
-  // cast allreduce is picked: the same result, bit for bit. A buffer with a dense part that must
-  // ride in the frames (AllreduceMeanWithDense) takes the sparse allgather when the model chooses;
-  // a forced other exchange sends that part by the ring first. Every rank must pass the same
-  // settings (join.h checks them).
+  // cast allreduce is picked (its average is not rounded to 16 bits). A
+  // buffer with a dense part (AllreduceMeanWithDense) sends it in the
+  // allgather's frames where DenseRides says so, else by the ring first;
+  // a forced exchange other than the allgather always sends it by the
+  // ring first. Every rank must pass the same settings (join.h checks them).
   std::optional<ExchangeKind> exchange;
   ExchangeModel exchange_model;
   bool measure_exchange_model = false;
@@ -169,16 +170,18 @@ class Communicator {
                              ExchangePath path);
 
   // One buffer that mixes tensors to compress with tensors to keep exact
-  // (a DDP bucket holding weights and biases), in one exchange: `data`
-  // takes the compressed path (error feedback keyed by `bucket`, as in
-  // AllreduceMean), `dense` travels exact in the same frames
-  // (SparseAllgather's dense section) and becomes the rank-order sum
-  // of every rank's `dense` / world size. Saves the dense allreduce's
-  // rounds, but every rank receives every rank's dense part, so keep it
-  // small (the DDP hook's limit: (P-1) x 4 x dense.size() <= 256 KiB).
-  // Every rank must pass the same lengths (else "collective mismatch").
-  // Hierarchical communicators give the same result by two exchanges
-  // (dense, then compressed). On error the communicator is poisoned.
+  // (a DDP bucket holding weights and biases): `data` takes the compressed
+  // path (error feedback keyed by `bucket`, as in AllreduceMean), `dense`
+  // becomes the rank-order sum of every rank's `dense` / world size,
+  // exact. Where DenseRides(data.size(), dense.size()), in one exchange:
+  // `dense` travels in the allgather's frames (SparseAllgather's dense
+  // section), which saves the dense allreduce's rounds, but every rank
+  // receives every rank's dense part, so keep it small (the DDP hook's
+  // limit: (P-1) x 4 x dense.size() <= 256 KiB). Otherwise in two: the
+  // dense ring, then `data` by the exchange KindFor picks. Every rank must
+  // pass the same lengths (else "collective mismatch"). Hierarchical
+  // communicators always take two (dense, then compressed). On error the
+  // communicator is poisoned.
   absl::Status AllreduceMeanWithDense(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                       absl::Span<float> dense);
 
@@ -259,6 +262,14 @@ class Communicator {
   // The cost model's pick for that buffer, whether or not `exchange` forces
   // another.
   ExchangeKind ModelKindFor(uint64_t elements) const;
+  // Whether AllreduceMeanWithDense (flat) sends a dense part of
+  // `dense_elements` inside the allgather's frames with the compressed
+  // buffer of `elements`: where KindFor is the allgather; where it is
+  // another exchange that `exchange` forces, never; else where the cost
+  // model predicts the allgather carrying both (its frames grown by the
+  // dense part) no slower than its pick plus a dense ring of the part.
+  // The same on every rank.
+  bool DenseRides(uint64_t elements, uint64_t dense_elements) const;
   // What the cost model weighs for that buffer: flat, the world's ranks
   // and `elements`; hierarchical, the cross-node group's ranks and one
   // node shard (the stage the choice is about).
