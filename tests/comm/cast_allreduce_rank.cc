@@ -48,8 +48,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gradwire/kernels/dispatch.h"
-#include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -58,6 +56,7 @@
 #include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/region_frame.h"
 #include "gradwire/lib/comm/session_chunk_auth.h"
+#include "tests/comm/cast_reference.h"
 #include "tests/comm/rank_env.h"
 #include "tests/comm/rank_setup.h"
 
@@ -110,38 +109,6 @@ std::unique_ptr<Rig> NewRig(const std::string& spec_text, const std::string& sec
   return rig;
 }
 
-// What the owners do to an average a: the 16-bit rounding of a + 0 (the
-// codec's kernel on a zero residual), decoded into `out`, and what it lost
-// into `lost`.
-void RoundTo16(const CompressionSpec& spec, absl::Span<const float> a, std::vector<float>* out,
-               std::vector<float>* lost) {
-  const auto format =
-      spec.method == Method::kBf16 ? kernels::ValueFormat::kBf16 : kernels::ValueFormat::kFp16;
-  std::vector<uint8_t> values(2 * a.size() + 1);
-  lost->assign(a.size(), 0.0f);
-  out->assign(a.size(), 0.0f);
-  const uint8_t* v = values.data();
-  if (!kernels::CastCompress(a.data(), lost->data(), a.size(), format, values.data(), nullptr)
-           .ok() ||
-      !kernels::CastDecodeAverage(absl::MakeConstSpan(&v, 1), a.size(), format, 1.0f, out->data())
-           .ok()) {
-    std::printf("SETUP rounding failed\n");
-    std::exit(2);
-  }
-}
-
-// The residual an owner keeps: e on its region [begin, end) plus divisor
-// times what the rounding lost there.
-std::vector<float> OwnerResidual(absl::Span<const float> e, const std::vector<float>& lost,
-                                 uint64_t begin, uint64_t end, float divisor) {
-  std::vector<float> want(e.begin(), e.end());
-  if (want.empty()) return want;  // no error feedback
-  for (uint64_t i = begin; i < end; ++i) {
-    want[i] = kernels::ResidualAfter(want[i], -(divisor * lost[i]));
-  }
-  return want;
-}
-
 // Every rank's codec and error feedback, run here: the frames every rank
 // sends and their DecodeAverage.
 class Reference {
@@ -162,16 +129,15 @@ class Reference {
       MustSucceed(encoded.status());
       views.push_back(absl::MakeConstSpan(frames[r].data(), encoded->frame_bytes));
     }
-    std::vector<float> average(n), out, lost;
-    MustSucceed(codecs_[env.rank()]->DecodeAverage(views, env.world(), absl::MakeSpan(average)));
+    std::vector<float> out(n), lost;
+    MustSucceed(codecs_[env.rank()]->DecodeAverage(views, env.world(), absl::MakeSpan(out)));
     // The owners' rounding, and what it lost into each owner's residual.
-    RoundTo16(codecs_[env.rank()]->spec(), average, &out, &lost);
+    RoundTo16(codecs_[env.rank()]->spec().method, out, absl::MakeSpan(out), &lost);
     std::vector<uint64_t> bounds;
     EvenRegions(n, env.world(), &bounds);
     for (int r = 0; r < env.world(); ++r) {
-      const absl::Span<float> e = efs_[r]->MutableHostResidual(absl::StrCat(bucket));
-      const std::vector<float> kept = OwnerResidual(e, lost, bounds[r], bounds[r + 1], env.world());
-      std::copy(kept.begin(), kept.end(), e.begin());
+      KeepRounding(efs_[r]->MutableHostResidual(absl::StrCat(bucket)), lost, bounds[r],
+                   bounds[r + 1], env.world());
     }
     return out;
   }
@@ -276,15 +242,16 @@ void ScenarioCommunicator() {
       // Step 0, from zero residuals: the cast allreduce's output is the
       // allgather's rounded to 16 bits; flat, each owner keeps what that
       // lost on its region (hierarchically, on its node's shard).
-      std::vector<float> want_out, lost;
-      RoundTo16(options_spec, got[1], &want_out, &lost);
+      std::vector<float> want_out(size), lost;
+      RoundTo16(options_spec.method, got[1], absl::MakeSpan(want_out), &lost);
       diff = Differs(got[2], want_out);
       if (!hier) {
         std::vector<uint64_t> bounds;
         EvenRegions(size, env.world(), &bounds);
-        const std::vector<float> e(comms[1]->Residual(b).begin(), comms[1]->Residual(b).end());
-        diff += Differs(comms[2]->Residual(b), OwnerResidual(e, lost, bounds[env.rank()],
-                                                             bounds[env.rank() + 1], env.world()));
+        std::vector<float> e(comms[1]->Residual(b).begin(), comms[1]->Residual(b).end());
+        KeepRounding(absl::MakeSpan(e), lost, bounds[env.rank()], bounds[env.rank() + 1],
+                     env.world());
+        diff += Differs(comms[2]->Residual(b), e);
       }
       if (!diff.empty()) {
         Expect(false, absl::StrCat("step 0 bucket ", b, " rounded"), diff);

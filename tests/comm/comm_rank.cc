@@ -58,8 +58,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/hash_store.h"
-#include "gradwire/kernels/dispatch.h"
-#include "gradwire/kernels/element_math.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -69,6 +67,7 @@
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
+#include "tests/comm/cast_reference.h"
 #include "tests/comm/rank_setup.h"
 
 namespace gradwire {
@@ -207,39 +206,6 @@ class Reference {
 
   // Dense mean: exact sum (dyadic inputs), then one division.
   std::vector<float> Dense(uint32_t bucket, uint64_t step, uint64_t n) const {
-    return DenseMean(bucket, step, n);
-  }
-
- private:
-  // The owners' step 6 on shard q: avg rounded to 16 bits (as avg + 0, the
-  // codec's kernel on a zero residual), and region j's owner, the rank at
-  // position q of sender j, keeps world * what that lost.
-  void Round(uint32_t bucket, int q, int senders, absl::Span<float> avg) {
-    const auto format =
-        spec_.method == Method::kBf16 ? kernels::ValueFormat::kBf16 : kernels::ValueFormat::kFp16;
-    std::vector<uint8_t> values(2 * avg.size());
-    std::vector<float> lost(avg.size(), 0.0f);
-    const uint8_t* v = values.data();
-    if (!kernels::CastCompress(avg.data(), lost.data(), avg.size(), format, values.data(), nullptr)
-             .ok() ||
-        !kernels::CastDecodeAverage(absl::MakeConstSpan(&v, 1), avg.size(), format, 1.0f,
-                                    avg.data())
-             .ok()) {
-      std::printf("SETUP rounding failed\n");
-      std::exit(2);
-    }
-    std::vector<uint64_t> bounds;
-    EvenRegions(avg.size(), senders, &bounds);
-    for (int j = 0; j < senders; ++j) {
-      const absl::Span<float> e = Ef(j * local_ + q).MutableHostResidual(absl::StrCat(bucket));
-      if (e.empty()) continue;  // error feedback off
-      for (uint64_t i = bounds[j]; i < bounds[j + 1]; ++i) {
-        e[i] = kernels::ResidualAfter(e[i], -(static_cast<float>(world_) * lost[i]));
-      }
-    }
-  }
-
-  std::vector<float> DenseMean(uint32_t bucket, uint64_t step, uint64_t n) const {
     std::vector<float> sum(n, 0.0f);
     for (int r = 0; r < world_; ++r) {
       std::vector<float> g = Input(r, step, bucket, n);
@@ -247,6 +213,21 @@ class Reference {
     }
     for (float& x : sum) x /= static_cast<float>(world_);
     return sum;
+  }
+
+ private:
+  // The owners' step 6 on shard q: avg rounded to 16 bits (as avg + 0, the
+  // codec's kernel on a zero residual), and region j's owner, the rank at
+  // position q of sender j, keeps world * what that lost.
+  void Round(uint32_t bucket, int q, int senders, absl::Span<float> avg) {
+    std::vector<float> lost;
+    RoundTo16(spec_.method, avg, avg, &lost);
+    std::vector<uint64_t> bounds;
+    EvenRegions(avg.size(), senders, &bounds);
+    for (int j = 0; j < senders; ++j) {
+      KeepRounding(Ef(j * local_ + q).MutableHostResidual(absl::StrCat(bucket)), lost, bounds[j],
+                   bounds[j + 1], static_cast<float>(world_));
+    }
   }
 
   ErrorFeedback& Ef(int rank) {
