@@ -51,8 +51,9 @@ allgather over a host's loopback) are modelled as free; on this 2-core
 machine they are not (memory copies by the kernel), so hierarchical runs
 here are under-predicted.
 Validation adds the host-side cost of the dense gradwire run of the same
-profile and link (iter - wire - averaging, per element: copying gradients
-into buckets and back), which every gradwire method pays.
+profile and link (iter - wire - averaging - MACs, per element: copying
+gradients into buckets and back), which every gradwire method pays; the
+dense run's MACs are not part of it (the sealed ring's model charges them).
 Buckets follow the library's own plan (lib/comm/bucket_plan.h through the
 Python extension: `bazel build //lib/python:_gradwire.so`, run with
 /usr/bin/python3): tensors < 16384 elements or 1-D go dense; the rest fuse

@@ -26,13 +26,21 @@ def calibration(results):
 
 
 def host_overhead_ns(results):
-    """Per-element host cost outside codec and wire (copying gradients into
-    buckets and back, thread hand-off), from each dense gradwire run:
-    (iter - wire - averaging) / n. Keyed by (profile, link)."""
+    """Per-element host cost outside codec, MACs and wire (copying gradients
+    into buckets and back, thread hand-off), from each dense gradwire run:
+    (iter - wire - averaging - MACs) / n. Keyed by (profile, link).
+
+    The run's wire time excludes its MAC time (ExchangeStats: auth_time is
+    taken out of wire_time), and the model's sealed ring already charges
+    the MACs (sealed_mac_s). Left in, the dense run's MACs of the whole
+    gradient would be counted twice for the dense ring and charged to every
+    compressed method, which MACs only its frames (and charges them in its
+    own terms)."""
     out = {}
     for c in results["cases"]:
         if c["system"] == "gradwire" and c["codec"] == "none":
-            rest = c["iter_ms_median"] - c["wire_ms_median"] - (c.get("compress_ms_median") or 0)
+            rest = (c["iter_ms_median"] - c["wire_ms_median"] - (c.get("compress_ms_median") or 0)
+                    - (c.get("auth_ms_median") or 0))
             out[(c["profile"], c["link"])] = max(0.0, rest) * 1e6 / c["params"]
     return out
 

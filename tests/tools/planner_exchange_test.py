@@ -176,6 +176,30 @@ class ValidationTest(unittest.TestCase):
                             for r in rows))
 
 
+class HostOverheadTest(unittest.TestCase):
+    """planner_validation's host term: what a dense gradwire run spends
+    outside its wire, averaging and MACs, per element."""
+
+    @staticmethod
+    def dense_case(auth_ms):
+        return {"system": "gradwire", "codec": "none", "profile": "resnet50", "link": "1gbit",
+                "params": 1000000, "iter_ms_median": 1000.0 + auth_ms, "wire_ms_median": 900.0,
+                "compress_ms_median": 60.0, "auth_ms_median": auth_ms}
+
+    def test_the_dense_runs_macs_are_not_host_cost(self):
+        # The run's wire excludes its MACs and the model's sealed ring
+        # charges them: only the 40 ms left over are the host's.
+        for auth_ms in (0.0, 80.0, 450.0):
+            got = pv.host_overhead_ns({"cases": [self.dense_case(auth_ms)]})
+            self.assertAlmostEqual(got[("resnet50", "1gbit")], 40.0, places=9, msg=auth_ms)
+
+    def test_never_negative_and_old_runs_without_macs(self):
+        case = self.dense_case(0.0)
+        case["iter_ms_median"] = 900.0
+        del case["auth_ms_median"]
+        self.assertEqual(pv.host_overhead_ns({"cases": [case]})[("resnet50", "1gbit")], 0.0)
+
+
 class CommandLineTest(unittest.TestCase):
     def run_planner(self, *argv):
         return subprocess.run([sys.executable, os.path.join(ARGS.tools_dir, "planner.py"), *argv],
@@ -257,4 +281,5 @@ if __name__ == "__main__":
     import gradwire as gw  # noqa: E402
     import planner  # noqa: E402
     import planner_exchange as pe  # noqa: E402
+    import planner_validation as pv  # noqa: E402
     unittest.main(argv=[sys.argv[0]] + rest)
