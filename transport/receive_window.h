@@ -20,8 +20,10 @@
 // bounded: at P = 64, 8 waves of 8 sources, not 16 of 4.
 //
 // Sources are staggered: rank r receives first from r - 1, then r - 2, ...,
-// so that no rank is everyone's first source; the sender side posts every
-// send at once (a posted send only announces its message).
+// so that no rank is everyone's first source. The direct allgatherv posts
+// every send at once (a posted send only announces its message);
+// AlltoallvBounded posts its sends through a window of the same size, to
+// r + 1, r + 2, ... (sparse_collectives.cc says why).
 #ifndef GRADWIRE_TRANSPORT_RECEIVE_WINDOW_H_
 #define GRADWIRE_TRANSPORT_RECEIVE_WINDOW_H_
 

@@ -304,25 +304,37 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
         context.createUnboundBuffer(in, in_bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> out_buffer =
         context.createUnboundBuffer(out, out_bytes);
-    // Every send at once (its bytes move when the receiver posts), the
-    // receives through a window (GroupOptions::receive_window;
+    // The receives through a window (GroupOptions::receive_window;
     // receive_window.h says why): sources r - 1, r - 2, ..., the next
-    // posted as each one completes.
-    for (int i = 1; i < p; ++i) {
-      const int to = (me + i) % p;
-      out_buffer->send(to, slot, offsets[to], kLengthBytes + blocks[to].size());
-    }
+    // posted as each one completes. The sends through a window of the
+    // same size: destinations r + 1, r + 2, ..., the next posted as one
+    // completes. A send posted early moves its bytes as soon as its
+    // receiver posts, beside the sends still draining: with every send
+    // posted at once, a receiver that moved on to its next source shared
+    // that sender's link with the receiver still waiting on it, and the
+    // one-flow-a-link waves of a window of 1 ran at 64-75 % of the link
+    // (4 hosts, 200 Mbit/s, 5 MB blocks: docs/results/2026-11-28-alltoall-send-window.md).
+    // No deadlock: iteration i waits for the i-th receive, whose sender
+    // posted that send by its iteration i - window, and then for one send,
+    // whose receiver posted that receive by its iteration i - window.
     const ReceiveWindow receives(me, p, receive_window.value_or(group.options_.receive_window),
                                  [](int) { return true; });
+    const int window = static_cast<int>(receives.in_flight());
+    auto post_send = [&](int i) {
+      const int to = (me + i) % p;
+      out_buffer->send(to, slot, offsets[to], kLengthBytes + blocks[to].size());
+    };
     auto post_receive = [&](int from) {
       in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
     };
+    for (int i = 1; i <= window; ++i) post_send(i);
     for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(receives.sources()[j]);
     for (int i = 1; i < p; ++i) {
       WaitRecv(in_buffer.get(), deadline, kName);
       if (const int next = receives.PostAfter(i); next >= 0) post_receive(next);
+      WaitSend(out_buffer.get(), deadline, kName);
+      if (i + window < p) post_send(i + window);
     }
-    for (int i = 1; i < p; ++i) WaitSend(out_buffer.get(), deadline, kName);
   });
   if (!s.ok()) return Finish(call, out_bytes, 0, s, /*poison=*/true);
   for (int r = 0; r < p; ++r) {

@@ -15,7 +15,8 @@
 //       exchanges more).
 //   AlltoallvBounded  every rank sends one block to every other rank: one
 //       round of P - 1 messages each way, at most
-//       GroupOptions::receive_window of them flowing into a rank at once.
+//       GroupOptions::receive_window of them flowing into a rank, and as
+//       many out of it, at once.
 //   AllgathervBounded  every rank's block reaches every rank in
 //       ceil(log2 P) steps (Bruck's algorithm, any P), each step one
 //       message each way; every block crosses each rank's link once.
@@ -83,9 +84,10 @@ class SparseCollectives {
   // *scratch is grown to (P - 1) * (caps[rank()] + kLengthBytes) bytes
   // plus the outgoing messages, and reused. receive_window: how many
   // receives a rank keeps posted (receive_window.h; unset: the group's
-  // GroupOptions::receive_window). 1 makes each wave a ring of single
-  // flows, which bulk blocks of megabytes want: several flows into one
-  // link share it no faster and lose packets to each other.
+  // GroupOptions::receive_window), and how many sends (to r + 1, r + 2,
+  // ..., the next posted as one completes). 1 makes each wave a ring of
+  // single flows, which bulk blocks of megabytes want: several flows into
+  // one link share it no faster and lose packets to each other.
   static absl::Status AlltoallvBounded(GlooGroup& group,
                                        absl::Span<const absl::Span<const uint8_t>> blocks,
                                        absl::Span<const uint64_t> caps,

@@ -168,7 +168,11 @@ void ScenarioCollectives() {
              "a large allreduce moves 2 (P-1)/P of the vector" + at, g.last_call().ToString());
     }
   }
-  // Bounded alltoallv: r sends (3r + 5j) % 11 bytes to j (some empty).
+  // Bounded alltoallv: r sends (3r + 5j) % 11 bytes to j (some empty);
+  // with the group's receive window, and with windows of 1 and 2, where
+  // sends and receives go in waves (every rank past the first waves waits
+  // on its peers' later sends: a schedule that deadlocked would hit the
+  // deadline here).
   auto size_of = [](int r, int j) { return static_cast<uint64_t>((3 * r + 5 * j) % 11); };
   std::vector<std::vector<uint8_t>> mine(p);
   std::vector<absl::Span<const uint8_t>> blocks(p), got(p);
@@ -178,21 +182,29 @@ void ScenarioCollectives() {
     blocks[j] = mine[j];
   }
   std::vector<uint8_t> scratch;
-  if (!ExpectOk(SparseCollectives::AlltoallvBounded(g, blocks, caps, &scratch, absl::MakeSpan(got)),
-                "alltoallv")) {
-    return;
-  }
-  bool right = true;
-  uint64_t want_in = 0;
-  for (int r = 0; r < p; ++r) {
-    right = right && got[r].size() == size_of(r, me);
-    for (uint64_t b = 0; right && b < got[r].size(); ++b) {
-      right = got[r][b] == uint8_t(r * 31 + me * 7 + b);
+  for (const std::optional<int> window :
+       {std::optional<int>(), std::optional<int>(1), std::optional<int>(2)}) {
+    const std::string at =
+        " (receive window " + (window ? std::to_string(*window) : "default") + ")";
+    for (auto& g_r : got) g_r = {};
+    if (!ExpectOk(SparseCollectives::AlltoallvBounded(g, blocks, caps, &scratch,
+                                                      absl::MakeSpan(got), window),
+                  "alltoallv" + at)) {
+      return;
     }
-    if (r != me) want_in += 8 + size_of(r, me);
+    bool right = true;
+    uint64_t want_in = 0;
+    for (int r = 0; r < p; ++r) {
+      right = right && got[r].size() == size_of(r, me);
+      for (uint64_t b = 0; right && b < got[r].size(); ++b) {
+        right = got[r][b] == uint8_t(r * 31 + me * 7 + b);
+      }
+      if (r != me) want_in += 8 + size_of(r, me);
+    }
+    Expect(right, "alltoallv blocks" + at);
+    Expect(g.last_call().bytes_received == want_in, "alltoallv bytes" + at,
+           g.last_call().ToString());
   }
-  Expect(right, "alltoallv blocks");
-  Expect(g.last_call().bytes_received == want_in, "alltoallv bytes", g.last_call().ToString());
   // Bounded allgatherv (Bruck): r's block has (5r + 2) % 9 bytes.
   std::vector<uint8_t> own;
   for (int b = 0; b < (5 * me + 2) % 9; ++b) own.push_back(uint8_t(me + 100 * b));
@@ -204,7 +216,7 @@ void ScenarioCollectives() {
                 "allgatherv")) {
     return;
   }
-  right = true;
+  bool right = true;
   for (int r = 0; r < p; ++r) {
     right = right && got[r].size() == static_cast<uint64_t>((5 * r + 2) % 9);
     for (size_t b = 0; right && b < got[r].size(); ++b) right = got[r][b] == uint8_t(r + 100 * b);
