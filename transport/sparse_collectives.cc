@@ -312,8 +312,9 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
     // receiver posts, beside the sends still draining: with every send
     // posted at once, a receiver that moved on to its next source shared
     // that sender's link with the receiver still waiting on it, and the
-    // one-flow-a-link waves of a window of 1 ran at 64-75 % of the link
-    // (4 hosts, 200 Mbit/s, 5 MB blocks: docs/results/2026-11-28-alltoall-send-window.md).
+    // one-flow-a-link waves of a window of 1 ran at about 70 % of the
+    // link (4 hosts, 200 Mbit/s, 5 MB blocks:
+    // docs/results/2026-11-28-alltoall-send-window.md).
     // No deadlock: iteration i waits for the i-th receive, whose sender
     // posted that send by its iteration i - window, and then for one send,
     // whose receiver posted that receive by its iteration i - window.
