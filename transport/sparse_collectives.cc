@@ -329,7 +329,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
       in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
     };
     for (int i = 1; i <= window; ++i) post_send(i);
-    for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(receives.sources()[j]);
+    for (int j = 0; j < window; ++j) post_receive(receives.sources()[j]);
     for (int i = 1; i < p; ++i) {
       WaitRecv(in_buffer.get(), deadline, kName);
       if (const int next = receives.PostAfter(i); next >= 0) post_receive(next);
