@@ -148,6 +148,11 @@ absl::StatusOr<RegionFrameView> ParseRegionFrame(absl::Span<const uint8_t> frame
   if (h.region != want.region) return Mismatch("region", h.region, want.region);
   if (h.begin != want.begin) return Mismatch("region begin", h.begin, want.begin);
   if (h.length != want.length) return Mismatch("region length", h.length, want.length);
+  // As WriteRegionFrame requires: regions end below 2^32.
+  if (h.begin + h.length > kMaxRegionEnd) {
+    return Invalid(absl::StrCat("region [", h.begin, ", ", h.begin + h.length,
+                                ") does not fit the u32 fields"));
+  }
   if (failure) {
     if (h.status == 0 || h.count != 0 || h.index_bytes != 0 || reserved != 0 ||
         frame.size() != kRegionHeaderBytes) {

@@ -137,6 +137,30 @@ TEST(RegionFrame, RefusesEveryMalformedField) {
   EXPECT_FALSE(ParseRegionFrame(good, tight, &got).ok());
 }
 
+// A region past 2^32 - 1 is refused even where the receiver expects it:
+// the parser accepts nothing WriteRegionFrame cannot write (found by
+// tests/fuzz/input_fuzzer.cc).
+TEST(RegionFrame, RefusesRegionsPastTheU32Range) {
+  const RegionFrameHeader h = Contribution(0xf0000000u, 0x10000000u, ValueType::kFp32);
+  std::vector<uint8_t> frame(kRegionHeaderBytes);
+  auto n = WriteRegionFrame(h, RegionLayout::kRawU32, {nullptr, nullptr, 0}, absl::MakeSpan(frame));
+  ASSERT_FALSE(n.ok());
+  // The same header by hand: a region ending at 2^32, no entries.
+  auto last = WriteRegionFrame(Contribution(0xf0000000u, 0x0fffffffu, ValueType::kFp32),
+                               RegionLayout::kRawU32, {nullptr, nullptr, 0}, absl::MakeSpan(frame));
+  ASSERT_TRUE(last.ok()) << last.status();  // ends at 2^32 - 1: fits
+  std::vector<uint32_t> got;
+  ASSERT_TRUE(ParseRegionFrame(frame,
+                               ExpectFor(Contribution(0xf0000000u, 0x0fffffffu, ValueType::kFp32),
+                                         RegionLayout::kRawU32, 0),
+                               &got)
+                  .ok());
+  EncodeFixed32(frame.data() + 20, 0x10000000u);
+  auto view = ParseRegionFrame(frame, ExpectFor(h, RegionLayout::kRawU32, 0), &got);
+  ASSERT_FALSE(view.ok());
+  EXPECT_NE(view.status().message().find("does not fit"), std::string::npos) << view.status();
+}
+
 TEST(RegionFrame, FailureNotice) {
   std::vector<uint8_t> out(kRegionHeaderBytes);
   auto n = WriteRegionFailure(2, 64, 100, 16, absl::MakeSpan(out));
