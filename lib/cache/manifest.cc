@@ -1,6 +1,7 @@
 #include "gradwire/lib/cache/manifest.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gradwire/lib/cache/checksum.h"
+#include "gradwire/lib/cache/shard_format.h"
 
 namespace gradwire {
 namespace cache {
@@ -37,6 +39,7 @@ absl::StatusOr<Manifest> Manifest::Create(std::string dataset_id, std::vector<Sh
     return absl::InvalidArgumentError(absl::StrCat("manifest: bad dataset id '", dataset_id, "'"));
   }
   std::set<std::string> names;
+  uint64_t bytes_so_far = 0;
   for (const ShardInfo& s : shards) {
     if (!ValidName(s.name) || !ValidName(s.split) || s.name == kFileName) {
       return absl::InvalidArgumentError(
@@ -45,6 +48,24 @@ absl::StatusOr<Manifest> Manifest::Create(std::string dataset_id, std::vector<Sh
     if (!names.insert(s.name).second) {
       return absl::InvalidArgumentError(absl::StrCat("manifest: duplicate shard ", s.name));
     }
+    // What the shard's file can hold: its header and an index entry per
+    // sample (shard_format.h). A count beyond it, or a range of sample
+    // indices past 2^64 - 1, is no shard EncodeShard writes, and would make
+    // every sum and key below wrap.
+    if (s.bytes < kShardHeaderBytes ||
+        s.count > (s.bytes - kShardHeaderBytes) / kShardIndexEntryBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("manifest: shard ", s.name, " claims ",
+                                                     s.count, " samples in ", s.bytes, " bytes"));
+    }
+    if (s.count > std::numeric_limits<uint64_t>::max() - s.first_index) {
+      return absl::InvalidArgumentError(absl::StrCat("manifest: shard ", s.name, "'s samples ",
+                                                     s.first_index, " + ", s.count,
+                                                     " pass 2^64 - 1"));
+    }
+    if (s.bytes > std::numeric_limits<uint64_t>::max() - bytes_so_far) {
+      return absl::InvalidArgumentError("manifest: the shards' bytes add up past 2^64 - 1");
+    }
+    bytes_so_far += s.bytes;
   }
   // Sorted by (split, first_index) so LocateSample can binary-search and
   // overlaps are adjacent.
@@ -127,6 +148,13 @@ std::string Manifest::SampleKey(absl::string_view split, uint64_t index) {
 
 std::vector<std::string> Manifest::SampleKeys(absl::string_view split) const {
   std::vector<std::string> keys;
+  uint64_t count = 0;
+  for (const ShardInfo& s : shards_) {
+    if (split.empty() || s.split == split) count += s.count;
+  }
+  // All at once: a count no memory holds fails here (std::bad_alloc),
+  // not after the keys filled the machine's memory one by one.
+  keys.reserve(count);
   for (const ShardInfo& s : shards_) {
     if (!split.empty() && s.split != split) continue;
     for (uint64_t i = 0; i < s.count; ++i) keys.push_back(SampleKey(s.split, s.first_index + i));

@@ -47,7 +47,10 @@ class Manifest {
   static constexpr absl::string_view kFileName = "MANIFEST";
 
   // Builds a manifest and computes its version. Fails on bad names (empty,
-  // containing '/' or whitespace), duplicate shards, or overlapping samples.
+  // containing '/' or whitespace), duplicate shards, overlapping samples,
+  // a shard claiming more samples than its bytes can index (shard_format.h:
+  // (bytes - 32) / 24), a shard's sample range past 2^64 - 1, or bytes
+  // adding up past it.
   static absl::StatusOr<Manifest> Create(std::string dataset_id, std::vector<ShardInfo> shards);
 
   // Parses the text form; DataLoss if the version does not match the

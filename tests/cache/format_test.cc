@@ -72,6 +72,49 @@ TEST(ManifestTest, TamperedManifestIsRejected) {
   EXPECT_TRUE(absl::IsDataLoss(Manifest::Parse("garbage").status()));
 }
 
+// Shards no packer writes, each refused with the reason (found by
+// tests/fuzz/input_fuzzer.cc: sample ranges that wrapped past 2^64 - 1
+// were accepted, overlapping shards too, and a sample count no file
+// could index reached SampleKeys).
+TEST(ManifestTest, RefusesShardsNoFileCanHold) {
+  const uint64_t kMax = ~uint64_t{0};
+  auto create = [](std::vector<ShardInfo> shards) {
+    return Manifest::Create("d", std::move(shards)).status();
+  };
+  // EncodeShard's own size for 5000 samples of 100 bytes is accepted.
+  const uint64_t bytes = kShardHeaderBytes + 5000 * (kShardIndexEntryBytes + 100);
+  EXPECT_TRUE(create({{"a.gws", "train", 0, 5000, bytes, 1}}).ok());
+  struct Case {
+    const char* what;
+    std::vector<ShardInfo> shards;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"more samples than the index can hold",
+       {{"a.gws", "train", 0, 5, kShardHeaderBytes + 4 * kShardIndexEntryBytes, 1}},
+       "claims 5 samples"},
+      {"fewer bytes than a header", {{"a.gws", "train", 0, 0, 31, 1}}, "claims 0 samples"},
+      {"a range past 2^64 - 1", {{"a.gws", "train", kMax, 2, 1000, 1}}, "pass 2^64 - 1"},
+      {"overlap hidden by a wrap",
+       {{"a.gws", "train", kMax - 5, 10, 1000, 1}, {"b.gws", "train", kMax - 3, 1, 1000, 1}},
+       "pass 2^64 - 1"},
+      {"bytes adding up past 2^64 - 1",
+       {{"a.gws", "train", 0, 1, kMax - 10, 1}, {"b.gws", "train", 1, 1, 1000, 1}},
+       "add up past"},
+  };
+  for (const Case& c : cases) {
+    absl::Status s = create(c.shards);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << c.what << ": " << s;
+    EXPECT_NE(s.message().find(c.says), std::string::npos) << c.what << ": " << s;
+  }
+  // Through Parse, which a data source's manifest takes: DataLoss.
+  auto parsed = Manifest::Parse(
+      "gradwire-manifest 1\ndataset d\nversion 0000000000000000\n"
+      "shard a.gws train 18446744073709551615 2 100 0123456789abcdef\n");
+  EXPECT_TRUE(absl::IsDataLoss(parsed.status())) << parsed.status();
+  EXPECT_NE(parsed.status().message().find("pass 2^64 - 1"), std::string::npos) << parsed.status();
+}
+
 TEST(ManifestTest, ChangingAnyShardChangesTheVersion) {
   std::string a = MakeTempDir("va"), b = MakeTempDir("vb");
   Manifest ma = PackSynthetic(a, 100, 10, 50, 100);
