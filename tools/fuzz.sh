@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Builds the wire-format fuzzer (frame parser, index decoders, frame MAC)
-# with clang (libFuzzer + ASan + UBSan) and runs it for SECONDS. Exits
-# non-zero on any finding; the crashing input is left in WORKDIR/artifacts/
-# (reproduce: WORKDIR/wire_format_fuzzer FILE).
+# Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each
+# for SECONDS: wire_format_fuzzer (frame parser, index decoders, frame
+# MAC) and input_fuzzer (the other parsers of outside bytes: region
+# frames, compression specs, the data cache's entry, shard and manifest
+# files, tokens). Exits non-zero on any finding; the crashing input is
+# left in WORKDIR/artifacts/ (reproduce: WORKDIR/<fuzzer> FILE).
 #
 # Usage: bash tools/fuzz.sh SECONDS [WORKDIR]
 #   WORKDIR defaults to $GRADWIRE_FUZZ_DIR, then $TEST_TMPDIR (under Bazel),
-#   then .fuzz/ in the repository; its corpus/ persists between runs.
+#   then .fuzz/ in the repository; its corpus/ and input-corpus/ persist
+#   between runs.
 #
 # Built outside Bazel on purpose: libFuzzer needs clang, and the project's
 # Bazel toolchain is gcc. Needs clang and libclang-rt-14-dev
@@ -19,7 +22,8 @@ case "$seconds" in
 esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="${2:-${GRADWIRE_FUZZ_DIR:-${TEST_TMPDIR:-$root/.fuzz}}}"
-mkdir -p "$work/include" "$work/corpus" "$work/seeds" "$work/artifacts"
+mkdir -p "$work/include" "$work/corpus" "$work/seeds" "$work/input-corpus" "$work/input-seeds" \
+  "$work/artifacts"
 work="$(cd "$work" && pwd)"
 
 CXX="${CXX_FUZZ:-clang++}"
@@ -47,10 +51,19 @@ echo "fuzz.sh: building in $work" >&2
   "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/frame_auth.cc" \
   "$root/tests/fuzz/wire_format_fuzzer.cc" \
   "${libs[@]}" -o "$work/wire_format_fuzzer"
+# What input_fuzzer and the seed writer parse beyond the frame.
+inputs=("$root/lib/comm/region_frame.cc" "$root/lib/codec/compression_spec.cc"
+        "$root/lib/cache/checksum.cc" "$root/lib/cache/disk_entry.cc"
+        "$root/lib/cache/atomic_file.cc" "$root/lib/cache/shard_format.cc"
+        "$root/lib/cache/manifest.cc" "$root/lib/cache/token.cc")
+"$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "${inputs[@]}" \
+  "$root/tests/fuzz/input_fuzzer.cc" \
+  "${libs[@]}" -o "$work/input_fuzzer"
 "$CXX" "${common[@]}" "${sanitize[@]}" \
-  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/tests/fuzz/make_seeds.cc" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "${inputs[@]}" "$root/tests/fuzz/make_seeds.cc" \
   "${libs[@]}" -o "$work/make_seeds"
-"$work/make_seeds" "$work/seeds"
+"$work/make_seeds" "$work/seeds" "$work/input-seeds"
 
 # The magic and a few header values as a dictionary speed up reaching the
 # deeper checks.
@@ -61,17 +74,26 @@ cap="\x00\x00\x00\x00\x01\x00\x00\x00"
 varint_max="\xff\xff\xff\xff\x0f"
 DICT
 
-echo "fuzz.sh: fuzzing for ${seconds}s" >&2
+# fuzz NAME CORPUS SEEDS [ARGS...]: one fuzzer for SECONDS; returns its
+# exit status.
+fuzz() {
+  local name="$1" corpus="$2" seeds="$3"
+  shift 3
+  echo "fuzz.sh: $name for ${seconds}s" >&2
+  "$work/$name" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
+    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$@" \
+    "$corpus" "$seeds"
+}
+
 set +e
-"$work/wire_format_fuzzer" \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-  -print_final_stats=1 -dict="$work/wire_format.dict" \
-  -artifact_prefix="$work/artifacts/" \
-  "$work/corpus" "$work/seeds"
+fuzz wire_format_fuzzer "$work/corpus" "$work/seeds" -dict="$work/wire_format.dict"
 rc=$?
+fuzz input_fuzzer "$work/input-corpus" "$work/input-seeds"
+rc_input=$?
 set -e
-if [ $rc -ne 0 ] || [ -n "$(ls -A "$work/artifacts")" ]; then
-  echo "fuzz.sh: FINDING (exit $rc); inputs in $work/artifacts/" >&2
+if [ $rc -ne 0 ] || [ $rc_input -ne 0 ] || [ -n "$(ls -A "$work/artifacts")" ]; then
+  echo "fuzz.sh: FINDING (exit $rc, $rc_input); inputs in $work/artifacts/" >&2
   exit 1
 fi
-echo "fuzz.sh: no finding in ${seconds}s" >&2
+echo "fuzz.sh: no finding in ${seconds}s of each fuzzer" >&2

@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# CI smoke for the wire-format fuzzer: build it and fuzz for 20 s from the
-# generated seeds. The 10-minute runs are done by hand with tools/fuzz.sh.
-set -euo pipefail
-exec bash "$TEST_SRCDIR/$TEST_WORKSPACE/tools/fuzz.sh" "${1:-20}" "$TEST_TMPDIR/fuzz"
