@@ -48,12 +48,20 @@ absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
     return absl::DataLossError(absl::StrCat(actual, ": truncated IDX header"));
   }
   IdxArray out;
+  const uint64_t data_bytes = bytes.size() - (4 + 4 * d);
   uint64_t total = 1;
   for (size_t i = 0; i < d; ++i) {
     out.dims.push_back(u32(4 + 4 * i));
+    // Refused before the product could wrap: dimensions whose product
+    // wraps to the file's size would pass the check below and send every
+    // reader past the data.
+    if (out.dims.back() != 0 && total > data_bytes / out.dims.back()) {
+      return absl::DataLossError(absl::StrCat(actual, ": header's dimensions promise more than ",
+                                              "the file's ", data_bytes, " bytes of data"));
+    }
     total *= out.dims.back();
   }
-  if (bytes.size() - (4 + 4 * d) != total) {
+  if (data_bytes != total) {
     return absl::DataLossError(absl::StrCat(actual, ": header promises ", total,
                                             " bytes of data, file has ",
                                             bytes.size() - (4 + 4 * d)));

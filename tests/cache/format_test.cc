@@ -7,6 +7,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -227,6 +228,40 @@ TEST(ShardFormatTest, RejectsIndexPointingOutsideTheFile) {
           .status()));
   EXPECT_TRUE(
       absl::IsDataLoss(DecodeShardHeader("GWSHARD0xxxxxxxxxxxxxxxxxxxxxxxxxxxxx").status()));
+}
+
+// IDX headers (tools/idx_file.h) whose dimensions disagree with the data
+// are refused, including dimensions whose product wraps past 2^64 to the
+// data's size (2^16 x 2^16 x 2^16 x 2^16 = 2^64 = 0 bytes: accepted
+// before, and pack_dataset then read past the data).
+TEST(IdxFileTest, RefusesDimensionsTheDataCannotHold) {
+  const std::string dir = MakeTempDir("idx");
+  auto write = [&](const std::string& name, std::vector<uint32_t> dims, size_t data_bytes) {
+    std::string bytes = {0, 0, 0x08, static_cast<char>(dims.size())};
+    for (uint32_t d : dims) {
+      for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<char>(d >> shift));
+    }
+    bytes.append(data_bytes, 'x');
+    const std::string path = dir + "/" + name;
+    FILE* f = fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+    return path;
+  };
+  auto good = tools::ReadIdxFile(write("good", {3, 2, 2}, 12));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->item_bytes(), 4u);
+  for (const auto& [name, dims, data] :
+       std::vector<std::tuple<std::string, std::vector<uint32_t>, size_t>>{
+           {"short", {3, 2, 2}, 11},
+           {"long", {3, 2, 2}, 13},
+           {"wraps to zero", {65536, 65536, 65536, 65536}, 0},
+           {"far more than the data", {1000000, 1000000}, 16},
+       }) {
+    auto read = tools::ReadIdxFile(write("bad", dims, data));
+    EXPECT_TRUE(absl::IsDataLoss(read.status())) << name << ": " << read.status();
+  }
 }
 
 // The real dataset: Debian's dataset-fashion-mnist (tools/install_deps.sh).
