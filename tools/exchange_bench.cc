@@ -247,7 +247,33 @@ absl::StatusOr<transport::RendezvousConfig> ConfigFromFlags() {
   return transport::ConfigFromEnvironment(explicit_config);
 }
 
+// The run's counts and sizes, each in its range, before anything runs:
+// --iters=0 once printed a median of 0 ms as if measured, and a negative
+// or NaN --bucket_size_mb reached a float-to-integer conversion whose
+// result is undefined.
+absl::Status CheckRunFlags() {
+  if (absl::GetFlag(FLAGS_iters) < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--iters must be at least 1, got ", absl::GetFlag(FLAGS_iters)));
+  }
+  if (absl::GetFlag(FLAGS_warmup) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--warmup must be at least 0, got ", absl::GetFlag(FLAGS_warmup)));
+  }
+  // Up to 2^40 bytes: beyond any gradient, and exact as an integer.
+  const double mb = absl::GetFlag(FLAGS_bucket_size_mb);
+  if (!(mb > 0) || mb > (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bucket_size_mb must be in (0, 2^20] MiB, got ", mb));
+  }
+  if (absl::GetFlag(FLAGS_params) < 0 || absl::GetFlag(FLAGS_dense_below_elements) < 0) {
+    return absl::InvalidArgumentError("--params and --dense_below_elements must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
+  GRADWIRE_RETURN_IF_ERROR(CheckRunFlags());
   CommunicatorOptions options;
   absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_spec));
   if (!spec.ok()) {

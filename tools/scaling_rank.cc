@@ -13,6 +13,7 @@
 // one line "RESULT {json}" with this rank's iteration times and bytes.
 // Rendezvous from the environment (tools/launch.py, scaling_bench.py);
 // the job secret from $GRADWIRE_JOB_SECRET.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -77,6 +78,39 @@ void FillGradient(int rank, int step, int bucket, std::vector<float>* g) {
   }
 }
 
+// The run's sizes and counts, each in its range: a negative count once
+// became a vector of 2^64 elements (abort), and zero iterations a result
+// of zeros that read as a measurement.
+absl::Status CheckFlags() {
+  const int64_t elements = absl::GetFlag(FLAGS_elements);
+  if (elements < 1 || elements > (int64_t{1} << 32)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--elements must be in 1..2^32 (fp32 per bucket), got ", elements));
+  }
+  const struct {
+    const char* flag;
+    int value, least;
+  } counts[] = {{"--buckets", absl::GetFlag(FLAGS_buckets), 1},
+                {"--iters", absl::GetFlag(FLAGS_iters), 1},
+                {"--warmup", absl::GetFlag(FLAGS_warmup), 0},
+                {"--ranks", absl::GetFlag(FLAGS_ranks), 1}};
+  for (const auto& c : counts) {
+    if (c.value < c.least) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(c.flag, " must be at least ", c.least, ", got ", c.value));
+    }
+  }
+  const double link = absl::GetFlag(FLAGS_link_mbit), round = absl::GetFlag(FLAGS_round_us);
+  if (!(link > 0) || !std::isfinite(link)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link_mbit must be a positive rate, got ", link));
+  }
+  if (!(round >= 0) || !std::isfinite(round)) {
+    return absl::InvalidArgumentError(absl::StrCat("--round_us must be a time >= 0, got ", round));
+  }
+  return absl::OkStatus();
+}
+
 int Predict(const CompressionSpec& spec) {
   ExchangeModel model;
   model.bytes_per_second = absl::GetFlag(FLAGS_link_mbit) * 1e6 / 8;
@@ -100,6 +134,7 @@ int Predict(const CompressionSpec& spec) {
 }
 
 int Main() {
+  if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
   absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(absl::GetFlag(FLAGS_compression));
   if (!spec.ok()) return Fail(spec.status());
   const std::string exchange = absl::GetFlag(FLAGS_exchange);

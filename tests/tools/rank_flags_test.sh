@@ -1,0 +1,45 @@
+#!/bin/bash
+# The rank programs refuse out-of-range flags with an error naming the flag
+# (exit 1), before they rendezvous: no abort (a negative --elements or
+# --buckets of scaling_rank once asked for a vector of 2^64 elements), and
+# no run that reports zeros as a measurement (--iters=0).
+set -uo pipefail
+here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
+failures=0
+# expect BINARY FLAG TEXT: exit status 1 and TEXT in what it printed.
+expect() {
+  local binary="$1" flag="$2" text="$3" out rc
+  # No rendezvous settings: a flag that passed would fail later, naming
+  # the job id instead.
+  out="$(env -i PATH="$PATH" timeout 60 "$here/tools/$binary" "$flag" 2>&1)"
+  rc=$?
+  if [ $rc -ne 1 ] || [[ "$out" != *"$text"* ]]; then
+    echo "FAIL: $binary $flag: exit $rc, wanted 1 and \"$text\"; printed: $out"
+    failures=$((failures + 1))
+  else
+    echo "ok: $binary $flag: $(echo "$out" | tail -1)"
+  fi
+}
+for flag in --elements=0 --elements=-5 --elements=8589934593; do
+  expect scaling_rank "$flag" "--elements must be in"
+done
+for flag in --buckets=0 --buckets=-1 --iters=0 --iters=-1 --warmup=-1 --ranks=0; do
+  expect scaling_rank "$flag" "${flag%%=*} must be at least"
+done
+for flag in --link_mbit=0 --link_mbit=-1 --link_mbit=nan --link_mbit=inf; do
+  expect scaling_rank "$flag" "--link_mbit must be"
+done
+expect scaling_rank --round_us=-5 "--round_us must be"
+expect scaling_rank --round_us=nan "--round_us must be"
+for flag in --iters=0 --iters=-1 --warmup=-3; do
+  expect exchange_bench "$flag" "${flag%%=*} must be at least"
+done
+for flag in --bucket_size_mb=0 --bucket_size_mb=-5 --bucket_size_mb=nan --bucket_size_mb=1e30; do
+  expect exchange_bench "$flag" "--bucket_size_mb must be in"
+done
+expect exchange_bench --params=-1 "--params and --dense_below_elements must be"
+if [ $failures -ne 0 ]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "every out-of-range flag refused"
