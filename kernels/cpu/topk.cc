@@ -188,6 +188,8 @@ GRADWIRE_CPU_INLINE uint64_t Emit(bool take, float a, float* residual, uint32_t 
   return take ? 1u : 0u;
 }
 
+constexpr uint64_t kEmitAhead = 32;
+
 // The last pass over the m candidates: emits, in index order, the k whose
 // `Rank` (MagnitudeKey, or its top bin for approximate top-k) is above
 // `cut`, or equal to it while fewer than `take_equal` equal ones have been
@@ -199,6 +201,12 @@ GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t 
   const float* vals = t.candidate_values;
   uint64_t j = 0, taken_equal = 0;
   for (uint64_t c = 0; c < m && j < k; ++c) {
+    // Each candidate's residual line is a store miss (candidates are a few
+    // % of the elements, long evicted by the pass that found them):
+    // fetched for writing kEmitAhead candidates early, many in flight.
+    if (kHasResidual && c + kEmitAhead < m) {
+      __builtin_prefetch(residual + t.candidates[c + kEmitAhead], 1, 3);
+    }
     const uint32_t rank = MagnitudeKey(vals[c]) >> kShift;
     // Bitwise, not || and &&: GCC branches on those, and whether a
     // candidate is taken is data (most are, in no pattern).
