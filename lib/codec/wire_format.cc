@@ -511,12 +511,24 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
           i += 7;
           continue;
         }
-        // base's strict grammar (minimal, <= 5 bytes, < 2^32), with one- and
-        // two-byte gaps decoded inline.
+        // base's strict grammar (minimal, <= 5 bytes, < 2^32). A gap of one
+        // or two bytes, the common case, without a branch on which: at 1 %
+        // density about a third of the gaps take two bytes, in no pattern,
+        // and a branch on the length mispredicted on each of them.
         uint32_t raw = 0;
-        const uint8_t* next = GetVarint32Ptr(p, limit, &raw);
-        if (next == nullptr) return VarintError(in, static_cast<size_t>(p - in.data()), i);
-        p = next;
+        uint32_t w = 0;
+        if (limit - p >= 2) w = p[0] | uint32_t{p[1]} << 8;
+        const uint32_t two = (w >> 7) & 1;  // the first byte continues
+        // Fewer than two bytes left, a third byte, or a second byte of 0
+        // (overlong): base's decoder, which takes the long form or fails.
+        if (limit - p >= 2 && (two & ((w >> 15) | ((w >> 8) == 0 ? 1u : 0u))) == 0) {
+          raw = (w & 0x7fu) | ((w >> 1) & 0x3f80u & (0u - two));
+          p += 1 + two;
+        } else {
+          const uint8_t* next = GetVarint32Ptr(p, limit, &raw);
+          if (next == nullptr) return VarintError(in, static_cast<size_t>(p - in.data()), i);
+          p = next;
+        }
         // Gaps are stored minus one, so strictly increasing holds by
         // construction; the u64 sum cannot wrap (< 2^33).
         const uint64_t v = i == 0 ? raw : prev + 1 + raw;
