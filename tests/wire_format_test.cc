@@ -575,6 +575,60 @@ TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
                   "index #8 = 4294967296 is not below dense_length 8589934592 (and exceeds u32)");
 }
 
+// Sparse selections (gaps of one and two bytes, mixed) decode four gaps
+// from one load: lists of them, with longer gaps at every offset within a
+// group of four, round-trip; a cut dense_length, an overlong gap and a
+// three-byte gap inside such a run are named at exactly their index.
+TEST(IndexEncodingTest, RunsOfShortGapsRoundTripAndNameErrors) {
+  std::mt19937_64 rng(13);
+  for (int iter = 0; iter < 300; ++iter) {
+    const uint64_t n = iter % 3 == 0 ? (uint64_t{1} << 32) : 1000 + rng() % 2000000;
+    const uint64_t start = n > 2000000 ? n - 2000000 : 0;
+    const uint64_t density = 20 + rng() % 400;  // one in 20..420 kept
+    std::vector<uint32_t> idx;
+    for (uint64_t i = start; i < n; ++i) {
+      if (rng() % density == 0 || (rng() % 997 == 0 && i + 1 == n)) {
+        idx.push_back(static_cast<uint32_t>(i));
+        if (rng() % 40 == 0) i += 16384 + rng() % 100000;  // a three-byte gap
+      }
+    }
+    const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
+    std::vector<uint32_t> back(idx.size());
+    ASSERT_TRUE(DecodeIndices(IndexEncoding::kDeltaVarint, bytes, n, absl::MakeSpan(back)).ok());
+    ASSERT_EQ(back, idx) << "n " << n << " density 1/" << density;
+    if (idx.size() > 20 && idx.back() > 0) {
+      const size_t m = 1 + rng() % (idx.size() - 1);
+      EXPECT_REJECTED(
+          DecodeIndices(IndexEncoding::kDeltaVarint, bytes, idx[m], absl::MakeSpan(back)),
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("index #", m, " = ", idx[m], " is not below dense_length ", idx[m]));
+    }
+  }
+  // Forty varints of one and two bytes (gap 5, gap 200: 0xc8 0x01), with
+  // one broken at #j: overlong (0x85 0x00) or three bytes long where
+  // the gap fits two (0x85 0x80 0x00, overlong too), named at #j.
+  for (int j = 1; j < 40; ++j) {
+    for (const std::vector<uint8_t>& bad :
+         {std::vector<uint8_t>{0x85, 0x00}, std::vector<uint8_t>{0x85, 0x80, 0x00}}) {
+      std::vector<uint8_t> in;
+      size_t at = 0;
+      for (int v = 0; v < 40; ++v) {
+        if (v == j) {
+          at = in.size();
+          in.insert(in.end(), bad.begin(), bad.end());
+        } else if (v % 3 == 1) {
+          in.insert(in.end(), {0xc8, 0x01});
+        } else {
+          in.push_back(5);
+        }
+      }
+      EXPECT_REJECTED(Decode(IndexEncoding::kDeltaVarint, in, uint64_t{1} << 32, 40),
+                      absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("varint #", j, " at byte ", at));
+    }
+  }
+}
+
 TEST(IndexEncodingTest, MalformedRawIndicesAreRejected) {
   const auto kRaw = IndexEncoding::kRawU32;
   const auto kInvalid = absl::StatusCode::kInvalidArgument;

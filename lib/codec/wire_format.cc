@@ -312,6 +312,42 @@ bool DecodeEightOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* p
   return true;
 }
 
+// Four gaps of one or two bytes each (base's minimal forms), the common
+// case from about 0.1 to 10 % density, from one 8-byte load: each gap's
+// start follows from the continuation bits before it, with no branch on
+// the lengths and no load waiting for the last gap's length. False
+// (nothing consumed; out[i, i + 4) may hold junk) when fewer than four
+// indices or eight bytes are left, when a gap takes three bytes or more or
+// is overlong (a second byte of 0), or when the last index is out of
+// range: the caller's varint loop then decodes them one by one and names
+// the bad one.
+bool DecodeFourShortGaps(const uint8_t** p, const uint8_t* limit, uint64_t* prev,
+                         uint64_t dense_length, absl::Span<uint32_t> out, size_t i) {
+  if (out.size() - i < 4 || limit - *p < 8) return false;
+  uint64_t bytes;
+  std::memcpy(&bytes, *p, sizeof bytes);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  bytes = __builtin_bswap64(bytes);
+#endif
+  uint64_t v = *prev;
+  uint32_t bad = 0;
+  unsigned at = 0;  // the current gap's first bit in `bytes` (at most 48)
+  uint32_t* o = out.data() + i;
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    const uint32_t w = static_cast<uint32_t>(bytes >> at) & 0xffffu;
+    const uint32_t two = (w >> 7) & 1;  // the first byte continues
+    bad |= two & ((w >> 15) | ((w >> 8) == 0 ? 1u : 0u));
+    v += 1 + ((w & 0x7fu) | ((w >> 1) & 0x3f80u & (0u - two)));
+    o[g] = static_cast<uint32_t>(v);
+    at += 8 + 8 * two;
+  }
+  if (bad != 0 || v >= dense_length || v > std::numeric_limits<uint32_t>::max()) return false;
+  *prev = v;
+  *p += at / 8;
+  return true;
+}
+
 }  // namespace
 
 uint64_t FrameBytes(const FrameHeader& header) {
@@ -509,6 +545,10 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
       for (size_t i = 0; i < out.size(); ++i) {
         if (i > 0 && DecodeEightOneByteGaps(&p, limit, &prev, dense_length, out, i)) {
           i += 7;
+          continue;
+        }
+        if (i > 0 && DecodeFourShortGaps(&p, limit, &prev, dense_length, out, i)) {
+          i += 3;
           continue;
         }
         // base's strict grammar (minimal, <= 5 bytes, < 2^32). A gap of one
