@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -47,14 +48,22 @@ inline void EncodeFixed64(uint8_t* dst, uint64_t v) {
 inline uint16_t DecodeFixed16(const uint8_t* src) {
   return static_cast<uint16_t>(src[0] | (uint16_t{src[1]} << 8));
 }
+// One load each (GCC does not merge the byte-by-byte form into one: a
+// loop over DecodeFixed64 measured twice as slow as memcpy's load).
 inline uint32_t DecodeFixed32(const uint8_t* src) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{src[i]} << (8 * i);
+  uint32_t v;
+  std::memcpy(&v, src, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap32(v);
+#endif
   return v;
 }
 inline uint64_t DecodeFixed64(const uint8_t* src) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{src[i]} << (8 * i);
+  uint64_t v;
+  std::memcpy(&v, src, sizeof v);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  v = __builtin_bswap64(v);
+#endif
   return v;
 }
 

@@ -9,7 +9,6 @@
 //     three u64 section lengths can wrap around and look small.
 #include "gradwire/lib/codec/wire_format.h"
 
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -293,11 +292,7 @@ absl::Status CheckIncreasing(absl::Span<const uint32_t> indices, size_t from) {
 bool DecodeEightOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* prev,
                             uint64_t dense_length, absl::Span<uint32_t> out, size_t i) {
   if (out.size() - i < 8 || limit - *p < 8) return false;
-  uint64_t bytes;
-  std::memcpy(&bytes, *p, sizeof bytes);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  bytes = __builtin_bswap64(bytes);
-#endif
+  const uint64_t bytes = DecodeFixed64(*p);
   if ((bytes & 0x8080808080808080ull) != 0) return false;
   uint64_t v = *prev;
   uint32_t* o = out.data() + i;
@@ -324,11 +319,7 @@ bool DecodeEightOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* p
 bool DecodeFourShortGaps(const uint8_t** p, const uint8_t* limit, uint64_t* prev,
                          uint64_t dense_length, absl::Span<uint32_t> out, size_t i) {
   if (out.size() - i < 4 || limit - *p < 8) return false;
-  uint64_t bytes;
-  std::memcpy(&bytes, *p, sizeof bytes);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  bytes = __builtin_bswap64(bytes);
-#endif
+  const uint64_t bytes = DecodeFixed64(*p);
   uint64_t v = *prev;
   uint32_t bad = 0;
   unsigned at = 0;  // the current gap's first bit in `bytes` (at most 48)
