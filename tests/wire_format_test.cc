@@ -535,6 +535,24 @@ TEST(IndexEncodingTest, MalformedVarintsAreRejected) {
   EXPECT_TRUE(Decode(kVarint, {}, 0, 0).ok());
 }
 
+// A delta-varint list of indices below n (kept one in `density`)
+// round-trips, and with dense_length cut to a random m-th index, that
+// index is the first refused, named exactly.
+void DeltaVarintRoundTripAndCut(const std::vector<uint32_t>& idx, uint64_t n, uint64_t density,
+                                std::mt19937_64& rng) {
+  const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
+  std::vector<uint32_t> back(idx.size());
+  ASSERT_TRUE(DecodeIndices(IndexEncoding::kDeltaVarint, bytes, n, absl::MakeSpan(back)).ok());
+  ASSERT_EQ(back, idx) << "n " << n << " density 1/" << density;
+  if (idx.size() > 20 && idx.back() > 0) {
+    const size_t m = 1 + rng() % (idx.size() - 1);
+    EXPECT_REJECTED(
+        DecodeIndices(IndexEncoding::kDeltaVarint, bytes, idx[m], absl::MakeSpan(back)),
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("index #", m, " = ", idx[m], " is not below dense_length ", idx[m]));
+  }
+}
+
 // Dense selections decode eight one-byte gaps at a time: runs of them
 // broken by longer gaps at every offset within a group of eight, up to
 // the last index below n, and out-of-range indices inside such a run are
@@ -552,18 +570,7 @@ TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
         if (rng() % 50 == 0) i += 128 + rng() % 20000;  // a two- or three-byte gap
       }
     }
-    const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
-    std::vector<uint32_t> back(idx.size());
-    ASSERT_TRUE(DecodeIndices(IndexEncoding::kDeltaVarint, bytes, n, absl::MakeSpan(back)).ok());
-    ASSERT_EQ(back, idx) << "n " << n << " density 1/" << density;
-    if (idx.size() > 20 && idx.back() > 0) {
-      // Cut dense_length to the m-th index: that index is the first refused.
-      const size_t m = 1 + rng() % (idx.size() - 1);
-      EXPECT_REJECTED(
-          DecodeIndices(IndexEncoding::kDeltaVarint, bytes, idx[m], absl::MakeSpan(back)),
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("index #", m, " = ", idx[m], " is not below dense_length ", idx[m]));
-    }
+    ASSERT_NO_FATAL_FAILURE(DeltaVarintRoundTripAndCut(idx, n, density, rng));
   }
   // Eight zero gaps after 2^32 - 9 end at u32 max; after 2^32 - 8 the
   // last would be 2^32.
@@ -592,17 +599,7 @@ TEST(IndexEncodingTest, RunsOfShortGapsRoundTripAndNameErrors) {
         if (rng() % 40 == 0) i += 16384 + rng() % 100000;  // a three-byte gap
       }
     }
-    const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
-    std::vector<uint32_t> back(idx.size());
-    ASSERT_TRUE(DecodeIndices(IndexEncoding::kDeltaVarint, bytes, n, absl::MakeSpan(back)).ok());
-    ASSERT_EQ(back, idx) << "n " << n << " density 1/" << density;
-    if (idx.size() > 20 && idx.back() > 0) {
-      const size_t m = 1 + rng() % (idx.size() - 1);
-      EXPECT_REJECTED(
-          DecodeIndices(IndexEncoding::kDeltaVarint, bytes, idx[m], absl::MakeSpan(back)),
-          absl::StatusCode::kInvalidArgument,
-          absl::StrCat("index #", m, " = ", idx[m], " is not below dense_length ", idx[m]));
-    }
+    ASSERT_NO_FATAL_FAILURE(DeltaVarintRoundTripAndCut(idx, n, density, rng));
   }
   // Forty varints of one and two bytes (gap 5, gap 200: 0xc8 0x01), with
   // one broken at #j: overlong (0x85 0x00) or three bytes long where
