@@ -97,11 +97,6 @@ class CastCodec : public codec_internal::DenseFrameCodec {
     return kernels::CastDecodeAverage(values, out.size(), format_, divisor, out.data());
   }
 
-  void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
-    const uint64_t width = kernels::ValueWidth(format_);
-    PrefetchBytes(parsed.sections.values.data() + begin * width, len * width);
-  }
-
   ValueType type_;
   kernels::ValueFormat format_;
 };

@@ -149,12 +149,6 @@ class QuantizedCodec : public codec_internal::DenseFrameCodec {
                                       out.data());
   }
 
-  void Prefetch(const ParsedFrame& parsed, uint64_t begin, uint64_t len) const override {
-    PrefetchBytes(parsed.sections.values.data() + begin * bits_ / 8, len * bits_ / 8);
-    PrefetchBytes(parsed.sections.scales.data() + 4 * (begin / spec_.bucket_size),
-                  4 * (len / spec_.bucket_size));
-  }
-
   // Whole buckets, and whole bytes of codes: lcm(bucket_size, 8).
   uint64_t ChunkQuantum() const override {
     const uint64_t b = spec_.bucket_size;

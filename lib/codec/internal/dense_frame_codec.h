@@ -37,8 +37,6 @@ class DenseFrameCodec : public CodecBase {
   // What Apply accepts as a start (QSGD and sign: whole buckets of whole
   // bytes of codes).
   virtual uint64_t ChunkQuantum() const { return 1; }
-  // Starts loading the bytes Apply(frame, begin, len elements) will read.
-  virtual void Prefetch(const ParsedFrame& frame, uint64_t begin, uint64_t len) const = 0;
 
   // On the host: sets `out`, elements [begin, begin + out.size()) (begin a
   // multiple of ChunkQuantum()), to the average of checked frames: zeros,
@@ -50,10 +48,6 @@ class DenseFrameCodec : public CodecBase {
     std::fill(out.begin(), out.end(), 0.0f);
     for (const ParsedFrame& p : frames) GRADWIRE_RETURN_IF_ERROR(Apply(p, begin, out, nullptr));
     return kernels::DivideAll(out.data(), out.size(), divisor);
-  }
-
-  static void PrefetchBytes(const uint8_t* p, uint64_t bytes) {
-    for (uint64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
   }
 
   // Whether checked frames can be averaged (added in order, then divided
@@ -100,14 +94,12 @@ class DenseFrameCodec : public CodecBase {
     constexpr uint64_t kChunk = 8192;
     const uint64_t quantum = ChunkQuantum();
     const uint64_t chunk = (kChunk + quantum - 1) / quantum * quantum;
+    // No software prefetch of the next chunk's frame bytes: the fused
+    // kernels read every frame as a sequential stream, which the hardware
+    // prefetcher follows, and a burst of a chunk's worth of prefetches
+    // stalled on the line-fill buffers (QSGD 8-bit decode-average 10 %
+    // slower with it, 2026-11-28-qsgd-decode.md).
     for (uint64_t begin = 0; begin < out.size(); begin += chunk) {
-      // The frames are read in turns, a chunk's worth each: start on the
-      // next chunk's bytes while this one decodes.
-      if (begin + chunk < out.size()) {
-        for (const ParsedFrame& p : parsed) {
-          Prefetch(p, begin + chunk, std::min<uint64_t>(chunk, out.size() - begin - chunk));
-        }
-      }
       GRADWIRE_RETURN_IF_ERROR(AverageOnHost(parsed, begin, divisor, out.subspan(begin, chunk)));
     }
     return absl::OkStatus();
