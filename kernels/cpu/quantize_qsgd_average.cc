@@ -1,9 +1,8 @@
 // QsgdDecodeAverage (quantize.h): the average of several QSGD payloads in
 // one pass over the output.
 //
-// On x86-64-v3 the sums of eight elements stay in a register (of sixteen
-// in two, where codes decode by QsgdLevelOf) while every payload's codes
-// are added in order: codes of 1, 2 or 4 bits are cut
+// On x86-64-v3 the sums of eight elements stay in a register while every
+// payload's codes are added in order: codes of 1, 2 or 4 bits are cut
 // from one word per payload by per-lane shifts and looked up in the
 // bucket's table of decoded values (qsgd_levels.h) by a permute; codes of
 // 8 bits are bytes, and eight codes of 3, 5, 6 or 7 bits (`bits` bytes)
@@ -148,24 +147,11 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
     };
     float* o = out + start;
     uint64_t i = 0;
-    // Codes decoded by QsgdLevelOf: sixteen elements a step, two sums;
-    // each sum waits on its payloads' values in turn, and two give the
-    // core independent work (3-10 % faster). The table lookups stay eight
-    // a step (sixteen made 4-bit codes 25 % slower).
-    for (; kBy != kTable && i + 16 <= len; i += 16) {
-      __m256 sum0 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + i);
-      __m256 sum1 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + i + 8);
-      for (uint64_t r = 0; r < frames; ++r) {
-        sum0 = _mm256_add_ps(sum0, decode8(r, start + i));
-        sum1 = _mm256_add_ps(sum1, decode8(r, start + i + 8));
-      }
-      if (last) {
-        sum0 = multiply ? _mm256_mul_ps(sum0, divide_by) : _mm256_div_ps(sum0, divide_by);
-        sum1 = multiply ? _mm256_mul_ps(sum1, divide_by) : _mm256_div_ps(sum1, divide_by);
-      }
-      _mm256_storeu_ps(o + i, sum0);
-      _mm256_storeu_ps(o + i + 8, sum1);
-    }
+    // Eight elements a step for every width. Sixteen a step in two sums
+    // (for the codes QsgdLevelOf decodes) was 5-11 % faster on a Zen 3
+    // core but twice as slow on a Zen 5 core with `out` cold (1M
+    // elements, 6 and 8 bits; equal in cache): docs/results/
+    // 2026-11-28-qsgd-decode.md.
     for (; i + 8 <= len; i += 8) {
       __m256 sum = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + i);
       for (uint64_t r = 0; r < frames; ++r) sum = _mm256_add_ps(sum, decode8(r, start + i));
