@@ -55,6 +55,17 @@
 #define GRADWIRE_CPU_V3_FUNCTIONS 0
 #endif
 
+// The same for x86-64-v4 (AVX-512 F, BW, DQ, VL: sixteen 32-bit lanes and
+// mask registers), marked GRADWIRE_CPU_V4 and taken when CpuIsX86V4().
+// The v3 test build (GRADWIRE_NO_CPU_V4_CLONES) leaves it out, so that
+// the v3 loop beside it is tested on machines that have AVX-512 too.
+#if GRADWIRE_CPU_V3_FUNCTIONS && !defined(GRADWIRE_NO_CPU_V4_CLONES)
+#define GRADWIRE_CPU_V4_FUNCTIONS 1
+#define GRADWIRE_CPU_V4 __attribute__((target("arch=x86-64-v4")))
+#else
+#define GRADWIRE_CPU_V4_FUNCTIONS 0
+#endif
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -109,6 +120,13 @@ GRADWIRE_CPU_INLINE void StoreLe(uint8_t* p, T v) {
 inline bool CpuIsX86V3() {
   static const bool v3 = __builtin_cpu_supports("x86-64-v3");
   return v3;
+}
+#endif
+
+#if GRADWIRE_CPU_V4_FUNCTIONS
+inline bool CpuIsX86V4() {
+  static const bool v4 = __builtin_cpu_supports("x86-64-v4");
+  return v4;
 }
 #endif
 

@@ -53,6 +53,16 @@ GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256 QsgdLevelsV3(__m256
 }
 #endif
 
+#if GRADWIRE_CPU_V4_FUNCTIONS
+// QsgdLevelsV3 of sixteen codes.
+GRADWIRE_CPU_V4 inline __attribute__((always_inline)) __m512 QsgdLevelsV4(__m512i code,
+                                                                          __m512 max_code,
+                                                                          __m512 hi, __m512 lo) {
+  const __m512 k = _mm512_fmsub_ps(_mm512_cvtepi32_ps(code), _mm512_set1_ps(2.0f), max_code);
+  return _mm512_fmadd_ps(k, hi, _mm512_mul_ps(k, lo));
+}
+#endif
+
 // unit[q] = QsgdUnitLevel(q & (2^bits - 1), 2^bits - 1) for q < 16; times
 // a bucket's scale (MulRn), its decoded values for bits <= 4, as two
 // eight-lane vectors.
