@@ -120,13 +120,21 @@ class CodePacker {
         memcpy(out_, codes_, 8 * groups);
         break;
       default: {
-        // A word per group, stored 8 bytes at a time of which `bits` are
-        // kept (the next group's store overwrites the rest): staged, then
-        // what is kept copied out.
+        // A word per group, in a loop that vectorizes; then each is stored
+        // 8 bytes at a time of which `bits` are kept (the next group's
+        // store overwrites the rest), and the last ones, whose stores
+        // would pass the end, `bits` bytes at a time.
         for (uint64_t g = 0; g < groups; ++g) {
-          StoreLe<uint64_t>(packed_ + g * bits_, Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_));
+          words_[g] = Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_);
         }
-        memcpy(out_, packed_, groups * bits_);
+        const uint64_t end = groups * bits_;
+        uint64_t g = 0;
+        for (; g * bits_ + 8 <= end; ++g) StoreLe<uint64_t>(out_ + g * bits_, words_[g]);
+        for (; g < groups; ++g) {
+          uint8_t word[8];
+          StoreLe<uint64_t>(word, words_[g]);
+          memcpy(out_ + g * bits_, word, bits_);
+        }
       }
     }
     out_ += groups * bits_;
@@ -136,7 +144,7 @@ class CodePacker {
   const uint32_t bits_;
   uint64_t pending_ = 0;  // codes waiting for a full group, < 8
   uint8_t codes_[kBlock + 8];
-  uint8_t packed_[kBlock + 8];
+  uint64_t words_[kBlock / 8 + 1];
 };
 
 // Reads the packed stream back as codes, one a byte, in order.
