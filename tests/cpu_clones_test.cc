@@ -5,11 +5,14 @@
 // x86-64-v3 clone) and :cpu_baseline (no clones), so every clone is
 // checked against the same references and hence against each other.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <utility>
 #include <vector>
@@ -560,6 +563,86 @@ TEST(CpuClonesTest, QsgdAverageOfManyPayloads) {
     std::vector<float> got = Mixed(n, rng);
     QsgdDecodeAverage(scales_at.data(), packed_at.data(), frames, n, bits, 64, 3.0f, got.data());
     EXPECT_SAME_FLOATS(want, got) << "bits " << bits;
+  }
+}
+
+// `bytes` bytes that end flush against a page the process may not touch,
+// so that a load or store past their end faults. ASan builds run no
+// clones (clones_x86.h): this is how the clones' vector loads and stores
+// are seen to stay inside what they are given.
+class GuardedBytes {
+ public:
+  explicit GuardedBytes(size_t bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    span_ = (bytes + page - 1) / page * page + page;
+    void* base = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) std::abort();
+    base_ = static_cast<uint8_t*>(base);
+    if (mprotect(base_ + span_ - page, page, PROT_NONE) != 0) std::abort();
+    data_ = base_ + span_ - page - bytes;
+  }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  ~GuardedBytes() { munmap(base_, span_); }
+  uint8_t* data() { return data_; }
+  float* floats() { return reinterpret_cast<float*>(data_); }
+
+ private:
+  uint8_t* base_;
+  size_t span_;
+  uint8_t* data_;
+};
+
+// QSGD's encode, decode and decode-average with every buffer ending at a
+// guard page (a float buffer's end is 4-byte aligned, a packed stream's
+// any byte): the same bytes as with ordinary buffers, and nothing read or
+// written past an end (which would fault).
+TEST(CpuClonesTest, QsgdTouchesNothingPastItsBuffers) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : {1u, 7u, 15u, 16u, 17u, 63u, 100u, 1000u, 4099u}) {
+    for (uint32_t bucket : {7u, 8u, 24u, 512u}) {
+      for (uint32_t bits = 1; bits <= 8; ++bits) {
+        SCOPED_TRACE(::testing::Message() << "n " << n << " bucket " << bucket << " bits " << bits);
+        const uint64_t buckets = BucketCount(n, bucket), packed_bytes = PackedBytes(n, bits);
+        constexpr uint64_t kFrames = 3;
+        std::vector<std::vector<uint8_t>> want_scales, want_packed;
+        std::vector<std::unique_ptr<GuardedBytes>> scales, packed;
+        std::vector<const uint8_t*> scales_at, packed_at;
+        std::vector<float> want(n, 0.0f);
+        for (uint64_t r = 0; r < kFrames; ++r) {
+          const std::vector<float> g = Finite(n, rng), e = Finite(n, rng);
+          GuardedBytes grad(4 * n), residual(4 * n);
+          memcpy(grad.data(), g.data(), 4 * n);
+          memcpy(residual.data(), e.data(), 4 * n);
+          const uint64_t seed = rng();
+          const Encoded ref = RefQuantize(g, &e, false, bits, bucket, seed, 1);
+          scales.push_back(std::make_unique<GuardedBytes>(4 * buckets));
+          packed.push_back(std::make_unique<GuardedBytes>(packed_bytes));
+          QsgdCompress(grad.floats(), residual.floats(), n, bits, bucket, seed, 1,
+                       scales.back()->data(), packed.back()->data(), nullptr);
+          ASSERT_EQ(0, memcmp(ref.scales.data(), scales.back()->data(), 4 * buckets));
+          ASSERT_EQ(0, memcmp(ref.values.data(), packed.back()->data(), packed_bytes));
+          ASSERT_EQ(0, memcmp(ref.residual.data(), residual.data(), 4 * n));
+          scales_at.push_back(scales.back()->data());
+          packed_at.push_back(packed.back()->data());
+          want = RefQuantizedDecode(ref.scales, ref.values, n, false, bits, bucket, want);
+        }
+        GuardedBytes decoded(4 * n);
+        memset(decoded.data(), 0, 4 * n);
+        QsgdDecodeAccumulate(scales_at[0], packed_at[0], n, bits, bucket, decoded.floats());
+        const std::vector<float> zeros(n, 0.0f);
+        std::vector<uint8_t> first_scales(scales_at[0], scales_at[0] + 4 * buckets);
+        std::vector<uint8_t> first_packed(packed_at[0], packed_at[0] + packed_bytes);
+        EXPECT_SAME_FLOATS(
+            RefQuantizedDecode(first_scales, first_packed, n, false, bits, bucket, zeros),
+            std::vector<float>(decoded.floats(), decoded.floats() + n));
+        for (float& x : want) x /= 3.0f;
+        GuardedBytes out(4 * n);
+        QsgdDecodeAverage(scales_at.data(), packed_at.data(), kFrames, n, bits, bucket, 3.0f,
+                          out.floats());
+        EXPECT_SAME_FLOATS(want, std::vector<float>(out.floats(), out.floats() + n));
+      }
+    }
   }
 }
 

@@ -357,10 +357,7 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
 // permute of a sixteen-entry table decodes every width <= 4; codes become
 // bytes by a truncating narrow (they are <= 255).
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
-// GCC 12 warns of the AVX-512 intrinsics' own _mm512_undefined_*()
-// operands (its bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+GRADWIRE_CPU_V4_BEGIN
 
 GRADWIRE_V4_INLINE __m512i HashRoundV4(__m512i x) {
   x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
@@ -568,7 +565,7 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
   packer.Finish();
   return nonfinite;
 }
-#pragma GCC diagnostic pop
+GRADWIRE_CPU_V4_END
 #undef GRADWIRE_V4_INLINE
 #endif
 
