@@ -353,7 +353,10 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
 #if GRADWIRE_CPU_V4_FUNCTIONS
 // ------------------------------------------------------------ x86-64-v4 --
 // QsgdLoopV3 at sixteen lanes: the same two passes interleaved, the same
-// IEEE operations in the same order, 64 elements a coding step. One
+// IEEE operations in the same order, 64 elements a coding step, and no
+// software prefetch (on a Zen 5 core, with caches cold, the v3 loop's
+// prefetch into L2 made it 15-30 % slower: docs/results/
+// 2026-11-28-qsgd-avx512.md). One
 // permute of a sixteen-entry table decodes every width <= 4; codes become
 // bytes by a truncating narrow (they are <= 255).
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
@@ -534,7 +537,6 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
   float scale = FinishFirstPassV4(&pass, &bad);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    PrefetchBucketAhead<2>(grad, kHasResidual ? residual : nullptr, start, len, n);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
     nonfinite += bad;
     const uint64_t next = start + len;
