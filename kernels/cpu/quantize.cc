@@ -89,6 +89,35 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
   for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
 }
 
+// The end of a vector first pass over a bucket of len elements (grad,
+// residual as in AccumulateBucket) whose first `at` are accumulated with
+// `top` their largest |acc| as bits (a NaN or Inf included): the rest
+// accumulated, and the scale (MaxFiniteMagnitude) returned, its
+// non-finite count added. Only where `top` is not finite is the bucket
+// read again.
+GRADWIRE_CPU_INLINE float FinishScale(const float* grad, float* residual, uint64_t len,
+                                      uint64_t at, uint32_t top, uint64_t* nonfinite) {
+  const float* acc = residual == nullptr ? grad : residual;
+  AccumulateBucket(grad + at, residual == nullptr ? nullptr : residual + at, len - at);
+  if (top < 0x7f800000u) {
+    // Everything so far finite: the tail's finite maximum and count.
+    const uint32_t tail = FloatBits(MaxFiniteMagnitude(acc + at, len - at, nonfinite));
+    return BitsFloat(tail > top ? tail : top);
+  }
+  return MaxFiniteMagnitude(acc, len, nonfinite);
+}
+
+// A bucket with nothing finite and nonzero, block by block into the packer.
+GRADWIRE_CPU_INLINE void ZeroScaleBucket(const float* acc, float* res, uint64_t len,
+                                         uint32_t max_code, CodePacker* packer) {
+  for (uint64_t at = 0; at < len; at += kBlock) {
+    const uint64_t count = len - at < kBlock ? len - at : kBlock;
+    ZeroScaleBlock(acc + at, res == nullptr ? nullptr : res + at, count, max_code,
+                   packer->Slots());
+    packer->Commit(count);
+  }
+}
+
 #if GRADWIRE_CPU_V3_FUNCTIONS
 // ------------------------------------------------------------ x86-64-v3 --
 // QsgdLoop with AVX2 intrinsics. A bucket's codes need its scale, so each
@@ -153,15 +182,7 @@ GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(max), p->max);
   uint32_t top = 0;
   for (int l = 0; l < 8; ++l) top = max[l] > top ? max[l] : top;
-  const uint64_t i = p->at;
-  const float* acc = p->residual == nullptr ? p->grad : p->residual;
-  AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
-  if (top < 0x7f800000u) {
-    // Everything so far finite: the tail's finite maximum and count.
-    const uint32_t tail = FloatBits(MaxFiniteMagnitude(acc + i, p->len - i, nonfinite));
-    return BitsFloat(tail > top ? tail : top);
-  }
-  return MaxFiniteMagnitude(acc, p->len, nonfinite);
+  return FinishScale(p->grad, p->residual, p->len, p->at, top, nonfinite);
 }
 
 // Decoded values: a permute of one table (bits <= 3), of two (bits 4), or
@@ -334,12 +355,7 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
                                           &ahead);
       }
     } else {
-      for (uint64_t at = 0; at < len; at += kBlock) {
-        const uint64_t count = len - at < kBlock ? len - at : kBlock;
-        ZeroScaleBlock(acc + at, kHasResidual ? res + at : nullptr, count, max_code,
-                       packer.Slots());
-        packer.Commit(count);
-      }
+      ZeroScaleBucket(acc, res, len, max_code, &packer);
     }
     bad = 0;
     scale = FinishFirstPass(&ahead, &bad);
@@ -406,14 +422,7 @@ GRADWIRE_V4_INLINE float FinishFirstPassV4(FirstPassV4* p, uint64_t* nonfinite) 
   _mm512_store_si512(max, p->max);
   uint32_t top = 0;
   for (int l = 0; l < 16; ++l) top = max[l] > top ? max[l] : top;
-  const uint64_t i = p->at;
-  const float* acc = p->residual == nullptr ? p->grad : p->residual;
-  AccumulateBucket(p->grad + i, p->residual == nullptr ? nullptr : p->residual + i, p->len - i);
-  if (top < 0x7f800000u) {
-    const uint32_t tail = FloatBits(MaxFiniteMagnitude(acc + i, p->len - i, nonfinite));
-    return BitsFloat(tail > top ? tail : top);
-  }
-  return MaxFiniteMagnitude(acc, p->len, nonfinite);
+  return FinishScale(p->grad, p->residual, p->len, p->at, top, nonfinite);
 }
 
 struct BucketConstantsV4 {
@@ -554,12 +563,7 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
                                             &packer, &ahead);
       }
     } else {
-      for (uint64_t at = 0; at < len; at += kBlock) {
-        const uint64_t count = len - at < kBlock ? len - at : kBlock;
-        ZeroScaleBlock(acc + at, kHasResidual ? res + at : nullptr, count, max_code,
-                       packer.Slots());
-        packer.Commit(count);
-      }
+      ZeroScaleBucket(acc, res, len, max_code, &packer);
     }
     bad = 0;
     scale = FinishFirstPassV4(&ahead, &bad);

@@ -41,8 +41,8 @@ void QsgdDecodeAccumulate(const uint8_t* scales, const uint8_t* packed, uint64_t
 // codes of `bits`): out[i] = (((0 + d_0[i]) + d_1[i]) + ...) / divisor,
 // d_r[i] = QsgdDequantize of payload r's code i, i.e. the bits of zeroing
 // out, then QsgdDecodeAccumulate of each payload in order, then
-// DivideAll, in one pass that writes out once (x86-64-v3; elsewhere those
-// steps).
+// DivideAll, in one pass that writes out once (x86-64-v3 and -v4;
+// elsewhere those steps).
 void QsgdDecodeAverage(const uint8_t* const* scales, const uint8_t* const* packed, uint64_t frames,
                        uint64_t n, uint32_t bits, uint32_t bucket_size, float divisor, float* out);
 
