@@ -1,0 +1,243 @@
+// QsgdCompress's loop on x86-64-v4 (qsgd_encode.h).
+#include <string.h>
+
+#include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/qsgd_encode.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
+#include "gradwire/kernels/cpu/qsgd_packing.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+using qsgd_encode::FinishScale;
+using qsgd_encode::QsgdElement;
+using qsgd_encode::ZeroScaleBucket;
+using qsgd_packing::CodePacker;
+using qsgd_packing::kBlock;
+
+#if GRADWIRE_CPU_V4_FUNCTIONS
+// ------------------------------------------------------------ x86-64-v4 --
+// quantize.cc's QsgdLoopV3 at sixteen lanes: the same two passes interleaved, the same
+// IEEE operations in the same order, 64 elements a coding step, and no
+// software prefetch (on a Zen 5 core, with caches cold, the v3 loop's
+// prefetch into L2 made it 15-30 % slower: docs/results/
+// 2026-11-28-qsgd-avx512.md). One
+// permute of a sixteen-entry table decodes every width <= 4; codes become
+// bytes by a truncating narrow (they are <= 255).
+#define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
+GRADWIRE_CPU_V4_BEGIN
+
+GRADWIRE_V4_INLINE __m512i HashRoundV4(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+
+// FirstPass of QsgdLoopV3, sixteen elements a step.
+struct FirstPassV4 {
+  const float* grad;
+  float* residual;
+  uint64_t len;
+  uint64_t at;
+  __m512i max;
+};
+
+GRADWIRE_V4_INLINE void StartFirstPassV4(const float* grad, float* residual, uint64_t len,
+                                         FirstPassV4* p) {
+  p->grad = grad;
+  p->residual = residual;
+  p->len = len;
+  p->at = 0;
+  p->max = _mm512_setzero_si512();
+}
+
+GRADWIRE_V4_INLINE void FirstPassStepV4(FirstPassV4* p) {
+  const uint64_t i = p->at;
+  __m512 a = _mm512_loadu_ps(p->grad + i);
+  if (p->residual != nullptr) {
+    a = _mm512_add_ps(a, _mm512_loadu_ps(p->residual + i));
+    _mm512_storeu_ps(p->residual + i, a);
+  }
+  const __m512i m = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
+  p->max = _mm512_max_epu32(p->max, m);
+  p->at = i + 16;
+}
+
+GRADWIRE_V4_INLINE float FinishFirstPassV4(FirstPassV4* p, uint64_t* nonfinite) {
+  while (p->at + 16 <= p->len) FirstPassStepV4(p);
+  alignas(64) uint32_t max[16];
+  _mm512_store_si512(max, p->max);
+  uint32_t top = 0;
+  for (int l = 0; l < 16; ++l) top = max[l] > top ? max[l] : top;
+  return FinishScale(p->grad, p->residual, p->len, p->at, top, nonfinite);
+}
+
+struct BucketConstantsV4 {
+  __m512 scale, one, half, top, unit, table, hi, lo;
+  __m512i mix;
+};
+
+GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
+                                        BucketConstantsV4* k) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  alignas(64) float unit[16];
+  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
+  k->scale = _mm512_setzero_ps();
+  k->one = _mm512_set1_ps(1.0f);
+  k->half = _mm512_set1_ps(0.5f * static_cast<float>(max_code));
+  k->top = _mm512_set1_ps(static_cast<float>(max_code));
+  k->unit = _mm512_set1_ps(5.9604644775390625e-8f);
+  k->table = _mm512_load_ps(unit);
+  k->hi = _mm512_set1_ps(levels.hi);
+  k->lo = _mm512_set1_ps(levels.lo);
+  k->mix = _mm512_set1_epi32(static_cast<int32_t>(key.mix));
+}
+
+// CodeStep of 64 elements; `x` holds the next sixteen indices plus
+// key.add, and advances. kTable: bits <= 4.
+template <bool kTable, bool kClean, bool kHasResidual>
+GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketConstantsV4& k,
+                                   __m512i* x, uint8_t* codes) {
+  for (int q = 0; q < 4; ++q) {
+    const __m512 a = _mm512_loadu_ps(acc + 16 * q);
+    __m512 t = _mm512_mul_ps(_mm512_add_ps(_mm512_div_ps(a, k.scale), k.one), k.half);
+    if (!kClean) {
+      t = _mm512_max_ps(t, _mm512_setzero_ps());  // NaN gives +0, as in v3
+      t = _mm512_min_ps(t, k.top);
+    }
+    const __m512i floor = _mm512_cvttps_epi32(t);
+    const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(floor));
+    __m512i h = HashRoundV4(*x);
+    h = HashRoundV4(_mm512_xor_si512(h, k.mix));
+    *x = _mm512_add_epi32(*x, _mm512_set1_epi32(16));
+    const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), k.unit);
+    const __mmask16 up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
+    const __m512i code = _mm512_mask_add_epi32(floor, up, floor, _mm512_set1_epi32(1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16 * q), _mm512_cvtepi32_epi8(code));
+    if (!kHasResidual) continue;
+    const __m512 decoded = kTable ? _mm512_permutexvar_ps(code, k.table)
+                                  : _mm512_mul_ps(QsgdLevelsV4(code, k.top, k.hi, k.lo), k.scale);
+    __m512i r = _mm512_castps_si512(_mm512_sub_ps(a, decoded));
+    if (!kClean) {
+      const __m512i exponent = _mm512_set1_epi32(0x7f800000);
+      r = _mm512_maskz_mov_epi32(
+          _mm512_cmpneq_epi32_mask(_mm512_and_si512(r, exponent), exponent), r);
+    }
+    _mm512_storeu_si512(res + 16 * q, r);
+  }
+}
+
+template <bool kTable, bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, uint64_t first,
+                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const BucketConstantsV4& call, CodePacker* packer,
+                                  FirstPassV4* next) {
+  const uint32_t max_code = QsgdMaxCode(bits);
+  const float top = static_cast<float>(max_code);
+  const float half = 0.5f * top;
+  const int32_t m = static_cast<int32_t>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  BucketConstantsV4 k = call;
+  k.scale = _mm512_set1_ps(scale);
+  k.table = _mm512_mul_ps(call.table, k.scale);
+  for (uint64_t at = 0; at < len; at += kBlock) {
+    const uint64_t count = len - at < kBlock ? len - at : kBlock;
+    uint8_t* codes = packer->Slots();
+    __m512i x = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first + at) + key.add)));
+    uint64_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+      CodeStepV4<kTable, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);
+      if (next->at + 64 <= next->len) {
+        for (int q = 0; q < 4; ++q) FirstPassStepV4(next);
+      }
+    }
+    for (; i < count; ++i) {
+      codes[i] = static_cast<uint8_t>(QsgdElement(acc[at + i], ElementHash(key, first + at + i),
+                                                  scale, top, half, levels, m,
+                                                  kHasResidual ? res + at + i : nullptr));
+    }
+    packer->Commit(count);
+  }
+}
+
+template <bool kClean, bool kHasResidual>
+GRADWIRE_CPU_V4 void CodeBucketByV4(const float* acc, float* res, uint64_t len, uint64_t first,
+                                    const ElementKey& key, float scale, uint32_t bits,
+                                    const BucketConstantsV4& call, CodePacker* packer,
+                                    FirstPassV4* next) {
+  if (bits <= 4) {
+    CodeBucketV4<true, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call, packer,
+                                             next);
+  } else {
+    CodeBucketV4<false, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+                                              packer, next);
+  }
+}
+
+template <bool kHasResidual>
+GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                                    uint32_t bucket_size, uint64_t rounding, uint8_t* scales,
+                                    uint8_t* packed) {
+  const ElementKey key = MakeElementKey(rounding, 32);
+  const uint32_t max_code = QsgdMaxCode(bits);
+  BucketConstantsV4 call;
+  CallConstantsV4(bits, key, &call);
+  CodePacker packer(packed, bits);
+  uint64_t nonfinite = 0;
+  FirstPassV4 pass;
+  StartFirstPassV4(grad, residual, n < bucket_size ? n : bucket_size, &pass);
+  uint64_t bad = 0;
+  float scale = FinishFirstPassV4(&pass, &bad);
+  for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
+    const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
+    StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
+    nonfinite += bad;
+    const uint64_t next = start + len;
+    const uint64_t next_len = n - next < bucket_size ? n - next : bucket_size;
+    FirstPassV4 ahead;
+    StartFirstPassV4(grad + next, kHasResidual ? residual + next : nullptr, next_len, &ahead);
+    const float* acc = kHasResidual ? residual + start : grad + start;
+    float* res = kHasResidual ? residual + start : nullptr;
+    if (scale > 0.0f) {
+      if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
+        CodeBucketByV4<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                           &ahead);
+      } else {
+        CodeBucketByV4<false, kHasResidual>(acc, res, len, start, key, scale, bits, call,
+                                            &packer, &ahead);
+      }
+    } else {
+      ZeroScaleBucket(acc, res, len, max_code, &packer);
+    }
+    bad = 0;
+    scale = FinishFirstPassV4(&ahead, &bad);
+  }
+  packer.Finish();
+  return nonfinite;
+}
+GRADWIRE_CPU_V4_END
+#undef GRADWIRE_V4_INLINE
+#endif
+
+}  // namespace
+
+#if GRADWIRE_CPU_V4_FUNCTIONS
+uint64_t QsgdEncodeV4(const float* grad, float* residual, uint64_t n, uint32_t bits,
+                      uint32_t bucket_size, uint64_t rounding, uint8_t* scales, uint8_t* packed) {
+  return residual != nullptr
+             ? QsgdLoopV4<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
+             : QsgdLoopV4<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
+}
+#endif
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
