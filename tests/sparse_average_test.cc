@@ -94,7 +94,10 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
 TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
   GRADWIRE_SEEDED_RNG(rng);
   const float divisors[] = {
-      1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100), std::ldexp(1.0f, -130)};
+      1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100), std::ldexp(1.0f, -130),
+      // Divisors no caller passes (DecodeAverage refuses them) still give
+      // the reference's bits: untouched elements +0, touched ones divided.
+      -2.0f, -0.7f, INFINITY, NAN};
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
     for (double density : {0.0005, 0.01, 0.05, 0.3, 1.0}) {
       for (int p : {1, 2, 3, 4, 5}) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/container/inlined_vector.h"
+#include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 
 namespace gradwire {
@@ -42,32 +43,35 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 namespace {
 
 constexpr uint64_t kChunk = 4096;  // 16 KiB of out: stays in L1
-// A chunk with at least len / kDenseScaleRatio entries is scaled whole
-// (about half a cycle an element) rather than entry by entry through the
-// bitmap (several cycles an entry).
-constexpr uint64_t kDenseScaleRatio = 8;
+// A chunk with at least len / kDenseRatio entries is written by one pass
+// over all of it (about half a cycle an element); a sparser one is zeroed
+// by memset and its touched elements are stored one by one.
+constexpr uint64_t kDenseRatio = 8;
 constexpr uint64_t kPrezeroRatio = 32;
 
-// Adds a payload's entries from j on whose index is below `end` into
-// `chunk`, which holds out[c0, ...); returns where they stop.
-template <ValueFormat kFormat>
-uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end, float* chunk) {
-  for (; j < run.count && run.indices[j] < end; ++j) {
-    chunk[run.indices[j] - c0] += LoadValue(run.values, j, kFormat);
-  }
+// The first j' >= j whose index is >= end (or run.count): the entries
+// [j, j') of `run` fall below `end`. A linear scan: the adds that follow
+// read the same indices, which it brings into L1.
+uint64_t EntriesBelow(const SparsePayload& run, uint64_t j, uint64_t end) {
+  while (j < run.count && run.indices[j] < end) ++j;
   return j;
 }
 
-uint64_t AddToChunk(const SparsePayload& run, uint64_t j, uint64_t c0, uint64_t end, float* chunk) {
+// Adds `run`'s entries [j, stop) into `chunk`, which holds out[c0, ...).
+template <ValueFormat kFormat>
+void AddToChunk(const SparsePayload& run, uint64_t j, uint64_t stop, uint64_t c0, float* chunk) {
+  for (; j < stop; ++j) chunk[run.indices[j] - c0] += LoadValue(run.values, j, kFormat);
+}
+
+void AddToChunk(const SparsePayload& run, uint64_t j, uint64_t stop, uint64_t c0, float* chunk) {
   switch (run.format) {
     case ValueFormat::kFp32:
-      return AddToChunk<ValueFormat::kFp32>(run, j, c0, end, chunk);
+      return AddToChunk<ValueFormat::kFp32>(run, j, stop, c0, chunk);
     case ValueFormat::kFp16:
-      return AddToChunk<ValueFormat::kFp16>(run, j, c0, end, chunk);
+      return AddToChunk<ValueFormat::kFp16>(run, j, stop, c0, chunk);
     case ValueFormat::kBf16:
-      return AddToChunk<ValueFormat::kBf16>(run, j, c0, end, chunk);
+      return AddToChunk<ValueFormat::kBf16>(run, j, stop, c0, chunk);
   }
-  return j;
 }
 
 // Whether every payload holds the same index list (random-k frames of one
@@ -126,6 +130,43 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   }
 }
 
+constexpr float kInf = __builtin_inff();
+
+enum class ChunkOp { kCopy, kMultiply, kDivide, kCopyDivideTouched };
+
+// out[i] = acc[i] (kCopy), acc[i] * by (kMultiply) or acc[i] / by
+// (kDivide) for i < len, then acc[i] = +0: one pass, vectorized in every
+// clone; acc is in L1, so the pass runs at the speed of out's stores.
+GRADWIRE_CPU_CLONES void WriteChunk(float* __restrict acc, float* __restrict out, uint64_t len,
+                                    ChunkOp op, float by) {
+  if (op == ChunkOp::kMultiply) {
+    for (uint64_t i = 0; i < len; ++i) out[i] = acc[i] * by;
+  } else if (op == ChunkOp::kDivide) {
+    for (uint64_t i = 0; i < len; ++i) out[i] = acc[i] / by;
+  } else {
+    std::memcpy(out, acc, len * sizeof(float));
+  }
+  std::memset(acc, 0, len * sizeof(float));
+}
+
+// Each element of out[c0, ...) that payloads' entries [begin, end) touch,
+// divided once (several payloads may hold it); the rest stay +0.
+void DivideTouched(absl::Span<const SparsePayload> payloads, absl::Span<const uint64_t> begin,
+                   absl::Span<const uint64_t> end, uint64_t c0, float divisor, float* chunk) {
+  float scale;
+  const bool exact_scale = ExactReciprocal(divisor, &scale);
+  uint64_t touched[kChunk / 64] = {};
+  for (uint64_t r = 0; r < payloads.size(); ++r) {
+    for (uint64_t j = begin[r]; j < end[r]; ++j) {
+      const uint64_t local = payloads[r].indices[j] - c0;
+      const uint64_t bit = uint64_t{1} << (local & 63);
+      if ((touched[local >> 6] & bit) != 0) continue;
+      touched[local >> 6] |= bit;
+      chunk[local] = exact_scale ? chunk[local] * scale : chunk[local] / divisor;
+    }
+  }
+}
+
 }  // namespace
 
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
@@ -148,7 +189,6 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // Per payload: where its entries for the current chunk begin and end (on
   // the stack for up to 16 payloads, as the callers' frame lists are).
   absl::InlinedVector<uint64_t, 16> begin(p, 0), end(p, 0);
-  uint64_t touched[kChunk / 64];
   uint64_t total = 0;
   for (const SparsePayload& run : payloads) total += run.count;
   // Sparser than one entry in kPrezeroRatio elements: one memset of all of
@@ -156,32 +196,39 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // by chunk, and the few lines entries land in are read back.
   const bool prezero = total * kPrezeroRatio < n;
   if (prezero) std::memset(out, 0, n * sizeof(float));
+  // A chunk with few entries is zeroed (unless out was), gets its entries
+  // added in place and its touched elements divided. In a denser one the
+  // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero
+  // between chunks), and the chunk of out is written once, from it, by one
+  // vectorized pass that also divides: no zeroing pass over out and no read
+  // of it. That pass divides every element, touched or not: +0 / divisor is
+  // +0 for a positive divisor (the callers' rank count); any other divisor
+  // divides the touched only.
+  const ChunkOp op = divisor == 1.0f                        ? ChunkOp::kCopy
+                     : !(divisor > 0.0f && divisor < kInf)  ? ChunkOp::kCopyDivideTouched
+                     : exact_scale                          ? ChunkOp::kMultiply
+                                                            : ChunkOp::kDivide;
+  alignas(64) float acc[kChunk];
+  std::fill(acc, acc + kChunk, 0.0f);
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
     const uint64_t len = std::min(n - c0, kChunk);
-    float* chunk = out + c0;
-    if (!prezero) std::fill(chunk, chunk + len, 0.0f);
-    for (uint64_t r = 0; r < p; ++r) {
-      end[r] = AddToChunk(payloads[r], begin[r], c0, c0 + len, chunk);
-    }
     uint64_t entries = 0;
-    for (uint64_t r = 0; r < p; ++r) entries += end[r] - begin[r];
-    if (divisor == 1.0f || entries == 0) {
-      // x / 1 == x, and an empty chunk is all +0: nothing to divide.
-    } else if (exact_scale && entries * kDenseScaleRatio >= len) {
-      // Untouched elements are +0, and +0 * scale == +0 / divisor: one
-      // vectorized pass over the cached chunk beats finding the touched.
-      for (uint64_t i = 0; i < len; ++i) chunk[i] *= scale;
+    for (uint64_t r = 0; r < p; ++r) {
+      end[r] = EntriesBelow(payloads[r], begin[r], c0 + len);
+      entries += end[r] - begin[r];
+    }
+    float* chunk = out + c0;
+    if (prezero || entries * kDenseRatio < len) {
+      if (!prezero) std::memset(chunk, 0, len * sizeof(float));
+      for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, chunk);
+      // x / 1 == x, and an untouched element stays +0.
+      if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     } else {
-      // Each touched element once, although several payloads may hold it.
-      std::fill(touched, touched + kChunk / 64, uint64_t{0});
-      for (uint64_t r = 0; r < p; ++r) {
-        for (uint64_t j = begin[r]; j < end[r]; ++j) {
-          const uint64_t local = payloads[r].indices[j] - c0;
-          const uint64_t bit = uint64_t{1} << (local & 63);
-          if ((touched[local >> 6] & bit) != 0) continue;
-          touched[local >> 6] |= bit;
-          chunk[local] = exact_scale ? chunk[local] * scale : chunk[local] / divisor;
-        }
+      for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
+      WriteChunk(acc, chunk, len, op == ChunkOp::kCopyDivideTouched ? ChunkOp::kCopy : op,
+                 exact_scale ? scale : divisor);
+      if (op == ChunkOp::kCopyDivideTouched) {
+        DivideTouched(payloads, begin, end, c0, divisor, chunk);
       }
     }
     begin.swap(end);
