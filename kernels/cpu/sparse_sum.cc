@@ -132,7 +132,7 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
 
 constexpr float kInf = __builtin_inff();
 
-enum class ChunkOp { kCopy, kMultiply, kDivide, kCopyDivideTouched };
+enum class ChunkOp { kCopy, kMultiply, kDivide };
 
 // out[i] = acc[i] (kCopy), acc[i] * by (kMultiply) or acc[i] / by
 // (kDivide) for i < len, then acc[i] = +0: one pass, vectorized in every
@@ -204,10 +204,10 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // of it. That pass divides every element, touched or not: +0 / divisor is
   // +0 for a positive divisor (the callers' rank count); any other divisor
   // divides the touched only.
-  const ChunkOp op = divisor == 1.0f                        ? ChunkOp::kCopy
-                     : !(divisor > 0.0f && divisor < kInf)  ? ChunkOp::kCopyDivideTouched
-                     : exact_scale                          ? ChunkOp::kMultiply
-                                                            : ChunkOp::kDivide;
+  const bool divide_touched = divisor != 1.0f && !(divisor > 0.0f && divisor < kInf);
+  const ChunkOp op = divisor == 1.0f || divide_touched ? ChunkOp::kCopy
+                     : exact_scale                     ? ChunkOp::kMultiply
+                                                       : ChunkOp::kDivide;
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -225,11 +225,8 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
       if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     } else {
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
-      WriteChunk(acc, chunk, len, op == ChunkOp::kCopyDivideTouched ? ChunkOp::kCopy : op,
-                 exact_scale ? scale : divisor);
-      if (op == ChunkOp::kCopyDivideTouched) {
-        DivideTouched(payloads, begin, end, c0, divisor, chunk);
-      }
+      WriteChunk(acc, chunk, len, op, exact_scale ? scale : divisor);
+      if (divide_touched) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     }
     begin.swap(end);
   }
