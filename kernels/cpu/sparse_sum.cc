@@ -1,11 +1,11 @@
 #include "gradwire/kernels/cpu/sparse_sum.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "absl/container/inlined_vector.h"
-#include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 
 namespace gradwire {
@@ -130,22 +130,10 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   }
 }
 
-constexpr float kInf = __builtin_inff();
-
-enum class ChunkOp { kCopy, kMultiply, kDivide };
-
-// out[i] = acc[i] (kCopy), acc[i] * by (kMultiply) or acc[i] / by
-// (kDivide) for i < len, then acc[i] = +0: one pass, vectorized in every
-// clone; acc is in L1, so the pass runs at the speed of out's stores.
-GRADWIRE_CPU_CLONES void WriteChunk(float* __restrict acc, float* __restrict out, uint64_t len,
-                                    ChunkOp op, float by) {
-  if (op == ChunkOp::kMultiply) {
-    for (uint64_t i = 0; i < len; ++i) out[i] = acc[i] * by;
-  } else if (op == ChunkOp::kDivide) {
-    for (uint64_t i = 0; i < len; ++i) out[i] = acc[i] / by;
-  } else {
-    std::memcpy(out, acc, len * sizeof(float));
-  }
+// out[0, len) = acc[0, len), then acc = +0. Both are in L1 after the
+// adds, so this runs at the speed of out's stores.
+void WriteChunk(float* acc, float* out, uint64_t len) {
+  std::memcpy(out, acc, len * sizeof(float));
   std::memset(acc, 0, len * sizeof(float));
 }
 
@@ -184,8 +172,6 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
         return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, n);
     }
   }
-  float scale;
-  const bool exact_scale = ExactReciprocal(divisor, &scale);
   // Per payload: where its entries for the current chunk begin and end (on
   // the stack for up to 16 payloads, as the callers' frame lists are).
   absl::InlinedVector<uint64_t, 16> begin(p, 0), end(p, 0);
@@ -199,15 +185,12 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // A chunk with few entries is zeroed (unless out was), gets its entries
   // added in place and its touched elements divided. In a denser one the
   // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero
-  // between chunks), and the chunk of out is written once, from it, by one
-  // vectorized pass that also divides: no zeroing pass over out and no read
-  // of it. That pass divides every element, touched or not: +0 / divisor is
-  // +0 for a positive divisor (the callers' rank count); any other divisor
-  // divides the touched only.
-  const bool divide_touched = divisor != 1.0f && !(divisor > 0.0f && divisor < kInf);
-  const ChunkOp op = divisor == 1.0f || divide_touched ? ChunkOp::kCopy
-                     : exact_scale                     ? ChunkOp::kMultiply
-                                                       : ChunkOp::kDivide;
+  // between chunks), are divided there (DivideAll, vectorized) and copied
+  // to out: out's chunk is stored once, never zeroed first or read back.
+  // DivideAll divides every element, touched or not: +0 / divisor is +0
+  // for a positive divisor (the callers' rank count); any other divisor
+  // divides the touched only, after the copy.
+  const bool divide_all = divisor != 1.0f && divisor > 0.0f && std::isfinite(divisor);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -225,8 +208,9 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
       if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     } else {
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
-      WriteChunk(acc, chunk, len, op, exact_scale ? scale : divisor);
-      if (divide_touched) DivideTouched(payloads, begin, end, c0, divisor, chunk);
+      if (divide_all) DivideAll(acc, len, divisor);
+      WriteChunk(acc, chunk, len);
+      if (divisor != 1.0f && !divide_all) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     }
     begin.swap(end);
   }
