@@ -184,22 +184,60 @@ TEST(TopKTest, SampledPathMatchesFullSortIncludingWhenTheSampleMisleads) {
     const Output out = RunSelect(false, grad, nullptr, k, ValueFormat::kFp32);
     ASSERT_EQ(out.indices, TopKFromOrder(order, k));
   }
-  // Make exactly the sampled positions (16384 of them, see topk.cc) the
-  // largest: the sampled bound then admits fewer than k candidates, and the
-  // kernel must fall back to considering everything.
+  // Make exactly the sampled positions the largest: the sampled bound
+  // then admits fewer than k candidates, and the kernel must fall back to
+  // considering everything. Below 4M elements exact top-k samples 4096
+  // elements and approximate top-k 16384 (topk.cc), each at one scrambled
+  // offset per stride n / s.
   std::normal_distribution<float> normal;
-  for (float& g : grad) g = normal(rng);
-  const uint64_t stride = n / 16384;
-  for (uint64_t j = 0; j < 16384; ++j) grad[j * stride + Mix64(j) % stride] = 1000.0f + j;
-  std::vector<float> residual(n, 0.0f);
-  const std::vector<uint32_t> adversarial_order = RankedOrder(grad);
-  for (uint64_t k : {uint64_t{100}, uint64_t{20000}}) {
-    SCOPED_TRACE(::testing::Message() << "adversarial, k " << k);
-    const Output out = RunSelect(false, grad, &residual, k, ValueFormat::kFp32);
-    ASSERT_EQ(out.indices, TopKFromOrder(adversarial_order, k));
-    CheckValuesAndResidual(out, grad, true, ValueFormat::kFp32);
-    const Output approx = RunSelect(true, grad, &residual, k, ValueFormat::kFp32);
-    ASSERT_EQ(approx.indices.size(), k);
+  for (bool approx : {false, true}) {
+    const uint64_t s = approx ? 16384 : 4096;
+    for (float& g : grad) g = normal(rng);
+    const uint64_t stride = n / s;
+    for (uint64_t j = 0; j < s; ++j) {
+      grad[j * stride +
+           static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64)] =
+          1000.0f + j;
+    }
+    std::vector<float> residual(n, 0.0f);
+    const std::vector<uint32_t> adversarial_order = RankedOrder(grad);
+    for (uint64_t k : {uint64_t{100}, uint64_t{20000}}) {
+      for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kBf16}) {
+        SCOPED_TRACE(::testing::Message() << "adversarial, approx " << approx << " k " << k
+                                          << " format " << static_cast<int>(f));
+        const Output out = RunSelect(approx, grad, &residual, k, f);
+        // (Approximate top-k fills its band in index order: its own
+        // test checks the band.)
+        if (!approx) ASSERT_EQ(out.indices, TopKFromOrder(adversarial_order, k));
+        ASSERT_EQ(out.indices.size(), k);
+        CheckValuesAndResidual(out, grad, true, f);
+      }
+    }
+  }
+}
+
+TEST(TopKTest, SampledPathAtHighDensityInEveryFormat) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = (1 << 18) + 3;
+  for (Data data : {Data::kNormal, Data::kTies, Data::kNonFinite}) {
+    const std::vector<float> grad = MakeData(data, n, rng);
+    std::vector<float> residual = MakeData(Data::kNormal, n, rng);
+    for (float& r : residual) r *= 0.01f;
+    std::vector<float> acc(n);
+    for (uint64_t i = 0; i < n; ++i) acc[i] = grad[i] + residual[i];
+    const std::vector<uint32_t> order = RankedOrder(acc);
+    for (uint64_t k : {n / 50, n / 10 + 5, n / 4}) {
+      for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+        SCOPED_TRACE(::testing::Message() << "data " << static_cast<int>(data) << " k " << k
+                                          << " format " << static_cast<int>(f));
+        const Output exact = RunSelect(false, grad, &residual, k, f);
+        ASSERT_EQ(exact.indices, TopKFromOrder(order, k));
+        CheckValuesAndResidual(exact, acc, true, f);
+        const Output approx = RunSelect(true, grad, &residual, k, f);
+        ASSERT_EQ(approx.indices.size(), k);
+        CheckValuesAndResidual(approx, acc, true, f);
+      }
+    }
   }
 }
 

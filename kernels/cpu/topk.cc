@@ -25,23 +25,30 @@ using internal::kTopShift;
 // Tests one block of acc for candidates: writes the magnitude keys to
 // `keys` and returns whether any key is >= lower; adds non-finite acc to
 // *nonfinite. Keys are < 2^31, so signed 32-bit arithmetic (which SSE2
-// compares natively) lets the compiler vectorize this.
-template <bool kHasResidual, uint64_t kLen>
+// compares natively) lets the compiler vectorize this. With kZero (fp32
+// values and a residual) a candidate's residual is written as 0, which is
+// ResidualAfter(acc, acc) for every acc, i.e. its residual if it is
+// selected; EmitSelected writes acc back for the candidates it rejects.
+// Then acc is also kept in `accs` (the residual no longer holds it).
+template <bool kHasResidual, uint64_t kLen, bool kZero>
 inline bool ScanBlock(const float* g, float* r, uint64_t len, int32_t lower, int32_t* keys,
-                      uint64_t* nonfinite) {
+                      float* accs, uint64_t* nonfinite) {
   const uint64_t count = kLen > 0 ? kLen : len;
   int32_t any = 0, nf = 0;
   for (uint64_t i = 0; i < count; ++i) {
     float a = g[i];
-    if (kHasResidual) {
-      a = g[i] + r[i];
-      r[i] = a;
-    }
+    if (kHasResidual) a = g[i] + r[i];
     const int32_t abs = static_cast<int32_t>(FloatBits(a) & 0x7fffffffu);
     nf += abs >= 0x7f800000;
     const int32_t key = abs > 0x7f800000 ? 0 : abs + 1;  // MagnitudeKey
     keys[i] = key;
     any |= key >= lower;
+    if (kZero) {
+      accs[i] = a;
+      r[i] = key >= lower ? 0.0f : a;
+    } else if (kHasResidual) {
+      r[i] = a;
+    }
   }
   *nonfinite += static_cast<uint64_t>(nf);
   return any != 0;
@@ -67,13 +74,14 @@ inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
 
 // Pass 1 of exact top-k: acc = grad + residual (stored into the residual,
 // which thereby already holds e_new = acc for every element that will not
-// be selected), counting non-finite acc, and appending (in index order)
-// every index whose key is >= `lower` (<= kMaxMagnitudeKey) to
-// `candidates` and its acc to `candidate_values`. Returns how many.
-// Candidates are rare (about 1.25 k of n), so blocks are tested with
-// vectorized loops, and in a block where something passes only the
-// passing elements are visited (a bit mask, lowest bit first).
-template <bool kHasResidual>
+// be selected; with kZero, 0 for the candidates, see ScanBlock), counting
+// non-finite acc, and appending (in index order) every index whose key is
+// >= `lower` (<= kMaxMagnitudeKey + 1) to `candidates` and its acc to
+// `candidate_values`. Returns how many. Candidates are rare (about 1.25 k
+// of n), so blocks are tested with vectorized loops, and in a block where
+// something passes only the passing elements are visited (a bit mask,
+// lowest bit first).
+template <bool kHasResidual, bool kZero>
 __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
     const float* grad, float* residual, uint64_t n, uint32_t lower, uint32_t* candidates,
     float* candidate_values, uint64_t* nonfinite) {
@@ -81,14 +89,17 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   const int32_t lo = static_cast<int32_t>(lower);
   uint64_t m = 0, bad = 0;
   int32_t keys[kBlock];
+  float accs[kBlock];
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
     float* r = kHasResidual ? residual + start : nullptr;
-    const bool any = len == kBlock
-                         ? ScanBlock<kHasResidual, kBlock>(grad + start, r, len, lo, keys, &bad)
-                         : ScanBlock<kHasResidual, 0>(grad + start, r, len, lo, keys, &bad);
+    const bool any =
+        len == kBlock
+            ? ScanBlock<kHasResidual, kBlock, kZero>(grad + start, r, len, lo, keys, accs, &bad)
+            : ScanBlock<kHasResidual, 0, kZero>(grad + start, r, len, lo, keys, accs, &bad);
     if (any) {
-      const float* acc = kHasResidual ? r : grad + start;  // just written: in L1
+      // Just written: in L1.
+      const float* acc = kZero ? accs : kHasResidual ? r : grad + start;
       const uint64_t mask = PassMask(keys, len, lo);
       if (len == kBlock) {
         // Eight lanes at a time, branch-free: the lists hold n entries and
@@ -112,13 +123,20 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   return m;
 }
 
+// `zero`: write 0 as the residual of every candidate (ScanBlock's kZero;
+// requires a residual).
 GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
-                                                  uint32_t lower, const internal::SelectTemp& t,
+                                                  uint32_t lower, bool zero,
+                                                  const internal::SelectTemp& t,
                                                   uint64_t* nonfinite) {
-  return residual != nullptr ? AccumulateAndCollect<true>(grad, residual, n, lower, t.candidates,
-                                                          t.candidate_values, nonfinite)
-                             : AccumulateAndCollect<false>(grad, residual, n, lower, t.candidates,
-                                                           t.candidate_values, nonfinite);
+  if (residual == nullptr) {
+    return AccumulateAndCollect<false, false>(grad, residual, n, lower, t.candidates,
+                                              t.candidate_values, nonfinite);
+  }
+  return zero ? AccumulateAndCollect<true, true>(grad, residual, n, lower, t.candidates,
+                                                 t.candidate_values, nonfinite)
+              : AccumulateAndCollect<true, false>(grad, residual, n, lower, t.candidates,
+                                                  t.candidate_values, nonfinite);
 }
 
 // The fallback when the sampled bound was too high: every element is a
@@ -129,6 +147,24 @@ uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::Sele
     t.candidate_values[i] = acc[i];
   }
   return n;
+}
+
+// Pass 1 and its fallback. Returns the number of candidates (>= k), their
+// indices and acc in t, and whether their residuals were written as 0
+// (fp32 values with a residual; otherwise the residual holds acc).
+uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint64_t k,
+                           uint32_t lower, ValueFormat format, const internal::SelectTemp& t,
+                           uint64_t* nonfinite, bool* zeroed) {
+  *zeroed = residual != nullptr && format == ValueFormat::kFp32;
+  uint64_t m = AccumulateAndCollect(grad, residual, n, lower, *zeroed, t, nonfinite);
+  if (m >= k) return m;
+  // The sample misjudged: every element becomes a candidate. The
+  // residual first gets back the acc of those that were zeroed.
+  if (*zeroed) {
+    for (uint64_t c = 0; c < m; ++c) residual[t.candidates[c]] = t.candidate_values[c];
+    *zeroed = false;
+  }
+  return CollectAllWithValues(residual != nullptr ? residual : grad, n, t);
 }
 
 // A key that about 1.25 k + slack of the n elements reach, estimated from
@@ -171,21 +207,105 @@ uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, 
       .key;
 }
 
-// Writes candidate `idx`, whose acc is `a`, as output j (j < k): its index
-// and its value rounded to the format, and, if `take`, its residual acc -
-// decoded (else the residual keeps acc). Returns whether it was taken.
-// Without branches on `take`, which is data, not a pattern: an output
-// not taken is overwritten by the next candidate.
-template <ValueFormat kFormat, bool kHasResidual>
-GRADWIRE_CPU_INLINE uint64_t Emit(bool take, float a, float* residual, uint32_t idx, uint64_t j,
-                                  uint32_t* indices, uint8_t* values) {
-  indices[j] = idx;
-  StoreValue(values, j, a, kFormat);
-  if (kHasResidual) {
-    const float r = ResidualAfter(a, RoundToFormat(a, kFormat));
-    residual[idx] = BitsFloat(SelectBits(take, FloatBits(r), FloatBits(a)));
+// Bit l of *above (*equal) is set iff lane l of the ranks is > cut
+// (== cut), for lanes < `lanes` (<= 8). Ranks and cut are < 2^31:
+// signed compares, and SSE2's movemask, serve every clone.
+GRADWIRE_CPU_INLINE void CompareMasks8(const I32x8& ranks, int32_t cut, uint32_t lanes, uint32_t* above,
+                                       uint32_t* equal) {
+  const I32x8 gt = ranks > cut;
+  const I32x8 eq = ranks == cut;
+  const uint32_t valid = (1u << lanes) - 1;
+#if defined(__SSE2__)
+  typedef int32_t I32x4 __attribute__((vector_size(16)));
+  auto movemask = [](const I32x8& v) {
+    const I32x4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+    const I32x4 hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+    return static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(lo))) |
+           static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(hi))) << 4;
+  };
+  *above = movemask(gt) & valid;
+  *equal = movemask(eq) & valid;
+#else
+  uint32_t a = 0, e = 0;
+  for (int l = 0; l < 8; ++l) {
+    a |= static_cast<uint32_t>(gt[l] != 0) << l;
+    e |= static_cast<uint32_t>(eq[l] != 0) << l;
   }
-  return take ? 1u : 0u;
+  *above = a & valid;
+  *equal = e & valid;
+#endif
+}
+
+// *ranks = MagnitudeKey(v) >> kShift for eight values at once.
+template <uint32_t kShift>
+GRADWIRE_CPU_INLINE void Ranks8(const float* v, I32x8* ranks) {
+  U32x8 bits;
+  memcpy(&bits, v, sizeof bits);
+  const U32x8 abs = bits & 0x7fffffffu;
+  const U32x8 key = abs > 0x7f800000u ? U32x8{} : abs + 1u;  // MagnitudeKey
+  *ranks = GRADWIRE_BITCAST(I32x8, key >> kShift);
+}
+
+// The selection rule for one candidate or a group of eight: `above` and
+// `equal` (bit masks, lowest = first in index order) say which ranks are
+// above or at the cut; equal ones are taken, lowest first, while fewer
+// than take_equal have been seen. Returns the mask taken.
+GRADWIRE_CPU_INLINE uint32_t TakeMask(uint32_t above, uint32_t equal, uint64_t take_equal,
+                                      uint64_t* taken_equal) {
+  uint32_t take = above;
+  if (equal != 0) {
+    uint64_t room = *taken_equal < take_equal ? take_equal - *taken_equal : 0;
+    for (uint32_t e = equal; room > 0 && e != 0; --room, e &= e - 1) take |= e & (0u - e);
+    *taken_equal += static_cast<uint64_t>(__builtin_popcount(equal));
+  }
+  return take;
+}
+
+// Emits the candidates of one group (`cands`, `vals`, lanes < 8) that
+// `take` names as outputs j, j + 1, ..., and settles the residuals of the
+// whole group: with `zeroed` (fp32, residuals written 0 by pass 1) the
+// rejected candidates get acc back; otherwise the taken ones get
+// ResidualAfter(acc, decoded). Returns how many were taken.
+template <ValueFormat kFormat, bool kHasResidual>
+GRADWIRE_CPU_INLINE uint32_t EmitGroup(uint32_t take, uint32_t lanes, const uint32_t* cands,
+                                       const float* vals, uint64_t j, uint64_t k, bool zeroed,
+                                       float* residual, uint32_t* indices, uint8_t* values) {
+  const uint32_t count = kCompressTable.count[take];
+  if (kFormat == ValueFormat::kFp32 && lanes == 8 && j + 8 <= k &&
+      __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+    // All eight lanes are stored; those past `count` are overwritten by
+    // the next group (or lie within the k outputs, unread).
+    U32x8 sel, c8;
+    memcpy(&sel, kCompressTable.lanes[take], sizeof sel);
+    memcpy(&c8, cands, sizeof c8);
+    F32x8 v8;
+    memcpy(&v8, vals, sizeof v8);
+    const U32x8 ci = __builtin_shuffle(c8, sel);
+    const F32x8 vi = __builtin_shuffle(v8, sel);
+    memcpy(indices + j, &ci, sizeof ci);
+    memcpy(values + 4 * j, &vi, sizeof vi);
+  } else {
+    uint64_t o = j;
+    for (uint32_t b = take; b != 0; b &= b - 1, ++o) {
+      const int l = __builtin_ctz(b);
+      indices[o] = cands[l];
+      StoreValue(values, o, vals[l], kFormat);
+    }
+  }
+  if (kHasResidual) {
+    if (zeroed) {
+      for (uint32_t b = ~take & ((1u << lanes) - 1); b != 0; b &= b - 1) {
+        const int l = __builtin_ctz(b);
+        residual[cands[l]] = vals[l];
+      }
+    } else {
+      for (uint32_t b = take; b != 0; b &= b - 1) {
+        const int l = __builtin_ctz(b);
+        residual[cands[l]] = ResidualAfter(vals[l], RoundToFormat(vals[l], kFormat));
+      }
+    }
+  }
+  return count;
 }
 
 constexpr uint64_t kEmitAhead = 32;
@@ -193,41 +313,53 @@ constexpr uint64_t kEmitAhead = 32;
 // The last pass over the m candidates: emits, in index order, the k whose
 // `Rank` (MagnitudeKey, or its top bin for approximate top-k) is above
 // `cut`, or equal to it while fewer than `take_equal` equal ones have been
-// taken.
+// taken, eight candidates at a time (a compare, a mask and a
+// compress-store; only the residual stores walk the mask bit by bit).
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                        uint32_t cut, uint64_t take_equal, float* residual,
-                                        uint32_t* indices, uint8_t* values) {
+                                        uint32_t cut, uint64_t take_equal, bool zeroed,
+                                        float* residual, uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
+  const uint32_t* cands = t.candidates;
+  const int32_t icut = static_cast<int32_t>(cut);
   uint64_t j = 0, taken_equal = 0;
-  for (uint64_t c = 0; c < m && j < k; ++c) {
-    // Each candidate's residual line is a store miss (candidates are a few
-    // % of the elements, long evicted by the pass that found them):
+  for (uint64_t c = 0; c < m; c += 8) {
+    const uint32_t lanes = m - c < 8 ? static_cast<uint32_t>(m - c) : 8;
+    // Each residual the group may store is a store miss (candidates are
+    // a few % of the elements, long evicted by the pass that found them):
     // fetched for writing kEmitAhead candidates early, many in flight.
-    if (kHasResidual && c + kEmitAhead < m) {
-      __builtin_prefetch(residual + t.candidates[c + kEmitAhead], 1, 3);
+    if (kHasResidual && c + kEmitAhead + 8 <= m) {
+      for (int l = 0; l < 8; ++l) __builtin_prefetch(residual + cands[c + kEmitAhead + l], 1, 3);
     }
-    const uint32_t rank = MagnitudeKey(vals[c]) >> kShift;
-    // Bitwise, not || and &&: GCC branches on those, and whether a
-    // candidate is taken is data (most are, in no pattern).
-    const uint32_t equal = rank == cut ? 1u : 0u;
-    const uint32_t above = rank > cut ? 1u : 0u;
-    const uint32_t room = taken_equal < take_equal ? 1u : 0u;
-    const bool take = (above | (equal & room)) != 0;
-    taken_equal += equal;
-    j += Emit<kFormat, kHasResidual>(take, vals[c], residual, t.candidates[c], j, indices, values);
+    I32x8 ranks;
+    if (lanes == 8) {
+      Ranks8<kShift>(vals + c, &ranks);
+    } else {
+      float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      memcpy(tail, vals + c, lanes * sizeof(float));
+      Ranks8<kShift>(tail, &ranks);
+    }
+    uint32_t above = 0, equal = 0;
+    CompareMasks8(ranks, icut, lanes, &above, &equal);
+    uint32_t take = TakeMask(above, equal, take_equal, &taken_equal);
+    // Never more than k (the threshold guarantees it; the outputs hold k).
+    while (j + kCompressTable.count[take] > k) take &= ~(1u << (31 - __builtin_clz(take)));
+    j += EmitGroup<kFormat, kHasResidual>(take, lanes, cands + c, vals + c, j, k, zeroed, residual,
+                                          indices, values);
   }
 }
 
 template <uint32_t kShift>
 GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                           uint32_t cut, uint64_t take_equal, float* residual,
-                                           ValueFormat format, uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                           \
-  return residual != nullptr ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, residual, \
-                                                               indices, values)                    \
-                             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal,          \
-                                                                residual, indices, values)
+                                           uint32_t cut, uint64_t take_equal, bool zeroed,
+                                           float* residual, ValueFormat format, uint32_t* indices,
+                                           uint8_t* values) {
+#define GRADWIRE_EMIT(F)                                                                      \
+  return residual != nullptr                                                                  \
+             ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, residual,    \
+                                               indices, values)                               \
+             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, residual,   \
+                                                indices, values)
   switch (format) {
     case ValueFormat::kFp16:
       GRADWIRE_EMIT(ValueFormat::kFp16);
@@ -240,14 +372,16 @@ GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64
 }
 
 // kShift 0: exact top-k (cut = the k-th key); kTopShift: approximate
-// top-k (cut = the band's bin).
+// top-k (cut = the band's bin). `zeroed` as CollectCandidates reports it.
 GRADWIRE_CPU_CLONES void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                      uint32_t cut, uint64_t take_equal, bool band, float* residual,
-                                      ValueFormat format, uint32_t* indices, uint8_t* values) {
+                                      uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
+                                      float* residual, ValueFormat format, uint32_t* indices,
+                                      uint8_t* values) {
   if (band) {
-    EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, residual, format, indices, values);
+    EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, zeroed, residual, format, indices,
+                                 values);
   } else {
-    EmitSelectedShift<0>(t, m, k, cut, take_equal, residual, format, indices, values);
+    EmitSelectedShift<0>(t, m, k, cut, take_equal, zeroed, residual, format, indices, values);
   }
 }
 
@@ -277,23 +411,24 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     return;
   }
   const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
-  const float* acc = residual != nullptr ? residual : grad;
   uint64_t nonfinite = 0;
   if (k == 0) {
     // Nothing to select: the fused pass only moves acc into the residual.
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, t, &nonfinite);
   } else {
     // Every sampled element is a cache miss; below 4M elements a quarter
     // of them is cheaper than the few more candidates it lets through
     // (within about a fifth of k).
     const uint64_t s = n < (uint64_t{1} << 22) ? internal::kSampleSize / 4 : internal::kSampleSize;
     const uint32_t lower = SampleLowerBound(grad, residual, n, k, s, t.sample, t.hist);
-    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
-    if (m < k) m = CollectAllWithValues(acc, n, t);  // the sample misjudged
+    bool zeroed = false;
+    const uint64_t m =
+        CollectCandidates(grad, residual, n, k, lower, format, t, &nonfinite, &zeroed);
     const float* vals = t.candidate_values;
     const internal::Threshold th = internal::SelectAmongCandidates(
         [vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, t.hist);
-    EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, residual, format, indices, values);
+    EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, zeroed, residual, format, indices,
+                 values);
   }
   Finish(residual, n, k, nonfinite, stats);
 }
@@ -306,18 +441,18 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     return;
   }
   const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
-  const float* acc = residual != nullptr ? residual : grad;
   uint64_t nonfinite = 0;
   ApproxTopKBand b;
   if (k == 0) {
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, t, &nonfinite);
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
     const uint32_t lower =
         SampleLowerBound(grad, residual, n, k, internal::kSampleSize, t.sample, t.hist);
-    uint64_t m = AccumulateAndCollect(grad, residual, n, lower, t, &nonfinite);
-    if (m < k) m = CollectAllWithValues(acc, n, t);
+    bool zeroed = false;
+    const uint64_t m =
+        CollectCandidates(grad, residual, n, k, lower, format, t, &nonfinite, &zeroed);
     const float* vals = t.candidate_values;
     memset(t.hist, 0, kTopBins * sizeof(uint64_t));
     for (uint64_t c = 0; c < m; ++c) ++t.hist[MagnitudeKey(vals[c]) >> kTopShift];
@@ -327,7 +462,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     b.upper_key = (pick.bin + 1) << kTopShift;
     b.above = pick.above;
     b.in_band = t.hist[pick.bin];
-    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, residual, format, indices, values);
+    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, zeroed, residual, format, indices,
+                 values);
   }
   if (band != nullptr) *band = b;
   Finish(residual, n, k, nonfinite, stats);
