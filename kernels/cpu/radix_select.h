@@ -135,6 +135,70 @@ Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m, uint64_t k, uint64
   return RefineThreshold(key, m, pick.bin, k - pick.above);
 }
 
+// Step 2 when every candidate key is >= `lower` (> 0, a sampled bound
+// that about 1.25 k + slack keys reach): the k-th key is then usually
+// within a factor of four of `lower` in magnitude, so the first
+// histogram spans the 2^24 keys (two binades) from `lower` up in 4096
+// bins of 4096 keys (everything higher in the last one), and one pass
+// over the 4096 keys of the k-th's bin finds it exactly: two passes over the candidates instead of three, and the keys
+// near the threshold spread over many bins instead of crowding the two
+// or three of the top-12-bit histogram (a chain of increments of one
+// counter runs at the latency of a store and a load, not the throughput).
+// Returns false, having found nothing, when the k-th key lies above the
+// window; the caller then runs SelectAmongCandidates. Requires
+// 1 <= k <= m and kTopBins (4096) uint64_t in `hist`.
+template <typename KeyFn>
+bool SelectInWindow(const KeyFn& key, uint64_t m, uint64_t k, uint32_t lower, uint64_t* hist,
+                    Threshold* out) {
+  constexpr uint32_t kLowBits = 12;
+  constexpr uint32_t kBins = kTopBins;
+  static_assert((1u << kLowBits) <= kTopBins, "the second pass reuses hist");
+  memset(hist, 0, kBins * sizeof(uint64_t));
+  // The bins of a block of keys first (a vectorized loop), then the
+  // increments, so that key arithmetic and counting overlap.
+  constexpr uint64_t kBlock = 512;
+  uint16_t bins[kBlock];
+  for (uint64_t start = 0; start < m; start += kBlock) {
+    const uint64_t len = m - start < kBlock ? m - start : kBlock;
+    for (uint64_t j = 0; j < len; ++j) {
+      const uint32_t above = (key(start + j) - lower) >> kLowBits;
+      bins[j] = static_cast<uint16_t>(above < kBins - 1 ? above : kBins - 1);
+    }
+    for (uint64_t j = 0; j < len; ++j) ++hist[bins[j]];
+  }
+  const BinPick pick = PickBin(hist, kBins, k);
+  if (pick.bin == kBins - 1) return false;
+  const uint64_t need = k - pick.above;
+  const uint32_t base = lower + (pick.bin << kLowBits);
+  uint64_t* low = hist;  // its counts are spent
+  memset(low, 0, (1u << kLowBits) * sizeof(uint64_t));
+  // The bin holds few of the candidates (it spans 1/4096 of the window):
+  // sixteen keys are tested at once (a vectorized loop), and a rarely
+  // taken branch counts them. Keys below `base` wrap to large offsets.
+  constexpr uint64_t kGroup = 16;
+  uint64_t j = 0;
+  for (; j + kGroup <= m; j += kGroup) {
+    uint32_t offsets[kGroup];
+    uint32_t any = 0;
+    for (uint64_t l = 0; l < kGroup; ++l) {
+      offsets[l] = key(j + l) - base;
+      any |= offsets[l] < (1u << kLowBits) ? 1u : 0u;
+    }
+    if (any == 0) continue;
+    for (uint64_t l = 0; l < kGroup; ++l) {
+      if (offsets[l] < (1u << kLowBits)) ++low[offsets[l]];
+    }
+  }
+  for (; j < m; ++j) {
+    const uint32_t offset = key(j) - base;
+    if (offset < (1u << kLowBits)) ++low[offset];
+  }
+  const BinPick exact = PickBin(low, 1u << kLowBits, need);
+  out->key = base + exact.bin;
+  out->take_equal = need - exact.above;
+  return true;
+}
+
 }  // namespace internal
 }  // namespace cpu
 }  // namespace kernels

@@ -385,6 +385,15 @@ GRADWIRE_CPU_CLONES void EmitSelected(const internal::SelectTemp& t, uint64_t m,
   }
 }
 
+// internal::SelectInWindow over the candidates' magnitude keys, in each
+// clone (the key arithmetic vectorizes).
+GRADWIRE_CPU_CLONES bool SelectInWindow(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                        uint32_t lower, internal::Threshold* th) {
+  const float* vals = t.candidate_values;
+  return internal::SelectInWindow([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k,
+                                  lower, t.hist, th);
+}
+
 // The residual holds raw acc for unselected elements; make the non-finite
 // ones 0 (ResidualAfter(acc, 0)). Selected ones are already finite.
 void ClearNonFiniteResidual(float* residual, uint64_t n) {
@@ -425,8 +434,13 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     const uint64_t m =
         CollectCandidates(grad, residual, n, k, lower, format, t, &nonfinite, &zeroed);
     const float* vals = t.candidate_values;
-    const internal::Threshold th = internal::SelectAmongCandidates(
-        [vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, t.hist);
+    internal::Threshold th;
+    // The window needs every candidate >= lower > 0; after the fallback
+    // (m == n) they need not be.
+    if (lower == 0 || m == n || !SelectInWindow(t, m, k, lower, &th)) {
+      th = internal::SelectAmongCandidates([vals](uint64_t c) { return MagnitudeKey(vals[c]); },
+                                           m, k, t.hist);
+    }
     EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, zeroed, residual, format, indices,
                  values);
   }

@@ -1,0 +1,97 @@
+// The candidate selection behind exact top-k (kernels/cpu/radix_select.h)
+// against a sort: the k-th largest key and how many keys equal to it are
+// taken. The windowed selection must agree whenever it answers, and answer
+// exactly when the k-th key lies inside its window.
+#include "gradwire/kernels/cpu/radix_select.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "tests/test_seed.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace internal {
+namespace {
+
+// The window: 4096 bins of 4096 keys from `lower`, the last bin open.
+constexpr uint32_t kWindowTop = 4095u * 4096u;
+
+Threshold Reference(std::vector<uint32_t> keys, uint64_t k) {
+  std::sort(keys.begin(), keys.end(), std::greater<uint32_t>());
+  Threshold t;
+  t.key = keys[k - 1];
+  const uint64_t above = std::count_if(keys.begin(), keys.end(),
+                                       [&](uint32_t x) { return x > t.key; });
+  t.take_equal = k - above;
+  return t;
+}
+
+// Keys >= lower: most near the bottom of the window, many exactly on a
+// bin edge or one key off it (the edges of the second pass), some far
+// above the window (its open bin), some equal.
+std::vector<uint32_t> MakeKeys(uint32_t lower, uint64_t m, double above_window,
+                               std::mt19937_64& rng) {
+  std::vector<uint32_t> keys(m);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (uint32_t& key : keys) {
+    const double r = u(rng);
+    uint32_t offset;
+    if (r < above_window) {
+      offset = kWindowTop + static_cast<uint32_t>(rng() % (1u << 26));
+    } else if (r < above_window + 0.3) {
+      offset = static_cast<uint32_t>(rng() % 64) * 4096u + static_cast<uint32_t>(rng() % 3) - 1u;
+      if (offset > kWindowTop) offset = 0;  // wrapped below 0
+    } else if (r < above_window + 0.4) {
+      offset = 7u * 4096u;  // many equal keys
+    } else {
+      offset = static_cast<uint32_t>(rng() % (1u << 18));
+    }
+    key = lower + offset;
+  }
+  return keys;
+}
+
+TEST(RadixSelectTest, WindowAnswersExactlyWhenTheKthIsInsideAndMatchesASort) {
+  GRADWIRE_SEEDED_RNG(rng);
+  uint64_t hist[kTopBins];
+  int answered = 0, declined = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const uint32_t lower = 1 + static_cast<uint32_t>(rng() % 0x7e000000u);
+    const uint64_t m = 1 + rng() % 5000;
+    const double above_window = (trial % 4) * 0.1;
+    const std::vector<uint32_t> keys = MakeKeys(lower, m, above_window, rng);
+    const auto key = [&keys](uint64_t j) { return keys[j]; };
+    for (uint64_t k : {uint64_t{1}, m, 1 + rng() % m, 1 + rng() % m}) {
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " m " << m << " k " << k);
+      const Threshold want = Reference(keys, k);
+      const Threshold generic = SelectAmongCandidates(key, m, k, hist);
+      EXPECT_EQ(generic.key, want.key);
+      EXPECT_EQ(generic.take_equal, want.take_equal);
+      Threshold got;
+      const bool ok = SelectInWindow(key, m, k, lower, hist, &got);
+      ASSERT_EQ(ok, want.key - lower < kWindowTop) << "kth offset " << want.key - lower;
+      if (!ok) {
+        ++declined;
+        continue;
+      }
+      ++answered;
+      EXPECT_EQ(got.key, want.key);
+      EXPECT_EQ(got.take_equal, want.take_equal);
+    }
+  }
+  // Both outcomes were exercised.
+  EXPECT_GT(answered, 100);
+  EXPECT_GT(declined, 50);
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
