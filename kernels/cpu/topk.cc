@@ -167,12 +167,19 @@ uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint6
   return CollectAllWithValues(residual != nullptr ? residual : grad, n, t);
 }
 
+// How many elements SampleLowerBound reads: each is a cache miss, and
+// below 4M elements a quarter of kSampleSize is cheaper than the few more
+// candidates it lets through (within about a fifth of k).
+uint64_t SampleSize(uint64_t n) {
+  return n < (uint64_t{1} << 22) ? internal::kSampleSize / 4 : internal::kSampleSize;
+}
+
 // A key that about 1.25 k + slack of the n elements reach, estimated from
 // s <= kSampleSize evenly spread elements (0, i.e. "everything", when a
-// sample would not narrow things down). For exact top-k only speed
-// depends on the estimate: a threshold that turns out too high is caught
-// by the caller. (Approximate top-k's band fill does depend on it, so it
-// always samples kSampleSize.)
+// sample would not narrow things down). Only speed depends on the
+// estimate: a threshold that turns out too high is caught by the caller
+// (and approximate top-k widens it to whole bins, so that its band is
+// always complete among the candidates).
 uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, uint64_t k,
                           uint64_t s, uint32_t* sample, uint64_t* hist) {
   if (n < 8 * internal::kSampleSize) return 0;
@@ -425,10 +432,7 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     // Nothing to select: the fused pass only moves acc into the residual.
     AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, t, &nonfinite);
   } else {
-    // Every sampled element is a cache miss; below 4M elements a quarter
-    // of them is cheaper than the few more candidates it lets through
-    // (within about a fifth of k).
-    const uint64_t s = n < (uint64_t{1} << 22) ? internal::kSampleSize / 4 : internal::kSampleSize;
+    const uint64_t s = SampleSize(n);
     const uint32_t lower = SampleLowerBound(grad, residual, n, k, s, t.sample, t.hist);
     bool zeroed = false;
     const uint64_t m =
@@ -462,8 +466,14 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
+    // The bound rounded down to a whole bin: the band (the k-th key's
+    // bin) is then either entirely among the candidates or, if the sample
+    // put the bound above it, the fallback takes every element. Either
+    // way the band is filled from all its members in index order, so the
+    // result does not depend on the sample, and it is the GPU kernel's.
     const uint32_t lower =
-        SampleLowerBound(grad, residual, n, k, internal::kSampleSize, t.sample, t.hist);
+        SampleLowerBound(grad, residual, n, k, SampleSize(n), t.sample, t.hist) &
+        ~((uint32_t{1} << kTopShift) - 1);
     bool zeroed = false;
     const uint64_t m =
         CollectCandidates(grad, residual, n, k, lower, format, t, &nonfinite, &zeroed);

@@ -49,10 +49,13 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
 // exponent plus 3 mantissa bits, so a bin spans a magnitude ratio of at
 // most 1.125 for normal floats). The bin holding the k-th largest key is
 // the band; everything above it is kept and the rest of k is filled from
-// the band in index order, with no refinement inside the band. (The CPU
-// version histograms the candidates of exact top-k's sampled pass, so on a
-// CPU it costs about what exact top-k does; on a GPU the saving is the
-// refinement passes and the sort-free fill.)
+// the band in index order, with no refinement inside the band: the
+// selection is every element above the band and the band's lowest-index
+// members, a function of acc and k alone, the same on CPU and GPU. (The
+// CPU version histograms the candidates of exact top-k's sampled pass,
+// its bound rounded down to a whole bin, so on a CPU it costs about what
+// exact top-k does; on a GPU the saving is the refinement passes and the
+// sort-free fill.)
 //
 // Tolerance: exactly min(k, n) elements are selected (count error 0).
 // Which ones is approximate only within the band: every selected |acc| is
