@@ -1,18 +1,20 @@
-// Internal to kernels/cpu: the radix selection behind exact top-k and
-// random-k. Not part of the API the CUDA kernels mirror.
+// Internal to kernels/cpu: the radix selection behind exact top-k (and
+// the bins of approximate top-k). Not part of the API the CUDA kernels
+// mirror.
 //
 // Selection picks the k LARGEST 32-bit keys, ties to the lower index:
-//   1. a kernel finds a lower bound T0 that about 1.25 k + slack keys reach
-//      (top-k: from a sample of the keys; random-k: from the hash's known
-//      uniform distribution) and, in its one fused pass over n, appends
-//      every index whose key >= T0 to the candidate list (index order),
-//      top-k also its value (so that later passes read candidates in order
-//      instead of gathering them from n floats, a cache miss each); if
-//      fewer than k made it, it recollects with T0 = 0 (everything);
-//   2. SelectAmongCandidates histograms the candidates' top 12 key bits,
-//      finds the bin holding the k-th largest key, and two 10-bit
-//      histogram passes over only that bin's candidates give the exact
-//      k-th key T and how many keys equal to T to take (lowest index first).
+//   1. the kernel finds a lower bound T0 that about 1.25 k + slack keys
+//      reach (from a sample of the keys) and, in its one fused pass over
+//      n, appends every index whose key >= T0 and its value to the
+//      candidate list, in index order (so that later passes read
+//      candidates in order instead of gathering them from n floats, a
+//      cache miss each); if fewer than k made it, every element becomes a
+//      candidate;
+//   2. SelectInWindow histograms the two binades of keys above T0 and
+//      then the k-th key's bin: the exact k-th key T and how many keys
+//      equal to T to take (lowest index first). When it cannot (the
+//      fallback, or T far above T0), SelectAmongCandidates histograms the
+//      top 12 key bits, then two 10-bit passes within the k-th's bin.
 // Then a candidate is selected iff key > T, or key == T and fewer than
 // take_equal such candidates have been taken before it. Only step 1 reads
 // all n elements.

@@ -6,8 +6,9 @@
 //   decoded[i] = what a receiver reconstructs for element i
 //   residual[i] <- ResidualAfter(acc[i], decoded[i])   (element_math.h)
 // all in one call: grad and residual are read once in full (plus a
-// sample and the few selection candidates) and the residual written once. n is 64-bit everywhere;
-// indices are u32, so n <= 2^32. Preconditions are the caller's (lib/ validates before it calls);
+// sample and the few selection candidates) and the residual written once
+// (plus the few candidates a kernel rejects or selects after the pass).
+// n is 64-bit everywhere; indices are u32, so n <= 2^32. Preconditions are the caller's (lib/ validates before it calls);
 // kernels do not allocate.
 //
 // Temp storage follows CUB: call once with temp == nullptr to learn
@@ -30,11 +31,12 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
-// Exact top-k: a radix selection, not a sort. A sample of 16K keys gives a
-// lower bound that about 1.25 k (plus slack) elements reach; the one fused
-// pass over n collects those candidates while it writes the residual;
-// radix histograms over only the candidates (top 12 key bits, then 10 and
-// 10 within the k-th key's bin) find the exact k-th key. If the sample
+// Exact top-k: a radix selection, not a sort. A sample of 4K keys (16K
+// from 4M elements up) gives a lower bound that about 1.25 k (plus slack)
+// elements reach; the one fused pass over n collects those candidates
+// while it writes the residual; two histogram passes over only the
+// candidates (the two binades above the bound in 4096 bins, then the
+// k-th key's bin; radix_select.h) find the exact k-th key. If the sample
 // misjudged (fewer than k candidates) every element becomes a candidate:
 // slower, never wrong. Handles k = 0 (nothing selected, residual = acc),
 // k = n and n = 0. Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB
