@@ -50,9 +50,13 @@ constexpr uint64_t kDenseRatio = 8;
 constexpr uint64_t kPrezeroRatio = 32;
 
 // The first j' >= j whose index is >= end (or run.count): the entries
-// [j, j') of `run` fall below `end`. A linear scan: the adds that follow
-// read the same indices, which it brings into L1.
+// [j, j') of `run` fall below `end`. A linear scan, sixteen indices (one
+// cache line) a step while the last of them is below `end` (indices
+// ascend, so then all are), then one at a time: the adds that follow read
+// the same indices, which it brings into L1.
 uint64_t EntriesBelow(const SparsePayload& run, uint64_t j, uint64_t end) {
+  constexpr uint64_t kStep = 16;
+  while (j + kStep <= run.count && run.indices[j + kStep - 1] < end) j += kStep;
   while (j < run.count && run.indices[j] < end) ++j;
   return j;
 }
