@@ -26,8 +26,8 @@ Threshold Reference(std::vector<uint32_t> keys, uint64_t k) {
   std::sort(keys.begin(), keys.end(), std::greater<uint32_t>());
   Threshold t;
   t.key = keys[k - 1];
-  const uint64_t above = std::count_if(keys.begin(), keys.end(),
-                                       [&](uint32_t x) { return x > t.key; });
+  const uint64_t above =
+      std::count_if(keys.begin(), keys.end(), [&](uint32_t x) { return x > t.key; });
   t.take_equal = k - above;
   return t;
 }

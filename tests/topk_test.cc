@@ -212,9 +212,8 @@ TEST(TopKTest, SampledPathMatchesFullSortIncludingWhenTheSampleMisleads) {
     for (float& g : grad) g = normal(rng);
     const uint64_t stride = n / s;
     for (uint64_t j = 0; j < s; ++j) {
-      grad[j * stride +
-           static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64)] =
-          1000.0f + j;
+      grad[j * stride + static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >>
+                                              64)] = 1000.0f + j;
     }
     std::vector<float> residual(n, 0.0f);
     const std::vector<uint32_t> adversarial_order = RankedOrder(grad);

@@ -142,10 +142,11 @@ Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m, uint64_t k, uint64
 // within a factor of four of `lower` in magnitude, so the first
 // histogram spans the 2^24 keys (two binades) from `lower` up in 4096
 // bins of 4096 keys (everything higher in the last one), and one pass
-// over the 4096 keys of the k-th's bin finds it exactly: two passes over the candidates instead of three, and the keys
-// near the threshold spread over many bins instead of crowding the two
-// or three of the top-12-bit histogram (a chain of increments of one
-// counter runs at the latency of a store and a load, not the throughput).
+// over the 4096 keys of the k-th's bin finds it exactly: two passes over
+// the candidates instead of three, and the keys near the threshold spread
+// over many bins instead of crowding the two or three of the top-12-bit
+// histogram (a chain of increments of one counter runs at the latency of
+// a store and a load, not the throughput).
 // Returns false, having found nothing, when the k-th key lies above the
 // window; the caller then runs SelectAmongCandidates. Requires
 // 1 <= k <= m and kTopBins (4096) uint64_t in `hist`.

@@ -217,8 +217,8 @@ uint32_t SampleLowerBound(const float* grad, const float* residual, uint64_t n, 
 // Bit l of *above (*equal) is set iff lane l of the ranks is > cut
 // (== cut), for lanes < `lanes` (<= 8). Ranks and cut are < 2^31:
 // signed compares, and SSE2's movemask, serve every clone.
-GRADWIRE_CPU_INLINE void CompareMasks8(const I32x8& ranks, int32_t cut, uint32_t lanes, uint32_t* above,
-                                       uint32_t* equal) {
+GRADWIRE_CPU_INLINE void CompareMasks8(const I32x8& ranks, int32_t cut, uint32_t lanes,
+                                       uint32_t* above, uint32_t* equal) {
   const I32x8 gt = ranks > cut;
   const I32x8 eq = ranks == cut;
   const uint32_t valid = (1u << lanes) - 1;
@@ -361,12 +361,11 @@ GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64
                                            uint32_t cut, uint64_t take_equal, bool zeroed,
                                            float* residual, ValueFormat format, uint32_t* indices,
                                            uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                      \
-  return residual != nullptr                                                                  \
-             ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, residual,    \
-                                               indices, values)                               \
-             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, residual,   \
-                                                indices, values)
+#define GRADWIRE_EMIT(F)                                                                          \
+  return residual != nullptr ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed,  \
+                                                               residual, indices, values)         \
+                             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, \
+                                                                residual, indices, values)
   switch (format) {
     case ValueFormat::kFp16:
       GRADWIRE_EMIT(ValueFormat::kFp16);
@@ -397,8 +396,8 @@ GRADWIRE_CPU_CLONES void EmitSelected(const internal::SelectTemp& t, uint64_t m,
 GRADWIRE_CPU_CLONES bool SelectInWindow(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                         uint32_t lower, internal::Threshold* th) {
   const float* vals = t.candidate_values;
-  return internal::SelectInWindow([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k,
-                                  lower, t.hist, th);
+  return internal::SelectInWindow([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, lower,
+                                  t.hist, th);
 }
 
 // The residual holds raw acc for unselected elements; make the non-finite
@@ -442,8 +441,8 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     // The window needs every candidate >= lower > 0; after the fallback
     // (m == n) they need not be.
     if (lower == 0 || m == n || !SelectInWindow(t, m, k, lower, &th)) {
-      th = internal::SelectAmongCandidates([vals](uint64_t c) { return MagnitudeKey(vals[c]); },
-                                           m, k, t.hist);
+      th = internal::SelectAmongCandidates([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m,
+                                           k, t.hist);
     }
     EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, zeroed, residual, format, indices,
                  values);
@@ -471,9 +470,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     // put the bound above it, the fallback takes every element. Either
     // way the band is filled from all its members in index order, so the
     // result does not depend on the sample, and it is the GPU kernel's.
-    const uint32_t lower =
-        SampleLowerBound(grad, residual, n, k, SampleSize(n), t.sample, t.hist) &
-        ~((uint32_t{1} << kTopShift) - 1);
+    const uint32_t lower = SampleLowerBound(grad, residual, n, k, SampleSize(n), t.sample, t.hist) &
+                           ~((uint32_t{1} << kTopShift) - 1);
     bool zeroed = false;
     const uint64_t m =
         CollectCandidates(grad, residual, n, k, lower, format, t, &nonfinite, &zeroed);
@@ -486,8 +484,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     b.upper_key = (pick.bin + 1) << kTopShift;
     b.above = pick.above;
     b.in_band = t.hist[pick.bin];
-    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, zeroed, residual, format, indices,
-                 values);
+    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, zeroed, residual, format, indices, values);
   }
   if (band != nullptr) *band = b;
   Finish(residual, n, k, nonfinite, stats);
