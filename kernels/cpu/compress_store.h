@@ -1,6 +1,6 @@
 // Compress-store of eight 32-bit lanes by an 8-bit mask, for the cloned
 // loops that pick out selected elements in index order (top-k's
-// candidates, random-k's indices). At 10 % density a walk over the set
+// candidates and its emitted outputs, random-k's indices). At 10 % density a walk over the set
 // bits (lowest first, one __builtin_ctz each) mispredicts the end of
 // nearly every word; a table lookup per eight elements has no branch.
 //
@@ -60,6 +60,24 @@ GRADWIRE_CPU_INLINE uint32_t StoreSelected8(uint32_t mask, uint32_t base, const 
   memcpy(vals_out, &picked, sizeof picked);
   const U32x8 idx = lanes + base;
   memcpy(out, &idx, sizeof idx);
+  return kCompressTable.count[mask];
+}
+
+// As StoreSelected8, for lanes that are not consecutive indices:
+// out[0, popcount) = idx[each set bit], vals_out[0, popcount) = vals[each
+// set bit]; out[0, 8) and vals_out[0, 8) are written (vals_out needs no
+// alignment). Returns popcount(mask).
+GRADWIRE_CPU_INLINE uint32_t StoreSelectedPairs8(uint32_t mask, const uint32_t* idx,
+                                                 const float* vals, uint32_t* out, void* vals_out) {
+  U32x8 lanes, i8;
+  memcpy(&lanes, kCompressTable.lanes[mask], sizeof lanes);
+  memcpy(&i8, idx, sizeof i8);
+  F32x8 v8;
+  memcpy(&v8, vals, sizeof v8);
+  const U32x8 picked_idx = __builtin_shuffle(i8, lanes);
+  const F32x8 picked_vals = __builtin_shuffle(v8, lanes);
+  memcpy(out, &picked_idx, sizeof picked_idx);
+  memcpy(vals_out, &picked_vals, sizeof picked_vals);
   return kCompressTable.count[mask];
 }
 

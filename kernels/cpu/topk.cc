@@ -282,15 +282,7 @@ GRADWIRE_CPU_INLINE uint32_t EmitGroup(uint32_t take, uint32_t lanes, const uint
       __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
     // All eight lanes are stored; those past `count` are overwritten by
     // the next group (or lie within the k outputs, unread).
-    U32x8 sel, c8;
-    memcpy(&sel, kCompressTable.lanes[take], sizeof sel);
-    memcpy(&c8, cands, sizeof c8);
-    F32x8 v8;
-    memcpy(&v8, vals, sizeof v8);
-    const U32x8 ci = __builtin_shuffle(c8, sel);
-    const F32x8 vi = __builtin_shuffle(v8, sel);
-    memcpy(indices + j, &ci, sizeof ci);
-    memcpy(values + 4 * j, &vi, sizeof vi);
+    StoreSelectedPairs8(take, cands, vals, indices + j, values + 4 * j);
   } else {
     uint64_t o = j;
     for (uint32_t b = take; b != 0; b &= b - 1, ++o) {
