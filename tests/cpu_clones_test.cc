@@ -750,6 +750,11 @@ TEST(CpuClonesTest, DivideAllDividesEachElement) {
       for (float& v : want) v = v / d;
       DivideAll(got.data(), n, d);
       EXPECT_SAME_FLOATS(want, got) << "divisor " << d;
+      // DivideAllInto: the same quotients in `to`, and `from` left +0.
+      std::vector<float> from = x, to(n, 7.0f);
+      DivideAllInto(from.data(), to.data(), n, d);
+      EXPECT_SAME_FLOATS(want, to) << "divisor " << d;
+      EXPECT_SAME_FLOATS(std::vector<float>(n, 0.0f), from) << "divisor " << d;
     }
   }
 }

@@ -24,6 +24,22 @@ GRADWIRE_CPU_CLONES void DivideEach(float* values, uint64_t n, float divisor) {
   for (uint64_t i = 0; i < n; ++i) values[i] /= divisor;
 }
 
+GRADWIRE_CPU_CLONES void MultiplyMove(float* __restrict from, float* __restrict to, uint64_t n,
+                                      float factor) {
+  for (uint64_t i = 0; i < n; ++i) {
+    to[i] = from[i] * factor;
+    from[i] = 0.0f;
+  }
+}
+
+GRADWIRE_CPU_CLONES void DivideMove(float* __restrict from, float* __restrict to, uint64_t n,
+                                    float divisor) {
+  for (uint64_t i = 0; i < n; ++i) {
+    to[i] = from[i] / divisor;
+    from[i] = 0.0f;
+  }
+}
+
 }  // namespace
 
 bool ExactReciprocal(float divisor, float* reciprocal) {
@@ -40,6 +56,15 @@ void DivideAll(float* values, uint64_t n, float divisor) {
     MultiplyAll(values, n, reciprocal);
   } else {
     DivideEach(values, n, divisor);
+  }
+}
+
+void DivideAllInto(float* from, float* to, uint64_t n, float divisor) {
+  float reciprocal;
+  if (ExactReciprocal(divisor, &reciprocal)) {
+    MultiplyMove(from, to, n, reciprocal);
+  } else {
+    DivideMove(from, to, n, divisor);
   }
 }
 

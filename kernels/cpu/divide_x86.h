@@ -13,6 +13,10 @@ namespace cpu {
 // every clone (clones_x86.h).
 void DivideAll(float* values, uint64_t n, float divisor);
 
+// to[i] = from[i] / divisor, then from[i] = +0, for i < n (the buffers do
+// not overlap): DivideAll and a copy out in one pass, bit for bit the same.
+void DivideAllInto(float* from, float* to, uint64_t n, float divisor);
+
 // Whether x / divisor == x * *reciprocal for every float x (1 / divisor
 // exact: divisor and its reciprocal both powers of two), DivideAll's test;
 // kernels that divide as they go pick a multiply by it.

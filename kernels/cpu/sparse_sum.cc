@@ -78,6 +78,20 @@ void AddToChunk(const SparsePayload& run, uint64_t j, uint64_t stop, uint64_t c0
   }
 }
 
+// out[0, len) = acc[0, len), then acc = +0. Both are in L1 after the
+// adds, so this runs at the speed of out's stores.
+void WriteChunk(float* acc, float* out, uint64_t len) {
+  std::memcpy(out, acc, len * sizeof(float));
+  std::memset(acc, 0, len * sizeof(float));
+}
+
+// Whether every element of a chunk may be divided, touched or not: +0 /
+// divisor is +0 for a positive, finite divisor (the callers' rank count),
+// and a divisor of 1 divides nothing.
+bool DividesAll(float divisor) {
+  return divisor != 1.0f && divisor > 0.0f && std::isfinite(divisor);
+}
+
 // Whether every payload holds the same index list (random-k frames of one
 // step) in the same format: the same pointer, or equal contents.
 bool SharesOneIndexList(absl::Span<const SparsePayload> payloads) {
@@ -94,8 +108,8 @@ bool SharesOneIndexList(absl::Span<const SparsePayload> payloads) {
 
 // SparseAverage when the payloads share one index list: each entry's sum
 // (((0 + v_0) + v_1) + ...) is formed in order in a small buffer (the
-// adds run across entries, vectorized) and stored once, divided, into the
-// zeroed chunk: no load-add-store per payload, no touched bitmap.
+// adds run across entries, vectorized) and stored once where it lands:
+// no load-add-store per payload, no touched bitmap.
 template <ValueFormat kFormat>
 void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float divisor, float* out,
                           uint64_t n) {
@@ -114,31 +128,34 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
     }
     return;
   }
+  // Denser: each chunk's sums are stored (in index order) into `acc`, a
+  // chunk-sized buffer in L1 that is +0 between chunks, and leave it
+  // divided (DivideAllInto) or, for a divisor DivideAll does not take,
+  // divided one by one and copied: out's chunk is stored once, in order.
+  const bool divide_all = DividesAll(divisor);
+  alignas(64) float acc[kChunk];
+  std::fill(acc, acc + kChunk, 0.0f);
   float sums[kChunk];
   uint64_t j = 0;
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
     const uint64_t len = std::min(n - c0, kChunk);
-    float* chunk = out + c0;
-    std::fill(chunk, chunk + len, 0.0f);
-    uint64_t end = j;
-    while (end < k && indices[end] < c0 + len) ++end;
+    const uint64_t end = EntriesBelow(payloads[0], j, c0 + len);
     const uint64_t m = end - j;
     for (uint64_t e = 0; e < m; ++e) sums[e] = 0.0f;
     for (const SparsePayload& run : payloads) {
       for (uint64_t e = 0; e < m; ++e) sums[e] += LoadValue(run.values, j + e, kFormat);
     }
-    for (uint64_t e = 0; e < m; ++e) {
-      chunk[indices[j + e] - c0] = exact_scale ? sums[e] * scale : sums[e] / divisor;
+    if (divide_all) {
+      for (uint64_t e = 0; e < m; ++e) acc[indices[j + e] - c0] = sums[e];
+      DivideAllInto(acc, out + c0, len, divisor);
+    } else {
+      for (uint64_t e = 0; e < m; ++e) {
+        acc[indices[j + e] - c0] = exact_scale ? sums[e] * scale : sums[e] / divisor;
+      }
+      WriteChunk(acc, out + c0, len);
     }
     j = end;
   }
-}
-
-// out[0, len) = acc[0, len), then acc = +0. Both are in L1 after the
-// adds, so this runs at the speed of out's stores.
-void WriteChunk(float* acc, float* out, uint64_t len) {
-  std::memcpy(out, acc, len * sizeof(float));
-  std::memset(acc, 0, len * sizeof(float));
 }
 
 // Each element of out[c0, ...) that payloads' entries [begin, end) touch,
@@ -189,12 +206,11 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // A chunk with few entries is zeroed (unless out was), gets its entries
   // added in place and its touched elements divided. In a denser one the
   // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero
-  // between chunks), are divided there (DivideAll, vectorized) and copied
-  // to out: out's chunk is stored once, never zeroed first or read back.
-  // DivideAll divides every element, touched or not: +0 / divisor is +0
-  // for a positive divisor (the callers' rank count); any other divisor
-  // divides the touched only, after the copy.
-  const bool divide_all = divisor != 1.0f && divisor > 0.0f && std::isfinite(divisor);
+  // between chunks), and leave it for out in one pass that divides them
+  // (DivideAllInto, vectorized, when DividesAll(divisor)): out's chunk is
+  // stored once, never zeroed first or read back. Any other divisor
+  // divides the touched only, after a plain copy.
+  const bool divide_all = DividesAll(divisor);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -212,8 +228,11 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
       if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     } else {
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
-      if (divide_all) DivideAll(acc, len, divisor);
-      WriteChunk(acc, chunk, len);
+      if (divide_all) {
+        DivideAllInto(acc, chunk, len, divisor);
+      } else {
+        WriteChunk(acc, chunk, len);
+      }
       if (divisor != 1.0f && !divide_all) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     }
     begin.swap(end);

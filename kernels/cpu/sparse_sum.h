@@ -40,12 +40,13 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 // dense is walked once in chunks that fit in L1. A chunk with few entries
 // is zeroed, gets its share of every payload and has its touched elements
 // divided while still in cache. A denser one (an eighth of its elements or
-// more) sums into a buffer that stays in L1, is divided there (DivideAll:
-// by a multiply when 1 / divisor is exact, e.g. P = 4) and copied out:
-// dense's lines are stored once, never zeroed first or read back.
+// more) sums into a buffer that stays in L1 and is divided on its way out
+// (DivideAllInto: by a multiply when 1 / divisor is exact, e.g. P = 4):
+// dense's lines are stored once, in order, never zeroed first or read
+// back.
 // When every payload holds the same index list (the same pointer or equal
 // contents, as random-k frames of one step do), each entry's sum is
-// formed in order and stored once instead.
+// formed in order and stored once into that buffer instead.
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                    absl::Span<float> dense);
 
