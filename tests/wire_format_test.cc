@@ -553,7 +553,7 @@ void DeltaVarintRoundTripAndCut(const std::vector<uint32_t>& idx, uint64_t n, ui
   }
 }
 
-// Dense selections decode eight one-byte gaps at a time: runs of them
+// Dense selections decode sixteen (or eight) one-byte gaps at a time: runs of them
 // broken by longer gaps at every offset within a group of eight, up to
 // the last index below n, and out-of-range indices inside such a run are
 // still named exactly.
@@ -580,6 +580,15 @@ TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
   EXPECT_REJECTED(Decode(IndexEncoding::kDeltaVarint, wraps, uint64_t{1} << 33, 9),
                   absl::StatusCode::kInvalidArgument,
                   "index #8 = 4294967296 is not below dense_length 8589934592 (and exceeds u32)");
+  // The same edge for sixteen zero gaps, after 2^32 - 17 and 2^32 - 16.
+  std::vector<uint8_t> fits16 = {0xef, 0xff, 0xff, 0xff, 0x0f};
+  fits16.resize(5 + 16, 0);
+  EXPECT_TRUE(Decode(IndexEncoding::kDeltaVarint, fits16, uint64_t{1} << 33, 17).ok());
+  std::vector<uint8_t> wraps16 = {0xf0, 0xff, 0xff, 0xff, 0x0f};
+  wraps16.resize(5 + 16, 0);
+  EXPECT_REJECTED(Decode(IndexEncoding::kDeltaVarint, wraps16, uint64_t{1} << 33, 17),
+                  absl::StatusCode::kInvalidArgument,
+                  "index #16 = 4294967296 is not below dense_length 8589934592 (and exceeds u32)");
 }
 
 // Sparse selections (gaps of one and two bytes, mixed) decode four gaps

@@ -12,6 +12,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
@@ -307,6 +311,44 @@ bool DecodeEightOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* p
   return true;
 }
 
+#if defined(__SSE2__)
+// DecodeEightOneByteGaps for sixteen gaps from one 16-byte load, the adds
+// done as prefix sums in vector lanes: each gap plus one is at most 128,
+// so sixteen of them sum below 2^16 in 16-bit lanes, widened to 32 bits
+// and offset by *prev only for the stores. The same result and the same
+// false as DecodeEightOneByteGaps (sixteen indices and bytes).
+bool DecodeSixteenOneByteGaps(const uint8_t** p, const uint8_t* limit, uint64_t* prev,
+                              uint64_t dense_length, absl::Span<uint32_t> out, size_t i) {
+  if (out.size() - i < 16 || limit - *p < 16) return false;
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(*p));
+  if (_mm_movemask_epi8(bytes) != 0) return false;  // a continuation bit
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i one = _mm_set1_epi16(1);
+  __m128i lo = _mm_add_epi16(_mm_unpacklo_epi8(bytes, zero), one);  // gaps 0..7, plus one
+  __m128i hi = _mm_add_epi16(_mm_unpackhi_epi8(bytes, zero), one);  // gaps 8..15
+  lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 2));
+  hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 2));
+  lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 4));
+  hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 4));
+  lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 8));
+  hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 8));
+  const __m128i lo_last = _mm_shufflehi_epi16(lo, 0xff);  // lanes 4..7 = lane 7
+  hi = _mm_add_epi16(hi, _mm_unpackhi_epi64(lo_last, lo_last));
+  const uint64_t v = *prev + static_cast<uint32_t>(_mm_extract_epi16(hi, 7));
+  if (v >= dense_length || v > std::numeric_limits<uint32_t>::max()) return false;
+  // *prev + a lane sum <= v < 2^32: the 32-bit adds do not wrap.
+  const __m128i base = _mm_set1_epi32(static_cast<int>(static_cast<uint32_t>(*prev)));
+  __m128i* o = reinterpret_cast<__m128i*>(out.data() + i);
+  _mm_storeu_si128(o, _mm_add_epi32(base, _mm_unpacklo_epi16(lo, zero)));
+  _mm_storeu_si128(o + 1, _mm_add_epi32(base, _mm_unpackhi_epi16(lo, zero)));
+  _mm_storeu_si128(o + 2, _mm_add_epi32(base, _mm_unpacklo_epi16(hi, zero)));
+  _mm_storeu_si128(o + 3, _mm_add_epi32(base, _mm_unpackhi_epi16(hi, zero)));
+  *prev = v;
+  *p += 16;
+  return true;
+}
+#endif
+
 // Four gaps of one or two bytes each (base's minimal forms), the common
 // case from about 0.1 to 10 % density, from one 8-byte load: each gap's
 // start follows from the continuation bits before it, with no branch on
@@ -533,8 +575,22 @@ absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
       const uint8_t* p = in.data();
       const uint8_t* const limit = in.data() + in.size();
       uint64_t prev = 0;
+      [[maybe_unused]] bool dense_run = true;
       for (size_t i = 0; i < out.size(); ++i) {
+#if defined(__SSE2__)
+        // Sixteen at a time while the gaps run dense; after a miss, again
+        // once eight have been: a sparser list (1 %, a third of its gaps
+        // two bytes long) would otherwise pay a mispredicted try per index.
+        if (i > 0 && dense_run) {
+          if (DecodeSixteenOneByteGaps(&p, limit, &prev, dense_length, out, i)) {
+            i += 15;
+            continue;
+          }
+          dense_run = false;
+        }
+#endif
         if (i > 0 && DecodeEightOneByteGaps(&p, limit, &prev, dense_length, out, i)) {
+          dense_run = true;
           i += 7;
           continue;
         }
