@@ -22,6 +22,7 @@
 #include "gradwire/base/envelope.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/frame_auth.h"
 #include "gtest/gtest.h"
 #include "tests/synthetic_gradient.h"
 
@@ -103,6 +104,24 @@ TEST(UpperStateTest, EveryCodecLeavesItClean) {
     ASSERT_TRUE((*codec)->DecodeAverage(views, 2, absl::MakeSpan(out), &scratch, &bad).ok());
     EXPECT_EQ(Xinuse() & kDirtyUpper, 0u) << "after DecodeAverage";
   }
+}
+
+// Signing and verifying a frame (OpenSSL's HMAC-SHA256) return clean.
+TEST(UpperStateTest, FrameAuthenticationLeavesItClean) {
+  SKIP_UNLESS_XINUSE();
+  absl::StatusOr<JobSecret> secret =
+      JobSecret::FromValue("0123456789abcdef0123456789abcdef", "test");
+  ASSERT_TRUE(secret.ok()) << secret.status();
+  absl::StatusOr<FrameAuthenticator> auth = FrameAuthenticator::Create(*secret, "job");
+  ASSERT_TRUE(auth.ok()) << auth.status();
+  const size_t n = 1 << 20;
+  std::vector<uint8_t> frame(n + auth->trailer_bytes(), 3);
+  const FrameOrigin origin{1, 2, 0};
+  absl::StatusOr<size_t> len = auth->Sign(absl::MakeSpan(frame), n, origin);
+  ASSERT_TRUE(len.ok()) << len.status();
+  EXPECT_EQ(Xinuse() & kDirtyUpper, 0u) << "after Sign";
+  ASSERT_TRUE(auth->Verify(absl::MakeConstSpan(frame.data(), *len), origin).ok());
+  EXPECT_EQ(Xinuse() & kDirtyUpper, 0u) << "after Verify";
 }
 
 }  // namespace
