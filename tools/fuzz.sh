@@ -48,7 +48,7 @@ base=("$root"/base/*.cc)
 
 echo "fuzz.sh: building in $work" >&2
 "$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
-  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/frame_auth.cc" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/index_coding.cc" "$root/lib/codec/frame_auth.cc" \
   "$root/tests/fuzz/wire_format_fuzzer.cc" \
   "${libs[@]}" -o "$work/wire_format_fuzzer"
 # What input_fuzzer and the seed writer parse beyond the frame.
@@ -57,11 +57,11 @@ inputs=("$root/lib/comm/region_frame.cc" "$root/lib/codec/compression_spec.cc"
         "$root/lib/cache/atomic_file.cc" "$root/lib/cache/shard_format.cc"
         "$root/lib/cache/manifest.cc" "$root/lib/cache/token.cc")
 "$CXX" "${common[@]}" "${sanitize[@]}" -fsanitize=fuzzer \
-  "${base[@]}" "$root/lib/codec/wire_format.cc" "${inputs[@]}" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/index_coding.cc" "${inputs[@]}" \
   "$root/tests/fuzz/input_fuzzer.cc" \
   "${libs[@]}" -o "$work/input_fuzzer"
 "$CXX" "${common[@]}" "${sanitize[@]}" \
-  "${base[@]}" "$root/lib/codec/wire_format.cc" "${inputs[@]}" "$root/tests/fuzz/make_seeds.cc" \
+  "${base[@]}" "$root/lib/codec/wire_format.cc" "$root/lib/codec/index_coding.cc" "${inputs[@]}" "$root/tests/fuzz/make_seeds.cc" \
   "${libs[@]}" -o "$work/make_seeds"
 "$work/make_seeds" "$work/seeds" "$work/input-seeds"
 

@@ -143,6 +143,8 @@ struct ParsedFrame {
 // (e.g. value bytes == count * width) is the codec's to check.
 absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const FrameLimits& limits);
 
+// The index section (index_coding.cc).
+
 // Most bytes `count` indices can take in `encoding`.
 uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count);
 
