@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/lib/codec/wire_error.h"
 #include "gradwire/lib/codec/wire_format.h"
 
 namespace gradwire {
@@ -18,9 +19,7 @@ namespace {
 
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
 
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("wire frame: ", what));
-}
+using wire_internal::Invalid;
 
 uint64_t SaturatingMul(uint64_t a, uint64_t b) {
   uint64_t r;

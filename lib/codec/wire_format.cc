@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
+#include "gradwire/lib/codec/wire_error.h"
 
 namespace gradwire {
 namespace {
@@ -105,9 +106,7 @@ uint8_t Raw(Enum e) {
   return static_cast<uint8_t>(e);
 }
 
-absl::Status Invalid(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("wire frame: ", what));
-}
+using wire_internal::Invalid;
 
 // Magic, version, enum ranges, quant_bits, reserved bits: the fields whose
 // validity depends on nothing else. Order as documented for ParseFrame.
