@@ -32,8 +32,8 @@ namespace kernels {
 namespace cpu {
 
 // Exact top-k: a radix selection, not a sort. A sample of 4K keys (16K
-// from 4M elements up) gives a lower bound that about 1.25 k (plus slack)
-// elements reach; the one fused pass over n collects those candidates
+// from 4M elements up) gives a lower bound that about k plus five standard
+// deviations of the sample's count (plus slack) elements reach; the one fused pass over n collects those candidates
 // while it writes the residual; two histogram passes over only the
 // candidates (the two binades above the bound in 4096 bins, then the
 // k-th key's bin; radix_select.h) find the exact k-th key. If the sample
