@@ -591,6 +591,58 @@ TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
                   "index #16 = 4294967296 is not below dense_length 8589934592 (and exceeds u32)");
 }
 
+// The bytes docs/wire_format.md defines for a delta-varint list, one
+// index at a time: the reference the encoder's sixteen-at-a-time path
+// must match.
+std::vector<uint8_t> ReferenceDeltaVarint(const std::vector<uint32_t>& idx) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < idx.size(); ++i) {
+    uint32_t v = i == 0 ? idx[0] : idx[i] - idx[i - 1] - 1;
+    for (; v >= 0x80; v >>= 7) out.push_back(static_cast<uint8_t>(v | 0x80));
+    out.push_back(static_cast<uint8_t>(v));
+  }
+  return out;
+}
+
+// Dense selections also encode sixteen one-byte gaps at a time: the bytes
+// equal the reference's with the gaps at the one-byte edge (a gap of 128,
+// stored as 127, and of 129, stored in two bytes) at every offset of a
+// run; a repeat or a step back inside a long run is named at exactly its
+// index; an output that fills up inside a run is refused, not overrun.
+TEST(IndexEncodingTest, DenseRunsEncodeAsTheReferenceAndNameErrors) {
+  std::mt19937_64 rng(17);
+  for (int iter = 0; iter < 400; ++iter) {
+    std::vector<uint32_t> idx;
+    uint32_t at = static_cast<uint32_t>(rng() % 1000);
+    const size_t count = 1 + rng() % 200;
+    for (size_t i = 0; i < count; ++i) {
+      idx.push_back(at);
+      const uint64_t r = rng() % 100;
+      at += r < 3 ? 128 : r < 6 ? 129 : r < 8 ? 1 + static_cast<uint32_t>(rng() % 100000)
+                                               : 1 + static_cast<uint32_t>(rng() % 8);
+    }
+    EXPECT_EQ(Encode(IndexEncoding::kDeltaVarint, idx), ReferenceDeltaVarint(idx)) << iter;
+  }
+  std::vector<uint32_t> run(64);
+  for (size_t i = 0; i < run.size(); ++i) run[i] = static_cast<uint32_t>(3 * i + 1);
+  std::vector<uint8_t> out(MaxIndexBytes(IndexEncoding::kDeltaVarint, run.size()));
+  for (size_t j = 17; j < run.size(); ++j) {
+    for (uint32_t bad : {run[j - 1], run[j - 1] - 1, 0u}) {
+      std::vector<uint32_t> broken = run;
+      broken[j] = bad;
+      EXPECT_REJECTED(EncodeIndices(IndexEncoding::kDeltaVarint, broken, absl::MakeSpan(out))
+                          .status(),
+                      absl::StatusCode::kInvalidArgument,
+                      absl::StrCat("#", j, " (", bad, ") does not exceed #", j - 1, " ("));
+    }
+  }
+  for (size_t cap = 17; cap < run.size(); ++cap) {
+    EXPECT_REJECTED(
+        EncodeIndices(IndexEncoding::kDeltaVarint, run, absl::MakeSpan(out.data(), cap)).status(),
+        absl::StatusCode::kInvalidArgument, absl::StrCat("too small for 64 delta-varint indices (full at #", cap));
+  }
+}
+
 // Sparse selections (gaps of one and two bytes, mixed) decode four gaps
 // from one load: lists of them, with longer gaps at every offset within a
 // group of four, round-trip; a cut dense_length, an overlong gap and a
