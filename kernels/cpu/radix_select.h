@@ -2,6 +2,11 @@
 // the bins of approximate top-k). Not part of the API the CUDA kernels
 // mirror.
 //
+// The templates below are always inlined: a caller built in several
+// clones (clones_x86.h) then gets a copy at each clone's level. Left to
+// the compiler, one out-of-line copy built for the baseline served every
+// clone (top-k 10 % at 1M: 4-5 % of the encode).
+//
 // Selection picks the k LARGEST 32-bit keys, ties to the lower index:
 //   1. the kernel finds a lower bound T0 that about k + 5 sd + slack
 //      keys reach (PaddedRank) (from a sample of the keys) and, in its one fused pass over
@@ -97,6 +102,23 @@ inline uint64_t CollectAll(uint64_t n, uint32_t* out) {
   return n;
 }
 
+// The selection rule for a group of candidates in index order: `above`
+// and `equal` (bit masks, lowest bit = first) say whose keys are above or
+// at the threshold; equal ones are taken, lowest first, while fewer than
+// take_equal have been seen (counted in *taken_equal across groups).
+// Returns the mask taken.
+__attribute__((always_inline)) inline uint32_t TakeMask(uint32_t above, uint32_t equal,
+                                                        uint64_t take_equal,
+                                                        uint64_t* taken_equal) {
+  uint32_t take = above;
+  if (equal != 0) {
+    uint64_t room = *taken_equal < take_equal ? take_equal - *taken_equal : 0;
+    for (uint32_t e = equal; room > 0 && e != 0; --room, e &= e - 1) take |= e & (0u - e);
+    *taken_equal += static_cast<uint64_t>(__builtin_popcount(equal));
+  }
+  return take;
+}
+
 struct Threshold {
   uint32_t key = 0;         // the k-th largest key
   uint64_t take_equal = 0;  // how many keys == `key` are selected (>= 1)
@@ -105,7 +127,8 @@ struct Threshold {
 // `key(j)` is the key of the j-th of the m candidates. `need` (>= 1) is k
 // minus the candidates above `bin`.
 template <typename KeyFn>
-Threshold RefineThreshold(const KeyFn& key, uint64_t m, uint32_t bin, uint64_t need) {
+__attribute__((always_inline)) inline Threshold RefineThreshold(const KeyFn& key, uint64_t m,
+                                                                uint32_t bin, uint64_t need) {
   uint64_t hist[1024];
   // Middle 10 bits of the keys in `bin`.
   memset(hist, 0, sizeof hist);
@@ -134,7 +157,8 @@ Threshold RefineThreshold(const KeyFn& key, uint64_t m, uint32_t bin, uint64_t n
 // Step 2: the exact k-th largest key among the m candidates (1 <= k <= m),
 // `key(j)` being the j-th candidate's key.
 template <typename KeyFn>
-Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m, uint64_t k, uint64_t* hist) {
+__attribute__((always_inline)) inline Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m,
+                                                                      uint64_t k, uint64_t* hist) {
   memset(hist, 0, kTopBins * sizeof(uint64_t));
   for (uint64_t j = 0; j < m; ++j) ++hist[key(j) >> kTopShift];
   const BinPick pick = PickBin(hist, kTopBins, k);
@@ -155,8 +179,9 @@ Threshold SelectAmongCandidates(const KeyFn& key, uint64_t m, uint64_t k, uint64
 // window; the caller then runs SelectAmongCandidates. Requires
 // 1 <= k <= m and kTopBins (4096) uint64_t in `hist`.
 template <typename KeyFn>
-bool SelectInWindow(const KeyFn& key, uint64_t m, uint64_t k, uint32_t lower, uint64_t* hist,
-                    Threshold* out) {
+__attribute__((always_inline)) inline bool SelectInWindow(const KeyFn& key, uint64_t m, uint64_t k,
+                                                          uint32_t lower, uint64_t* hist,
+                                                          Threshold* out) {
   constexpr uint32_t kLowBits = 12;
   constexpr uint32_t kBins = kTopBins;
   static_assert((1u << kLowBits) <= kTopBins, "the second pass reuses hist");

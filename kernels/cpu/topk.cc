@@ -9,6 +9,7 @@
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
+#include "gradwire/kernels/cpu/topk_v4.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
 // for several x86-64 levels (clones_x86.h). It only adds and compares, so
@@ -123,74 +124,6 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   return m;
 }
 
-#if GRADWIRE_CPU_V4_FUNCTIONS
-GRADWIRE_CPU_V4_BEGIN
-// AccumulateAndCollect at sixteen lanes, where AVX-512 is: the same
-// arithmetic (one IEEE add, integer key and compares), and each block's
-// candidates leave by a register compress and two full-width stores, with
-// no branch on whether any passed (at 10 % density most blocks hold one,
-// unpredictably). The stores' lanes past the count stay inside the lists
-// (m <= i, and the lists hold n entries); the last, partial block uses
-// masked loads and compress-stores.
-template <bool kHasResidual, bool kZero>
-GRADWIRE_CPU_V4 inline __attribute__((always_inline)) uint64_t CollectV4(
-    const float* grad, float* residual, uint64_t n, uint32_t lower, uint32_t* candidates,
-    float* candidate_values, uint64_t* nonfinite) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
-  __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  uint64_t m = 0, bad = 0;
-  uint64_t i = 0;
-  // One block: `live` lanes (all but in the last block).
-  auto block = [&](__mmask16 live, bool full) GRADWIRE_CPU_V4 {
-    __m512 a = _mm512_maskz_loadu_ps(live, grad + i);
-    if (kHasResidual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(live, residual + i));
-    const __m512i abs = _mm512_and_si512(_mm512_castps_si512(a), magnitude);
-    bad += static_cast<uint64_t>(__builtin_popcount(_mm512_mask_cmpge_epi32_mask(live, abs, inf)));
-    // MagnitudeKey: NaN -> 0, else |bits| + 1.
-    const __m512i key = _mm512_maskz_add_epi32(_mm512_cmple_epi32_mask(abs, inf), abs, one);
-    const __mmask16 pass = _mm512_mask_cmpge_epi32_mask(live, key, lo);
-    if (kZero) {
-      _mm512_mask_storeu_ps(residual + i, live, _mm512_maskz_mov_ps(~pass, a));
-    } else if (kHasResidual) {
-      _mm512_mask_storeu_ps(residual + i, live, a);
-    }
-    if (full) {
-      _mm512_storeu_si512(candidates + m, _mm512_maskz_compress_epi32(pass, index));
-      _mm512_storeu_ps(candidate_values + m, _mm512_maskz_compress_ps(pass, a));
-    } else {
-      _mm512_mask_compressstoreu_epi32(candidates + m, pass, index);
-      _mm512_mask_compressstoreu_ps(candidate_values + m, pass, a);
-    }
-    m += static_cast<uint64_t>(__builtin_popcount(pass));
-  };
-  for (; i + 16 <= n; i += 16) {
-    block(0xffff, true);
-    index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
-  }
-  if (i < n) block(static_cast<__mmask16>((1u << (n - i)) - 1), false);
-  *nonfinite = bad;
-  return m;
-}
-
-GRADWIRE_CPU_V4 uint64_t AccumulateAndCollectV4(const float* grad, float* residual, uint64_t n,
-                                                uint32_t lower, bool zero,
-                                                const internal::SelectTemp& t,
-                                                uint64_t* nonfinite) {
-  if (residual == nullptr) {
-    return CollectV4<false, false>(grad, residual, n, lower, t.candidates, t.candidate_values,
-                                   nonfinite);
-  }
-  return zero ? CollectV4<true, true>(grad, residual, n, lower, t.candidates, t.candidate_values,
-                                      nonfinite)
-              : CollectV4<true, false>(grad, residual, n, lower, t.candidates,
-                                       t.candidate_values, nonfinite);
-}
-GRADWIRE_CPU_V4_END
-#endif  // GRADWIRE_CPU_V4_FUNCTIONS
-
 // `zero`: write 0 as the residual of every candidate (ScanBlock's kZero;
 // requires a residual).
 GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollectClones(const float* grad, float* residual,
@@ -210,7 +143,8 @@ GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollectClones(const float* grad, float
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
                               bool zero, const internal::SelectTemp& t, uint64_t* nonfinite) {
 #if GRADWIRE_CPU_V4_FUNCTIONS
-  if (CpuIsX86V4()) return AccumulateAndCollectV4(grad, residual, n, lower, zero, t, nonfinite);
+  if (CpuIsX86V4())
+    return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, t, nonfinite);
 #endif
   return AccumulateAndCollectClones(grad, residual, n, lower, zero, t, nonfinite);
 }
@@ -329,21 +263,6 @@ GRADWIRE_CPU_INLINE void Ranks8(const float* v, I32x8* ranks) {
   *ranks = GRADWIRE_BITCAST(I32x8, key >> kShift);
 }
 
-// The selection rule for one candidate or a group of eight: `above` and
-// `equal` (bit masks, lowest = first in index order) say which ranks are
-// above or at the cut; equal ones are taken, lowest first, while fewer
-// than take_equal have been seen. Returns the mask taken.
-GRADWIRE_CPU_INLINE uint32_t TakeMask(uint32_t above, uint32_t equal, uint64_t take_equal,
-                                      uint64_t* taken_equal) {
-  uint32_t take = above;
-  if (equal != 0) {
-    uint64_t room = *taken_equal < take_equal ? take_equal - *taken_equal : 0;
-    for (uint32_t e = equal; room > 0 && e != 0; --room, e &= e - 1) take |= e & (0u - e);
-    *taken_equal += static_cast<uint64_t>(__builtin_popcount(equal));
-  }
-  return take;
-}
-
 // Emits the candidates of one group (`cands`, `vals`, lanes < 8) that
 // `take` names as outputs j, j + 1, ..., and settles the residuals of the
 // whole group: with `zeroed` (fp32, residuals written 0 by pass 1) the
@@ -416,7 +335,7 @@ GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t 
     }
     uint32_t above = 0, equal = 0;
     CompareMasks8(ranks, icut, lanes, &above, &equal);
-    uint32_t take = TakeMask(above, equal, take_equal, &taken_equal);
+    uint32_t take = internal::TakeMask(above, equal, take_equal, &taken_equal);
     // Never more than k (the threshold guarantees it; the outputs hold k).
     while (j + kCompressTable.count[take] > k) take &= ~(1u << (31 - __builtin_clz(take)));
     j += EmitGroup<kFormat, kHasResidual>(take, lanes, cands + c, vals + c, j, k, zeroed, residual,
@@ -447,16 +366,28 @@ GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64
 
 // kShift 0: exact top-k (cut = the k-th key); kTopShift: approximate
 // top-k (cut = the band's bin). `zeroed` as CollectCandidates reports it.
-GRADWIRE_CPU_CLONES void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                      uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
-                                      float* residual, ValueFormat format, uint32_t* indices,
-                                      uint8_t* values) {
+GRADWIRE_CPU_CLONES void EmitSelectedClones(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                            uint32_t cut, uint64_t take_equal, bool band,
+                                            bool zeroed, float* residual, ValueFormat format,
+                                            uint32_t* indices, uint8_t* values) {
   if (band) {
     EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, zeroed, residual, format, indices,
                                  values);
   } else {
     EmitSelectedShift<0>(t, m, k, cut, take_equal, zeroed, residual, format, indices, values);
   }
+}
+
+void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
+                  uint64_t take_equal, bool band, bool zeroed, float* residual, ValueFormat format,
+                  uint32_t* indices, uint8_t* values) {
+#if GRADWIRE_CPU_V4_FUNCTIONS
+  if (CpuIsX86V4()) {
+    return topk_v4::EmitSelected(t, m, k, cut, take_equal, band, zeroed, residual, format, indices,
+                                 values);
+  }
+#endif
+  EmitSelectedClones(t, m, k, cut, take_equal, band, zeroed, residual, format, indices, values);
 }
 
 // internal::SelectInWindow over the candidates' magnitude keys, in each
