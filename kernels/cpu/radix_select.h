@@ -9,12 +9,12 @@
 //
 // Selection picks the k LARGEST 32-bit keys, ties to the lower index:
 //   1. the kernel finds a lower bound T0 that about k + 5 sd + slack
-//      keys reach (PaddedRank) (from a sample of the keys) and, in its one fused pass over
-//      n, appends every index whose key >= T0 and its value to the
-//      candidate list, in index order (so that later passes read
-//      candidates in order instead of gathering them from n floats, a
-//      cache miss each); if fewer than k made it, every element becomes a
-//      candidate;
+//      keys reach (PaddedRank, from a sample of the keys) and, in its one
+//      fused pass over n, appends every index whose key >= T0 and its
+//      value to the candidate list, in index order (so that later passes
+//      read candidates in order instead of gathering them from n floats,
+//      a cache miss each); if fewer than k made it, every element becomes
+//      a candidate;
 //   2. SelectInWindow histograms the two binades of keys above T0 and
 //      then the k-th key's bin: the exact k-th key T and how many keys
 //      equal to T to take (lowest index first). When it cannot (the

@@ -28,16 +28,19 @@ GRADWIRE_V4_INLINE __m512i Keys(__m512 a) {
 // the last, partial block uses masked loads and compress-stores.
 template <bool kHasResidual, bool kZero, bool kFull>
 GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_t i, __mmask16 live,
-                                     __m512i index, __m512i lower, uint32_t* candidates,
-                                     float* candidate_values, uint64_t* m, uint64_t* bad) {
+                                     __m512i index, __m512i lower, __m512i zero_from,
+                                     uint32_t* candidates, float* candidate_values, uint64_t* m,
+                                     uint64_t* bad) {
   __m512 a = _mm512_maskz_loadu_ps(live, grad + i);
   if (kHasResidual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(live, residual + i));
   const __m512i abs = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
   *bad += static_cast<uint64_t>(
       __builtin_popcount(_mm512_mask_cmpge_epi32_mask(live, abs, _mm512_set1_epi32(0x7f800000))));
-  const __mmask16 pass = _mm512_mask_cmpge_epi32_mask(live, Keys(a), lower);
+  const __m512i keys = Keys(a);
+  const __mmask16 pass = _mm512_mask_cmpge_epi32_mask(live, keys, lower);
   if (kZero) {
-    _mm512_mask_storeu_ps(residual + i, live, _mm512_maskz_mov_ps(~pass, a));
+    const __mmask16 zero = _mm512_cmpge_epi32_mask(keys, zero_from);
+    _mm512_mask_storeu_ps(residual + i, live, _mm512_maskz_mov_ps(~zero, a));
   } else if (kHasResidual) {
     _mm512_mask_storeu_ps(residual + i, live, a);
   }
@@ -53,20 +56,21 @@ GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_
 
 template <bool kHasResidual, bool kZero>
 GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                                    uint32_t* candidates, float* candidate_values,
-                                    uint64_t* nonfinite) {
+                                    uint32_t zero_from, uint32_t* candidates,
+                                    float* candidate_values, uint64_t* nonfinite) {
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
+  const __m512i zf = _mm512_set1_epi32(static_cast<int32_t>(zero_from));
   __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   uint64_t m = 0, bad = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    CollectBlock<kHasResidual, kZero, true>(grad, residual, i, 0xffff, index, lo, candidates,
+    CollectBlock<kHasResidual, kZero, true>(grad, residual, i, 0xffff, index, lo, zf, candidates,
                                             candidate_values, &m, &bad);
     index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
   }
   if (i < n) {
     CollectBlock<kHasResidual, kZero, false>(grad, residual, i,
                                              static_cast<__mmask16>((1u << (n - i)) - 1), index, lo,
-                                             candidates, candidate_values, &m, &bad);
+                                             zf, candidates, candidate_values, &m, &bad);
   }
   *nonfinite = bad;
   return m;
@@ -76,25 +80,28 @@ GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t
 // Sixteen candidates at a time: ranks, the two masks, the selection rule
 // (internal::TakeMask), a compress into the outputs (full-width stores
 // while sixteen outputs remain, masked ones after) and the residual
-// stores, bit by bit, for the candidates whose residual changes: the
-// rejected ones when `zeroed`, the taken ones otherwise. No prefetch of
+// stores, bit by bit, for the candidates whose residual changes: with
+// `zeroed`, the ones the selection decided against the pass's guess
+// (zero_from), the taken ones otherwise. No prefetch of
 // those residual lines: fetching them 64 candidates early (all, or only
 // the ones to be written) made top-k 10 % at 1M 5-10 % slower and
 // approximate top-k 15-20 %, on a Zen 5 core with caches cold.
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
-                               uint64_t take_equal, bool zeroed, float* residual, uint32_t* indices,
-                               uint8_t* values) {
+                               uint64_t take_equal, bool zeroed, uint32_t zero_from,
+                               float* residual, uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
   const uint32_t* cands = t.candidates;
   const __m512i icut = _mm512_set1_epi32(static_cast<int32_t>(cut));
+  const __m512i zf = _mm512_set1_epi32(static_cast<int32_t>(zero_from));
   uint64_t j = 0, taken_equal = 0;
   for (uint64_t c = 0; c < m; c += 16) {
     const uint64_t lanes = m - c < 16 ? m - c : 16;
     const __mmask16 live = static_cast<__mmask16>((1u << lanes) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(live, vals + c);
     const __m512i idx = _mm512_maskz_loadu_epi32(live, cands + c);
-    const __m512i ranks = _mm512_srli_epi32(Keys(v), static_cast<int>(kShift));
+    const __m512i keys = Keys(v);
+    const __m512i ranks = _mm512_srli_epi32(keys, static_cast<int>(kShift));
     const uint32_t above = _mm512_mask_cmpgt_epi32_mask(live, ranks, icut);
     const uint32_t equal = _mm512_mask_cmpeq_epi32_mask(live, ranks, icut);
     uint32_t take = internal::TakeMask(above, equal, take_equal, &taken_equal);
@@ -123,9 +130,15 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
     }
     if (kHasResidual) {
       if (zeroed) {
-        for (uint32_t b = ~take & live; b != 0; b &= b - 1) {
+        // The pass wrote 0 from zero_from up: the rejected ones among
+        // those get acc back, the taken ones below it get 0.
+        const uint32_t zero = _mm512_mask_cmpge_epi32_mask(live, keys, zf);
+        for (uint32_t b = ~take & zero; b != 0; b &= b - 1) {
           const int l = __builtin_ctz(b);
           residual[cands[c + l]] = vals[c + l];
+        }
+        for (uint32_t b = take & ~zero; b != 0; b &= b - 1) {
+          residual[cands[c + __builtin_ctz(b)]] = 0.0f;
         }
       } else {
         for (uint32_t b = take; b != 0; b &= b - 1) {
@@ -140,13 +153,14 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
 
 template <uint32_t kShift>
 GRADWIRE_V4_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                  uint32_t cut, uint64_t take_equal, bool zeroed, float* residual,
-                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                           \
-  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, residual, \
-                                                       indices, values)                            \
-                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed,          \
-                                                        residual, indices, values)
+                                  uint32_t cut, uint64_t take_equal, bool zeroed,
+                                  uint32_t zero_from, float* residual, ValueFormat format,
+                                  uint32_t* indices, uint8_t* values) {
+#define GRADWIRE_EMIT(F)                                                                     \
+  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed,     \
+                                                       zero_from, residual, indices, values) \
+                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed,    \
+                                                        zero_from, residual, indices, values)
   switch (format) {
     case ValueFormat::kFp16:
       GRADWIRE_EMIT(ValueFormat::kFp16);
@@ -161,27 +175,27 @@ GRADWIRE_V4_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uin
 }  // namespace
 
 GRADWIRE_CPU_V4 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
-                                              uint32_t lower, bool zero,
+                                              uint32_t lower, bool zero, uint32_t zero_from,
                                               const internal::SelectTemp& t, uint64_t* nonfinite) {
   if (residual == nullptr) {
-    return Collect<false, false>(grad, residual, n, lower, t.candidates, t.candidate_values,
-                                 nonfinite);
+    return Collect<false, false>(grad, residual, n, lower, zero_from, t.candidates,
+                                 t.candidate_values, nonfinite);
   }
-  return zero ? Collect<true, true>(grad, residual, n, lower, t.candidates, t.candidate_values,
-                                    nonfinite)
-              : Collect<true, false>(grad, residual, n, lower, t.candidates, t.candidate_values,
-                                     nonfinite);
+  return zero ? Collect<true, true>(grad, residual, n, lower, zero_from, t.candidates,
+                                    t.candidate_values, nonfinite)
+              : Collect<true, false>(grad, residual, n, lower, zero_from, t.candidates,
+                                     t.candidate_values, nonfinite);
 }
 
 GRADWIRE_CPU_V4 void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                   uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
-                                  float* residual, ValueFormat format, uint32_t* indices,
-                                  uint8_t* values) {
+                                  uint32_t zero_from, float* residual, ValueFormat format,
+                                  uint32_t* indices, uint8_t* values) {
   if (band) {
-    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, residual, format, indices,
-                                   values);
+    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format,
+                                   indices, values);
   } else {
-    EmitShift<0>(t, m, k, cut, take_equal, zeroed, residual, format, indices, values);
+    EmitShift<0>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format, indices, values);
   }
 }
 
