@@ -22,6 +22,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/expect_rejected.h"
 
 namespace gradwire {
 namespace {
@@ -31,13 +32,6 @@ using ::testing::Not;
 
 constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";  // 32 bytes
 constexpr char kOtherSecret[] = "fedcba9876543210fedcba9876543210";
-
-#define EXPECT_REJECTED(expr, want_code, substr)               \
-  do {                                                         \
-    const absl::Status _s = (expr);                            \
-    EXPECT_EQ(_s.code(), (want_code)) << _s;                   \
-    EXPECT_THAT(std::string(_s.message()), HasSubstr(substr)); \
-  } while (0)
 
 JobSecret Secret(const char* value = kSecret) {
   auto s = JobSecret::FromValue(value, "test");

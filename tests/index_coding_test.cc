@@ -14,20 +14,12 @@
 #include "gmock/gmock.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gtest/gtest.h"
+#include "tests/expect_rejected.h"
 
 namespace gradwire {
 namespace {
 
-using ::testing::HasSubstr;
-
 constexpr uint64_t kU64Max = std::numeric_limits<uint64_t>::max();
-
-#define EXPECT_REJECTED(expr, want_code, substr)               \
-  do {                                                         \
-    const absl::Status _s = (expr);                            \
-    EXPECT_EQ(_s.code(), (want_code)) << _s;                   \
-    EXPECT_THAT(std::string(_s.message()), HasSubstr(substr)); \
-  } while (0)
 
 std::vector<uint8_t> Encode(IndexEncoding e, const std::vector<uint32_t>& idx) {
   std::vector<uint8_t> out(MaxIndexBytes(e, idx.size()));
@@ -190,8 +182,10 @@ TEST(IndexEncodingTest, DenseRunsEncodeAsTheReferenceAndNameErrors) {
     for (size_t i = 0; i < count; ++i) {
       idx.push_back(at);
       const uint64_t r = rng() % 100;
-      at += r < 3 ? 128 : r < 6 ? 129 : r < 8 ? 1 + static_cast<uint32_t>(rng() % 100000)
-                                               : 1 + static_cast<uint32_t>(rng() % 8);
+      at += r < 3   ? 128
+            : r < 6 ? 129
+            : r < 8 ? 1 + static_cast<uint32_t>(rng() % 100000)
+                    : 1 + static_cast<uint32_t>(rng() % 8);
     }
     EXPECT_EQ(Encode(IndexEncoding::kDeltaVarint, idx), ReferenceDeltaVarint(idx)) << iter;
   }
@@ -202,16 +196,17 @@ TEST(IndexEncodingTest, DenseRunsEncodeAsTheReferenceAndNameErrors) {
     for (uint32_t bad : {run[j - 1], run[j - 1] - 1, 0u}) {
       std::vector<uint32_t> broken = run;
       broken[j] = bad;
-      EXPECT_REJECTED(EncodeIndices(IndexEncoding::kDeltaVarint, broken, absl::MakeSpan(out))
-                          .status(),
-                      absl::StatusCode::kInvalidArgument,
-                      absl::StrCat("#", j, " (", bad, ") does not exceed #", j - 1, " ("));
+      EXPECT_REJECTED(
+          EncodeIndices(IndexEncoding::kDeltaVarint, broken, absl::MakeSpan(out)).status(),
+          absl::StatusCode::kInvalidArgument,
+          absl::StrCat("#", j, " (", bad, ") does not exceed #", j - 1, " ("));
     }
   }
   for (size_t cap = 17; cap < run.size(); ++cap) {
     EXPECT_REJECTED(
         EncodeIndices(IndexEncoding::kDeltaVarint, run, absl::MakeSpan(out.data(), cap)).status(),
-        absl::StatusCode::kInvalidArgument, absl::StrCat("too small for 64 delta-varint indices (full at #", cap));
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat("too small for 64 delta-varint indices (full at #", cap));
   }
 }
 

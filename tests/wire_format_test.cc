@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/expect_rejected.h"
 
 namespace gradwire {
 namespace {
@@ -87,13 +88,6 @@ std::vector<uint8_t> TopKFrame() {
 absl::Status Parse(const std::vector<uint8_t>& f, FrameLimits limits = {}) {
   return ParseFrame(absl::MakeConstSpan(f), limits).status();
 }
-
-#define EXPECT_REJECTED(expr, want_code, substr)               \
-  do {                                                         \
-    const absl::Status _s = (expr);                            \
-    EXPECT_EQ(_s.code(), (want_code)) << _s;                   \
-    EXPECT_THAT(std::string(_s.message()), HasSubstr(substr)); \
-  } while (0)
 
 // ---------------------------------------------------------------- layout
 
