@@ -365,8 +365,8 @@ GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t 
     CompareMasks8(ranks, icut, lanes, &above, &equal);
     uint32_t zero = 0;
     if (kHasResidual && zeroed) {
-      I32x8 keys;
-      Ranks8<0>(v8, &keys);
+      I32x8 keys = ranks;  // exact top-k: the ranks are the keys
+      if (kShift != 0) Ranks8<0>(v8, &keys);
       uint32_t zero_above = 0, zero_equal = 0;
       CompareMasks8(keys, static_cast<int32_t>(zero_from), lanes, &zero_above, &zero_equal);
       zero = zero_above | zero_equal;

@@ -12,10 +12,14 @@ namespace {
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
-// MagnitudeKey of sixteen floats: NaN -> 0, else |bits| + 1 (< 2^31, so
-// signed compares order them).
-GRADWIRE_V4_INLINE __m512i Keys(__m512 a) {
-  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
+// |bits| of sixteen floats.
+GRADWIRE_V4_INLINE __m512i AbsBits(__m512 a) {
+  return _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
+}
+
+// MagnitudeKey from AbsBits: NaN -> 0, else |bits| + 1 (< 2^31, so signed
+// compares order them).
+GRADWIRE_V4_INLINE __m512i KeysOfAbs(__m512i abs) {
   return _mm512_maskz_add_epi32(_mm512_cmple_epi32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs,
                                 _mm512_set1_epi32(1));
 }
@@ -33,10 +37,10 @@ GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_
                                      uint64_t* bad) {
   __m512 a = _mm512_maskz_loadu_ps(live, grad + i);
   if (kHasResidual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(live, residual + i));
-  const __m512i abs = _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
+  const __m512i abs = AbsBits(a);
   *bad += static_cast<uint64_t>(
       __builtin_popcount(_mm512_mask_cmpge_epi32_mask(live, abs, _mm512_set1_epi32(0x7f800000))));
-  const __m512i keys = Keys(a);
+  const __m512i keys = KeysOfAbs(abs);
   const __mmask16 pass = _mm512_mask_cmpge_epi32_mask(live, keys, lower);
   if (kZero) {
     const __mmask16 zero = _mm512_cmpge_epi32_mask(keys, zero_from);
@@ -100,7 +104,7 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
     const __mmask16 live = static_cast<__mmask16>((1u << lanes) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(live, vals + c);
     const __m512i idx = _mm512_maskz_loadu_epi32(live, cands + c);
-    const __m512i keys = Keys(v);
+    const __m512i keys = KeysOfAbs(AbsBits(v));
     const __m512i ranks = _mm512_srli_epi32(keys, static_cast<int>(kShift));
     const uint32_t above = _mm512_mask_cmpgt_epi32_mask(live, ranks, icut);
     const uint32_t equal = _mm512_mask_cmpeq_epi32_mask(live, ranks, icut);
