@@ -431,6 +431,30 @@ absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t
   return absl::OkStatus();
 }
 
+absl::Status RandomKDecodeAverage(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                                  uint64_t n, uint64_t k, absl::Span<const uint8_t* const> values,
+                                  ValueFormat format, float divisor, float* out) {
+  const char* who = "RandomKDecodeAverage";
+  if (temp_bytes == nullptr) return Refuse(who, "temp_bytes is null");
+  if (!KnownFormat(format)) return Refuse(who, "unknown value format");
+  if (k > n) return Refuse(who, "k > n");
+  if (n > (uint64_t{1} << 32)) return Refuse(who, "n > 2^32 (u32 indices)");
+  if (temp == nullptr) {  // the size query
+    cpu::RandomKDecodeAverage(nullptr, temp_bytes, seed, step, n, k, nullptr, 0, format, divisor,
+                              nullptr);
+    return absl::OkStatus();
+  }
+  if (!(divisor > 0.0f) || !IsFinite(divisor)) return Refuse(who, "divisor must be positive");
+  uint64_t need = 0;
+  cpu::RandomKDecodeAverage(nullptr, &need, seed, step, n, k, nullptr, 0, format, divisor, nullptr);
+  if (*temp_bytes < need) return Refuse(who, "temp storage too small");
+  const uint8_t* const scratch[] = {static_cast<const uint8_t*>(temp)};
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, n, out, {values, scratch}));
+  cpu::RandomKDecodeAverage(temp, temp_bytes, seed, step, n, k, values.data(), values.size(),
+                            format, divisor, out);
+  return absl::OkStatus();
+}
+
 absl::Status QsgdDecodeAverage(absl::Span<const uint8_t* const> scales,
                                absl::Span<const uint8_t* const> packed, uint64_t n, uint32_t bits,
                                uint32_t bucket_size, float divisor, float* out) {

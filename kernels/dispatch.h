@@ -107,6 +107,16 @@ absl::Status CastDecodeAccumulate(const uint8_t* values, uint64_t n, ValueFormat
 // (InvalidArgument otherwise): on a device those three steps run instead.
 absl::Status CastDecodeAverage(absl::Span<const uint8_t* const> values, uint64_t n,
                                ValueFormat format, float divisor, float* out);
+// Random-k's average of payloads of one (seed, step) in one pass
+// (cpu/randomk.h RandomKDecodeAverage): the bits of RandomKIndices and
+// then SparseAverage over payloads sharing that index list, without
+// writing the indices out. values[r] holds k values in `format`. Host
+// memory only (InvalidArgument otherwise): on a device those two run
+// instead. temp and temp_bytes as RandomKIndices' (null temp: the size
+// query).
+absl::Status RandomKDecodeAverage(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                                  uint64_t n, uint64_t k, absl::Span<const uint8_t* const> values,
+                                  ValueFormat format, float divisor, float* out);
 absl::Status QsgdDecodeAverage(absl::Span<const uint8_t* const> scales,
                                absl::Span<const uint8_t* const> packed, uint64_t n, uint32_t bits,
                                uint32_t bucket_size, float divisor, float* out);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
@@ -311,6 +312,34 @@ TEST(DispatchTest, HostPathValidatesBeforeTouchingAnything) {
   EXPECT_EQ(SparseDecodeAccumulate(nullptr, out.data(), 2, ValueFormat::kFp32, g.data()).code(),
             kInvalid);
   EXPECT_EQ(QsgdDecodeAccumulate(out.data(), out.data(), 4, 4, 2, nullptr).code(), kInvalid);
+
+  // Random-k's one-pass average: the same checks, and g left as it was.
+  std::vector<float> avg(4, 5.0f);
+  const uint8_t* payloads[] = {out.data(), out.data()};
+  uint64_t rk_bytes = 0;
+  ASSERT_TRUE(RandomKDecodeAverage(nullptr, &rk_bytes, 1, 2, 4, 2, {}, ValueFormat::kFp32, 2.0f,
+                                   nullptr)
+                  .ok());  // the size query needs no buffers
+  std::vector<uint64_t> rk_temp(rk_bytes / 8 + 1);
+  uint64_t rk_small = 0;
+  for (const auto& [temp_ptr, temp_len, k, format, divisor, out_ptr] :
+       std::vector<std::tuple<void*, uint64_t*, uint64_t, ValueFormat, float, float*>>{
+           {rk_temp.data(), &rk_bytes, 5, ValueFormat::kFp32, 2.0f, avg.data()},  // k > n
+           {rk_temp.data(), &rk_bytes, 2, static_cast<ValueFormat>(7), 2.0f, avg.data()},
+           {rk_temp.data(), &rk_small, 2, ValueFormat::kFp32, 2.0f, avg.data()},  // small temp
+           {rk_temp.data(), nullptr, 2, ValueFormat::kFp32, 2.0f, avg.data()},
+           {rk_temp.data(), &rk_bytes, 2, ValueFormat::kFp32, 0.0f, avg.data()},  // divisor
+           {rk_temp.data(), &rk_bytes, 2, ValueFormat::kFp32, -1.0f, avg.data()},
+           {rk_temp.data(), &rk_bytes, 2, ValueFormat::kFp32, 2.0f, nullptr}}) {  // null out
+    EXPECT_EQ(
+        RandomKDecodeAverage(temp_ptr, temp_len, 1, 2, 4, k, payloads, format, divisor, out_ptr)
+            .code(),
+        kInvalid);
+  }
+  EXPECT_EQ(avg, std::vector<float>(4, 5.0f));
+  ASSERT_TRUE(RandomKDecodeAverage(rk_temp.data(), &rk_bytes, 1, 2, 4, 2, payloads,
+                                   ValueFormat::kFp32, 2.0f, avg.data())
+                  .ok());
 }
 
 // The CUDA entry points check everything before their first CUDA call: on

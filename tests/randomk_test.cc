@@ -178,6 +178,79 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
     }
 }
 
+// A payload's values: normal ones and, now and then, what any frame may
+// carry (NaN, infinities, -0, subnormals).
+std::vector<float> PayloadValues(uint64_t k, std::mt19937_64& rng) {
+  static const float kSpecial[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, -0.0f,
+                                   0.0f,          1e-40f,         -1e-45f,  3.4e38f};
+  std::normal_distribution<float> normal;
+  std::vector<float> v(k);
+  for (float& x : v) {
+    x = rng() % 16 == 0 ? kSpecial[rng() % (sizeof kSpecial / sizeof kSpecial[0])] : normal(rng);
+  }
+  return v;
+}
+
+// The bits, every NaN as one (a NaN's payload is not part of the contract).
+std::vector<uint32_t> AsBits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  for (size_t i = 0; i < v.size(); ++i) b[i] = std::isnan(v[i]) ? 0x7fc00000u : FloatBits(v[i]);
+  return b;
+}
+
+// RandomKDecodeAverage against the reference's indices: each entry's sum
+// from +0 in payload order, divided; +0 everywhere else; nothing past n.
+void CheckAverage(uint64_t n, uint64_t k, size_t p, ValueFormat f, float divisor,
+                  std::mt19937_64& rng) {
+  SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " p " << p << " format "
+                                    << static_cast<int>(f) << " divisor " << divisor);
+  const uint64_t seed = rng(), step = rng() % 1000;
+  std::vector<std::vector<uint8_t>> payloads(p);
+  std::vector<const uint8_t*> values;
+  for (auto& v : payloads) {
+    const std::vector<float> x = PayloadValues(k, rng);
+    v.assign(k * ValueWidth(f) + 1, 0);
+    for (uint64_t j = 0; j < k; ++j) StoreValue(v.data(), j, x[j], f);
+    values.push_back(v.data());
+  }
+  const std::vector<uint32_t> indices = Reference(seed, step, n, k);
+  std::vector<float> want(n, 0.0f);
+  for (uint64_t j = 0; j < k; ++j) {
+    float sum = 0.0f;
+    for (size_t r = 0; r < p; ++r) sum += LoadValue(values[r], j, f);
+    want[indices[j]] = sum / divisor;
+  }
+  uint64_t temp_bytes = 0;
+  RandomKDecodeAverage(nullptr, &temp_bytes, seed, step, n, k, nullptr, 0, f, divisor, nullptr);
+  std::vector<uint64_t> temp(temp_bytes / 8 + 1, ~uint64_t{0});  // stale bits must not count
+  std::vector<float> got(n + 1, 42.0f);
+  RandomKDecodeAverage(temp.data(), &temp_bytes, seed, step, n, k, values.data(), p, f, divisor,
+                       got.data());
+  EXPECT_EQ(FloatBits(got.back()), FloatBits(42.0f));  // nothing written past n
+  got.pop_back();
+  EXPECT_EQ(AsBits(want), AsBits(got));
+}
+
+// Every build (this test runs in each: randomk_test, _baseline, _v3), the
+// bitmap and the hashed-forward selection, every format, a divisor taken
+// as a multiply (4) and one divided (3).
+TEST(RandomKTest, AverageIsTheSumOfEachEntryInOrderDivided) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint64_t n : {0ull, 1ull, 15ull, 16ull, 17ull, 1000ull, 4099ull, 20011ull}) {
+    for (uint64_t k : {uint64_t{0}, n, n / 2, n / 40, n > 0 ? rng() % n : 0}) {
+      for (ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+        for (size_t p : {0u, 1u, 4u, 5u}) CheckAverage(n, k, p, f, 4.0f, rng);
+        CheckAverage(n, k, 3, f, 3.0f, rng);
+      }
+    }
+  }
+  // Hashed forward: a bitmap past 256 KiB, denser than 1/32.
+  const uint64_t n = (uint64_t{1} << 21) + 1001;
+  CheckAverage(n, n / 10, 4, ValueFormat::kFp32, 4.0f, rng);
+  CheckAverage(n, n / 3, 3, ValueFormat::kFp32, 3.0f, rng);
+  CheckAverage(n, n / 10, 2, ValueFormat::kBf16, 2.0f, rng);
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace kernels

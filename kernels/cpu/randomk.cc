@@ -4,7 +4,9 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/compress_store.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/randomk_v4.h"
 
 namespace gradwire {
 namespace kernels {
@@ -108,11 +110,7 @@ constexpr uint64_t kForwardBitmapBytes = 256 << 10;
 
 // How a call finds its selection: marked in `bitmap`, or (bitmap null)
 // the indices whose key is below `bound`.
-struct Selection {
-  uint64_t* bitmap = nullptr;
-  ElementKey key;
-  uint32_t bound = 0;
-};
+using Selection = randomk_v4::Selected;
 
 // The selection for (seed, step, n, k), 0 <= k <= n; `temp` holds the
 // bitmap.
@@ -124,14 +122,15 @@ Selection Select(void* temp, uint64_t seed, uint64_t step, uint64_t n, uint64_t 
     s.bound = KeyBound(s.key, n, k);
     return s;
   }
-  s.bitmap = static_cast<uint64_t*>(temp);
+  uint64_t* bitmap = static_cast<uint64_t*>(temp);
+  s.bitmap = bitmap;
   const uint64_t words = BitmapWords(n);
   if (k == n) {
-    memset(s.bitmap, 0xff, words * sizeof(uint64_t));  // bits past n are never read
+    memset(bitmap, 0xff, words * sizeof(uint64_t));  // bits past n are never read
     return s;
   }
-  memset(s.bitmap, 0, words * sizeof(uint64_t));
-  if (k > 0) MarkSelected(s.key, n, k, s.bitmap);
+  memset(bitmap, 0, words * sizeof(uint64_t));
+  if (k > 0) MarkSelected(s.key, n, k, bitmap);
   return s;
 }
 
@@ -262,6 +261,41 @@ GRADWIRE_CPU_CLONES uint64_t CompressPass(const float* grad, float* residual, ui
                  : CompressPassAs<false, false>(grad, residual, n, s, format, indices, values);
 }
 
+// The average (RandomKDecodeAverage) a block at a time: the block of out
+// zeroed, then each selected element's sum, in payload order from +0,
+// divided (by a multiply when the reciprocal is exact: the same bits).
+template <bool kForward>
+GRADWIRE_CPU_INLINE void AverageAs(const Selection& s, uint64_t n, const uint8_t* const* values,
+                                   size_t p, ValueFormat format, float divisor, float* out) {
+  float reciprocal;
+  const bool multiply = ExactReciprocal(divisor, &reciprocal);
+  uint64_t j = 0;
+  for (uint64_t start = 0; start < n; start += kBlock) {
+    const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    uint64_t words[kBlockWords];
+    BlockWords<kForward>(s, n, start, len, words);
+    float* o = out + start;
+    for (uint64_t i = 0; i < len; ++i) o[i] = 0.0f;
+    for (uint64_t w = 0; w < kBlockWords; ++w) {
+      for (uint64_t word = words[w]; word != 0; word &= word - 1, ++j) {
+        float sum = 0.0f;
+        for (size_t r = 0; r < p; ++r) sum += LoadValue(values[r], j, format);
+        o[64 * w + static_cast<uint64_t>(__builtin_ctzll(word))] =
+            multiply ? sum * reciprocal : sum / divisor;
+      }
+    }
+  }
+}
+
+GRADWIRE_CPU_CLONES void Average(const Selection& s, uint64_t n, const uint8_t* const* values,
+                                 size_t p, ValueFormat format, float divisor, float* out) {
+  if (s.bitmap == nullptr) {
+    AverageAs<true>(s, n, values, p, format, divisor, out);
+  } else {
+    AverageAs<false>(s, n, values, p, format, divisor, out);
+  }
+}
+
 }  // namespace
 
 void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
@@ -282,12 +316,39 @@ void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float*
   }
   // The selection first (O(k) inverse hashes, no element read), then one
   // pass over the elements.
-  const uint64_t nonfinite =
-      CompressPass(grad, residual, n, Select(temp, seed, step, n, k), format, indices, values);
+  const Selection s = Select(temp, seed, step, n, k);
+  uint64_t nonfinite;
+#if GRADWIRE_CPU_V4_FUNCTIONS
+  if (format == ValueFormat::kFp32 && CpuIsX86V4()) {
+    nonfinite = randomk_v4::CompressPass(grad, residual, n, k, s, indices,
+                                         reinterpret_cast<float*>(values));
+  } else
+#endif
+  {
+    nonfinite = CompressPass(grad, residual, n, s, format, indices, values);
+  }
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = nonfinite;
   }
+}
+
+void RandomKDecodeAverage(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                          uint64_t n, uint64_t k, const uint8_t* const* values, size_t p,
+                          ValueFormat format, float divisor, float* out) {
+  if (temp == nullptr) {
+    *temp_bytes = BitmapWords(n) * sizeof(uint64_t);
+    return;
+  }
+  const Selection s = Select(temp, seed, step, n, k);
+#if GRADWIRE_CPU_V4_FUNCTIONS
+  if (format == ValueFormat::kFp32 && CpuIsX86V4()) {
+    randomk_v4::DecodeAverage(s, n, k, reinterpret_cast<const float* const*>(values), p, divisor,
+                              out);
+    return;
+  }
+#endif
+  Average(s, n, values, p, format, divisor, out);
 }
 
 }  // namespace cpu

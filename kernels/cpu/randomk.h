@@ -21,6 +21,7 @@
 #ifndef GRADWIRE_KERNELS_CPU_RANDOMK_H_
 #define GRADWIRE_KERNELS_CPU_RANDOMK_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "gradwire/kernels/element_math.h"
@@ -40,6 +41,18 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                      uint64_t n, uint64_t k, uint64_t seed, uint64_t step, ValueFormat format,
                      uint32_t* indices, uint8_t* values, FusedStats* stats);
+
+// The receive side's average of p random-k payloads of one (seed, step,
+// n, k), with the indices derived as it goes instead of written out: for
+// the j-th index i of RandomKIndices,
+//   out[i] = (((+0 + v_0[j]) + v_1[j]) + ... + v_{p-1}[j]) / divisor
+// (values[r] holds k values in `format`), and out[i] = +0 for every other
+// i < n: the bits of RandomKIndices and then SparseAverage (sparse_sum.h)
+// over p payloads sharing that index list, in one pass over out. Requires
+// k <= n <= 2^32 and divisor > 0. temp_bytes as RandomKIndices'.
+void RandomKDecodeAverage(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
+                          uint64_t n, uint64_t k, const uint8_t* const* values, size_t p,
+                          ValueFormat format, float divisor, float* out);
 
 }  // namespace cpu
 }  // namespace kernels

@@ -162,12 +162,7 @@ class SparseCodec : public codec_internal::CodecBase {
         return f.status();
       }
       parsed.push_back(*std::move(f));
-      // Random-k frames of the same step carry the same indices (derived
-      // from the shared seed): derive them once.
-      if (id_ == CodecId::kRandomK && r > 0 && parsed[r].header.step == parsed[r - 1].header.step) {
-        indices.push_back(indices[r - 1]);
-        continue;
-      }
+      if (id_ == CodecId::kRandomK) continue;  // derived below, from seed and step
       uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
       if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
           !s.ok()) {
@@ -175,6 +170,34 @@ class SparseCodec : public codec_internal::CodecBase {
         return s;
       }
       indices.push_back(mine);
+    }
+    if (id_ == CodecId::kRandomK) {
+      bool one_step = true;
+      for (size_t r = 1; r < p; ++r) one_step &= parsed[r].header.step == parsed[0].header.step;
+      if (device == nullptr && one_step && p > 0) {
+        // On the host, frames of one step: the indices are derived as out
+        // is written, in one pass, never stored.
+        absl::InlinedVector<const uint8_t*, 16> values;
+        for (const ParsedFrame& f : parsed) values.push_back(f.sections.values.data());
+        uint64_t temp_bytes = RandomKTempBytes(n, k);
+        return kernels::RandomKDecodeAverage(layout.At<void>(at_temp), &temp_bytes, spec_.seed,
+                                             parsed[0].header.step, n, k, values, format_, divisor,
+                                             out.data());
+      }
+      // Frames of the same step carry the same indices: derive them once.
+      for (size_t r = 0; r < p; ++r) {
+        if (r > 0 && parsed[r].header.step == parsed[r - 1].header.step) {
+          indices.push_back(indices[r - 1]);
+          continue;
+        }
+        uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
+        if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
+            !s.ok()) {
+          *bad_frame = r;
+          return s;
+        }
+        indices.push_back(mine);
+      }
     }
     absl::InlinedVector<absl::Span<const uint8_t>, 32> ins;
     for (size_t r = 0; r < p; ++r) {
