@@ -261,12 +261,15 @@ GRADWIRE_CPU_CLONES uint64_t CompressPass(const float* grad, float* residual, ui
                  : CompressPassAs<false, false>(grad, residual, n, s, format, indices, values);
 }
 
-// The average (RandomKDecodeAverage) a block at a time: the block of out
-// zeroed, then each selected element's sum, in payload order from +0,
-// divided (by a multiply when the reciprocal is exact: the same bits).
-template <bool kForward>
+// The average (RandomKDecodeAverage) a block at a time: the block's
+// entries' averages formed first, contiguous in every payload (sums in
+// payload order from +0, then divided: by a multiply when the reciprocal
+// is exact, the same bits), so that those loops run across entries and
+// vectorize; then the block of out zeroed and each average stored where
+// its bit is.
+template <bool kForward, ValueFormat kFormat>
 GRADWIRE_CPU_INLINE void AverageAs(const Selection& s, uint64_t n, const uint8_t* const* values,
-                                   size_t p, ValueFormat format, float divisor, float* out) {
+                                   size_t p, float divisor, float* out) {
   float reciprocal;
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   uint64_t j = 0;
@@ -274,25 +277,49 @@ GRADWIRE_CPU_INLINE void AverageAs(const Selection& s, uint64_t n, const uint8_t
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
     uint64_t words[kBlockWords];
     BlockWords<kForward>(s, n, start, len, words);
+    uint64_t count = 0;
+    for (uint64_t w = 0; w < kBlockWords; ++w) count += __builtin_popcountll(words[w]);
+    float sums[kBlock];
+    for (uint64_t e = 0; e < count; ++e) sums[e] = 0.0f;
+    for (size_t r = 0; r < p; ++r) {
+      for (uint64_t e = 0; e < count; ++e) sums[e] += LoadValue(values[r], j + e, kFormat);
+    }
+    if (multiply) {
+      for (uint64_t e = 0; e < count; ++e) sums[e] *= reciprocal;
+    } else {
+      for (uint64_t e = 0; e < count; ++e) sums[e] /= divisor;
+    }
     float* o = out + start;
     for (uint64_t i = 0; i < len; ++i) o[i] = 0.0f;
+    uint64_t e = 0;
     for (uint64_t w = 0; w < kBlockWords; ++w) {
-      for (uint64_t word = words[w]; word != 0; word &= word - 1, ++j) {
-        float sum = 0.0f;
-        for (size_t r = 0; r < p; ++r) sum += LoadValue(values[r], j, format);
-        o[64 * w + static_cast<uint64_t>(__builtin_ctzll(word))] =
-            multiply ? sum * reciprocal : sum / divisor;
+      for (uint64_t word = words[w]; word != 0; word &= word - 1) {
+        o[64 * w + static_cast<uint64_t>(__builtin_ctzll(word))] = sums[e++];
       }
     }
+    j += count;
+  }
+}
+
+template <bool kForward>
+GRADWIRE_CPU_INLINE void AverageIn(const Selection& s, uint64_t n, const uint8_t* const* values,
+                                   size_t p, ValueFormat format, float divisor, float* out) {
+  switch (format) {
+    case ValueFormat::kFp16:
+      return AverageAs<kForward, ValueFormat::kFp16>(s, n, values, p, divisor, out);
+    case ValueFormat::kBf16:
+      return AverageAs<kForward, ValueFormat::kBf16>(s, n, values, p, divisor, out);
+    default:
+      return AverageAs<kForward, ValueFormat::kFp32>(s, n, values, p, divisor, out);
   }
 }
 
 GRADWIRE_CPU_CLONES void Average(const Selection& s, uint64_t n, const uint8_t* const* values,
                                  size_t p, ValueFormat format, float divisor, float* out) {
   if (s.bitmap == nullptr) {
-    AverageAs<true>(s, n, values, p, format, divisor, out);
+    AverageIn<true>(s, n, values, p, format, divisor, out);
   } else {
-    AverageAs<false>(s, n, values, p, format, divisor, out);
+    AverageIn<false>(s, n, values, p, format, divisor, out);
   }
 }
 
