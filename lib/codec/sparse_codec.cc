@@ -146,23 +146,28 @@ class SparseCodec : public codec_internal::CodecBase {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
+    // The scratch: p index lists (unless random-k's one-pass average runs)
+    // and random-k's bitmap. Placed before the frames are checked, except
+    // for random-k, whose check touches no scratch and whose need is known
+    // only once the frames' steps are.
     ScratchLayout layout;
-    const size_t at_indices = layout.Add(p * k * sizeof(uint32_t));
-    const size_t at_temp = layout.Add(RandomKTempBytes(n, k));
-    layout.Place(scratch);
-    // Validate everything first; `out` is not written until all frames pass.
+    size_t at_indices = 0, at_temp = 0;
+    auto place = [&](bool lists) {
+      at_indices = layout.Add(lists ? p * k * sizeof(uint32_t) : 0);
+      at_temp = layout.Add(RandomKTempBytes(n, k));
+      layout.Place(scratch);
+    };
     absl::InlinedVector<ParsedFrame, 16> parsed;
     absl::InlinedVector<const uint32_t*, 16> indices;
     parsed.reserve(p);
     indices.reserve(p);
-    for (size_t r = 0; r < p; ++r) {
-      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
-      if (!f.ok()) {
-        *bad_frame = r;
-        return f.status();
+    // Frame r's indices into its list; a random-k frame of the step before
+    // it shares that frame's list.
+    auto decode_indices = [&](size_t r) -> absl::Status {
+      if (id_ == CodecId::kRandomK && r > 0 && parsed[r].header.step == parsed[r - 1].header.step) {
+        indices.push_back(indices[r - 1]);
+        return absl::OkStatus();
       }
-      parsed.push_back(*std::move(f));
-      if (id_ == CodecId::kRandomK) continue;  // derived below, from seed and step
       uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
       if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
           !s.ok()) {
@@ -170,11 +175,25 @@ class SparseCodec : public codec_internal::CodecBase {
         return s;
       }
       indices.push_back(mine);
+      return absl::OkStatus();
+    };
+    if (id_ != CodecId::kRandomK) place(/*lists=*/true);
+    // Validate everything first; `out` is not written until all frames pass.
+    for (size_t r = 0; r < p; ++r) {
+      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
+      if (!f.ok()) {
+        *bad_frame = r;
+        return f.status();
+      }
+      parsed.push_back(*std::move(f));
+      if (id_ != CodecId::kRandomK) GRADWIRE_RETURN_IF_ERROR(decode_indices(r));
     }
     if (id_ == CodecId::kRandomK) {
       bool one_step = true;
       for (size_t r = 1; r < p; ++r) one_step &= parsed[r].header.step == parsed[0].header.step;
-      if (device == nullptr && one_step && p > 0) {
+      const bool one_pass = device == nullptr && one_step && p > 0;
+      place(/*lists=*/!one_pass);
+      if (one_pass) {
         // On the host, frames of one step: the indices are derived as out
         // is written, in one pass, never stored.
         absl::InlinedVector<const uint8_t*, 16> values;
@@ -184,20 +203,7 @@ class SparseCodec : public codec_internal::CodecBase {
                                              parsed[0].header.step, n, k, values, format_, divisor,
                                              out.data());
       }
-      // Frames of the same step carry the same indices: derive them once.
-      for (size_t r = 0; r < p; ++r) {
-        if (r > 0 && parsed[r].header.step == parsed[r - 1].header.step) {
-          indices.push_back(indices[r - 1]);
-          continue;
-        }
-        uint32_t* mine = layout.At<uint32_t>(at_indices) + r * k;
-        if (absl::Status s = DecodeFrameIndices(parsed[r], n, k, layout.At<void>(at_temp), mine);
-            !s.ok()) {
-          *bad_frame = r;
-          return s;
-        }
-        indices.push_back(mine);
-      }
+      for (size_t r = 0; r < p; ++r) GRADWIRE_RETURN_IF_ERROR(decode_indices(r));
     }
     absl::InlinedVector<absl::Span<const uint8_t>, 32> ins;
     for (size_t r = 0; r < p; ++r) {
