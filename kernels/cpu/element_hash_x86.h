@@ -1,4 +1,5 @@
-// ElementHash (element_math.h) eight lanes at a time, for the cloned loops.
+// ElementHash (element_math.h) eight lanes at a time, for the cloned loops,
+// and sixteen in AVX-512 registers for the x86-64-v4 loops.
 //
 // GCC vector extensions on 32-bit lanes: every clone compiles the rounds
 // to its widest 32-bit multiply (pmulld on x86-64-v3, 8 lanes; the
@@ -63,6 +64,56 @@ GRADWIRE_CPU_INLINE void HashRun(const ElementKey& key, uint64_t first, uint64_t
   }
   for (; j < count; ++j) out[j] = ElementHash(key, first + j);
 }
+
+#if GRADWIRE_CPU_V4_FUNCTIONS
+GRADWIRE_CPU_V4_BEGIN
+// The same sixteen lanes at a time, in AVX-512 registers, for the loops
+// written for x86-64-v4 (clones_x86.h): the key's fields broadcast once.
+struct ElementKey16 {
+  __m512i add, mix, mask;
+  __m128i shift;
+};
+
+GRADWIRE_CPU_V4 inline __attribute__((always_inline)) ElementKey16 MakeElementKey16(
+    const ElementKey& key) {
+  ElementKey16 k;
+  k.add = _mm512_set1_epi32(static_cast<int32_t>(key.add));
+  k.mix = _mm512_set1_epi32(static_cast<int32_t>(key.mix));
+  k.mask = _mm512_set1_epi32(static_cast<int32_t>(key.mask));
+  k.shift = _mm_cvtsi32_si128(static_cast<int>(key.shift));
+  return k;
+}
+
+// x ^ (x >> shift), the shift 16 when kFull.
+template <bool kFull>
+GRADWIRE_CPU_V4 inline __attribute__((always_inline)) __m512i XorShift16(const ElementKey16& k,
+                                                                         __m512i x) {
+  return _mm512_xor_si512(x, kFull ? _mm512_srli_epi32(x, 16) : _mm512_srl_epi32(x, k.shift));
+}
+
+// HashRound of sixteen lanes; kFull as for HashRound8.
+template <bool kFull>
+GRADWIRE_CPU_V4 inline __attribute__((always_inline)) __m512i HashRound16(const ElementKey16& k,
+                                                                          __m512i x) {
+  x = _mm512_mullo_epi32(XorShift16<kFull>(k, x),
+                         _mm512_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  if (!kFull) x = _mm512_and_si512(x, k.mask);
+  x = _mm512_mullo_epi32(XorShift16<kFull>(k, x),
+                         _mm512_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  if (!kFull) x = _mm512_and_si512(x, k.mask);
+  return XorShift16<kFull>(k, x);
+}
+
+// ElementHash of sixteen indices (each < 2^32).
+template <bool kFull>
+GRADWIRE_CPU_V4 inline __attribute__((always_inline)) __m512i ElementHash16(const ElementKey16& k,
+                                                                            __m512i index) {
+  __m512i x = _mm512_add_epi32(index, k.add);
+  if (!kFull) x = _mm512_and_si512(x, k.mask);
+  return HashRound16<kFull>(k, _mm512_xor_si512(HashRound16<kFull>(k, x), k.mix));
+}
+GRADWIRE_CPU_V4_END
+#endif  // GRADWIRE_CPU_V4_FUNCTIONS
 
 }  // namespace cpu
 }  // namespace kernels

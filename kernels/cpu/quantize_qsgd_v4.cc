@@ -30,14 +30,6 @@ using qsgd_packing::kBlock;
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
-GRADWIRE_V4_INLINE __m512i HashRoundV4(__m512i x) {
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int32_t>(kHashMul1)));
-  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int32_t>(kHashMul2)));
-  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
-}
-
 // FirstPass of QsgdLoopV3, sixteen elements a step.
 struct FirstPassV4 {
   const float* grad;
@@ -79,7 +71,7 @@ GRADWIRE_V4_INLINE float FinishFirstPassV4(FirstPassV4* p, uint64_t* nonfinite) 
 
 struct BucketConstantsV4 {
   __m512 scale, one, half, top, unit, table, hi, lo;
-  __m512i mix;
+  ElementKey16 key;  // 32-bit hashes (HashRound16<true>)
 };
 
 GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
@@ -96,7 +88,7 @@ GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
   k->table = _mm512_load_ps(unit);
   k->hi = _mm512_set1_ps(levels.hi);
   k->lo = _mm512_set1_ps(levels.lo);
-  k->mix = _mm512_set1_epi32(static_cast<int32_t>(key.mix));
+  k->key = MakeElementKey16(key);
 }
 
 // CodeStep of 64 elements; `x` holds the next sixteen indices plus
@@ -113,8 +105,8 @@ GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketCon
     }
     const __m512i floor = _mm512_cvttps_epi32(t);
     const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(floor));
-    __m512i h = HashRoundV4(*x);
-    h = HashRoundV4(_mm512_xor_si512(h, k.mix));
+    __m512i h = HashRound16<true>(k.key, *x);
+    h = HashRound16<true>(k.key, _mm512_xor_si512(h, k.key.mix));
     *x = _mm512_add_epi32(*x, _mm512_set1_epi32(16));
     const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), k.unit);
     const __mmask16 up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
@@ -126,8 +118,8 @@ GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketCon
     __m512i r = _mm512_castps_si512(_mm512_sub_ps(a, decoded));
     if (!kClean) {
       const __m512i exponent = _mm512_set1_epi32(0x7f800000);
-      r = _mm512_maskz_mov_epi32(
-          _mm512_cmpneq_epi32_mask(_mm512_and_si512(r, exponent), exponent), r);
+      r = _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(_mm512_and_si512(r, exponent), exponent),
+                                 r);
     }
     _mm512_storeu_si512(res + 16 * q, r);
   }
@@ -177,8 +169,8 @@ GRADWIRE_CPU_V4 void CodeBucketByV4(const float* acc, float* res, uint64_t len, 
     CodeBucketV4<true, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call, packer,
                                              next);
   } else {
-    CodeBucketV4<false, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
-                                              packer, next);
+    CodeBucketV4<false, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call, packer,
+                                              next);
   }
 }
 
@@ -211,8 +203,8 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
         CodeBucketByV4<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
                                            &ahead);
       } else {
-        CodeBucketByV4<false, kHasResidual>(acc, res, len, start, key, scale, bits, call,
-                                            &packer, &ahead);
+        CodeBucketByV4<false, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+                                            &ahead);
       }
     } else {
       ZeroScaleBucket(acc, res, len, max_code, &packer);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "gradwire/kernels/cpu/divide_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
 
 namespace gradwire {
 namespace kernels {
@@ -16,45 +17,14 @@ namespace {
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
-// ElementKey's fields in registers, hoisted out of the loops.
+// The key and the bound in registers, hoisted out of the loops.
 struct Key16 {
-  __m512i add, mix, mask, bound;
-  __m128i shift;
+  ElementKey16 hash;
+  __m512i bound;
 };
 
 GRADWIRE_V4_INLINE Key16 MakeKey16(const Selected& s) {
-  Key16 k;
-  k.add = _mm512_set1_epi32(static_cast<int32_t>(s.key.add));
-  k.mix = _mm512_set1_epi32(static_cast<int32_t>(s.key.mix));
-  k.mask = _mm512_set1_epi32(static_cast<int32_t>(s.key.mask));
-  k.bound = _mm512_set1_epi32(static_cast<int32_t>(s.bound));
-  k.shift = _mm_cvtsi32_si128(static_cast<int>(s.key.shift));
-  return k;
-}
-
-// x ^ (x >> shift): the constant 16 when kFull (key.bits == 32).
-template <bool kFull>
-GRADWIRE_V4_INLINE __m512i XorShift(__m512i x, const Key16& k) {
-  return _mm512_xor_si512(x, kFull ? _mm512_srli_epi32(x, 16) : _mm512_srl_epi32(x, k.shift));
-}
-
-// HashRound (element_math.h) of sixteen lanes.
-template <bool kFull>
-GRADWIRE_V4_INLINE __m512i Round(__m512i x, const Key16& k) {
-  x = _mm512_mullo_epi32(XorShift<kFull>(x, k), _mm512_set1_epi32(static_cast<int32_t>(kHashMul1)));
-  if (!kFull) x = _mm512_and_si512(x, k.mask);
-  x = _mm512_mullo_epi32(XorShift<kFull>(x, k), _mm512_set1_epi32(static_cast<int32_t>(kHashMul2)));
-  if (!kFull) x = _mm512_and_si512(x, k.mask);
-  return XorShift<kFull>(x, k);
-}
-
-// Which of the sixteen indices in `index` have ElementHash < bound.
-template <bool kFull>
-GRADWIRE_V4_INLINE __mmask16 HashedLanes(const Key16& k, __m512i index) {
-  __m512i x = _mm512_add_epi32(index, k.add);
-  if (!kFull) x = _mm512_and_si512(x, k.mask);
-  x = _mm512_xor_si512(Round<kFull>(x, k), k.mix);
-  return _mm512_cmplt_epu32_mask(Round<kFull>(x, k), k.bound);
+  return {MakeElementKey16(s.key), _mm512_set1_epi32(static_cast<int32_t>(s.bound))};
 }
 
 // Which of the sixteen indices from `index` (lanes index + 0..15, index a
@@ -64,7 +34,7 @@ template <bool kForward, bool kFull>
 GRADWIRE_V4_INLINE __mmask16 SelectedLanes(const Selected& s, const Key16& k, uint64_t i,
                                            __m512i index) {
   if (!kForward) return static_cast<__mmask16>(s.bitmap[i >> 6] >> (i & 63));
-  return HashedLanes<kFull>(k, index);
+  return _mm512_cmplt_epu32_mask(ElementHash16<kFull>(k.hash, index), k.bound);
 }
 
 GRADWIRE_V4_INLINE __mmask16 Live(uint64_t n, uint64_t i) {
