@@ -99,6 +99,26 @@ TEST(IndexEncodingTest, MalformedVarintsAreRejected) {
   EXPECT_TRUE(Decode(kVarint, {}, 0, 0).ok());
 }
 
+// After an index, a jump of min + rng() % span further elements one time
+// in one_in.
+struct LongGap {
+  uint64_t one_in, min, span;
+};
+
+// Indices in [start, n), each kept one time in `density`, with long gaps
+// now and then; n - 1 itself is kept now and then too.
+std::vector<uint32_t> RandomIndices(uint64_t start, uint64_t n, uint64_t density, LongGap gap,
+                                    std::mt19937_64& rng) {
+  std::vector<uint32_t> idx;
+  for (uint64_t i = start; i < n; ++i) {
+    if (rng() % density == 0 || (rng() % 997 == 0 && i + 1 == n)) {
+      idx.push_back(static_cast<uint32_t>(i));
+      if (rng() % gap.one_in == 0) i += gap.min + rng() % gap.span;
+    }
+  }
+  return idx;
+}
+
 // A delta-varint list of indices below n (kept one in `density`)
 // round-trips, and with dense_length cut to a random m-th index, that
 // index is the first refused, named exactly.
@@ -127,13 +147,8 @@ TEST(IndexEncodingTest, DenseRunsOfOneByteGapsRoundTrip) {
     const uint64_t n = iter % 3 == 0 ? (uint64_t{1} << 32) : 1 + rng() % 20000;
     const uint64_t start = n > 100000 ? n - 100000 : 0;
     const uint64_t density = 1 + rng() % 64;  // one in 1..64 kept
-    std::vector<uint32_t> idx;
-    for (uint64_t i = start; i < n; ++i) {
-      if (rng() % density == 0 || (rng() % 997 == 0 && i + 1 == n)) {
-        idx.push_back(static_cast<uint32_t>(i));
-        if (rng() % 50 == 0) i += 128 + rng() % 20000;  // a two- or three-byte gap
-      }
-    }
+    // Now and then a two- or three-byte gap.
+    const std::vector<uint32_t> idx = RandomIndices(start, n, density, {50, 128, 20000}, rng);
     ASSERT_NO_FATAL_FAILURE(DeltaVarintRoundTripAndCut(idx, n, density, rng));
   }
   // Eight zero gaps after 2^32 - 9 end at u32 max; after 2^32 - 8 the
@@ -220,13 +235,8 @@ TEST(IndexEncodingTest, RunsOfShortGapsRoundTripAndNameErrors) {
     const uint64_t n = iter % 3 == 0 ? (uint64_t{1} << 32) : 1000 + rng() % 2000000;
     const uint64_t start = n > 2000000 ? n - 2000000 : 0;
     const uint64_t density = 20 + rng() % 400;  // one in 20..420 kept
-    std::vector<uint32_t> idx;
-    for (uint64_t i = start; i < n; ++i) {
-      if (rng() % density == 0 || (rng() % 997 == 0 && i + 1 == n)) {
-        idx.push_back(static_cast<uint32_t>(i));
-        if (rng() % 40 == 0) i += 16384 + rng() % 100000;  // a three-byte gap
-      }
-    }
+    // Now and then a three-byte gap.
+    const std::vector<uint32_t> idx = RandomIndices(start, n, density, {40, 16384, 100000}, rng);
     ASSERT_NO_FATAL_FAILURE(DeltaVarintRoundTripAndCut(idx, n, density, rng));
   }
   // Forty varints of one and two bytes (gap 5, gap 200: 0xc8 0x01), with
