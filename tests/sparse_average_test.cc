@@ -3,7 +3,8 @@
 // order, divide each touched element once. Bit for bit, on fresh random
 // runs of every density regime (memset or chunk zeroing, scaled whole or
 // entry by entry), divisors with exact and inexact reciprocals, shared
-// index lists, all three value formats and lengths that end mid-chunk.
+// index lists, all three value formats, lengths that end mid-chunk, and
+// ordinary or streaming stores into out at any offset from a cache line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -93,11 +94,11 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
 
 TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
   GRADWIRE_SEEDED_RNG(rng);
-  const float divisors[] = {
-      1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100), std::ldexp(1.0f, -130),
-      // Divisors no caller passes (DecodeAverage refuses them) still give
-      // the reference's bits: untouched elements +0, touched ones divided.
-      -2.0f, -0.7f, INFINITY, NAN};
+  const float divisors[] = {1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100),
+                            std::ldexp(1.0f, -130),
+                            // Divisors no caller passes (DecodeAverage refuses them) still give
+                            // the reference's bits: untouched elements +0, touched ones divided.
+                            -2.0f, -0.7f, INFINITY, NAN};
   for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
     for (double density : {0.0005, 0.01, 0.05, 0.3, 1.0}) {
       for (int p : {1, 2, 3, 4, 5}) {
@@ -106,12 +107,28 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
           const uint64_t n = (rng() % 3 == 0) ? rng() % 5000 : 20000 + rng() % 30000;
           const Runs runs = MakeRuns(rng, n, p, density, format, share);
           for (float divisor : divisors) {
-            SCOPED_TRACE(::testing::Message()
-                         << "format " << static_cast<int>(format) << " density " << density << " p "
-                         << p << " share " << share << " n " << n << " divisor " << divisor);
-            std::vector<float> out(n, 123.0f);  // old contents must not leak
-            cpu::SparseAverage(runs.runs, divisor, absl::MakeSpan(out));
-            ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, Reference(runs, format, divisor, n)));
+            const std::vector<float> want = Reference(runs, format, divisor, n);
+            // Either store (streaming ones from the first whole line on),
+            // with out at any float offset from a cache line.
+            for (cpu::OutStores stores : {cpu::OutStores::kCached, cpu::OutStores::kStreaming}) {
+              const uint64_t offset = rng() % 16;
+              SCOPED_TRACE(::testing::Message()
+                           << "format " << static_cast<int>(format) << " density " << density
+                           << " p " << p << " share " << share << " n " << n << " divisor "
+                           << divisor << " streaming " << (stores == cpu::OutStores::kStreaming)
+                           << " offset " << offset);
+              std::vector<float> storage(n + 16, 123.0f);  // old contents must not leak
+              cpu::SparseAverage(runs.runs, divisor, absl::MakeSpan(storage).subspan(offset, n),
+                                 stores);
+              const std::vector<float> out(storage.begin() + offset, storage.begin() + offset + n);
+              ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
+              // Nothing written outside out.
+              for (uint64_t i = 0; i < storage.size(); ++i) {
+                if (i < offset || i >= offset + n) {
+                  ASSERT_EQ(storage[i], 123.0f) << i;
+                }
+              }
+            }
           }
         }
       }

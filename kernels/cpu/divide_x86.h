@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "gradwire/kernels/cpu/streaming_store.h"
+
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -15,7 +17,10 @@ void DivideAll(float* values, uint64_t n, float divisor);
 
 // to[i] = from[i] / divisor, then from[i] = +0, for i < n (the buffers do
 // not overlap): DivideAll and a copy out in one pass, bit for bit the same.
-void DivideAllInto(float* from, float* to, uint64_t n, float divisor);
+// kStreaming writes to's whole cache lines by streaming stores
+// (streaming_store.h: the caller fences once it is done).
+void DivideAllInto(float* from, float* to, uint64_t n, float divisor,
+                   OutStores stores = OutStores::kCached);
 
 // Whether x / divisor == x * *reciprocal for every float x (1 / divisor
 // exact: divisor and its reciprocal both powers of two), DivideAll's test;

@@ -112,7 +112,7 @@ bool SharesOneIndexList(absl::Span<const SparsePayload> payloads) {
 // no load-add-store per payload, no touched bitmap.
 template <ValueFormat kFormat>
 void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float divisor, float* out,
-                          uint64_t n) {
+                          uint64_t n, OutStores stores) {
   const uint32_t* indices = payloads[0].indices;
   const uint64_t k = payloads[0].count;
   float scale;
@@ -147,7 +147,7 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
     }
     if (divide_all) {
       for (uint64_t e = 0; e < m; ++e) acc[indices[j + e] - c0] = sums[e];
-      DivideAllInto(acc, out + c0, len, divisor);
+      DivideAllInto(acc, out + c0, len, divisor, stores);
     } else {
       for (uint64_t e = 0; e < m; ++e) {
         acc[indices[j + e] - c0] = exact_scale ? sums[e] * scale : sums[e] / divisor;
@@ -176,21 +176,19 @@ void DivideTouched(absl::Span<const SparsePayload> payloads, absl::Span<const ui
   }
 }
 
-}  // namespace
-
-void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
-                   absl::Span<float> dense) {
+void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
+                       absl::Span<float> dense, OutStores stores) {
   float* out = dense.data();
   const uint64_t n = dense.size();
   const uint64_t p = payloads.size();
   if (p > 1 && SharesOneIndexList(payloads)) {
     switch (payloads[0].format) {
       case ValueFormat::kFp32:
-        return AverageSharedIndices<ValueFormat::kFp32>(payloads, divisor, out, n);
+        return AverageSharedIndices<ValueFormat::kFp32>(payloads, divisor, out, n, stores);
       case ValueFormat::kFp16:
-        return AverageSharedIndices<ValueFormat::kFp16>(payloads, divisor, out, n);
+        return AverageSharedIndices<ValueFormat::kFp16>(payloads, divisor, out, n, stores);
       case ValueFormat::kBf16:
-        return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, n);
+        return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, n, stores);
     }
   }
   // Per payload: where its entries for the current chunk begin and end (on
@@ -208,8 +206,8 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
   // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero
   // between chunks), and leave it for out in one pass that divides them
   // (DivideAllInto, vectorized, when DividesAll(divisor)): out's chunk is
-  // stored once, never zeroed first or read back. Any other divisor
-  // divides the touched only, after a plain copy.
+  // stored once, never zeroed first or read back (by `stores`). Any other
+  // divisor divides the touched only, after a plain copy.
   const bool divide_all = DividesAll(divisor);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
@@ -229,7 +227,7 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
     } else {
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
       if (divide_all) {
-        DivideAllInto(acc, chunk, len, divisor);
+        DivideAllInto(acc, chunk, len, divisor, stores);
       } else {
         WriteChunk(acc, chunk, len);
       }
@@ -237,6 +235,19 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
     }
     begin.swap(end);
   }
+}
+
+}  // namespace
+
+void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                   absl::Span<float> dense) {
+  SparseAverage(payloads, divisor, dense, StoresFor(dense.size() * sizeof(float)));
+}
+
+void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor, absl::Span<float> dense,
+                   OutStores stores) {
+  SparseAverageInto(payloads, divisor, dense, stores);
+  if (stores == OutStores::kStreaming) StreamingFence();
 }
 
 }  // namespace cpu

@@ -1,0 +1,86 @@
+#include "gradwire/kernels/cpu/streaming_store.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace {
+
+// One small sysfs file's first line, or "" when it cannot be read.
+std::string ReadLine(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char line[64] = {};
+  const bool ok = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return ok ? std::string(line) : "";
+}
+
+// "32768K" (sysfs's form), "4M" or a byte count; 0 when it is none.
+uint64_t ParseSize(const std::string& text) {
+  uint64_t value = 0;
+  size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (value > (uint64_t{1} << 40)) return 0;  // no cache is this large
+    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
+  }
+  if (i == 0) return 0;
+  if (i < text.size() && text[i] == 'K') return value << 10;
+  if (i < text.size() && text[i] == 'M') return value << 20;
+  return value;
+}
+
+// cpu0's unified or data cache of the highest level sysfs lists, or 0.
+uint64_t SysfsLastLevelBytes() {
+  uint64_t best_level = 0, bytes = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    const uint64_t level = ParseSize(ReadLine(dir + "/level"));
+    const std::string type = ReadLine(dir + "/type");
+    if (level == 0 || type.rfind("Instruction", 0) == 0) continue;
+    const uint64_t size = ParseSize(ReadLine(dir + "/size"));
+    if (level > best_level && size > 0) {
+      best_level = level;
+      bytes = size;
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+uint64_t LastLevelCacheBytes() {
+  static const uint64_t bytes = [] {
+    uint64_t b = SysfsLastLevelBytes();
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (b == 0) {
+      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      if (l3 > 0) b = static_cast<uint64_t>(l3);
+    }
+#endif
+    return b > 0 ? b : uint64_t{32} << 20;
+  }();
+  return bytes;
+}
+
+OutStores StoresFor(uint64_t output_bytes) {
+  return output_bytes > LastLevelCacheBytes() ? OutStores::kStreaming : OutStores::kCached;
+}
+
+void StreamingFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
