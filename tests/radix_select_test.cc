@@ -90,6 +90,31 @@ TEST(RadixSelectTest, WindowAnswersExactlyWhenTheKthIsInsideAndMatchesASort) {
   EXPECT_GT(declined, 50);
 }
 
+TEST(RadixSelectTest, CountTopBinsCountsEveryKeyInItsBin) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<uint64_t> hist(kTopBins);
+  std::vector<uint32_t> sub(kSubHistograms * kTopBins, 7);  // old contents must not count
+  // Lengths around the four-way step and the 512-key block; runs of keys
+  // in one bin (a layer's), spread keys, and the lowest and highest bins.
+  for (uint64_t m : {0ull, 1ull, 3ull, 4ull, 5ull, 511ull, 512ull, 513ull, 2049ull, 100003ull}) {
+    std::vector<uint32_t> keys(m);
+    uint32_t run_bin = 0;
+    for (uint64_t j = 0; j < m; ++j) {
+      if (j % 37 == 0) run_bin = static_cast<uint32_t>(rng() % kTopBins);
+      const uint64_t kind = rng() % 4;
+      const uint32_t bin = kind == 0   ? static_cast<uint32_t>(rng() % kTopBins)
+                           : kind == 1 ? (rng() % 2 == 0 ? 0u : kTopBins - 1)
+                                       : run_bin;
+      keys[j] = (bin << kTopShift) | static_cast<uint32_t>(rng() % (1u << kTopShift));
+    }
+    std::vector<uint64_t> want(kTopBins, 0);
+    for (uint32_t key : keys) ++want[key >> kTopShift];
+    std::fill(hist.begin(), hist.end(), 99);
+    CountTopBins([&](uint64_t j) { return keys[j]; }, m, hist.data(), sub.data());
+    EXPECT_EQ(hist, want) << "m " << m;
+  }
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace cpu

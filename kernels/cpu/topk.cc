@@ -517,8 +517,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     const uint64_t m =
         CollectCandidates(grad, residual, n, k, bounds, format, t, &nonfinite, &zeroed);
     const float* vals = t.candidate_values;
-    memset(t.hist, 0, kTopBins * sizeof(uint64_t));
-    for (uint64_t c = 0; c < m; ++c) ++t.hist[MagnitudeKey(vals[c]) >> kTopShift];
+    internal::CountTopBins([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, t.hist,
+                           t.sub_hist);
     const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
     const uint64_t fill = k - pick.above;
     b.lower_key = pick.bin << kTopShift;
