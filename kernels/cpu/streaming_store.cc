@@ -5,10 +5,6 @@
 #include <cstdio>
 #include <string>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace gradwire {
 namespace kernels {
 namespace cpu {
@@ -77,7 +73,7 @@ OutStores StoresFor(uint64_t output_bytes) {
 
 void StreamingFence() {
 #if defined(__SSE2__)
-  _mm_sfence();
+  __builtin_ia32_sfence();  // _mm_sfence()
 #endif
 }
 
