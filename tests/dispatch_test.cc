@@ -129,8 +129,12 @@ TEST_F(DispatchSeamTest, NullBuffersDoNotVote) {
   EXPECT_NE(s.message().find("split between host and device"), absl::string_view::npos) << s;
   // The same rule end to end on the host: n = 0, null gradient, host stats.
   FusedStats stats{5, 5};
-  std::vector<uint64_t> temp(1 << 14);
-  uint64_t bytes = temp.size() * 8;
+  // The host's own size query (the seam's fake device would answer the
+  // dispatch's), then that much temp.
+  uint64_t bytes = 0;
+  cpu::TopKCompress(nullptr, &bytes, nullptr, nullptr, 0, 0, ValueFormat::kFp32, nullptr, nullptr,
+                    nullptr);
+  std::vector<uint64_t> temp(bytes / 8 + 1);
   ASSERT_TRUE(TopKCompress(temp.data(), &bytes, nullptr, nullptr, 0, 0, ValueFormat::kFp32, nullptr,
                            nullptr, &stats)
                   .ok());
