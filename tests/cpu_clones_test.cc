@@ -5,125 +5,27 @@
 // x86-64-v3 clone) and :cpu_baseline (no clones), so every clone is
 // checked against the same references and hence against each other.
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
-#include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
 #include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
-#include "gradwire/kernels/cpu/streaming_store.h"
+#include "tests/clone_test_inputs.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
 namespace kernels {
 namespace cpu {
 namespace {
-
-// ------------------------------------------------------------- inputs --
-
-float Bits(uint32_t u) { return BitsFloat(u); }
-
-// Gradient-like values with every special class mixed in: NaNs (quiet,
-// signalling, with payloads), ±Inf, ±0, float and half denormals, values
-// at the fp16 and bf16 rounding and overflow edges, and tiny values next
-// to large ones (the sign scale's in-order double sum).
-std::vector<float> Mixed(uint64_t n, std::mt19937_64& rng) {
-  static const float kSpecial[] = {std::numeric_limits<float>::quiet_NaN(),
-                                   -std::numeric_limits<float>::quiet_NaN(),
-                                   Bits(0x7f800001u),
-                                   Bits(0xffa00000u),
-                                   Bits(0x7fc12345u),  // signalling, payloads
-                                   std::numeric_limits<float>::infinity(),
-                                   -std::numeric_limits<float>::infinity(),
-                                   0.0f,
-                                   -0.0f,
-                                   Bits(1u),
-                                   Bits(0x807fffffu),
-                                   Bits(0x00400000u),  // float denormals
-                                   5.9604645e-8f,
-                                   -2.9802322e-8f,
-                                   6.1035156e-5f,
-                                   6.097555e-5f,  // half denormal edges
-                                   65504.0f,
-                                   65519.996f,
-                                   65520.0f,
-                                   -65520.0f,
-                                   1e6f,
-                                   -3.4028235e38f,
-                                   Bits(0x7f7f8000u),
-                                   Bits(0x7f7f7fffu),
-                                   Bits(0xff7fffffu),  // bf16 overflow edges
-                                   1.0000001f,
-                                   1.00048828125f,
-                                   0.33333334f,
-                                   1e-30f,
-                                   -1e-38f};
-  std::normal_distribution<float> normal;
-  std::uniform_int_distribution<int> exp(-40, 20);
-  std::vector<float> v(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    switch (rng() % 16) {
-      case 0:
-        v[i] = kSpecial[rng() % (sizeof kSpecial / sizeof kSpecial[0])];
-        break;
-      case 1:
-        v[i] = Bits(static_cast<uint32_t>(rng()));  // any bit pattern
-        break;
-      case 2:
-        v[i] = std::ldexp(normal(rng), exp(rng));  // spread exponents
-        break;
-      default:
-        v[i] = normal(rng);
-    }
-  }
-  return v;
-}
-
-// Finite values only, some buckets with a few far smaller ones: the sign
-// scale's fast sum (exact) and its in-order fallback both run.
-std::vector<float> Finite(uint64_t n, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal;
-  std::vector<float> v(n);
-  for (float& x : v) {
-    x = normal(rng);
-    if (rng() % 200 == 0) x = std::ldexp(x, -static_cast<int>(rng() % 60));
-    if (rng() % 1000 == 0) x = Bits(static_cast<uint32_t>(rng() % 0x00800000u));  // denormal
-  }
-  return v;
-}
-
-std::vector<float> Input(bool mixed, uint64_t n, std::mt19937_64& rng) {
-  return mixed ? Mixed(n, rng) : Finite(n, rng);
-}
-
-// Bit patterns, every NaN as one: a NaN's payload is not part of the
-// contract (x86 returns the first operand's, and the compiler may swap
-// the operands of an addition; CUDA returns a canonical NaN).
-std::vector<uint32_t> AsBits(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = IsNan(v[i]) ? 0x7fc00000u : FloatBits(v[i]);
-  return b;
-}
-
-std::vector<uint32_t> ValueBits(const std::vector<uint8_t>& bytes, ValueFormat f) {
-  std::vector<float> v(bytes.size() / ValueWidth(f));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = LoadValue(bytes.data(), i, f);
-  return AsBits(v);
-}
-
-#define EXPECT_SAME_FLOATS(a, b) EXPECT_EQ(AsBits(a), AsBits(b))
 
 // --------------------------------------------------------- references --
 // Element by element, in index order, exactly as the contract states.
@@ -567,33 +469,6 @@ TEST(CpuClonesTest, QsgdAverageOfManyPayloads) {
   }
 }
 
-// `bytes` bytes that end flush against a page the process may not touch,
-// so that a load or store past their end faults. ASan builds run no
-// clones (clones_x86.h): this is how the clones' vector loads and stores
-// are seen to stay inside what they are given.
-class GuardedBytes {
- public:
-  explicit GuardedBytes(size_t bytes) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    span_ = (bytes + page - 1) / page * page + page;
-    void* base = mmap(nullptr, span_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) std::abort();
-    base_ = static_cast<uint8_t*>(base);
-    if (mprotect(base_ + span_ - page, page, PROT_NONE) != 0) std::abort();
-    data_ = base_ + span_ - page - bytes;
-  }
-  GuardedBytes(const GuardedBytes&) = delete;
-  GuardedBytes& operator=(const GuardedBytes&) = delete;
-  ~GuardedBytes() { munmap(base_, span_); }
-  uint8_t* data() { return data_; }
-  float* floats() { return reinterpret_cast<float*>(data_); }
-
- private:
-  uint8_t* base_;
-  size_t span_;
-  uint8_t* data_;
-};
-
 // QSGD's encode, decode and decode-average with every buffer ending at a
 // guard page (a float buffer's end is 4-byte aligned, a packed stream's
 // any byte): the same bytes as with ordinary buffers, and nothing read or
@@ -647,49 +522,6 @@ TEST(CpuClonesTest, QsgdTouchesNothingPastItsBuffers) {
   }
 }
 
-TEST(CpuClonesTest, HashRunsMatchElementHash) {
-  GRADWIRE_SEEDED_RNG(rng);
-  std::vector<uint32_t> out(1000);
-  for (int trial = 0; trial < 400; ++trial) {
-    const uint32_t bits = trial % 2 == 0 ? 32 : kMinHashBits + rng() % (33 - kMinHashBits);
-    const ElementKey key = MakeElementKey(rng(), bits);
-    const uint64_t first = rng() % (uint64_t{1} << 32), count = rng() % 1000;
-    for (bool full : {false, true}) {
-      if (full && bits != 32) continue;
-      if (full) {
-        HashRun<true>(key, first, count, out.data());
-      } else {
-        HashRun<false>(key, first, count, out.data());
-      }
-      for (uint64_t j = 0; j < count; ++j) {
-        ASSERT_EQ(out[j], ElementHash(key, first + j))
-            << "bits " << bits << " full " << full << " index " << first + j;
-      }
-    }
-  }
-}
-
-TEST(CpuClonesTest, VectorInverseMatchesElementHashInverse) {
-  GRADWIRE_SEEDED_RNG(rng);
-  for (uint32_t bits = kMinHashBits; bits <= 32; ++bits) {
-    const ElementKey key = MakeElementKey(rng(), bits);
-    for (int trial = 0; trial < 100; ++trial) {
-      HashU32x8 v;
-      for (int l = 0; l < 8; ++l) v[l] = static_cast<uint32_t>(rng()) & key.mask;
-      const HashU32x8 h = v;
-      if (bits == 32) {
-        ElementHashInverse8<true>(key, &v);
-      } else {
-        ElementHashInverse8<false>(key, &v);
-      }
-      for (int l = 0; l < 8; ++l) {
-        ASSERT_EQ(v[l], ElementHashInverse(key, h[l])) << "bits " << bits;
-        ASSERT_EQ(ElementHash(key, v[l]), h[l]) << "bits " << bits;
-      }
-    }
-  }
-}
-
 // RandomKCompress and RandomKIndices against the reference for one case.
 void CheckRandomK(uint64_t n, uint64_t k, ValueFormat f, bool ef, std::mt19937_64& rng) {
   SCOPED_TRACE(::testing::Message()
@@ -736,48 +568,6 @@ TEST(CpuClonesTest, RandomKHashedForwardAboveTheBitmapCap) {
   const uint64_t n = (uint64_t{1} << 21) + 1001;
   CheckRandomK(n, n / 10, ValueFormat::kFp32, true, rng);
   CheckRandomK(n, n / 3, ValueFormat::kFp16, false, rng);
-}
-
-TEST(CpuClonesTest, DivideAllDividesEachElement) {
-  GRADWIRE_SEEDED_RNG(rng);
-  // Powers of two (a multiply, when the reciprocal is exact), others (a
-  // division), and the edges where 1/d leaves the float range.
-  for (float d : {1.0f, 2.0f, 4.0f, 0.25f, -8.0f, 3.0f, 0.7f, 1e-3f, std::ldexp(1.0f, 126),
-                  std::ldexp(1.0f, 127), std::ldexp(1.0f, -126), std::ldexp(1.0f, -127),
-                  std::ldexp(1.0f, -128), std::ldexp(1.0f, -149), 3.4028235e38f}) {
-    for (uint64_t n : {0ull, 1ull, 15ull, 16ull, 47ull, 1000ull}) {
-      const std::vector<float> x = Mixed(n, rng);
-      std::vector<float> want = x, got = x;
-      for (float& v : want) v = v / d;
-      DivideAll(got.data(), n, d);
-      EXPECT_SAME_FLOATS(want, got) << "divisor " << d;
-      // DivideAllInto: the same quotients in `to`, and `from` left +0, by
-      // either store, `to` at any float offset from a cache line.
-      for (OutStores stores : {OutStores::kCached, OutStores::kStreaming}) {
-        const uint64_t offset = rng() % 16;
-        std::vector<float> from = x, to(n + 16, 7.0f);
-        DivideAllInto(from.data(), to.data() + offset, n, d, stores);
-        StreamingFence();
-        const bool streaming = stores == OutStores::kStreaming;
-        EXPECT_SAME_FLOATS(want, std::vector<float>(to.begin() + offset, to.begin() + offset + n))
-            << "divisor " << d << " streaming " << streaming << " offset " << offset;
-        EXPECT_SAME_FLOATS(std::vector<float>(n, 0.0f), from) << "divisor " << d;
-        for (uint64_t i = 0; i < to.size(); ++i) {
-          if (i < offset || i >= offset + n) {
-            ASSERT_EQ(to[i], 7.0f) << i;
-          }
-        }
-      }
-    }
-  }
-}
-
-TEST(CpuClonesTest, StreamingOnlyPastTheLastLevelCache) {
-  const uint64_t llc = LastLevelCacheBytes();
-  EXPECT_GE(llc, uint64_t{64} << 10) << "no last-level cache this small";
-  EXPECT_EQ(StoresFor(0), OutStores::kCached);
-  EXPECT_EQ(StoresFor(llc), OutStores::kCached);
-  EXPECT_EQ(StoresFor(llc + 1), OutStores::kStreaming);
 }
 
 }  // namespace
