@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "tests/clone_test_inputs.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -178,26 +179,6 @@ TEST(RandomKTest, CompressFusesErrorFeedback) {
     }
 }
 
-// A payload's values: normal ones and, now and then, what any frame may
-// carry (NaN, infinities, -0, subnormals).
-std::vector<float> PayloadValues(uint64_t k, std::mt19937_64& rng) {
-  static const float kSpecial[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, -0.0f,
-                                   0.0f,          1e-40f,         -1e-45f,  3.4e38f};
-  std::normal_distribution<float> normal;
-  std::vector<float> v(k);
-  for (float& x : v) {
-    x = rng() % 16 == 0 ? kSpecial[rng() % (sizeof kSpecial / sizeof kSpecial[0])] : normal(rng);
-  }
-  return v;
-}
-
-// The bits, every NaN as one (a NaN's payload is not part of the contract).
-std::vector<uint32_t> AsBits(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  for (size_t i = 0; i < v.size(); ++i) b[i] = std::isnan(v[i]) ? 0x7fc00000u : FloatBits(v[i]);
-  return b;
-}
-
 // RandomKDecodeAverage against the reference's indices: each entry's sum
 // from +0 in payload order, divided; +0 everywhere else; nothing past n.
 void CheckAverage(uint64_t n, uint64_t k, size_t p, ValueFormat f, float divisor,
@@ -208,7 +189,7 @@ void CheckAverage(uint64_t n, uint64_t k, size_t p, ValueFormat f, float divisor
   std::vector<std::vector<uint8_t>> payloads(p);
   std::vector<const uint8_t*> values;
   for (auto& v : payloads) {
-    const std::vector<float> x = PayloadValues(k, rng);
+    const std::vector<float> x = Mixed(k, rng);
     v.assign(k * ValueWidth(f) + 1, 0);
     for (uint64_t j = 0; j < k; ++j) StoreValue(v.data(), j, x[j], f);
     values.push_back(v.data());
