@@ -207,8 +207,13 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
   // between chunks), and leave it for out in one pass that divides them
   // (DivideAllInto, vectorized, when DividesAll(divisor)): out's chunk is
   // stored once, never zeroed first or read back (by `stores`). Any other
-  // divisor divides the touched only, after a plain copy.
+  // divisor divides the touched only, after a plain copy. With streaming
+  // stores (and DividesAll) every chunk takes the buffer: zeroing out's
+  // chunk in place would read its lines from memory first, which costs
+  // more than a pass over the buffer (top-k's selections crowd into a
+  // few layers, so most chunks of a large average are empty).
   const bool divide_all = DividesAll(divisor);
+  const bool in_place_if_sparse = !(divide_all && stores == OutStores::kStreaming);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
@@ -219,7 +224,7 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       entries += end[r] - begin[r];
     }
     float* chunk = out + c0;
-    if (prezero || entries * kDenseRatio < len) {
+    if (prezero || (in_place_if_sparse && entries * kDenseRatio < len)) {
       if (!prezero) std::memset(chunk, 0, len * sizeof(float));
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, chunk);
       // x / 1 == x, and an untouched element stays +0.

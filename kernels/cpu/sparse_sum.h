@@ -51,7 +51,10 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 // A dense larger than the last-level cache takes those chunk stores as
 // streaming ones (StoresFor, streaming_store.h): ResNet-50's 102 MB
 // average of four frames at 10 % went from 23-24 to 19-20 ms on a Zen 5
-// core, as its lines are no longer read before they are written.
+// core, as its lines are no longer read before they are written. Then
+// the sparse chunks (and the empty ones: top-k's selections crowd into a
+// few layers) take the buffer too, rather than be zeroed in place, which
+// would read their lines first.
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                    absl::Span<float> dense);
 
