@@ -80,9 +80,17 @@ GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t*
 // Appends codes (one a byte) to the packed stream, eight at a time; the
 // bytes come out in order and the last one's unused bits are zero, so the
 // output needs no zeroing pass. (Its members are inlined into each clone.)
+//
+// A caller built for a wider ISA may pass `six`, a packer of whole runs of
+// groups at 6 bits (QSGD's 6-bit codes, which straddle bytes): given g
+// groups it packs the first 8 * floor(g / 8) to out (6 bytes each, the
+// same bytes as Compact) and returns how many.
+using SixBitPacker = uint64_t (*)(const uint8_t* codes, uint64_t groups, uint8_t* out);
+
 class CodePacker {
  public:
-  CodePacker(uint8_t* out, uint32_t bits) : out_(out), bits_(bits) {}
+  CodePacker(uint8_t* out, uint32_t bits, SixBitPacker six = nullptr)
+      : out_(out), bits_(bits), six_(bits == 6 ? six : nullptr) {}
 
   // Where the next count <= kBlock codes go; then call Commit(count).
   GRADWIRE_CPU_INLINE uint8_t* Slots() { return codes_ + pending_; }
@@ -120,15 +128,17 @@ class CodePacker {
         memcpy(out_, codes_, 8 * groups);
         break;
       default: {
-        // A word per group, in a loop that vectorizes; then each is stored
-        // 8 bytes at a time of which `bits` are kept (the next group's
-        // store overwrites the rest), and the last ones, whose stores
-        // would pass the end, `bits` bytes at a time.
-        for (uint64_t g = 0; g < groups; ++g) {
+        // The wide packer's share first, if there is one. Then a word per
+        // group, in a loop that vectorizes; then each is stored 8 bytes at
+        // a time of which `bits` are kept (the next group's store
+        // overwrites the rest), and the last ones, whose stores would pass
+        // the end, `bits` bytes at a time.
+        const uint64_t done = six_ != nullptr ? six_(codes_, groups, out_) : 0;
+        for (uint64_t g = done; g < groups; ++g) {
           words_[g] = Compact(LoadLe<uint64_t>(codes_ + 8 * g), bits_);
         }
         const uint64_t end = groups * bits_;
-        uint64_t g = 0;
+        uint64_t g = done;
         for (; g * bits_ + 8 <= end; ++g) StoreLe<uint64_t>(out_ + g * bits_, words_[g]);
         for (; g < groups; ++g) {
           uint8_t word[8];
@@ -142,6 +152,7 @@ class CodePacker {
 
   uint8_t* out_;
   const uint32_t bits_;
+  const SixBitPacker six_;
   uint64_t pending_ = 0;  // codes waiting for a full group, < 8
   uint8_t codes_[kBlock + 8];
   uint64_t words_[kBlock / 8 + 1];

@@ -30,6 +30,30 @@ using qsgd_packing::kBlock;
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
+// CodePacker's SixBitPacker: 64 codes (eight groups) a step, as base64
+// packs: byte pairs c0 + 64 c1 (maddubs), word pairs w0 + 4096 w1 (madd)
+// leave each four codes' 24 bits in the low three bytes of a dword, which
+// a shuffle within lanes and a dword permute bring together, 48 bytes.
+// The same bytes as Compact (code e of a group at bit 6 e). On a Zen 5
+// core, cold at 25.6M elements, it took QSGD 6-bit's encode from 19.8 to
+// 16.3 ms (8-bit's 16.6): Compact a group at a time had cost a fifth.
+GRADWIRE_CPU_V4 uint64_t PackSixBitsV4(const uint8_t* codes, uint64_t groups, uint8_t* out) {
+  const __m512i pairs = _mm512_set1_epi16(0x4001);      // bytes 1, 64
+  const __m512i quads = _mm512_set1_epi32(0x10000001);  // words 1, 4096
+  const __m512i squeeze =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1));
+  const __m512i gather = _mm512_setr_epi32(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 0, 0, 0, 0);
+  uint64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    __m512i c = _mm512_loadu_si512(codes + 8 * g);
+    c = _mm512_madd_epi16(_mm512_maddubs_epi16(c, pairs), quads);
+    c = _mm512_permutexvar_epi32(gather, _mm512_shuffle_epi8(c, squeeze));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 6 * g), _mm512_castsi512_si256(c));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 6 * g + 32), _mm512_extracti32x4_epi32(c, 2));
+  }
+  return g;
+}
+
 // FirstPass of QsgdLoopV3, sixteen elements a step.
 struct FirstPassV4 {
   const float* grad;
@@ -182,7 +206,7 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
   const uint32_t max_code = QsgdMaxCode(bits);
   BucketConstantsV4 call;
   CallConstantsV4(bits, key, &call);
-  CodePacker packer(packed, bits);
+  CodePacker packer(packed, bits, PackSixBitsV4);
   uint64_t nonfinite = 0;
   FirstPassV4 pass;
   StartFirstPassV4(grad, residual, n < bucket_size ? n : bucket_size, &pass);
