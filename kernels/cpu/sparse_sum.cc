@@ -208,8 +208,9 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
   // (DivideAllInto, vectorized, when DividesAll(divisor)): out's chunk is
   // stored once, never zeroed first or read back (by `stores`). Any other
   // divisor divides the touched only, after a plain copy. With streaming
-  // stores (and DividesAll) every chunk takes the buffer: zeroing out's
-  // chunk in place would read its lines from memory first, which costs
+  // stores (and DividesAll) a sparse chunk takes the buffer too, unless
+  // all of out was zeroed first: zeroing out's chunk in place would read
+  // its lines from memory first, which costs
   // more than a pass over the buffer (top-k's selections crowd into a
   // few layers, so most chunks of a large average are empty).
   const bool divide_all = DividesAll(divisor);
