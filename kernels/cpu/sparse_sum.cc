@@ -47,7 +47,8 @@ constexpr uint64_t kChunk = 4096;  // 16 KiB of out: stays in L1
 // time (4 KiB of out): the frames' reads and out's streaming stores then
 // alternate in shorter bursts. On a Zen 5 core, ResNet-50's average of
 // four frames at 10 % took about a tenth less time than with whole chunks
-// (docs/results/2026-11-29-stream-slices.md); 512 and 2048 were between.
+// (docs/results/2026-11-29-stream-slices.md); slices of 512 and 2048
+// were slower than 1024 in the A/Bs of four rounds.
 constexpr uint64_t kStreamSlice = 1024;
 // A chunk with at least len / kDenseRatio entries is written by one pass
 // over all of it (about half a cycle an element); a sparser one is zeroed
