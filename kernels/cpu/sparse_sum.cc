@@ -237,26 +237,28 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, chunk);
       // x / 1 == x, and an untouched element stays +0.
       if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
-    } else if (divide_all && stores == OutStores::kStreaming && entries * kDenseRatio >= len) {
-      // A dense chunk, slice by slice (kStreamSlice): each slice's entries
-      // end before the chunk's do, so `begin` walks up to `end`.
-      for (uint64_t s0 = c0; s0 < c0 + len; s0 += kStreamSlice) {
-        const uint64_t slice_len = std::min(c0 + len - s0, kStreamSlice);
+    } else if (divide_all) {
+      // Summed in acc and divided on the way out, slice by slice: the
+      // whole chunk, or kStreamSlice at a time for a dense chunk under
+      // streaming stores. A slice's entries end at or before the chunk's,
+      // so `begin` walks up to `end` (the last slice's end is end's).
+      const bool sliced = stores == OutStores::kStreaming && entries * kDenseRatio >= len;
+      const uint64_t slice = sliced ? kStreamSlice : len;
+      for (uint64_t s0 = c0; s0 < c0 + len; s0 += slice) {
+        const uint64_t slice_end = std::min(c0 + len, s0 + slice);
         for (uint64_t r = 0; r < p; ++r) {
-          const uint64_t stop = EntriesBelow(payloads[r], begin[r], s0 + slice_len);
+          const uint64_t stop =
+              slice_end == c0 + len ? end[r] : EntriesBelow(payloads[r], begin[r], slice_end);
           AddToChunk(payloads[r], begin[r], stop, s0, acc);
           begin[r] = stop;
         }
-        DivideAllInto(acc, out + s0, slice_len, divisor, stores);
+        DivideAllInto(acc, out + s0, slice_end - s0, divisor, stores);
       }
     } else {
+      // Any other divisor: a plain copy, then the touched divided.
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
-      if (divide_all) {
-        DivideAllInto(acc, chunk, len, divisor, stores);
-      } else {
-        WriteChunk(acc, chunk, len);
-      }
-      if (divisor != 1.0f && !divide_all) DivideTouched(payloads, begin, end, c0, divisor, chunk);
+      WriteChunk(acc, chunk, len);
+      if (divisor != 1.0f) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     }
     begin.swap(end);
   }
