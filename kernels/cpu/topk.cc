@@ -440,6 +440,14 @@ GRADWIRE_CPU_CLONES bool SelectInWindow(const internal::SelectTemp& t, uint64_t 
                                   t.hist, th);
 }
 
+// internal::CountTopBins over the candidates' magnitude keys, in each
+// clone (the bins' arithmetic vectorizes).
+GRADWIRE_CPU_CLONES void CountTopBins(const internal::SelectTemp& t, uint64_t m) {
+  const float* vals = t.candidate_values;
+  internal::CountTopBins([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, t.hist,
+                         t.sub_hist);
+}
+
 // The residual holds raw acc for unselected elements; make the non-finite
 // ones 0 (ResidualAfter(acc, 0)). Selected ones are already finite.
 void ClearNonFiniteResidual(float* residual, uint64_t n) {
@@ -516,9 +524,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     bool zeroed = false;
     const uint64_t m =
         CollectCandidates(grad, residual, n, k, bounds, format, t, &nonfinite, &zeroed);
-    const float* vals = t.candidate_values;
-    internal::CountTopBins([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, t.hist,
-                           t.sub_hist);
+    CountTopBins(t, m);
     const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
     const uint64_t fill = k - pick.above;
     b.lower_key = pick.bin << kTopShift;
