@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "gradwire/kernels/cpu/topk_sample.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -320,6 +321,68 @@ TEST(ApproxTopKTest, SelectsExactlyKWithinTheStatedBand) {
           }
         }
       }
+    }
+  }
+}
+
+// The guess approximate top-k's pass zeroes residuals by: the bins above
+// the likeliest band, and the band below an index halfway between the
+// sampled members its fill takes last and leaves first, rounded up to a
+// block of the pass.
+TEST(TopKSampleTest, BandGuessCutsHalfwayBetweenTheSampledFillsLastAndNextMember) {
+  constexpr uint32_t kBin = 100;
+  const uint32_t band = kBin << internal::kTopShift;
+  const uint32_t above = (kBin + 1) << internal::kTopShift;
+  const uint32_t below = (kBin - 1) << internal::kTopShift;
+  // Sample j sits at index 1000 j; in index order: two keys above the
+  // band, band members at j = 1, 4, 6, 9, the rest below it.
+  std::vector<uint32_t> sample(12, below + 5);
+  sample[0] = above + 7;
+  sample[7] = above;
+  for (uint64_t j : {1, 4, 6, 9}) sample[j] = band + static_cast<uint32_t>(j);
+  const auto at = [](uint64_t j) { return 1000 * j; };
+  const uint64_t n = 12000;
+  // The (likely + 1)-th largest key is a band member; the fill takes
+  // likely + 1 - 2 of the band's sampled members.
+  for (uint64_t likely = 2; likely <= 5; ++likely) {
+    SCOPED_TRACE(::testing::Message() << "likely " << likely);
+    const internal::ZeroGuess g =
+        internal::GuessBandFill(sample.data(), sample.size(), likely, band + 1, n, at);
+    EXPECT_EQ(g.band, band);
+    EXPECT_EQ(g.from, above);
+    const uint64_t members[] = {1000, 4000, 6000, 9000};
+    const uint64_t take = likely + 1 - 2;
+    const uint64_t cut =
+        take < 4 ? members[take - 1] + (members[take] - members[take - 1]) / 2 + 1 : n;
+    EXPECT_EQ(g.before, (cut + 31) / 32 * 32);
+    EXPECT_EQ(g.before % internal::kGuessBlock, 0u);
+  }
+}
+
+// Which residuals the pass zeroes is a guess that only changes speed: with
+// magnitudes that rise or fall along the index (the band's fill ends early
+// or late in index order) or come in layers of different scales, at
+// densities from 0.1 % to a third, the selection and every residual are
+// the band fill's.
+TEST(ApproxTopKTest, SampledGuessOfTheBandFillNeverChangesTheResult) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 262147;  // sampled: >= 8 * kSampleSize
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int shape = 0; shape < 3; ++shape) {
+    std::vector<float> grad(n), residual(n), acc(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const float ramp = 1.0f + static_cast<float>(i) / static_cast<float>(n);
+      const float layer = static_cast<float>(1 + (i / 4096) % 3);
+      const float x = normal(rng);
+      grad[i] = shape == 0 ? x * ramp : shape == 1 ? x / ramp : x * layer;
+      residual[i] = 0.1f * normal(rng);
+      acc[i] = grad[i] + residual[i];
+    }
+    for (uint64_t k : {n / 1000, n / 100, n / 10, n / 3}) {
+      SCOPED_TRACE(::testing::Message() << "shape " << shape << " k " << k);
+      const Output out = RunSelect(true, grad, &residual, k, ValueFormat::kFp32);
+      ASSERT_EQ(out.indices, BandFill(acc, k, out.band));
+      CheckValuesAndResidual(out, acc, true, ValueFormat::kFp32);
     }
   }
 }

@@ -9,6 +9,7 @@
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
+#include "gradwire/kernels/cpu/topk_sample.h"
 #include "gradwire/kernels/cpu/topk_v4.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
@@ -22,13 +23,16 @@ namespace {
 
 using internal::kTopBins;
 using internal::kTopShift;
+using internal::SampledBounds;
+using internal::SampleLowerBound;
+using internal::SampleSize;
 
 // Tests one block of acc for candidates: writes the magnitude keys to
 // `keys` and returns whether any key is >= lower; adds non-finite acc to
 // *nonfinite. Keys are < 2^31, so signed 32-bit arithmetic (which SSE2
 // compares natively) lets the compiler vectorize this. With kZero (fp32
 // values and a residual) the residual of an element whose key is >=
-// zero_from (>= lower: the sample's likeliest k-th key) is written as 0,
+// zero_from (>= lower: the block's guess, internal::ZeroGuess) is written as 0,
 // which is ResidualAfter(acc, acc) for every acc, i.e. its residual if it
 // is selected; EmitSelected settles the candidates that the selection
 // decides otherwise. Then acc is also kept in `accs` (the residual no
@@ -77,7 +81,7 @@ inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
 
 // Pass 1 of exact top-k: acc = grad + residual (stored into the residual,
 // which thereby already holds e_new = acc for every element that will not
-// be selected; with kZero, 0 from zero_from up, see ScanBlock), counting
+// be selected; with kZero, 0 where `guess` says, see ScanBlock), counting
 // non-finite acc, and appending (in index order) every index whose key is
 // >= `lower` (<= kMaxMagnitudeKey + 1) to `candidates` and its acc to
 // `candidate_values`. Returns how many. Candidates are rare (k plus a
@@ -86,16 +90,18 @@ inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
 // lowest bit first).
 template <bool kHasResidual, bool kZero>
 __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
-    const float* grad, float* residual, uint64_t n, uint32_t lower, uint32_t zero_from,
-    uint32_t* candidates, float* candidate_values, uint64_t* nonfinite) {
-  constexpr uint64_t kBlock = 32;
+    const float* grad, float* residual, uint64_t n, uint32_t lower,
+    const internal::ZeroGuess& guess, uint32_t* candidates, float* candidate_values,
+    uint64_t* nonfinite) {
+  constexpr uint64_t kBlock = internal::kGuessBlock;
   const int32_t lo = static_cast<int32_t>(lower);
-  const int32_t zf = static_cast<int32_t>(zero_from);
   uint64_t m = 0, bad = 0;
   int32_t keys[kBlock];
   float accs[kBlock];
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
+    // `before` splits no block.
+    const int32_t zf = static_cast<int32_t>(start < guess.before ? guess.band : guess.from);
     float* r = kHasResidual ? residual + start : nullptr;
     const bool any =
         len == kBlock
@@ -127,32 +133,32 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   return m;
 }
 
-// `zero`: write 0 as the residual of every element whose key is >=
-// zero_from (ScanBlock's kZero; requires a residual).
+// `zero`: write 0 as the residual of every element `guess` names
+// (ScanBlock's kZero; requires a residual).
 GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollectClones(const float* grad, float* residual,
                                                         uint64_t n, uint32_t lower, bool zero,
-                                                        uint32_t zero_from,
+                                                        const internal::ZeroGuess& guess,
                                                         const internal::SelectTemp& t,
                                                         uint64_t* nonfinite) {
   if (residual == nullptr) {
-    return AccumulateAndCollect<false, false>(grad, residual, n, lower, zero_from, t.candidates,
+    return AccumulateAndCollect<false, false>(grad, residual, n, lower, guess, t.candidates,
                                               t.candidate_values, nonfinite);
   }
-  return zero ? AccumulateAndCollect<true, true>(grad, residual, n, lower, zero_from, t.candidates,
+  return zero ? AccumulateAndCollect<true, true>(grad, residual, n, lower, guess, t.candidates,
                                                  t.candidate_values, nonfinite)
-              : AccumulateAndCollect<true, false>(grad, residual, n, lower, zero_from, t.candidates,
+              : AccumulateAndCollect<true, false>(grad, residual, n, lower, guess, t.candidates,
                                                   t.candidate_values, nonfinite);
 }
 
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                              bool zero, uint32_t zero_from, const internal::SelectTemp& t,
-                              uint64_t* nonfinite) {
+                              bool zero, const internal::ZeroGuess& guess,
+                              const internal::SelectTemp& t, uint64_t* nonfinite) {
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
-    return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, zero_from, t, nonfinite);
+    return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
   }
 #endif
-  return AccumulateAndCollectClones(grad, residual, n, lower, zero, zero_from, t, nonfinite);
+  return AccumulateAndCollectClones(grad, residual, n, lower, zero, guess, t, nonfinite);
 }
 
 // The fallback when the sampled bound was too high: every element is a
@@ -165,21 +171,15 @@ uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::Sele
   return n;
 }
 
-// What the sample says before the pass (SampleLowerBound).
-struct SampledBounds {
-  uint32_t lower = 0;      // candidates: key >= lower (0: every element)
-  uint32_t zero_from = 0;  // >= lower: the likeliest k-th key
-};
-
 // Pass 1 and its fallback. Returns the number of candidates (>= k), their
 // indices and acc in t, and whether the residuals of those with key >=
-// b.zero_from were written as 0 (fp32 values with a residual; otherwise
+// b.zero's guess were written as 0 (fp32 values with a residual; otherwise
 // the residual holds acc).
 uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint64_t k,
                            const SampledBounds& b, ValueFormat format,
                            const internal::SelectTemp& t, uint64_t* nonfinite, bool* zeroed) {
   *zeroed = residual != nullptr && format == ValueFormat::kFp32;
-  uint64_t m = AccumulateAndCollect(grad, residual, n, b.lower, *zeroed, b.zero_from, t, nonfinite);
+  uint64_t m = AccumulateAndCollect(grad, residual, n, b.lower, *zeroed, b.zero, t, nonfinite);
   if (m >= k) return m;
   // The sample misjudged: every element becomes a candidate. The
   // residual first gets back the acc of those that were zeroed (restoring
@@ -191,89 +191,44 @@ uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint6
   return CollectAllWithValues(residual != nullptr ? residual : grad, n, t);
 }
 
-// How many elements SampleLowerBound reads: each is a cache miss, and
-// below 4M elements a quarter of kSampleSize is cheaper than the few more
-// candidates it lets through (within about a fifth of k).
-uint64_t SampleSize(uint64_t n) {
-  return n < (uint64_t{1} << 22) ? internal::kSampleSize / 4 : internal::kSampleSize;
-}
-
-// A key that about k + 5 sd + slack (PaddedRank) of the n elements reach, estimated from
-// s <= kSampleSize evenly spread elements (0, i.e. "everything", when a
-// sample would not narrow things down). Only speed depends on the
-// estimate: a threshold that turns out too high is caught by the caller
-// (and approximate top-k widens it to whole bins, so that its band is
-// always complete among the candidates).
-// Also the likeliest k-th key (the sampled key at the expected rank), from
-// which the pass zeroes the residual: the candidates whose residual the
-// emit must then change are only those between it and the true k-th key
-// (a standard deviation's worth), not every rejected candidate (over a
-// quarter of k at 10 %), and each is a store miss: top-k 10 % at 1M, with
-// caches cold, emitted in 77-79 us instead of 142-152 us (of about 700).
-SampledBounds SampleLowerBound(const float* grad, const float* residual, uint64_t n, uint64_t k,
-                               uint64_t s, uint32_t* sample, uint64_t* hist) {
-  if (n < 8 * internal::kSampleSize) return {};
-  const uint64_t rank = internal::PaddedRank(k, n, s);
-  if (rank >= s / 2) return {};
-  const uint64_t stride = n / s;
-  // One element per stride, at a scrambled offset so that periodic
-  // structure in the gradient (layer boundaries) cannot line up. The
-  // offset maps a 64-bit hash into [0, stride) by multiply-high (no
-  // division), and every sampled line is a cache miss, so they are
-  // prefetched kAhead samples early to keep many misses in flight.
-  auto at = [stride](uint64_t j) {
-    return j * stride +
-           static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64);
-  };
-  constexpr uint64_t kAhead = 16;
-  for (uint64_t j = 0; j < s; ++j) {
-    if (j + kAhead < s) {
-      const uint64_t next = at(j + kAhead);
-      __builtin_prefetch(grad + next);
-      if (residual != nullptr) __builtin_prefetch(residual + next);
-    }
-    const uint64_t i = at(j);
-    const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
-    sample[j] = MagnitudeKey(a);
-  }
-  // The (rank + 1)-th largest sampled key, by the radix selection the
-  // candidates get (histograms, no sort: several times faster than
-  // std::nth_element on 16K keys).
-  auto key = [sample](uint64_t j) { return sample[j]; };
-  SampledBounds b;
-  b.lower = internal::SelectAmongCandidates(key, s, rank + 1, hist).key;
-  const uint64_t likely = k * s / n;  // < rank
-  b.zero_from = internal::SelectAmongCandidates(key, s, likely + 1, hist).key;
-  return b;
-}
-
-// Bit l of *above (*equal) is set iff lane l of the ranks is > cut
-// (== cut), for lanes < `lanes` (<= 8). Ranks and cut are < 2^31:
-// signed compares, and SSE2's movemask, serve every clone.
-GRADWIRE_CPU_INLINE void CompareMasks8(const I32x8& ranks, int32_t cut, uint32_t lanes,
-                                       uint32_t* above, uint32_t* equal) {
-  const I32x8 gt = ranks > cut;
-  const I32x8 eq = ranks == cut;
+// Bit l set iff lane l of a compare's result (0 or -1) is set, for lanes
+// < `lanes` (<= 8). SSE2's movemask serves every clone.
+GRADWIRE_CPU_INLINE uint32_t Mask8(const I32x8& v, uint32_t lanes) {
   const uint32_t valid = (1u << lanes) - 1;
 #if defined(__SSE2__)
   typedef int32_t I32x4 __attribute__((vector_size(16)));
-  auto movemask = [](const I32x8& v) {
-    const I32x4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
-    const I32x4 hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
-    return static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(lo))) |
-           static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(hi))) << 4;
-  };
-  *above = movemask(gt) & valid;
-  *equal = movemask(eq) & valid;
+  const I32x4 lo = __builtin_shufflevector(v, v, 0, 1, 2, 3);
+  const I32x4 hi = __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(lo))) |
+          static_cast<uint32_t>(_mm_movemask_ps(reinterpret_cast<__m128>(hi))) << 4) &
+         valid;
 #else
-  uint32_t a = 0, e = 0;
-  for (int l = 0; l < 8; ++l) {
-    a |= static_cast<uint32_t>(gt[l] != 0) << l;
-    e |= static_cast<uint32_t>(eq[l] != 0) << l;
-  }
-  *above = a & valid;
-  *equal = e & valid;
+  uint32_t bits = 0;
+  for (int l = 0; l < 8; ++l) bits |= static_cast<uint32_t>(v[l] != 0) << l;
+  return bits & valid;
 #endif
+}
+
+// Bit l of *above (*equal) is set iff lane l of the ranks is > cut
+// (== cut), for lanes < `lanes` (<= 8). Ranks and cut are < 2^31: signed
+// compares serve.
+GRADWIRE_CPU_INLINE void CompareMasks8(const I32x8& ranks, int32_t cut, uint32_t lanes,
+                                       uint32_t* above, uint32_t* equal) {
+  *above = Mask8(ranks > cut, lanes);
+  *equal = Mask8(ranks == cut, lanes);
+}
+
+// The lanes (< `lanes`) whose residual the pass wrote as 0: key >=
+// guess.from, or >= guess.band with an index below guess.before.
+GRADWIRE_CPU_INLINE uint32_t GuessMask8(const I32x8& keys, const uint32_t* cands, uint32_t lanes,
+                                        const internal::ZeroGuess& guess) {
+  U32x8 idx = {};
+  memcpy(&idx, cands, lanes * sizeof(uint32_t));
+  const I32x8 early = GRADWIRE_BITCAST(I32x8, idx < guess.before);
+  const int32_t from = static_cast<int32_t>(guess.from);
+  const int32_t band = static_cast<int32_t>(guess.band);  // <= from
+  const I32x8 floor = from + (early & (band - from));
+  return Mask8(keys >= floor, lanes);
 }
 
 // *ranks = MagnitudeKey(v) >> kShift for eight values at once.
@@ -289,7 +244,7 @@ GRADWIRE_CPU_INLINE void Ranks8(const float* v, I32x8* ranks) {
 // Emits the candidates of one group (`cands`, `vals`, lanes < 8) that
 // `take` names as outputs j, j + 1, ..., and settles the residuals of the
 // whole group: with `zeroed` (fp32; pass 1 wrote 0 as the residual of the
-// candidates in the mask `zero`, those with key >= zero_from) the
+// candidates in the mask `zero`, those the pass's guess named) the
 // rejected ones among those get acc back and the taken ones outside it
 // get 0; otherwise the taken ones get ResidualAfter(acc, decoded).
 // Returns how many were taken.
@@ -339,8 +294,8 @@ constexpr uint64_t kEmitAhead = 32;
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                         uint32_t cut, uint64_t take_equal, bool zeroed,
-                                        uint32_t zero_from, float* residual, uint32_t* indices,
-                                        uint8_t* values) {
+                                        const internal::ZeroGuess& guess, float* residual,
+                                        uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
   const uint32_t* cands = t.candidates;
   const int32_t icut = static_cast<int32_t>(cut);
@@ -367,9 +322,7 @@ GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t 
     if (kHasResidual && zeroed) {
       I32x8 keys = ranks;  // exact top-k: the ranks are the keys
       if (kShift != 0) Ranks8<0>(v8, &keys);
-      uint32_t zero_above = 0, zero_equal = 0;
-      CompareMasks8(keys, static_cast<int32_t>(zero_from), lanes, &zero_above, &zero_equal);
-      zero = zero_above | zero_equal;
+      zero = GuessMask8(keys, cands + c, lanes, guess);
     }
     uint32_t take = internal::TakeMask(above, equal, take_equal, &taken_equal);
     // Never more than k (the threshold guarantees it; the outputs hold k).
@@ -382,14 +335,13 @@ GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t 
 template <uint32_t kShift>
 GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                            uint32_t cut, uint64_t take_equal, bool zeroed,
-                                           uint32_t zero_from, float* residual, ValueFormat format,
-                                           uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                     \
-  return residual != nullptr                                                                 \
-             ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, zero_from,  \
-                                               residual, indices, values)                    \
-             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, zero_from, \
-                                                residual, indices, values)
+                                           const internal::ZeroGuess& guess, float* residual,
+                                           ValueFormat format, uint32_t* indices, uint8_t* values) {
+#define GRADWIRE_EMIT(F)                                                                          \
+  return residual != nullptr ? EmitSelectedAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed,  \
+                                                               guess, residual, indices, values)  \
+                             : EmitSelectedAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, \
+                                                                guess, residual, indices, values)
   switch (format) {
     case ValueFormat::kFp16:
       GRADWIRE_EMIT(ValueFormat::kFp16);
@@ -403,31 +355,31 @@ GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64
 
 // kShift 0: exact top-k (cut = the k-th key); kTopShift: approximate
 // top-k (cut = the band's bin). `zeroed` as CollectCandidates reports it,
-// for the candidates with key >= zero_from.
+// for the candidates that `guess` names.
 GRADWIRE_CPU_CLONES void EmitSelectedClones(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                             uint32_t cut, uint64_t take_equal, bool band,
-                                            bool zeroed, uint32_t zero_from, float* residual,
-                                            ValueFormat format, uint32_t* indices,
+                                            bool zeroed, const internal::ZeroGuess& guess,
+                                            float* residual, ValueFormat format, uint32_t* indices,
                                             uint8_t* values) {
   if (band) {
-    EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format,
-                                 indices, values);
+    EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices,
+                                 values);
   } else {
-    EmitSelectedShift<0>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format, indices,
+    EmitSelectedShift<0>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices,
                          values);
   }
 }
 
 void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
-                  uint64_t take_equal, bool band, bool zeroed, uint32_t zero_from, float* residual,
-                  ValueFormat format, uint32_t* indices, uint8_t* values) {
+                  uint64_t take_equal, bool band, bool zeroed, const internal::ZeroGuess& guess,
+                  float* residual, ValueFormat format, uint32_t* indices, uint8_t* values) {
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
-    return topk_v4::EmitSelected(t, m, k, cut, take_equal, band, zeroed, zero_from, residual,
-                                 format, indices, values);
+    return topk_v4::EmitSelected(t, m, k, cut, take_equal, band, zeroed, guess, residual, format,
+                                 indices, values);
   }
 #endif
-  EmitSelectedClones(t, m, k, cut, take_equal, band, zeroed, zero_from, residual, format, indices,
+  EmitSelectedClones(t, m, k, cut, take_equal, band, zeroed, guess, residual, format, indices,
                      values);
 }
 
@@ -477,10 +429,10 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
   uint64_t nonfinite = 0;
   if (k == 0) {
     // Nothing to select: the fused pass only moves acc into the residual.
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, 0, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, &nonfinite);
   } else {
     const SampledBounds bounds =
-        SampleLowerBound(grad, residual, n, k, SampleSize(n), t.sample, t.hist);
+        SampleLowerBound(grad, residual, n, k, SampleSize(n), /*band=*/false, t.sample, t.hist);
     const uint32_t lower = bounds.lower;
     bool zeroed = false;
     const uint64_t m =
@@ -493,7 +445,7 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
       th = internal::SelectAmongCandidates([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m,
                                            k, t.hist);
     }
-    EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, zeroed, bounds.zero_from, residual,
+    EmitSelected(t, m, k, th.key, th.take_equal, /*band=*/false, zeroed, bounds.zero, residual,
                  format, indices, values);
   }
   Finish(residual, n, k, nonfinite, stats);
@@ -510,7 +462,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
   uint64_t nonfinite = 0;
   ApproxTopKBand b;
   if (k == 0) {
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, 0, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, &nonfinite);
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
@@ -519,7 +471,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     // put the bound above it, the fallback takes every element. Either
     // way the band is filled from all its members in index order, so the
     // result does not depend on the sample, and it is the GPU kernel's.
-    SampledBounds bounds = SampleLowerBound(grad, residual, n, k, SampleSize(n), t.sample, t.hist);
+    SampledBounds bounds =
+        SampleLowerBound(grad, residual, n, k, SampleSize(n), /*band=*/true, t.sample, t.hist);
     bounds.lower &= ~((uint32_t{1} << kTopShift) - 1);
     bool zeroed = false;
     const uint64_t m =
@@ -531,7 +484,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     b.upper_key = (pick.bin + 1) << kTopShift;
     b.above = pick.above;
     b.in_band = t.hist[pick.bin];
-    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, zeroed, bounds.zero_from, residual, format,
+    EmitSelected(t, m, k, pick.bin, fill, /*band=*/true, zeroed, bounds.zero, residual, format,
                  indices, values);
   }
   if (band != nullptr) *band = b;

@@ -58,23 +58,28 @@ GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_
   *m += static_cast<uint64_t>(__builtin_popcount(pass));
 }
 
+// guess.before is a multiple of internal::kGuessBlock, so of sixteen: one
+// of the guess's two key floors serves each block.
 template <bool kHasResidual, bool kZero>
 GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                                    uint32_t zero_from, uint32_t* candidates,
+                                    const internal::ZeroGuess& guess, uint32_t* candidates,
                                     float* candidate_values, uint64_t* nonfinite) {
+  static_assert(internal::kGuessBlock % 16 == 0, "a block of sixteen is on one side of before");
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
-  const __m512i zf = _mm512_set1_epi32(static_cast<int32_t>(zero_from));
+  const __m512i from = _mm512_set1_epi32(static_cast<int32_t>(guess.from));
+  const __m512i band = _mm512_set1_epi32(static_cast<int32_t>(guess.band));
   __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   uint64_t m = 0, bad = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    CollectBlock<kHasResidual, kZero, true>(grad, residual, i, 0xffff, index, lo, zf, candidates,
+    CollectBlock<kHasResidual, kZero, true>(grad, residual, i, 0xffff, index, lo,
+                                            i < guess.before ? band : from, candidates,
                                             candidate_values, &m, &bad);
     index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
   }
   if (i < n) {
-    CollectBlock<kHasResidual, kZero, false>(grad, residual, i,
-                                             static_cast<__mmask16>((1u << (n - i)) - 1), index, lo,
-                                             zf, candidates, candidate_values, &m, &bad);
+    CollectBlock<kHasResidual, kZero, false>(
+        grad, residual, i, static_cast<__mmask16>((1u << (n - i)) - 1), index, lo,
+        i < guess.before ? band : from, candidates, candidate_values, &m, &bad);
   }
   *nonfinite = bad;
   return m;
@@ -86,18 +91,20 @@ GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t
 // while sixteen outputs remain, masked ones after) and the residual
 // stores, bit by bit, for the candidates whose residual changes: with
 // `zeroed`, the ones the selection decided against the pass's guess
-// (zero_from), the taken ones otherwise. No prefetch of
+// (internal::ZeroGuess), the taken ones otherwise. No prefetch of
 // those residual lines: fetching them 64 candidates early (all, or only
 // the ones to be written) made top-k 10 % at 1M 5-10 % slower and
 // approximate top-k 15-20 %, on a Zen 5 core with caches cold.
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
-                               uint64_t take_equal, bool zeroed, uint32_t zero_from,
+                               uint64_t take_equal, bool zeroed, const internal::ZeroGuess& guess,
                                float* residual, uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
   const uint32_t* cands = t.candidates;
   const __m512i icut = _mm512_set1_epi32(static_cast<int32_t>(cut));
-  const __m512i zf = _mm512_set1_epi32(static_cast<int32_t>(zero_from));
+  const __m512i from = _mm512_set1_epi32(static_cast<int32_t>(guess.from));
+  const __m512i band = _mm512_set1_epi32(static_cast<int32_t>(guess.band));
+  const __m512i before = _mm512_set1_epi32(static_cast<int32_t>(guess.before));
   uint64_t j = 0, taken_equal = 0;
   for (uint64_t c = 0; c < m; c += 16) {
     const uint64_t lanes = m - c < 16 ? m - c : 16;
@@ -134,9 +141,11 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
     }
     if (kHasResidual) {
       if (zeroed) {
-        // The pass wrote 0 from zero_from up: the rejected ones among
-        // those get acc back, the taken ones below it get 0.
-        const uint32_t zero = _mm512_mask_cmpge_epi32_mask(live, keys, zf);
+        // The pass wrote 0 where it guessed: the rejected ones among
+        // those get acc back, the taken ones outside them get 0.
+        const __mmask16 early = _mm512_cmplt_epu32_mask(idx, before);
+        const uint32_t zero =
+            _mm512_mask_cmpge_epi32_mask(live, keys, _mm512_mask_blend_epi32(early, from, band));
         for (uint32_t b = ~take & zero; b != 0; b &= b - 1) {
           const int l = __builtin_ctz(b);
           residual[cands[c + l]] = vals[c + l];
@@ -158,13 +167,13 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
 template <uint32_t kShift>
 GRADWIRE_V4_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                   uint32_t cut, uint64_t take_equal, bool zeroed,
-                                  uint32_t zero_from, float* residual, ValueFormat format,
-                                  uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                     \
-  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed,     \
-                                                       zero_from, residual, indices, values) \
-                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed,    \
-                                                        zero_from, residual, indices, values)
+                                  const internal::ZeroGuess& guess, float* residual,
+                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
+#define GRADWIRE_EMIT(F)                                                                         \
+  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, guess,  \
+                                                       residual, indices, values)                \
+                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, guess, \
+                                                        residual, indices, values)
   switch (format) {
     case ValueFormat::kFp16:
       GRADWIRE_EMIT(ValueFormat::kFp16);
@@ -179,27 +188,28 @@ GRADWIRE_V4_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uin
 }  // namespace
 
 GRADWIRE_CPU_V4 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
-                                              uint32_t lower, bool zero, uint32_t zero_from,
+                                              uint32_t lower, bool zero,
+                                              const internal::ZeroGuess& guess,
                                               const internal::SelectTemp& t, uint64_t* nonfinite) {
   if (residual == nullptr) {
-    return Collect<false, false>(grad, residual, n, lower, zero_from, t.candidates,
-                                 t.candidate_values, nonfinite);
+    return Collect<false, false>(grad, residual, n, lower, guess, t.candidates, t.candidate_values,
+                                 nonfinite);
   }
-  return zero ? Collect<true, true>(grad, residual, n, lower, zero_from, t.candidates,
+  return zero ? Collect<true, true>(grad, residual, n, lower, guess, t.candidates,
                                     t.candidate_values, nonfinite)
-              : Collect<true, false>(grad, residual, n, lower, zero_from, t.candidates,
+              : Collect<true, false>(grad, residual, n, lower, guess, t.candidates,
                                      t.candidate_values, nonfinite);
 }
 
 GRADWIRE_CPU_V4 void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                   uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
-                                  uint32_t zero_from, float* residual, ValueFormat format,
-                                  uint32_t* indices, uint8_t* values) {
+                                  const internal::ZeroGuess& guess, float* residual,
+                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
   if (band) {
-    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format,
+    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, guess, residual, format,
                                    indices, values);
   } else {
-    EmitShift<0>(t, m, k, cut, take_equal, zeroed, zero_from, residual, format, indices, values);
+    EmitShift<0>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices, values);
   }
 }
 
