@@ -172,9 +172,9 @@ uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::Sele
 }
 
 // Pass 1 and its fallback. Returns the number of candidates (>= k), their
-// indices and acc in t, and whether the residuals of those with key >=
-// b.zero's guess were written as 0 (fp32 values with a residual; otherwise
-// the residual holds acc).
+// indices and acc in t, and whether the residuals of the elements b.zero
+// names were written as 0 (fp32 values with a residual; otherwise the
+// residual holds acc).
 uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint64_t k,
                            const SampledBounds& b, ValueFormat format,
                            const internal::SelectTemp& t, uint64_t* nonfinite, bool* zeroed) {
