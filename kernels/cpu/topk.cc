@@ -101,7 +101,7 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   for (uint64_t start = 0; start < n; start += kBlock) {
     const uint64_t len = n - start < kBlock ? n - start : kBlock;
     // `before` splits no block.
-    const int32_t zf = static_cast<int32_t>(start < guess.before ? guess.band : guess.from);
+    const int32_t zf = static_cast<int32_t>(guess.FloorAt(start));
     float* r = kHasResidual ? residual + start : nullptr;
     const bool any =
         len == kBlock

@@ -30,6 +30,10 @@ struct ZeroGuess {
   uint32_t from = 0;
   uint32_t band = 0;
   uint32_t before = 0;
+
+  // The key from which the pass zeroes in the block starting at `start`
+  // (a multiple of kGuessBlock, or of a divisor of it).
+  uint32_t FloorAt(uint64_t start) const { return start < before ? band : from; }
 };
 
 // What the sample says before the pass (SampleLowerBound).

@@ -59,27 +59,27 @@ GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_
 }
 
 // guess.before is a multiple of internal::kGuessBlock, so of sixteen: one
-// of the guess's two key floors serves each block.
+// key floor (ZeroGuess::FloorAt) serves each block.
 template <bool kHasResidual, bool kZero>
 GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n, uint32_t lower,
                                     const internal::ZeroGuess& guess, uint32_t* candidates,
                                     float* candidate_values, uint64_t* nonfinite) {
   static_assert(internal::kGuessBlock % 16 == 0, "a block of sixteen is on one side of before");
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
-  const __m512i from = _mm512_set1_epi32(static_cast<int32_t>(guess.from));
-  const __m512i band = _mm512_set1_epi32(static_cast<int32_t>(guess.band));
   __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   uint64_t m = 0, bad = 0, i = 0;
   for (; i + 16 <= n; i += 16) {
-    CollectBlock<kHasResidual, kZero, true>(grad, residual, i, 0xffff, index, lo,
-                                            i < guess.before ? band : from, candidates,
-                                            candidate_values, &m, &bad);
+    CollectBlock<kHasResidual, kZero, true>(
+        grad, residual, i, 0xffff, index, lo,
+        _mm512_set1_epi32(static_cast<int32_t>(guess.FloorAt(i))), candidates, candidate_values, &m,
+        &bad);
     index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
   }
   if (i < n) {
     CollectBlock<kHasResidual, kZero, false>(
         grad, residual, i, static_cast<__mmask16>((1u << (n - i)) - 1), index, lo,
-        i < guess.before ? band : from, candidates, candidate_values, &m, &bad);
+        _mm512_set1_epi32(static_cast<int32_t>(guess.FloorAt(i))), candidates, candidate_values, &m,
+        &bad);
   }
   *nonfinite = bad;
   return m;
