@@ -140,10 +140,21 @@ inline bool CpuIsX86V4() {
 // prefetches while it computes (quantize.cc, quantize_sign.cc): coding is
 // compute-bound, the accumulate pass memory-bound, and on the Zen 3 core
 // these loops were written on the hardware prefetchers alone did not keep
-// the streams busy. Not where x86-64-v4 runs: on a Zen 5 core the
-// prefetch made QSGD's and sign's encodes slower (1f3cac0, and sign's
-// SignCompress).
+// the streams busy (PrefetchAheadWanted says where).
 constexpr uint64_t kPrefetchAhead = 4096;
+
+// Whether a bucket loop prefetches ahead on this CPU: not where the
+// x86-64-v4 code runs. On a Zen 5 core, caches cold, the prefetch made
+// QSGD's v4 loop 15-30 % slower (1f3cac0; that loop has none) and sign's
+// encode 1.7-1.8 times slower (docs/results/2026-11-30-sign-prefetch.md).
+// The x86-64-v3 and baseline code keeps it where it was measured.
+inline bool PrefetchAheadWanted() {
+#if GRADWIRE_CPU_V4_FUNCTIONS
+  return !CpuIsX86V4();
+#else
+  return true;
+#endif
+}
 
 // kLocality as __builtin_prefetch's: 3 into L1 (prefetcht0), 2 into L2
 // (prefetcht1).

@@ -401,18 +401,8 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 #else
   const bool v3 = false;
 #endif
-  // No software prefetch where the x86-64-v4 clone runs: on a Zen 5 core,
-  // with caches cold, it made the encode 1.7-1.8 times slower (sign, 1M
-  // and 25.6M; QSGD's v4 loop dropped it for the same reason, 1f3cac0).
-  // The x86-64-v3 and baseline clones keep it (added on a Zen 3 core,
-  // a33b63d).
-#if GRADWIRE_CPU_V4_FUNCTIONS
-  const bool prefetch = !CpuIsX86V4();
-#else
-  const bool prefetch = true;
-#endif
   const uint64_t nonfinite =
-      SignCompressLoop(grad, residual, n, bucket_size, scales, packed, v3, prefetch);
+      SignCompressLoop(grad, residual, n, bucket_size, scales, packed, v3, PrefetchAheadWanted());
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
