@@ -27,6 +27,7 @@ namespace {
 constexpr char kKeyLabel[] = "gradwire dense chunk key v1";
 constexpr char kConfirmKeyLabel[] = "gradwire dense key confirmation v1";
 constexpr char kChunkLabel[] = "gradwire dense chunk v1";
+constexpr char kFrameLabel[] = "gradwire frame GMAC v2";
 
 constexpr size_t kIvBytes = 12;  // u32 rank | u64 counter
 constexpr size_t kTagBytes = 16;
@@ -157,13 +158,14 @@ absl::Status ChunkMac::CheckConfirmations(absl::Span<const uint8_t> confirmation
   return absl::OkStatus();
 }
 
-absl::Status ChunkMac::Tag(const uint8_t iv[12], absl::Span<const uint8_t> context,
+absl::Status ChunkMac::Tag(Domain domain, const uint8_t iv[12], absl::Span<const uint8_t> context,
                            absl::Span<const uint8_t> chunk, uint8_t tag[16]) const {
+  const char* label = domain == Domain::kFrame ? kFrameLabel : kChunkLabel;
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
   uint8_t lengths[16];
   EncodeFixed64(lengths, context.size());
   EncodeFixed64(lengths + 8, chunk.size());
-  // GMAC is GCM with everything as additional data: the label, both
+  // GMAC is GCM with everything as additional data: the domain's label, both
   // lengths (so the context/chunk boundary is unambiguous), the context,
   // the chunk. EVP takes int lengths: long chunks go in pieces.
   auto aad = [ctx](const uint8_t* p, size_t n) {
@@ -180,7 +182,7 @@ absl::Status ChunkMac::Tag(const uint8_t iv[12], absl::Span<const uint8_t> conte
   uint8_t none[16];
   const bool ok = ctx != nullptr && EVP_CIPHER_CTX_copy(ctx, cipher_->keyed) == 1 &&
                   EVP_EncryptInit_ex2(ctx, nullptr, nullptr, iv, nullptr) == 1 &&
-                  aad(reinterpret_cast<const uint8_t*>(kChunkLabel), sizeof(kChunkLabel)) &&
+                  aad(reinterpret_cast<const uint8_t*>(label), std::strlen(label) + 1) &&
                   aad(lengths, sizeof(lengths)) && aad(context.data(), context.size()) &&
                   aad(chunk.data(), chunk.size()) &&
                   EVP_EncryptFinal_ex(ctx, none, &final_len) == 1 &&
@@ -190,28 +192,49 @@ absl::Status ChunkMac::Tag(const uint8_t iv[12], absl::Span<const uint8_t> conte
   return absl::OkStatus();
 }
 
-absl::Status ChunkMac::Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
-                            uint8_t* trailer) const {
+absl::Status ChunkMac::SealIn(Domain domain, absl::Span<const uint8_t> context,
+                              absl::Span<const uint8_t> chunk, uint8_t* trailer) const {
   const uint64_t counter = cipher_->seals.fetch_add(1, std::memory_order_relaxed);
   if (counter == ~uint64_t{0}) {
     return absl::InternalError("chunk auth: the session's 2^64 - 1 IVs are used up");
   }
   EncodeFixed32(trailer, rank_);
   EncodeFixed64(trailer + 4, counter);
-  return Tag(trailer, context, chunk, trailer + kIvBytes);
+  return Tag(domain, trailer, context, chunk, trailer + kIvBytes);
+}
+
+absl::Status ChunkMac::VerifyIn(Domain domain, absl::Span<const uint8_t> context,
+                                absl::Span<const uint8_t> chunk, const uint8_t* trailer) const {
+  uint8_t tag[kTagBytes];
+  if (absl::Status s = Tag(domain, trailer, context, chunk, tag); !s.ok()) return s;
+  if (CRYPTO_memcmp(tag, trailer + kIvBytes, kTagBytes) != 0) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("chunk auth: MAC mismatch on a ", chunk.size(), "-byte ",
+                     domain == Domain::kFrame ? "frame" : "chunk",
+                     ": altered in transit, sealed with another job secret or session, or "
+                     "replayed from another call or ring position"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChunkMac::Seal(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
+                            uint8_t* trailer) const {
+  return SealIn(Domain::kDenseChunk, context, chunk, trailer);
 }
 
 absl::Status ChunkMac::Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
                               const uint8_t* trailer) const {
-  uint8_t tag[kTagBytes];
-  if (absl::Status s = Tag(trailer, context, chunk, tag); !s.ok()) return s;
-  if (CRYPTO_memcmp(tag, trailer + kIvBytes, kTagBytes) != 0) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "chunk auth: MAC mismatch on a ", chunk.size(),
-        "-byte chunk: altered in transit, sealed with another job secret or session, or "
-        "replayed from another call or ring position"));
-  }
-  return absl::OkStatus();
+  return VerifyIn(Domain::kDenseChunk, context, chunk, trailer);
+}
+
+absl::Status ChunkMac::SealFrame(absl::Span<const uint8_t> fields, absl::Span<const uint8_t> frame,
+                                 uint8_t* trailer) const {
+  return SealIn(Domain::kFrame, fields, frame, trailer);
+}
+
+absl::Status ChunkMac::VerifyFrame(absl::Span<const uint8_t> fields,
+                                   absl::Span<const uint8_t> frame, const uint8_t* trailer) const {
+  return VerifyIn(Domain::kFrame, fields, frame, trailer);
 }
 
 }  // namespace gradwire

@@ -32,6 +32,11 @@
 //      before any gradient moves.
 // Byte layout: docs/wire_format.md, "Dense chunk trailer".
 //
+// The same session key also signs the compressed frames of the session's
+// exchanges (SealFrame / VerifyFrame, used by session_frame_auth.h): their
+// tags carry another label, so a frame's tag never verifies as a chunk's
+// or the reverse, and frames and chunks draw their IVs from one counter.
+//
 // Thread-safe: Seal and Verify are const and use a private cipher context
 // per call (the seal counter is atomic).
 #ifndef GRADWIRE_LIB_CODEC_CHUNK_MAC_H_
@@ -99,13 +104,27 @@ class ChunkMac {
   absl::Status Verify(absl::Span<const uint8_t> context, absl::Span<const uint8_t> chunk,
                       const uint8_t* trailer) const;
 
+  // Seal and Verify for a compressed frame, whose authentication trailer's
+  // `fields` (docs/wire_format.md) are the context; under the frame label.
+  absl::Status SealFrame(absl::Span<const uint8_t> fields, absl::Span<const uint8_t> frame,
+                         uint8_t* trailer) const;
+  absl::Status VerifyFrame(absl::Span<const uint8_t> fields, absl::Span<const uint8_t> frame,
+                           const uint8_t* trailer) const;
+
  private:
   struct CipherState;  // OpenSSL objects and the seal counter
 
+  // What a tag authenticates: each has its own label in the GMAC's input.
+  enum class Domain { kDenseChunk, kFrame };
+
   ChunkMac(std::unique_ptr<CipherState> cipher, uint32_t rank, uint32_t size);
 
-  // The 16-byte tag of (iv, context, chunk).
-  absl::Status Tag(const uint8_t iv[12], absl::Span<const uint8_t> context,
+  absl::Status SealIn(Domain domain, absl::Span<const uint8_t> context,
+                      absl::Span<const uint8_t> chunk, uint8_t* trailer) const;
+  absl::Status VerifyIn(Domain domain, absl::Span<const uint8_t> context,
+                        absl::Span<const uint8_t> chunk, const uint8_t* trailer) const;
+  // The 16-byte tag of (domain label, iv, context, chunk).
+  absl::Status Tag(Domain domain, const uint8_t iv[12], absl::Span<const uint8_t> context,
                    absl::Span<const uint8_t> chunk, uint8_t tag[16]) const;
   // Rank `rank`'s confirmation tag under job fingerprint `job`.
   absl::Status ConfirmationTag(uint32_t rank, const uint8_t* job, uint8_t tag[16]) const;

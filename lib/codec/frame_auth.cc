@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace {
@@ -35,7 +36,7 @@ constexpr size_t kBucketAt = 12;
 constexpr size_t kStepAt = 16;
 constexpr size_t kJobAt = 24;
 constexpr size_t kJobBytes = 16;
-static_assert(kJobAt + kJobBytes == FrameAuthenticator::kTrailerFieldBytes, "trailer table");
+static_assert(kJobAt + kJobBytes == frame_auth_internal::kFieldBytes, "trailer table");
 
 constexpr size_t kHmacBytes = 32;
 
@@ -284,39 +285,30 @@ absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame, con
       {absl::MakeConstSpan(length), frame, absl::MakeConstSpan(fields, kTrailerFieldBytes)}, out);
 }
 
-absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
-                                                const FrameOrigin& origin) const {
-  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < trailer_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
-        "-byte frame and its ", trailer_bytes(), "-byte authentication trailer"));
-  }
-  uint8_t* tag = buffer.data() + frame_bytes;
-  uint8_t* fields = tag + tag_bytes_;
+namespace frame_auth_internal {
+
+void WriteFields(uint8_t version, uint8_t tag_bytes, const FrameOrigin& origin,
+                 const std::array<uint8_t, 16>& job, uint8_t* fields) {
   EncodeFixed32(fields + kMagicAt, kAuthMagic);
-  fields[kVersionAt] = kAuthVersion;
-  fields[kTagBytesAt] = static_cast<uint8_t>(tag_bytes_);
+  fields[kVersionAt] = version;
+  fields[kTagBytesAt] = tag_bytes;
   EncodeFixed16(fields + kReservedAt, 0);
   EncodeFixed32(fields + kRankAt, origin.sender_rank);
   EncodeFixed32(fields + kBucketAt, origin.bucket);
   EncodeFixed64(fields + kStepAt, origin.step);
-  std::memcpy(fields + kJobAt, job_fingerprint_.data(), kJobBytes);
-  uint8_t mac[kHmacBytes];
-  if (absl::Status s = ComputeMac(buffer.first(frame_bytes), fields, mac); !s.ok()) return s;
-  std::memcpy(tag, mac, tag_bytes_);
-  return frame_bytes + trailer_bytes();
+  std::memcpy(fields + kJobAt, job.data(), kJobBytes);
 }
 
-absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
-    absl::Span<const uint8_t> authenticated, const FrameOrigin& expected) const {
-  if (authenticated.size() < trailer_bytes()) {
+absl::Status CheckStructure(absl::Span<const uint8_t> authenticated, size_t trailer_bytes,
+                            uint8_t version, uint8_t tag_bytes) {
+  if (authenticated.size() < trailer_bytes) {
     return absl::UnauthenticatedError(absl::StrCat("frame auth: ", authenticated.size(),
-                                                   " bytes cannot carry the ", trailer_bytes(),
+                                                   " bytes cannot carry the ", trailer_bytes,
                                                    "-byte authentication trailer"));
   }
-  // Structure first (these fields are not yet authentic: they only choose
-  // the error message, never what is accepted).
-  const uint8_t* fields = authenticated.data() + authenticated.size() - kTrailerFieldBytes;
+  // These fields are not yet authentic: they only choose the error
+  // message, never what is accepted.
+  const uint8_t* fields = authenticated.data() + authenticated.size() - kFieldBytes;
   const uint32_t magic = DecodeFixed32(fields + kMagicAt);
   if (magic != kAuthMagic) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -324,37 +316,30 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
         ", expected 0x", absl::Hex(kAuthMagic, absl::kZeroPad8),
         "): sender has authentication off, or not a gradwire peer"));
   }
-  if (fields[kVersionAt] != kAuthVersion) {
-    return absl::UnauthenticatedError(absl::StrCat("frame auth: unsupported trailer version ",
-                                                   fields[kVersionAt], " (this build reads ",
-                                                   kAuthVersion, ")"));
+  if (fields[kVersionAt] != version) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "frame auth: trailer version ", fields[kVersionAt], ", this receiver verifies version ",
+        version, " (1: HMAC-SHA256 under the job secret, 2: GMAC under the session's key)"));
   }
-  if (fields[kTagBytesAt] != tag_bytes_) {
+  if (fields[kTagBytesAt] != tag_bytes) {
     return absl::UnauthenticatedError(absl::StrCat("frame auth: tag of ", fields[kTagBytesAt],
-                                                   " bytes, this job uses ", tag_bytes_));
+                                                   " bytes, this job uses ", tag_bytes));
   }
   if (DecodeFixed16(fields + kReservedAt) != 0) {
     return absl::UnauthenticatedError("frame auth: reserved trailer bits are set");
   }
+  return absl::OkStatus();
+}
 
-  const absl::Span<const uint8_t> frame =
-      authenticated.first(authenticated.size() - trailer_bytes());
-  const uint8_t* tag = frame.data() + frame.size();
-  uint8_t mac[kHmacBytes];
-  if (absl::Status s = ComputeMac(frame, fields, mac); !s.ok()) return s;
-  if (CRYPTO_memcmp(mac, tag, tag_bytes_) != 0) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("frame auth: MAC mismatch on a ", frame.size(),
-                     "-byte frame: altered in transit, or signed with a different job secret"));
-  }
-
+absl::Status CheckOrigin(const uint8_t* fields, const std::array<uint8_t, 16>& job,
+                         absl::string_view job_id, const FrameOrigin& expected) {
   // Authentic from here on: a mismatch is a frame the job's own secret
   // signed, but for another job, rank, bucket or step.
-  if (std::memcmp(fields + kJobAt, job_fingerprint_.data(), kJobBytes) != 0) {
+  if (std::memcmp(fields + kJobAt, job.data(), kJobBytes) != 0) {
     return absl::PermissionDeniedError(
         absl::StrCat("frame auth: frame belongs to another job (job fingerprint ",
-                     HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id_,
-                     "' is ", HexBytes(job_fingerprint_), "): two jobs share a secret"));
+                     HexBytes(absl::MakeConstSpan(fields + kJobAt, kJobBytes)), ", job '", job_id,
+                     "' is ", HexBytes(job), "): two jobs share a secret"));
   }
   const uint32_t rank = DecodeFixed32(fields + kRankAt);
   if (rank != expected.sender_rank) {
@@ -375,6 +360,45 @@ absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
     return absl::PermissionDeniedError(absl::StrCat("frame auth: frame from step ", step,
                                                     " is ahead of expected step ", expected.step));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace frame_auth_internal
+
+absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
+                                                const FrameOrigin& origin) const {
+  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < trailer_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
+        "-byte frame and its ", trailer_bytes(), "-byte authentication trailer"));
+  }
+  uint8_t* tag = buffer.data() + frame_bytes;
+  uint8_t* fields = tag + tag_bytes_;
+  frame_auth_internal::WriteFields(kAuthVersion, static_cast<uint8_t>(tag_bytes_), origin,
+                                   job_fingerprint_, fields);
+  uint8_t mac[kHmacBytes];
+  if (absl::Status s = ComputeMac(buffer.first(frame_bytes), fields, mac); !s.ok()) return s;
+  std::memcpy(tag, mac, tag_bytes_);
+  return frame_bytes + trailer_bytes();
+}
+
+absl::StatusOr<absl::Span<const uint8_t>> FrameAuthenticator::Verify(
+    absl::Span<const uint8_t> authenticated, const FrameOrigin& expected) const {
+  GRADWIRE_RETURN_IF_ERROR(frame_auth_internal::CheckStructure(
+      authenticated, trailer_bytes(), kAuthVersion, static_cast<uint8_t>(tag_bytes_)));
+  const uint8_t* fields = authenticated.data() + authenticated.size() - kTrailerFieldBytes;
+  const absl::Span<const uint8_t> frame =
+      authenticated.first(authenticated.size() - trailer_bytes());
+  const uint8_t* tag = frame.data() + frame.size();
+  uint8_t mac[kHmacBytes];
+  if (absl::Status s = ComputeMac(frame, fields, mac); !s.ok()) return s;
+  if (CRYPTO_memcmp(mac, tag, tag_bytes_) != 0) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("frame auth: MAC mismatch on a ", frame.size(),
+                     "-byte frame: altered in transit, or signed with a different job secret"));
+  }
+  GRADWIRE_RETURN_IF_ERROR(
+      frame_auth_internal::CheckOrigin(fields, job_fingerprint_, job_id_, expected));
   return frame;
 }
 

@@ -1,6 +1,12 @@
 // Frame authentication: a keyed MAC that binds a frame to its job, sender
 // rank, step and bucket.
 //
+// Two MACs sign frames behind one interface (FrameSigner): the job-long
+// HMAC-SHA256 here, which needs nothing but the secret, and a session's
+// AES-256-GMAC (session_frame_auth.h), ~5 times cheaper, which needs the
+// ranks' key round first. Both write the same trailer fields and refuse
+// the same frames with the same errors; the Communicator uses the second.
+//
 // Gloo's TCP transport has no authentication: any host that can reach a
 // rank's port can take a pair and send bytes, and the wire checksum only
 // catches accidents. A FrameAuthenticator appends a trailer carrying the
@@ -103,12 +109,66 @@ struct FrameOrigin {
   uint32_t bucket = 0;
 };
 
-// Signs and verifies frames for one job. Thread-safe: Sign and Verify are
-// const and use a private MAC context per call.
-class FrameAuthenticator {
+// What the exchanges (lib/comm) sign and verify frames with. Thread-safe.
+class FrameSigner {
+ public:
+  virtual ~FrameSigner() = default;
+
+  // What Sign appends to a frame (the same on every rank of a job).
+  virtual size_t trailer_bytes() const = 0;
+
+  // The frame occupies buffer[0, frame_bytes); appends the trailer behind
+  // it and returns the authenticated length frame_bytes + trailer_bytes().
+  // InvalidArgument if the buffer has no room for the trailer; Internal if
+  // the MAC library fails.
+  virtual absl::StatusOr<size_t> Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
+                                      const FrameOrigin& origin) const = 0;
+
+  // Verifies an authenticated frame as received and returns the frame
+  // without its trailer. Checks, in order:
+  //   trailer present and well formed (magic, version, tag size, reserved)
+  //       -> Unauthenticated;
+  //   tag matches (constant-time compare)
+  //       -> Unauthenticated: altered in flight, or a different secret
+  //          (or session);
+  //   then, on authentic data only: job, sender rank, bucket, step against
+  //   `expected` -> PermissionDenied (another job sharing the secret, a
+  //   misattributed frame, or a replayed / out-of-order step).
+  virtual absl::StatusOr<absl::Span<const uint8_t>> Verify(absl::Span<const uint8_t> authenticated,
+                                                           const FrameOrigin& expected) const = 0;
+};
+
+// The trailer's fields (docs/wire_format.md, "Authentication trailer"),
+// written and checked alike by every FrameSigner.
+namespace frame_auth_internal {
+
+inline constexpr size_t kFieldBytes = 40;
+
+// Writes the fields at `fields` (kFieldBytes).
+void WriteFields(uint8_t version, uint8_t tag_bytes, const FrameOrigin& origin,
+                 const std::array<uint8_t, 16>& job, uint8_t* fields);
+
+// The structure check of Verify's first step on `authenticated`, whose
+// trailer (ending in the fields) is `trailer_bytes` long; the version and
+// tag size must be the receiver's. Unauthenticated saying what is wrong.
+absl::Status CheckStructure(absl::Span<const uint8_t> authenticated, size_t trailer_bytes,
+                            uint8_t version, uint8_t tag_bytes);
+
+// Verify's last step on fields whose tag has been checked: PermissionDenied
+// for another job (`job` / `job_id` are the receiver's), rank, bucket or
+// step than `expected`.
+absl::Status CheckOrigin(const uint8_t* fields, const std::array<uint8_t, 16>& job,
+                         absl::string_view job_id, const FrameOrigin& expected);
+
+}  // namespace frame_auth_internal
+
+// Signs and verifies frames for one job under HMAC-SHA256 keyed by the job
+// secret (trailer version 1). Thread-safe: Sign and Verify are const and
+// use a private MAC context per call.
+class FrameAuthenticator : public FrameSigner {
  public:
   // Bytes of the trailer other than the tag (see docs/wire_format.md).
-  static constexpr size_t kTrailerFieldBytes = 40;
+  static constexpr size_t kTrailerFieldBytes = frame_auth_internal::kFieldBytes;
 
   // `job_id` names the job (e.g. the rendezvous namespace); non-empty.
   // `tag_bytes` is 16 (HMAC-SHA256 truncated, as RFC 2104 allows down to
@@ -119,29 +179,22 @@ class FrameAuthenticator {
 
   FrameAuthenticator(FrameAuthenticator&&) noexcept;
   FrameAuthenticator& operator=(FrameAuthenticator&&) noexcept;
-  ~FrameAuthenticator();
+  ~FrameAuthenticator() override;
 
   size_t tag_bytes() const { return tag_bytes_; }
   // What Sign appends to a frame: tag + origin fields.
-  size_t trailer_bytes() const { return tag_bytes_ + kTrailerFieldBytes; }
+  size_t trailer_bytes() const override { return tag_bytes_ + kTrailerFieldBytes; }
 
-  // The frame occupies buffer[0, frame_bytes); appends the trailer behind
-  // it and returns the authenticated length frame_bytes + trailer_bytes().
-  // InvalidArgument if the buffer has no room for the trailer.
+  // FrameSigner's, under HMAC-SHA256.
   absl::StatusOr<size_t> Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
-                              const FrameOrigin& origin) const;
-
-  // Verifies an authenticated frame as received and returns the frame
-  // without its trailer. Checks, in order:
-  //   trailer present and well formed (magic, version, tag size, reserved)
-  //       -> Unauthenticated;
-  //   tag matches (constant-time compare)
-  //       -> Unauthenticated: altered in flight, or a different secret;
-  //   then, on authentic data only: job, sender rank, bucket, step against
-  //   `expected` -> PermissionDenied (another job sharing the secret, a
-  //   misattributed frame, or a replayed / out-of-order step).
+                              const FrameOrigin& origin) const override;
   absl::StatusOr<absl::Span<const uint8_t>> Verify(absl::Span<const uint8_t> authenticated,
-                                                   const FrameOrigin& expected) const;
+                                                   const FrameOrigin& expected) const override;
+
+  // The job's name, and its fingerprint as the trailer carries it (public:
+  // every frame shows it).
+  const std::string& job_id() const { return job_id_; }
+  const std::array<uint8_t, 16>& job_fingerprint() const { return job_fingerprint_; }
 
  private:
   friend class ChunkMac;  // derives its session keys from the secret
@@ -158,7 +211,6 @@ class FrameAuthenticator {
   // keys), so no value derived for one purpose serves another.
   absl::Status KeyedHash(const char* label, std::initializer_list<absl::Span<const uint8_t>> parts,
                          uint8_t out[32]) const;
-  const std::array<uint8_t, 16>& job_fingerprint() const { return job_fingerprint_; }
 
   std::unique_ptr<MacState> mac_;
   std::string job_id_;

@@ -39,7 +39,7 @@ RegionExpectation Expect(ValueType type, int j, const std::vector<uint64_t>& bou
 
 bool CastAllreduce::Supports(const CompressionSpec& spec) { return spec.CastsTo16Bits(); }
 
-CastAllreduce::CastAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+CastAllreduce::CastAllreduce(const Codec& codec, const FrameSigner& auth,
                              const transport::ChunkAuthenticator& chunk_auth,
                              const CastAllreduceOptions& options)
     : codec_(codec),

@@ -92,7 +92,7 @@ class CastAllreduce {
 
   // `codec` must be one Supports accepts; it, `auth` (which only names the
   // ranks of a collective mismatch) and `chunk_auth` must outlive this.
-  CastAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+  CastAllreduce(const Codec& codec, const FrameSigner& auth,
                 const transport::ChunkAuthenticator& chunk_auth,
                 const CastAllreduceOptions& options = CastAllreduceOptions());
 

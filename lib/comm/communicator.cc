@@ -68,10 +68,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (!codec.ok()) return codec.status();
   std::unique_ptr<Communicator> c(
       new Communicator(std::move(world), std::move(*codec), std::move(auth), options));
-  c->flat_ = std::make_unique<SparseAllgather>(*c->codec_, c->auth_);
-  if (SparseAllreduce::Supports(c->codec_->spec())) {
-    c->sparse_allreduce_ = std::make_unique<SparseAllreduce>(*c->codec_, c->auth_);
-  } else if (options.exchange == ExchangeKind::kSparseAllreduce) {
+  if (options.exchange == ExchangeKind::kSparseAllreduce &&
+      !SparseAllreduce::Supports(c->codec_->spec())) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange sparse_allreduce needs a sparse spec (topk, approx_topk, randomk), "
                      "got \"",
@@ -86,13 +84,19 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,
                                                options.measure_exchange_model, c->codec_.get()));
-  GRADWIRE_RETURN_IF_ERROR(c->AgreeChunkKey());
+  // The session's key signs frames and dense chunks alike, so the
+  // exchanges are built once it is agreed.
+  GRADWIRE_RETURN_IF_ERROR(c->AgreeSessionKey());
+  c->flat_ = std::make_unique<SparseAllgather>(*c->codec_, *c->frame_auth_);
+  if (SparseAllreduce::Supports(c->codec_->spec())) {
+    c->sparse_allreduce_ = std::make_unique<SparseAllreduce>(*c->codec_, *c->frame_auth_);
+  }
   if (CastAllreduce::Supports(c->codec_->spec())) {
     CastAllreduceOptions cast;
     cast.contribution_stage = kCastContributionStage;
     cast.allgather_stage = kCastAllgatherStage;
     c->cast_allreduce_ =
-        std::make_unique<CastAllreduce>(*c->codec_, c->auth_, *c->chunk_auth_, cast);
+        std::make_unique<CastAllreduce>(*c->codec_, *c->frame_auth_, *c->chunk_auth_, cast);
   }
   if (!options.hierarchical) return c;
 
@@ -127,7 +131,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
       c->world_->Split(static_cast<uint32_t>(c->node_->rank()));
   if (!cross.ok()) return cross.status();
   c->cross_ = std::move(*cross);
-  c->across_nodes_ = std::make_unique<SparseAllgather>(*c->codec_, c->auth_);
+  c->across_nodes_ = std::make_unique<SparseAllgather>(*c->codec_, *c->frame_auth_);
   c->shards_.resize(c->node_->size());
   return c;
 }
@@ -217,8 +221,10 @@ ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) cons
   return path_rule().PathFor(elements, one_dimensional);
 }
 
-absl::Status Communicator::AgreeChunkKey() {
-  GRADWIRE_ASSIGN_OR_RETURN(chunk_auth_, AgreeSessionChunkAuth(*world_, auth_));
+absl::Status Communicator::AgreeSessionKey() {
+  GRADWIRE_ASSIGN_OR_RETURN(SessionAuth session, AgreeSessionAuth(*world_, auth_));
+  chunk_auth_ = std::move(session.chunks);
+  frame_auth_ = std::move(session.frames);
   return absl::OkStatus();
 }
 

@@ -333,9 +333,9 @@ class Communicator {
   absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                         absl::Span<float> dense, ExchangePath path);
   absl::Status Dense(uint32_t bucket, uint64_t step, absl::Span<float> data, ExchangeStats* cost);
-  // The key round: agrees on this session's dense chunk key with every
-  // rank and checks that they all hold the job secret.
-  absl::Status AgreeChunkKey();
+  // The key round: agrees on this session's key (dense chunks and frames)
+  // with every rank and checks that they all hold the job secret.
+  absl::Status AgreeSessionKey();
   absl::Status Hierarchical(absl::string_view key, uint32_t bucket, uint64_t step,
                             absl::Span<float> data, ExchangeStats* cost);
   void AddWire(const transport::GlooGroup& group, ExchangeStats* cost) const;
@@ -347,8 +347,9 @@ class Communicator {
   std::unique_ptr<transport::GlooGroup> node_;   // hierarchical: ranks of my node
   std::unique_ptr<transport::GlooGroup> cross_;  // hierarchical: my local rank on every node
   std::unique_ptr<Codec> codec_;
-  FrameAuthenticator auth_;
+  FrameAuthenticator auth_;                                    // the job's: keys the session
   std::unique_ptr<transport::ChunkAuthenticator> chunk_auth_;  // dense chunks, this session
+  std::unique_ptr<FrameSigner> frame_auth_;                    // frames, this session
   const CommunicatorOptions options_;
   ErrorFeedback ef_;
   std::unique_ptr<SparseAllgather> flat_;

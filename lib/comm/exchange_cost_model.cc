@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "gradwire/base/cpu_time.h"
 #include "gradwire/base/status_macros.h"
-#include "gradwire/lib/codec/frame_auth.h"
+#include "gradwire/lib/codec/session_frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gradwire/lib/comm/region_frame.h"
 #include "gradwire/transport/receive_window.h"
@@ -21,12 +21,12 @@ namespace {
 
 using transport::SparseCollectives;
 
-// Framing per message, in bytes.
+// Framing per message, in bytes (the Communicator signs with its
+// session's GMAC).
 constexpr double kCodecFrameOverhead =
-    kFrameHeaderBytes + kFrameChecksumBytes + 16 + FrameAuthenticator::kTrailerFieldBytes;
-constexpr double kRegionFrameOverhead = kRegionHeaderBytes + 16 +
-                                        FrameAuthenticator::kTrailerFieldBytes +
-                                        SparseCollectives::kLengthBytes;
+    kFrameHeaderBytes + kFrameChecksumBytes + SessionFrameAuth::kTrailerBytes;
+constexpr double kRegionFrameOverhead =
+    kRegionHeaderBytes + SessionFrameAuth::kTrailerBytes + SparseCollectives::kLengthBytes;
 constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
 constexpr double kHistogramBytes = 512;  // 128 u32 bins
 constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement

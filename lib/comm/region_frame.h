@@ -21,7 +21,7 @@
 //   32  u64  index bytes
 //   40  indices (index bytes) | values (count x the value type's width)
 //
-// The sender signs the frame with its FrameAuthenticator (the trailer
+// The sender signs the frame with its FrameSigner (the trailer
 // follows); a receiver verifies the MAC, then ParseRegionFrame checks
 // every field against what it expects before any value is read.
 //

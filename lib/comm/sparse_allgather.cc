@@ -47,7 +47,7 @@ uint64_t SpecFingerprint(const CompressionSpec& spec) {
   return XXH3_64bits(s.data(), s.size());
 }
 
-SparseAllgather::SparseAllgather(const Codec& codec, const FrameAuthenticator& auth)
+SparseAllgather::SparseAllgather(const Codec& codec, const FrameSigner& auth)
     : codec_(codec),
       // The default spec is "none" (fp32), always valid.
       dense_codec_(*MakeCodec(CompressionSpec())),

@@ -4,7 +4,8 @@
 //
 // One call, on every rank of the group, in this order:
 //   1. encode grad (+ its error-feedback residual) into a frame;
-//   2. sign it (FrameAuthenticator: job, sender world rank, step, bucket);
+//   2. sign it (a FrameSigner: job, sender world rank, step, bucket; the
+//      Communicator gives its session's GMAC, session_frame_auth.h);
 //   3. allgather a fixed-size descriptor (frame bytes, n, step, bucket,
 //      spec fingerprint) and validate the table: every rank sees the same
 //      table, so a disagreement yields the same "collective mismatch"
@@ -113,8 +114,9 @@ class SparseAllgather {
     std::vector<uint64_t> sizes_;
   };
 
-  // `codec` and `auth` must outlive this object.
-  SparseAllgather(const Codec& codec, const FrameAuthenticator& auth);
+  // `codec` and `auth` must outlive this object. `auth` is the MAC every
+  // rank of the group signs with (a session's, or the job-long HMAC).
+  SparseAllgather(const Codec& codec, const FrameSigner& auth);
 
   SparseAllgather(const SparseAllgather&) = delete;
   SparseAllgather& operator=(const SparseAllgather&) = delete;
@@ -188,7 +190,7 @@ class SparseAllgather {
 
   const Codec& codec_;
   const std::unique_ptr<Codec> dense_codec_;  // "none": the dense section
-  const FrameAuthenticator& auth_;
+  const FrameSigner& auth_;
   const uint64_t spec_fingerprint_;
 
   // Reused across calls (grown, never shrunk).

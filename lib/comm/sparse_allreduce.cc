@@ -37,7 +37,7 @@ absl::Status Rejected(const absl::Status& s, absl::string_view what, int rank, u
 
 bool SparseAllreduce::Supports(const CompressionSpec& spec) { return spec.SelectsEntries(); }
 
-SparseAllreduce::SparseAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+SparseAllreduce::SparseAllreduce(const Codec& codec, const FrameSigner& auth,
                                  const SparseAllreduceOptions& options)
     : codec_(codec),
       auth_(auth),

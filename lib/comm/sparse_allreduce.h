@@ -42,7 +42,7 @@
 // to a dense layout when that is smaller (SparCML's rule, per message).
 //
 // Security and failures as in SparseAllgather: frames are authenticated
-// (FrameAuthenticator: sender world rank, step, bucket; the region frame's
+// (a FrameSigner: sender world rank, step, bucket; the region frame's
 // header binds kind and region) and validated before any value is used.
 // An owner that rejects a contribution sends a failure notice instead of
 // survivors, so every rank fails the call naming it. On error `out` is
@@ -101,7 +101,7 @@ class SparseAllreduce {
   static bool Supports(const CompressionSpec& spec);
 
   // `codec` must be one Supports accepts; it and `auth` must outlive this.
-  SparseAllreduce(const Codec& codec, const FrameAuthenticator& auth,
+  SparseAllreduce(const Codec& codec, const FrameSigner& auth,
                   const SparseAllreduceOptions& options = SparseAllreduceOptions());
 
   SparseAllreduce(const SparseAllreduce&) = delete;
@@ -149,7 +149,7 @@ class SparseAllreduce {
   uint64_t Capacity(RegionFrameKind kind, int j) const;
 
   const Codec& codec_;
-  const FrameAuthenticator& auth_;
+  const FrameSigner& auth_;
   const SparseAllreduceOptions options_;
   SparseAllgather naming_;  // names the ranks of a collective mismatch
   const uint64_t spec_fingerprint_;
