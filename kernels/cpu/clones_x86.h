@@ -136,45 +136,14 @@ inline bool CpuIsX86V4() {
 }
 #endif
 
-// Elements ahead of the current block whose lines a streaming loop
-// prefetches while it computes (quantize.cc, quantize_sign.cc): coding is
-// compute-bound, the accumulate pass memory-bound, and on the Zen 3 core
-// these loops were written on the hardware prefetchers alone did not keep
-// the streams busy (PrefetchAheadWanted says where).
-constexpr uint64_t kPrefetchAhead = 4096;
-
-// Whether a bucket loop prefetches ahead on this CPU: not where the
-// x86-64-v4 code runs. On a Zen 5 core, caches cold, the prefetch made
-// QSGD's v4 loop 15-30 % slower (1f3cac0; that loop has none) and sign's
-// encode 1.7-1.8 times slower (docs/results/2026-11-30-sign-prefetch.md).
-// The x86-64-v3 and baseline code keeps it where it was measured.
-inline bool PrefetchAheadWanted() {
-#if GRADWIRE_CPU_V4_FUNCTIONS
-  return !CpuIsX86V4();
-#else
-  return true;
-#endif
-}
-
-// kLocality as __builtin_prefetch's: 3 into L1 (prefetcht0), 2 into L2
-// (prefetcht1).
-template <int kLocality = 3>
-GRADWIRE_CPU_INLINE void PrefetchRange(const float* p, uint64_t begin, uint64_t end) {
-  for (uint64_t i = begin; i < end; i += 16) __builtin_prefetch(p + i, 0, kLocality);
-}
-
-// A bucket loop's prefetch at the bucket [start, start + len) of n: the
-// elements kPrefetchAhead on, of grad and of residual (if not null).
-// QSGD's x86-64-v3 loop, whose coding pass keeps more in L1, prefetches
-// into L2 (measured faster at n = 1M, docs/results/2026-11-27-codec-bench-qsgd.md).
-template <int kLocality = 3>
-GRADWIRE_CPU_INLINE void PrefetchBucketAhead(const float* grad, const float* residual,
-                                             uint64_t start, uint64_t len, uint64_t n) {
-  if (start + kPrefetchAhead >= n) return;
-  const uint64_t end = n - start - kPrefetchAhead < len ? n : start + kPrefetchAhead + len;
-  PrefetchRange<kLocality>(grad, start + kPrefetchAhead, end);
-  if (residual != nullptr) PrefetchRange<kLocality>(residual, start + kPrefetchAhead, end);
-}
+// No bucket loop prefetches ahead in software (the hardware prefetchers
+// follow its streams). Prefetching grad and residual 4096 elements ahead,
+// as QSGD's and sign's loops once did, made them slower with caches cold
+// on both machines it was measured on: on a Zen 5 core QSGD's x86-64-v4
+// loop by 15-30 % and sign's encode 1.7-1.8 times
+// (docs/results/2026-11-30-sign-prefetch.md), on a Zen 3 core QSGD's
+// x86-64-v3 loop by 12-20 % and sign's encode by 1.3-1.5 times
+// (docs/results/2026-11-30-session-gmac.md).
 
 }  // namespace cpu
 }  // namespace kernels

@@ -242,7 +242,6 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
   float scale = FinishFirstPass(&pass, &bad);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    PrefetchBucketAhead<2>(grad, kHasResidual ? residual : nullptr, start, len, n);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
     nonfinite += bad;
     // The next bucket's first pass, alongside this one's second.
@@ -284,7 +283,6 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
     float* res = kHasResidual ? residual + start : nullptr;
-    PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     const float* acc = AccumulateBucket(grad + start, res, len);
     const float scale = MaxFiniteMagnitude(acc, len, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));

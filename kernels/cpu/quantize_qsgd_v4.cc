@@ -21,10 +21,7 @@ using qsgd_packing::kBlock;
 #if GRADWIRE_CPU_V4_FUNCTIONS
 // ------------------------------------------------------------ x86-64-v4 --
 // quantize.cc's QsgdLoopV3 at sixteen lanes: the same two passes interleaved, the same
-// IEEE operations in the same order, 64 elements a coding step, and no
-// software prefetch (on a Zen 5 core, with caches cold, the v3 loop's
-// prefetch into L2 made it 15-30 % slower: docs/results/
-// 2026-11-28-qsgd-avx512.md). One
+// IEEE operations in the same order, 64 elements a coding step. One
 // permute of a sixteen-entry table decodes every width <= 4; codes become
 // bytes by a truncating narrow (they are <= 255).
 #define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))

@@ -264,16 +264,14 @@ GRADWIRE_CPU_INLINE void SignCodes(const float* acc, float* res, uint64_t len, f
   for (; i < len; ++i) out->Put(SignElement<kHasResidual>(acc[i], res + i, s), 1);
 }
 
-// `prefetch`: PrefetchBucketAhead before each bucket.
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64_t n,
                                       uint32_t bucket_size, uint8_t* scales, uint8_t* packed,
-                                      bool v3, bool prefetch) {
+                                      bool v3) {
   BitWriter out(packed);
   uint64_t nonfinite = 0;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    if (prefetch) PrefetchBucketAhead(grad, kHasResidual ? residual : nullptr, start, len, n);
     float* res = kHasResidual ? residual + start : nullptr;
     const float scale = SignScale<kHasResidual>(grad + start, res, len, v3, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
@@ -285,10 +283,9 @@ GRADWIRE_CPU_INLINE uint64_t SignLoop(const float* grad, float* residual, uint64
 
 GRADWIRE_CPU_CLONES uint64_t SignCompressLoop(const float* grad, float* residual, uint64_t n,
                                               uint32_t bucket_size, uint8_t* scales,
-                                              uint8_t* packed, bool v3, bool prefetch) {
-  return residual != nullptr
-             ? SignLoop<true>(grad, residual, n, bucket_size, scales, packed, v3, prefetch)
-             : SignLoop<false>(grad, residual, n, bucket_size, scales, packed, v3, prefetch);
+                                              uint8_t* packed, bool v3) {
+  return residual != nullptr ? SignLoop<true>(grad, residual, n, bucket_size, scales, packed, v3)
+                             : SignLoop<false>(grad, residual, n, bucket_size, scales, packed, v3);
 }
 
 // *d += SignDecode(code, scale) for elements [i, i + 8), i a multiple of
@@ -401,8 +398,7 @@ void SignCompress(const float* grad, float* residual, uint64_t n, uint32_t bucke
 #else
   const bool v3 = false;
 #endif
-  const uint64_t nonfinite =
-      SignCompressLoop(grad, residual, n, bucket_size, scales, packed, v3, PrefetchAheadWanted());
+  const uint64_t nonfinite = SignCompressLoop(grad, residual, n, bucket_size, scales, packed, v3);
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
