@@ -83,8 +83,8 @@ GRADWIRE_CPU_INLINE void UnpackBytes(const uint8_t* in, uint64_t bytes, uint8_t*
 //
 // A caller built for a wider ISA may pass `six`, a packer of whole runs of
 // groups at 6 bits (QSGD's 6-bit codes, which straddle bytes): given g
-// groups it packs the first 8 * floor(g / 8) to out (6 bytes each, the
-// same bytes as Compact) and returns how many.
+// groups it packs a first run of them to out (6 bytes each, the same bytes
+// as Compact; as many as its steps take whole) and returns how many.
 using SixBitPacker = uint64_t (*)(const uint8_t* codes, uint64_t groups, uint8_t* out);
 
 class CodePacker {

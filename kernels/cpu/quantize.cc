@@ -40,6 +40,29 @@ using qsgd_encode::ZeroScaleBucket;
 // finite test are left out, as they cannot change anything there.
 #define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
 
+// CodePacker's SixBitPacker: 32 codes (four groups) a step, as
+// quantize_qsgd_v4.cc's PackSixBitsV4 at half the width: byte pairs
+// c0 + 64 c1 (maddubs), word pairs w0 + 4096 w1 (madd) leave each four
+// codes' 24 bits in the low three bytes of a dword; a shuffle within lanes
+// and a dword permute bring them together, 24 bytes. The same bytes as
+// Compact (code e of a group at bit 6 e).
+GRADWIRE_CPU_V3 uint64_t PackSixBitsV3(const uint8_t* codes, uint64_t groups, uint8_t* out) {
+  const __m256i pairs = _mm256_set1_epi16(0x4001);      // bytes 1, 64
+  const __m256i quads = _mm256_set1_epi32(0x10000001);  // words 1, 4096
+  const __m256i squeeze = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1,
+                                           0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m256i gather = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 0, 0);
+  uint64_t g = 0;
+  for (; g + 4 <= groups; g += 4) {
+    __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 8 * g));
+    c = _mm256_madd_epi16(_mm256_maddubs_epi16(c, pairs), quads);
+    c = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, squeeze), gather);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 6 * g), _mm256_castsi256_si128(c));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 6 * g + 16), _mm256_extracti128_si256(c, 1));
+  }
+  return g;
+}
+
 GRADWIRE_V3_INLINE __m256i HashRoundV3(__m256i x) {
   x = _mm256_xor_si256(x, _mm256_srli_epi32(x, 16));
   x = _mm256_mullo_epi32(x, _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
@@ -234,7 +257,7 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
   const uint32_t max_code = QsgdMaxCode(bits);
   BucketConstants call;
   CallConstants(bits, key, &call);
-  CodePacker packer(packed, bits);
+  CodePacker packer(packed, bits, PackSixBitsV3);
   uint64_t nonfinite = 0;
   FirstPass pass;
   StartFirstPass(grad, residual, n < bucket_size ? n : bucket_size, &pass);
