@@ -31,6 +31,7 @@
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
+#include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
 #include "gradwire/transport/gloo_group.h"
@@ -167,10 +168,13 @@ int Main() {
   absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(spec->ForSender(config->rank));
   if (!codec.ok()) return Fail(codec.status());
   ErrorFeedback ef(**codec);
-  SparseAllgather allgather(**codec, *auth);
-  SparseAllreduce allreduce(**codec, *auth);
-
   transport::GlooGroup& g = **group;
+  // Frames signed as a Communicator signs them: the session's GMAC.
+  absl::StatusOr<SessionAuth> session = AgreeSessionAuth(g, *auth);
+  if (!session.ok()) return Fail(session.status());
+  SparseAllgather allgather(**codec, *session->frames);
+  SparseAllreduce allreduce(**codec, *session->frames);
+
   // The library's own measurement of this run's link, round latency and
   // codec (what a Communicator with measure_exchange_model agrees on).
   std::string model_json = "null";
