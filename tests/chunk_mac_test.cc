@@ -13,28 +13,18 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/session_key_fixture.h"
 
 namespace gradwire {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+using testing_keys::Auth;
+using testing_keys::kSecret;
+using testing_keys::Nonces;
+
 constexpr char kOtherSecret[] = "fedcba9876543210fedcba9876543210";
-
-FrameAuthenticator Auth(const char* secret = kSecret, const char* job = "job-a") {
-  auto s = JobSecret::FromValue(secret, "test");
-  EXPECT_TRUE(s.ok()) << s.status();
-  auto a = FrameAuthenticator::Create(*s, job);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return std::move(*a);
-}
-
-std::vector<uint8_t> Nonces(uint32_t size, uint8_t seed = 1) {
-  std::vector<uint8_t> n(size * ChunkMac::kNonceBytes);
-  for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<uint8_t>(seed + i * 29);
-  return n;
-}
 
 ChunkMac Session(const FrameAuthenticator& auth, uint32_t rank, uint32_t size,
                  const std::vector<uint8_t>& nonces) {
@@ -126,36 +116,11 @@ TEST(ChunkMacTest, TagIsDocumentedGmac) {
             std::vector<uint8_t>({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}));  // rank 1, seal 0
 
   // The job fingerprint travels in the confirmation.
-  const uint8_t* job = mac.Confirmation().data();
-  std::string key_input("gradwire dense chunk key v1", 28);
-  key_input.append(job, job + 16);
-  key_input.append(std::string("\x02\0\0\0", 4));
-  key_input.append(nonces.begin(), nonces.end());
-  unsigned char key[32];
-  unsigned int key_len = 0;
-  ASSERT_NE(
-      HMAC(EVP_sha256(), kSecret, 32, reinterpret_cast<const unsigned char*>(key_input.data()),
-           key_input.size(), key, &key_len),
-      nullptr);
-  std::string aad("gradwire dense chunk v1", 24);
-  for (uint64_t len : {uint64_t{20}, uint64_t{333}}) {
-    for (int i = 0; i < 8; ++i) aad.push_back(static_cast<char>(len >> (8 * i)));
-  }
-  aad.append(context.begin(), context.end());
-  aad.append(chunk.begin(), chunk.end());
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  int len = 0;
-  unsigned char tag[16], none[16];
-  ASSERT_EQ(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, trailer.data()), 1);
-  ASSERT_EQ(
-      EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
-                        static_cast<int>(aad.size())),
-      1);
-  ASSERT_EQ(EVP_EncryptFinal_ex(ctx, none, &len), 1);
-  ASSERT_EQ(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, tag), 1);
-  EVP_CIPHER_CTX_free(ctx);
+  const auto key = testing_keys::DocumentedSessionKey(mac.Confirmation().data(), 2, nonces);
+  const auto tag =
+      testing_keys::DocumentedGmac(key, trailer.data(), "gradwire dense chunk v1", context, chunk);
   EXPECT_EQ(std::vector<uint8_t>(trailer.begin() + 12, trailer.end()),
-            std::vector<uint8_t>(tag, tag + 16));
+            std::vector<uint8_t>(tag.begin(), tag.end()));
 }
 
 TEST(ChunkMacTest, EverySingleBitFlipIsUnauthenticated) {

@@ -17,29 +17,20 @@
 #include "gradwire/base/coding.h"
 #include "gtest/gtest.h"
 #include "tests/expect_rejected.h"
+#include "tests/session_key_fixture.h"
 
 namespace gradwire {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kSecret[] = "0123456789abcdef0123456789abcdef";
+using testing_keys::kSecret;
+using testing_keys::Nonces;
+
 constexpr size_t kIvAndTag = ChunkMac::kTrailerBytes;
 constexpr size_t kFields = FrameAuthenticator::kTrailerFieldBytes;
 
-FrameAuthenticator Auth(const char* job = "job-a") {
-  auto s = JobSecret::FromValue(kSecret, "test");
-  EXPECT_TRUE(s.ok()) << s.status();
-  auto a = FrameAuthenticator::Create(*s, job);
-  EXPECT_TRUE(a.ok()) << a.status();
-  return std::move(*a);
-}
-
-std::vector<uint8_t> Nonces(uint32_t size, uint8_t seed = 1) {
-  std::vector<uint8_t> n(size * ChunkMac::kNonceBytes);
-  for (size_t i = 0; i < n.size(); ++i) n[i] = static_cast<uint8_t>(seed + i * 29);
-  return n;
-}
+FrameAuthenticator Auth(const char* job = "job-a") { return testing_keys::Auth(kSecret, job); }
 
 std::shared_ptr<const ChunkMac> Key(const FrameAuthenticator& auth, uint32_t rank, uint32_t size,
                                     const std::vector<uint8_t>& nonces) {
@@ -116,35 +107,10 @@ TEST(SessionFrameAuthTest, TrailerIsDocumentedGmacOverTheFields) {
             std::vector<uint8_t>(auth.job_fingerprint().begin(), auth.job_fingerprint().end()));
   // The tag, computed here from the document: the session key, then
   // AES-256-GCM over the labelled lengths, fields and frame.
-  std::string key_input("gradwire dense chunk key v1", 28);
-  key_input.append(auth.job_fingerprint().begin(), auth.job_fingerprint().end());
-  key_input.append(std::string("\x03\0\0\0", 4));
-  const std::vector<uint8_t> nonces = Nonces(3);
-  key_input.append(nonces.begin(), nonces.end());
-  unsigned char key[32];
-  unsigned int key_len = 0;
-  ASSERT_NE(
-      HMAC(EVP_sha256(), kSecret, 32, reinterpret_cast<const unsigned char*>(key_input.data()),
-           key_input.size(), key, &key_len),
-      nullptr);
-  std::string aad("gradwire frame GMAC v2", 23);
-  for (uint64_t len : {uint64_t{kFields}, uint64_t{frame.size()}}) {
-    for (int i = 0; i < 8; ++i) aad.push_back(static_cast<char>(len >> (8 * i)));
-  }
-  aad.append(fields, fields + kFields);
-  aad.append(frame.begin(), frame.end());
-  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  int len = 0;
-  unsigned char tag[16], none[16];
-  ASSERT_EQ(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key, iv), 1);
-  ASSERT_EQ(
-      EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const unsigned char*>(aad.data()),
-                        static_cast<int>(aad.size())),
-      1);
-  ASSERT_EQ(EVP_EncryptFinal_ex(ctx, none, &len), 1);
-  ASSERT_EQ(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, 16, tag), 1);
-  EVP_CIPHER_CTX_free(ctx);
-  EXPECT_EQ(std::vector<uint8_t>(iv + 12, iv + 28), std::vector<uint8_t>(tag, tag + 16));
+  const auto key = testing_keys::DocumentedSessionKey(auth.job_fingerprint().data(), 3, Nonces(3));
+  const auto tag = testing_keys::DocumentedGmac(key, iv, "gradwire frame GMAC v2",
+                                                {fields, fields + kFields}, frame);
+  EXPECT_EQ(std::vector<uint8_t>(iv + 12, iv + 28), std::vector<uint8_t>(tag.begin(), tag.end()));
 
   // A dense chunk's Verify of the same bytes fails (another label), the
   // frame's succeeds.
