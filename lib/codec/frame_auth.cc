@@ -287,6 +287,15 @@ absl::Status FrameAuthenticator::ComputeMac(absl::Span<const uint8_t> frame, con
 
 namespace frame_auth_internal {
 
+absl::Status CheckRoom(absl::Span<uint8_t> buffer, size_t frame_bytes, size_t trailer_bytes) {
+  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < trailer_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
+        "-byte frame and its ", trailer_bytes, "-byte authentication trailer"));
+  }
+  return absl::OkStatus();
+}
+
 void WriteFields(uint8_t version, uint8_t tag_bytes, const FrameOrigin& origin,
                  const std::array<uint8_t, 16>& job, uint8_t* fields) {
   EncodeFixed32(fields + kMagicAt, kAuthMagic);
@@ -367,11 +376,7 @@ absl::Status CheckOrigin(const uint8_t* fields, const std::array<uint8_t, 16>& j
 
 absl::StatusOr<size_t> FrameAuthenticator::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
                                                 const FrameOrigin& origin) const {
-  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < trailer_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
-        "-byte frame and its ", trailer_bytes(), "-byte authentication trailer"));
-  }
+  GRADWIRE_RETURN_IF_ERROR(frame_auth_internal::CheckRoom(buffer, frame_bytes, trailer_bytes()));
   uint8_t* tag = buffer.data() + frame_bytes;
   uint8_t* fields = tag + tag_bytes_;
   frame_auth_internal::WriteFields(kAuthVersion, static_cast<uint8_t>(tag_bytes_), origin,

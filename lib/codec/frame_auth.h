@@ -144,6 +144,10 @@ namespace frame_auth_internal {
 
 inline constexpr size_t kFieldBytes = 40;
 
+// Sign's first check: InvalidArgument unless buffer holds a frame_bytes
+// frame and a trailer_bytes trailer behind it.
+absl::Status CheckRoom(absl::Span<uint8_t> buffer, size_t frame_bytes, size_t trailer_bytes);
+
 // Writes the fields at `fields` (kFieldBytes).
 void WriteFields(uint8_t version, uint8_t tag_bytes, const FrameOrigin& origin,
                  const std::array<uint8_t, 16>& job, uint8_t* fields);

@@ -20,11 +20,7 @@ SessionFrameAuth::SessionFrameAuth(const FrameAuthenticator& auth,
 
 absl::StatusOr<size_t> SessionFrameAuth::Sign(absl::Span<uint8_t> buffer, size_t frame_bytes,
                                               const FrameOrigin& origin) const {
-  if (frame_bytes > buffer.size() || buffer.size() - frame_bytes < kTrailerBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame auth: buffer of ", buffer.size(), " bytes has no room for a ", frame_bytes,
-        "-byte frame and its ", kTrailerBytes, "-byte authentication trailer"));
-  }
+  GRADWIRE_RETURN_IF_ERROR(frame_auth_internal::CheckRoom(buffer, frame_bytes, kTrailerBytes));
   uint8_t* trailer = buffer.data() + frame_bytes;
   uint8_t* fields = trailer + ChunkMac::kTrailerBytes;
   frame_auth_internal::WriteFields(kSessionVersion, kGmacTagBytes, origin, job_fingerprint_,
