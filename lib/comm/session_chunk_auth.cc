@@ -46,10 +46,4 @@ absl::StatusOr<SessionAuth> AgreeSessionAuth(transport::GlooGroup& group,
   return session;
 }
 
-absl::StatusOr<std::unique_ptr<transport::ChunkAuthenticator>> AgreeSessionChunkAuth(
-    transport::GlooGroup& group, const FrameAuthenticator& auth) {
-  GRADWIRE_ASSIGN_OR_RETURN(SessionAuth session, AgreeSessionAuth(group, auth));
-  return std::move(session.chunks);
-}
-
 }  // namespace gradwire

@@ -27,10 +27,6 @@ struct SessionAuth {
 absl::StatusOr<SessionAuth> AgreeSessionAuth(transport::GlooGroup& group,
                                              const FrameAuthenticator& auth);
 
-// AgreeSessionAuth's chunk authenticator alone.
-absl::StatusOr<std::unique_ptr<transport::ChunkAuthenticator>> AgreeSessionChunkAuth(
-    transport::GlooGroup& group, const FrameAuthenticator& auth);
-
 }  // namespace gradwire
 
 #endif  // GRADWIRE_LIB_COMM_SESSION_CHUNK_AUTH_H_

@@ -95,13 +95,13 @@ std::unique_ptr<Rig> NewRig(const std::string& spec_text, const std::string& sec
   auto rig = std::make_unique<Rig>();
   rig->group = std::move(*group);
   rig->auth = std::make_unique<FrameAuthenticator>(std::move(*auth));
-  auto chunk = AgreeSessionChunkAuth(*rig->group, *rig->auth);
-  if (!chunk.ok()) {
+  auto session = AgreeSessionAuth(*rig->group, *rig->auth);
+  if (!session.ok()) {
     // A wrong secret or job fails here on every rank, before any frame.
-    std::printf("CHUNKAUTH %s\n", chunk.status().ToString().c_str());
+    std::printf("CHUNKAUTH %s\n", session.status().ToString().c_str());
     return nullptr;
   }
-  rig->chunk_auth = std::move(*chunk);
+  rig->chunk_auth = std::move(session->chunks);
   rig->codec = *MakeCodec(spec->ForSender(env.rank()));
   rig->ef = std::make_unique<ErrorFeedback>(*rig->codec);
   rig->exchange =
@@ -320,11 +320,11 @@ void ScenarioAuth() {
     auto auth = NewAuth(odd && kind == "secret" ? "another-secret-entirely-9876543210" : kSecret,
                         env.config.job_id + (odd && kind == "job" ? "-other" : ""));
     if (!ExpectOk(group.status(), "group") || !ExpectOk(auth.status(), "auth")) return;
-    auto chunk = AgreeSessionChunkAuth(**group, *auth);
-    std::printf("AUTH %s\n", chunk.status().ToString().c_str());
-    const bool want = kind == "job" ? absl::IsPermissionDenied(chunk.status())
-                                    : absl::IsUnauthenticated(chunk.status());
-    Expect(want, kind + " rejected on every rank", chunk.status().ToString());
+    auto session = AgreeSessionAuth(**group, *auth);
+    std::printf("AUTH %s\n", session.status().ToString().c_str());
+    const bool want = kind == "job" ? absl::IsPermissionDenied(session.status())
+                                    : absl::IsUnauthenticated(session.status());
+    Expect(want, kind + " rejected on every rank", session.status().ToString());
     return;
   }
   auto rig = NewRig("bf16", kSecret, env.config.job_id, options);
