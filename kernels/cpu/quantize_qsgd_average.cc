@@ -6,7 +6,8 @@
 // from one word per payload by per-lane shifts and looked up in the
 // bucket's table of decoded values (qsgd_levels.h) by a permute; codes of
 // 8 bits are bytes, and eight codes of 3, 5, 6 or 7 bits (`bits` bytes)
-// are cut from one word by per-lane shifts; both decode by QsgdLevelOf.
+// are cut from one word by a byte shuffle and per-lane shifts; both
+// decode by QsgdLevelOf.
 // (Before, 3, 5, 6 and 7 bits ran the three steps below, 3-4x slower.)
 // Each decoded value is QsgdDequantize's, each sum is formed from +0 in
 // payload order and divided once (by a multiply where that gives the
@@ -61,8 +62,23 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   // kExpanded loads eight bytes for a group's `bits`: whole loads stay
   // inside the PackedBytes(n, bits) a payload holds up to this group.
   const uint64_t packed_bytes = PackedBytes(n, bits);
-  const __m256i even_shift = _mm256_setr_epi64x(0, 2 * bits, 4 * bits, 6 * bits);
-  const __m256i odd_shift = _mm256_setr_epi64x(bits, 3 * bits, 5 * bits, 7 * bits);
+  // kExpanded: code j (bit j * bits of the group's bytes) has its first
+  // byte and the next brought to the low half of lane j by one byte
+  // shuffle (`cut`: the group's eight bytes stand in both 128-bit
+  // halves), then a per-lane shift (`offset`) and the mask. A code spans
+  // at most offset + bits <= 14 bits of the two.
+  alignas(32) uint8_t cut_bytes[32];
+  alignas(32) uint32_t offsets[8];
+  for (uint32_t j = 0; j < 8; ++j) {
+    const uint32_t byte = j * bits / 8;
+    uint8_t* c = cut_bytes + 4 * j;
+    c[0] = static_cast<uint8_t>(byte);
+    c[1] = static_cast<uint8_t>(byte + 1 < 8 ? byte + 1 : 0x80);
+    c[2] = c[3] = 0x80;
+    offsets[j] = j * bits % 8;
+  }
+  const __m256i cut = _mm256_load_si256(reinterpret_cast<const __m256i*>(cut_bytes));
+  const __m256i offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
   float reciprocal;
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m256 divide_by = _mm256_set1_ps(multiply ? reciprocal : divisor);
@@ -99,12 +115,12 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         d = _mm256_mul_ps(QsgdLevelsV3(q, top, hi, lo), _mm256_set1_ps(bucket_scales[r]));
       } else if (kBy == kExpanded) {
         // Eight codes: `bits` bytes from a byte boundary (element is a
-        // multiple of 8) as one word w in every 64-bit lane; code j is
-        // w >> (j * bits). The even codes' shifts in one vector, the
-        // odd codes' in another moved up a lane half, then a blend
-        // puts code j in lane j. (In vector lanes rather than by
-        // Expand on the scalar side: Expand's chain of dependent steps
-        // made each iteration wait for the sum, 3x the 8-bit time.)
+        // multiple of 8) in every 64-bit lane, cut by `cut` and
+        // `offset`. (In vector lanes rather than by Expand on the scalar
+        // side: Expand's chain of dependent steps made each iteration
+        // wait for the sum, 3x the 8-bit time. A shift of the word per
+        // lane pair and a blend, before the shuffle: five instructions
+        // where the shuffle takes three.)
         const uint64_t at = element / 8 * bits;
         __m256i word;
         if (at + 8 <= packed_bytes) {
@@ -114,10 +130,8 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
           memcpy(bytes, packed[r] + at, bits);
           word = _mm256_set1_epi64x(LoadLe<uint64_t>(bytes));
         }
-        const __m256i q = _mm256_and_si256(
-            _mm256_blend_epi32(_mm256_srlv_epi64(word, even_shift),
-                               _mm256_slli_epi64(_mm256_srlv_epi64(word, odd_shift), 32), 0xaa),
-            mask);
+        const __m256i q =
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(word, cut), offset), mask);
         d = _mm256_mul_ps(QsgdLevelsV3(q, top, hi, lo), _mm256_set1_ps(bucket_scales[r]));
       } else {
         // Eight codes: `bits` bytes from a byte boundary (start and i
