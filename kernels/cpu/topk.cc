@@ -432,7 +432,7 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
     AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, &nonfinite);
   } else {
     const SampledBounds bounds =
-        SampleLowerBound(grad, residual, n, k, SampleSize(n), /*band=*/false, t.sample, t.hist);
+        SampleLowerBound(grad, residual, n, k, SampleSize(n, k), /*band=*/false, t.sample, t.hist);
     const uint32_t lower = bounds.lower;
     bool zeroed = false;
     const uint64_t m =
@@ -472,7 +472,7 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     // way the band is filled from all its members in index order, so the
     // result does not depend on the sample, and it is the GPU kernel's.
     SampledBounds bounds =
-        SampleLowerBound(grad, residual, n, k, SampleSize(n), /*band=*/true, t.sample, t.hist);
+        SampleLowerBound(grad, residual, n, k, SampleSize(n, k), /*band=*/true, t.sample, t.hist);
     bounds.lower &= ~((uint32_t{1} << kTopShift) - 1);
     bool zeroed = false;
     const uint64_t m =

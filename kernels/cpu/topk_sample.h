@@ -42,11 +42,20 @@ struct SampledBounds {
   ZeroGuess zero;      // its keys >= lower
 };
 
-// How many elements SampleLowerBound reads: each is a cache miss, and
-// below 4M elements a quarter of kSampleSize is cheaper than the few more
-// candidates it lets through (within about a fifth of k).
-inline uint64_t SampleSize(uint64_t n) {
-  return n < (uint64_t{1} << 22) ? kSampleSize / 4 : kSampleSize;
+// How many of the n elements SampleLowerBound reads, for k of them to
+// select. Each sampled element is a cache miss in grad and residual (and,
+// in a large bucket, a TLB miss), while a smaller sample only loosens the
+// lower bound by its few standard deviations (PaddedRank), letting more
+// candidates through the pass. Below 4M elements a quarter of
+// kSampleSize is cheaper than the few more candidates it lets through
+// (within about a fifth of k); and where k <= n / 32 a quarter of that
+// again: there the extra candidates cost less than the misses saved (on
+// a Zen 3 core with caches cold, 1M elements: 0.1 % and 1 % a few per
+// cent faster), while at 10 % they cost more (1M: 1.48 -> 1.77 ms). Only
+// speed depends on it (docs/results/2026-11-30-sample-size.md).
+inline uint64_t SampleSize(uint64_t n, uint64_t k) {
+  const uint64_t s = n < (uint64_t{1} << 22) ? kSampleSize / 4 : kSampleSize;
+  return k <= n / 32 ? s / 4 : s;
 }
 
 // Approximate top-k takes everything above its band and fills the rest of
@@ -110,22 +119,20 @@ inline SampledBounds SampleLowerBound(const float* grad, const float* residual, 
   // One element per stride, at a scrambled offset so that periodic
   // structure in the gradient (layer boundaries) cannot line up. The
   // offset maps a 64-bit hash into [0, stride) by multiply-high (no
-  // division), and every sampled line is a cache miss, so they are
-  // prefetched kAhead samples early to keep many misses in flight.
+  // division). Every sampled element is a cache miss, in a large bucket a
+  // TLB miss too: the positions are formed first (into `sample`; they are
+  // < n <= 2^32), so that the loop of loads is short and the core keeps
+  // many of its misses in flight at once.
   auto at = [stride](uint64_t j) {
     return j * stride +
            static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64);
   };
-  constexpr uint64_t kAhead = 16;
-  for (uint64_t j = 0; j < s; ++j) {
-    if (j + kAhead < s) {
-      const uint64_t next = at(j + kAhead);
-      __builtin_prefetch(grad + next);
-      if (residual != nullptr) __builtin_prefetch(residual + next);
-    }
-    const uint64_t i = at(j);
-    const float a = residual != nullptr ? grad[i] + residual[i] : grad[i];
-    sample[j] = MagnitudeKey(a);
+  for (uint64_t j = 0; j < s; ++j) sample[j] = static_cast<uint32_t>(at(j));
+  if (residual != nullptr) {
+    for (uint64_t j = 0; j < s; ++j)
+      sample[j] = MagnitudeKey(grad[sample[j]] + residual[sample[j]]);
+  } else {
+    for (uint64_t j = 0; j < s; ++j) sample[j] = MagnitudeKey(grad[sample[j]]);
   }
   // The (rank + 1)-th largest sampled key, by the radix selection the
   // candidates get (histograms, no sort: several times faster than
