@@ -38,6 +38,23 @@ void AverageInSteps(const uint8_t* const* scales, const uint8_t* const* packed, 
 }
 
 #if GRADWIRE_CPU_V3_FUNCTIONS
+// The byte shuffle that cuts `codes` codes of `bits` bits, packed from a
+// byte boundary, out of the `bytes` bytes a 128-bit lane holds: code j's
+// first byte and the next (0x80: none) go to the low half of 32-bit lane
+// j (cut[4 j], cut[4 j + 1]; the high half 0x80), and shift[j] is where
+// the code starts in them. A code spans at most shift + bits <= 14 of
+// their 16 bits. The x86-64-v3 loop cuts eight codes, the v4 loop
+// sixteen.
+void CodeCut(uint32_t bits, uint32_t codes, uint32_t bytes, uint8_t* cut, uint32_t* shift) {
+  for (uint32_t j = 0; j < codes; ++j) {
+    const uint32_t byte = j * bits / 8;
+    cut[4 * j] = static_cast<uint8_t>(byte);
+    cut[4 * j + 1] = static_cast<uint8_t>(byte + 1 < bytes ? byte + 1 : 0x80);
+    cut[4 * j + 2] = cut[4 * j + 3] = 0x80;
+    shift[j] = j * bits % 8;
+  }
+}
+
 // Payloads whose sums are carried in registers at a time; more are taken
 // in groups, the running sums kept in `out` between them (a float stored
 // and reloaded is the same float).
@@ -62,21 +79,12 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   // kExpanded loads eight bytes for a group's `bits`: whole loads stay
   // inside the PackedBytes(n, bits) a payload holds up to this group.
   const uint64_t packed_bytes = PackedBytes(n, bits);
-  // kExpanded: code j (bit j * bits of the group's bytes) has its first
-  // byte and the next brought to the low half of lane j by one byte
-  // shuffle (`cut`: the group's eight bytes stand in both 128-bit
-  // halves), then a per-lane shift (`offset`) and the mask. A code spans
-  // at most offset + bits <= 14 bits of the two.
+  // kExpanded: the group's eight bytes stand in both 128-bit halves; one
+  // byte shuffle (`cut`), a per-lane shift (`offset`) and the mask cut
+  // out its eight codes (CodeCut).
   alignas(32) uint8_t cut_bytes[32];
   alignas(32) uint32_t offsets[8];
-  for (uint32_t j = 0; j < 8; ++j) {
-    const uint32_t byte = j * bits / 8;
-    uint8_t* c = cut_bytes + 4 * j;
-    c[0] = static_cast<uint8_t>(byte);
-    c[1] = static_cast<uint8_t>(byte + 1 < 8 ? byte + 1 : 0x80);
-    c[2] = c[3] = 0x80;
-    offsets[j] = j * bits % 8;
-  }
+  CodeCut(bits, 8, 8, cut_bytes, offsets);
   const __m256i cut = _mm256_load_si256(reinterpret_cast<const __m256i*>(cut_bytes));
   const __m256i offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
   float reciprocal;
@@ -212,17 +220,10 @@ GRADWIRE_CPU_V4 void AverageGroupV4(const uint8_t* const* scales, const uint8_t*
   const __m512 hi = _mm512_set1_ps(levels.hi), lo = _mm512_set1_ps(levels.lo);
   const __m512 top = _mm512_set1_ps(static_cast<float>(max_code));
   const __m512i mask = _mm512_set1_epi32(static_cast<int32_t>(max_code));
-  // Code j (bit j * bits of the step's bytes): its first byte and the
-  // next (0x80: none) to the low half of lane j, and its shift there.
+  // The step's sixteen bytes stand in every 128-bit lane (CodeCut).
   alignas(64) uint8_t cut[64];
   alignas(64) uint32_t shift[16];
-  for (uint32_t j = 0; j < 16; ++j) {
-    const uint32_t byte = j * bits / 8;
-    cut[4 * j] = static_cast<uint8_t>(byte);
-    cut[4 * j + 1] = static_cast<uint8_t>(byte + 1 < 16 ? byte + 1 : 0x80);
-    cut[4 * j + 2] = cut[4 * j + 3] = 0x80;
-    shift[j] = j * bits % 8;
-  }
+  CodeCut(bits, 16, 16, cut, shift);
   // pshufb indexes within each 128-bit lane: lane L's bytes are the
   // step's bytes, so its indices stand as they are.
   const __m512i cut_v = _mm512_load_si512(cut);
