@@ -35,9 +35,11 @@ constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
+// (64-bit: at p >= 2^30 an int's 2 << steps would overflow and the loop
+// never end.)
 double DoublingSteps(int p) {
   int steps = 0;
-  while ((2 << steps) <= p) ++steps;
+  while ((int64_t{2} << steps) <= p) ++steps;
   return steps + ((p & (p - 1)) != 0 ? 2 : 0);
 }
 

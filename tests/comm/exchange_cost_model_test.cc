@@ -66,6 +66,26 @@ TEST(ExchangeCostModel, RoundsAreLogarithmic) {
             6 + 8 + 6);
 }
 
+// Any int rank count gets an answer: finite figures and a choice, no
+// endless loop (a step count's 32-bit shift once overflowed from 2^30).
+TEST(ExchangeCostModel, HugeRankCountsEnd) {
+  const ExchangeModel model;
+  for (const char* text : {"topk:ratio=0.01", "randomk:ratio=0.001", "qsgd:bits=4", "fp16"}) {
+    const CompressionSpec spec = Spec(text);
+    for (int p : {1 << 30, (1 << 30) + 1, 2147483647}) {
+      for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                                ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce}) {
+        if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) continue;
+        if (kind == ExchangeKind::kCastAllreduce && !spec.CastsTo16Bits()) continue;
+        const ExchangeCost c = EstimateExchange(kind, p, 1 << 20, spec, model);
+        EXPECT_TRUE(std::isfinite(c.seconds())) << text << " " << ExchangeKindName(kind) << " " << p;
+        EXPECT_GT(c.rounds, 30) << text << " " << ExchangeKindName(kind) << " " << p;
+      }
+      ChooseExchange(p, 1 << 20, spec, model);
+    }
+  }
+}
+
 TEST(ExchangeCostModel, Choices) {
   ExchangeModel slow;  // 1 Gbit/s
   slow.bytes_per_second = 1.25e8;
