@@ -9,7 +9,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -35,7 +39,8 @@ ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)"
 ABSL_FLAG(std::string, data_dir, "",
           "local copy of the packed dataset, for the page-cache baseline (required)");
 ABSL_FLAG(std::string, disk_dir, "/var/tmp/gradwire-cache-bench",
-          "scratch directory for disk tiers (emptied)");
+          "where the disk tiers go: a fresh directory cache_bench.XXXXXX is made in it "
+          "(created if missing) and removed at the end; nothing else in it is touched");
 ABSL_FLAG(int, epochs, 3, "shuffled epochs per configuration");
 ABSL_FLAG(uint64_t, seed, 1, "shuffle seed");
 ABSL_FLAG(std::string, configs,
@@ -159,8 +164,15 @@ int main(int argc, char** argv) {
   if (target.empty() || data_dir.empty() || absl::GetFlag(FLAGS_token_file).empty()) {
     return Fail("--target, --token_file and --data_dir are required");
   }
-  if (epochs < 1 || link <= 0 || disk_root.size() < 2) {
-    return Fail("--epochs >= 1, --link_mbit > 0 and a real --disk_dir are required");
+  if (epochs < 1 || !(link > 0) || !std::isfinite(link) || disk_root.empty()) {
+    return Fail("--epochs >= 1, a finite --link_mbit > 0 and a --disk_dir are required");
+  }
+  if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_threads) > 1024 ||
+      absl::GetFlag(FLAGS_depth) < 0 || absl::GetFlag(FLAGS_direct_samples) < 0) {
+    return Fail(absl::StrCat("--threads must be in 1..1024 (got ", absl::GetFlag(FLAGS_threads),
+                             "), --depth and --direct_samples at least 0 (got ",
+                             absl::GetFlag(FLAGS_depth), ", ",
+                             absl::GetFlag(FLAGS_direct_samples), ")"));
   }
   std::vector<Config> configs;
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
@@ -175,9 +187,11 @@ int main(int argc, char** argv) {
     absl::StatusOr<EvictionPolicy> policy =
         parts.size() == 3 ? ParseEvictionPolicy(parts[0]) : absl::InvalidArgumentError("");
     if (!policy.ok() || !absl::SimpleAtod(parts[1], &config.memory_percent) ||
-        !absl::SimpleAtod(parts[2], &config.disk_percent) || config.memory_percent < 0 ||
-        config.disk_percent < 0) {
-      return Fail(absl::StrCat("--configs: bad entry '", c, "' (want policy:mem%:disk%)"));
+        !absl::SimpleAtod(parts[2], &config.disk_percent) || !(config.memory_percent >= 0) ||
+        !(config.disk_percent >= 0) || config.memory_percent > 1000 ||
+        config.disk_percent > 1000) {
+      return Fail(absl::StrCat("--configs: bad entry '", c,
+                               "' (want policy:mem%:disk%, each percentage in 0..1000)"));
     }
     config.policy = *policy;
     configs.push_back(config);
@@ -325,15 +339,31 @@ int main(int argc, char** argv) {
     return Fail(s.ToString());
   }
 
+  // The disk tiers live in a directory made here, inside --disk_dir, and
+  // only it is removed (at every exit from here on): --disk_dir itself may
+  // be anything, a dataset or a home directory included. Each
+  // configuration gets a fresh subdirectory, because deleting tens of
+  // thousands of entries right before creating as many makes ext4's inode
+  // allocator crawl (recently_deleted).
+  std::string scratch;
   {
-    // Emptied once: each configuration gets a fresh directory, because
-    // deleting tens of thousands of entries right before creating as many
-    // makes ext4's inode allocator crawl (recently_deleted).
     std::error_code ec;
-    std::filesystem::remove_all(disk_root, ec);
     std::filesystem::create_directories(disk_root, ec);
-    if (ec) return Fail(absl::StrCat("cannot prepare ", disk_root, ": ", ec.message()));
+    if (ec) return Fail(absl::StrCat("cannot create --disk_dir ", disk_root, ": ", ec.message()));
+    std::string pattern = disk_root + "/cache_bench.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return Fail(absl::StrCat("cannot make a scratch directory in --disk_dir ", disk_root, ": ",
+                               std::strerror(errno)));
+    }
+    scratch = pattern;
   }
+  struct RemoveScratch {
+    const std::string& path;
+    ~RemoveScratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } remove_scratch{scratch};
   int config_index = 0;
   for (const Config& c : configs) {
     DataCache::Options o;
@@ -341,7 +371,7 @@ int main(int argc, char** argv) {
     o.memory_policy = c.policy;
     o.memory_shards = c.policy == EvictionPolicy::kLru ? 1 : 16;
     if (c.disk_percent > 0) {
-      o.disk_dir = absl::StrCat(disk_root, "/config", config_index++);
+      o.disk_dir = absl::StrCat(scratch, "/config", config_index++);
       o.disk_budget_bytes = static_cast<uint64_t>(c.disk_percent / 100 * disk_bytes);
       o.disk_policy = c.policy;
       o.disk_sync = absl::GetFlag(FLAGS_disk_sync) && c.disk_sync;
@@ -351,8 +381,6 @@ int main(int argc, char** argv) {
                                          o.disk_sync || o.disk_dir.empty() ? "" : " (no fsync)");
     if (absl::Status s = run_epochs(mode, budget, o, epochs); !s.ok()) return Fail(s.ToString());
   }
-  std::error_code ec;
-  std::filesystem::remove_all(disk_root, ec);
   std::printf("\n(checksum of everything read: %016llx)\n", static_cast<unsigned long long>(sink));
   return 0;
 }

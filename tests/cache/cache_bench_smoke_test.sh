@@ -20,9 +20,16 @@ server_pid=$!
 for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
 [ -s "$work/port" ] || { echo "FAIL: data_server did not start"; exit 1; }
 
+# --disk_dir is the dataset's own directory: cache_bench works in a
+# directory it makes there and removes only that, so the dataset stays.
+find "$work/data" -printf '%P %s\n' | sort > "$work/data-before.txt"
 "$bin/cache_bench" --target="127.0.0.1:$(cat "$work/port")" --token_file="$work/token" \
-  --data_dir="$work/data" --disk_dir="$work/disk" --epochs=2 --configs=fill_once:25:25 \
+  --data_dir="$work/data" --disk_dir="$work/data" --epochs=2 --configs=fill_once:25:25 \
   --direct_samples=20 --link_mbit=1000 | tee "$work/out.txt"
+find "$work/data" -printf '%P %s\n' | sort > "$work/data-after.txt"
+cmp -s "$work/data-before.txt" "$work/data-after.txt" || {
+  echo "FAIL: --disk_dir's contents changed:"; diff "$work/data-before.txt" "$work/data-after.txt"
+  exit 1; }
 
 # Epoch 2 of fill-once 25%/25% hits 25 % in memory and 25 % overall on disk
 # once the disk tier is warm; at least the memory figure is exact.
