@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_depth) < 0 || absl::GetFlag(FLAGS_direct_samples) < 0) {
     return Fail(absl::StrCat("--threads must be in 1..1024 (got ", absl::GetFlag(FLAGS_threads),
                              "), --depth and --direct_samples at least 0 (got ",
-                             absl::GetFlag(FLAGS_depth), ", ",
-                             absl::GetFlag(FLAGS_direct_samples), ")"));
+                             absl::GetFlag(FLAGS_depth), ", ", absl::GetFlag(FLAGS_direct_samples),
+                             ")"));
   }
   std::vector<Config> configs;
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
@@ -188,8 +188,7 @@ int main(int argc, char** argv) {
         parts.size() == 3 ? ParseEvictionPolicy(parts[0]) : absl::InvalidArgumentError("");
     if (!policy.ok() || !absl::SimpleAtod(parts[1], &config.memory_percent) ||
         !absl::SimpleAtod(parts[2], &config.disk_percent) || !(config.memory_percent >= 0) ||
-        !(config.disk_percent >= 0) || config.memory_percent > 1000 ||
-        config.disk_percent > 1000) {
+        !(config.disk_percent >= 0) || config.memory_percent > 1000 || config.disk_percent > 1000) {
       return Fail(absl::StrCat("--configs: bad entry '", c,
                                "' (want policy:mem%:disk%, each percentage in 0..1000)"));
     }

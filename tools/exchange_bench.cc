@@ -40,6 +40,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
+#include "gradwire/tools/model_profile.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -120,43 +122,11 @@ struct Tensor {
 };
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
-  std::string text;
   if (!absl::GetFlag(FLAGS_profile_file).empty()) {
-    std::ifstream in(absl::GetFlag(FLAGS_profile_file));
-    if (!in) return absl::NotFoundError("cannot read --profile_file");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  } else {
-    const std::string cmd = absl::GetFlag(FLAGS_params) > 0
-                                ? absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles),
-                                               " --params ", absl::GetFlag(FLAGS_params))
-                                : absl::StrCat("python3 ", absl::GetFlag(FLAGS_model_profiles), " ",
-                                               absl::GetFlag(FLAGS_profile));
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
-    char buf[4096];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, got);
-    if (pclose(p) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("\"", cmd,
-                                                     "\" failed (unknown --profile? "
-                                                     "run from the repository root or set "
-                                                     "--model_profiles)"));
-    }
+    return tools::ReadProfileFile(absl::GetFlag(FLAGS_profile_file));
   }
-  std::vector<std::vector<int64_t>> shapes;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipWhitespace())) {
-    std::vector<int64_t> shape;
-    for (absl::string_view d : absl::StrSplit(absl::StripAsciiWhitespace(line), 'x')) {
-      int64_t v;
-      if (!absl::SimpleAtoi(d, &v) || v < 0) {
-        return absl::InvalidArgumentError(absl::StrCat("bad shape line \"", line, "\""));
-      }
-      shape.push_back(v);
-    }
-    shapes.push_back(shape);
-  }
-  if (shapes.empty()) return absl::InvalidArgumentError("profile has no tensors");
-  return shapes;
+  return tools::RunModelProfiles(absl::GetFlag(FLAGS_model_profiles), absl::GetFlag(FLAGS_profile),
+                                 absl::GetFlag(FLAGS_params));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(const transport::RendezvousConfig& config,
@@ -240,8 +210,10 @@ absl::StatusOr<transport::RendezvousConfig> ConfigFromFlags() {
   if (!absl::GetFlag(FLAGS_redis).empty()) {
     std::vector<std::string> hp = absl::StrSplit(absl::GetFlag(FLAGS_redis), ':');
     explicit_config.redis_host = hp[0];
-    if (hp.size() > 1 && !absl::SimpleAtoi(hp[1], &explicit_config.redis_port)) {
-      return absl::InvalidArgumentError("--redis must be host:port");
+    if (hp[0].empty() || hp.size() > 2 ||
+        (hp.size() > 1 && !absl::SimpleAtoi(hp[1], &explicit_config.redis_port))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--redis must be host[:port], got \"", absl::GetFlag(FLAGS_redis), "\""));
     }
   }
   return transport::ConfigFromEnvironment(explicit_config);
@@ -252,13 +224,14 @@ absl::StatusOr<transport::RendezvousConfig> ConfigFromFlags() {
 // or NaN --bucket_size_mb reached a float-to-integer conversion whose
 // result is undefined.
 absl::Status CheckRunFlags() {
-  if (absl::GetFlag(FLAGS_iters) < 1) {
+  // (Each at most a million, so that warmup + iters cannot overflow.)
+  if (absl::GetFlag(FLAGS_iters) < 1 || absl::GetFlag(FLAGS_iters) > 1000000) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--iters must be at least 1, got ", absl::GetFlag(FLAGS_iters)));
+        absl::StrCat("--iters must be in 1..1000000, got ", absl::GetFlag(FLAGS_iters)));
   }
-  if (absl::GetFlag(FLAGS_warmup) < 0) {
+  if (absl::GetFlag(FLAGS_warmup) < 0 || absl::GetFlag(FLAGS_warmup) > 1000000) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--warmup must be at least 0, got ", absl::GetFlag(FLAGS_warmup)));
+        absl::StrCat("--warmup must be in 0..1000000, got ", absl::GetFlag(FLAGS_warmup)));
   }
   // Up to 2^40 bytes: beyond any gradient, and exact as an integer.
   const double mb = absl::GetFlag(FLAGS_bucket_size_mb);
@@ -268,6 +241,11 @@ absl::Status CheckRunFlags() {
   }
   if (absl::GetFlag(FLAGS_params) < 0 || absl::GetFlag(FLAGS_dense_below_elements) < 0) {
     return absl::InvalidArgumentError("--params and --dense_below_elements must be >= 0");
+  }
+  if (static_cast<uint64_t>(absl::GetFlag(FLAGS_params)) > tools::kMaxProfileParams) {
+    return absl::InvalidArgumentError(absl::StrCat("--params must be at most ",
+                                                   tools::kMaxProfileParams, ", got ",
+                                                   absl::GetFlag(FLAGS_params)));
   }
   return absl::OkStatus();
 }
@@ -296,8 +274,10 @@ absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
 
 // The profile's tensors in backprop (reverse) order, each with a
 // rank-specific, roughly N(0, 1) gradient.
-std::vector<Tensor> MakeTensors(const std::vector<std::vector<int64_t>>& shapes, int rank,
-                                uint64_t* params) {
+// (LoadShapes bounds the total; memory may still run out, which is an
+// error, not a crash.)
+absl::StatusOr<std::vector<Tensor>> MakeTensors(const std::vector<std::vector<int64_t>>& shapes,
+                                                int rank, uint64_t* params) try {
   std::vector<Tensor> tensors(shapes.size());
   *params = 0;
   uint64_t x = 0x9E3779B97F4A7C15ull * (rank + 1);
@@ -320,6 +300,9 @@ std::vector<Tensor> MakeTensors(const std::vector<std::vector<int64_t>>& shapes,
     t.grad = t.pristine;
   }
   return tensors;
+} catch (const std::bad_alloc&) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("cannot allocate the profile's gradients (", *params, " parameters so far)"));
 }
 
 // What the timed steps measured, one value per step.
@@ -464,13 +447,17 @@ void PrintSummary(const RunInfo& info, const Series& s) {
 int Main() {
   absl::StatusOr<CommunicatorOptions> options = OptionsFromFlags();
   if (!options.ok()) return Fail(options.status());
+  // The profile before the rendezvous settings, so that a bad profile is
+  // named even where those are missing too (its JSON needs the rank).
+  absl::StatusOr<std::vector<std::vector<int64_t>>> shapes = LoadShapes();
   absl::StatusOr<transport::RendezvousConfig> config = ConfigFromFlags();
+  if (!shapes.ok()) return Fail(shapes.status(), config.ok() ? config->rank : -1);
   if (!config.ok()) return Fail(config.status());
   const int rank = config->rank;
-  absl::StatusOr<std::vector<std::vector<int64_t>>> shapes = LoadShapes();
-  if (!shapes.ok()) return Fail(shapes.status(), rank);
   RunInfo info;
-  std::vector<Tensor> tensors = MakeTensors(*shapes, rank, &info.params);
+  absl::StatusOr<std::vector<Tensor>> made = MakeTensors(*shapes, rank, &info.params);
+  if (!made.ok()) return Fail(made.status(), rank);
+  std::vector<Tensor> tensors = std::move(*made);
   auto comm = Connect(*config, *options);
   if (!comm.ok()) return Fail(comm.status(), rank);
   ExchangerOptions eo;

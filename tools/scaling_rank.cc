@@ -88,26 +88,36 @@ absl::Status CheckFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--elements must be in 1..2^32 (fp32 per bucket), got ", elements));
   }
+  // Upper bounds too: warmup + iters must not overflow an int, a model of
+  // 2^30 ranks or more is no cluster, and every bucket is allocated.
   const struct {
     const char* flag;
-    int value, least;
-  } counts[] = {{"--buckets", absl::GetFlag(FLAGS_buckets), 1},
-                {"--iters", absl::GetFlag(FLAGS_iters), 1},
-                {"--warmup", absl::GetFlag(FLAGS_warmup), 0},
-                {"--ranks", absl::GetFlag(FLAGS_ranks), 1}};
+    int value, least, most;
+  } counts[] = {{"--buckets", absl::GetFlag(FLAGS_buckets), 1, 1 << 16},
+                {"--iters", absl::GetFlag(FLAGS_iters), 1, 1000000},
+                {"--warmup", absl::GetFlag(FLAGS_warmup), 0, 1000000},
+                {"--ranks", absl::GetFlag(FLAGS_ranks), 1, 1 << 20}};
   for (const auto& c : counts) {
-    if (c.value < c.least) {
+    if (c.value < c.least || c.value > c.most) {
       return absl::InvalidArgumentError(
-          absl::StrCat(c.flag, " must be at least ", c.least, ", got ", c.value));
+          absl::StrCat(c.flag, " must be in ", c.least, "..", c.most, ", got ", c.value));
     }
   }
-  const double link = absl::GetFlag(FLAGS_link_mbit), round = absl::GetFlag(FLAGS_round_us);
-  if (!(link > 0) || !std::isfinite(link)) {
+  if (static_cast<uint64_t>(elements) * static_cast<uint64_t>(absl::GetFlag(FLAGS_buckets)) >
+      (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--link_mbit must be a positive rate, got ", link));
+        absl::StrCat("--elements x --buckets must be at most 2^32 floats, got ", elements, " x ",
+                     absl::GetFlag(FLAGS_buckets)));
   }
-  if (!(round >= 0) || !std::isfinite(round)) {
-    return absl::InvalidArgumentError(absl::StrCat("--round_us must be a time >= 0, got ", round));
+  // Rates and times whose predictions print as finite numbers.
+  const double link = absl::GetFlag(FLAGS_link_mbit), round = absl::GetFlag(FLAGS_round_us);
+  if (!(link >= 1e-3) || !(link <= 1e9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link_mbit must be a rate in [0.001, 1e9] Mbit/s, got ", link));
+  }
+  if (!(round >= 0) || !(round <= 1e9)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--round_us must be a time in [0, 1e9] us, got ", round));
   }
   return absl::OkStatus();
 }

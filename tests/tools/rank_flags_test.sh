@@ -6,12 +6,14 @@
 set -uo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
 failures=0
-# expect BINARY FLAG TEXT: exit status 1 and TEXT in what it printed.
+# expect BINARY FLAG TEXT [FLAG...]: exit status 1 and TEXT in what it
+# printed.
 expect() {
   local binary="$1" flag="$2" text="$3" out rc
+  shift 3
   # No rendezvous settings: a flag that passed would fail later, naming
   # the job id instead.
-  out="$(env -i PATH="$PATH" timeout 60 "$here/tools/$binary" "$flag" 2>&1)"
+  out="$(env -i PATH="$PATH" timeout 60 "$here/tools/$binary" "$flag" "$@" 2>&1)"
   rc=$?
   if [ $rc -ne 1 ] || [[ "$out" != *"$text"* ]]; then
     echo "FAIL: $binary $flag: exit $rc, wanted 1 and \"$text\"; printed: $out"
@@ -23,21 +25,40 @@ expect() {
 for flag in --elements=0 --elements=-5 --elements=8589934593; do
   expect scaling_rank "$flag" "--elements must be in"
 done
-for flag in --buckets=0 --buckets=-1 --iters=0 --iters=-1 --warmup=-1 --ranks=0; do
-  expect scaling_rank "$flag" "${flag%%=*} must be at least"
+for flag in --buckets=0 --buckets=-1 --buckets=65537 --iters=0 --iters=-1 --warmup=-1 \
+    --warmup=2147483647 --ranks=0 --ranks=1073741824; do
+  expect scaling_rank "$flag" "${flag%%=*} must be in"
 done
-for flag in --link_mbit=0 --link_mbit=-1 --link_mbit=nan --link_mbit=inf; do
+expect scaling_rank --buckets=4096 "--elements x --buckets must be at most" --elements=2000000
+for flag in --link_mbit=0 --link_mbit=-1 --link_mbit=nan --link_mbit=inf --link_mbit=1e-320; do
   expect scaling_rank "$flag" "--link_mbit must be"
 done
 expect scaling_rank --round_us=-5 "--round_us must be"
 expect scaling_rank --round_us=nan "--round_us must be"
-for flag in --iters=0 --iters=-1 --warmup=-3; do
-  expect exchange_bench "$flag" "${flag%%=*} must be at least"
+for flag in --iters=0 --iters=-1 --warmup=-3 --warmup=2147483647 --iters=1000001; do
+  expect exchange_bench "$flag" "${flag%%=*} must be in"
 done
 for flag in --bucket_size_mb=0 --bucket_size_mb=-5 --bucket_size_mb=nan --bucket_size_mb=1e30; do
   expect exchange_bench "$flag" "--bucket_size_mb must be in"
 done
 expect exchange_bench --params=-1 "--params and --dense_below_elements must be"
+expect exchange_bench --params=9999999999999 "--params must be at most"
+# Profiles: a name is never handed to a shell, files are read only when
+# they are regular, and shapes whose product would wrap are refused.
+tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_flags.XXXXXX")"
+expect exchange_bench "--profile=x; touch $tmp/ran #" "is not a profile name"
+[ -e "$tmp/ran" ] && { echo "FAIL: --profile ran a shell command"; failures=$((failures + 1)); }
+expect exchange_bench --profile=-h "is not a profile name"
+expect exchange_bench "--profile_file=$tmp" "is not a regular file"
+expect exchange_bench "--profile_file=$tmp/none" "No such file"
+printf '4294967296x4294967296\n' > "$tmp/wrap"
+expect exchange_bench "--profile_file=$tmp/wrap" "the profile has over"
+printf '0\n5x0\n' > "$tmp/empty"
+expect exchange_bench "--profile_file=$tmp/empty" "profile has no parameters"
+rm -rf "$tmp"
+for flag in --redis=:6379 --redis=127.0.0.1:1:2 --redis=host:port; do
+  expect exchange_bench "$flag" "--redis must be host[:port]"
+done
 if [ $failures -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
