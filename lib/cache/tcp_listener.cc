@@ -58,8 +58,12 @@ absl::Status SplitHostPort(const std::string& address, std::string* host, std::s
     *host = address.substr(0, colon);
   }
   *port = address.substr(colon + 1);
-  if (port->empty() || port->find_first_not_of("0123456789") != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("listen address '", address, "': bad port"));
+  // Decimal 0..65535 (0: any free port). getaddrinfo takes larger numbers
+  // modulo 2^16 (99999 listened on 34463), so the range is checked here.
+  if (port->empty() || port->size() > 5 ||
+      port->find_first_not_of("0123456789") != std::string::npos || std::stoul(*port) > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen address '", address, "': bad port (want 0..65535)"));
   }
   return absl::OkStatus();
 }

@@ -135,6 +135,18 @@ TEST(DataServerTest, ListensOnExactlyTheAddressItIsGiven) {
     auto remote = RemoteTier::Connect(ClientOptions(server->port()));
     ASSERT_TRUE(remote.ok()) << remote.status();
   }
+  // Ports outside 0..65535 are refused, not taken modulo 2^16 (getaddrinfo
+  // turned 99999 into 34463).
+  for (const std::string address : {"127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:",
+                                    "127.0.0.1:123456", "127.0.0.1:-1", "127.0.0.1:8x"}) {
+    auto source = DirectorySource::Open(dir);
+    ASSERT_TRUE(source.ok()) << source.status();
+    DataServer::Options o;
+    o.token = testing::kToken;
+    o.address = address;
+    auto server = DataServer::Start(std::shared_ptr<DataSource>(std::move(*source)), o);
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument) << address;
+  }
 }
 
 // A connection flood past the server's descriptor limit (64), held open
