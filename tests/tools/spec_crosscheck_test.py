@@ -27,6 +27,10 @@ CORPUS = [
     "topk:Ratio=0.1", "TOPK", "top k", "", ":", "topk:ratio=0.1,", "none:ef=on",
     "fp16:values=fp16", "topk:indices=none", "topk:values=packed", "topk:ef=default",
     "topk=0.01", "topk:ratio=0.01;none", "topk:ratio=0.1:bits=2", "qsgd:bits=4 2",
+    # Digits and spaces outside ASCII (Python's \d, int() and float() take them).
+    "qsgd:bits=\u0663", "topk:ratio=\u0660.\u0660\u0661", "qsgd:bucket=\uff15\uff11\uff12",
+    "qsgd:bits=4\u00a0", "\u2003topk", "topk:ratio=0.01\u3000", "randomk:seed=\u0967",
+    "topk:ratio=1e\u0663",
 ]
 
 

@@ -37,12 +37,19 @@ SETTINGS_OF = {
 }
 HIERARCHICAL_CHOICES = ("off", "on", "both")
 
+# re.ASCII: \d and \s as absl's parsers read them. Without it "qsgd:bits=٣"
+# (an Arabic-Indic three) passed here and was refused by the library.
 _FLOAT = re.compile(r"\s*\+?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)\s*",
-                    re.IGNORECASE)
+                    re.IGNORECASE | re.ASCII)
 _HEX_FLOAT = re.compile(r"\s*\+?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)"
-                        r"(?:[pP][+-]?\d+)?\s*")
-_INT = re.compile(r"\s*[+-]?\d+\s*")
-_UINT = re.compile(r"\s*\+?\d+\s*")
+                        r"(?:[pP][+-]?\d+)?\s*", re.ASCII)
+_INT = re.compile(r"\s*[+-]?\d+\s*", re.ASCII)
+_UINT = re.compile(r"\s*\+?\d+\s*", re.ASCII)
+
+
+# What absl's StripAsciiWhitespace removes (str.strip() also takes U+00A0,
+# U+2003, ...).
+_ASCII_SPACE = " \t\n\v\f\r"
 
 
 class SpecError(ValueError):
@@ -90,7 +97,7 @@ def _bad(key, rule, got):
 
 def _set(fields, key, value):
     if key == "ratio":
-        number = value.strip().lstrip("+")
+        number = value.strip(_ASCII_SPACE).lstrip("+")
         if _HEX_FLOAT.fullmatch(value):  # absl::SimpleAtod reads hex floats too
             fields[key] = float.fromhex(number)
         elif _FLOAT.fullmatch(value):
@@ -133,7 +140,7 @@ def _old_spelling_hint(text):
         key = "bits" if old.group(1) == "qsgd" else "ratio"
         return (f" (methods are spec strings now: {old.group(1)}:{key}={old.group(2)}"
                 f"{'; hierarchical is a separate switch' if old.group(3) else ''})")
-    if text.strip().endswith("+hier"):
+    if text.strip(_ASCII_SPACE).endswith("+hier"):
         return " ('+hier' is gone: hierarchical is a separate switch)"
     if "," in text.partition(":")[0]:
         return f" (separate a list of specs with {LIST_SEPARATOR!r}: specs contain commas)"
@@ -145,7 +152,7 @@ def parse_spec(text):
     if not isinstance(text, str):
         raise SpecError(f"a compression spec must be a string, got {text!r}")
     name, colon, rest = text.partition(":")
-    name = name.strip()
+    name = name.strip(_ASCII_SPACE)
     if name not in METHODS:
         raise SpecError(f"compression method must be one of {', '.join(METHODS)}, got "
                         f"{name!r}" + _old_spelling_hint(text))
@@ -153,9 +160,9 @@ def parse_spec(text):
     seen = set()
     if colon:
         for item in rest.split(","):
-            item = item.strip()
+            item = item.strip(_ASCII_SPACE)
             key, eq, value = item.partition("=")
-            key, value = key.strip(), value.strip()
+            key, value = key.strip(_ASCII_SPACE), value.strip(_ASCII_SPACE)
             if key not in KEYS:
                 raise SpecError(f"unknown setting {key!r} in compression spec {text!r} "
                                 f"(known: {', '.join(KEYS)})")
@@ -167,20 +174,20 @@ def parse_spec(text):
             _set(fields, key, value)
     spec = Spec(**fields)
     _validate(spec)
-    if colon and spec.canonical() != text.strip():
+    if colon and spec.canonical() != text.strip(_ASCII_SPACE):
         used = SETTINGS_OF[name]
         for key in seen:
             if key not in used:
                 takes = (f"{name} takes: {', '.join(used)}" if used
                          else f"{name} takes no settings")
                 raise SpecError(f"setting {key} does not apply to method {name} in spec "
-                                f"{text.strip()!r} ({takes})")
+                                f"{text.strip(_ASCII_SPACE)!r} ({takes})")
     return spec
 
 
 def split_list(text):
     """'none;topk:ratio=0.01' -> ['none', 'topk:ratio=0.01'] (empty items dropped)."""
-    return [t.strip() for t in (text or "").split(LIST_SEPARATOR) if t.strip()]
+    return [t.strip(_ASCII_SPACE) for t in (text or "").split(LIST_SEPARATOR) if t.strip(_ASCII_SPACE)]
 
 
 def hierarchical_variants(spec, hierarchical):
@@ -201,8 +208,8 @@ def method(text, hierarchical=False):
     if hierarchical and spec.method == "none":
         raise SpecError("'none' (dense allreduce) is never hierarchical")
     return {
-        "name": text.strip() + (" hier" if hierarchical else ""),
-        "spec_text": text.strip(),
+        "name": text.strip(_ASCII_SPACE) + (" hier" if hierarchical else ""),
+        "spec_text": text.strip(_ASCII_SPACE),
         "spec": spec.canonical(),
         "codec": spec.method,
         "density": spec.ratio if spec.sparse else None,
