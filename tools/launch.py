@@ -42,7 +42,8 @@ from gwtools.ranks import RankGroup, exit_status, torchrun_env  # noqa: E402
 
 def redis_ping(port, password, deadline):
     """Waits until the server answers an authenticated PING."""
-    auth = f"*2\r\n$4\r\nAUTH\r\n${len(password)}\r\n{password}\r\n".encode()
+    word = password.encode()  # RESP counts bytes, not characters
+    auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(word), word)
     while time.monotonic() < deadline:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
@@ -90,7 +91,9 @@ def job_secret_env(args, store_dir, out):
     if args.job_secret_file:
         path = os.path.abspath(args.job_secret_file)
         if not os.path.isfile(path):
-            raise RuntimeError(f"--job_secret_file={args.job_secret_file} does not exist")
+            raise RuntimeError(f"--job_secret_file={args.job_secret_file} "
+                               + ("is not a regular file" if os.path.exists(path)
+                                  else "does not exist"))
         return {"GRADWIRE_JOB_SECRET_FILE": path}
     if os.environ.get("GRADWIRE_JOB_SECRET") or os.environ.get("GRADWIRE_JOB_SECRET_FILE"):
         return {}
@@ -122,8 +125,15 @@ def parse_args(argv):
     args.cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not args.cmd:
         parser.error("no command given (put it after --)")
-    if args.nproc < 1:
-        parser.error("--nproc must be >= 1")
+    if args.nproc < 1 or args.nproc > 4096:
+        parser.error(f"--nproc must be in 1..4096, got {args.nproc}")
+    if args.ranks_per_node < 0:
+        parser.error(f"--ranks_per_node must be >= 1 (0: all ranks), got {args.ranks_per_node}")
+    # NaN compares false with everything: it would disable the deadline.
+    if not 0 < args.timeout <= 30 * 86400:
+        parser.error(f"--timeout must be in (0, 2592000] seconds, got {args.timeout}")
+    if not 0 <= args.grace <= 3600:
+        parser.error(f"--grace must be in [0, 3600] seconds, got {args.grace}")
     args.per_node = args.ranks_per_node or args.nproc
     if args.nproc % args.per_node != 0:
         parser.error("--nproc must be a multiple of --ranks_per_node")

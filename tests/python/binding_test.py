@@ -269,6 +269,21 @@ print("SECRET", path, flush=True)
         self.assertEqual(len(paths), 1, r.stdout)  # one file for both ranks
         self.assertFalse(os.path.exists(paths.pop()), "the secret outlived the job")
 
+    def test_bad_flags_refused(self):
+        """A NaN --timeout once meant no deadline at all; a directory as the
+        secret file was reported as missing."""
+        for flags, text in [(["--timeout=nan"], "--timeout must be"),
+                            (["--timeout=-1"], "--timeout must be"),
+                            (["--grace=nan"], "--grace must be"),
+                            (["--ranks_per_node=-1"], "--ranks_per_node must be"),
+                            (["--nproc=0"], "--nproc must be"),
+                            (["--job_secret_file=/"], "is not a regular file")]:
+            args = [sys.executable, ARGS.launch] + (flags if "--nproc=0" in flags else
+                                                    ["--nproc=1"] + flags) + ["--", "true"]
+            r = subprocess.run(args, capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0, flags)
+            self.assertIn(text, r.stdout + r.stderr, flags)
+
 
 class OneRankGroup(unittest.TestCase):
     """GradwireState and Communicator on a one-rank torch.distributed group."""
