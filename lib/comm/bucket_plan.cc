@@ -25,7 +25,17 @@ absl::Status BucketPlan::CheckShape(absl::string_view name, uint64_t elements,
                                     absl::Span<const int64_t> shape) {
   if (shape.empty()) return absl::OkStatus();
   uint64_t product = 1;
-  for (int64_t d : shape) product *= d < 0 ? 0 : static_cast<uint64_t>(d);
+  for (int64_t d : shape) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", name, "\" has a negative dimension (", d, ")"));
+    }
+    // A product that wraps could equal `elements` by accident.
+    if (__builtin_mul_overflow(product, static_cast<uint64_t>(d), &product)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", name, "\": its shape holds 2^64 elements or more"));
+    }
+  }
   if (product != elements) {
     return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" has ", elements,
                                                    " elements but its shape holds ", product));
@@ -51,6 +61,11 @@ absl::StatusOr<BucketPlan::Added> BucketPlan::Add(absl::string_view name, uint64
     open = static_cast<int64_t>(buckets_.size() - 1);
   }
   PlannedBucket& bucket = buckets_[open];
+  if (elements > kMaxBucketElements - bucket.elements) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" of ", elements,
+                                                   " elements would put its bucket over ",
+                                                   kMaxBucketElements, " elements"));
+  }
   BucketMember m;
   m.name = std::string(name);
   m.offset = bucket.elements;

@@ -90,6 +90,10 @@ struct TensorPlace {
 
 class BucketPlan {
  public:
+  // The most elements a bucket may sum to: its bytes (4 each) stay within
+  // 64 bits. A bound on hostile shapes; real buckets are far smaller.
+  static constexpr uint64_t kMaxBucketElements = uint64_t{1} << 61;
+
   // bucket_bytes > 0 (GradientExchanger checks its option).
   BucketPlan(const PathRule& rule, uint64_t bucket_bytes);
 
@@ -101,7 +105,8 @@ class BucketPlan {
   // one_dimensional = (shape.size() == 1). `closed`: its bucket just
   // reached bucket_bytes and takes no more tensors. FailedPrecondition
   // once the plan is fixed; InvalidArgument for a shape that does not
-  // hold `elements`.
+  // hold `elements` (a negative dimension, a product of 2^64 or more) or a
+  // bucket that would exceed kMaxBucketElements.
   struct Added {
     TensorPlace place;
     bool closed = false;

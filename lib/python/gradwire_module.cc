@@ -67,7 +67,9 @@ py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int
       if (d < 0) {
         RaiseInvalid(absl::StrCat("shape number ", i, " has a negative dimension"));
       }
-      elements *= static_cast<uint64_t>(d);
+      if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements)) {
+        RaiseInvalid(absl::StrCat("shape number ", i, " holds 2^64 elements or more"));
+      }
     }
     const uint32_t bucket = Value(plan.Add(absl::StrCat(i), elements, shapes[i])).place.bucket;
     if (bucket == tensors.size()) tensors.emplace_back();

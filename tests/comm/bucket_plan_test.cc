@@ -124,6 +124,23 @@ TEST(BucketPlanTest, ShapesMustHoldTheirElements) {
   BucketPlan plan(PathRule(), 1 << 20);
   EXPECT_TRUE(absl::IsInvalidArgument(plan.Add("t", 13, shape).status()));
   EXPECT_EQ(plan.tensor_count(), 0u);  // refused, not half added
+  // A product that wraps is no match, even where it wraps onto `elements`:
+  // 2^32 x 2^32 is 0 mod 2^64, and 3 x 6148914691236517206 is 2.
+  const int64_t wraps_to_zero[] = {int64_t{1} << 32, int64_t{1} << 32};
+  EXPECT_TRUE(absl::IsInvalidArgument(BucketPlan::CheckShape("t", 0, wraps_to_zero)));
+  const int64_t wraps_to_two[] = {3, 6148914691236517206};
+  EXPECT_TRUE(absl::IsInvalidArgument(BucketPlan::CheckShape("t", 2, wraps_to_two)));
+  EXPECT_TRUE(absl::IsInvalidArgument(plan.Add("t", 2, wraps_to_two).status()));
+}
+
+TEST(BucketPlanTest, BucketsCannotWrap) {
+  // One compressed bucket of unbounded size: its element count is the sum.
+  BucketPlan plan(PathRule(), ~uint64_t{0});
+  ASSERT_TRUE(plan.Add("a", BucketPlan::kMaxBucketElements - 1).ok());
+  EXPECT_TRUE(plan.Add("b", 1).ok());
+  absl::StatusOr<BucketPlan::Added> over = plan.Add("c", ~uint64_t{0} - 5);
+  EXPECT_TRUE(absl::IsInvalidArgument(over.status())) << over.status();
+  EXPECT_EQ(plan.tensor_count(), 2u);
 }
 
 }  // namespace

@@ -211,7 +211,7 @@ def unit_main():
         {"id": 2, "path": "compressed", "elements": 20000, "tensors": [3]},
     ], plan
     assert all(b["path"] == "dense" for b in gradwire.bucket_plan("none", [(100, 300)] * 3))
-    for bad in ([(-1, 3)], "not shapes"):
+    for bad in ([(-1, 3)], "not shapes", [(2**32, 2**32), (10,)], [(2**62, 4)]):
         try:
             gradwire.bucket_plan("topk", bad)
             raise AssertionError(f"bucket_plan accepted {bad!r}")
