@@ -388,6 +388,17 @@ def scale_table(profiles, methods, nodes, gpus, links, alpha_s, cal, intra, out=
     return rows
 
 
+def read_results(path):
+    """A cluster_bench JSON file; ValueError naming it when it cannot be read."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not JSON: {e}") from None
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -414,6 +425,16 @@ def main(argv=None):
         import planner_exchange  # the library's cost model per bucket (sparse allreduce)
         return planner_exchange.main(args)
     a = p.parse_args(argv)
+    if not 1 <= a.nodes <= 1 << 20:
+        p.error(f"--nodes must be in 1..1048576, got {a.nodes}")
+    if not 1 <= a.gpus_per_node <= 1024:
+        p.error(f"--gpus_per_node must be in 1..1024, got {a.gpus_per_node}")
+    if not 0 <= a.alpha_us <= 1e9:  # NaN fails too
+        p.error(f"--alpha_us must be a time in [0, 1e9] us, got {a.alpha_us}")
+    if not 0 <= a.intra_gbytes <= 1e6:
+        p.error(f"--intra_gbytes must be in [0, 1e6] GB/s, got {a.intra_gbytes}")
+    if a.json_out and not os.path.isdir(os.path.dirname(os.path.abspath(a.json_out))):
+        p.error(f"--json_out={a.json_out}: its directory does not exist")
     try:
         gradwire_extension()
     except ExtensionMissing as e:
@@ -425,17 +446,25 @@ def main(argv=None):
     import planner_validation  # noqa: E402  (imports this module)
     cal = {}
     cal_src = a.calibrate or a.validate
-    if cal_src:
-        with open(cal_src) as f:
-            cal = planner_validation.calibration(json.load(f))
-    if a.validate:
-        with open(a.validate) as f:
-            results = json.load(f)
-        rows, _ = planner_validation.validate(results, alpha)
-        print("Validation against", a.validate)
-        planner_validation.print_validation(rows)
-        report["validation"] = rows
-        print()
+    current = cal_src  # the file being read, for the error
+    try:
+        if cal_src:
+            cal = planner_validation.calibration(read_results(cal_src))
+        if a.validate:
+            current = a.validate
+            results = read_results(a.validate)
+            rows, _ = planner_validation.validate(results, alpha)
+            print("Validation against", a.validate)
+            planner_validation.print_validation(rows)
+            report["validation"] = rows
+            print()
+    except (KeyError, TypeError, AttributeError, IndexError) as e:
+        print(f"planner: {current} is not a cluster_bench result file "
+              f"({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"planner: {e}", file=sys.stderr)
+        return 2
     try:
         profiles = [t for t in a.profiles.split(",") if t]
         methods = spec.method_list(a.methods, a.hierarchical)

@@ -335,8 +335,9 @@ def parse_scales(text):
             nodes, gpus = (int(v) for v in t.lower().split("x"))
         except ValueError:
             raise ValueError(f"--scales takes NODESxGPUS items like 64x8, got {t!r}") from None
-        if nodes < 1 or gpus < 1:
-            raise ValueError(f"--scales: nodes and GPUs must be >= 1, got {t!r}")
+        if not (1 <= nodes <= 1 << 20 and 1 <= gpus <= 1024):
+            raise ValueError(f"--scales: nodes must be in 1..1048576 and GPUs in 1..1024, "
+                             f"got {t!r}")
         out.append((nodes, gpus))
     return out
 
@@ -363,6 +364,10 @@ def main(argv):
                     "library's default (CPU) rates")
     ap.add_argument("--out", help="write <out>.md and <out>.json")
     a = ap.parse_args(argv)
+    for name, value, most in (("--round_us", a.round_us, 1e9), ("--alpha_us", a.alpha_us, 1e9),
+                              ("--intra_gbytes", a.intra_gbytes, 1e6)):
+        if not 0 <= value <= most:  # NaN fails too
+            ap.error(f"{name} must be in [0, {most:g}], got {value}")
     try:
         planner.gradwire_extension()
     except planner.ExtensionMissing as e:
@@ -370,9 +375,12 @@ def main(argv):
         return 2
     try:
         if a.validate_scaling:
-            with open(a.validate_scaling) as f:
-                results = json.load(f)
-            rows = validate_scaling(results, a.round_us * 1e-6)
+            results = planner.read_results(a.validate_scaling)
+            try:
+                rows = validate_scaling(results, a.round_us * 1e-6)
+            except (KeyError, TypeError, AttributeError, IndexError) as e:
+                raise ValueError(f"{a.validate_scaling} is not a scaling_bench.py result file "
+                                 f"({type(e).__name__}: {e})") from None
             print(f"Validation against {a.validate_scaling}\n")
             print(format_validation(rows))
         if a.scale:

@@ -242,6 +242,29 @@ class CommandLineTest(unittest.TestCase):
             self.assertIn("planner:", r.stderr)
             self.assertNotIn("Traceback", r.stderr)
 
+    def test_hostile_files_and_numbers_exit_2_without_a_traceback(self):
+        """Each of these once ended in a traceback (or, 2^30 ranks, never ended)."""
+        with tempfile.TemporaryDirectory() as d:
+            files = {"empty_object": "{}", "list": "[]", "not_json": "xx", "number": "7"}
+            for name, text in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            cases = [["--scale", "--scales", "134217728x8"], ["--scale", "--round_us", "nan"],
+                     ["--nodes", "0"], ["--nodes", "1073741824"], ["--gpus_per_node", "0"],
+                     ["--alpha_us", "nan"], ["--json_out", "/nonexistent/x.json"],
+                     ["--validate", d]]
+            for name in files:
+                path = os.path.join(d, name)
+                cases += [["--validate", path], ["--calibrate", path],
+                          ["--validate_scaling", path]]
+            for argv in cases:
+                r = subprocess.run(
+                    [sys.executable, os.path.join(ARGS.tools_dir, "planner.py"), *argv],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                    env={**os.environ, "PYTHONPATH": ARGS.package_dir})
+                self.assertEqual(r.returncode, 2, (argv, r.stdout, r.stderr))
+                self.assertNotIn("Traceback", r.stderr, argv)
+
     def test_buckets_the_library_rings_cost_no_codec_cpu(self):
         # 8-bit QSGD on 8 ranks: the frames' allgather would move the fp32
         # ring's bytes, so the library's model sends those buckets by the
