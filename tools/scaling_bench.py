@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import secrets
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import emulated_cluster  # noqa: E402
-from gwtools import rates  # noqa: E402
+from gwtools import rates, spec as gwspec  # noqa: E402
 
 
 def run_case(cluster, binary, exchange, spec, a, job):
@@ -57,13 +58,25 @@ def run_case(cluster, binary, exchange, spec, a, job):
         procs.append(cluster.popen(r, argv, env=env, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True))
     results, failed = [], []
-    for r, p in enumerate(procs):
-        out, _ = p.communicate(timeout=a.case_timeout)
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                results.append(json.loads(line[len("RESULT "):]))
-        if p.returncode != 0:
-            failed.append(f"rank {r} exited {p.returncode}: {out[-2000:]}")
+    deadline = time.monotonic() + a.case_timeout
+    try:
+        for r, p in enumerate(procs):
+            try:
+                out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"{exchange} {spec} on {cluster.hosts} hosts did not end "
+                                   f"within --case_timeout={a.case_timeout:g} s") from None
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    results.append(json.loads(line[len("RESULT "):]))
+            if p.returncode != 0:
+                failed.append(f"rank {r} exited {p.returncode}: {out[-2000:]}")
+    finally:
+        for p in procs:  # none outlives its case, whatever ended it
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(store, ignore_errors=True)
     if failed or len(results) != cluster.hosts:
         raise RuntimeError(f"{exchange} {spec} on {cluster.hosts} hosts failed: " +
                            "; ".join(failed))
@@ -125,6 +138,54 @@ def plot(cases, hosts, path):
     fig.savefig(path, dpi=120)
 
 
+def parse_list(ap, flag, text, kind, ok, want):
+    """--hosts / --densities: comma-separated ASCII numbers, each ok()."""
+    try:
+        values = [kind(t) for t in text.split(",") if t.strip()]
+        if not values or not all(t.strip().isascii() for t in text.split(",")):
+            raise ValueError
+    except ValueError:
+        ap.error(f"{flag} takes comma-separated numbers, got {text!r}")
+    for v in values:
+        if not ok(v):
+            ap.error(f"{flag}: every value must be {want}, got {v:g}")
+    return values
+
+
+def check_args(ap, a):
+    """Every flag in its range before any emulated host is built."""
+    a.host_list = parse_list(ap, "--hosts", a.hosts, int, lambda h: 2 <= h <= 64, "in 2..64")
+    a.density_list = parse_list(ap, "--densities", a.densities, float, lambda d: 0 < d <= 1,
+                                "in (0, 1]")
+    for d in a.density_list:
+        try:
+            text = a.spec.format(d=d)
+        except (KeyError, IndexError, ValueError) as e:
+            ap.error(f"--spec={a.spec!r}: only {{d}} may be substituted ({e})")
+        try:
+            gwspec.parse_spec(text)
+        except gwspec.SpecError as e:
+            ap.error(f"--spec gives {text!r}: {e}")
+    try:
+        rates.parse_rate(a.link)
+    except ValueError as e:
+        ap.error(f"--link: {e}")
+    for flag, value, least, most in (("--elements", a.elements, 1, 1 << 32),
+                                     ("--buckets", a.buckets, 1, 1 << 16),
+                                     ("--iters", a.iters, 1, 10**6),
+                                     ("--warmup", a.warmup, 0, 10**6),
+                                     ("--dense_iters", a.dense_iters, 1, 10**6),
+                                     ("--timeout_ms", a.timeout_ms, 1, 86400000)):
+        if not least <= value <= most:
+            ap.error(f"{flag} must be in {least}..{most}, got {value}")
+    if a.elements * a.buckets > 1 << 32:
+        ap.error(f"--elements x --buckets must be at most 2^32, got {a.elements} x {a.buckets}")
+    if not 0 < a.case_timeout <= 86400:
+        ap.error(f"--case_timeout must be in (0, 86400] s, got {a.case_timeout}")
+    if os.path.exists(a.out) and not os.path.isdir(a.out):
+        ap.error(f"--out={a.out} exists and is not a directory")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory")
@@ -149,6 +210,7 @@ def main():
     ap.add_argument("--skip_dense", action="store_true",
                     help="leave out the dense ring (quick runs; no dense figures)")
     a = ap.parse_args()
+    check_args(ap, a)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     binary = a.rank_binary or os.path.join(root, "bazel-bin", "tools", "scaling_rank")
     if not os.path.exists(binary):
@@ -158,13 +220,21 @@ def main():
         sys.exit(f"emulated hosts unavailable: {why}")
     os.makedirs(a.out, exist_ok=True)
     a.secret = secrets.token_hex(32)
-    hosts = [int(h) for h in a.hosts.split(",")]
-    densities = [float(d) for d in a.densities.split(",")]
+    hosts, densities = a.host_list, a.density_list
     plan = [] if a.skip_dense else [("dense ring", "dense_ring", a.spec.format(d=densities[0]))]
     for d in densities:
         for exchange in ("sparse_allgather", "sparse_allreduce"):
             plan.append((f"{exchange.replace('_', ' ')} {d * 100:g}%", exchange,
                          a.spec.format(d=d)))
+    try:
+        cases = run_plan(plan, hosts, binary, a)
+    except (RuntimeError, emulated_cluster.ClusterError, subprocess.CalledProcessError) as e:
+        sys.exit(f"scaling_bench: {e}")
+    report(cases, hosts, densities, a)
+
+
+def run_plan(plan, hosts, binary, a):
+    """Every case of the plan on every host count; the measurements."""
     cases = []
     started = time.monotonic()
     for p in hosts:
@@ -181,6 +251,11 @@ def main():
                       f"{res['bytes_received'] / 1e6:8.3f} MB received  "
                       f"(model {model['ms']:.1f} ms; case {time.monotonic() - t0:.0f} s)",
                       flush=True)
+    return cases
+
+
+def report(cases, hosts, densities, a):
+    """The table, the JSON, the plot and the planner's validation."""
 
     def find(name, p):
         return next(c for c in cases if c["name"] == name and c["hosts"] == p)
@@ -213,7 +288,8 @@ def main():
     with open(os.path.join(a.out, "scaling.md"), "w") as f:
         f.write(table)
     with open(os.path.join(a.out, "scaling.json"), "w") as f:
-        json.dump({"settings": {**{k: v for k, v in vars(a).items() if k != "secret"},
+        json.dump({"settings": {**{k: v for k, v in vars(a).items()
+                                   if k not in ("secret", "host_list", "density_list")},
                                 "cores": os.cpu_count()},
                    "cases": cases, "figures": checks}, f, indent=1)
     plot(cases, hosts, os.path.join(a.out, "scaling.png"))

@@ -265,6 +265,23 @@ class CommandLineTest(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, (argv, r.stdout, r.stderr))
                 self.assertNotIn("Traceback", r.stderr, argv)
 
+    def test_scaling_bench_refuses_bad_flags_before_building_hosts(self):
+        with tempfile.TemporaryDirectory() as d:
+            not_dir = os.path.join(d, "file")
+            open(not_dir, "w").close()
+            for flags in (["--hosts=4,x"], ["--hosts=1"], ["--densities=abc"],
+                          ["--densities=2"], ["--spec=topk:ratio={x}"], ["--spec=qsgd:bits=0"],
+                          ["--link=bogus"], ["--warmup=2147483647"], ["--case_timeout=nan"],
+                          ["--elements=0"], ["--out=" + not_dir]):
+                argv = ["--out", os.path.join(d, "out")] + flags
+                r = subprocess.run(
+                    [sys.executable, os.path.join(ARGS.tools_dir, "scaling_bench.py"), *argv],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+                self.assertEqual(r.returncode, 2, (flags, r.stdout, r.stderr))
+                self.assertIn("error:", r.stderr, flags)
+                self.assertNotIn("Traceback", r.stderr, flags)
+            self.assertFalse(os.path.exists(os.path.join(d, "out")))
+
     def test_buckets_the_library_rings_cost_no_codec_cpu(self):
         # 8-bit QSGD on 8 ranks: the frames' allgather would move the fp32
         # ring's bytes, so the library's model sends those buckets by the
