@@ -22,6 +22,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+# --help needs nothing built or installed.
+for arg in "$@"; do
+  case "$arg" in
+    -h|--help) exec python3 tools/cluster_bench.py --help ;;
+  esac
+done
 bash tools/install_deps.sh
 jobs=()
 [ -n "${GRADWIRE_BUILD_JOBS:-}" ] && jobs=(--jobs="$GRADWIRE_BUILD_JOBS")

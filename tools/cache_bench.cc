@@ -154,7 +154,12 @@ struct Config {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "cache_bench: unexpected argument \"%s\" (flags look like --name=value)\n",
+                 rest[1]);
+    return 2;
+  }
   const std::string target = absl::GetFlag(FLAGS_target);
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   const std::string disk_root = absl::GetFlag(FLAGS_disk_dir);

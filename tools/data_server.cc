@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -51,11 +52,20 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr, "data_server: unexpected argument \"%s\" (flags look like --name=value)\n",
+                 rest[1]);
+    return 2;
+  }
   using gradwire::cache::DataServer;
   using gradwire::cache::DirectorySource;
   if (absl::GetFlag(FLAGS_data_dir).empty()) return Fail("--data_dir is required");
   if (absl::GetFlag(FLAGS_token_file).empty()) return Fail("--token_file is required");
+  if (absl::GetFlag(FLAGS_shutdown_grace_ms) < 0 ||
+      absl::GetFlag(FLAGS_shutdown_grace_ms) > 3600000) {
+    return Fail("--shutdown_grace_ms must be in 0..3600000");
+  }
 
   // Block the stop signals before gRPC starts its threads, so they all
   // inherit the mask and the signal reaches sigwait below.

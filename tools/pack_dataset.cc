@@ -47,7 +47,13 @@ absl::StatusOr<gradwire::cache::SplitRecords> ReadSplit(const std::string& dir,
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr,
+                 "pack_dataset: unexpected argument \"%s\" (flags look like --name=value)\n",
+                 rest[1]);
+    return 2;
+  }
   const std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   const int per_shard = absl::GetFlag(FLAGS_samples_per_shard);
   if (out_dir.empty() || per_shard <= 0) {

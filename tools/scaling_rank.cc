@@ -258,6 +258,12 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::fprintf(stderr,
+                 "scaling_rank: unexpected argument \"%s\" (flags look like --name=value)\n",
+                 rest[1]);
+    return 2;
+  }
   return gradwire::Main();
 }
