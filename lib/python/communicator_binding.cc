@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -107,6 +108,54 @@ JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file
   return Value(std::move(resolved));
 }
 
+// The Communicator's options from the constructor's arguments, each
+// checked (InvalidArgumentError naming it).
+CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
+                              uint64_t dense_below_elements, bool dense_one_dimensional,
+                              double timeout_s, const std::string& dense_algorithm,
+                              int event_loop_nice, const py::object& exchange) {
+  CommunicatorOptions options;
+  options.exchange = ParseExchange(exchange);
+  if (event_loop_nice < 0 || event_loop_nice > 19) {
+    RaiseInvalid(absl::StrCat("event_loop_nice must be in 0..19, got ", event_loop_nice));
+  }
+  options.event_loop_nice = event_loop_nice;
+  options.compression = Value(CompressionSpec::Parse(spec));
+  options.hierarchical = hierarchical;
+  options.dense_below_elements = dense_below_elements;
+  options.dense_one_dimensional = dense_one_dimensional;
+  if (dense_algorithm == "ring") {
+    options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
+  } else if (dense_algorithm == "halving_doubling") {
+    options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
+  } else {
+    RaiseInvalid(absl::StrCat("dense_algorithm must be 'ring' or 'halving_doubling', got '",
+                              dense_algorithm, "'"));
+  }
+  if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
+    RaiseInvalid("timeout_s must be a finite number >= 0 (0: the default, 30 s)");
+  }
+  return options;
+}
+
+// The constructor's checks of its own arguments, without joining anyone:
+// Communicator(process_group=...) runs them before it touches the group's
+// store, so that an argument a rank gets wrong fails there, before any
+// key is set that a peer could be waiting on.
+void CheckCommunicatorArguments(const std::string& spec, const py::object& secret,
+                                bool hierarchical, uint64_t dense_below_elements,
+                                bool dense_one_dimensional, double timeout_s,
+                                const std::string& dense_algorithm, const std::string& job_suffix,
+                                bool emulate_nodes, int event_loop_nice,
+                                const std::string& secret_file, const std::string& iface,
+                                const std::string& bind_address, const std::string& settings,
+                                const py::object& exchange) {
+  (void)job_suffix, (void)emulate_nodes, (void)iface, (void)bind_address, (void)settings;
+  OptionsOf(spec, hierarchical, dense_below_elements, dense_one_dimensional, timeout_s,
+            dense_algorithm, event_loop_nice, exchange);
+  ResolveSecret(secret, secret_file);
+}
+
 // A Communicator joined through a store Python hands over (torch.distributed's:
 // rank, world_size, job_id with it), or from the environment
 // (rendezvous_config.h); see join.h for the checks at rendezvous.
@@ -120,22 +169,9 @@ class PyCommunicator {
                  int node_id, int local_world_size, const std::string& iface,
                  const std::string& bind_address, const std::string& settings,
                  const py::object& exchange) {
-    CommunicatorOptions options;
-    options.exchange = ParseExchange(exchange);
-    options.event_loop_nice = event_loop_nice;
-    options.compression = Value(CompressionSpec::Parse(spec));
-    options.hierarchical = hierarchical;
-    options.dense_below_elements = dense_below_elements;
-    options.dense_one_dimensional = dense_one_dimensional;
-    if (dense_algorithm == "ring") {
-      options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
-    } else if (dense_algorithm == "halving_doubling") {
-      options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
-    } else {
-      RaiseInvalid(absl::StrCat("dense_algorithm must be 'ring' or 'halving_doubling', got '",
-                                dense_algorithm, "'"));
-    }
-    if (!(timeout_s >= 0)) RaiseInvalid("timeout_s must be >= 0 (0: the default, 30 s)");
+    const CommunicatorOptions options =
+        OptionsOf(spec, hierarchical, dense_below_elements, dense_one_dimensional, timeout_s,
+                  dense_algorithm, event_loop_nice, exchange);
     JobSecret job_secret = ResolveSecret(secret, secret_file);
 
     transport::RendezvousConfig config;
@@ -352,6 +388,14 @@ class PyCommunicator {
 }  // namespace
 
 void DefineCommunicator(py::module_& m) {
+  m.def("_check_communicator_arguments", &CheckCommunicatorArguments, py::arg("spec") = "none",
+        py::arg("secret") = py::none(), py::arg("hierarchical") = false,
+        py::arg("dense_below_elements") = 16384, py::arg("dense_one_dimensional") = true,
+        py::arg("timeout_s") = 0.0, py::arg("dense_algorithm") = "ring", py::arg("job_suffix") = "",
+        py::arg("emulate_nodes") = false, py::arg("event_loop_nice") = 0,
+        py::arg("secret_file") = "", py::arg("iface") = "", py::arg("bind_address") = "",
+        py::arg("settings") = "", py::arg("exchange") = "auto",
+        "Communicator()'s checks of its own arguments, joining nobody (its defaults).");
   py::class_<PyCommunicator>(m, "Communicator", R"doc(
 Averages buffers across the ranks of a job (the C++ Communicator).
 Collective: every rank constructs it, and calls allreduce_mean with the

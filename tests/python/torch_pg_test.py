@@ -17,7 +17,13 @@ variable but the secret ($GRADWIRE_JOB_SECRET_FILE, a 0600 file). Cases:
   wrong secret   rank 1 passes another secret: every rank raises
                  MismatchError at construction, naming the ranks, in < 10 s;
   different spec rank 1 asks for another ratio: the same, naming both specs;
-  different warm-up  rank 1 another warmup_iters: the same (hook settings).
+  different warm-up  rank 1 another warmup_iters: the same (hook settings);
+  bad arguments  30 constructions with a bad argument on every rank raise
+                 InvalidArgumentError at once; a good one then joins and
+                 averages (a failed one once deleted store keys a peer
+                 was reading: it hung, or later constructions failed);
+  closed state   after close() a backward fails at once naming the closed
+                 state (it hung forever), and close() again does nothing.
 Each rank prints PASS; the driver wants one per rank.
 
     torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] \
@@ -50,6 +56,8 @@ CASES = [
       "rank 0 spec=topk:ratio=0.05", "rank 1 spec=topk:ratio=0.1"]),
     ("different warm-up", "different_warmup",
      ["MismatchError", "rank 0 hook.warmup_iters=2 vs rank 1 hook.warmup_iters=3"]),
+    ("bad arguments", "bad_arguments", None),
+    ("closed state", "closed_state", None),
 ]
 
 
@@ -163,6 +171,44 @@ def rank_main(rank, case, port):
         check(ok, f"loss did not fall enough: {how}")
         check(state.totals()["compressed_buckets"] > 0, "nothing was compressed")
         state.close()
+    elif case == "bad_arguments":
+        bad = [{"dense_algorithm": "bogus"}, {"event_loop_nice": 99},
+               {"timeout_s": float("nan")}, {"exchange": "nope"}]
+        for i in range(30):
+            t0 = time.monotonic()
+            try:
+                gradwire.Communicator("topk", process_group=group, **{"timeout_s": 5,
+                                                                       **bad[i % 4]})
+                error = None
+            except gradwire.InvalidArgumentError as e:
+                error = e
+            check(error is not None, f"construction {i} with {bad[i % 4]} did not fail")
+            check(time.monotonic() - t0 < 1, f"construction {i} took {time.monotonic() - t0:.1f} s")
+        t0 = time.monotonic()
+        comm = gradwire.Communicator("topk", process_group=group, timeout_s=10)
+        v = torch.full((64,), float(rank + 1))
+        comm.allreduce_mean(v, bucket=0, step=1, path="dense")
+        check(float(v[0]) == 1.5, f"average {float(v[0])}")
+        check(time.monotonic() - t0 < 10, f"the good construction took {time.monotonic() - t0:.1f} s")
+        comm.close()
+    elif case == "closed_state":
+        ddp = DDP(mlp(torch, 0), process_group=group)
+        state = gradwire.ddp.GradwireState(process_group=group, method="topk", ratio=0.05,
+                                           warmup_iters=1, timeout_s=10)
+        ddp.register_comm_hook(state, gradwire.ddp.hook)
+        t = Trainer(torch, ddp, x, y)
+        for i in range(3):
+            t.step(i)
+        state.close()
+        t0 = time.monotonic()
+        try:
+            t.step(3)
+            error = "no error"
+        except RuntimeError as e:
+            error = str(e)
+        check("is closed" in error, f"a step after close(): {error[:200]}")
+        check(time.monotonic() - t0 < 10, f"it took {time.monotonic() - t0:.1f} s")
+        state.close()  # again: nothing
     elif case == "two_states":
         # Two models trained in turns (as a GAN's generator and
         # discriminator), each with its own state and spec.

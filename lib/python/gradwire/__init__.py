@@ -212,12 +212,19 @@ class Communicator(_gradwire.Communicator):
         if process_group is None:
             super().__init__(text, secret, secret_file=secret_file or "", **options)
             return
+        # Arguments first, joining nobody: a bad one fails here on its rank,
+        # before any key is set in the group's store that a peer waits on.
+        _gradwire._check_communicator_arguments(text, secret, secret_file=secret_file or "",
+                                                **options)
         from gradwire import _torch_join
         joined = _torch_join.join_args(process_group, options)
-        try:
-            super().__init__(text, secret, secret_file=secret_file or "", **joined, **options)
-        finally:
-            joined["store"].cleanup()
+        super().__init__(text, secret, secret_file=secret_file or "", **joined, **options)
+        # Only once this rank has joined: every peer has read the keys it set
+        # (the rendezvous ends with the settings check on every rank). After a
+        # failure they stay (under this communicator's own key prefix): a
+        # peer may still be reading them, and deleting them under it left it
+        # blocked in the store's get.
+        joined["store"].cleanup()
 
 # The library's exchange cost model (lib/comm/exchange_cost_model.h): what
 # the Communicator predicts and picks per bucket; tools/planner.py uses it.

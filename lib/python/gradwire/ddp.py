@@ -261,6 +261,7 @@ class GradwireState(BucketExchange):
 
     def _reset(self):
         """Everything besides the settings: no connection yet."""
+        self._closed = False       # close() was called: every later use fails at once
         self.comm = None
         self.rank = self.world_size = None
         self.failure = None        # the exception that failed an exchange, if one did
@@ -324,6 +325,13 @@ class GradwireState(BucketExchange):
             self.load_state_dict(restore)
 
     def _ensure_started(self):
+        if self._closed:
+            e = gradwire._error(gradwire.CommunicationError,
+                                "gradwire.ddp: this GradwireState is closed (close() was "
+                                "called); make a new one, or load a checkpoint into a new one, "
+                                "to go on training")
+            e.code = "FAILED_PRECONDITION"
+            raise e
         if self.comm is None:
             self._start()
 
@@ -558,7 +566,12 @@ class GradwireState(BucketExchange):
         return out
 
     def close(self):
-        """Collective orderly shutdown; call on every rank before exiting."""
+        """Collective orderly shutdown; call on every rank before exiting.
+        Afterwards the hook fails each bucket at once (a closed state never
+        exchanges again); a second close() does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.comm is None:
             return
         if self._worker is not None:
