@@ -5,6 +5,7 @@
 // file with clear errors.
 #include "gradwire/lib/codec/frame_auth.h"
 
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -15,11 +16,14 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/expect_rejected.h"
@@ -359,6 +363,46 @@ TEST_F(JobSecretTest, FileErrors) {
   std::string max(4096, 'x');
   max[0] = 'y';  // one repeated byte would be refused as guessable
   EXPECT_TRUE(JobSecret::FromFile(Write("max", max)).ok());
+}
+
+// Pipes and FIFOs (bash's <(...), a named FIFO) are read without ever
+// blocking for good: a FIFO nobody opened for writing reads as empty, a
+// writer that is slow is waited for, and one that never ends is given up
+// on after kFileReadTimeoutMs (it once blocked forever, in Python with
+// the GIL held).
+TEST_F(JobSecretTest, FifosNeverBlockForGood) {
+  const std::string fifo = dir_ + "/fifo";
+  unlink(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_REJECTED(JobSecret::FromFile(fifo).status(), absl::StatusCode::kInvalidArgument,
+                  "is empty");
+
+  // A slow writer: the secret arrives after 200 ms, then end of file.
+  std::thread writer([&] {
+    const int w = open(fifo.c_str(), O_WRONLY);  // waits for the reader's open
+    usleep(200 * 1000);
+    ASSERT_EQ(write(w, kSecret, strlen(kSecret)), static_cast<ssize_t>(strlen(kSecret)));
+    close(w);
+  });
+  // The reader's open does not wait for the writer, so the writer may not
+  // be there yet: retry until it is (an empty read means no writer).
+  absl::StatusOr<JobSecret> slow = absl::InvalidArgumentError("not read");
+  for (int i = 0; i < 200 && !slow.ok(); ++i) {
+    slow = JobSecret::FromFile(fifo);
+    if (!slow.ok()) usleep(10 * 1000);
+  }
+  writer.join();
+  EXPECT_TRUE(slow.ok()) << slow.status();
+
+  // A writer that never writes nor closes: DeadlineExceeded, in time.
+  const int held = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // a writer end that stays open
+  ASSERT_GE(held, 0);
+  const absl::Time start = absl::Now();
+  EXPECT_REJECTED(JobSecret::FromFile(fifo).status(), absl::StatusCode::kDeadlineExceeded,
+                  "gave no end of file");
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(JobSecret::kFileReadTimeoutMs + 5000));
+  close(held);
+  unlink(fifo.c_str());
 }
 
 TEST_F(JobSecretTest, UnreadableFileIsPermissionDenied) {

@@ -9,6 +9,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gradwire/base/coding.h"
 #include "gradwire/base/status_macros.h"
 
@@ -110,7 +113,9 @@ absl::StatusOr<JobSecret> JobSecret::FromEnvironment(const char* name) {
 
 absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
   const std::string origin = absl::StrCat("file '", path, "'");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer, nor reading
+  // one (or a terminal) wait forever; a regular file ignores it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     const std::string msg =
@@ -125,13 +130,28 @@ absl::StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("job secret file '", path, "' is a directory"));
   }
   // Read one byte past the cap to tell "exactly at the cap" from "larger".
+  // A pipe (bash's <(...), a FIFO) or a device may make the reader wait
+  // for data: at most kFileReadTimeoutMs in all.
   std::string bytes(kMaxFileBytes + 1, '\0');
   size_t got = 0;
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(kFileReadTimeoutMs);
   while (got < bytes.size()) {
     const ssize_t n = ::read(fd, &bytes[got], bytes.size() - got);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (left > 0 && (::poll(&pfd, 1, static_cast<int>(left)) > 0 || errno == EINTR)) {
+          continue;
+        }
+        ::close(fd);
+        OPENSSL_cleanse(&bytes[0], bytes.size());
+        return absl::DeadlineExceededError(
+            absl::StrCat("job secret file '", path, "' gave no end of file within ",
+                         kFileReadTimeoutMs, " ms (a FIFO or device nobody writes?)"));
+      }
       const int err = errno;
       ::close(fd);
       OPENSSL_cleanse(&bytes[0], bytes.size());

@@ -55,6 +55,9 @@ class JobSecret {
   static constexpr size_t kMinBytes = 16;
   // A secret file larger than this is almost certainly the wrong file.
   static constexpr size_t kMaxFileBytes = 4096;
+  // A secret file that is a pipe or a device (bash's <(...) is one) must
+  // reach its end within this long, or FromFile gives up.
+  static constexpr int kFileReadTimeoutMs = 10000;
 
   // The one loader every source goes through, so the same bytes make the
   // same secret whether they came from a flag, the environment or a file:
@@ -74,8 +77,10 @@ class JobSecret {
   // Reads a file's bytes, then as FromValue (so `openssl rand -hex 32 >
   // file` works). NotFound if the file does not exist, PermissionDenied if
   // it cannot be opened for lack of permission, InvalidArgument if it is
-  // too large or not a regular file or its contents are refused by
-  // FromValue, Internal for other read errors.
+  // too large or a directory or its contents are refused by FromValue,
+  // DeadlineExceeded if a pipe or device gives no end of file within
+  // kFileReadTimeoutMs (a FIFO without a writer reads as empty), Internal
+  // for other read errors. Never waits longer than that.
   static absl::StatusOr<JobSecret> FromFile(const std::string& path);
 
   // The resolution order tools use: `flag_value` if non-empty, else the

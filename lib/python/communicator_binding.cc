@@ -94,8 +94,17 @@ JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file
     }
     return Value(JobSecret::FromValue(secret.cast<std::string>(), "secret"));
   }
-  if (!secret_file.empty()) return Value(JobSecret::FromFile(secret_file));
-  absl::StatusOr<JobSecret> resolved = JobSecret::Resolve("", "");
+  if (secret_file.find('\0') != std::string::npos) {
+    RaiseInvalid("secret_file holds a NUL byte (the path would be cut there)");
+  }
+  // Files are read without the GIL: a pipe may take up to
+  // JobSecret::kFileReadTimeoutMs, and other threads go on meanwhile.
+  absl::StatusOr<JobSecret> resolved = absl::InternalError("unread");
+  {
+    py::gil_scoped_release release;
+    resolved = secret_file.empty() ? JobSecret::Resolve("", "") : JobSecret::FromFile(secret_file);
+  }
+  if (!secret_file.empty()) return Value(std::move(resolved));
   if (absl::IsFailedPrecondition(resolved.status())) {  // none set
     RaiseInvalid(absl::StrCat(
         "no job secret: every rank of a job needs the same secret of at least ",
