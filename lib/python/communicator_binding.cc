@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "bound_method.h"
 #include "exchange_cost_binding.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/compression_spec.h"
@@ -444,55 +445,64 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
            py::arg("world_size") = -1, py::arg("job_id") = "", py::arg("node_id") = -1,
            py::arg("local_world_size") = -1, py::arg("iface") = "", py::arg("bind_address") = "",
            py::arg("settings") = "", py::arg("exchange") = "auto")
-      .def_property_readonly("rank", &PyCommunicator::rank)
-      .def_property_readonly("size", &PyCommunicator::size)
-      .def_property_readonly("spec", &PyCommunicator::spec)
-      .def("path_for", &PyCommunicator::PathFor, py::arg("elements"),
+      .def_property_readonly("rank", python::Bound(&PyCommunicator::rank))
+      .def_property_readonly("size", python::Bound(&PyCommunicator::size))
+      .def_property_readonly("spec", python::Bound(&PyCommunicator::spec))
+      .def("path_for", python::Bound(&PyCommunicator::PathFor), py::arg("elements"),
            py::arg("one_dimensional") = false,
            "'dense' or 'compressed': the path a tensor of this size takes by default.")
-      .def_property_readonly("exchange_model", &PyCommunicator::ExchangeModelOf,
+      .def_property_readonly("exchange_model", python::Bound(&PyCommunicator::ExchangeModelOf),
                              "The cost model the ranks agreed on (EXCHANGE_MODEL_DEFAULTS' keys).")
-      .def("exchange_for", &PyCommunicator::ExchangeFor, py::arg("elements"),
+      .def("exchange_for", python::Bound(&PyCommunicator::ExchangeFor), py::arg("elements"),
            "'dense_ring', 'sparse_allgather' or 'sparse_allreduce': the exchange a "
            "compressed buffer of this size takes.")
-      .def("exchange_estimates", &PyCommunicator::ExchangeEstimatesFor, py::arg("elements"),
+      .def("exchange_estimates", python::Bound(&PyCommunicator::ExchangeEstimatesFor),
+           py::arg("elements"),
            R"doc(Why a compressed buffer of this size takes its exchange: {'exchange',
 'model_choice' (the cost model's pick), 'forced' (exchange= chose it), 'ranks' and 'elements' (what
 the model weighs: hierarchical, the cross-node group and one node shard),
 'estimates': {kind: exchange_cost's dict} for each kind the spec admits}.)doc")
-      .def("allreduce_mean", &PyCommunicator::AllreduceMean, py::arg("buffer"), py::arg("bucket"),
-           py::arg("step"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+      .def("allreduce_mean", python::Bound(&PyCommunicator::AllreduceMean), py::arg("buffer"),
+           py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
+           py::arg("one_dimensional") = false,
            R"doc(In place: buffer (a contiguous CPU tensor or array of float32, float16
 or bfloat16) becomes the average over ranks. bucket keys the
 error-feedback residual; step must grow. path: 'dense', 'compressed' or
 None (size / 1-D rule). Returns the path taken. Releases the GIL.)doc")
-      .def("allreduce_mean_with_dense", &PyCommunicator::AllreduceMeanWithDense, py::arg("buffer"),
-           py::arg("dense"), py::arg("bucket"), py::arg("step"),
+      .def("allreduce_mean_with_dense", python::Bound(&PyCommunicator::AllreduceMeanWithDense),
+           py::arg("buffer"), py::arg("dense"), py::arg("bucket"), py::arg("step"),
            R"doc(One exchange for a mixed buffer: buffer is averaged compressed with
 error feedback keyed by bucket, dense travels exact in the same frames and
 becomes the rank-order mean. For small dense parts: every rank receives
 every rank's dense. Releases the GIL.)doc")
-      .def("allreduce_mean_ptr", &PyCommunicator::AllreduceMeanPtr, py::arg("data_ptr"),
-           py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("path") = py::none(),
-           py::arg("one_dimensional") = false,
-           "As allreduce_mean, for numel float32 values in host memory at data_ptr.")
+      .def("allreduce_mean_ptr", python::Bound(&PyCommunicator::AllreduceMeanPtr),
+           py::arg("data_ptr"), py::arg("numel"), py::arg("bucket"), py::arg("step"),
+           py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+           "As allreduce_mean, for numel float32 values in host memory at data_ptr. UNSAFE: "
+           "the address is trusted as given (null and misalignment are refused, nothing else "
+           "can be checked); a wrong one crashes the process. Prefer allreduce_mean with a "
+           "tensor or array.")
       .def(
-          "allreduce_mean_device", &PyCommunicator::AllreduceMeanDevice, py::arg("data_ptr"),
-          py::arg("numel"), py::arg("bucket"), py::arg("step"), py::arg("stream"),
-          py::arg("path") = py::none(), py::arg("one_dimensional") = false,
+          "allreduce_mean_device", python::Bound(&PyCommunicator::AllreduceMeanDevice),
+          py::arg("data_ptr"), py::arg("numel"), py::arg("bucket"), py::arg("step"),
+          py::arg("stream"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
           "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
           "on the CUDA stream handle `stream` (the device path; from Python not yet run on a GPU). "
           "Returns once the frames are back on the device; the decode runs on the stream.")
-      .def("copy_residual", &PyCommunicator::CopyResidual, py::arg("bucket"), py::arg("out"),
+      .def("copy_residual", python::Bound(&PyCommunicator::CopyResidual), py::arg("bucket"),
+           py::arg("out"),
            "Copies the bucket's error-feedback residual into out (same length); "
            "False if it has none yet.")
-      .def("save_state", &PyCommunicator::SaveState, "Error-feedback residuals as bytes.")
-      .def("restore_state", &PyCommunicator::RestoreState, py::arg("state"))
-      .def("last_call", &PyCommunicator::LastCall)
-      .def("totals", &PyCommunicator::Totals)
-      .def("describe", &PyCommunicator::Describe, py::arg("totals") = true)
-      .def("health", &PyCommunicator::Health, "Raises the failure that poisoned it, if any.")
-      .def("close", &PyCommunicator::Close, "Collective orderly shutdown (every rank).");
+      .def("save_state", python::Bound(&PyCommunicator::SaveState),
+           "Error-feedback residuals as bytes.")
+      .def("restore_state", python::Bound(&PyCommunicator::RestoreState), py::arg("state"))
+      .def("last_call", python::Bound(&PyCommunicator::LastCall))
+      .def("totals", python::Bound(&PyCommunicator::Totals))
+      .def("describe", python::Bound(&PyCommunicator::Describe), py::arg("totals") = true)
+      .def("health", python::Bound(&PyCommunicator::Health),
+           "Raises the failure that poisoned it, if any.")
+      .def("close", python::Bound(&PyCommunicator::Close),
+           "Collective orderly shutdown (every rank).");
 }
 
 }  // namespace python

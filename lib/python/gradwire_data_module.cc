@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "bound_method.h"
 #include "gradwire/lib/cache/cache_stats.h"
 #include "gradwire/lib/cache/cache_tier.h"
 #include "gradwire/lib/cache/data_cache.h"
@@ -291,14 +292,14 @@ void DefineDataCache(py::module_& m) {
 Reads keys in the order given, ahead of the reader, through a DataCache
 (lib/cache/prefetcher.h). Iterating yields each object's bytes; next_batch(n)
 returns the next n fixed-size objects joined. Made by DataCache.prefetch().)doc")
-      .def("__len__", &PyPrefetcher::size)
-      .def_property_readonly("position", &PyPrefetcher::position)
-      .def_property_readonly("depth", &PyPrefetcher::depth)
+      .def("__len__", python::Bound(&PyPrefetcher::size))
+      .def_property_readonly("position", python::Bound(&PyPrefetcher::position))
+      .def_property_readonly("depth", python::Bound(&PyPrefetcher::depth))
       .def("__iter__", [](py::object self) { return self; })
-      .def("__next__", &PyPrefetcher::Next)
-      .def("next_batch", &PyPrefetcher::NextBatch, py::arg("n"),
+      .def("__next__", python::Bound(&PyPrefetcher::Next))
+      .def("next_batch", python::Bound(&PyPrefetcher::NextBatch), py::arg("n"),
            "The next n objects (fewer at the end, b'' when done) as one bytes object.")
-      .def("shutdown", &PyPrefetcher::Shutdown, "Stops the workers; idempotent.");
+      .def("shutdown", python::Bound(&PyPrefetcher::Shutdown), "Stops the workers; idempotent.");
 
   py::class_<PyDataCache>(m, "DataCache", R"doc(
 A packed dataset read through gradwire's cache: memory tier -> disk tier ->
@@ -320,26 +321,29 @@ source unreachable), gradwire.Error (other).)doc")
            py::arg("disk_dir") = "", py::arg("disk_budget_bytes") = 0,
            py::arg("disk_policy") = "fill_once", py::arg("disk_sync") = true,
            py::arg("verify_shards") = false, py::arg("read_timeout_s") = 0.0)
-      .def_property_readonly("dataset_id", &PyDataCache::DatasetId)
-      .def_property_readonly("version", &PyDataCache::Version, "The manifest version (hex).")
-      .def_property_readonly("source", &PyDataCache::Source)
-      .def("splits", &PyDataCache::Splits)
-      .def("keys", &PyDataCache::Keys, py::arg("split") = "",
+      .def_property_readonly("dataset_id", python::Bound(&PyDataCache::DatasetId))
+      .def_property_readonly("version", python::Bound(&PyDataCache::Version),
+                             "The manifest version (hex).")
+      .def_property_readonly("source", python::Bound(&PyDataCache::Source))
+      .def("splits", python::Bound(&PyDataCache::Splits))
+      .def("keys", python::Bound(&PyDataCache::Keys), py::arg("split") = "",
            "Sample keys of split (all if ''), in index order.")
-      .def("num_samples", &PyDataCache::NumSamples, py::arg("split") = "")
-      .def("get", &PyDataCache::Get, py::arg("key"), "One object's bytes ('train/7', or a shard).")
-      .def("read", &PyDataCache::Read, py::arg("split"), py::arg("indices"),
+      .def("num_samples", python::Bound(&PyDataCache::NumSamples), py::arg("split") = "")
+      .def("get", python::Bound(&PyDataCache::Get), py::arg("key"),
+           "One object's bytes ('train/7', or a shard).")
+      .def("read", python::Bound(&PyDataCache::Read), py::arg("split"), py::arg("indices"),
            "Samples split/i for i in indices, fetched as one batch, joined (equal sizes).")
-      .def("prefetch", &PyDataCache::Prefetch, py::arg("keys"), py::arg("depth") = 0,
+      .def("prefetch", python::Bound(&PyDataCache::Prefetch), py::arg("keys"), py::arg("depth") = 0,
            py::arg("threads") = 2, "A Prefetcher over keys, in that order.")
-      .def("begin_epoch", &PyDataCache::BeginEpoch, py::arg("epoch"),
+      .def("begin_epoch", python::Bound(&PyDataCache::BeginEpoch), py::arg("epoch"),
            "Starts a statistics epoch (ends the previous one).")
-      .def("end_epoch", &PyDataCache::EndEpoch)
-      .def("stats", &PyDataCache::Stats,
+      .def("end_epoch", python::Bound(&PyDataCache::EndEpoch))
+      .def("stats", python::Bound(&PyDataCache::Stats),
            "Per-epoch statistics: a list of dicts (reads, memory/disk tier hits, "
            "source_reads/source_bytes, stall_s, ...).")
-      .def("format_stats", &PyDataCache::FormatStats)
-      .def("flush_disk_writes", &PyDataCache::FlushDiskWrites, py::arg("timeout_s") = 30.0);
+      .def("format_stats", python::Bound(&PyDataCache::FormatStats))
+      .def("flush_disk_writes", python::Bound(&PyDataCache::FlushDiskWrites),
+           py::arg("timeout_s") = 30.0);
 
   m.def(
       "epoch_order",

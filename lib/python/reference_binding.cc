@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "bound_method.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
@@ -109,12 +110,12 @@ void DefineReferenceExchange(py::module_& m) {
   py::class_<ReferenceExchange>(m, "ReferenceExchange",
                                 "One-process CPU reference of a flat exchange (tests).")
       .def(py::init<const std::string&, int>(), py::arg("spec"), py::arg("world_size"))
-      .def("average", &ReferenceExchange::Average, py::arg("bucket"), py::arg("step"),
-           py::arg("grads"), py::arg("out"), py::arg("path") = "compressed",
+      .def("average", python::Bound(&ReferenceExchange::Average), py::arg("bucket"),
+           py::arg("step"), py::arg("grads"), py::arg("out"), py::arg("path") = "compressed",
            py::arg("divisor") = 0.0)
-      .def("max_encoded_bytes", &ReferenceExchange::MaxEncodedBytes, py::arg("n"))
-      .def("copy_residual", &ReferenceExchange::CopyResidual, py::arg("rank"), py::arg("bucket"),
-           py::arg("out"));
+      .def("max_encoded_bytes", python::Bound(&ReferenceExchange::MaxEncodedBytes), py::arg("n"))
+      .def("copy_residual", python::Bound(&ReferenceExchange::CopyResidual), py::arg("rank"),
+           py::arg("bucket"), py::arg("out"));
 }
 
 }  // namespace python

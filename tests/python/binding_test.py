@@ -51,6 +51,19 @@ class ErrorsAndSpecs(unittest.TestCase):
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
         self.assertEqual(type(cm.exception).__module__, "gradwire")
 
+    def test_objects_made_without_init_raise(self):
+        """Class.__new__(Class) alone once crashed the process (or read garbage)
+        at its first method; now every method raises TypeError."""
+        g = self.g
+        calls = {g.Communicator: [lambda c: c.rank, lambda c: c.totals(), lambda c: c.close(),
+                                  lambda c: c.save_state(), lambda c: c.path_for(10)],
+                 g._gradwire.Communicator: [lambda c: c.size, lambda c: c.describe()],
+                 g.ReferenceExchange: [lambda r: r.max_encoded_bytes(10)]}
+        for cls, fns in calls.items():
+            for fn in fns:
+                with self.assertRaisesRegex(TypeError, "never initialized"):
+                    fn(cls.__new__(cls))
+
     def test_messages_name_python_arguments(self):
         g = self.g
         cases = [("topk:ratio=2", "ratio must be in (0, 1]"), ("qsgd:bits=9", "bits must be"),
