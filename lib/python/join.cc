@@ -114,10 +114,17 @@ absl::Status CheckSameSettings(transport::GlooGroup& world, const std::string& s
   for (const std::string& key : keys) {
     std::map<std::string, std::vector<int>> groups;  // value -> ranks
     for (size_t r = 0; r < per_rank.size(); ++r) {
-      std::string value = "(unset)";
+      // Every value the rank gives the key, in order: a key given twice
+      // ("settings" repeating one of the library's) must not hide a
+      // difference behind its last value.
+      std::string value;
+      bool found = false;
       for (const auto& [k, v] : per_rank[r]) {
-        if (k == key) value = v;
+        if (k != key) continue;
+        value = found ? absl::StrCat(value, " then ", v) : v;
+        found = true;
       }
+      if (!found) value = "(unset)";
       groups[value].push_back(world.world_ranks()[r]);
     }
     if (groups.size() == 1) continue;

@@ -124,6 +124,58 @@ class ErrorsAndSpecs(unittest.TestCase):
             g.make_spec("topk:ratio=0.1", ratio=0.2)
         with self.assertRaisesRegex(ValueError, "not both"):
             g.make_spec("topk", method="topk")
+        # A typed setting is one value: it cannot carry other settings.
+        for kwargs in ({"method": "topk", "values": "fp16,ratio=0.9"},
+                       {"method": "randomk", "values": "fp32,seed=7"},
+                       {"method": "topk", "indices": "raw:x"},
+                       {"method": "topk:ratio=0.5"}):
+            with self.subTest(kwargs=kwargs):
+                with self.assertRaises(g.InvalidArgumentError):
+                    g.make_spec(**kwargs)
+
+    def test_settings_given_twice_still_differ(self):
+        """settings= repeating a library key ('spec=same;') once hid a spec
+        mismatch behind its last value; every value now counts."""
+        import threading
+        import time
+        g = self.g
+
+        class DictStore:
+            def __init__(self):
+                self.d, self.cv = {}, threading.Condition()
+
+            def set(self, k, v):
+                with self.cv:
+                    self.d[k] = bytes(v)
+                    self.cv.notify_all()
+
+            def get(self, k):
+                with self.cv:
+                    return self.d[k]
+
+            def wait(self, keys, timeout_s):
+                end = time.time() + timeout_s
+                with self.cv:
+                    while not all(k in self.d for k in keys):
+                        if not self.cv.wait(max(0.0, end - time.time())):
+                            raise TimeoutError(keys)
+
+        store, out = DictStore(), [None, None]
+        specs = ["topk:ratio=0.01", "topk:ratio=0.05"]
+
+        def make(r):
+            try:
+                out[r] = g.Communicator(specs[r], "0123456789abcdef0123456789abcdef",
+                                        store=store, rank=r, world_size=2, job_id="twice",
+                                        timeout_s=20, settings="spec=same;")
+            except g.Error as e:
+                out[r] = e
+        threads = [threading.Thread(target=make, args=(r,)) for r in range(2)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        for r, result in enumerate(out):
+            self.assertIsInstance(result, g.MismatchError, (r, result))
+            self.assertIn("ratio=0.05", str(result))
 
 
 class Tensors(unittest.TestCase):

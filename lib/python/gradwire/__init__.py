@@ -147,6 +147,10 @@ def _setting_text(name, value):
         return str(value)
     if not isinstance(value, str):
         raise _error(UnsupportedError, f"{name} must be a str, got {value!r}")
+    # One value, not more spec text: values="fp16,ratio=0.9" once set a ratio.
+    if any(c in value for c in ",:=;"):
+        raise _error(InvalidArgumentError, f"{name} must be one value (no ',', ':', '=' or "
+                                           f"';'), got {value!r}")
     return value
 
 
@@ -170,6 +174,9 @@ def make_spec(spec=None, *, method=None, ratio=None, bits=None, bucket=None,
     if not isinstance(text, str):
         raise _error(UnsupportedError, f"{'spec' if spec is not None else 'method'} must be a "
                                        f"str, got {text!r}")
+    if method is not None and any(c in method for c in ",:=;"):
+        raise _error(InvalidArgumentError, f"method must be a method name such as 'topk' (a "
+                                           f"spec string goes in spec=), got {method!r}")
     given = {"ratio": ratio, "bits": bits, "bucket": bucket, "error_feedback": error_feedback,
              "seed": seed, "values": values, "indices": indices}
     parts = [f"{_SETTINGS[n]}={_setting_text(n, v)}" for n, v in given.items() if v is not None]
