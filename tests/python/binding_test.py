@@ -503,6 +503,35 @@ class OneRankGroup(unittest.TestCase):
         torch.save(restored, buf)  # the whole state, as torch.save does for PowerSGDState
         restored.close()
 
+    def test_bad_checkpoints_refused_whole(self):
+        """load_state_dict checks every field before restoring any: bad ones
+        were taken (iteration=-5, warmup_iters=0 broke the next step) or
+        failed half-way, after the residuals were already replaced."""
+        torch, g = self.torch, self.g
+        state = g.ddp.GradwireState(method="topk", ratio=0.05, warmup_iters=1)
+        ddp = self.model(state)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        for i in range(3):
+            self.step(ddp, opt, i)
+        good = state.state_dict()
+        cases = [None, [1], {}, dict(good, iteration=-5), dict(good, iteration="x"),
+                 dict(good, iteration=True), dict(good, warmup_iters=0),
+                 dict(good, warmup_iters=None), dict(good, residuals=None),
+                 dict(good, velocity={"a": 1}), dict(good, velocity={0: [1.0]}),
+                 dict(good, auto_residuals=b"xx"), dict(good, auto_spec=7)]
+        missing = dict(good)
+        del missing["residuals"]
+        cases.append(missing)
+        for bad in cases:
+            with self.subTest(bad=str(bad)[:80]):
+                with self.assertRaises(g.InvalidArgumentError):
+                    state.load_state_dict(bad)
+                self.assertEqual(state.state_dict()["residuals"], good["residuals"])
+                self.assertEqual(state.iteration, 3)
+                self.assertEqual(state.warmup_iters, 1)
+        self.step(ddp, opt, 3)  # still trains
+        state.close()
+
     def test_failure_reaches_backward_with_its_name(self):
         torch, g = self.torch, self.g
         state = g.ddp.GradwireState("topk:ratio=0.05", warmup_iters=1, overlap=True)

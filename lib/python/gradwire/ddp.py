@@ -128,6 +128,41 @@ def _invalid(message):
     return gradwire._error(gradwire.InvalidArgumentError, message)
 
 
+def _check_state_dict(state):
+    """A state_dict()'s fields, each of its type and range, before anything
+    is restored; returns its momentum velocities by bucket index."""
+    def bad(what):
+        return _invalid(f"gradwire.ddp: checkpoint {what}")
+    if not isinstance(state, dict):
+        raise bad(f"must be a dict from state_dict(), got {type(state).__name__}")
+    if state.get("version") != 1:
+        raise _invalid(f"gradwire.ddp: unknown state version {state.get('version')!r}")
+    for key, least in (("iteration", 0), ("warmup_iters", 1)):
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise bad(f"{key} must be an int >= {least}, got {value!r}")
+    if not isinstance(state.get("residuals"), bytes):
+        raise bad(f"residuals must be bytes (save_state()), got "
+                  f"{type(state.get('residuals')).__name__}")
+    for key, kinds in (("auto_residuals", bytes), ("auto_spec", str), ("auto_plan", dict),
+                       ("auto_report", str)):
+        if state.get(key) is not None and not isinstance(state[key], kinds):
+            raise bad(f"{key} must be {kinds.__name__} or None, got {state[key]!r:.80}")
+    velocity = state.get("velocity") or {}
+    if not isinstance(velocity, dict):
+        raise bad(f"velocity must be a dict, got {type(velocity).__name__}")
+    out = {}
+    for i, u in velocity.items():
+        if isinstance(i, str) and i.isascii() and i.isdigit():
+            i = int(i)
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise bad(f"velocity keys must be bucket indices (int >= 0), got {i!r:.80}")
+        if not isinstance(u, torch.Tensor) or not u.is_floating_point():
+            raise bad(f"velocity[{i}] must be a floating-point tensor, got {type(u).__name__}")
+        out[i] = u.clone()
+    return out
+
+
 def _unwrap(fut):
     """The bucket, or the original exception raised again: in a then()
     callback, so DDP's future fails (at the C++ level) with its message."""
@@ -520,8 +555,7 @@ class GradwireState(BucketExchange):
         Collective in auto mode when the checkpoint chose a compressed spec
         (every rank builds that communicator)."""
         self._ensure_started()
-        if state.get("version") != 1:
-            raise _invalid(f"gradwire.ddp: unknown state version {state.get('version')!r}")
+        velocity = _check_state_dict(state)
         for key in ("rank", "world_size", "spec", "momentum", "weight_decay"):
             # Checkpoints from before momentum correction hold neither: 0.
             saved = state.get(key, 0.0 if key in ("momentum", "weight_decay") else None)
@@ -529,13 +563,22 @@ class GradwireState(BucketExchange):
                 raise _invalid(f"gradwire.ddp: checkpoint has {key}={saved!r}, "
                                f"this state {getattr(self, key)!r}")
         self._drain()
+        # All or nothing: the residuals as they were come back if a later
+        # part of the checkpoint is refused.
+        before = self.comm.save_state()
         self.comm.restore_state(state["residuals"])
-        if state.get("auto_spec") and self.auto_comm is None:
-            self.auto_spec = state["auto_spec"]
-            self.auto_comm = self._connect(self.auto_spec, job_suffix=_AUTO_SUFFIX)
-        if state.get("auto_residuals") is not None:
-            self.auto_comm.restore_state(state["auto_residuals"])
-        self._velocity = {int(i): u.clone() for i, u in (state.get("velocity") or {}).items()}
+        try:
+            if state.get("auto_spec") and self.auto_comm is None:
+                self.auto_spec = state["auto_spec"]
+                self.auto_comm = self._connect(self.auto_spec, job_suffix=_AUTO_SUFFIX)
+            if state.get("auto_residuals") is not None:
+                if self.auto_comm is None:
+                    raise _invalid("gradwire.ddp: checkpoint has auto_residuals but no auto_spec")
+                self.auto_comm.restore_state(state["auto_residuals"])
+        except BaseException:
+            self.comm.restore_state(before)
+            raise
+        self._velocity = velocity
         self.auto_plan = state.get("auto_plan")
         self.auto_report = state.get("auto_report", "")
         self.iteration = state["iteration"]
