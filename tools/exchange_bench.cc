@@ -90,7 +90,9 @@ ABSL_FLAG(bool, hierarchical, false,
           "LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
-ABSL_FLAG(std::string, dense_algorithm, "ring", "dense allreduce: ring or halving_doubling");
+ABSL_FLAG(std::string, dense_algorithm, "ring",
+          "dense allreduce: ring (halving_doubling is refused: dense chunks are authenticated, "
+          "which only the sealed ring does)");
 ABSL_FLAG(std::string, profile, "resnet50", "model profile name (tools/model_profiles.py)");
 ABSL_FLAG(int64_t, params, 0, "synthetic profile of N floats instead of --profile");
 ABSL_FLAG(std::string, profile_file, "",

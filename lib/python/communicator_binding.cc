@@ -134,14 +134,15 @@ CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
   options.hierarchical = hierarchical;
   options.dense_below_elements = dense_below_elements;
   options.dense_one_dimensional = dense_one_dimensional;
-  if (dense_algorithm == "ring") {
-    options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
-  } else if (dense_algorithm == "halving_doubling") {
-    options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
-  } else {
-    RaiseInvalid(absl::StrCat("dense_algorithm must be 'ring' or 'halving_doubling', got '",
-                              dense_algorithm, "'"));
+  // Dense exchanges are authenticated chunk by chunk, which only the sealed
+  // ring does (Communicator::Create refuses anything else).
+  if (dense_algorithm != "ring") {
+    RaiseInvalid(
+        absl::StrCat("dense_algorithm must be 'ring' (halving_doubling is no longer "
+                     "offered), got '",
+                     dense_algorithm, "'"));
   }
+  options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
   if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
     RaiseInvalid("timeout_s must be a finite number >= 0 (0: the default, 30 s)");
   }

@@ -37,13 +37,15 @@ ExchangeKind KindOf(const std::string& name) {
   for (ExchangeKind kind : kKinds) {
     if (name == ExchangeKindName(kind)) return kind;
   }
-  throw py::value_error(absl::StrCat(
-      "kind must be 'dense_ring', 'sparse_allgather' or 'sparse_allreduce', got '", name, "'"));
+  RaiseInvalid(absl::StrCat(
+      "kind must be 'dense_ring', 'sparse_allgather', 'sparse_allreduce' or 'cast_allreduce', "
+      "got '",
+      name, "'"));
 }
 
 double Positive(double value, const char* name) {
   if (!(value > 0) || !std::isfinite(value)) {
-    throw py::value_error(absl::StrCat(name, " must be a positive finite number, got ", value));
+    RaiseInvalid(absl::StrCat(name, " must be a positive finite number, got ", value));
   }
   return value;
 }
@@ -56,7 +58,7 @@ struct ModelArgs {
 
 double NonNegative(double value, const char* name) {
   if (!(value >= 0) || !std::isfinite(value)) {
-    throw py::value_error(absl::StrCat(name, " must be a finite number >= 0, got ", value));
+    RaiseInvalid(absl::StrCat(name, " must be a finite number >= 0, got ", value));
   }
   return value;
 }
@@ -76,8 +78,8 @@ ExchangeModel ModelOf(const ModelArgs& a) {
 }
 
 void CheckShape(int ranks, int64_t elements) {
-  if (ranks < 1) throw py::value_error(absl::StrCat("ranks must be >= 1, got ", ranks));
-  if (elements < 0) throw py::value_error(absl::StrCat("elements must be >= 0, got ", elements));
+  if (ranks < 1) RaiseInvalid(absl::StrCat("ranks must be >= 1, got ", ranks));
+  if (elements < 0) RaiseInvalid(absl::StrCat("elements must be >= 0, got ", elements));
 }
 
 py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
@@ -96,11 +98,11 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
   if (!Serves(kind, spec)) {
-    throw py::value_error(absl::StrCat(kind_name,
-                                       kind == ExchangeKind::kCastAllreduce
-                                           ? " needs an fp16 or bf16 spec"
-                                           : " needs a sparse spec (topk, approx_topk, randomk)",
-                                       ", got '", spec_text, "'"));
+    RaiseInvalid(absl::StrCat(kind_name,
+                              kind == ExchangeKind::kCastAllreduce
+                                  ? " needs an fp16 or bf16 spec"
+                                  : " needs a sparse spec (topk, approx_topk, randomk)",
+                              ", got '", spec_text, "'"));
   }
   const ExchangeModel model =
       ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,

@@ -88,6 +88,13 @@ uint16_t RoundToBfloat16Bits(float f) {
   return kernels::FloatToBf16Bits(f);
 }
 
+// The Python error's type and message, without the "At:" traceback that
+// error_already_set::what() appends.
+std::string ErrorText(const py::error_already_set& e) {
+  return absl::StrCat(std::string(py::str(e.type().attr("__name__"))), ": ",
+                      std::string(py::str(e.value())));
+}
+
 HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* what) {
   HostFloats out;
   if (PyObject_CheckBuffer(obj.ptr())) {
@@ -96,7 +103,7 @@ HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* wh
       info = py::reinterpret_borrow<py::buffer>(obj).request(writable);
     } catch (py::error_already_set& e) {
       RaiseUnsupported(absl::StrCat(what, ": cannot use this ", TypeName(obj),
-                                    writable ? " as a writable buffer: " : ": ", e.what()));
+                                    writable ? " as a writable buffer: " : ": ", ErrorText(e)));
     }
     Format format;
     if (info.itemsize == 4 && info.format == "f") {
@@ -126,8 +133,17 @@ HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* wh
   }
   if (py::hasattr(obj, "__dlpack_device__")) {
     // Ask where it lives before exporting: a CUDA export may synchronize.
-    py::tuple device = obj.attr("__dlpack_device__")();
-    const int type = device[0].cast<int>();
+    int type = -1;
+    try {
+      py::tuple device = obj.attr("__dlpack_device__")();
+      type = device[0].cast<int>();
+    } catch (py::error_already_set& e) {  // torch's meta tensors: "Unknown device type"
+      RaiseUnsupported(
+          absl::StrCat(what, ": cannot tell where this ", TypeName(obj), " lives: ", ErrorText(e)));
+    } catch (py::cast_error&) {
+      RaiseUnsupported(absl::StrCat(what, ": ", TypeName(obj),
+                                    ".__dlpack_device__() did not give a device type"));
+    }
     if (type != kDLCPU && type != kDLCUDAHost) {
       RaiseUnsupported(absl::StrCat(
           what, ": ", type == kDLCUDA ? "CUDA" : absl::StrCat("device type ", type),
@@ -139,7 +155,7 @@ HostFloats HostFloats::From(const py::handle& obj, bool writable, const char* wh
     out.owner_ = obj.attr("__dlpack__")();
   } catch (py::error_already_set& e) {
     // torch refuses tensors that require grad ("use tensor.detach()").
-    RaiseUnsupported(absl::StrCat(what, ": cannot take this ", TypeName(obj), ": ", e.what()));
+    RaiseUnsupported(absl::StrCat(what, ": cannot take this ", TypeName(obj), ": ", ErrorText(e)));
   }
   void* capsule = PyCapsule_GetPointer(out.owner_.ptr(), "dltensor");
   if (capsule == nullptr) {

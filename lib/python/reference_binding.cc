@@ -97,7 +97,11 @@ class ReferenceExchange {
 
   // Bytes of one rank's frame for n elements (what it sends per bucket,
   // before the MAC trailer); for reports.
-  uint64_t MaxEncodedBytes(uint64_t n) const { return codecs_[0]->MaxEncodedBytes(n); }
+  uint64_t MaxEncodedBytes(uint64_t n) const {
+    // Beyond 2^40 elements the bound itself would overflow 64 bits.
+    if (n > (uint64_t{1} << 40)) RaiseInvalid(absl::StrCat("n must be at most 2^40, got ", n));
+    return codecs_[0]->MaxEncodedBytes(n);
+  }
 
  private:
   std::vector<std::unique_ptr<Codec>> codecs_;  // outlive ef_, which refers to them

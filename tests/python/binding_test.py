@@ -228,12 +228,18 @@ class Tensors(unittest.TestCase):
                (torch.ones(8, dtype=torch.float64), "float32, float16 or bfloat16"),
                (torch.ones(8, 2)[:, 0], "contiguous"),
                (torch.ones(8, requires_grad=True), "detach"),
+               (torch.empty(8, device="meta"), "cannot tell where this Tensor lives"),
                ("eight floats", "must be a tensor or array")]
         for tensor, want in bad:
             with self.subTest(want=want):
                 with self.assertRaises(g.UnsupportedError) as cm:
                     ref.average(2, 1, [tensor, torch.ones(8)], torch.empty(8), "dense")
                 self.assertIn(want, str(cm.exception))
+                self.assertNotIn("At:", str(cm.exception))  # no Python traceback in it
+        with self.assertRaises(g.InvalidArgumentError):
+            ref.max_encoded_bytes(2**64 - 1)  # the bound once wrapped to 79
+        with self.assertRaisesRegex(g.InvalidArgumentError, "cast_allreduce"):
+            g.exchange_cost("bogus", 4, 100, "topk")
         with self.assertRaisesRegex(g.UnsupportedError, "writable"):
             ro = torch.ones(8).numpy()
             ro.flags.writeable = False
