@@ -100,6 +100,7 @@ absl::Status CastAllreduce::Prepare(const transport::GlooGroup& group, ErrorFeed
   st.frame.resize(codec_.MaxEncodedBytes(n));
   absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(st.frame));
   absl::Status s = encoded.status();
+  if (s.ok()) cost.nonfinite += encoded->nonfinite;
   // Where Complete adds the rounding of this rank's region's average (no
   // residual: error feedback off, the rounding is dropped).
   st.residual = ef.MutableHostResidual(key);

@@ -12,6 +12,7 @@ void ExchangeStats::Add(const ExchangeStats& other) {
   sparse_allreduce_buckets += other.sparse_allreduce_buckets;
   cast_allreduce_buckets += other.cast_allreduce_buckets;
   elements += other.elements;
+  nonfinite += other.nonfinite;
   bytes_sent += other.bytes_sent;
   bytes_received += other.bytes_received;
   intra_node_bytes_sent += other.intra_node_bytes_sent;

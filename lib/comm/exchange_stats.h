@@ -45,6 +45,11 @@ struct ExchangeStats {
   // averaged.
   uint64_t cast_allreduce_buckets = 0;
   uint64_t elements = 0;  // gradient elements averaged
+  // NaN or infinite elements of g + e_old that this rank's codecs met in
+  // compressed buckets: they travel as 0 and stay in the residual
+  // (codec.h). Non-zero is a diverging run's first sign; the dense path
+  // carries them as they are and does not count them.
+  uint64_t nonfinite = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   // The part of the bytes above that stayed inside a node (hierarchical

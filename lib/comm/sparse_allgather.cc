@@ -164,6 +164,7 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
       ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes), device);
   absl::Status s = encoded.status();
   size_t payload = s.ok() ? encoded->frame_bytes : 0;
+  if (s.ok()) cost.nonfinite += encoded->nonfinite;
   if (s.ok() && dense_bytes > 0) {
     absl::StatusOr<EncodeStats> dense = dense_codec_->Encode(
         dense_in, step, {}, absl::MakeSpan(f.send_.data() + payload, dense_bytes));

@@ -430,6 +430,7 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   frame_.resize(codec_.MaxEncodedBytes(n));
   absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(frame_));
   if (!encoded.ok()) return finish(encoded.status());
+  cost.nonfinite += encoded->nonfinite;
   absl::StatusOr<ParsedFrame> parsed =
       ParseFrame(absl::MakeConstSpan(frame_.data(), encoded->frame_bytes), FrameLimits());
   if (!parsed.ok()) return finish(parsed.status());

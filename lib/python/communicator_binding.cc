@@ -69,18 +69,18 @@ void CheckBucket(uint32_t bucket) {
 }
 
 py::dict StatsDict(const ExchangeStats& s) {
-  return py::dict("dense_buckets"_a = s.dense_buckets,
-                  "compressed_buckets"_a = s.compressed_buckets,
-                  "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets,
-                  "cast_allreduce_buckets"_a = s.cast_allreduce_buckets, "elements"_a = s.elements,
-                  "bytes_sent"_a = s.bytes_sent, "bytes_received"_a = s.bytes_received,
-                  "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
-                  "intra_node_bytes_received"_a = s.intra_node_bytes_received,
-                  "compress_s"_a = absl::ToDoubleSeconds(s.compress_time),
-                  "auth_s"_a = absl::ToDoubleSeconds(s.auth_time),
-                  "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
-                  "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
-                  "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
+  return py::dict(
+      "dense_buckets"_a = s.dense_buckets, "compressed_buckets"_a = s.compressed_buckets,
+      "sparse_allreduce_buckets"_a = s.sparse_allreduce_buckets,
+      "cast_allreduce_buckets"_a = s.cast_allreduce_buckets, "elements"_a = s.elements,
+      "nonfinite"_a = s.nonfinite, "bytes_sent"_a = s.bytes_sent,
+      "bytes_received"_a = s.bytes_received, "intra_node_bytes_sent"_a = s.intra_node_bytes_sent,
+      "intra_node_bytes_received"_a = s.intra_node_bytes_received,
+      "compress_s"_a = absl::ToDoubleSeconds(s.compress_time),
+      "auth_s"_a = absl::ToDoubleSeconds(s.auth_time),
+      "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
+      "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
+      "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
 }
 
 // secret=, secret_file=, then JobSecret::Resolve's environment
