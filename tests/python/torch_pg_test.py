@@ -23,7 +23,10 @@ variable but the secret ($GRADWIRE_JOB_SECRET_FILE, a 0600 file). Cases:
                  averages (a failed one once deleted store keys a peer
                  was reading: it hung, or later constructions failed);
   closed state   after close() a backward fails at once naming the closed
-                 state (it hung forever), and close() again does nothing.
+                 state (it hung forever), and close() again does nothing;
+  missing peer   rank 1 never constructs: rank 0 gets CommunicationError
+                 naming rank 1 within its timeout_s (torch's bare "Socket
+                 Timeout" RuntimeError before).
 Each rank prints PASS; the driver wants one per rank.
 
     torch_pg_test.py --package_dir lib/python [--python /usr/bin/python3] \
@@ -58,6 +61,7 @@ CASES = [
      ["MismatchError", "rank 0 hook.warmup_iters=2 vs rank 1 hook.warmup_iters=3"]),
     ("bad arguments", "bad_arguments", None),
     ("closed state", "closed_state", None),
+    ("missing peer", "missing_peer", None),
 ]
 
 
@@ -209,6 +213,18 @@ def rank_main(rank, case, port):
         check("is closed" in error, f"a step after close(): {error[:200]}")
         check(time.monotonic() - t0 < 10, f"it took {time.monotonic() - t0:.1f} s")
         state.close()  # again: nothing
+    elif case == "missing_peer":
+        if rank == 0:
+            t0 = time.monotonic()
+            try:
+                gradwire.Communicator("topk", process_group=group, timeout_s=3)
+                error = None
+            except gradwire.CommunicationError as e:
+                error = str(e)
+            print(f"rank 0: {error} ({time.monotonic() - t0:.1f} s)", flush=True)
+            check(error is not None and "waiting for rank 1" in error, f"error: {error}")
+            check(time.monotonic() - t0 < 15, f"took {time.monotonic() - t0:.1f} s")
+        dist.barrier(group)
     elif case == "two_states":
         # Two models trained in turns (as a GAN's generator and
         # discriminator), each with its own state and spec.

@@ -31,6 +31,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 
 _lock = threading.Lock()
 _made = {}  # group name -> communicators this process made for it
@@ -107,15 +108,31 @@ def join_args(process_group, options):
     store = TorchStore(c10d_store)
     base = f"gradwire/{name}/{n}"
     timeout_s = options.get("timeout_s") or 30.0
-    if rank == 0:
-        store.set(f"{base}/nonce", secrets.token_hex(8))
-    store.wait([f"{base}/nonce"], timeout_s)
-    nonce = store.get(f"{base}/nonce").decode()
     group_rank = os.environ.get("GROUP_RANK")
     node = f"node {group_rank}" if group_rank is not None else f"host {socket.gethostname()}"
-    store.set(f"{base}/node/{rank}", node)
-    store.wait([f"{base}/node/{r}" for r in range(size)], timeout_s)
-    nodes = [store.get(f"{base}/node/{r}").decode() for r in range(size)]
+    waiting_for = 0  # the rank whose key is awaited, for the error
+    try:
+        if rank == 0:
+            store.set(f"{base}/nonce", secrets.token_hex(8))
+        deadline = time.monotonic() + timeout_s
+        store.wait([f"{base}/nonce"], timeout_s)
+        nonce = store.get(f"{base}/nonce").decode()
+        store.set(f"{base}/node/{rank}", node)
+        # One key at a time under one deadline, so that a timeout names the
+        # rank that did not come.
+        for waiting_for in range(size):
+            store.wait([f"{base}/node/{waiting_for}"],
+                       max(0.001, deadline - time.monotonic()))
+        nodes = [store.get(f"{base}/node/{r}").decode() for r in range(size)]
+    except (RuntimeError, OSError) as e:  # torch's store: timeouts, a peer or the store gone
+        import gradwire
+        error = gradwire._error(
+            gradwire.CommunicationError,
+            f"gradwire: joining process group {name!r} through its store failed, waiting for "
+            f"rank {waiting_for} (did every rank construct the same communicator within "
+            f"timeout_s={timeout_s:g}?): {type(e).__name__}: {e}")
+        error.code = "UNAVAILABLE"
+        raise error from e
     order = list(dict.fromkeys(nodes))  # node names in order of their first rank
     iface = options.pop("iface", "") or ""
     if not iface and not options.get("bind_address"):
