@@ -9,6 +9,7 @@
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/comm/rendezvous_checks.h"
 #include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/transport/rendezvous_store.h"
 
@@ -159,10 +160,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::ConnectAt(
   absl::StatusOr<std::unique_ptr<transport::GlooGroup>> world = transport::GlooGroup::Create(
       config.rank, config.world_size, (*store)->Scoped("world"), group_options);
   if (!world.ok()) return world.status();
+  GRADWIRE_RETURN_IF_ERROR(CheckSameSettings(**world, AgreedSettings(options)));
   absl::StatusOr<FrameAuthenticator> auth = FrameAuthenticator::Create(secret, config.job_id);
   if (!auth.ok()) return auth.status();
   return Create(std::move(*world), config.node_id, config.local_world_size, std::move(*auth),
                 options);
+}
+
+std::string Communicator::AgreedSettings(const CommunicatorOptions& options) {
+  return absl::StrCat(
+      "spec=", options.compression.ToString(), ";hierarchical=", options.hierarchical ? 1 : 0,
+      ";dense_below_elements=", options.dense_below_elements,
+      ";dense_one_dimensional=", options.dense_one_dimensional ? 1 : 0, ";dense_algorithm=",
+      options.dense_algorithm == transport::AllreduceAlgorithm::kRing ? "ring" : "halving_doubling",
+      ";exchange=", options.exchange ? ExchangeKindName(*options.exchange) : "auto", ";");
 }
 
 PathRule Communicator::PathRuleFor(const CommunicatorOptions& options) {

@@ -129,7 +129,9 @@ class Communicator {
       FrameAuthenticator auth, const CommunicatorOptions& options);
 
   // Rendezvous from `config` (completed from the environment by the
-  // caller, see rendezvous_config.h), then Create. The job id names the
+  // caller, see rendezvous_config.h), the settings check (AgreedSettings:
+  // every rank must pass the same options, or all fail with
+  // InvalidArgument naming the ranks and values), then Create. The job id names the
   // MAC's job; the bind address is ResolveBindAddress(config) (an --iface
   // or address, never loopback for a multi-host job).
   static absl::StatusOr<std::unique_ptr<Communicator>> Connect(
@@ -157,6 +159,13 @@ class Communicator {
   // by dense_below_elements and dense_one_dimensional. Also for callers
   // that plan without a communicator (the Python binding's bucket_plan).
   static PathRule PathRuleFor(const CommunicatorOptions& options);
+
+  // What every rank's options must agree on, as "key=value;" text for
+  // CheckSameSettings (rendezvous_checks.h): the canonical spec, the
+  // hierarchy, the dense rule and algorithm, the exchange. Connect checks
+  // it before Create, so that ranks given different specs fail there,
+  // naming the ranks and values, not at their first exchange.
+  static std::string AgreedSettings(const CommunicatorOptions& options);
   PathRule path_rule() const { return PathRuleFor(options_); }
   // Which path a tensor of `elements` elements takes by default:
   // path_rule().PathFor.
