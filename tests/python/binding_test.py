@@ -182,6 +182,37 @@ class ErrorsAndSpecs(unittest.TestCase):
             self.assertIsInstance(result, g.MismatchError, (r, result))
             self.assertIn("ratio=0.05", str(result))
 
+    def test_a_second_thread_is_refused_not_raced(self):
+        """One call at a time: a call from another thread while one runs
+        raises at once (two threads once raced into a garbled exchange)."""
+        import threading
+        import numpy as np
+        g = self.g
+        comm = g.Communicator("topk:ratio=0.01", "0123456789abcdef0123456789abcdef",
+                              store=ThreadStore(), rank=0, world_size=1, job_id="threads")
+        big = np.ones(4 << 20, np.float32)
+        stop = threading.Event()
+
+        def busy():
+            step = 1
+            while not stop.is_set():
+                comm.allreduce_mean(big, bucket=1, step=step, path="compressed")
+                step += 1
+        worker = threading.Thread(target=busy)
+        worker.start()
+        refused = None
+        deadline = time.time() + 20
+        while refused is None and time.time() < deadline:
+            try:
+                comm.save_state()
+            except g.InvalidArgumentError as e:
+                refused = str(e)
+        stop.set()
+        worker.join()
+        self.assertIsNotNone(refused, "a second thread was never refused")
+        self.assertIn("not thread-safe", refused)
+        comm.close()
+
     def test_nonfinite_elements_are_counted(self):
         """The codecs send NaN/Inf as 0 (codec.h): the stats now say how many,
         so that a diverging run can be seen from Python."""
