@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 ARGS = None
@@ -27,31 +26,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class ThreadStore:
-    """gradwire's store protocol (set/get/wait) in memory, for ranks that
-    are threads of this process."""
-
-    def __init__(self):
-        import threading
-        self.d, self.cv = {}, threading.Condition()
-
-    def set(self, k, v):
-        with self.cv:
-            self.d[k] = bytes(v)
-            self.cv.notify_all()
-
-    def get(self, k):
-        with self.cv:
-            return self.d[k]
-
-    def wait(self, keys, timeout_s):
-        end = time.time() + timeout_s
-        with self.cv:
-            while not all(k in self.d for k in keys):
-                if not self.cv.wait(max(0.0, end - time.time())):
-                    raise TimeoutError(keys)
 
 
 class ErrorsAndSpecs(unittest.TestCase):
@@ -158,91 +132,6 @@ class ErrorsAndSpecs(unittest.TestCase):
             with self.subTest(kwargs=kwargs):
                 with self.assertRaises(g.InvalidArgumentError):
                     g.make_spec(**kwargs)
-
-    def test_settings_given_twice_still_differ(self):
-        """settings= repeating a library key ('spec=same;') once hid a spec
-        mismatch behind its last value; every value now counts."""
-        import threading
-        g = self.g
-
-        store, out = ThreadStore(), [None, None]
-        specs = ["topk:ratio=0.01", "topk:ratio=0.05"]
-
-        def make(r):
-            try:
-                out[r] = g.Communicator(specs[r], "0123456789abcdef0123456789abcdef",
-                                        store=store, rank=r, world_size=2, job_id="twice",
-                                        timeout_s=20, settings="spec=same;")
-            except g.Error as e:
-                out[r] = e
-        threads = [threading.Thread(target=make, args=(r,)) for r in range(2)]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
-        for r, result in enumerate(out):
-            self.assertIsInstance(result, g.MismatchError, (r, result))
-            self.assertIn("ratio=0.05", str(result))
-
-    def test_a_second_thread_is_refused_not_raced(self):
-        """One call at a time: a call from another thread while one runs
-        raises at once (two threads once raced into a garbled exchange)."""
-        import threading
-        import numpy as np
-        g = self.g
-        comm = g.Communicator("topk:ratio=0.01", "0123456789abcdef0123456789abcdef",
-                              store=ThreadStore(), rank=0, world_size=1, job_id="threads")
-        big = np.ones(4 << 20, np.float32)
-        stop = threading.Event()
-
-        def busy():
-            step = 1
-            while not stop.is_set():
-                comm.allreduce_mean(big, bucket=1, step=step, path="compressed")
-                step += 1
-        worker = threading.Thread(target=busy)
-        worker.start()
-        refused = None
-        deadline = time.time() + 20
-        while refused is None and time.time() < deadline:
-            try:
-                comm.save_state()
-            except g.InvalidArgumentError as e:
-                refused = str(e)
-        stop.set()
-        worker.join()
-        self.assertIsNotNone(refused, "a second thread was never refused")
-        self.assertIn("not thread-safe", refused)
-        comm.close()
-
-    def test_nonfinite_elements_are_counted(self):
-        """The codecs send NaN/Inf as 0 (codec.h): the stats now say how many,
-        so that a diverging run can be seen from Python."""
-        import threading
-        import numpy as np
-        g = self.g
-        store, comms = ThreadStore(), [None, None]
-
-        def make(r):
-            comms[r] = g.Communicator("qsgd:bits=4", "0123456789abcdef0123456789abcdef",
-                                      store=store, rank=r, world_size=2, job_id="nonfinite",
-                                      timeout_s=20)
-        threads = [threading.Thread(target=make, args=(r,)) for r in range(2)]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
-        x = [np.ones(50000, np.float32), np.ones(50000, np.float32)]
-        x[0][[3, 40, 4000]] = [np.nan, np.inf, -np.inf]
-
-        def run(r):
-            comms[r].allreduce_mean(x[r], bucket=1, step=1, path="compressed")
-        threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
-        self.assertEqual(comms[0].last_call()["nonfinite"], 3)
-        self.assertEqual(comms[1].last_call()["nonfinite"], 0)
-        self.assertEqual(comms[0].totals()["nonfinite"], 3)
-        threads = [threading.Thread(target=c.close) for c in comms]
-        [t.start() for t in threads]
-        [t.join() for t in threads]
-
 
 class Tensors(unittest.TestCase):
     """Tensors in and out without .numpy(); float16/bfloat16 rounded as torch rounds."""

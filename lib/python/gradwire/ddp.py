@@ -101,6 +101,7 @@ import time
 import torch
 
 import gradwire
+from gradwire import _checkpoint
 from gradwire import _momentum
 from gradwire._auto import AUTO_LADDER, choose_auto_plan  # noqa: F401 (public here)
 from gradwire._exchange import BucketExchange
@@ -126,41 +127,6 @@ _CASTS = ("fp16", "bf16")
 
 def _invalid(message):
     return gradwire._error(gradwire.InvalidArgumentError, message)
-
-
-def _check_state_dict(state):
-    """A state_dict()'s fields, each of its type and range, before anything
-    is restored; returns its momentum velocities by bucket index."""
-    def bad(what):
-        return _invalid(f"gradwire.ddp: checkpoint {what}")
-    if not isinstance(state, dict):
-        raise bad(f"must be a dict from state_dict(), got {type(state).__name__}")
-    if state.get("version") != 1:
-        raise _invalid(f"gradwire.ddp: unknown state version {state.get('version')!r}")
-    for key, least in (("iteration", 0), ("warmup_iters", 1)):
-        value = state.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise bad(f"{key} must be an int >= {least}, got {value!r}")
-    if not isinstance(state.get("residuals"), bytes):
-        raise bad(f"residuals must be bytes (save_state()), got "
-                  f"{type(state.get('residuals')).__name__}")
-    for key, kinds in (("auto_residuals", bytes), ("auto_spec", str), ("auto_plan", dict),
-                       ("auto_report", str)):
-        if state.get(key) is not None and not isinstance(state[key], kinds):
-            raise bad(f"{key} must be {kinds.__name__} or None, got {state[key]!r:.80}")
-    velocity = state.get("velocity") or {}
-    if not isinstance(velocity, dict):
-        raise bad(f"velocity must be a dict, got {type(velocity).__name__}")
-    out = {}
-    for i, u in velocity.items():
-        if isinstance(i, str) and i.isascii() and i.isdigit():
-            i = int(i)
-        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-            raise bad(f"velocity keys must be bucket indices (int >= 0), got {i!r:.80}")
-        if not isinstance(u, torch.Tensor) or not u.is_floating_point():
-            raise bad(f"velocity[{i}] must be a floating-point tensor, got {type(u).__name__}")
-        out[i] = u.clone()
-    return out
 
 
 def _unwrap(fut):
@@ -555,7 +521,7 @@ class GradwireState(BucketExchange):
         Collective in auto mode when the checkpoint chose a compressed spec
         (every rank builds that communicator)."""
         self._ensure_started()
-        velocity = _check_state_dict(state)
+        velocity = _checkpoint.check_state_dict(state)
         for key in ("rank", "world_size", "spec", "momentum", "weight_decay"):
             # Checkpoints from before momentum correction hold neither: 0.
             saved = state.get(key, 0.0 if key in ("momentum", "weight_decay") else None)

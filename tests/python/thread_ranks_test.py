@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Communicators whose ranks are threads of one process, on an in-memory
+store: the rendezvous' settings check, the non-finite count and the
+one-caller guard. No torch (numpy only).
+
+    thread_ranks_test.py --package_dir lib/python
+"""
+import argparse
+import os
+import sys
+import threading
+import time
+import unittest
+
+ARGS = None
+SECRET = "0123456789abcdef0123456789abcdef"
+
+
+class ThreadStore:
+    """gradwire's store protocol (set/get/wait) in memory, for ranks that
+    are threads of this process."""
+
+    def __init__(self):
+        self.d, self.cv = {}, threading.Condition()
+
+    def set(self, k, v):
+        with self.cv:
+            self.d[k] = bytes(v)
+            self.cv.notify_all()
+
+    def get(self, k):
+        with self.cv:
+            return self.d[k]
+
+    def wait(self, keys, timeout_s):
+        end = time.time() + timeout_s
+        with self.cv:
+            while not all(k in self.d for k in keys):
+                if not self.cv.wait(max(0.0, end - time.time())):
+                    raise TimeoutError(keys)
+
+
+def on_threads(fn, ranks):
+    """fn(rank) on one thread per rank; their results (or exceptions)."""
+    out = [None] * ranks
+
+    def run(r):
+        try:
+            out[r] = fn(r)
+        except Exception as e:  # noqa: BLE001 - handed to the test
+            out[r] = e
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(ranks)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    return out
+
+
+class ThreadRanks(unittest.TestCase):
+    def setUp(self):
+        import gradwire
+        self.g = gradwire
+
+    def test_settings_given_twice_still_differ(self):
+        """settings= repeating a library key ('spec=same;') once hid a spec
+        mismatch behind its last value; every value now counts."""
+        g, store = self.g, ThreadStore()
+        specs = ["topk:ratio=0.01", "topk:ratio=0.05"]
+        out = on_threads(lambda r: g.Communicator(specs[r], SECRET, store=store, rank=r,
+                                                  world_size=2, job_id="twice", timeout_s=20,
+                                                  settings="spec=same;"), 2)
+        for r, result in enumerate(out):
+            self.assertIsInstance(result, g.MismatchError, (r, result))
+            self.assertIn("ratio=0.05", str(result))
+
+    def test_nonfinite_elements_are_counted(self):
+        """The codecs send NaN/Inf as 0 (codec.h): the stats now say how many,
+        so that a diverging run can be seen from Python."""
+        import numpy as np
+        g, store = self.g, ThreadStore()
+        comms = on_threads(lambda r: g.Communicator("qsgd:bits=4", SECRET, store=store, rank=r,
+                                                    world_size=2, job_id="nonfinite",
+                                                    timeout_s=20), 2)
+        for c in comms:
+            self.assertNotIsInstance(c, Exception, c)
+        x = [np.ones(50000, np.float32), np.ones(50000, np.float32)]
+        x[0][[3, 40, 4000]] = [np.nan, np.inf, -np.inf]
+        errors = on_threads(lambda r: comms[r].allreduce_mean(x[r], bucket=1, step=1,
+                                                              path="compressed"), 2)
+        self.assertEqual(errors, ["compressed", "compressed"])
+        self.assertEqual(comms[0].last_call()["nonfinite"], 3)
+        self.assertEqual(comms[1].last_call()["nonfinite"], 0)
+        self.assertEqual(comms[0].totals()["nonfinite"], 3)
+        on_threads(lambda r: comms[r].close(), 2)
+
+    def test_a_second_thread_is_refused_not_raced(self):
+        """One call at a time: a call from another thread while one runs
+        raises at once (two threads once raced into a garbled exchange)."""
+        import numpy as np
+        g = self.g
+        comm = g.Communicator("topk:ratio=0.01", SECRET, store=ThreadStore(), rank=0,
+                              world_size=1, job_id="threads")
+        big = np.ones(4 << 20, np.float32)
+        stop = threading.Event()
+
+        def busy():
+            step = 1
+            while not stop.is_set():
+                comm.allreduce_mean(big, bucket=1, step=step, path="compressed")
+                step += 1
+        worker = threading.Thread(target=busy)
+        worker.start()
+        refused = None
+        deadline = time.time() + 20
+        while refused is None and time.time() < deadline:
+            try:
+                comm.save_state()
+            except g.InvalidArgumentError as e:
+                refused = str(e)
+        stop.set()
+        worker.join()
+        self.assertIsNotNone(refused, "a second thread was never refused")
+        self.assertIn("not thread-safe", refused)
+        comm.close()
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--package_dir", required=True)
+    ARGS, rest = parser.parse_known_args()
+    sys.path.insert(0, os.path.abspath(ARGS.package_dir))
+    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2).result
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
