@@ -33,6 +33,7 @@
 #include "gradwire/lib/cache/remote_tier.h"
 #include "gradwire/lib/cache/shard_format.h"
 #include "gradwire/lib/cache/token.h"
+#include "gradwire/tools/stray_arguments.h"
 
 ABSL_FLAG(std::string, target, "", "data server host:port (required)");
 ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)");
@@ -154,10 +155,7 @@ struct Config {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "cache_bench: unexpected argument \"%s\" (flags look like --name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "cache_bench")) {
     return 2;
   }
   const std::string target = absl::GetFlag(FLAGS_target);

@@ -28,6 +28,7 @@
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
+#include "gradwire/tools/stray_arguments.h"
 
 // Flags are strings parsed here, so that a malformed value gets the same
 // clear message and exit status as an out-of-range one.
@@ -294,10 +295,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "codec_demo: unexpected argument \"%s\" (flags look like --name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "codec_demo")) {
     return 2;
   }
   return gradwire::Main();

@@ -25,6 +25,7 @@
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/directory_source.h"
 #include "gradwire/lib/cache/token.h"
+#include "gradwire/tools/stray_arguments.h"
 
 ABSL_FLAG(std::string, data_dir, "", "packed dataset directory (MANIFEST + shards), required");
 ABSL_FLAG(std::string, address, "127.0.0.1:0", "listen address host:port (port 0 = any free)");
@@ -52,10 +53,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr, "data_server: unexpected argument \"%s\" (flags look like --name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "data_server")) {
     return 2;
   }
   using gradwire::cache::DataServer;

@@ -61,6 +61,7 @@
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/tools/model_profile.h"
+#include "gradwire/tools/stray_arguments.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -492,12 +493,7 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr,
-                 "exchange_bench: unexpected argument \"%s\" (flags look like "
-                 "--name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "exchange_bench")) {
     return 2;
   }
   return gradwire::Main();

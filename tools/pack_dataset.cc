@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/dataset_packer.h"
 #include "gradwire/tools/idx_file.h"
+#include "gradwire/tools/stray_arguments.h"
 
 ABSL_FLAG(std::string, source_dir, "/usr/share/datasets/fashion-mnist",
           "directory holding the IDX files (plain or .gz)");
@@ -47,11 +48,7 @@ absl::StatusOr<gradwire::cache::SplitRecords> ReadSplit(const std::string& dir,
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr,
-                 "pack_dataset: unexpected argument \"%s\" (flags look like --name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "pack_dataset")) {
     return 2;
   }
   const std::string out_dir = absl::GetFlag(FLAGS_out_dir);

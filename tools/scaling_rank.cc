@@ -34,6 +34,7 @@
 #include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
+#include "gradwire/tools/stray_arguments.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -258,11 +259,7 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::fprintf(stderr,
-                 "scaling_rank: unexpected argument \"%s\" (flags look like --name=value)\n",
-                 rest[1]);
+  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "scaling_rank")) {
     return 2;
   }
   return gradwire::Main();

@@ -444,13 +444,18 @@ class OneRankGroup(unittest.TestCase):
                     g.ddp.GradwireState(spec, optimizer=optimizer, momentum_correction=True)
                 self.assertEqual(optimizer.param_groups[0], before)  # left alone
 
-    def test_pickle_and_state_dict(self):
-        torch, g = self.torch, self.g
-        state = g.ddp.GradwireState(method="topk", ratio=0.05, warmup_iters=1)
+    def trained(self, steps=3):
+        """A top-k 5 % state after `steps` steps: (state, ddp, optimizer)."""
+        state = self.g.ddp.GradwireState(method="topk", ratio=0.05, warmup_iters=1)
         ddp = self.model(state)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        for i in range(3):
+        opt = self.torch.optim.SGD(ddp.parameters(), lr=0.01)
+        for i in range(steps):
             self.step(ddp, opt, i)
+        return state, ddp, opt
+
+    def test_pickle_and_state_dict(self):
+        torch = self.torch
+        state, _, _ = self.trained()
         blob = pickle.dumps(state)
         self.assertNotIn(SECRET.encode(), blob)
         saved = state.state_dict()
@@ -468,12 +473,8 @@ class OneRankGroup(unittest.TestCase):
         """load_state_dict checks every field before restoring any: bad ones
         were taken (iteration=-5, warmup_iters=0 broke the next step) or
         failed half-way, after the residuals were already replaced."""
-        torch, g = self.torch, self.g
-        state = g.ddp.GradwireState(method="topk", ratio=0.05, warmup_iters=1)
-        ddp = self.model(state)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-        for i in range(3):
-            self.step(ddp, opt, i)
+        g = self.g
+        state, ddp, opt = self.trained()
         good = state.state_dict()
         cases = [None, [1], {}, dict(good, iteration=-5), dict(good, iteration="x"),
                  dict(good, iteration=True), dict(good, warmup_iters=0),
