@@ -109,8 +109,20 @@ class RemoteTier::Impl {
     }
     if (!status.ok()) {
       failures_.fetch_add(1, std::memory_order_relaxed);
-      return absl::Status(status.code(),
-                          absl::StrCat(what, " from ", options_.target, ": ", status.message()));
+      // wait_for_ready turns "connection refused" into a deadline: say
+      // when the channel never connected, so the message points at the
+      // address rather than at a slow server.
+      const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/false);
+      const bool never_connected =
+          (absl::IsDeadlineExceeded(status) || absl::IsUnavailable(status)) &&
+          (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_CONNECTING ||
+           state == GRPC_CHANNEL_IDLE);
+      return absl::Status(
+          status.code(),
+          absl::StrCat(what, " from ", options_.target, ": ", status.message(),
+                       never_connected ? " (no connection to it: is a data server listening "
+                                         "there, and is the address reachable?)"
+                                       : ""));
     }
     return status;
   }

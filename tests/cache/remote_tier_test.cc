@@ -150,6 +150,9 @@ TEST(RemoteTierTest, NoServerFailsWithinTheReadDeadline) {
   EXPECT_TRUE(absl::IsUnavailable(remote.status()) || absl::IsDeadlineExceeded(remote.status()))
       << remote.status();
   EXPECT_LE(took, absl::Milliseconds(1500));
+  // The message says the channel never connected, not just "Deadline Exceeded".
+  EXPECT_NE(remote.status().message().find("no connection to it"), absl::string_view::npos)
+      << remote.status();
 }
 
 TEST(RemoteTierTest, ServerKilledMidEpochReadsFailInTimeAndRecover) {
