@@ -33,7 +33,7 @@
 #include "gradwire/lib/cache/remote_tier.h"
 #include "gradwire/lib/cache/shard_format.h"
 #include "gradwire/lib/cache/token.h"
-#include "gradwire/tools/stray_arguments.h"
+#include "gradwire/tools/command_line.h"
 
 ABSL_FLAG(std::string, target, "", "data server host:port (required)");
 ABSL_FLAG(std::string, token_file, "", "file holding the job's token (required)");
@@ -155,6 +155,7 @@ struct Config {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "cache_bench")) {
     return 2;
   }

@@ -28,7 +28,7 @@
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
-#include "gradwire/tools/stray_arguments.h"
+#include "gradwire/tools/command_line.h"
 
 // Flags are strings parsed here, so that a malformed value gets the same
 // clear message and exit status as an out-of-range one.
@@ -295,6 +295,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "codec_demo")) {
     return 2;
   }

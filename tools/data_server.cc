@@ -25,7 +25,7 @@
 #include "gradwire/lib/cache/atomic_file.h"
 #include "gradwire/lib/cache/directory_source.h"
 #include "gradwire/lib/cache/token.h"
-#include "gradwire/tools/stray_arguments.h"
+#include "gradwire/tools/command_line.h"
 
 ABSL_FLAG(std::string, data_dir, "", "packed dataset directory (MANIFEST + shards), required");
 ABSL_FLAG(std::string, address, "127.0.0.1:0", "listen address host:port (port 0 = any free)");
@@ -53,6 +53,7 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "data_server")) {
     return 2;
   }

@@ -60,8 +60,8 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
+#include "gradwire/tools/command_line.h"
 #include "gradwire/tools/model_profile.h"
-#include "gradwire/tools/stray_arguments.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -493,6 +493,7 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "exchange_bench")) {
     return 2;
   }

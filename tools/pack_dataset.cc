@@ -13,8 +13,8 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/dataset_packer.h"
+#include "gradwire/tools/command_line.h"
 #include "gradwire/tools/idx_file.h"
-#include "gradwire/tools/stray_arguments.h"
 
 ABSL_FLAG(std::string, source_dir, "/usr/share/datasets/fashion-mnist",
           "directory holding the IDX files (plain or .gz)");
@@ -48,6 +48,7 @@ absl::StatusOr<gradwire::cache::SplitRecords> ReadSplit(const std::string& dir,
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "pack_dataset")) {
     return 2;
   }

@@ -34,7 +34,7 @@
 #include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
-#include "gradwire/tools/stray_arguments.h"
+#include "gradwire/tools/command_line.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -259,6 +259,7 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
+  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "scaling_rank")) {
     return 2;
   }

@@ -59,6 +59,21 @@ rm -rf "$tmp"
 for flag in --redis=:6379 --redis=127.0.0.1:1:2 --redis=host:port; do
   expect exchange_bench "$flag" "--redis must be host[:port]"
 done
+# --help prints the flags and exits 0 (abseil's own --help exits 1); a stray
+# argument is refused (exit 2).
+for binary in exchange_bench scaling_rank; do
+  out="$(timeout 60 "$here/tools/$binary" --help 2>&1)"
+  if [ $? -ne 0 ] || [[ "$out" != *"--iters (default"* ]]; then
+    echo "FAIL: $binary --help: exit status or flag list wrong: $(echo "$out" | head -3)"
+    failures=$((failures + 1))
+  fi
+  timeout 60 "$here/tools/$binary" stray > /dev/null 2>&1
+  rc=$?
+  if [ $rc -ne 2 ]; then
+    echo "FAIL: $binary stray: exit $rc, wanted 2"
+    failures=$((failures + 1))
+  fi
+done
 if [ $failures -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
