@@ -39,6 +39,7 @@ ln -sfn "$root" "$work/include/gradwire"
 common=(-std=c++17 -g -O1 -fno-omit-frame-pointer -I"$work/include")
 libs=(-labsl_statusor -labsl_status -labsl_strings -labsl_str_format_internal
       -labsl_cord -labsl_int128 -labsl_raw_logging_internal -labsl_throw_delegate
+      -labsl_time -labsl_time_zone
       -lxxhash -lcrypto)
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=undefined)
 
