@@ -156,12 +156,43 @@ absl::Status WriteFileAtomically(const std::string& dir, const std::string& name
   return SyncDirectory(dir);
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus(absl::StrCat("open ", path), errno);
+absl::StatusOr<int> OpenRegularFile(const std::string& path, absl::string_view what) {
+  if (path.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the path holds a NUL byte"));
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoToStatus(absl::StrCat("open ", what), errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    close(fd);
+    return ErrnoToStatus(absl::StrCat("stat ", what), err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(what, " is not a regular file (",
+                                                   S_ISDIR(st.st_mode)    ? "a directory"
+                                                   : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                                          : "a device or socket",
+                                                   ")"));
+  }
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, uint64_t max_bytes) {
+  absl::StatusOr<int> opened = OpenRegularFile(path, path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   std::string data;
   struct stat st;
-  if (fstat(fd, &st) == 0 && st.st_size > 0) data.reserve(static_cast<size_t>(st.st_size));
+  if (fstat(fd, &st) == 0 && st.st_size > 0) {
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is ", st.st_size, " bytes, more than the ", max_bytes, " this file may hold"));
+    }
+    data.reserve(static_cast<size_t>(st.st_size));
+  }
   char buffer[1 << 16];
   while (true) {
     ssize_t n = read(fd, buffer, sizeof(buffer));
@@ -173,6 +204,11 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
     }
     if (n == 0) break;
     data.append(buffer, static_cast<size_t>(n));
+    if (data.size() > max_bytes) {  // grew while read
+      close(fd);
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " holds more than the ", max_bytes, " bytes this file may hold"));
+    }
   }
   close(fd);
   return data;

@@ -71,8 +71,18 @@ absl::Status SyncDirectory(const std::string& dir);
 absl::Status WriteFileAtomically(const std::string& dir, const std::string& name,
                                  absl::string_view data);
 
-// Reads a whole file.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+// Reads a whole regular file of at most `max_bytes` (a manifest, a token):
+// a FIFO, device or directory is InvalidArgument without blocking or
+// reading it, a larger file InvalidArgument naming the limit, and a path
+// holding a NUL InvalidArgument (it would be cut there).
+inline constexpr uint64_t kMaxWholeFileBytes = uint64_t{64} << 20;
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path,
+                                          uint64_t max_bytes = kMaxWholeFileBytes);
+
+// open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) and a check that it is a
+// regular file (a FIFO would block the opener, a device never end): the
+// descriptor (the caller closes it), or the error naming `what`.
+absl::StatusOr<int> OpenRegularFile(const std::string& path, absl::string_view what);
 
 // Reads exactly `n` bytes at `offset` of the open file `fd` into `out`
 // (short reads and EINTR retried). `what` names the file in errors; a file

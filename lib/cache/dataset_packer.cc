@@ -21,6 +21,34 @@ absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::stri
   if (samples_per_shard == 0 || samples_per_shard > UINT32_MAX) {
     return absl::InvalidArgumentError("samples_per_shard must be in [1, 2^32)");
   }
+  // Everything the manifest will check (the dataset id, split and shard
+  // names, counts) is checked before the first file is written: a split
+  // named "../x" or holding a NUL once wrote a shard outside out_dir, and
+  // a refused re-pack left new shards under the old MANIFEST. The sizes
+  // here are what EncodeShard writes, header, index and records.
+  {
+    std::vector<ShardInfo> planned;
+    for (const SplitRecords& split : splits) {
+      if (split.split.find('\0') != std::string::npos) {
+        return absl::InvalidArgumentError("pack: a split name holds a NUL byte");
+      }
+      for (size_t first = 0; first < split.records.size(); first += samples_per_shard) {
+        const size_t end = std::min(split.records.size(), first + samples_per_shard);
+        ShardInfo info;
+        info.name = absl::StrFormat("%s-%05d.gws", split.split, first / samples_per_shard);
+        info.split = split.split;
+        info.first_index = first;
+        info.count = end - first;
+        info.bytes = kShardHeaderBytes + info.count * kShardIndexEntryBytes;
+        for (size_t i = first; i < end; ++i) info.bytes += split.records[i].size();
+        planned.push_back(std::move(info));
+      }
+    }
+    if (dataset_id.find('\0') != std::string::npos) {
+      return absl::InvalidArgumentError("pack: the dataset id holds a NUL byte");
+    }
+    GRADWIRE_RETURN_IF_ERROR(Manifest::Create(dataset_id, std::move(planned)).status());
+  }
   if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoToStatus(absl::StrCat("create ", out_dir), errno);
   }

@@ -36,8 +36,8 @@ absl::StatusOr<std::unique_ptr<DirectorySource>> DirectorySource::Open(const std
   std::unique_ptr<DirectorySource> source(new DirectorySource(dir, *std::move(manifest)));
   for (const ShardInfo& shard : source->manifest_.shards()) {
     std::string path = absl::StrCat(dir, "/", shard.name);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoToStatus(absl::StrCat("open shard ", path), errno);
+    // A FIFO or device named as a shard is refused, not waited on.
+    GRADWIRE_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, absl::StrCat("shard ", path)));
     source->fds_.push_back(fd);
     size_t i = source->fds_.size() - 1;
     struct stat st;

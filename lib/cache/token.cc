@@ -27,7 +27,8 @@ absl::StatusOr<std::string> NormalizeToken(absl::string_view raw) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  // Room for the token, surrounding whitespace and a line end or two.
+  absl::StatusOr<std::string> text = ReadWholeFile(path, 2 * kMaxTokenBytes);
   if (!text.ok()) return text.status();
   absl::StatusOr<std::string> token = NormalizeToken(*text);
   if (!token.ok()) {

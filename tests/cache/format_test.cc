@@ -1,9 +1,11 @@
 // Manifest, shard format, DirectorySource and packing real Fashion-MNIST.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
@@ -27,6 +29,7 @@ namespace gradwire {
 namespace cache {
 namespace {
 
+using testing::ListDir;
 using testing::MakeTempDir;
 using testing::PackSynthetic;
 using testing::SampleBytes;
@@ -200,6 +203,60 @@ TEST(DirectorySourceTest, TruncatedShardIsRefusedAtOpen) {
   ASSERT_EQ(truncate(absl::StrCat(dir, "/train-00000.gws").c_str(), 1000), 0);
   auto source = DirectorySource::Open(dir);
   EXPECT_TRUE(absl::IsDataLoss(source.status())) << source.status();
+}
+
+// A pack that the manifest would refuse writes nothing: a split named
+// "../x" once wrote a shard beside out_dir, one holding a NUL replaced the
+// file its name was cut to, and a refused re-pack left new shards under
+// the old MANIFEST (served under the old version).
+TEST(PackDatasetTest, RefusedPackWritesNothing) {
+  const std::string root = MakeTempDir("pack");
+  const std::string out = root + "/out";
+  ASSERT_TRUE(PackDataset(out, "good", {{"train", {"A", "A"}}}, 10).ok());
+  const std::string victim = root + "/victim.txt";
+  ASSERT_TRUE(WriteFileAtomically(root, "victim.txt", "precious").ok());
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  const std::vector<std::string> before = sorted(ListDir(out));
+  for (const auto& [id, split] : std::vector<std::pair<std::string, std::string>>{
+           {"good", "../evil"},
+           {"good", std::string("../victim.txt\0", 14)},
+           {"good", std::string("ok\0/../x", 9)},
+           {"bad id!", "train"},
+           {std::string("id\0x", 4), "train"}}) {
+    absl::StatusOr<Manifest> m = PackDataset(out, id, {{split, {"B", "B"}}}, 10);
+    EXPECT_TRUE(absl::IsInvalidArgument(m.status())) << absl::CHexEscape(split) << m.status();
+  }
+  EXPECT_EQ(sorted(ListDir(out)), before);
+  EXPECT_EQ(sorted(ListDir(root)), (std::vector<std::string>{"out", "victim.txt"}));
+  EXPECT_EQ(*ReadWholeFile(victim), "precious");
+  auto source = DirectorySource::Open(out);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(**(*source)->Get("train/1"), "A");  // the old dataset, whole
+}
+
+// Files the cache reads whole (manifests, tokens) and shards are regular
+// files: a FIFO is refused at once instead of blocking its opener forever,
+// and a whole-file read has a size limit.
+TEST(DirectorySourceTest, FifosAndHugeFilesAreRefusedNotWaitedOn) {
+  const std::string dir = MakeTempDir("dirsrc");
+  PackSynthetic(dir, 100, 0, 50);
+  const std::string shard = dir + "/train-00001.gws";
+  ASSERT_EQ(unlink(shard.c_str()), 0);
+  ASSERT_EQ(mkfifo(shard.c_str(), 0600), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(DirectorySource::Open(dir).status()));
+  const std::string other = MakeTempDir("dirsrc");
+  ASSERT_EQ(mkfifo((other + "/MANIFEST").c_str(), 0600), 0);
+  absl::Status s = DirectorySource::Open(other).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("FIFO"), absl::string_view::npos) << s;
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadWholeFile("/dev/zero").status()));
+  ASSERT_TRUE(WriteFileAtomically(other, "big", std::string(5000, 'x')).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadWholeFile(other + "/big", 4096).status()));
+  EXPECT_TRUE(ReadWholeFile(other + "/big", 5000).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(ReadWholeFile(std::string("/etc/hostname\0x", 16)).status()));
 }
 
 // The shard layout is on disk and in manifests' checksums: these bytes were
