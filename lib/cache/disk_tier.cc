@@ -34,9 +34,12 @@ struct OpenEntry {
 };
 
 // Opens `path` and reads its size; NotFound if it is gone.
+// (A FIFO, device or directory put where an entry was is refused without
+// blocking: OpenRegularFile opens without waiting for a FIFO's writer.)
 absl::Status OpenEntryFile(const std::string& path, OpenEntry* e) {
-  e->fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (e->fd < 0) return ErrnoToStatus(absl::StrCat("open ", path), errno);
+  absl::StatusOr<int> fd = OpenRegularFile(path, path);
+  if (!fd.ok()) return fd.status();
+  e->fd = *fd;
   struct stat st;
   if (fstat(e->fd, &st) != 0) return ErrnoToStatus(absl::StrCat("stat ", path), errno);
   e->size = static_cast<uint64_t>(st.st_size);
@@ -72,13 +75,30 @@ absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(Options options) {
 
 absl::Status DiskTier::Load() {
   const std::string& dir = options_.dir;
-  // Quarantined files were kept for inspection since the last Open.
+  // Quarantined files were kept for inspection since the last Open. The
+  // directory is opened without following a link (one put in its place
+  // would have had its target emptied), and only the regular files in it
+  // are removed, relative to it.
   std::string qdir = absl::StrCat(dir, "/", kQuarantineDir);
-  if (DIR* q = opendir(qdir.c_str())) {
-    while (struct dirent* d = readdir(q)) {
-      if (d->d_name[0] != '.') unlink(absl::StrCat(qdir, "/", d->d_name).c_str());
+  const int qfd = open(qdir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (qfd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+    // Not our directory: a link or a file. Put ours back in its place.
+    if (unlink(qdir.c_str()) != 0 || mkdir(qdir.c_str(), 0755) != 0) {
+      return ErrnoToStatus(absl::StrCat("disk tier: replace ", qdir), errno);
     }
-    closedir(q);
+  } else if (qfd >= 0) {
+    if (DIR* q = fdopendir(qfd)) {
+      while (struct dirent* d = readdir(q)) {
+        struct stat st;
+        if (d->d_name[0] != '.' && fstatat(qfd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+          unlinkat(qfd, d->d_name, 0);
+        }
+      }
+      closedir(q);  // closes qfd
+    } else {
+      close(qfd);
+    }
   }
   GRADWIRE_ASSIGN_OR_RETURN(shared_, SharedDirectory::Open(dir));
   DIR* listing = opendir(dir.c_str());

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,7 +76,15 @@ absl::Status WaitLock(int fd, short type, off_t at, absl::Duration wait, absl::s
 
 absl::StatusOr<std::unique_ptr<SharedDirectory>> SharedDirectory::Open(const std::string& dir) {
   std::string path = absl::StrCat(dir, "/", kFileName);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symbolic link put in its place is refused, not followed
+  // (the ledger would be written into whatever it points at).
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("disk tier: ", path,
+                     " is a symbolic link; the cache writes only files of its own there "
+                     "(remove it, or choose another disk directory)"));
+  }
   if (fd < 0 && (errno == EROFS || errno == EACCES || errno == EPERM)) {
     // A read-only directory still serves what it holds; nothing is
     // written, so there is no budget to keep and nothing to claim.
@@ -83,6 +92,12 @@ absl::StatusOr<std::unique_ptr<SharedDirectory>> SharedDirectory::Open(const std
     return shared;
   }
   if (fd < 0) return ErrnoToStatus(absl::StrCat("disk tier: open ", path), errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("disk tier: ", path, " is not a regular file; remove it"));
+  }
   std::unique_ptr<SharedDirectory> shared(new SharedDirectory(std::move(path), fd));
   // Exclusive presence: nobody else has the directory open. Held until
   // Share(), so others wait for the recount instead of writing under it.

@@ -170,6 +170,44 @@ TEST(DiskTierTest, CorruptEntriesFoundAtOpenAreQuarantined) {
   EXPECT_TRUE(absl::IsNotFound(tier->Lookup(Key(3)).status()));
 }
 
+// What the tier finds in its directory never makes it touch anything
+// outside: a symbolic link put in place of quarantine/ once had its
+// target directory emptied at Open, one in place of the shared ledger had
+// its target overwritten, and a FIFO under an entry's name blocked Open
+// forever.
+TEST(DiskTierTest, LinksAndFifosInTheDirectoryReachNothingOutside) {
+  const std::string dir = MakeTempDir("disk");
+  const std::string victim = MakeTempDir("victim");
+  ASSERT_TRUE(WriteFileAtomically(victim, "thesis.tex", "work").ok());
+  ASSERT_TRUE(WriteFileAtomically(victim, "ledger.txt", "precious").ok());
+  {
+    auto tier = OpenTier(dir);
+    for (int i = 0; i < 5; ++i)
+      ASSERT_TRUE(tier->Insert(Key(i), MakeBlob(SampleBytes("train", i))).ok());
+  }
+  ASSERT_EQ(rmdir((dir + "/quarantine").c_str()), 0);
+  ASSERT_EQ(symlink(victim.c_str(), (dir + "/quarantine").c_str()), 0);
+  const std::string entry = absl::StrCat(dir, "/", DiskTier::EntryFileName(kVersion, Key(2)));
+  ASSERT_EQ(unlink(entry.c_str()), 0);
+  ASSERT_EQ(mkfifo(entry.c_str(), 0600), 0);
+  {
+    auto tier = OpenTier(dir);  // returns: the FIFO is not waited on
+    ASSERT_NE(tier, nullptr);
+    EXPECT_FALSE(tier->Lookup(Key(2)).ok());  // not served, and not waited on
+    EXPECT_TRUE(tier->Lookup(Key(3)).ok());
+  }
+  EXPECT_EQ(*ReadWholeFile(victim + "/thesis.tex"), "work");
+  struct stat st;
+  ASSERT_EQ(lstat((dir + "/quarantine").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode)) << "quarantine/ is a directory of the tier's own again";
+
+  ASSERT_EQ(unlink((dir + "/.gwshared").c_str()), 0);
+  ASSERT_EQ(symlink((victim + "/ledger.txt").c_str(), (dir + "/.gwshared").c_str()), 0);
+  absl::StatusOr<std::unique_ptr<DiskTier>> refused = DiskTier::Open(TierOptions(dir));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_EQ(*ReadWholeFile(victim + "/ledger.txt"), "precious");
+}
+
 // A file is judged by its 48-byte header before any other byte is read:
 // a 2 GiB sparse file under an entry's name costs neither 2 GiB of memory
 // nor the seconds reading it would take, at Open or at Lookup.
