@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,7 +53,9 @@ int Fail(const std::string& message) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// An exception (std::bad_alloc from a shard too large to verify in memory)
+// ends the server with a message, not an abort.
+int main(int argc, char** argv) try {
   if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
   if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "data_server")) {
     return 2;
@@ -65,14 +68,6 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_shutdown_grace_ms) > 3600000) {
     return Fail("--shutdown_grace_ms must be in 0..3600000");
   }
-
-  // Block the stop signals before gRPC starts its threads, so they all
-  // inherit the mask and the signal reaches sigwait below.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto token = gradwire::cache::ReadTokenFile(absl::GetFlag(FLAGS_token_file));
   if (!token.ok()) return Fail(token.status().ToString());
@@ -101,6 +96,15 @@ int main(int argc, char** argv) {
   std::shared_ptr<gradwire::cache::DataSource> shared(std::move(*source));
   const std::string described = shared->Describe();
   const uint64_t version = shared->manifest().version();
+  // Block the stop signals before gRPC starts its threads, so they all
+  // inherit the mask and the signal reaches sigwait below; not before:
+  // until here a stop signal ends the process at once, even one stuck
+  // reading its token or dataset.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto server = DataServer::Start(shared, options);
   if (!server.ok()) return Fail(server.status().ToString());
 
@@ -126,4 +130,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "data_server: %s\n",
                gradwire::cache::FormatServerStats((*server)->stats()).c_str());
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "data_server: %s\n", e.what());
+  return 1;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/epoch_order.h"
@@ -33,8 +34,18 @@ Prefetcher::Prefetcher(DataCache* cache, std::vector<std::string> order, const O
       start_(absl::Now()),
       slots_(order_.size()),
       depth_(options.depth > 0 ? options.depth : std::max<size_t>(options.min_depth, 1)) {
-  int threads = std::max(1, options_.threads);
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  // At least one worker; more only as the system gives threads (a refused
+  // one once aborted the process: std::thread's system_error escaped the
+  // constructor). The workers started so far do all the work.
+  const int threads = std::max(1, options_.threads);
+  for (int i = 0; i < threads; ++i) {
+    try {
+      workers_.emplace_back([this] { WorkerLoop(); });
+    } catch (const std::system_error&) {
+      if (workers_.empty()) throw;
+      break;
+    }
+  }
 }
 
 Prefetcher::~Prefetcher() { Shutdown(); }

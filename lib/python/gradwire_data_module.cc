@@ -151,6 +151,19 @@ class PyDataCache {
               const std::string& disk_dir, uint64_t disk_budget_bytes,
               const std::string& disk_policy, bool disk_sync, bool verify_shards,
               double read_timeout_s) {
+    // A NUL would cut a path short, and another file would be opened.
+    for (const std::optional<std::string>* p : {&path, &token_file}) {
+      if (p->has_value() && (*p)->find('\0') != std::string::npos) {
+        throw py::value_error("a path holds a NUL byte");
+      }
+    }
+    if (disk_dir.find('\0') != std::string::npos) {
+      throw py::value_error("disk_dir holds a NUL byte");
+    }
+    if (!(read_timeout_s >= 0) || read_timeout_s > 86400) {
+      throw py::value_error(absl::StrCat(
+          "read_timeout_s must be in [0, 86400] (0: the default), got ", read_timeout_s));
+    }
     if (path.has_value() == remote.has_value()) {
       throw py::value_error(
           "give exactly one of path (a packed directory) or remote ('host:port')");
@@ -258,7 +271,9 @@ class PyDataCache {
   }
 
   std::unique_ptr<PyPrefetcher> Prefetch(std::vector<std::string> keys, size_t depth, int threads) {
-    if (threads < 1) throw py::value_error("threads must be >= 1");
+    if (threads < 1 || threads > 256) {
+      throw py::value_error(absl::StrCat("threads must be in 1..256, got ", threads));
+    }
     cache::Prefetcher::Options options;
     options.depth = depth;
     options.threads = threads;

@@ -148,6 +148,19 @@ class DataCacheTest(unittest.TestCase):
             self.data.DataCache(path=self.packed, remote="127.0.0.1:1")
         with self.assertRaisesRegex(ValueError, "policy"):
             self.cache(memory_budget_bytes=1, memory_policy="mru")
+        # A NUL once cut a path short (another file opened), an infinite
+        # read timeout never returned, and 500 prefetch threads aborted the
+        # process where the system refused one.
+        with self.assertRaisesRegex(ValueError, "NUL"):
+            self.data.DataCache(path=self.packed + "\x00x")
+        with self.assertRaisesRegex(ValueError, "read_timeout_s"):
+            self.data.DataCache(remote="127.0.0.1:1", token="t", read_timeout_s=float("inf"))
+        with self.assertRaisesRegex(ValueError, "threads must be in"):
+            c.prefetch(c.keys("mixed"), threads=500)
+        fifo = os.path.join(self.tmp, "token-fifo")
+        os.mkfifo(fifo)
+        with self.assertRaisesRegex(ValueError, "FIFO"):
+            self.data.DataCache(remote="127.0.0.1:1", token_file=fifo)
 
     def test_missing_dataset(self):
         with self.assertRaisesRegex(FileNotFoundError, "MANIFEST"):
