@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -61,8 +62,42 @@ uint64_t DiskTier::EntryBytes(absl::string_view key, uint64_t value_bytes) {
 
 DiskTier::DiskTier(Options options) : options_(std::move(options)) {}
 
+namespace {
+
+// The tier removes files by name in its directory (stale temp files,
+// corrupt entries, quarantine/): it takes only a directory that holds
+// nothing else, so that pointed at a home directory or /dev it refuses
+// instead of deleting whatever matches.
+absl::Status CheckOwnDirectory(const std::string& dir) {
+  DIR* listing = opendir(dir.c_str());
+  if (listing == nullptr) return absl::OkStatus();  // missing: Open creates it
+  std::string foreign;
+  while (struct dirent* d = readdir(listing)) {
+    const absl::string_view name = d->d_name;
+    if (name == "." || name == ".." || name == kQuarantineDir ||
+        name == SharedDirectory::kFileName || absl::EndsWith(name, kEntrySuffix) ||
+        IsTempFileName(name)) {
+      continue;
+    }
+    foreign = std::string(name);
+    break;
+  }
+  closedir(listing);
+  if (foreign.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "disk tier: ", dir, " holds files that are not the cache's (", absl::CHexEscape(foreign),
+      "); the cache removes files by name in its directory, so give it one of its own (new "
+      "or empty)"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DiskTier>> DiskTier::Open(Options options) {
   if (options.dir.empty()) return absl::InvalidArgumentError("disk tier: empty directory");
+  if (options.dir.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError("disk tier: the directory's path holds a NUL byte");
+  }
+  GRADWIRE_RETURN_IF_ERROR(CheckOwnDirectory(options.dir));
   for (const std::string& d : {options.dir, absl::StrCat(options.dir, "/", kQuarantineDir)}) {
     if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
       return ErrnoToStatus(absl::StrCat("disk tier: create ", d), errno);

@@ -78,6 +78,11 @@ class DiskTier : public CacheTier {
     uint64_t misplaced_repaired = 0;  // valid entries found under another key's name
   };
 
+  // Creates options.dir if missing. A directory that holds anything but
+  // the cache's own files (entries, temp files, quarantine/, the shared
+  // ledger) is refused (FailedPrecondition naming one): the tier removes
+  // files by name there. So are a symbolic link in place of the ledger and
+  // a path holding a NUL.
   static absl::StatusOr<std::unique_ptr<DiskTier>> Open(Options options);
 
   absl::string_view name() const override { return "disk"; }

@@ -208,6 +208,27 @@ TEST(DiskTierTest, LinksAndFifosInTheDirectoryReachNothingOutside) {
   EXPECT_EQ(*ReadWholeFile(victim + "/ledger.txt"), "precious");
 }
 
+// A directory holding anything but the cache's own files is refused: the
+// tier removes files by name there (a .tmp.* or *.gwc of the user's, the
+// contents of a quarantine/), and pointed at a home directory or /dev it
+// deleted what matched.
+TEST(DiskTierTest, OnlyADirectoryOfItsOwn) {
+  const std::string dir = MakeTempDir("home");
+  ASSERT_TRUE(WriteFileAtomically(dir, "thesis.tex", "work").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir, ".tmp.keep", "mine").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir, "b.gwc", "mine too").ok());
+  absl::StatusOr<std::unique_ptr<DiskTier>> refused = DiskTier::Open(TierOptions(dir));
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused.status())) << refused.status();
+  EXPECT_EQ(*ReadWholeFile(dir + "/.tmp.keep"), "mine");
+  EXPECT_EQ(*ReadWholeFile(dir + "/b.gwc"), "mine too");
+  EXPECT_TRUE(absl::IsFailedPrecondition(DiskTier::Open(TierOptions("/dev")).status()));
+  // New, empty, or its own from before: taken.
+  EXPECT_NE(OpenTier(MakeTempDir("fresh") + "/cache"), nullptr);
+  const std::string own = MakeTempDir("own");
+  { EXPECT_NE(OpenTier(own), nullptr); }
+  EXPECT_NE(OpenTier(own), nullptr);
+}
+
 // A file is judged by its 48-byte header before any other byte is read:
 // a 2 GiB sparse file under an entry's name costs neither 2 GiB of memory
 // nor the seconds reading it would take, at Open or at Lookup.
