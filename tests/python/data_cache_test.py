@@ -221,6 +221,9 @@ class DataCacheTest(unittest.TestCase):
         order = rng.permutation(90)
         got = list(train.batches(order, 32))
         self.assertEqual(len(got), 2)  # full batches only
+        for bad in (0, -1, 2.5, True):  # 0 divided by zero, -1 yielded nothing
+            with self.assertRaisesRegex(ValueError, "batch must be"):
+                list(train.batches(order, bad))
         for b, (x, y) in enumerate(got):
             idx = order[b * 32:(b + 1) * 32]
             np.testing.assert_array_equal(x, images[idx])

@@ -68,6 +68,8 @@ def read_idx(path):
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
         raise ValueError(f"{path}: not an unsigned-byte IDX file")
     ndim = raw[3]
+    if len(raw) < 4 + 4 * ndim:
+        raise ValueError(f"{path}: truncated in its header ({len(raw)} bytes for {ndim} dims)")
     dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
     body = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if body.size != int(np.prod(dims)):
@@ -153,6 +155,8 @@ class FashionMnist:
     def batches(self, order, batch, depth=0, threads=2):
         """Yields (images, labels) of order[0:batch], order[batch:2 batch], ... (full batches
         only), prefetched in that order ahead of the reader."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
         order = [int(i) for i in order]
         usable = len(order) // batch * batch
         keys = [f"{self.split}/{i}" for i in order[:usable]]
