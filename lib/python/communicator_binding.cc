@@ -290,6 +290,11 @@ class PyCommunicator {
     OneCaller one(&busy_, "allreduce_mean_with_dense");
     HostFloats data = HostFloats::From(buffer, /*writable=*/true, "buffer");
     HostFloats dense = HostFloats::From(dense_buffer, /*writable=*/true, "dense");
+    if (data.Overlaps(dense)) {
+      RaiseInvalid(
+          "allreduce_mean_with_dense: buffer and dense share memory (one tensor, or "
+          "views of one); pass two separate buffers");
+    }
     absl::Status s;
     {
       py::gil_scoped_release release;

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -50,12 +51,28 @@ class HostFloats {
   // memory; nothing for float32. Needs no GIL.
   void WriteBack();
 
+  // Whether the caller's memory behind this and `other` overlaps (two
+  // arguments that are one tensor, or views of one): an exchange writing
+  // both would leave whichever was written last.
+  bool Overlaps(const HostFloats& other) const {
+    const auto [a, a_bytes] = CallerMemory();
+    const auto [b, b_bytes] = other.CallerMemory();
+    return a_bytes > 0 && b_bytes > 0 && a < b + b_bytes && b < a + a_bytes;
+  }
+
   HostFloats(HostFloats&&) = default;
   HostFloats& operator=(HostFloats&&) = default;
 
  private:
   HostFloats() = default;
   void Widen(void* raw, size_t n, Format format);
+  // The caller's memory: its first byte and length.
+  std::pair<const char*, size_t> CallerMemory() const {
+    if (narrow_ != nullptr) {
+      return {reinterpret_cast<const char*>(narrow_), floats_.size() * sizeof(uint16_t)};
+    }
+    return {reinterpret_cast<const char*>(floats_.data()), floats_.size() * sizeof(float)};
+  }
 
   pybind11::object owner_;                     // the DLPack capsule, if any
   std::optional<pybind11::buffer_info> info_;  // the buffer-protocol view, if any

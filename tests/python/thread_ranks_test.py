@@ -92,6 +92,21 @@ class ThreadRanks(unittest.TestCase):
         self.assertEqual(comms[0].totals()["nonfinite"], 3)
         on_threads(lambda r: comms[r].close(), 2)
 
+    def test_buffers_that_share_memory_are_refused(self):
+        """allreduce_mean_with_dense(x, x) (or two views of one array) once
+        ran and left whichever write came last."""
+        import numpy as np
+        g = self.g
+        comm = g.Communicator("topk:ratio=0.1", SECRET, store=ThreadStore(), rank=0,
+                              world_size=1, job_id="aliases")
+        x = np.ones(100, np.float32)
+        for a, b in ((x, x), (x[:60], x[50:]), (x[10:20], x)):
+            with self.assertRaisesRegex(g.InvalidArgumentError, "share memory"):
+                comm.allreduce_mean_with_dense(a, b, bucket=1, step=1)
+        np.testing.assert_array_equal(x, np.ones(100, np.float32))  # untouched
+        comm.allreduce_mean_with_dense(x[:50], x[50:], bucket=1, step=1)  # adjacent: fine
+        comm.close()
+
     def test_a_second_thread_is_refused_not_raced(self):
         """One call at a time: a call from another thread while one runs
         raises at once (two threads once raced into a garbled exchange)."""
