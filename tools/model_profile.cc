@@ -1,7 +1,6 @@
 #include "gradwire/tools/model_profile.h"
 
 #include <spawn.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "gradwire/lib/cache/atomic_file.h"
 
 namespace gradwire {
 namespace tools {
@@ -69,32 +69,14 @@ absl::StatusOr<Shapes> ParseProfile(absl::string_view text) {
 }
 
 absl::StatusOr<Shapes> ReadProfileFile(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("profile file ", path, ": ", std::strerror(errno)));
+  // lib/cache's whole-file read: a regular file only (never waits on a
+  // FIFO), at most kMaxProfileBytes, no NUL in the path.
+  absl::StatusOr<std::string> text = cache::ReadWholeFile(path, kMaxProfileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("profile file: ", text.status().message()));
   }
-  if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("profile file ", path, " is not a regular file"));
-  }
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat("profile file ", path, ": ", std::strerror(errno)));
-  }
-  std::string text;
-  char buf[4096];
-  size_t got;
-  while (text.size() <= kMaxProfileBytes && (got = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    text.append(buf, got);
-  }
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return absl::DataLossError(absl::StrCat("profile file ", path, ": read error"));
-  if (text.size() > kMaxProfileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("profile file ", path, " is over ", kMaxProfileBytes >> 20, " MiB"));
-  }
-  absl::StatusOr<Shapes> shapes = ParseProfile(text);
+  absl::StatusOr<Shapes> shapes = ParseProfile(*text);
   if (!shapes.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("profile file ", path, ": ", shapes.status().message()));
