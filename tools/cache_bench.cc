@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -155,10 +154,8 @@ struct Config {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "cache_bench")) {
-    return 2;
-  }
+  int exit_code = 0;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "cache_bench", &exit_code)) return exit_code;
   const std::string target = absl::GetFlag(FLAGS_target);
   const std::string data_dir = absl::GetFlag(FLAGS_data_dir);
   const std::string disk_root = absl::GetFlag(FLAGS_disk_dir);

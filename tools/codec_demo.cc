@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -295,9 +294,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "codec_demo")) {
-    return 2;
-  }
+  int exit_code = 0;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "codec_demo", &exit_code)) return exit_code;
   return gradwire::Main();
 }

@@ -1,25 +1,32 @@
 // What every tool's main does with its command line besides
 // absl::ParseCommandLine: --help that exits 0 (abseil 20220623 exits 1
-// after printing it), and arguments that are not flags refused rather
-// than ignored.
+// after printing it), a --flagfile that is not a regular file refused
+// (abseil reads a directory as an empty file and a FIFO until it is
+// written), and arguments that are not flags refused rather than ignored.
 //
 //   int main(int argc, char** argv) {
-//     if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-//     if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "tool")) {
-//       return 2;
+//     int exit_code = 0;
+//     if (!gradwire::tools::ParseToolCommandLine(argc, argv, "tool", &exit_code)) {
+//       return exit_code;
 //     }
 //     ...
 #ifndef GRADWIRE_TOOLS_COMMAND_LINE_H_
 #define GRADWIRE_TOOLS_COMMAND_LINE_H_
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
 namespace gradwire {
@@ -63,6 +70,57 @@ inline bool HasStrayArguments(const std::vector<char*>& rest, const char* tool) 
   if (rest.size() <= 1) return false;
   std::fprintf(stderr, "%s: unexpected argument \"%s\" (flags look like --name=value)\n", tool,
                rest[1]);
+  return true;
+}
+
+// True (after printing why, as "TOOL: --flagfile ...") when a --flagfile
+// given on the command line (--flagfile=A,B, -flagfile=A or --flagfile A,
+// before any "--") names something that exists and is not a regular file.
+// A missing file is left to abseil, which says it cannot open it.
+inline bool HasBadFlagFiles(int argc, char** argv, const char* tool) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "--") break;
+    if (!absl::ConsumePrefix(&a, "--")) absl::ConsumePrefix(&a, "-");
+    if (!absl::ConsumePrefix(&a, "flagfile")) continue;
+    absl::string_view value;
+    if (absl::ConsumePrefix(&a, "=")) {
+      value = a;
+    } else if (a.empty() && i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;  // another flag's name, or abseil's own "missing value"
+    }
+    for (absl::string_view path : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      const std::string p(path);
+      struct stat st;
+      if (::stat(p.c_str(), &st) != 0) {
+        if (errno == ENOENT) continue;
+        std::fprintf(stderr, "%s: --flagfile %s: %s\n", tool, p.c_str(), std::strerror(errno));
+        return true;
+      }
+      if (!S_ISREG(st.st_mode)) {
+        std::fprintf(stderr, "%s: --flagfile %s is %s\n", tool, p.c_str(),
+                     S_ISDIR(st.st_mode) ? "a directory, not a file of flags"
+                                         : "not a regular file");
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Everything above in order, then absl::ParseCommandLine. Returns true
+// when main goes on; false when it returns *exit_code: 0 after --help, 2
+// after a bad --flagfile or a stray argument (abseil itself exits 1 on an
+// unknown flag or a bad value).
+inline bool ParseToolCommandLine(int argc, char** argv, const char* tool, int* exit_code) {
+  *exit_code = 0;
+  if (PrintedHelp(argc, argv)) return false;
+  *exit_code = 2;
+  if (HasBadFlagFiles(argc, argv, tool)) return false;
+  if (HasStrayArguments(absl::ParseCommandLine(argc, argv), tool)) return false;
+  *exit_code = 0;
   return true;
 }
 

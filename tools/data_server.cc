@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gradwire/lib/cache/atomic_file.h"
@@ -56,10 +55,8 @@ int Fail(const std::string& message) {
 // An exception (std::bad_alloc from a shard too large to verify in memory)
 // ends the server with a message, not an abort.
 int main(int argc, char** argv) try {
-  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "data_server")) {
-    return 2;
-  }
+  int exit_code = 0;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "data_server", &exit_code)) return exit_code;
   using gradwire::cache::DataServer;
   using gradwire::cache::DirectorySource;
   if (absl::GetFlag(FLAGS_data_dir).empty()) return Fail("--data_dir is required");

@@ -45,7 +45,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -493,9 +492,7 @@ int Main() {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "exchange_bench")) {
-    return 2;
-  }
+  int exit_code = 0;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "exchange_bench", &exit_code)) return exit_code;
   return gradwire::Main();
 }

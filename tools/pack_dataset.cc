@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/cache/dataset_packer.h"
 #include "gradwire/tools/command_line.h"
@@ -48,10 +47,8 @@ absl::StatusOr<gradwire::cache::SplitRecords> ReadSplit(const std::string& dir,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (gradwire::tools::PrintedHelp(argc, argv)) return 0;
-  if (gradwire::tools::HasStrayArguments(absl::ParseCommandLine(argc, argv), "pack_dataset")) {
-    return 2;
-  }
+  int exit_code = 0;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "pack_dataset", &exit_code)) return exit_code;
   const std::string out_dir = absl::GetFlag(FLAGS_out_dir);
   const int per_shard = absl::GetFlag(FLAGS_samples_per_shard);
   if (out_dir.empty() || per_shard <= 0) {

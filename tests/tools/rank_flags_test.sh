@@ -2,7 +2,8 @@
 # The rank programs refuse out-of-range flags with an error naming the flag
 # (exit 1), before they rendezvous: no abort (a negative --elements or
 # --buckets of scaling_rank once asked for a vector of 2^64 elements), and
-# no run that reports zeros as a measurement (--iters=0).
+# no run that reports zeros as a measurement (--iters=0); a --flagfile that
+# is a directory or a FIFO is refused (exit 2).
 set -uo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
 failures=0
@@ -74,6 +75,27 @@ for binary in exchange_bench scaling_rank; do
     failures=$((failures + 1))
   fi
 done
+# --flagfile must name a regular file: abseil reads a directory as an empty
+# file (the run went on with every default, exit 0) and blocks on a FIFO.
+# A good one is read: its out-of-range --iters is refused.
+tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_flags.XXXXXX")"
+mkfifo "$tmp/fifo"
+printf -- '--iters=0\n' > "$tmp/flags"
+for binary in exchange_bench scaling_rank; do
+  for args in "--flagfile=$tmp" "-flagfile $tmp" "--flagfile=$tmp/flags,$tmp/fifo"; do
+    # shellcheck disable=SC2086
+    out="$(env -i PATH="$PATH" timeout 60 "$here/tools/$binary" $args 2>&1)"
+    rc=$?
+    if [ $rc -ne 2 ] || [[ "$out" != *"--flagfile"* ]]; then
+      echo "FAIL: $binary $args: exit $rc, wanted 2 naming --flagfile; printed: $out"
+      failures=$((failures + 1))
+    else
+      echo "ok: $binary $args: $out"
+    fi
+  done
+  expect "$binary" "--flagfile=$tmp/flags" "--iters must be in"
+done
+rm -rf "$tmp"
 if [ $failures -ne 0 ]; then
   echo "$failures case(s) failed"
   exit 1
