@@ -1,6 +1,7 @@
 #include "gradwire/lib/cache/dataset_packer.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -14,6 +15,29 @@
 
 namespace gradwire {
 namespace cache {
+
+namespace {
+
+// The shards that out_dir's current MANIFEST names and `next` does not:
+// a re-pack into the same directory removes them once its own MANIFEST is
+// in place, so that no shard of the old dataset is left behind. Files no
+// manifest names are never touched, and a directory without a readable,
+// valid MANIFEST gives none.
+std::vector<std::string> ShardsOnlyTheOldManifestNames(const std::string& out_dir,
+                                                       const Manifest& next) {
+  absl::StatusOr<std::string> text =
+      ReadWholeFile(absl::StrCat(out_dir, "/", Manifest::kFileName));
+  if (!text.ok()) return {};
+  absl::StatusOr<Manifest> old = Manifest::Parse(*text);
+  if (!old.ok()) return {};
+  std::vector<std::string> stale;
+  for (const ShardInfo& shard : old->shards()) {
+    if (next.FindShard(shard.name) == nullptr) stale.push_back(shard.name);
+  }
+  return stale;
+}
+
+}  // namespace
 
 absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::string& dataset_id,
                                      const std::vector<SplitRecords>& splits,
@@ -70,8 +94,15 @@ absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::stri
     }
   }
   GRADWIRE_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Create(dataset_id, std::move(shards)));
+  const std::vector<std::string> stale = ShardsOnlyTheOldManifestNames(out_dir, manifest);
   GRADWIRE_RETURN_IF_ERROR(
       WriteFileAtomically(out_dir, std::string(Manifest::kFileName), manifest.Serialize()));
+  for (const std::string& name : stale) {
+    const std::string path = absl::StrCat(out_dir, "/", name);
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoToStatus(absl::StrCat("remove the previous pack's shard ", path), errno);
+    }
+  }
   return manifest;
 }
 

@@ -22,7 +22,11 @@ struct SplitRecords {
 };
 
 // Writes "<split>-<nnnnn>.gws" shards of at most samples_per_shard records
-// and a MANIFEST into out_dir (created if missing).
+// and a MANIFEST into out_dir (created if missing). Packing again into the
+// same directory replaces the dataset: once the new MANIFEST is written,
+// the shards that only the previous MANIFEST named are removed (files that
+// neither names are left alone). A split may be empty; it then has no
+// shards.
 absl::StatusOr<Manifest> PackDataset(const std::string& out_dir, const std::string& dataset_id,
                                      const std::vector<SplitRecords>& splits,
                                      size_t samples_per_shard);

@@ -237,6 +237,33 @@ TEST(PackDatasetTest, RefusedPackWritesNothing) {
   EXPECT_EQ(**(*source)->Get("train/1"), "A");  // the old dataset, whole
 }
 
+// Packing again into the same directory replaces the dataset: shards the
+// previous MANIFEST named and the new one does not are removed (they were
+// left behind), files no manifest names stay, and the new pack reads whole.
+TEST(PackDatasetTest, RepackRemovesOnlyThePreviousPacksShards) {
+  const std::string out = MakeTempDir("repack");
+  ASSERT_TRUE(PackDataset(out, "old", {{"train", {"A", "A", "A"}}, {"test", {"T"}}}, 1).ok());
+  ASSERT_TRUE(WriteFileAtomically(out, "notes.txt", "mine").ok());
+  ASSERT_TRUE(WriteFileAtomically(out, "train-00009.gws", "not the packer's").ok());
+  absl::StatusOr<Manifest> m = PackDataset(out, "new", {{"train", {"B", "B"}}}, 2);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto listed = ListDir(out);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<std::string>{"MANIFEST", "notes.txt", "train-00000.gws",
+                                              "train-00009.gws"}));
+  auto source = DirectorySource::Open(out);
+  ASSERT_TRUE(source.ok()) << source.status();
+  EXPECT_EQ(**(*source)->Get("train/1"), "B");
+  EXPECT_FALSE((*source)->Get("test/0").ok());
+  // A damaged MANIFEST names nothing: the re-pack removes no file.
+  ASSERT_TRUE(WriteFileAtomically(out, "MANIFEST", "not a manifest").ok());
+  ASSERT_TRUE(PackDataset(out, "newer", {{"train", {"C"}}}, 1).ok());
+  listed = ListDir(out);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<std::string>{"MANIFEST", "notes.txt", "train-00000.gws",
+                                              "train-00009.gws"}));
+}
+
 // Files the cache reads whole (manifests, tokens) and shards are regular
 // files: a FIFO is refused at once instead of blocking its opener forever,
 // and a whole-file read has a size limit.
