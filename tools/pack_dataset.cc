@@ -33,9 +33,17 @@ absl::StatusOr<gradwire::cache::SplitRecords> ReadSplit(const std::string& dir,
   if (images->dims.size() != 3 || labels->dims.size() != 1 || images->dims[0] != labels->dims[0]) {
     return absl::DataLossError(absl::StrCat(prefix, ": images and labels disagree in shape"));
   }
+  // A pack with no samples in a split, or samples of no pixels, served
+  // nothing a training job could use; it is refused with the file's name.
+  const uint64_t item = images->item_bytes();
+  if (images->dims[0] == 0 || item == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        dir, "/", prefix, "-images-idx3-ubyte: ",
+        images->dims[0] == 0 ? "holds no samples" : "its samples hold no pixels",
+        "; nothing to pack for the ", split, " split"));
+  }
   gradwire::cache::SplitRecords out;
   out.split = split;
-  uint64_t item = images->item_bytes();
   for (uint32_t i = 0; i < images->dims[0]; ++i) {
     std::string record(1, labels->data[i]);
     record.append(images->data, i * item, item);

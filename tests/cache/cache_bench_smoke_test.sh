@@ -4,6 +4,22 @@
 # cache_bench for two epochs of one configuration and check its table.
 set -euo pipefail
 bin="${TEST_SRCDIR}/gradwire/tools"
+
+# pack_dataset refuses a split with no samples (it packed one, and the
+# server then served an empty train split) and writes nothing.
+empty="$(mktemp -d "${TEST_TMPDIR:-/tmp}/empty.XXXXXX")"
+for prefix in train t10k; do
+  printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' \
+    > "$empty/$prefix-images-idx3-ubyte"
+  printf '\x00\x00\x08\x01\x00\x00\x00\x00' > "$empty/$prefix-labels-idx1-ubyte"
+done
+if out="$("$bin/pack_dataset" --source_dir="$empty" --out_dir="$empty/out" 2>&1)" ||
+    [[ "$out" != *"train-images-idx3-ubyte: holds no samples"* ]] || [ -e "$empty/out" ]; then
+  echo "FAIL: pack_dataset on empty splits: $out"; exit 1
+fi
+echo "ok: $out"
+rm -rf "$empty"
+
 src=/usr/share/datasets/fashion-mnist
 if [ ! -e "$src/t10k-images-idx3-ubyte.gz" ] && [ ! -e "$src/t10k-images-idx3-ubyte" ]; then
   echo "SKIPPED: dataset-fashion-mnist is not installed"
