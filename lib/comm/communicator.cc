@@ -506,7 +506,7 @@ absl::Status Communicator::RestoreState(absl::string_view state) {
   if (world != static_cast<uint32_t>(world_->size()) ||
       rank != static_cast<uint32_t>(world_->rank()) || hier != (options_.hierarchical ? 1u : 0u) ||
       node != my_node) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "communicator checkpoint was saved by rank ", rank, " of ", world, " (",
         hier ? "hierarchical, " : "flat, ", node, " ranks per node); this is rank ", world_->rank(),
         " of ", world_->size(), " (", options_.hierarchical ? "hierarchical, " : "flat, ", my_node,
@@ -515,7 +515,7 @@ absl::Status Communicator::RestoreState(absl::string_view state) {
   absl::string_view spec, ef;
   GRADWIRE_RETURN_IF_ERROR(r.ReadLengthPrefixed32("spec", &spec));
   if (spec != options_.compression.ToString()) {
-    return absl::FailedPreconditionError(
+    return absl::InvalidArgumentError(
         absl::StrCat("communicator checkpoint was saved with compression \"", spec,
                      "\", this communicator uses \"", options_.compression.ToString(), "\""));
   }

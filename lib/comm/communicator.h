@@ -313,7 +313,10 @@ class Communicator {
   // Replaces the residuals with a SaveState of the same layout. Refuses,
   // changing nothing, corrupt or truncated bytes (DataLoss /
   // InvalidArgument) and a state of another layout or spec
-  // (FailedPrecondition, saying which).
+  // (InvalidArgument, saying which: like a state of another codec, it is
+  // the wrong argument, not a communicator that cannot take one).
+  // FailedPrecondition means the communicator itself is closed or
+  // poisoned.
   absl::Status RestoreState(absl::string_view state);
 
   // The error-feedback residual of compressed bucket `bucket` after its

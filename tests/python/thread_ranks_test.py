@@ -107,6 +107,27 @@ class ThreadRanks(unittest.TestCase):
         comm.allreduce_mean_with_dense(x[:50], x[50:], bucket=1, step=1)  # adjacent: fine
         comm.close()
 
+    def test_a_state_of_another_spec_is_an_argument_error(self):
+        """restore_state with another spec's (or rank's) blob is the wrong
+        argument: InvalidArgumentError, residuals unchanged. It was a
+        CommunicationError, the class of dead peers."""
+        import numpy as np
+        g = self.g
+        comms = [g.Communicator(spec, SECRET, store=ThreadStore(), rank=0, world_size=1,
+                                job_id=f"restore{i}")
+                 for i, spec in enumerate(("topk:ratio=0.1", "topk:ratio=0.2"))]
+        for comm in comms:
+            comm.allreduce_mean(np.arange(100, dtype=np.float32), bucket=1, step=1)
+        before = comms[1].save_state()
+        with self.assertRaisesRegex(g.InvalidArgumentError, "compression") as caught:
+            comms[1].restore_state(comms[0].save_state())
+        self.assertNotIsInstance(caught.exception, g.CommunicationError)
+        self.assertEqual(comms[1].save_state(), before)
+        for comm in comms:
+            comm.close()
+        with self.assertRaises(g.CommunicationError):  # closed: still the communicator's state
+            comms[1].restore_state(before)
+
     def test_a_second_thread_is_refused_not_raced(self):
         """One call at a time: a call from another thread while one runs
         raises at once (two threads once raced into a garbled exchange)."""
