@@ -351,6 +351,19 @@ absl::Status Communicator::CheckUsable() const {
       absl::StrCat("communicator poisoned by earlier failure: ", poison_.ToString()));
 }
 
+absl::Status Communicator::TakeStep(uint32_t bucket, uint64_t step) {
+  auto [it, first] = last_step_.try_emplace(bucket, step);
+  if (first) return absl::OkStatus();
+  if (step <= it->second) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step, " of bucket ", bucket, " is not after its previous step ", it->second,
+        ": frames are bound to their step, and a repeated step would accept a replayed one "
+        "(steps must grow per bucket; RestoreState starts them afresh)"));
+  }
+  it->second = step;
+  return absl::OkStatus();
+}
+
 absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                     absl::Span<float> dense, ExchangePath path) {
   if (absl::Status s = CheckUsable(); !s.ok()) return s;
@@ -364,6 +377,7 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
           "(use AllreduceMeanOnDevice)");
     }
   }
+  GRADWIRE_RETURN_IF_ERROR(TakeStep(bucket, step));
   // The residual's key: the bucket id in decimal. AlphaNum formats into
   // its own buffer, so no allocation.
   const absl::AlphaNum key(bucket);
@@ -523,7 +537,9 @@ absl::Status Communicator::RestoreState(absl::string_view state) {
   GRADWIRE_RETURN_IF_ERROR(r.ReadFixed64("residual section length", &ef_len));
   GRADWIRE_RETURN_IF_ERROR(r.ReadBytes("residual section", ef_len, &ef));
   GRADWIRE_RETURN_IF_ERROR(r.ExpectDone());
-  return ef_.RestoreState(ef);
+  GRADWIRE_RETURN_IF_ERROR(ef_.RestoreState(ef));
+  last_step_.clear();  // a checkpoint's steps may come again
+  return absl::OkStatus();
 }
 
 }  // namespace gradwire

@@ -44,6 +44,7 @@
 #define GRADWIRE_LIB_COMM_COMMUNICATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -174,7 +175,11 @@ class Communicator {
   // In place: data = average over ranks of every rank's data. `bucket`
   // names the buffer: it keys its error-feedback residual and binds its
   // frames' MACs, so it must denote the same buffer at every step. `step`
-  // is the training step (frames of another step are refused as replays).
+  // is the training step (frames of another step are refused as replays),
+  // and a bucket's steps must grow: a call whose step is not after that
+  // bucket's previous one is refused (InvalidArgument, nothing sent,
+  // nothing poisoned), since a repeated step would accept a frame recorded
+  // at its first use. RestoreState starts every bucket's steps afresh.
   absl::Status AllreduceMean(uint32_t bucket, uint64_t step, absl::Span<float> data,
                              ExchangePath path);
 
@@ -339,6 +344,9 @@ class Communicator {
   // FailedPrecondition quoting the failure that poisoned this
   // communicator, if one did.
   absl::Status CheckUsable() const;
+  // Records `step` as `bucket`'s last, or refuses it (InvalidArgument)
+  // when it is not after the bucket's previous step.
+  absl::Status TakeStep(uint32_t bucket, uint64_t step);
   // AllreduceMean and AllreduceMeanWithDense: one exchange, its cost
   // recorded and a failure poisoning the communicator. `dense` is empty
   // for AllreduceMean; path kDense never has one.
@@ -371,6 +379,8 @@ class Communicator {
   ExchangeModel model_;                                // agreed at Create
 
   absl::Status poison_;
+  // Each bucket's last step, for TakeStep.
+  std::map<uint32_t, uint64_t> last_step_;
   ExchangeStats last_call_;
   ExchangeStats totals_;
   std::vector<float> work_;         // hierarchical: reduce-scatter scratch; forced ring: both parts

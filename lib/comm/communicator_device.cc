@@ -59,6 +59,7 @@ absl::Status Communicator::AllreduceMeanOnDevice(uint32_t bucket, uint64_t step,
     return absl::InvalidArgumentError(
         "AllreduceMeanOnDevice: data is host memory (use AllreduceMean)");
   }
+  GRADWIRE_RETURN_IF_ERROR(TakeStep(bucket, step));
   if (device_scratch_ == nullptr || &device_scratch_->device() != &device) {
     device_scratch_ = std::make_unique<DeviceScratch>(device);
     device_dense_ = std::make_unique<DeviceScratch>(device);

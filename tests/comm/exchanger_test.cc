@@ -92,6 +92,35 @@ TEST(CommunicatorTest, SingleRankCompressedMeanIsTheDecodedFrame) {
   EXPECT_NE(comm->totals().ToString().find("1 compressed"), std::string::npos);
 }
 
+// A bucket's steps must grow: a repeated or earlier step would let a frame
+// recorded at its first use be accepted again. The refusal sends nothing
+// and poisons nothing; other buckets keep their own steps, and
+// RestoreState starts every bucket afresh (a checkpoint's steps come again).
+TEST(CommunicatorTest, EachBucketsStepsMustGrow) {
+  auto comm = MakeComm("topk:ratio=0.1");
+  std::vector<float> data = Ramp(1000, 1.0f);
+  for (ExchangePath path : {ExchangePath::kCompressed, ExchangePath::kDense}) {
+    const uint32_t bucket = path == ExchangePath::kDense ? 5 : 4;
+    ASSERT_TRUE(comm->AllreduceMean(bucket, 7, absl::MakeSpan(data), path).ok());
+    for (uint64_t again : {7, 6, 0}) {
+      const std::vector<float> before = data;
+      absl::Status s = comm->AllreduceMean(bucket, again, absl::MakeSpan(data), path);
+      EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+      EXPECT_NE(s.message().find("is not after its previous step 7"), std::string::npos) << s;
+      EXPECT_EQ(data, before);
+    }
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        comm->AllreduceMeanWithDense(bucket, 7, absl::MakeSpan(data), {})));
+  }
+  EXPECT_TRUE(comm->health().ok()) << comm->health();
+  EXPECT_TRUE(comm->AllreduceMean(6, 0, absl::MakeSpan(data), ExchangePath::kDense).ok());
+  EXPECT_TRUE(comm->AllreduceMean(4, 8, absl::MakeSpan(data), ExchangePath::kCompressed).ok());
+  absl::StatusOr<std::string> state = comm->SaveState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(comm->RestoreState(*state).ok());
+  EXPECT_TRUE(comm->AllreduceMean(4, 1, absl::MakeSpan(data), ExchangePath::kCompressed).ok());
+}
+
 TEST(ExchangerTest, PlanFusesTensorsIntoDenseAndCompressedBuckets) {
   // 80 KB buckets: 20000 floats.
   auto ex = MakeExchanger("topk:ratio=0.01", 80000);
