@@ -33,6 +33,12 @@ def gw_cc_library(name, srcs = None, hdrs = None, **kwargs):
     if srcs == None and hdrs == None:
         srcs = [name + ".cc"]
         hdrs = [name + ".h"]
+    # No .so per library where a consumer links dynamically (Bazel's default
+    # for tests): the objects go into the binary, which links the system
+    # libraries they need. Debian's libraries come through linkopts, and a
+    # library's own .so would reach them only through the binary's
+    # --as-needed link (an absl symbol was undefined at start-up).
+    kwargs.setdefault("linkstatic", True)
     native.cc_library(
         name = name,
         srcs = srcs or [],

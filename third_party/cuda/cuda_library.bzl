@@ -87,5 +87,8 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], fallback_srcs = [
         name = name,
         srcs = lib_srcs,
         deps = [":" + name + "_hdrs", "@local_cuda//:cuda_config"] + runtime,
+        # libcudart_static's symbols are hidden: only code in the binary's
+        # own link can call them, never a library's .so (dynamic linking).
+        linkstatic = True,
         **kwargs
     )

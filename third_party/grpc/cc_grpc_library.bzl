@@ -54,5 +54,6 @@ def cc_grpc_library(name, src, import_prefix = "gradwire", visibility = None, **
             "@com_github_grpc_grpc//:grpc++",
             "@com_google_protobuf//:protobuf",
         ],
+        linkstatic = True,  # as gw_cc_library (defs.bzl)
         **kwargs
     )
