@@ -241,6 +241,20 @@ class ExtensionPath(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), gradwire.extension_path)
 
+    def test_an_extension_that_does_not_load_says_why(self):
+        """An extension built for another Python fails in the dynamic loader
+        ("undefined symbol ..."); the error now names this Python and the
+        way to build for it. A file that is no extension at all stands in."""
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "_gradwire.so")
+            with open(bad, "wb") as f:
+                f.write(b"not an ELF file")
+            r = self.run_python({"GRADWIRE_EXTENSION": bad}, ARGS.package_dir)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        for want in (f"{bad} does not load in this Python", sys.executable,
+                     "GRADWIRE_PYTHON=", "-m pip install ."):
+            self.assertIn(want, r.stderr)
+
     def test_no_globbing_of_bazel_out(self):
         """A source tree whose only build sits under bazel-out/<config>/ (not
         bazel-bin): the package must not go looking for it."""
@@ -364,13 +378,16 @@ class OneRankGroup(unittest.TestCase):
         before = store.num_keys()
         comm = g.Communicator(method="topk", ratio=0.5, process_group=self.dist.group.WORLD)
         self.assertEqual(store.num_keys(), before, "gradwire left keys in torch's store")
-        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        for step, dtype in enumerate((torch.float32, torch.float16, torch.bfloat16), 1):
             t = torch.arange(1000, dtype=dtype) / 7
             want = t.clone()
-            self.assertEqual(comm.allreduce_mean(t, bucket=3, step=1, path="dense"), "dense")
+            self.assertEqual(comm.allreduce_mean(t, bucket=3, step=step, path="dense"), "dense")
             self.assertTrue(torch.equal(t, want), dtype)  # one rank: its own values
         with self.assertRaisesRegex(g.InvalidArgumentError, "reserved"):
             comm.allreduce_mean(torch.ones(4), bucket=0xFFFFFFFF, step=1)
+        # A bucket's steps grow: a repeated one is refused, poisoning nothing.
+        with self.assertRaisesRegex(g.InvalidArgumentError, "not after its previous step 3"):
+            comm.allreduce_mean(torch.ones(1000), bucket=3, step=3, path="dense")
         # The device path refuses host memory (on this CPU-only machine,
         # everything is), poisoning nothing.
         host = torch.ones(4)

@@ -57,6 +57,18 @@ def _candidates(filename, first_dirs=()):
         yield os.path.join(workspace, "bazel-bin", "lib", "python", filename)
 
 
+def _load_failure(filename, path, error):
+    """Why an extension that exists did not load, and what to do: one built
+    for another Python fails in the dynamic loader ("undefined symbol") or
+    in pybind11's version check, neither naming the fix."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"gradwire: {path} does not load in this Python ({here}, {sys.executable}): "
+            f"{error}. The extension is built for one Python version (/usr/bin/python3 unless "
+            f"$GRADWIRE_PYTHON said otherwise): run that Python, or build for this one with "
+            f"`{sys.executable} -m pip install .` at the repository root or "
+            f"`GRADWIRE_PYTHON={sys.executable} bazel build //lib/python:{filename}`")
+
+
 def _load_extension(name, env_var, first_dirs=()):
     """Loads extension `name` ("_gradwire", "_gradwire_data") as gradwire.<name>;
     returns (module, path)."""
@@ -74,11 +86,17 @@ def _load_extension(name, env_var, first_dirs=()):
             full = "gradwire." + name
             loader = importlib.machinery.ExtensionFileLoader(full, path)
             spec = importlib.util.spec_from_file_location(full, path, loader=loader)
-            module = importlib.util.module_from_spec(spec)
+            try:
+                module = importlib.util.module_from_spec(spec)  # dlopen
+            except ImportError as e:
+                raise ImportError(_load_failure(filename, path, e)) from e
             # Registered before it runs: _gradwire_data imports gradwire._gradwire.
             sys.modules[full] = module
             try:
                 loader.exec_module(module)
+            except ImportError as e:
+                del sys.modules[full]
+                raise ImportError(_load_failure(filename, path, e)) from e
             except BaseException:
                 del sys.modules[full]
                 raise
