@@ -40,6 +40,9 @@ def count(roots):
 def main():
     passed, failed, skipped = count(sys.argv[1:])
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
+    if passed + failed + skipped == 0:
+        print("no test results found under " + ", ".join(sys.argv[1:]) +
+              " (did bazel test run? its errors are above)")
     return 0 if failed == 0 and passed > 0 else 1
 
 
