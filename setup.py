@@ -48,6 +48,11 @@ class BazelBuildPy(build_py):
     """build_py, then the extensions from Bazel into the package."""
 
     def run(self):
+        # Bazel refuses a workspace whose path holds a space; said here in
+        # one line, not as a traceback around its exit status.
+        if any(c.isspace() for c in ROOT):
+            raise SystemExit(f"gradwire: the repository's path {ROOT!r} holds whitespace, which "
+                             "Bazel cannot build in; move or link it to a path without any")
         super().run()
         package = os.path.join(self.build_lib, "gradwire")
         # An earlier build's extensions in build/ must never ship.
@@ -59,7 +64,12 @@ class BazelBuildPy(build_py):
         env = bazel_env()
         targets = [f"//lib/python:{name}" for name in EXTENSIONS]
         print(f"gradwire: {bazel} build {' '.join(flags + targets)}", flush=True)
-        subprocess.run([bazel, "build"] + flags + targets, cwd=ROOT, env=env, check=True)
+        try:
+            subprocess.run([bazel, "build"] + flags + targets, cwd=ROOT, env=env, check=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SystemExit(f"gradwire: `{bazel} build` failed ({e}); its output is above. "
+                             "Bazel and the Debian packages of tools/install_deps.sh are "
+                             "needed") from None
         bin_dir = subprocess.run([bazel, "info"] + flags + ["bazel-bin"], cwd=ROOT, env=env,
                                  check=True, capture_output=True, text=True).stdout.strip()
         os.makedirs(package, exist_ok=True)

@@ -47,6 +47,17 @@ for name in _gradwire.so _gradwire_data.so; do
     status=1
   fi
 done
+# A checkout whose path holds a space (which Bazel cannot build in) stops
+# with one line naming the path, before any build.
+spaced="$tmp/a checkout"
+mkdir -p "$spaced/lib/python"
+cp "$root/setup.py" "$root/pyproject.toml" "$spaced/"
+cp -r "$root/lib/python/gradwire" "$spaced/lib/python/"
+if err="$(cd "$spaced" && "$tmp/venv/bin/python" setup.py -q build_py 2>&1)" ||
+    [[ "$err" != *"holds whitespace"* ]]; then
+  echo "FAIL: setup.py in \"$spaced\": $err" >&2
+  status=1
+fi
 if [ "$status" -eq 0 ]; then
   echo "PASS: pip install --no-build-isolation . and import gradwire from /" \
     "($(( $(date +%s) - start )) s)"
