@@ -526,7 +526,8 @@ TEST_F(JobSecretTest, LowEntropySecretsAreRefused) {
 
 TEST_F(JobSecretTest, ResolveOrderIsValueThenFileThenEnvironment) {
   EXPECT_REJECTED(JobSecret::Resolve("", "").status(), absl::StatusCode::kFailedPrecondition,
-                  "no job secret: pass --job_secret_file=PATH, set $GRADWIRE_JOB_SECRET");
+                  "no job secret: set $GRADWIRE_JOB_SECRET_FILE (a file holding it) or "
+                  "$GRADWIRE_JOB_SECRET, or give one: a tool's --job_secret_file=PATH");
   // Which source was used shows in which one's error we get.
   setenv(kJobSecretEnv, "env-too-short", 1);
   EXPECT_REJECTED(JobSecret::Resolve("", "").status(), absl::StatusCode::kInvalidArgument,

@@ -180,8 +180,9 @@ absl::StatusOr<JobSecret> JobSecret::Resolve(absl::string_view flag_value,
     const char* file = std::getenv(kJobSecretFileEnv);
     if (file != nullptr && *file != '\0') return FromFile(file);
     return absl::FailedPreconditionError(
-        absl::StrCat("no job secret: pass --job_secret_file=PATH, set $", kJobSecretEnv, " or $",
-                     kJobSecretFileEnv, ", or pass --job_secret (visible in ps; avoid)"));
+        absl::StrCat("no job secret: set $", kJobSecretFileEnv, " (a file holding it) or $",
+                     kJobSecretEnv, ", or give one: a tool's --job_secret_file=PATH (or ",
+                     "--job_secret, visible in ps; avoid), a program's JobSecret::FromFile"));
   }
   return env;
 }
