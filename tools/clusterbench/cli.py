@@ -80,8 +80,9 @@ def _workload_flags(p):
     p.add_argument("--links", default="1gbit", help="comma-separated link rates, e.g. 1gbit,10gbit")
     p.add_argument("--delay", default="0us", help="one-way delay per link (needs sch_netem)")
     p.add_argument("--methods", default=DEFAULT_METHODS,
-                   help="gradwire methods: compression specs separated by ';' (see above), e.g. "
-                   "'none;topk:ratio=0.01;qsgd:bits=4'; 'none' is always run")
+                   help="gradwire methods: compression specs separated by ';' (their grammar "
+                   "follows the options), e.g. 'none;topk:ratio=0.01;qsgd:bits=4'; 'none' is "
+                   "always run")
     p.add_argument("--hierarchical", choices=spec.HIERARCHICAL_CHOICES, default="off",
                    help="run each compressed method flat (off), hierarchical (on: HiTopKComm, "
                    "nodes = hosts) or both")
