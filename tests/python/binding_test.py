@@ -269,6 +269,15 @@ class ExtensionPath(unittest.TestCase):
             r = self.run_python({}, pkg)
             self.assertNotEqual(r.returncode, 0, "loaded an extension from bazel-out/")
             self.assertIn("extension _gradwire.so not found", r.stderr)
+            self.assertNotIn("last build", r.stderr)  # there is no bazel-bin to blame
+            # bazel-bin at another configuration's build, without the .so: said so.
+            other = os.path.join(ws, "bazel-out", "k8-fastbuild", "bin")
+            os.makedirs(other)
+            os.symlink(other, os.path.join(ws, "bazel-bin"))
+            r = self.run_python({}, pkg)
+            self.assertNotEqual(r.returncode, 0, "loaded an extension from bazel-out/")
+            self.assertIn("configuration of the workspace's last build", r.stderr)
+            os.remove(os.path.join(ws, "bazel-bin"))
             os.symlink(os.path.join(ws, "bazel-out", "k8-opt", "bin"),
                        os.path.join(ws, "bazel-bin"))
             r = self.run_python({}, pkg, "import gradwire; print(gradwire.extension_path)")

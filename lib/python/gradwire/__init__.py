@@ -101,10 +101,16 @@ def _load_extension(name, env_var, first_dirs=()):
                 del sys.modules[full]
                 raise
             return module, path
+    # A source tree's bazel-bin follows its last build: after a build in
+    # another configuration (tools/demo.sh builds -c opt) it lacks the .so.
+    stale = [p for p in paths if os.sep + "bazel-bin" + os.sep in p
+             and os.path.isdir(p.split(os.sep + "bazel-bin" + os.sep)[0] + os.sep + "bazel-bin")]
+    hint = (" (bazel-bin is the configuration of the workspace's last build, e.g. -c opt: "
+            "build the extension again with the same flags)" if stale else "")
     raise ImportError(f"gradwire: extension {filename} not found: install the package "
                       "(`pip install .` at the repository root) or build it "
-                      f"(`bazel build //lib/python:{filename}`), or set ${env_var}; tried: "
-                      + ", ".join(paths))
+                      f"(`bazel build //lib/python:{filename}`){hint}, or set ${env_var}; "
+                      "tried: " + ", ".join(paths))
 
 
 def _load():
