@@ -533,6 +533,12 @@ class OneRankGroup(unittest.TestCase):
         self.assertIn("CommunicationError", str(cm.exception))
         self.assertIn(str(state.failure).splitlines()[0], str(cm.exception))
         self.assertNotIn("Unable to cast", str(cm.exception))
+        # close() after a failure lets go without a second exception (in a
+        # `finally:` it once buried the real one under "not closed in order").
+        state.close()
+        self.assertIsNone(state.comm)
+        with self.assertRaisesRegex(RuntimeError, "closed"):
+            self.step(ddp, opt, 2)
         for bad, want in ((torch.empty(4, device="meta"), "META buckets are not supported"),
                           (torch.empty(4, dtype=torch.float64), "float16")):
             with self.assertRaisesRegex(g.UnsupportedError, want):

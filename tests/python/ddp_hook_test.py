@@ -323,7 +323,7 @@ def rank_main(args):
         w = ((torch.cat([p.detach().reshape(-1) for p in bucket.parameters()]),
               [param_pos[id(p)] for p in bucket.parameters()]) if corrected else None)
         fut = gradwire.ddp.hook(st, bucket)
-        segments = [(s.start, s.stop, s.dense) for s in st._layout(bucket)]
+        segments = [(s.start, s.stop, s.dense) for s in st._segments(bucket)]
         entry = [step, index, segments, inp, None, w]
         records.append(entry)
 

@@ -14,7 +14,9 @@ def _invalid(message):
 
 def check_state_dict(state):
     """A state_dict()'s fields, each of its type and range, before anything
-    is restored; returns its momentum velocities by bucket index."""
+    is restored; returns its momentum velocities by bucket index and its
+    layouts (bucket index -> the first places of its parameters, as
+    tuples; checkpoints from before layouts were saved hold none)."""
     def bad(what):
         return _invalid(f"gradwire.ddp: checkpoint {what}")
     if not isinstance(state, dict):
@@ -37,11 +39,30 @@ def check_state_dict(state):
         raise bad(f"velocity must be a dict, got {type(velocity).__name__}")
     out = {}
     for i, u in velocity.items():
-        if isinstance(i, str) and i.isascii() and i.isdigit():
-            i = int(i)
-        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-            raise bad(f"velocity keys must be bucket indices (int >= 0), got {i!r:.80}")
+        i = _bucket_index(i, "velocity", bad)
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():
             raise bad(f"velocity[{i}] must be a floating-point tensor, got {type(u).__name__}")
         out[i] = u.clone()
-    return out
+    layouts = state.get("layouts") or {}
+    if not isinstance(layouts, dict):
+        raise bad(f"layouts must be a dict, got {type(layouts).__name__}")
+    places = {}
+    for i, where in layouts.items():
+        i = _bucket_index(i, "layouts", bad)
+        if (not isinstance(where, (list, tuple)) or not where or not all(
+                isinstance(w, (list, tuple)) and len(w) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in w)
+                for w in where)):
+            raise bad(f"layouts[{i}] must be a list of [bucket index, position] pairs, got "
+                      f"{where!r:.80}")
+        places[i] = tuple(tuple(w) for w in where)
+    return out, places
+
+
+def _bucket_index(key, what, bad):
+    """A checkpoint's bucket index key (an int, or its digits)."""
+    if isinstance(key, str) and key.isascii() and key.isdigit():
+        key = int(key)
+    if isinstance(key, bool) or not isinstance(key, int) or key < 0:
+        raise bad(f"{what} keys must be bucket indices (int >= 0), got {key!r:.80}")
+    return key

@@ -34,35 +34,102 @@ class _Segment:
         self.start, self.stop, self.dense = start, stop, dense
 
 
+class _HeldElsewhere(list):
+    """The one dense segment of a bucket whose residual and velocity belong
+    to another layout of its parameters (BucketExchange._segments): it is
+    averaged exactly, and momentum correction leaves its velocity alone."""
+
+
+def _parameters(bucket):
+    """The bucket's parameters in buffer order, or None where GradBucket
+    does not say."""
+    try:
+        return list(bucket.parameters())
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class BucketExchange:
     """The per-bucket exchange of GradwireState (see the module doc)."""
 
-    def _layout(self, bucket):
-        """Segments of the bucket's buffer by path, fixed per bucket index."""
+    def _segments(self, bucket):
+        """Segments of the bucket's buffer by path, fixed per layout of its
+        parameters; a _HeldElsewhere segment for a bucket of a restored state
+        whose parameters are not (yet) laid out as at the checkpoint.
+
+        DDP lays its buckets out anew after its first iteration in a process
+        (in the order gradients became ready), and a checkpoint's residuals
+        and velocities are laid out as after that rebuild. In fresh processes
+        DDP's first iteration hands other parameters under the same bucket
+        indices: those buckets are averaged dense that once (as DDP's first
+        iteration of a new run is) and take their residuals and velocities
+        back from the next. A parameter is known by where it sat in DDP's
+        first iteration in this process (bucket index, position), the same in
+        every process of one model and bucketing."""
         index, length = bucket.index(), bucket.buffer().numel()
+        params = _parameters(bucket)
+        if params and sum(p.numel() for p in params) == length:
+            if self._local_iterations == 0:
+                for position, p in enumerate(params):
+                    self._first_place[id(p)] = (index, position)
+            places = tuple(self._first_place.get(id(p)) for p in params)
+        else:
+            params, places = None, None
+        held = self._held_layouts.get(index)
+        if held is not None and places is not None:
+            if held != places:
+                if self._local_iterations >= 2:
+                    raise gradwire._error(gradwire.InvalidArgumentError, (
+                        f"gradwire.ddp: bucket {index} holds other parameters than at the "
+                        "checkpoint this state was restored from (another model or "
+                        "bucket_cap_mb?): its residual and velocity do not fit it"))
+                return _HeldElsewhere([_Segment(0, length, True)])
+            del self._held_layouts[index]
         cached = self._layouts.get(index)
-        if cached is not None and cached[0] == length:
+        if cached is not None and cached[0] == (length, places):
             return cached[1]
-        try:
-            shapes = [tuple(p.shape) for p in bucket.parameters()]
-        except (AttributeError, RuntimeError):
-            shapes = None
-        if not shapes or sum(_numel(s) for s in shapes) != length:
-            dense = self._is_dense(length, False)
-            segments = [_Segment(0, length, dense)]
+        if params is None:
+            segments = [_Segment(0, length, self._is_dense(length, False))]
         else:
             segments = []
             offset = 0
-            for s in shapes:
-                n = _numel(s)
-                dense = self._is_dense(n, len(s) == 1)
+            for p in params:
+                n = p.numel()
+                dense = self._is_dense(n, p.dim() == 1)
                 if segments and segments[-1].dense == dense:
                     segments[-1].stop = offset + n
                 else:
                     segments.append(_Segment(offset, offset + n, dense))
                 offset += n
-        self._layouts[index] = (length, segments)
+        self._layouts[index] = ((length, places), segments)
         return segments
+
+    def _checkpoint_layouts(self):
+        """state_dict's "layouts": bucket index -> its parameters' first
+        places, for the layouts its residuals and velocities are in."""
+        out = {i: [list(p) for p in held] for i, held in self._held_layouts.items()}
+        for index, ((_, places), _) in self._layouts.items():
+            if places is not None and None not in places:
+                out[index] = [list(p) for p in places]
+        return out
+
+    def _after_first_iteration(self):
+        """DDP rebuilds its buckets after its first iteration in a process:
+        layouts are found again, and the velocities made in that iteration
+        go to their parameters, for the rebuilt buckets (a restored state's
+        velocities wait for their own layout, _segments)."""
+        self._layouts.clear()
+        if self.momentum > 0.0:
+            # Velocities per parameter, to be laid out again in the rebuilt
+            # buckets (exactly torch.optim.SGD's momentum).
+            self._drain()
+            for index, params in self._bucket_params.items():
+                u = self._velocity.pop(index)
+                off = 0
+                for p in params:
+                    self._param_velocity[id(p)] = u[off:off + p.numel()].clone()
+                    off += p.numel()
+            self._bucket_params.clear()
 
     def _is_dense(self, elements, one_dimensional):
         return gradwire.path_for(self._path_spec, elements, one_dimensional,
@@ -201,6 +268,9 @@ class BucketExchange:
         m = self.momentum
         if weights is not None:
             tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
+        if isinstance(segments, _HeldElsewhere):  # a plain SGD step, velocity kept
+            self.comm.allreduce_mean(tensor, bucket=2 * index, step=step, path="dense")
+            return
         u = self._velocity.get(index)
         if u is None or u.numel() != tensor.numel():
             # A new bucket, or DDP's rebuild after iteration 0: the
@@ -236,10 +306,3 @@ class BucketExchange:
             velocity = _gather(u, dense).mul_(m).add_(flat)
             _scatter(velocity, u, dense)
             _scatter(velocity, tensor, dense)
-
-
-def _numel(shape):
-    n = 1
-    for d in shape:
-        n *= d
-    return n

@@ -277,7 +277,10 @@ class GradwireState(BucketExchange):
         self.auto_spec = None
         self.auto_report = ""
         self.iteration = 0
-        self._layouts = {}         # bucket index -> (length, [segments])
+        self._layouts = {}         # bucket index -> ((length, places), [segments])
+        # DDP's iterations in this process; where each parameter sat in the
+        # first; a restored state's layouts (BucketExchange._segments)
+        self._local_iterations, self._first_place, self._held_layouts = 0, {}, {}
         # auto-mode measurements during warm-up, per iteration
         self._t_first = None
         self._ready = {}           # bucket index -> [seconds after first bucket]
@@ -409,7 +412,7 @@ class GradwireState(BucketExchange):
                     self._t_first = now
                 self._ready.setdefault(index, []).append(now - self._t_first)
                 self._sizes[index] = tensor.numel()
-            segments = self._layout(bucket)
+            segments = self._segments(bucket)
             mc = self._momentum_inputs(bucket, tensor) if self.momentum > 0.0 else None
             if tensor.device.type == "cuda":  # the device path's stream, from this thread
                 mc = torch.cuda.current_stream(tensor.device).cuda_stream
@@ -438,19 +441,9 @@ class GradwireState(BucketExchange):
         return torch.cat([p.detach().reshape(-1) for p in params]), params
 
     def _end_iteration(self, step):
-        if step == 0:
-            self._layouts.clear()  # DDP rebuilds its buckets after iteration 0
-            if self.momentum > 0.0:
-                # Velocities per parameter, to be laid out again in the
-                # rebuilt buckets (exactly torch.optim.SGD's momentum).
-                self._drain()
-                for index, u in self._velocity.items():
-                    off = 0
-                    for p in self._bucket_params[index]:
-                        self._param_velocity[id(p)] = u[off:off + p.numel()].clone()
-                        off += p.numel()
-                self._velocity.clear()
-                self._bucket_params.clear()
+        if self._local_iterations == 0:
+            self._after_first_iteration()
+        self._local_iterations += 1
         if self.auto and 1 <= step < self.warmup_iters:
             self._backward.append(time.perf_counter() - self._t_first)
             self._t_first = None
@@ -513,6 +506,7 @@ class GradwireState(BucketExchange):
             "auto_residuals": self.auto_comm.save_state() if self.auto_comm else None,
             "momentum": self.momentum, "weight_decay": self.weight_decay,
             "velocity": {i: u.clone() for i, u in self._velocity.items()},
+            "layouts": self._checkpoint_layouts(),
         }
 
     def load_state_dict(self, state):
@@ -521,7 +515,7 @@ class GradwireState(BucketExchange):
         Collective in auto mode when the checkpoint chose a compressed spec
         (every rank builds that communicator)."""
         self._ensure_started()
-        velocity = _checkpoint.check_state_dict(state)
+        velocity, layouts = _checkpoint.check_state_dict(state)
         for key in ("rank", "world_size", "spec", "momentum", "weight_decay"):
             # Checkpoints from before momentum correction hold neither: 0.
             saved = state.get(key, 0.0 if key in ("momentum", "weight_decay") else None)
@@ -544,7 +538,8 @@ class GradwireState(BucketExchange):
         except BaseException:
             self.comm.restore_state(before)
             raise
-        self._velocity = velocity
+        self._velocity, self._held_layouts = velocity, layouts
+        self._bucket_params, self._param_velocity = {}, {}  # the velocities are the checkpoint's
         self.auto_plan = state.get("auto_plan")
         self.auto_report = state.get("auto_report", "")
         self.iteration = state["iteration"]
@@ -577,7 +572,8 @@ class GradwireState(BucketExchange):
     def close(self):
         """Collective orderly shutdown; call on every rank before exiting.
         Afterwards the hook fails each bucket at once (a closed state never
-        exchanges again); a second close() does nothing."""
+        exchanges again); a second close() does nothing. After a failure
+        (state.failure) it only lets go of the connections, without raising."""
         if self._closed:
             return
         self._closed = True
@@ -588,6 +584,9 @@ class GradwireState(BucketExchange):
             self._queue.put(None)
             self._worker.join()
             self._worker = None
+        if self.failure is not None:  # poisoned: no orderly shutdown is possible
+            self.comm = self.auto_comm = None  # their connections close with them
+            return
         if self.auto_comm is not None:
             self.auto_comm.close()
         self.comm.close()
