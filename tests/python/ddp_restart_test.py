@@ -14,6 +14,9 @@ torch.multiprocessing.spawn (spawn_cases.py): "full" trains STEPS steps;
 "part1" trains CUT steps, saves model, optimizer and state_dict() per rank
 and exits without close(); "part2" (fresh processes) restores them and
 trains the rest. The driver requires:
+  - in part2, DDP's first layout differed from the checkpoint's (buckets were
+    held for their own layout after the first iteration), and every such
+    bucket took its layout back (none held at the end);
   - part2's ranks end with bit-identical parameters (with momentum
     correction they did not);
   - part2's buckets took, from its second iteration on, the compressed
@@ -37,7 +40,8 @@ WORLD = 2
 STEPS, CUT = 30, 15
 # The restarted run differs from the uninterrupted one by its first step
 # (dense, no momentum correction): about 2e-3 (top-k) and 7e-3 (with
-# momentum correction) in these runs; the stale layouts gave 9e-3 and more.
+# momentum correction) in these runs; the stale layouts gave 7e-3 (top-k) and
+# 3e-2 with the ranks apart (momentum correction).
 MAX_DRIFT = 0.05
 SPECS = [("topk 5% + EF", "topk:ratio=0.05", False),
          ("topk 5% + EF + momentum correction", "topk:ratio=0.05", True)]
@@ -76,7 +80,13 @@ def driver(args):
             if inexact:
                 print(f"{name}: {inexact} bias averages after the restart were not exact "
                       "(compressed: a stale layout)", flush=True)
-            if not (same and drift < MAX_DRIFT and layouts and fell and not inexact):
+            held = part2[0]["held"]
+            if held[0] == 0 or held[1] != 0:
+                print(f"{name}: buckets held for the checkpoint's layout after the first / "
+                      f"last iteration: {held} (wanted some, then none: DDP's first layout "
+                      "must differ from the rebuilt one here, and be taken back)", flush=True)
+            if not (same and drift < MAX_DRIFT and layouts and fell and not inexact and
+                    held[0] > 0 and held[1] == 0):
                 print(f"FAIL {name}")
                 ok = False
     print("PASS" if ok else "FAILED")
@@ -169,6 +179,10 @@ def rank_main(rank, case, port):
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        if s == first and part == "part2":
+            # The case at hand: DDP's first layout is not the checkpoint's
+            # (the buckets held for their own layout are still waiting).
+            held_at_first = len(state._held_layouts)
         if s > first:  # from the second iteration in this process on
             for index, e in state.bucket_exchanges.items():
                 if e["exchange"] != "dense_ring":
@@ -182,7 +196,12 @@ def rank_main(rank, case, port):
         os._exit(0)  # killed: no close()
     state.close()
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    if part == "part2":
+        check_held = (held_at_first, len(state._held_layouts))
+    else:
+        check_held = None
     torch.save({"params": params, "losses": losses, "inexact_biases": len(inexact),
+                "held": check_held,
                 "elements": {i: sorted(v) for i, v in elements.items()}},
                os.path.join(tmp, f"{part}_{tag}.{rank}.pt"))
     print("PASS", flush=True)
