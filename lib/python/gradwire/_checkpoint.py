@@ -34,21 +34,13 @@ def check_state_dict(state):
                        ("auto_report", str)):
         if state.get(key) is not None and not isinstance(state[key], kinds):
             raise bad(f"{key} must be {kinds.__name__} or None, got {state[key]!r:.80}")
-    velocity = state.get("velocity") or {}
-    if not isinstance(velocity, dict):
-        raise bad(f"velocity must be a dict, got {type(velocity).__name__}")
     out = {}
-    for i, u in velocity.items():
-        i = _bucket_index(i, "velocity", bad)
+    for i, u in _per_bucket(state, "velocity", bad):
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():
             raise bad(f"velocity[{i}] must be a floating-point tensor, got {type(u).__name__}")
         out[i] = u.clone()
-    layouts = state.get("layouts") or {}
-    if not isinstance(layouts, dict):
-        raise bad(f"layouts must be a dict, got {type(layouts).__name__}")
     places = {}
-    for i, where in layouts.items():
-        i = _bucket_index(i, "layouts", bad)
+    for i, where in _per_bucket(state, "layouts", bad):
         if (not isinstance(where, (list, tuple)) or not where or not all(
                 isinstance(w, (list, tuple)) and len(w) == 2 and all(
                     isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in w)
@@ -59,10 +51,17 @@ def check_state_dict(state):
     return out, places
 
 
-def _bucket_index(key, what, bad):
-    """A checkpoint's bucket index key (an int, or its digits)."""
-    if isinstance(key, str) and key.isascii() and key.isdigit():
-        key = int(key)
-    if isinstance(key, bool) or not isinstance(key, int) or key < 0:
-        raise bad(f"{what} keys must be bucket indices (int >= 0), got {key!r:.80}")
-    return key
+def _per_bucket(state, key, bad):
+    """The checkpoint's dict `key` (bucket index -> value; absent: empty) as
+    (index, value) pairs, each index an int >= 0 (or its digits)."""
+    entries = state.get(key) or {}
+    if not isinstance(entries, dict):
+        raise bad(f"{key} must be a dict, got {type(entries).__name__}")
+    out = []
+    for i, value in entries.items():
+        if isinstance(i, str) and i.isascii() and i.isdigit():
+            i = int(i)
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise bad(f"{key} keys must be bucket indices (int >= 0), got {i!r:.80}")
+        out.append((i, value))
+    return out
