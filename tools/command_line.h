@@ -13,12 +13,10 @@
 #ifndef GRADWIRE_TOOLS_COMMAND_LINE_H_
 #define GRADWIRE_TOOLS_COMMAND_LINE_H_
 
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -26,8 +24,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "gradwire/lib/cache/atomic_file.h"
 
 namespace gradwire {
 namespace tools {
@@ -75,8 +76,9 @@ inline bool HasStrayArguments(const std::vector<char*>& rest, const char* tool) 
 
 // True (after printing why, as "TOOL: --flagfile ...") when a --flagfile
 // given on the command line (--flagfile=A,B, -flagfile=A or --flagfile A,
-// before any "--") names something that exists and is not a regular file.
-// A missing file is left to abseil, which says it cannot open it.
+// before any "--") names something that exists and is not a regular file
+// (lib/cache's OpenRegularFile, which does not wait on a FIFO). A missing
+// file is left to abseil, which says it cannot open it.
 inline bool HasBadFlagFiles(int argc, char** argv, const char* tool) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view a = argv[i];
@@ -93,16 +95,11 @@ inline bool HasBadFlagFiles(int argc, char** argv, const char* tool) {
     }
     for (absl::string_view path : absl::StrSplit(value, ',', absl::SkipEmpty())) {
       const std::string p(path);
-      struct stat st;
-      if (::stat(p.c_str(), &st) != 0) {
-        if (errno == ENOENT) continue;
-        std::fprintf(stderr, "%s: --flagfile %s: %s\n", tool, p.c_str(), std::strerror(errno));
-        return true;
-      }
-      if (!S_ISREG(st.st_mode)) {
-        std::fprintf(stderr, "%s: --flagfile %s is %s\n", tool, p.c_str(),
-                     S_ISDIR(st.st_mode) ? "a directory, not a file of flags"
-                                         : "not a regular file");
+      absl::StatusOr<int> fd = cache::OpenRegularFile(p, absl::StrCat("--flagfile ", p));
+      if (fd.ok()) {
+        ::close(*fd);
+      } else if (!absl::IsNotFound(fd.status())) {
+        std::fprintf(stderr, "%s: %s\n", tool, std::string(fd.status().message()).c_str());
         return true;
       }
     }

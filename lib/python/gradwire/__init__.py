@@ -88,23 +88,20 @@ def _load_extension(name, env_var, first_dirs=()):
             spec = importlib.util.spec_from_file_location(full, path, loader=loader)
             try:
                 module = importlib.util.module_from_spec(spec)  # dlopen
-            except ImportError as e:
-                raise ImportError(_load_failure(filename, path, e)) from e
-            # Registered before it runs: _gradwire_data imports gradwire._gradwire.
-            sys.modules[full] = module
-            try:
+                # Registered before it runs: _gradwire_data imports gradwire._gradwire.
+                sys.modules[full] = module
                 loader.exec_module(module)
-            except ImportError as e:
-                del sys.modules[full]
-                raise ImportError(_load_failure(filename, path, e)) from e
-            except BaseException:
-                del sys.modules[full]
+            except BaseException as e:
+                sys.modules.pop(full, None)
+                if isinstance(e, ImportError):
+                    raise ImportError(_load_failure(filename, path, e)) from e
                 raise
             return module, path
-    # A source tree's bazel-bin follows its last build: after a build in
-    # another configuration (tools/demo.sh builds -c opt) it lacks the .so.
-    stale = [p for p in paths if os.sep + "bazel-bin" + os.sep in p
-             and os.path.isdir(p.split(os.sep + "bazel-bin" + os.sep)[0] + os.sep + "bazel-bin")]
+    # A source tree's bazel-bin (<ws>/bazel-bin/lib/python/<filename>) follows
+    # its last build: after one in another configuration (tools/demo.sh
+    # builds -c opt) it lacks the .so.
+    bins = {os.path.dirname(os.path.dirname(os.path.dirname(p))) for p in paths}
+    stale = any(os.path.basename(d) == "bazel-bin" and os.path.isdir(d) for d in bins)
     hint = (" (bazel-bin is the configuration of the workspace's last build, e.g. -c opt: "
             "build the extension again with the same flags)" if stale else "")
     raise ImportError(f"gradwire: extension {filename} not found: install the package "
