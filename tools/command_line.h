@@ -2,7 +2,7 @@
 // absl::ParseCommandLine: --help that exits 0 (abseil 20220623 exits 1
 // after printing it), a --flagfile that is not a regular file refused
 // (abseil reads a directory as an empty file and a FIFO until it is
-// written), and arguments that are not flags refused rather than ignored.
+// written), nor nested for ever, and arguments that are not flags refused rather than ignored.
 //
 //   int main(int argc, char** argv) {
 //     int exit_code = 0;
@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -74,35 +77,67 @@ inline bool HasStrayArguments(const std::vector<char*>& rest, const char* tool) 
   return true;
 }
 
-// True (after printing why, as "TOOL: --flagfile ...") when a --flagfile
-// given on the command line (--flagfile=A,B, -flagfile=A or --flagfile A,
-// before any "--") names something that exists and is not a regular file
-// (lib/cache's OpenRegularFile, which does not wait on a FIFO). A missing
-// file is left to abseil, which says it cannot open it.
+// The value of a --flagfile argument (--flagfile=A,B or -flagfile=A), or
+// nullopt when `arg` is another flag. `*bare` is set when it is the flag's
+// name alone ("--flagfile", its value the next argument).
+inline std::optional<absl::string_view> FlagFileValue(absl::string_view arg, bool* bare) {
+  *bare = false;
+  if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+  if (!absl::ConsumePrefix(&arg, "flagfile")) return std::nullopt;
+  if (absl::ConsumePrefix(&arg, "=")) return arg;
+  if (arg.empty()) *bare = true;
+  return std::nullopt;
+}
+
+// Flag files are small; abseil reads them whole, and their nesting has no
+// end of its own (a file that names itself loops for ever).
+inline constexpr uint64_t kMaxFlagFileBytes = uint64_t{1} << 20;
+inline constexpr int kMaxFlagFileNesting = 8;
+
+// True (after printing why, as "TOOL: --flagfile ...") when a file of the
+// comma-separated `list` exists and is not a regular file of at most
+// kMaxFlagFileBytes (lib/cache's ReadWholeFile, which does not wait on a
+// FIFO), or names another --flagfile (one line "--flagfile=..." of it, as
+// abseil reads them) that is, nested deeper than kMaxFlagFileNesting. A
+// missing file is left to abseil, which says it cannot open it.
+inline bool HasBadFlagFileList(absl::string_view list, const char* tool, int depth) {
+  for (absl::string_view path : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    const std::string p(path);
+    if (depth > kMaxFlagFileNesting) {
+      std::fprintf(stderr,
+                   "%s: --flagfile %s: flag files nested more than %d deep (one names itself?)\n",
+                   tool, p.c_str(), kMaxFlagFileNesting);
+      return true;
+    }
+    absl::StatusOr<std::string> text = cache::ReadWholeFile(p, kMaxFlagFileBytes);
+    if (!text.ok()) {
+      if (absl::IsNotFound(text.status())) continue;
+      std::fprintf(stderr, "%s: --flagfile %s\n", tool,
+                   std::string(text.status().message()).c_str());
+      return true;
+    }
+    for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+      bool bare = false;
+      std::optional<absl::string_view> nested =
+          FlagFileValue(absl::StripAsciiWhitespace(line), &bare);
+      if (nested && HasBadFlagFileList(*nested, tool, depth + 1)) return true;
+    }
+  }
+  return false;
+}
+
+// True (after printing why) when a --flagfile given on the command line
+// (--flagfile=A,B, -flagfile=A or --flagfile A, before any "--") is bad as
+// HasBadFlagFileList says.
 inline bool HasBadFlagFiles(int argc, char** argv, const char* tool) {
   for (int i = 1; i < argc; ++i) {
-    absl::string_view a = argv[i];
+    const absl::string_view a = argv[i];
     if (a == "--") break;
-    if (!absl::ConsumePrefix(&a, "--")) absl::ConsumePrefix(&a, "-");
-    if (!absl::ConsumePrefix(&a, "flagfile")) continue;
-    absl::string_view value;
-    if (absl::ConsumePrefix(&a, "=")) {
-      value = a;
-    } else if (a.empty() && i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      continue;  // another flag's name, or abseil's own "missing value"
-    }
-    for (absl::string_view path : absl::StrSplit(value, ',', absl::SkipEmpty())) {
-      const std::string p(path);
-      absl::StatusOr<int> fd = cache::OpenRegularFile(p, absl::StrCat("--flagfile ", p));
-      if (fd.ok()) {
-        ::close(*fd);
-      } else if (!absl::IsNotFound(fd.status())) {
-        std::fprintf(stderr, "%s: %s\n", tool, std::string(fd.status().message()).c_str());
-        return true;
-      }
-    }
+    bool bare = false;
+    std::optional<absl::string_view> value = FlagFileValue(a, &bare);
+    if (bare && i + 1 < argc) value = argv[++i];
+    // Otherwise another flag, or abseil's own "missing value".
+    if (value && HasBadFlagFileList(*value, tool, 1)) return true;
   }
   return false;
 }

@@ -3,7 +3,8 @@
 # (exit 1), before they rendezvous: no abort (a negative --elements or
 # --buckets of scaling_rank once asked for a vector of 2^64 elements), and
 # no run that reports zeros as a measurement (--iters=0); a --flagfile that
-# is a directory or a FIFO is refused (exit 2).
+# is a directory or a FIFO, or names one, or names itself, is refused
+# (exit 2).
 set -uo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
 failures=0
@@ -81,8 +82,13 @@ done
 tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_flags.XXXXXX")"
 mkfifo "$tmp/fifo"
 printf -- '--iters=0\n' > "$tmp/flags"
+# Named inside a flag file: a FIFO, and a file that names itself (abseil
+# looped for ever).
+printf -- '# nested\n  --flagfile=%s \n' "$tmp/fifo" > "$tmp/nested"
+printf -- '--flagfile=%s\n' "$tmp/self" > "$tmp/self"
 for binary in exchange_bench scaling_rank; do
-  for args in "--flagfile=$tmp" "-flagfile $tmp" "--flagfile=$tmp/flags,$tmp/fifo"; do
+  for args in "--flagfile=$tmp" "-flagfile $tmp" "--flagfile=$tmp/flags,$tmp/fifo" \
+      "--flagfile=$tmp/nested" "--flagfile $tmp/self"; do
     # shellcheck disable=SC2086
     out="$(env -i PATH="$PATH" timeout 60 "$here/tools/$binary" $args 2>&1)"
     rc=$?
