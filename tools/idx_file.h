@@ -23,9 +23,15 @@ struct IdxArray {
   uint64_t item_bytes() const;
 };
 
-// Reads `path`, or `path` + ".gz" if `path` does not exist. Only unsigned
-// byte arrays (type 0x08) are accepted; a header that disagrees with the
-// data size is DataLoss.
+// The most bytes of one IDX file read, on disk and inflated (a gzip bomb
+// is refused rather than filling memory).
+inline constexpr uint64_t kMaxIdxBytes = uint64_t{4} << 30;
+
+// Reads `path`, or `path` + ".gz" if `path` does not exist; either may be
+// gzipped (one or more members, nothing after them). Only a regular file
+// is read (a FIFO or directory is InvalidArgument). Only unsigned byte
+// arrays (type 0x08) are accepted; a header that disagrees with the data
+// size, damaged gzip data or bytes after its last member are DataLoss.
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path);
 
 }  // namespace tools

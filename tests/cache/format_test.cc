@@ -4,12 +4,14 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -346,6 +348,69 @@ TEST(IdxFileTest, RefusesDimensionsTheDataCannotHold) {
     auto read = tools::ReadIdxFile(write("bad", dims, data));
     EXPECT_TRUE(absl::IsDataLoss(read.status())) << name << ": " << read.status();
   }
+}
+
+// One gzip member holding `data`.
+std::string Gzip(const std::string& data) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(out.size() - z.avail_out);
+  deflateEnd(&z);
+  return out;
+}
+
+// Gzipped IDX files: members one after another are read as one file (what
+// `gzip -c a b` writes); bytes after the last member, a cut member, damaged
+// data and a FIFO are refused (gzread ignored the trailing bytes, and
+// gzopen blocked on a FIFO).
+TEST(IdxFileTest, GzipMembersReadWholeOrRefused) {
+  const std::string dir = MakeTempDir("idxgz");
+  const std::string idx = std::string{0, 0, 0x08, 2, 0, 0, 0, 3, 0, 0, 0, 4} + "abcdefghijkl";
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    const std::string path = dir + "/" + name;
+    FILE* f = fopen(path.c_str(), "wb");
+    EXPECT_NE(f, nullptr);
+    fwrite(bytes.data(), 1, bytes.size(), f);
+    fclose(f);
+    return path;
+  };
+  const std::string one = Gzip(idx);
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"one member", one},
+           {"two members", Gzip(idx.substr(0, 5)) + Gzip(idx.substr(5))},
+           {"plain", idx},
+       }) {
+    auto read = tools::ReadIdxFile(write("good", bytes));
+    ASSERT_TRUE(read.ok()) << name << ": " << read.status();
+    EXPECT_EQ(read->data, "abcdefghijkl") << name;
+  }
+  // Found under the name + ".gz" too.
+  write("data.gz", one);
+  auto by_suffix = tools::ReadIdxFile(dir + "/data");
+  ASSERT_TRUE(by_suffix.ok()) << by_suffix.status();
+  EXPECT_EQ(by_suffix->data, "abcdefghijkl");
+
+  std::string damaged = one;
+  damaged[damaged.size() / 2] ^= 0x5a;
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
+           {"trailing bytes", one + "junk"},
+           {"trailing zeros", one + std::string(3, '\0')},
+           {"cut member", one.substr(0, one.size() - 6)},
+           {"damaged", damaged},
+       }) {
+    auto read = tools::ReadIdxFile(write("bad", bytes));
+    EXPECT_TRUE(absl::IsDataLoss(read.status())) << name << ": " << read.status();
+  }
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto from_fifo = tools::ReadIdxFile(fifo);
+  EXPECT_TRUE(absl::IsInvalidArgument(from_fifo.status())) << from_fifo.status();
 }
 
 // The real dataset: Debian's dataset-fashion-mnist (tools/install_deps.sh).
