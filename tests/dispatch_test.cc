@@ -204,7 +204,7 @@ TEST_F(DispatchSeamTest, CastInChunksIsCastCompressHandedOutChunkByChunk) {
       EXPECT_EQ(next, width * n);
       EXPECT_EQ(seen, val_a);  // written before it was handed out
       EXPECT_EQ(val_b, val_a);
-      EXPECT_EQ(0, std::memcmp(res_b.data(), res_a.data(), 4 * n));
+      if (n > 0) EXPECT_EQ(0, std::memcmp(res_b.data(), res_a.data(), 4 * n));
       EXPECT_EQ(st_b.selected, st_a.selected);
       EXPECT_EQ(st_b.nonfinite, st_a.nonfinite);
     }

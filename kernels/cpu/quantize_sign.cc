@@ -51,6 +51,7 @@ class BitWriter {
   }
 
   GRADWIRE_CPU_INLINE void Finish() {
+    if (filled_ == 0) return;  // out_ may be null (no elements)
     uint8_t word[8];
     StoreLe<uint64_t>(word, buffer_);
     memcpy(out_, word, (filled_ + 7) / 8);
