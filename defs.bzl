@@ -73,10 +73,13 @@ def gw_script_test(name, data = [], exclusive = False, tags = [], **kwargs):
     exclusive: the test spawns rank processes or binds loopback ports, so it
     runs alone.
     """
+    # //tests:script_test.sh runs <name>.sh, with a sanitizer's runtime
+    # preloaded under the sanitizer configs (.bazelrc).
     native.sh_test(
         name = name,
-        srcs = [name + ".sh"],
-        data = native.glob([name + ".py"]) + data,
+        srcs = ["//tests:script_test.sh"],
+        args = ["$(rootpath %s.sh)" % name],
+        data = [name + ".sh"] + native.glob([name + ".py"]) + data,
         tags = (["exclusive"] if exclusive else []) + tags,
         **kwargs
     )
