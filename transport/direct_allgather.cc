@@ -92,6 +92,9 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
         (void)CallGloo(what, [&] { sent[r] = send[r]->waitSend(nullptr, kAtOnce); });
       }
     }
+    // Receives not waited for may still be posted into `out`, sends from
+    // `mine`: no pair may touch them once the buffers go.
+    CloseConnections(context);
   }
   // A peer arrived once its block came and it took ours; a zero-byte
   // block in both directions tells nothing.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
+#include "gloo/context.h"
 
 namespace gradwire {
 namespace transport {
@@ -46,6 +47,14 @@ absl::Status CallGloo(absl::string_view what, const std::function<void()>& fn) {
     return absl::OkStatus();
   } catch (...) {
     return StatusFromException(what, std::current_exception());
+  }
+}
+
+void CloseConnections(gloo::Context* context) {
+  if (context == nullptr) return;
+  try {
+    context->closeConnections();
+  } catch (...) {
   }
 }
 

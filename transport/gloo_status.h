@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "gradwire/transport/gloo_fwd.h"
 
 namespace gradwire {
 namespace transport {
@@ -36,6 +37,33 @@ std::chrono::milliseconds GlooTimeout(absl::Duration d);
 
 // The time left until `deadline`, as a Gloo timeout (1 ms once it passed).
 std::chrono::milliseconds GlooTimeoutUntil(std::chrono::steady_clock::time_point deadline);
+
+// Closes every connection of `context` (errors ignored: it is called on a
+// path that already failed). Each pair is closed under its lock, which its
+// reads hold, so Gloo's loop thread has finished any read into a buffer
+// once this returns, and reads into none after: the buffers of operations
+// posted and never waited for may then be freed.
+void CloseConnections(gloo::Context* context);
+
+// For a collective whose unbound buffers are locals: declared after them,
+// so destroyed before them, it closes the context's connections if the
+// scope is left by an exception (a timeout, a dead peer), before the
+// buffers and the memory they point into go. A collective that fails
+// without throwing calls CloseConnections itself.
+class CloseConnectionsOnThrow {
+ public:
+  explicit CloseConnectionsOnThrow(gloo::Context* context)
+      : context_(context), exceptions_(std::uncaught_exceptions()) {}
+  CloseConnectionsOnThrow(const CloseConnectionsOnThrow&) = delete;
+  CloseConnectionsOnThrow& operator=(const CloseConnectionsOnThrow&) = delete;
+  ~CloseConnectionsOnThrow() {
+    if (std::uncaught_exceptions() > exceptions_) CloseConnections(context_);
+  }
+
+ private:
+  gloo::Context* const context_;
+  const int exceptions_;
+};
 
 }  // namespace transport
 }  // namespace gradwire

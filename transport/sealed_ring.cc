@@ -307,6 +307,14 @@ absl::Status Ring::Run(const char* what) {
     }
     for (Op& op : ops_) WaitSend(op, deadline);
   });
+  if (!status.ok() || !failure_.ok()) {
+    // Operations may still be posted: receives into trailers_, scratch or
+    // data, sends from them. This ring's buffers go when it returns, and
+    // Gloo's loop thread may be reading into one at that moment (TSan saw
+    // it, after a forged chunk). Closing the connections takes each pair's
+    // lock, so it waits out a read in progress, and no pair reads after.
+    CloseConnections(context_);
+  }
   if (!status.ok()) return status;
   if (!failure_.ok()) {
     return absl::Status(failure_.code(), absl::StrCat(what, ": ", failure_.message()));

@@ -70,8 +70,9 @@ struct SealedRingStats {
 // agreed by every rank). `scratch` holds the partial sums in flight: two
 // buffers per segment of the largest chunk, so about 2 n / P floats (kept
 // by the caller across calls; an allgather alone needs none). On failure `data` is
-// partially written, and the caller must close the context's connections
-// (the ring's buffers may still be posted): DeadlineExceeded / Unavailable
+// partially written, and the context's connections are closed before the
+// ring's buffers are freed (operations may still be posted on them), so no
+// pair writes into `data` or `scratch` after it returns: DeadlineExceeded / Unavailable
 // from Gloo, Unauthenticated naming the rank whose chunk failed to verify,
 // Internal if sealing failed.
 absl::Status SealedRing(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data,

@@ -121,6 +121,7 @@ absl::Status SparseCollectives::Allreduce(GlooGroup& group, absl::Span<T> data, 
         context.createUnboundBuffer(data.data(), bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> in_buffer =
         context.createUnboundBuffer(in.data(), in.size() * sizeof(T));
+    const CloseConnectionsOnThrow close_on_throw(&context);
     uint8_t step = 0;
     auto send = [&](int peer, size_t from, size_t count) {
       out_buffer->send(peer, slot + step, from * sizeof(T), count * sizeof(T));
@@ -304,6 +305,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
         context.createUnboundBuffer(in, in_bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> out_buffer =
         context.createUnboundBuffer(out, out_bytes);
+    const CloseConnectionsOnThrow close_on_throw(&context);
     // The receives through a window (GroupOptions::receive_window;
     // receive_window.h says why): sources r - 1, r - 2, ..., the next
     // posted as each one completes. The sends through a window of the
@@ -406,6 +408,7 @@ absl::Status SparseCollectives::AllgathervBounded(GlooGroup& group, absl::Span<c
         context.createUnboundBuffer(in, in_bytes);
     std::unique_ptr<gloo::transport::UnboundBuffer> out_buffer =
         context.createUnboundBuffer(out, std::max<uint64_t>(out_cap, 1));
+    const CloseConnectionsOnThrow close_on_throw(&context);
     uint8_t step = 0;
     for (int d = 1; d < p; d *= 2, ++step) {
       const int count = std::min(d, p - d);
