@@ -2,7 +2,8 @@
 // absl::ParseCommandLine: --help that exits 0 (abseil 20220623 exits 1
 // after printing it), a --flagfile that is not a regular file refused
 // (abseil reads a directory as an empty file and a FIFO until it is
-// written), nor nested for ever, and arguments that are not flags refused rather than ignored.
+// written), flag files that nest for ever refused, and arguments that are
+// not flags refused rather than ignored.
 //
 //   int main(int argc, char** argv) {
 //     int exit_code = 0;
@@ -12,8 +13,6 @@
 //     ...
 #ifndef GRADWIRE_TOOLS_COMMAND_LINE_H_
 #define GRADWIRE_TOOLS_COMMAND_LINE_H_
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -97,8 +96,8 @@ inline constexpr int kMaxFlagFileNesting = 8;
 // True (after printing why, as "TOOL: --flagfile ...") when a file of the
 // comma-separated `list` exists and is not a regular file of at most
 // kMaxFlagFileBytes (lib/cache's ReadWholeFile, which does not wait on a
-// FIFO), or names another --flagfile (one line "--flagfile=..." of it, as
-// abseil reads them) that is, nested deeper than kMaxFlagFileNesting. A
+// FIFO), or one of its lines ("--flagfile=...", as abseil reads them) names
+// such a file, or the files nest more than kMaxFlagFileNesting deep. A
 // missing file is left to abseil, which says it cannot open it.
 inline bool HasBadFlagFileList(absl::string_view list, const char* tool, int depth) {
   for (absl::string_view path : absl::StrSplit(list, ',', absl::SkipEmpty())) {

@@ -373,12 +373,8 @@ TEST(IdxFileTest, GzipMembersReadWholeOrRefused) {
   const std::string dir = MakeTempDir("idxgz");
   const std::string idx = std::string{0, 0, 0x08, 2, 0, 0, 0, 3, 0, 0, 0, 4} + "abcdefghijkl";
   auto write = [&](const std::string& name, const std::string& bytes) {
-    const std::string path = dir + "/" + name;
-    FILE* f = fopen(path.c_str(), "wb");
-    EXPECT_NE(f, nullptr);
-    fwrite(bytes.data(), 1, bytes.size(), f);
-    fclose(f);
-    return path;
+    EXPECT_TRUE(WriteFileAtomically(dir, name, bytes).ok()) << name;
+    return dir + "/" + name;
   };
   const std::string one = Gzip(idx);
   for (const auto& [name, bytes] : std::vector<std::pair<std::string, std::string>>{
