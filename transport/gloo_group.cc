@@ -83,9 +83,7 @@ absl::Status GlooGroup::Fail(absl::Status status) {
   if (poison_.ok()) poison_ = status;
   // Closing our side makes peers blocked on us fail now with Unavailable
   // rather than after their full timeout.
-  if (context_ != nullptr) {
-    (void)CallGloo("closing connections", [&] { context_->closeConnections(); });
-  }
+  CloseConnections(context_.get());
   return status;
 }
 
