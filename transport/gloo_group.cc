@@ -13,6 +13,7 @@
 #include "gradwire/transport/direct_allgather.h"
 #include "gradwire/transport/gloo_connect.h"
 #include "gradwire/transport/gloo_status.h"
+#include "gradwire/transport/ring_allgather.h"
 
 namespace gradwire {
 namespace transport {
@@ -140,6 +141,13 @@ absl::Status GlooGroup::DirectGather(const uint8_t* mine, absl::Span<const uint6
                                     window, what, &arrivals);
   if (s.ok()) return s;
   return Fail(NameMissing(s, what, arrivals, world_ranks_, options_.timeout));
+}
+
+absl::Status GlooGroup::RingGather(const uint8_t* mine, absl::Span<const uint64_t> sizes,
+                                   uint8_t* out, const char* what) {
+  absl::Status s =
+      RingAllgatherv(context_.get(), NextTag(), mine, sizes, out, options_.timeout, what);
+  return s.ok() ? s : TransferFailed(s, /*ring=*/true);
 }
 
 absl::Status GlooGroup::TransferFailed(absl::Status s, bool ring) {

@@ -26,8 +26,13 @@
 //     storm, a debugger) between collectives is named on every survivor:
 //     "allgather: agreement round: rank 2 did not arrive within 30s
 //     (ranks [0, 1, 3] did)". Past the round, a direct gather names the
-//     ranks whose blocks did not come; a Gloo ring, the neighbours it
-//     waits on.
+//     ranks whose blocks did not come; a ring, the neighbours it waits on.
+//   - A failed collective leaves no receive posted into memory that is
+//     freed: our own rings and gathers close the connections before their
+//     buffers go (Gloo's allreduce and allgathers freed theirs while its
+//     event-loop thread could still be reading into them). Gloo's
+//     halving-doubling algorithms keep their buffers in the group, which
+//     closes its connections when it fails.
 //   - Teardown is explicit: call Close() on every rank before destroying a
 //     healthy group or exiting. A rank that exits right after the last
 //     collective can reset (TCP RST) a peer still finishing it -- observed
@@ -76,8 +81,9 @@ struct GroupOptions {
   uint64_t max_bytes_per_rank = uint64_t{1} << 31;
   // Groups of at most this many ranks gather allgatherv blocks of at most
   // direct_allgatherv_max_block_bytes directly: each rank sends its block
-  // to every peer at once, one message hop where Gloo's ring takes P - 1
-  // in sequence. Larger payloads take the ring: its one flow into each
+  // to every peer at once, one message hop where the ring
+  // (ring_allgather.h) takes P - 1 in sequence; Allgather follows the same
+  // rule. Larger payloads take the ring: its one flow into each
   // receiver uses a rate-limited link fully, where P - 1 flows converging
   // on one receiver did not (64 MiB blocks, 4 ranks, 1 Gbit/s tbf: 93 % of
   // the link by ring, 65 % direct). 0: always the ring. (The agreement
@@ -180,11 +186,14 @@ class GlooGroup {
 
   // Equal-size allgather: out = size() * mine.size() bytes, rank order.
   // Up to kInlineAllgatherBytes per rank ride in the agreement round (one
-  // round of messages instead of two).
+  // round of messages instead of two); larger blocks go direct or by ring
+  // as Allgatherv's do.
   absl::Status Allgather(absl::Span<const uint8_t> mine, absl::Span<uint8_t> out);
 
   // In place: data = elementwise sum over ranks. Every rank passes the
-  // same number of elements.
+  // same number of elements. kRing is sealed_ring.h's ring without an
+  // authenticator (its fixed summation order, the same bits on every
+  // rank); kHalvingDoubling is Gloo's.
   absl::Status AllreduceSum(absl::Span<float> data, AllreduceAlgorithm algorithm);
 
   // Reduce-scatter of the sum: rank r receives the elements
@@ -265,6 +274,10 @@ class GlooGroup {
   // and names the ranks whose blocks did not arrive.
   absl::Status DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
                             int window, const std::string& what);
+  // RingAllgatherv on this group's context; a failure poisons the group
+  // (TransferFailed).
+  absl::Status RingGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
+                          const char* what);
   bool UseDirectAllgather() const {
     return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
   }

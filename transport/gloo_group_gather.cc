@@ -6,11 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gloo/allgather.h"
-#include "gloo/allgatherv.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/gloo_status.h"
+#include "gradwire/transport/ring_allgather.h"
 
 namespace gradwire {
 namespace transport {
@@ -139,19 +138,7 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
     // The ring forwards every block but the next rank's; receives all but
     // ours.
     AddBytes(total - sizes[(rank_ + 1) % size_], total - sizes[rank_]);
-    std::vector<size_t> elements(sizes.begin(), sizes.end());
-    // Gloo wants a non-null input even for zero bytes.
-    static uint8_t empty_byte = 0;
-    uint8_t* in = mine.empty() ? &empty_byte : const_cast<uint8_t*>(mine.data());
-    absl::Status s = CallGloo("allgatherv", [&] {
-      gloo::AllgathervOptions opts(context_);
-      opts.setInput(in, mine.size());
-      opts.setOutput(out.data(), std::move(elements));
-      opts.setTag(NextTag());
-      opts.setTimeout(GlooTimeout(options_.timeout));
-      gloo::allgatherv(opts);
-    });
-    return s.ok() ? s : TransferFailed(s, /*ring=*/true);
+    return RingGather(mine.data(), sizes, out.data(), "allgatherv");
   });
 }
 
@@ -206,16 +193,13 @@ absl::Status GlooGroup::Allgather(absl::Span<const uint8_t> mine, absl::Span<uin
       }
       return absl::OkStatus();
     }
+    const std::vector<uint64_t> sizes(size_, mine.size());
     AddBytes(mine.size() * (size_ - 1), mine.size() * (size_ - 1));
-    absl::Status s = CallGloo("allgather", [&] {
-      gloo::AllgatherOptions opts(context_);
-      opts.setInput(const_cast<uint8_t*>(mine.data()), mine.size());
-      opts.setOutput(out.data(), out.size());
-      opts.setTag(NextTag());
-      opts.setTimeout(GlooTimeout(options_.timeout));
-      gloo::allgather(opts);
-    });
-    return s.ok() ? s : TransferFailed(s, /*ring=*/true);
+    if (UseDirectAllgatherv(sizes)) {
+      return DirectGather(mine.data(), sizes, out.data(), options_.receive_window,
+                          "allgather (direct)");
+    }
+    return RingGather(mine.data(), sizes, out.data(), "allgather");
   });
 }
 

@@ -4,20 +4,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "gloo/algorithm.h"
-#include "gloo/allreduce.h"
 #include "gloo/allreduce_halving_doubling.h"
-#include "gloo/math.h"
 #include "gloo/reduce_scatter.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/gloo_status.h"
+#include "gradwire/transport/sealed_ring.h"
 
 namespace gradwire {
 namespace transport {
 namespace {
 
-// Gloo's sum for floats, with the signature its options want.
-void SumFloats(void* c, const void* a, const void* b, size_t n) { gloo::sum<float>(c, a, b, n); }
+// Segment of AllreduceSum's ring: Gloo's own ring segment size.
+constexpr uint64_t kPlainRingSegmentBytes = 1 << 20;
 
 // Runs one of Gloo's bound-buffer algorithms (halving-doubling allreduce
 // and reduce-scatter). Those use a single member int as both the send and
@@ -60,21 +59,29 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
     GRADWIRE_RETURN_IF_ERROR(local);
     GRADWIRE_RETURN_IF_ERROR(CheckSameLength(all, world_ranks_, OpName(op), "elements"));
     if (n == 0 || size_ == 1) return absl::OkStatus();
-    // Both algorithms move about 2 (P-1)/P of the tensor each way.
-    const uint64_t moved = 2 * (size_ - 1) * n * sizeof(float) / size_;
-    AddBytes(moved, moved);
     absl::Status s;
     if (ring) {
-      s = CallGloo("allreduce (ring)", [&] {
-        gloo::AllreduceOptions opts(context_);
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        opts.setOutput(data.data(), n);
-        opts.setReduceFunction(&SumFloats);
-        opts.setTag(NextTag());
-        opts.setTimeout(GlooTimeout(options_.timeout));
-        gloo::allreduce(opts);
-      });
+      // The plain (unsealed) ring of sealed_ring.h, which closes the
+      // connections before its buffers go when it fails. (Gloo's own ring
+      // allreduce frees its segment buffers as its exception unwinds,
+      // while its loop thread may still be reading into them.) Chunks as
+      // even as they come; the segment size is fixed, so every rank
+      // posts the same receives.
+      std::vector<uint64_t> counts(size_, n / size_);
+      for (uint64_t r = 0; r < n % size_; ++r) ++counts[r];
+      SealedRingArgs args;
+      args.context = context_.get();
+      args.call = NextTag();
+      args.world_ranks = world_ranks_;
+      args.timeout = options_.timeout;
+      args.segment_bytes = kPlainRingSegmentBytes;
+      SealedRingStats stats;
+      s = SealedRing(args, RingPhases::kAllreduce, data, counts, &ring_scratch_, &stats);
+      AddBytes(stats.bytes_sent, stats.bytes_received);
     } else {
+      // About 2 (P-1)/P of the tensor each way.
+      const uint64_t moved = 2 * (size_ - 1) * n * sizeof(float) / size_;
+      AddBytes(moved, moved);
       const bool all_cached = AllCached(all);
       s = CallGloo("allreduce (halving-doubling)", [&] {
         if (!all_cached) {

@@ -68,7 +68,7 @@ class Ring {
   int64_t Bank(int64_t t) const { return (t - first_step_) % 2; }
   size_t Index(int64_t bank, uint64_t j) const { return bank * kmax_ + j; }
   float* Scratch(int64_t bank, uint64_t j) { return scratch_->data() + Index(bank, j) * stride_; }
-  uint8_t* Trailer(int64_t bank, uint64_t j) { return &trailers_[Index(bank, j) * trailer_]; }
+  uint8_t* Trailer(int64_t bank, uint64_t j) { return trailers_.data() + Index(bank, j) * trailer_; }
   // Where received message (t, j) lands and moves on from.
   float* Landing(int64_t t, uint64_t j) {
     return PartialSum(t) ? Scratch(Bank(t + 1), j) : data_.data() + SegmentOffset(RecvChunk(t), j);
@@ -134,7 +134,7 @@ Ring::Ring(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data
       offsets_(size_ + 1, 0),
       scratch_(scratch),
       stats_(stats),
-      trailer_(args.auth->trailer_bytes()) {
+      trailer_(args.auth != nullptr ? args.auth->trailer_bytes() : 0) {
   for (int c = 0; c < size_; ++c) offsets_[c + 1] = offsets_[c] + counts_[c];
   first_step_ = phases == RingPhases::kAllgather ? size_ - 1 : 0;
   last_step_ = phases == RingPhases::kReduceScatter ? size_ - 2 : 2 * size_ - 3;
@@ -179,12 +179,14 @@ absl::Status Ring::Authenticate(bool seal, const SealedChunkContext& context, co
 }
 
 bool Ring::Seal(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer) {
+  if (args_.auth == nullptr) return true;
   failure_ = Authenticate(/*seal=*/true, context, seg, e, trailer);
   return failure_.ok();
 }
 
 bool Ring::Verify(const SealedChunkContext& context, const float* seg, uint64_t e, uint8_t* trailer,
                   int64_t t) {
+  if (args_.auth == nullptr) return true;
   const absl::Status s = Authenticate(/*seal=*/false, context, seg, e, trailer);
   if (s.ok()) return true;
   const int from = args_.world_ranks[prev_];
@@ -213,8 +215,10 @@ void Ring::WaitSend(Op& op, Clock::time_point deadline) {
 void Ring::Send(Op& op, float* seg, uint64_t e, uint8_t* trailer, int64_t m) {
   op.send = context_->createUnboundBuffer(seg, e * sizeof(float));
   op.send->send(next_, Slot(m));
-  op.send_trailer = context_->createUnboundBuffer(trailer, trailer_);
-  op.send_trailer->send(next_, Slot(m) + 1);
+  if (trailer_ > 0) {
+    op.send_trailer = context_->createUnboundBuffer(trailer, trailer_);
+    op.send_trailer->send(next_, Slot(m) + 1);
+  }
   stats_->bytes_sent += e * sizeof(float) + trailer_;
 }
 
@@ -228,8 +232,10 @@ void Ring::PostReceives(int64_t upto, Clock::time_point deadline) {
     WaitSend(op, deadline);  // message (t - 1, j), and with it every earlier one, has left
     op.recv = context_->createUnboundBuffer(Landing(t, j), SegmentElements(c, j) * sizeof(float));
     op.recv->recv(prev_, Slot(next_post_));
-    op.recv_trailer = context_->createUnboundBuffer(Trailer(Bank(t + 1), j), trailer_);
-    op.recv_trailer->recv(prev_, Slot(next_post_) + 1);
+    if (trailer_ > 0) {
+      op.recv_trailer = context_->createUnboundBuffer(Trailer(Bank(t + 1), j), trailer_);
+      op.recv_trailer->recv(prev_, Slot(next_post_) + 1);
+    }
   }
 }
 
@@ -254,6 +260,7 @@ bool Ring::Process(int64_t m, Clock::time_point deadline) {
   if (j >= Segments(c)) return true;
   Op& op = ops_[Index(Bank(t + 1), j)];
   for (auto* recv : {&op.recv, &op.recv_trailer}) {
+    if (*recv == nullptr) continue;
     if (!(*recv)->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
       throw gloo::IoException("sealed ring: receive aborted");
     }
@@ -327,9 +334,12 @@ absl::Status Ring::Run(const char* what) {
 absl::Status SealedRing(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data,
                         absl::Span<const uint64_t> counts, std::vector<float>* scratch,
                         SealedRingStats* stats) {
-  const char* what = phases == RingPhases::kReduceScatter ? "reduce_scatter (sealed ring)"
-                     : phases == RingPhases::kAllgather   ? "allgather (sealed ring)"
-                                                          : "allreduce (sealed ring)";
+  const bool sealed = args.auth != nullptr;
+  const char* what = phases == RingPhases::kReduceScatter
+                         ? (sealed ? "reduce_scatter (sealed ring)" : "reduce_scatter (ring)")
+                     : phases == RingPhases::kAllgather
+                         ? (sealed ? "allgather (sealed ring)" : "allgather (ring)")
+                         : (sealed ? "allreduce (sealed ring)" : "allreduce (ring)");
   Ring ring(args, phases, data, counts, scratch, stats);
   return ring.Run(what);
 }

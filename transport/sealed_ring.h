@@ -19,6 +19,8 @@
 //     came, each receiver verifying it before copying it out.
 // Every rank therefore verifies every byte it takes in before using it, and
 // a rank without the job's key can neither add to a sum nor replace one.
+// Without an authenticator (args.auth null) the same ring runs plain: no
+// trailers, nothing sealed or verified (GlooGroup::AllreduceSum's ring).
 //
 // Arithmetic: chunk c is summed in ring order starting after its owner,
 //   ((x[c+1] + x[c+2]) + x[c+3]) + ... + x[c]   (ranks mod P, fp32),
@@ -50,6 +52,7 @@ struct SealedRingArgs {
   // The group's collective number (the same on every rank): picks the
   // messages' Gloo slots and is bound into every chunk's context.
   uint32_t call = 0;
+  // Null: the plain ring (no trailers).
   const ChunkAuthenticator* auth = nullptr;
   ChunkScope scope;
   // World rank of each group rank: sealers in the contexts, names in errors.

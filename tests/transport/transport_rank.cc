@@ -284,7 +284,8 @@ void RunAllgatherv(GlooGroup& g) {
 float Value(int rank, uint64_t i) { return static_cast<float>((rank + 1) * ((i % 97) + 1)); }
 
 void RunAllreduce(GlooGroup& g) {
-  const uint64_t sizes[] = {0, 1, 7, 1000, 4099, (1 << 18) + 5};
+  // The last spans several of the ring's 1 MiB segments per chunk.
+  const uint64_t sizes[] = {0, 1, 7, 1000, 4099, (1 << 18) + 5, (3 << 20) + 7};
   for (AllreduceAlgorithm algo :
        {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling}) {
     const char* algo_name = algo == AllreduceAlgorithm::kRing ? "ring" : "hd";

@@ -1,0 +1,79 @@
+#include "gradwire/transport/ring_allgather.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "gloo/common/error.h"
+#include "gloo/context.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
+#include "gradwire/transport/gloo_status.h"
+
+namespace gradwire {
+namespace transport {
+namespace {
+
+// Slot prefix of our messages (Gloo's algorithms use 0x01..0x08,
+// direct_allgather 0x20, sealed_ring 0x21); the low 24 bits number the
+// ring's steps.
+constexpr uint8_t kRingAllgatherSlotPrefix = 0x22;
+
+}  // namespace
+
+absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
+                            absl::Span<const uint64_t> sizes, uint8_t* out,
+                            absl::Duration timeout, absl::string_view what) {
+  const int rank = context->rank;
+  const int size = context->size;
+  std::vector<uint64_t> offsets(size + 1, 0);
+  for (int r = 0; r < size; ++r) offsets[r + 1] = offsets[r] + sizes[r];
+  if (sizes[rank] > 0) std::memcpy(out + offsets[rank], mine, sizes[rank]);
+  const int next = (rank + 1) % size;
+  const int prev = (rank + size - 1) % size;
+  auto block = [&](int t) { return (rank - t % size + size) % size; };
+  // Step t's messages travel on a slot of their own (P - 1 < 2^24 steps).
+  const uint64_t slot = gloo::Slot::build(kRingAllgatherSlotPrefix, tag);
+  // One buffer per step and direction, over the block's place in `out`.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> send(size), recv(size);
+  const auto deadline = std::chrono::steady_clock::now() + GlooTimeout(timeout);
+  absl::Status status = CallGloo(what, [&] {
+    // Every receive is posted at once: each lands in a block of its own,
+    // written by nothing else, and the left neighbour's sends then flow
+    // without waiting for a notice of each.
+    for (int t = 0; t < size - 1; ++t) {
+      const int b = block(t + 1);
+      if (sizes[b] == 0) continue;
+      recv[t] = context->createUnboundBuffer(out + offsets[b], sizes[b]);
+      recv[t]->recv(prev, slot + t);
+    }
+    for (int t = 0; t < size - 1; ++t) {
+      // Block b is ours (t = 0) or came in at step t - 1.
+      if (t > 0 && recv[t - 1] != nullptr &&
+          !recv[t - 1]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
+        throw gloo::IoException("ring allgather: receive aborted");
+      }
+      const int b = block(t);
+      if (sizes[b] == 0) continue;
+      send[t] = context->createUnboundBuffer(out + offsets[b], sizes[b]);
+      send[t]->send(next, slot + t);
+    }
+    if (recv[size - 2] != nullptr &&
+        !recv[size - 2]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
+      throw gloo::IoException("ring allgather: receive aborted");
+    }
+    for (int t = 0; t < size - 1; ++t) {
+      if (send[t] != nullptr && !send[t]->waitSend(nullptr, GlooTimeoutUntil(deadline))) {
+        throw gloo::IoException("ring allgather: send aborted");
+      }
+    }
+  });
+  // Receives not waited for may still be posted into `out`, sends from it:
+  // no pair may touch them once the buffers go.
+  if (!status.ok()) CloseConnections(context);
+  return status;
+}
+
+}  // namespace transport
+}  // namespace gradwire
