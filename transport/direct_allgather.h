@@ -1,5 +1,5 @@
 // Allgatherv with every block sent straight to every peer: one message hop
-// where Gloo's ring takes P - 1 in sequence (see
+// where the ring (ring_allgather.h) takes P - 1 in sequence (see
 // GroupOptions::direct_allgather_max_ranks). GlooGroup uses it for its
 // agreement round and for allgathervs of small blocks.
 //

@@ -95,7 +95,7 @@ absl::Status GlooGroup::Run(uint64_t op, bool agreement_round,
   call_ = CallStats();
   call_.op = OpName(op);
   // The agreement round sends our descriptor to, and takes one from, each
-  // peer (directly, or forwarded around Gloo's ring: the same bytes).
+  // peer (directly, or forwarded around the ring: the same bytes).
   const uint64_t round =
       agreement_round ? CallDescriptor::kEncodedBytes * static_cast<uint64_t>(size_ - 1) : 0;
   call_.bytes_sent = round;

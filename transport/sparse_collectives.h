@@ -67,7 +67,7 @@ class SparseCollectives {
 
   // Whether `group`'s own small Allgather (and agreement round) is one
   // direct round of concurrent messages (P <= GroupOptions::
-  // direct_allgather_max_ranks) rather than Gloo's ring of P - 1 steps.
+  // direct_allgather_max_ranks) rather than a ring of P - 1 steps.
   static bool GathersDirectly(const GlooGroup& group) { return group.UseDirectAllgather(); }
 
   // In place: data[i] = op over ranks of data[i]. Every rank passes the

@@ -4,9 +4,9 @@
 //   python3 tools/launch.py --nproc=4 -- bazel-bin/bench/transport/transport_bench [n=25600000]
 //       [reps=5] [json_out=PATH]
 //
-// Baseline: Gloo ring allreduce of n fp32 elements (default ResNet-50's
-// 25.6M). Every other figure is printed with its ratio to that baseline
-// measured in the same run:
+// Baseline: the ring allreduce (GlooGroup::AllreduceSum, kRing) of n fp32
+// elements (default ResNet-50's 25.6M). Every other figure is printed
+// with its ratio to that baseline measured in the same run:
 //   - halving-doubling allreduce of the same tensor;
 //   - the sparse exchange a top-k codec would do, as SparseAllgather
 //     does it: the size table inside GlooGroup's agreement round, then

@@ -68,7 +68,7 @@ inline bool ExpectOk(const absl::Status& s, const std::string& name) {
 inline absl::StatusOr<std::unique_ptr<GlooGroup>> NewGroup() {
   transport::GroupOptions options;
   options.timeout = absl::Milliseconds(env.Number("timeout_ms", 20000));
-  // direct_max=0: the group gathers by Gloo's ring, as above 16 ranks, so
+  // direct_max=0: the group gathers by ring, as above 16 ranks, so
   // the exchange agrees by recursive doubling.
   options.direct_allgather_max_ranks = env.Number("direct_max", 16);
   return GlooGroup::Create(env.rank(), env.world(),

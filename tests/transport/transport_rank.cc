@@ -177,7 +177,7 @@ std::unique_ptr<Job> Setup() {
   options.timeout =
       absl::Milliseconds(Arg("timeout_ms", absl::ToInt64Milliseconds(config->timeout)));
   options.max_bytes_per_rank = Arg("cap", options.max_bytes_per_rank);
-  // direct_max=0: Gloo's ring for allgatherv (the agreement round is
+  // direct_max=0: the ring (ring_allgather.h) for allgatherv (the agreement round is
   // always direct).
   options.direct_allgather_max_ranks =
       static_cast<int>(Arg("direct_max", options.direct_allgather_max_ranks));

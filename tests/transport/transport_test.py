@@ -566,7 +566,7 @@ def test_garbage_connections():
 
 TESTS = [
     *[(f"allgatherv_{n}_ranks", test_allgatherv(n)) for n in (2, 3, 5, 8)],
-    # Gloo's ring (groups above GroupOptions::direct_allgather_max_ranks).
+    # The ring (groups above GroupOptions::direct_allgather_max_ranks).
     *[(f"allgatherv_{n}_ranks_ring", test_allgatherv(n, "direct_max=0")) for n in (3, 5)],
     # Every allgatherv block direct, the 1 MiB ones included.
     ("allgatherv_5_ranks_all_direct", test_allgatherv(5, "direct_block=1000000000")),

@@ -15,7 +15,7 @@ PowerSGD rank 1 and 4) run on the same cluster, same profile, same run.
         --hierarchical both --ranks_per_host 2
 
 Methods: the library's compression spec strings (lib/codec/compression_spec.h),
-separated by ';' because specs contain commas: "none" (dense Gloo ring
+separated by ';' because specs contain commas: "none" (dense ring
 allreduce), "topk:ratio=0.01", "approx_topk:ratio=0.001", "randomk:ratio=0.01",
 "qsgd:bits=4", "sign", "fp16", "bf16", with any further settings
 ("topk:ratio=0.01,values=fp16,indices=raw"). --hierarchical off|on|both runs

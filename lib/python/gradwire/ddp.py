@@ -19,7 +19,7 @@ job secret and settings (spec, warm-up, momentum, ...): a mismatch raises
 gradwire.MismatchError on every rank, before any training step.
 
 What it does with each GradBucket (DDP's fused, flattened gradients):
-- Iterations < warmup_iters: dense averaging (Gloo ring allreduce), like
+- Iterations < warmup_iters: dense averaging (the sealed ring allreduce), like
   DGC's and PowerSGD's warm-up; at least 1, because DDP rebuilds its
   buckets after the first iteration and residuals are tied to a bucket's
   length.
