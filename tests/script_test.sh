@@ -10,6 +10,18 @@
 # __cxa_throw interceptor needs it already loaded). Leak reports are off
 # for these processes: the interpreter does not free its own memory at
 # exit. The C++ tests report leaks as before.
+#
+# Under the tsan config (GRADWIRE_TSAN), a TSan-built extension cannot be
+# dlopen'ed by an interpreter started without TSan ("cannot allocate memory
+# in static TLS block"), so Python starts through a wrapper
+# ($GRADWIRE_PYTHON, which every script test's python honours) that
+# preloads TSan's runtime; the Pythons it spawns inherit the preload. (bash
+# and sh crash with TSan preloaded: the scripts themselves run without.)
+# Debian's torch, gRPC and absl are not instrumented: TSan sees only the
+# interceptors they call, not their synchronization, and reported races
+# between torch's own threads (ProcessGroupGloo destroying a condition
+# variable its worker thread signalled): a report with a frame in one of
+# those libraries is suppressed; one between frames of ours is not.
 set -euo pipefail
 script="$1"
 shift
@@ -28,5 +40,22 @@ if [ -n "${GRADWIRE_ASAN:-}" ]; then
   stdcxx="$(runtime libstdc++.so.6)"
   export LD_PRELOAD="$asan $stdcxx${LD_PRELOAD:+ $LD_PRELOAD}"
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
+if [ -n "${GRADWIRE_TSAN:-}" ]; then
+  tsan="$(runtime libtsan.so)"
+  dir="${TEST_TMPDIR:?}/tsan-python"
+  mkdir -p "$dir"
+  for lib in libtorch_cpu.so libtorch_python.so libc10.so libgomp.so libgrpc.so libgrpc++.so \
+             libgpr.so libabsl_; do
+    echo "race:$lib"
+  done > "$dir/tsan.supp"
+  # A Python script, not a shell one: a Python child of a preloaded
+  # Python inherits the preload, which a shell would not survive.
+  printf '%s\n' '#!/usr/bin/python3' 'import os, sys' \
+    "os.environ['LD_PRELOAD'] = '$tsan'" \
+    "os.execv('/usr/bin/python3', ['/usr/bin/python3'] + sys.argv[1:])" > "$dir/python3"
+  chmod +x "$dir/python3"
+  export GRADWIRE_PYTHON="$dir/python3"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS }suppressions=$dir/tsan.supp"
 fi
 exec bash "$script" "$@"

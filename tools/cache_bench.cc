@@ -52,6 +52,8 @@ ABSL_FLAG(int, depth, 0, "prefetch depth in samples; 0 = latency x bandwidth / s
 ABSL_FLAG(double, link_mbit, 200,
           "shaped link rate (Mbit/s): the % column and the depth's bandwidth");
 ABSL_FLAG(int, direct_samples, 200, "samples read one round trip each (remote direct baseline)");
+ABSL_FLAG(double, call_timeout_s, 10,
+          "deadline of each call to the data server, seconds (0.001 to 3600)");
 ABSL_FLAG(bool, disk_sync, true, "fdatasync + directory fsync per disk-tier publish");
 
 namespace {
@@ -175,6 +177,10 @@ int main(int argc, char** argv) {
                              absl::GetFlag(FLAGS_depth), ", ", absl::GetFlag(FLAGS_direct_samples),
                              ")"));
   }
+  const double call_timeout_s = absl::GetFlag(FLAGS_call_timeout_s);
+  if (!(call_timeout_s >= 0.001 && call_timeout_s <= 3600)) {
+    return Fail(absl::StrCat("--call_timeout_s must be in 0.001..3600 (got ", call_timeout_s, ")"));
+  }
   std::vector<Config> configs;
   for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_configs), ',', absl::SkipEmpty())) {
     std::vector<std::string> parts = absl::StrSplit(c, ':');
@@ -202,7 +208,7 @@ int main(int argc, char** argv) {
   RemoteTier::Options ro;
   ro.target = target;
   ro.token = *token;
-  ro.call_timeout = absl::Seconds(10);
+  ro.call_timeout = absl::Seconds(call_timeout_s);
   ro.read_timeout = absl::Seconds(60);
   auto connected = RemoteTier::Connect(ro);
   if (!connected.ok()) return Fail(connected.status().ToString());

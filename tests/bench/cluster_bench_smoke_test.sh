@@ -6,7 +6,7 @@
 set -euo pipefail
 here="${TEST_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)/bazel-bin/tests/bench/cluster_bench_smoke_test.runfiles}/gradwire"
 out="${TEST_TMPDIR:-$(mktemp -d)}/bench"
-py=/usr/bin/python3
+py="${GRADWIRE_PYTHON:-/usr/bin/python3}"
 [ -x "$py" ] || py=python3
 peers="none,powersgd4"
 if ! "$py" -c "import torch" 2>/dev/null; then

@@ -39,9 +39,16 @@ for _ in $(seq 1 300); do [ -s "$work/port" ] && break; sleep 0.1; done
 # --disk_dir is the dataset's own directory: cache_bench works in a
 # directory it makes there and removes only that, so the dataset stays.
 find "$work/data" -printf '%P %s\n' | sort > "$work/data-before.txt"
+# A smoke test, not a timing: calls may take their time (under --config=tsan
+# a batch of 512 samples took longer than the default 10 s).
 "$bin/cache_bench" --target="127.0.0.1:$(cat "$work/port")" --token_file="$work/token" \
   --data_dir="$work/data" --disk_dir="$work/data" --epochs=2 --configs=fill_once:25:25 \
-  --direct_samples=20 --link_mbit=1000 | tee "$work/out.txt"
+  --direct_samples=20 --link_mbit=1000 --call_timeout_s=300 | tee "$work/out.txt"
+# A bad deadline is refused with its name.
+if out="$("$bin/cache_bench" --target=127.0.0.1:1 --token_file="$work/token" \
+    --data_dir="$work/data" --call_timeout_s=0 2>&1)" || [[ "$out" != *"--call_timeout_s"* ]]; then
+  echo "FAIL: --call_timeout_s=0 was not refused: $out"; exit 1
+fi
 find "$work/data" -printf '%P %s\n' | sort > "$work/data-after.txt"
 cmp -s "$work/data-before.txt" "$work/data-after.txt" || {
   echo "FAIL: --disk_dir's contents changed:"; diff "$work/data-before.txt" "$work/data-after.txt"
