@@ -25,7 +25,7 @@ namespace {
 // of a Communicator must compute, bit for bit (docs/communicator.md):
 // compressed: each rank's ErrorFeedback::Encode of its own gradient, the
 // frames decoded in rank order into zeros, then sum / P; dense: the sum
-// in rank order, then / P (equal to Gloo's ring sum for two ranks, where
+// in rank order, then / P (equal to the ring's sum for two ranks, where
 // every element is one addition a + b). Keeps one residual per (rank,
 // bucket), like the ranks do, so it can follow a whole training run.
 // float16/bfloat16 buffers are widened and rounded back as the

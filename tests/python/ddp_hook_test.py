@@ -391,7 +391,7 @@ def rank_main(args):
                                       o.numpy(), "compressed", divisor=float(world))
                 out[a:b] = o
             return True
-        # Dense: Gloo's ring sums each chunk in its own cyclic order. Keep
+        # Dense: the sealed ring sums each chunk in its own cyclic order. Keep
         # the first candidate and report whether every element equals one.
         cands = []
         for start in range(world):
@@ -555,7 +555,7 @@ def momentum_reference(gradwire, torch, args, state, records, gathered, world, r
                        param_sizes):
     """Replays DGC momentum correction (gradwire.ddp, module doc) for every
     rank in one process, with the same torch operations on the same slices
-    and gradwire.ReferenceExchange for the exchanges (2 ranks: Gloo's ring
+    and gradwire.ReferenceExchange for the exchanges (2 ranks: the ring's
     sum a + b is the reference's rank-order sum), and compares this rank's
     hook outputs bit for bit. Velocities are kept per parameter, as
     torch.optim.SGD keeps momentum, so DDP's bucket rebuild after iteration
