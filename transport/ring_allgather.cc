@@ -23,8 +23,8 @@ constexpr uint8_t kRingAllgatherSlotPrefix = 0x22;
 }  // namespace
 
 absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
-                            absl::Span<const uint64_t> sizes, uint8_t* out,
-                            absl::Duration timeout, absl::string_view what) {
+                            absl::Span<const uint64_t> sizes, uint8_t* out, absl::Duration timeout,
+                            absl::string_view what) {
   const int rank = context->rank;
   const int size = context->size;
   std::vector<uint64_t> offsets(size + 1, 0);

@@ -27,18 +27,13 @@
 namespace gradwire {
 namespace transport {
 
-// Gathers every rank's block of `context`'s group (size > 1) in rank order
-// into `out`. `sizes` (identical on every rank) holds each rank's block
-// size; `mine` holds sizes[context->rank] bytes and `out` their sum.
-// Zero-byte blocks are not sent (both sides know the sizes). `tag` keeps
-// concurrent exchanges apart (every rank passes the same). One deadline
-// for the whole ring, `timeout` from the call. Errors (DeadlineExceeded
-// for a timeout, Unavailable for a closed connection, as CallGloo maps
-// them) start with `what`; on failure `out` is partly written and the
-// context's connections are closed.
+// DirectAllgatherv's gather (direct_allgather.h: the same `sizes`, `mine`,
+// `out`, `tag`, one deadline and `what`) for a group of size > 1, by ring,
+// with no window and no report of who arrived. On failure `out` is partly
+// written and the context's connections are closed.
 absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
-                            absl::Span<const uint64_t> sizes, uint8_t* out,
-                            absl::Duration timeout, absl::string_view what);
+                            absl::Span<const uint64_t> sizes, uint8_t* out, absl::Duration timeout,
+                            absl::string_view what);
 
 }  // namespace transport
 }  // namespace gradwire

@@ -68,7 +68,9 @@ class Ring {
   int64_t Bank(int64_t t) const { return (t - first_step_) % 2; }
   size_t Index(int64_t bank, uint64_t j) const { return bank * kmax_ + j; }
   float* Scratch(int64_t bank, uint64_t j) { return scratch_->data() + Index(bank, j) * stride_; }
-  uint8_t* Trailer(int64_t bank, uint64_t j) { return trailers_.data() + Index(bank, j) * trailer_; }
+  uint8_t* Trailer(int64_t bank, uint64_t j) {
+    return trailers_.data() + Index(bank, j) * trailer_;
+  }
   // Where received message (t, j) lands and moves on from.
   float* Landing(int64_t t, uint64_t j) {
     return PartialSum(t) ? Scratch(Bank(t + 1), j) : data_.data() + SegmentOffset(RecvChunk(t), j);
