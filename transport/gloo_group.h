@@ -274,6 +274,13 @@ class GlooGroup {
   // and names the ranks whose blocks did not arrive.
   absl::Status DirectGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
                             int window, const std::string& what);
+  // The ring allreduces' chunks of n elements, as even as they come: the
+  // first n % P ranks own one more.
+  std::vector<uint64_t> EvenChunks(uint64_t n) const {
+    std::vector<uint64_t> counts(size_, n / size_);
+    for (uint64_t r = 0; r < n % size_; ++r) ++counts[r];
+    return counts;
+  }
   // RingAllgatherv on this group's context; a failure poisons the group
   // (TransferFailed).
   absl::Status RingGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,

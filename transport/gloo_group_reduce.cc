@@ -64,11 +64,9 @@ absl::Status GlooGroup::AllreduceSum(absl::Span<float> data, AllreduceAlgorithm 
       // The plain (unsealed) ring of sealed_ring.h, which closes the
       // connections before its buffers go when it fails. (Gloo's own ring
       // allreduce frees its segment buffers as its exception unwinds,
-      // while its loop thread may still be reading into them.) Chunks as
-      // even as they come; the segment size is fixed, so every rank
-      // posts the same receives.
-      std::vector<uint64_t> counts(size_, n / size_);
-      for (uint64_t r = 0; r < n % size_; ++r) ++counts[r];
+      // while its loop thread may still be reading into them.) The
+      // segment size is fixed, so every rank posts the same receives.
+      const std::vector<uint64_t> counts = EvenChunks(n);
       SealedRingArgs args;
       args.context = context_.get();
       args.call = NextTag();

@@ -50,10 +50,7 @@ absl::Status CheckSamePayload(const std::vector<CallDescriptor>& all,
 
 absl::Status GlooGroup::SealedAllreduceSum(absl::Span<float> data, const ChunkAuthenticator& auth,
                                            const ChunkScope& scope) {
-  // Chunks as even as they come: the first n % P ranks own one more.
-  std::vector<uint64_t> counts(size_, data.size() / size_);
-  for (uint64_t r = 0; r < data.size() % size_; ++r) ++counts[r];
-  return SealedImpl(kSealedAllreduce, data, counts, auth, scope);
+  return SealedImpl(kSealedAllreduce, data, EvenChunks(data.size()), auth, scope);
 }
 
 absl::Status GlooGroup::SealedReduceScatterSum(absl::Span<float> data,

@@ -32,7 +32,8 @@ absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t*
   if (sizes[rank] > 0) std::memcpy(out + offsets[rank], mine, sizes[rank]);
   const int next = (rank + 1) % size;
   const int prev = (rank + size - 1) % size;
-  auto block = [&](int t) { return (rank - t % size + size) % size; };
+  // The block rank sends at step t (0 <= t < P), and receives at step t - 1.
+  auto block = [&](int t) { return (rank - t + size) % size; };
   // Step t's messages travel on a slot of their own (P - 1 < 2^24 steps).
   const uint64_t slot = gloo::Slot::build(kRingAllgatherSlotPrefix, tag);
   // One buffer per step and direction, over the block's place in `out`.
@@ -48,21 +49,19 @@ absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t*
       recv[t] = context->createUnboundBuffer(out + offsets[b], sizes[b]);
       recv[t]->recv(prev, slot + t);
     }
-    for (int t = 0; t < size - 1; ++t) {
-      // Block b is ours (t = 0) or came in at step t - 1.
-      if (t > 0 && recv[t - 1] != nullptr &&
-          !recv[t - 1]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
+    auto wait_receive = [&](int t) {
+      if (recv[t] != nullptr && !recv[t]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
         throw gloo::IoException("ring allgather: receive aborted");
       }
+    };
+    for (int t = 0; t < size - 1; ++t) {
+      if (t > 0) wait_receive(t - 1);  // block(t) is ours at t = 0, else came in at t - 1
       const int b = block(t);
       if (sizes[b] == 0) continue;
       send[t] = context->createUnboundBuffer(out + offsets[b], sizes[b]);
       send[t]->send(next, slot + t);
     }
-    if (recv[size - 2] != nullptr &&
-        !recv[size - 2]->waitRecv(nullptr, GlooTimeoutUntil(deadline))) {
-      throw gloo::IoException("ring allgather: receive aborted");
-    }
+    wait_receive(size - 2);
     for (int t = 0; t < size - 1; ++t) {
       if (send[t] != nullptr && !send[t]->waitSend(nullptr, GlooTimeoutUntil(deadline))) {
         throw gloo::IoException("ring allgather: send aborted");
