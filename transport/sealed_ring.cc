@@ -336,14 +336,12 @@ absl::Status Ring::Run(const char* what) {
 absl::Status SealedRing(const SealedRingArgs& args, RingPhases phases, absl::Span<float> data,
                         absl::Span<const uint64_t> counts, std::vector<float>* scratch,
                         SealedRingStats* stats) {
-  const bool sealed = args.auth != nullptr;
-  const char* what = phases == RingPhases::kReduceScatter
-                         ? (sealed ? "reduce_scatter (sealed ring)" : "reduce_scatter (ring)")
-                     : phases == RingPhases::kAllgather
-                         ? (sealed ? "allgather (sealed ring)" : "allgather (ring)")
-                         : (sealed ? "allreduce (sealed ring)" : "allreduce (ring)");
+  const std::string what = absl::StrCat(phases == RingPhases::kReduceScatter ? "reduce_scatter"
+                                        : phases == RingPhases::kAllgather   ? "allgather"
+                                                                             : "allreduce",
+                                        args.auth != nullptr ? " (sealed ring)" : " (ring)");
   Ring ring(args, phases, data, counts, scratch, stats);
-  return ring.Run(what);
+  return ring.Run(what.c_str());
 }
 
 }  // namespace transport
