@@ -86,7 +86,7 @@ Encoded RefQuantize(const std::vector<float>& g, const std::vector<float>* e, bo
         code = SignCode(acc[i]);
         decoded = SignDecode(code, scale);
       } else {
-        code = QsgdQuantize(acc[i], scale, m, UnitFloat(ElementHash(rounding, i)));
+        code = QsgdQuantizeScaled(acc[i], scale, m, UnitFloat(RoundingHash(rounding, i)));
         decoded = QsgdDequantize(code, scale, m);
       }
       OrPackedCode(out.values.data(), i, code, bits);
@@ -438,6 +438,47 @@ TEST(CpuClonesTest, DenseAveragesMatchDecodeIntoZerosThenDivide) {
             EXPECT_SAME_FLOATS(want, got) << "qsgd bits " << bits << " bucket " << bucket;
           }
         }
+      }
+    }
+  }
+}
+
+// Buckets whose grid divides (QsgdGridFor: M / (2s) not a normal float)
+// amid buckets whose grid multiplies, in the vector loops too: a bucket of
+// small float denormals (M / (2s) overflows) and one holding -FLT_MAX (M / (2s)
+// a denormal up to 3 bits; no clamp-free path either, 2s overflows).
+TEST(CpuClonesTest, QsgdBucketsWhoseGridDividesMatchReference) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (uint32_t bucket : {64u, 512u}) {
+    const uint64_t n = 4 * bucket + 37;
+    for (uint32_t bits = 1; bits <= 8; ++bits) {
+      for (bool ef : {false, true}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "bucket " << bucket << " bits " << bits << " ef " << ef);
+        std::vector<float> g = Finite(n, rng), e0(n, 0.0f);
+        for (uint64_t i = bucket; i < 2 * bucket; ++i) {
+          g[i] = Bits(static_cast<uint32_t>(1 + rng() % 0x400u) | (rng() % 2 ? 0x80000000u : 0u));
+        }
+        g[2 * bucket + rng() % bucket] = -std::numeric_limits<float>::max();
+        if (ef) {
+          e0 = Finite(n, rng);
+          for (uint64_t i = bucket; i < 2 * bucket; ++i) e0[i] = 0.0f;
+          for (uint64_t i = 2 * bucket; i < 3 * bucket; ++i) e0[i] = 0.0f;
+        }
+        const uint64_t seed = rng(), step = rng() % 1000;
+        float tiny = 0.0f;  // below 2^-139, so M / (2 tiny) > 2^138 overflows
+        for (uint64_t i = bucket; i < 2 * bucket; ++i) tiny = std::max(tiny, AbsF(g[i]));
+        ASSERT_TRUE(QsgdGridFor(tiny, QsgdMaxCode(bits)).by_division);
+        ASSERT_EQ(QsgdGridFor(std::numeric_limits<float>::max(), QsgdMaxCode(bits)).by_division,
+                  bits <= 3);
+        const Encoded want = RefQuantize(g, ef ? &e0 : nullptr, false, bits, bucket, seed, step);
+        Encoded got;
+        got.scales.assign(4 * BucketCount(n, bucket), 0xee);
+        got.values.assign(PackedBytes(n, bits), 0xee);
+        if (ef) got.residual = e0;
+        QsgdCompress(g.data(), ef ? got.residual.data() : nullptr, n, bits, bucket, seed, step,
+                     got.scales.data(), got.values.data(), &got.stats);
+        ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
       }
     }
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -239,14 +240,14 @@ TEST(QsgdMathTest, LevelsSpanScaleAndQuantizeIsUnbiased) {
     EXPECT_EQ(QsgdDequantize(0, scale, m), -scale);
     EXPECT_EQ(QsgdDequantize(m, scale, m), scale);
     EXPECT_EQ(QsgdDequantize(m, 0.0f, m), 0.0f);
-    EXPECT_FALSE(std::isnan(QsgdDequantize(QsgdQuantize(0.0f, 0.0f, m, 0.5f), 0.0f, m)));
+    EXPECT_FALSE(std::isnan(QsgdDequantize(QsgdQuantizeScaled(0.0f, 0.0f, m, 0.5f), 0.0f, m)));
     std::uniform_real_distribution<float> dist(-scale, scale);
     for (int t = 0; t < 20; ++t) {
       const float x = dist(rng);
       const int kDraws = 20000;
       double sum = 0;
       for (int d = 0; d < kDraws; ++d) {
-        const uint32_t code = QsgdQuantize(x, scale, m, UnitFloat(rng()));
+        const uint32_t code = QsgdQuantizeScaled(x, scale, m, UnitFloat(rng()));
         ASSERT_LE(code, m);
         const float v = QsgdDequantize(code, scale, m);
         ASSERT_LE(std::fabs(v - x), 2 * scale / m * 1.0001f) << x << " bits " << bits;
@@ -256,6 +257,123 @@ TEST(QsgdMathTest, LevelsSpanScaleAndQuantizeIsUnbiased) {
       EXPECT_NEAR(sum / kDraws, x, 5 * (scale / m) / std::sqrt(double{kDraws}) + 1e-6)
           << "bits " << bits;
     }
+  }
+}
+
+// QsgdGridFor: c is M / (2s) rounded toward zero, wherever it is a
+// normal float, and the grid divides exactly where RN(M / (2s)) is not one.
+// Every |x| <= s then lies in [0, M] on the grid, the clamps unneeded.
+TEST(QsgdGridTest, PerUnitRoundsTowardZeroAndKeepsPositionsInRange) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<float> scales = {1.0f,
+                               3.5f,
+                               1e-45f,
+                               1e-40f,
+                               std::numeric_limits<float>::min(),
+                               std::numeric_limits<float>::max(),
+                               1e38f,
+                               0.1f};
+  for (int i = 0; i < 4000; ++i) {
+    // Any positive finite float, every exponent alike.
+    scales.push_back(BitsFloat(1u + static_cast<uint32_t>(rng() % 0x7f7fffffu)));
+  }
+  int divided = 0, multiplied = 0;
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    const uint32_t m = QsgdMaxCode(bits);
+    const double half = 0.5 * m;
+    for (const float s : scales) {
+      const QsgdGrid g = QsgdGridFor(s, m);
+      ASSERT_EQ(g.scale, s);
+      ASSERT_EQ(g.half, static_cast<float>(half));
+      const float rn = static_cast<float>(half) / s;
+      const bool normal = std::isnormal(rn);
+      if (!normal) {
+        ASSERT_TRUE(g.by_division) << s << " bits " << bits;
+        ++divided;
+      } else if (!g.by_division) {
+        ++multiplied;
+        ASSERT_TRUE(std::isnormal(g.per_unit));
+        // c <= M / (2s) < next float above c.
+        ASSERT_LE(static_cast<double>(g.per_unit) * s, half) << s << " bits " << bits;
+        const float up = std::nextafter(g.per_unit, std::numeric_limits<float>::infinity());
+        ASSERT_GT(static_cast<double>(up) * s, half) << s << " bits " << bits;
+      } else {
+        // Only RZ's step below the smallest normal may divide here.
+        ASSERT_EQ(rn, std::numeric_limits<float>::min()) << s << " bits " << bits;
+      }
+      std::uniform_real_distribution<float> unit(-1.0f, 1.0f);  // (-s, s) overflows at FLT_MAX
+      const float prev = std::nextafter(s, 0.0f);
+      for (const float x : {s, -s, prev, -prev, 0.0f, -0.0f, s * unit(rng), s * unit(rng)}) {
+        const float t = QsgdPosition(x, g);
+        ASSERT_GE(t, 0.0f) << x << " scale " << s << " bits " << bits;
+        ASSERT_LE(t, static_cast<float>(m)) << x << " scale " << s << " bits " << bits;
+      }
+      // The ends of the range lie within M * 2^-24 of the end levels (c
+      // is one rounding below M / (2s)), so they take the end codes but
+      // for the rarest u; zero sits at M/2 exactly on either grid.
+      ASSERT_EQ(QsgdQuantize(s, g, m, 0.999f), m) << s << " bits " << bits;
+      ASSERT_EQ(QsgdQuantize(-s, g, m, 0.001f), 0u) << s << " bits " << bits;
+      ASSERT_EQ(QsgdPosition(0.0f, g), static_cast<float>(half));
+    }
+  }
+  // Both ways ran: the extremes divide, ordinary scales multiply.
+  EXPECT_GT(divided, 100);
+  EXPECT_GT(multiplied, 20000);
+  EXPECT_TRUE(QsgdGridFor(1e-45f, 255).by_division);
+  EXPECT_TRUE(QsgdGridFor(std::numeric_limits<float>::max(), 1).by_division);
+  EXPECT_FALSE(QsgdGridFor(std::numeric_limits<float>::max(), 255).by_division);
+  EXPECT_FALSE(QsgdGridFor(1.0f, 1).by_division);
+}
+
+// RoundingHash's uniforms: for pairs of elements d apart within one step
+// (d from 1 to 4096), the joint histogram of their top four bits each
+// (256 cells) is what independent uniforms give: the chi-square statistics
+// of all keys and distances, summed, at most five standard deviations
+// above their mean. A single round on consecutive indices (no stride)
+// came out eight above; with the stride, eight seeds gave -0.9 to +1.0.
+TEST(RoundingHashTest, NeighboursLookIndependentWithinAStep) {
+  GRADWIRE_SEEDED_RNG(rng);
+  constexpr uint32_t kN = 1u << 22;
+  const uint32_t kDistances[] = {1, 2, 3, 4, 8, 16, 256, 4096};
+  std::vector<uint32_t> h(kN);
+  double sum = 0;
+  int stats = 0;
+  for (int key_index = 0; key_index < 3; ++key_index) {
+    const ElementKey key = RoundingKey(rng(), rng() % 1000);
+    for (uint32_t i = 0; i < kN; ++i) h[i] = RoundingHash(key, i);
+    std::vector<double> marginal(16, 0);
+    for (uint32_t i = 0; i < kN; ++i) ++marginal[h[i] >> 28];
+    for (double c : marginal) EXPECT_NEAR(c, kN / 16.0, 6 * std::sqrt(kN / 16.0));
+    for (uint32_t d : kDistances) {
+      std::vector<double> cells(256, 0);
+      for (uint32_t i = 0; i + d < kN; ++i) ++cells[(h[i] >> 28) * 16 + (h[i + d] >> 28)];
+      const double expected = (kN - d) / 256.0;
+      double chi = 0;
+      for (double c : cells) chi += (c - expected) * (c - expected) / expected;
+      sum += chi;
+      ++stats;
+    }
+  }
+  const double dof = 255.0 * stats;
+  EXPECT_LT(sum, dof + 5 * std::sqrt(2 * dof)) << "over " << stats << " statistics";
+  std::printf("chi-square %.0f for %.0f degrees of freedom\n", sum, dof);
+}
+
+// Each index's rounding hash is exactly uniform over steps' keys (the
+// adding key): over 2^16 keys, its top eight bits fill 256 cells evenly.
+TEST(RoundingHashTest, UniformOverStepsAtEveryIndex) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t seed = rng();
+  for (uint64_t index : {uint64_t{0}, uint64_t{1}, uint64_t{12345}, uint64_t{0xffffffff}}) {
+    std::vector<double> cells(256, 0);
+    constexpr int kSteps = 1 << 16;
+    for (int step = 0; step < kSteps; ++step) {
+      ++cells[RoundingHash(RoundingKey(seed, step), index) >> 24];
+    }
+    double chi = 0;
+    const double expected = kSteps / 256.0;
+    for (double c : cells) chi += (c - expected) * (c - expected) / expected;
+    EXPECT_LT(chi, 255 + 5 * std::sqrt(2 * 255.0)) << "index " << index;
   }
 }
 

@@ -65,6 +65,21 @@ GRADWIRE_CPU_INLINE void HashRun(const ElementKey& key, uint64_t first, uint64_t
   for (; j < count; ++j) out[j] = ElementHash(key, first + j);
 }
 
+// out[j] = RoundingHash(key, first + j) for j < count (key.bits == 32).
+GRADWIRE_CPU_INLINE void RoundingHashRun(const ElementKey& key, uint64_t first, uint64_t count,
+                                         uint32_t* out) {
+  HashU32x8 x = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} * kRoundingStride +
+                (static_cast<uint32_t>(first) * kRoundingStride + key.add);
+  uint64_t j = 0;
+  for (; j + 8 <= count; j += 8) {
+    HashU32x8 h = x ^ key.mix;
+    HashRound8<true, false>(key, &h);
+    memcpy(out + j, &h, sizeof h);
+    x += 8 * kRoundingStride;
+  }
+  for (; j < count; ++j) out[j] = RoundingHash(key, first + j);
+}
+
 #if GRADWIRE_CPU_V4_FUNCTIONS
 GRADWIRE_CPU_V4_BEGIN
 // The same sixteen lanes at a time, in AVX-512 registers, for the loops

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gradwire/kernels/cpu/clones_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
 #include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/qsgd_packing.h"
 #include "gradwire/kernels/element_math.h"
@@ -44,16 +45,17 @@ GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uin
   return BitsFloat(max);
 }
 
-// One element of QsgdBlock: its code (QsgdQuantize, branch-free) and, if
-// res is not null, its residual; `hash` is ElementHash of its index.
-GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, float scale, float top, float half,
+// One element of QsgdBlock: its code (QsgdQuantize, branch-free but for
+// the grid's fallback) and, if res is not null, its residual; `hash` is
+// RoundingHash of its index.
+GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, const QsgdGrid& grid, float top,
                                          const QsgdLevelCoefficients& levels, int32_t m,
                                          float* res) {
   // UnitFloat: the hash's top 24 bits, exact as an int32 too.
   const float u = static_cast<float>(static_cast<int32_t>(hash >> 8)) * 5.9604644775390625e-8f;
   // The position on the level grid, clamped to [0, M]: NaN and t <= 0
   // give code 0, t >= M gives M (its frac is 0).
-  float t = MulRn(a / scale + 1.0f, half);
+  float t = QsgdPosition(a, grid);
   t = t > 0.0f ? t : 0.0f;
   t = t < top ? t : top;
   const int32_t lo = static_cast<int32_t>(t);
@@ -61,7 +63,7 @@ GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, float scale, fl
   const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
   // QsgdDequantize without a lookup or a division (qsgd_levels.h).
   const float level = QsgdLevelOf(static_cast<int32_t>(2 * code) - m, levels);
-  if (res != nullptr) *res = ResidualAfter(a, MulRn(level, scale));
+  if (res != nullptr) *res = ResidualAfter(a, MulRn(level, grid.scale));
   return code;
 }
 
@@ -73,19 +75,47 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
                                    uint64_t rounding, float scale, uint32_t max_code,
                                    uint8_t* codes) {
   uint32_t hash[kBlock];
-  HashRun<true>(MakeElementKey(rounding, 32), first, count, hash);
+  RoundingHashRun(MakeElementKey(rounding, 32), first, count, hash);
+  const QsgdGrid grid = QsgdGridFor(scale, max_code);
   const float top = static_cast<float>(max_code);
-  const float half = 0.5f * top;
   const int32_t m = static_cast<int32_t>(max_code);
   const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   for (uint64_t i = 0; i < count; ++i) {
-    codes[i] = static_cast<uint8_t>(QsgdElement(acc[i], hash[i], scale, top, half, levels, m,
-                                                kHasResidual ? res + i : nullptr));
+    codes[i] = static_cast<uint8_t>(
+        QsgdElement(acc[i], hash[i], grid, top, levels, m, kHasResidual ? res + i : nullptr));
   }
 }
 
-// A bucket with nothing finite and nonzero: QsgdQuantize's middle code,
-// which decodes to +0.
+// The elements [from, len) of a bucket of scale > 0 one at a time (the
+// vector loops' tails).
+GRADWIRE_CPU_INLINE void QsgdTail(const float* acc, float* res, uint64_t from, uint64_t len,
+                                  uint64_t first, const ElementKey& key, const QsgdGrid& grid,
+                                  uint32_t max_code, uint8_t* codes) {
+  const float top = static_cast<float>(max_code);
+  const int32_t m = static_cast<int32_t>(max_code);
+  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
+  for (uint64_t i = from; i < len; ++i) {
+    codes[i] = static_cast<uint8_t>(QsgdElement(acc[i], RoundingHash(key, first + i), grid, top,
+                                                levels, m, res == nullptr ? nullptr : res + i));
+  }
+}
+
+// A bucket of scale > 0 block by block into the packer, one element at
+// a time (the vector loops' buckets whose grid divides).
+template <bool kHasResidual>
+GRADWIRE_CPU_INLINE void QsgdBucketByBlocks(const float* acc, float* res, uint64_t len,
+                                            uint64_t first, uint64_t rounding, float scale,
+                                            uint32_t max_code, CodePacker* packer) {
+  for (uint64_t at = 0; at < len; at += kBlock) {
+    const uint64_t count = len - at < kBlock ? len - at : kBlock;
+    QsgdBlock<kHasResidual>(acc + at, kHasResidual ? res + at : nullptr, count, first + at,
+                            rounding, scale, max_code, packer->Slots());
+    packer->Commit(count);
+  }
+}
+
+// A bucket with nothing finite and nonzero: QsgdZeroScaleCode, which
+// decodes to +0.
 GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t count,
                                         uint32_t max_code, uint8_t* codes) {
   memset(codes, static_cast<int>((max_code + 1) / 2), count);
@@ -99,8 +129,8 @@ GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t c
 // accumulated, and the scale (MaxFiniteMagnitude) returned, its
 // non-finite count added. Only where `top` is not finite is the bucket
 // read again.
-GRADWIRE_CPU_INLINE float FinishScale(const float* grad, float* residual, uint64_t len,
-                                      uint64_t at, uint32_t top, uint64_t* nonfinite) {
+GRADWIRE_CPU_INLINE float FinishScale(const float* grad, float* residual, uint64_t len, uint64_t at,
+                                      uint32_t top, uint64_t* nonfinite) {
   const float* acc = residual == nullptr ? grad : residual;
   AccumulateBucket(grad + at, residual == nullptr ? nullptr : residual + at, len - at);
   if (top < 0x7f800000u) {
@@ -116,8 +146,7 @@ GRADWIRE_CPU_INLINE void ZeroScaleBucket(const float* acc, float* res, uint64_t 
                                          uint32_t max_code, CodePacker* packer) {
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
-    ZeroScaleBlock(acc + at, res == nullptr ? nullptr : res + at, count, max_code,
-                   packer->Slots());
+    ZeroScaleBlock(acc + at, res == nullptr ? nullptr : res + at, count, max_code, packer->Slots());
     packer->Commit(count);
   }
 }

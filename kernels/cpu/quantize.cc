@@ -4,8 +4,8 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
-#include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/qsgd_encode.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/qsgd_packing.h"
 
 namespace gradwire {
@@ -21,10 +21,10 @@ using qsgd_encode::AccumulateBucket;
 using qsgd_encode::FinishScale;
 using qsgd_encode::MaxFiniteMagnitude;
 using qsgd_encode::QsgdBlock;
-using qsgd_encode::QsgdElement;
+using qsgd_encode::QsgdBucketByBlocks;
+using qsgd_encode::QsgdTail;
 using qsgd_encode::ZeroScaleBlock;
 using qsgd_encode::ZeroScaleBucket;
-
 
 #if GRADWIRE_CPU_V3_FUNCTIONS
 // ------------------------------------------------------------ x86-64-v3 --
@@ -121,7 +121,7 @@ GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
 enum DecodedBy { kTable8, kTable16, kLevels };
 
 struct BucketConstants {
-  __m256 scale, one, half, top, unit, table_lo, table_hi, hi, lo;
+  __m256 scale, per_unit, half, top, unit, table_lo, table_hi, hi, lo;
   __m256i mix;
 };
 
@@ -133,7 +133,7 @@ GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, Buck
   alignas(32) float unit[16];
   QsgdUnitTable(bits <= 4 ? bits : 4, unit);
   k->scale = _mm256_setzero_ps();
-  k->one = _mm256_set1_ps(1.0f);
+  k->per_unit = _mm256_setzero_ps();
   k->half = _mm256_set1_ps(0.5f * static_cast<float>(max_code));
   k->top = _mm256_set1_ps(static_cast<float>(max_code));
   k->unit = _mm256_set1_ps(5.9604644775390625e-8f);
@@ -145,23 +145,23 @@ GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, Buck
 }
 
 // Codes (one a byte) and residuals of 32 elements; `x` holds the next
-// eight indices plus key.add, and advances.
+// eight indices' RoundingHash inputs before the mix (index *
+// kRoundingStride + key.add), and advances.
 template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
 GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConstants& k, __m256i* x,
                                  uint8_t* codes) {
   __m256i c[4];
   for (int q = 0; q < 4; ++q) {
     const __m256 a = _mm256_loadu_ps(acc + 8 * q);
-    __m256 t = _mm256_mul_ps(_mm256_add_ps(_mm256_div_ps(a, k.scale), k.one), k.half);
+    __m256 t = _mm256_add_ps(_mm256_mul_ps(a, k.per_unit), k.half);
     if (!kClean) {
       t = _mm256_max_ps(t, _mm256_setzero_ps());  // t > 0 ? t : +0 (NaN gives +0)
       t = _mm256_min_ps(t, k.top);                // t < top ? t : top
     }
     const __m256i floor = _mm256_cvttps_epi32(t);
     const __m256 frac = _mm256_sub_ps(t, _mm256_cvtepi32_ps(floor));
-    __m256i h = HashRoundV3(*x);
-    h = HashRoundV3(_mm256_xor_si256(h, k.mix));
-    *x = _mm256_add_epi32(*x, _mm256_set1_epi32(8));
+    const __m256i h = HashRoundV3(_mm256_xor_si256(*x, k.mix));
+    *x = _mm256_add_epi32(*x, _mm256_set1_epi32(static_cast<int32_t>(8 * kRoundingStride)));
     const __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)), k.unit);
     const __m256i up = _mm256_castps_si256(_mm256_cmp_ps(u, frac, _CMP_LT_OQ));
     const __m256i code = _mm256_sub_epi32(floor, up);
@@ -194,28 +194,28 @@ GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConst
       _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
 }
 
-// The second pass over a bucket whose scale is > 0 (acc, res: its first
-// element, global index `first`), with `next`'s first pass alongside.
+// The second pass over a bucket whose grid multiplies (acc, res: its
+// first element, global index `first`), with `next`'s first pass
+// alongside.
 template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, uint64_t first,
-                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const ElementKey& key, const QsgdGrid& grid, uint32_t bits,
                                   const BucketConstants& call, CodePacker* packer,
                                   FirstPass* next) {
   const uint32_t max_code = QsgdMaxCode(bits);
-  const float top = static_cast<float>(max_code);
-  const float half = 0.5f * top;
-  const int32_t m = static_cast<int32_t>(max_code);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   BucketConstants k = call;
-  k.scale = _mm256_set1_ps(scale);
+  k.scale = _mm256_set1_ps(grid.scale);
+  k.per_unit = _mm256_set1_ps(grid.per_unit);
   k.table_lo = _mm256_mul_ps(call.table_lo, k.scale);
   k.table_hi = _mm256_mul_ps(call.table_hi, k.scale);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();
     __m256i x = _mm256_add_epi32(
-        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-        _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first + at) + key.add)));
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                           _mm256_set1_epi32(static_cast<int32_t>(kRoundingStride))),
+        _mm256_set1_epi32(
+            static_cast<int32_t>(static_cast<uint32_t>(first + at) * kRoundingStride + key.add)));
     uint64_t i = 0;
     for (; i + 32 <= count; i += 32) {
       CodeStep<kDecoded, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);
@@ -223,29 +223,26 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
         for (int q = 0; q < 4; ++q) FirstPassStep(next);
       }
     }
-    for (; i < count; ++i) {
-      codes[i] = static_cast<uint8_t>(QsgdElement(acc[at + i], ElementHash(key, first + at + i),
-                                                  scale, top, half, levels, m,
-                                                  kHasResidual ? res + at + i : nullptr));
-    }
+    QsgdTail(acc + at, kHasResidual ? res + at : nullptr, i, count, first + at, key, grid, max_code,
+             codes);
     packer->Commit(count);
   }
 }
 
 template <bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V3 void CodeBucketBy(const float* acc, float* res, uint64_t len, uint64_t first,
-                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const ElementKey& key, const QsgdGrid& grid, uint32_t bits,
                                   const BucketConstants& call, CodePacker* packer,
                                   FirstPass* next) {
   if (bits <= 3) {
-    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
-                                                packer, next);
+    CodeBucketV3<kTable8, kClean, kHasResidual>(acc, res, len, first, key, grid, bits, call, packer,
+                                                next);
   } else if (bits == 4) {
-    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
+    CodeBucketV3<kTable16, kClean, kHasResidual>(acc, res, len, first, key, grid, bits, call,
                                                  packer, next);
   } else {
-    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call,
-                                                packer, next);
+    CodeBucketV3<kLevels, kClean, kHasResidual>(acc, res, len, first, key, grid, bits, call, packer,
+                                                next);
   }
 }
 
@@ -274,14 +271,17 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
     StartFirstPass(grad + next, kHasResidual ? residual + next : nullptr, next_len, &ahead);
     const float* acc = kHasResidual ? residual + start : grad + start;
     float* res = kHasResidual ? residual + start : nullptr;
-    if (scale > 0.0f) {
-      // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped,
-      // and |residual| <= 2 * scale is finite.
+    const QsgdGrid grid = QsgdGridFor(scale, max_code);
+    if (scale > 0.0f && grid.by_division) {
+      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, rounding, scale, max_code, &packer);
+    } else if (scale > 0.0f) {
+      // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped
+      // (QsgdGrid), and |residual| <= 2 * scale is finite.
       if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
-        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+        CodeBucketBy<true, kHasResidual>(acc, res, len, start, key, grid, bits, call, &packer,
                                          &ahead);
       } else {
-        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+        CodeBucketBy<false, kHasResidual>(acc, res, len, start, key, grid, bits, call, &packer,
                                           &ahead);
       }
     } else {
@@ -414,7 +414,7 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
     nonfinite = QsgdEncodeV4(grad, residual, n, bits, bucket_size, rounding, scales, packed);
   } else
 #endif
-  if (CpuIsX86V3()) {
+      if (CpuIsX86V3()) {
     nonfinite =
         residual != nullptr
             ? QsgdLoopV3<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)

@@ -25,8 +25,8 @@ namespace kernels {
 namespace cpu {
 
 // QSGD: scale = max |acc| over the bucket's finite elements; codes from
-// QsgdQuantize with u = UnitFloat(ElementHash(RoundingKey(seed, step),
-// i)). Give each rank its own seed here so rounding
+// QsgdQuantizeScaled with u = UnitFloat(RoundingHash(RoundingKey(seed,
+// step), i)). Give each rank its own seed here so rounding
 // noise averages out across ranks (nothing on the receiver needs it).
 // Requires 1 <= bits <= 8, bucket_size >= 1.
 void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,

@@ -13,7 +13,8 @@ namespace cpu {
 namespace {
 
 using qsgd_encode::FinishScale;
-using qsgd_encode::QsgdElement;
+using qsgd_encode::QsgdBucketByBlocks;
+using qsgd_encode::QsgdTail;
 using qsgd_encode::ZeroScaleBucket;
 using qsgd_packing::CodePacker;
 using qsgd_packing::kBlock;
@@ -91,7 +92,7 @@ GRADWIRE_V4_INLINE float FinishFirstPassV4(FirstPassV4* p, uint64_t* nonfinite) 
 }
 
 struct BucketConstantsV4 {
-  __m512 scale, one, half, top, unit, table, hi, lo;
+  __m512 scale, per_unit, half, top, unit, table, hi, lo;
   ElementKey16 key;  // 32-bit hashes (HashRound16<true>)
 };
 
@@ -102,7 +103,7 @@ GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
   alignas(64) float unit[16];
   QsgdUnitTable(bits <= 4 ? bits : 4, unit);
   k->scale = _mm512_setzero_ps();
-  k->one = _mm512_set1_ps(1.0f);
+  k->per_unit = _mm512_setzero_ps();
   k->half = _mm512_set1_ps(0.5f * static_cast<float>(max_code));
   k->top = _mm512_set1_ps(static_cast<float>(max_code));
   k->unit = _mm512_set1_ps(5.9604644775390625e-8f);
@@ -112,23 +113,22 @@ GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
   k->key = MakeElementKey16(key);
 }
 
-// CodeStep of 64 elements; `x` holds the next sixteen indices plus
-// key.add, and advances. kTable: bits <= 4.
+// CodeStep of 64 elements; `x` holds the next sixteen indices'
+// RoundingHash inputs before the mix, and advances. kTable: bits <= 4.
 template <bool kTable, bool kClean, bool kHasResidual>
 GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketConstantsV4& k,
                                    __m512i* x, uint8_t* codes) {
   for (int q = 0; q < 4; ++q) {
     const __m512 a = _mm512_loadu_ps(acc + 16 * q);
-    __m512 t = _mm512_mul_ps(_mm512_add_ps(_mm512_div_ps(a, k.scale), k.one), k.half);
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(a, k.per_unit), k.half);
     if (!kClean) {
       t = _mm512_max_ps(t, _mm512_setzero_ps());  // NaN gives +0, as in v3
       t = _mm512_min_ps(t, k.top);
     }
     const __m512i floor = _mm512_cvttps_epi32(t);
     const __m512 frac = _mm512_sub_ps(t, _mm512_cvtepi32_ps(floor));
-    __m512i h = HashRound16<true>(k.key, *x);
-    h = HashRound16<true>(k.key, _mm512_xor_si512(h, k.key.mix));
-    *x = _mm512_add_epi32(*x, _mm512_set1_epi32(16));
+    const __m512i h = HashRound16<true>(k.key, _mm512_xor_si512(*x, k.key.mix));
+    *x = _mm512_add_epi32(*x, _mm512_set1_epi32(static_cast<int32_t>(16 * kRoundingStride)));
     const __m512 u = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)), k.unit);
     const __mmask16 up = _mm512_cmp_ps_mask(u, frac, _CMP_LT_OQ);
     const __m512i code = _mm512_mask_add_epi32(floor, up, floor, _mm512_set1_epi32(1));
@@ -148,23 +148,22 @@ GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketCon
 
 template <bool kTable, bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, uint64_t first,
-                                  const ElementKey& key, float scale, uint32_t bits,
+                                  const ElementKey& key, const QsgdGrid& grid, uint32_t bits,
                                   const BucketConstantsV4& call, CodePacker* packer,
                                   FirstPassV4* next) {
   const uint32_t max_code = QsgdMaxCode(bits);
-  const float top = static_cast<float>(max_code);
-  const float half = 0.5f * top;
-  const int32_t m = static_cast<int32_t>(max_code);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   BucketConstantsV4 k = call;
-  k.scale = _mm512_set1_ps(scale);
+  k.scale = _mm512_set1_ps(grid.scale);
+  k.per_unit = _mm512_set1_ps(grid.per_unit);
   k.table = _mm512_mul_ps(call.table, k.scale);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();
     __m512i x = _mm512_add_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first + at) + key.add)));
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int32_t>(kRoundingStride))),
+        _mm512_set1_epi32(
+            static_cast<int32_t>(static_cast<uint32_t>(first + at) * kRoundingStride + key.add)));
     uint64_t i = 0;
     for (; i + 64 <= count; i += 64) {
       CodeStepV4<kTable, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);
@@ -172,25 +171,22 @@ GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, ui
         for (int q = 0; q < 4; ++q) FirstPassStepV4(next);
       }
     }
-    for (; i < count; ++i) {
-      codes[i] = static_cast<uint8_t>(QsgdElement(acc[at + i], ElementHash(key, first + at + i),
-                                                  scale, top, half, levels, m,
-                                                  kHasResidual ? res + at + i : nullptr));
-    }
+    QsgdTail(acc + at, kHasResidual ? res + at : nullptr, i, count, first + at, key, grid, max_code,
+             codes);
     packer->Commit(count);
   }
 }
 
 template <bool kClean, bool kHasResidual>
 GRADWIRE_CPU_V4 void CodeBucketByV4(const float* acc, float* res, uint64_t len, uint64_t first,
-                                    const ElementKey& key, float scale, uint32_t bits,
+                                    const ElementKey& key, const QsgdGrid& grid, uint32_t bits,
                                     const BucketConstantsV4& call, CodePacker* packer,
                                     FirstPassV4* next) {
   if (bits <= 4) {
-    CodeBucketV4<true, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call, packer,
+    CodeBucketV4<true, kClean, kHasResidual>(acc, res, len, first, key, grid, bits, call, packer,
                                              next);
   } else {
-    CodeBucketV4<false, kClean, kHasResidual>(acc, res, len, first, key, scale, bits, call, packer,
+    CodeBucketV4<false, kClean, kHasResidual>(acc, res, len, first, key, grid, bits, call, packer,
                                               next);
   }
 }
@@ -219,12 +215,15 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
     StartFirstPassV4(grad + next, kHasResidual ? residual + next : nullptr, next_len, &ahead);
     const float* acc = kHasResidual ? residual + start : grad + start;
     float* res = kHasResidual ? residual + start : nullptr;
-    if (scale > 0.0f) {
+    const QsgdGrid grid = QsgdGridFor(scale, max_code);
+    if (scale > 0.0f && grid.by_division) {
+      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, rounding, scale, max_code, &packer);
+    } else if (scale > 0.0f) {
       if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
-        CodeBucketByV4<true, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+        CodeBucketByV4<true, kHasResidual>(acc, res, len, start, key, grid, bits, call, &packer,
                                            &ahead);
       } else {
-        CodeBucketByV4<false, kHasResidual>(acc, res, len, start, key, scale, bits, call, &packer,
+        CodeBucketByV4<false, kHasResidual>(acc, res, len, start, key, grid, bits, call, &packer,
                                             &ahead);
       }
     } else {

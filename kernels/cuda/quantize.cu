@@ -84,8 +84,8 @@ __device__ __forceinline__ uint32_t Encode(const QuantParams& p, uint64_t i, flo
     *decoded = SignDecode(c, scale);
     return c;
   }
-  const float u = UnitFloat(ElementHash(MakeElementKey(p.rounding, 32), i));
-  const uint32_t c = QsgdQuantize(a, scale, p.max_code, u);
+  const float u = UnitFloat(RoundingHash(MakeElementKey(p.rounding, 32), i));
+  const uint32_t c = QsgdQuantizeScaled(a, scale, p.max_code, u);
   *decoded = QsgdDequantize(c, scale, p.max_code);
   return c;
 }
