@@ -1,6 +1,6 @@
-// The element hash's vector runs (element_hash_x86.h: HashRun, and the
-// inverse eight lanes at a time) against ElementHash and
-// ElementHashInverse element by element. Built three times, as
+// The element hash's vector runs (element_hash_x86.h: HashRun,
+// RoundingHashRun, and the inverse eight lanes at a time) against
+// ElementHash, RoundingHash and ElementHashInverse element by element. Built three times, as
 // cpu_clones_test (tests/BUILD.bazel), so every clone's loop is checked.
 #include <gtest/gtest.h>
 
@@ -33,6 +33,21 @@ TEST(ElementHashTest, HashRunsMatchElementHash) {
         ASSERT_EQ(out[j], ElementHash(key, first + j))
             << "bits " << bits << " full " << full << " index " << first + j;
       }
+    }
+  }
+}
+
+// QSGD's one-round rounding hash (RoundingHashRun), including first
+// indices past 2^32 (the index's low 32 bits are hashed).
+TEST(ElementHashTest, RoundingHashRunsMatchRoundingHash) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<uint32_t> out(1000);
+  for (int trial = 0; trial < 400; ++trial) {
+    const ElementKey key = RoundingKey(rng(), rng() % 1000);
+    const uint64_t first = rng() % (uint64_t{1} << 33), count = rng() % 1000;
+    RoundingHashRun(key, first, count, out.data());
+    for (uint64_t j = 0; j < count; ++j) {
+      ASSERT_EQ(out[j], RoundingHash(key, first + j)) << "index " << first + j;
     }
   }
 }

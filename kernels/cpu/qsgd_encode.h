@@ -118,7 +118,7 @@ GRADWIRE_CPU_INLINE void QsgdBucketByBlocks(const float* acc, float* res, uint64
 // decodes to +0.
 GRADWIRE_CPU_INLINE void ZeroScaleBlock(const float* acc, float* res, uint64_t count,
                                         uint32_t max_code, uint8_t* codes) {
-  memset(codes, static_cast<int>((max_code + 1) / 2), count);
+  memset(codes, static_cast<int>(QsgdZeroScaleCode(max_code)), count);
   if (res == nullptr) return;
   for (uint64_t i = 0; i < count; ++i) res[i] = ResidualAfter(acc[i], 0.0f);
 }
