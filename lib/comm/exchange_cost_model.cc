@@ -265,6 +265,18 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
   return best;
 }
 
+const char* ExchangeChoiceRule(const CompressionSpec& spec) {
+  if (spec.method == Method::kNone) return "spec 'none': the dense ring";
+  if (spec.CastsTo16Bits()) {
+    return "bytes alone: fp16 and bf16 take the cast allreduce from 3 ranks, else the allgather";
+  }
+  if (!spec.SelectsEntries()) {
+    return "bytes alone: a codec that sends every element takes the ring only where its "
+           "payload is at least 8n/P bytes";
+  }
+  return "the cost model's smallest predicted time";
+}
+
 namespace {
 
 // The median CPU time of `reps` calls of `call` after one untimed call.

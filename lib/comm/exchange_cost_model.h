@@ -117,6 +117,11 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model);
 
+// The rule ChooseExchange applies to `spec`, in words for reports: the
+// smallest predicted time (sparse specs), or bytes alone (the casts,
+// QSGD and sign, whose predicted times are reported but do not choose).
+const char* ExchangeChoiceRule(const CompressionSpec& spec);
+
 // Collective: the model every rank of `group` will use, identical on all
 // (the choice must be, or ranks would start different collectives). Each
 // field is the slowest rank's. With measure = true the link and `codec`'s

@@ -268,6 +268,7 @@ class PyCommunicator {
     return py::dict(
         "exchange"_a = ExchangeFor(elements),
         "model_choice"_a = ExchangeKindName(comm_->ModelKindFor(Elements(elements))),
+        "rule"_a = ExchangeChoiceRule(comm_->options().compression),
         "forced"_a = comm_->options().exchange.has_value(), "ranks"_a = in.ranks,
         "elements"_a = in.elements,
         "estimates"_a = ExchangeEstimates(in.ranks, in.elements, comm_->options().compression,
@@ -499,7 +500,8 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
       .def("exchange_estimates", python::Bound(&PyCommunicator::ExchangeEstimatesFor),
            py::arg("elements"),
            R"doc(Why a compressed buffer of this size takes its exchange: {'exchange',
-'model_choice' (the cost model's pick), 'forced' (exchange= chose it), 'ranks' and 'elements' (what
+'model_choice' (the cost model's pick), 'rule' (how it picks for this spec: the smallest predicted
+time, or bytes alone), 'forced' (exchange= chose it), 'ranks' and 'elements' (what
 the model weighs: hierarchical, the cross-node group and one node shard),
 'estimates': {kind: exchange_cost's dict} for each kind the spec admits}.)doc")
       .def("allreduce_mean", python::Bound(&PyCommunicator::AllreduceMean), py::arg("buffer"),

@@ -171,9 +171,10 @@ per extra message (defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
         py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
         py::arg("seconds_per_message") = defaults.seconds_per_message,
         R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
-the kind with the smallest predicted time ('sparse_allreduce' only for a
-sparse spec; 'dense_ring' for 'none'). Same model arguments as
-exchange_cost.)doc");
+for a sparse spec the kind with the smallest predicted time; for QSGD, sign,
+fp16 and bf16 by bytes alone (the ring only where a QSGD or sign payload is
+at least 8n/P bytes; the cast allreduce from 3 ranks); 'dense_ring' for
+'none'. Same model arguments as exchange_cost.)doc");
 }
 
 }  // namespace python

@@ -78,7 +78,8 @@ TEST(ExchangeCostModel, HugeRankCountsEnd) {
         if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) continue;
         if (kind == ExchangeKind::kCastAllreduce && !spec.CastsTo16Bits()) continue;
         const ExchangeCost c = EstimateExchange(kind, p, 1 << 20, spec, model);
-        EXPECT_TRUE(std::isfinite(c.seconds())) << text << " " << ExchangeKindName(kind) << " " << p;
+        EXPECT_TRUE(std::isfinite(c.seconds()))
+            << text << " " << ExchangeKindName(kind) << " " << p;
         EXPECT_GT(c.rounds, 30) << text << " " << ExchangeKindName(kind) << " " << p;
       }
       ChooseExchange(p, 1 << 20, spec, model);
@@ -121,6 +122,19 @@ TEST(ExchangeCostModel, Choices) {
             ExchangeKind::kSparseAllgather);
   EXPECT_EQ(ChooseExchange(16, 1 << 22, Spec("qsgd:bits=4"), ExchangeModel()),
             ExchangeKind::kDenseRing);
+}
+
+// The rule a report gives for a choice: time for the sparse specs, bytes
+// alone for the codecs ChooseExchange picks by bytes.
+TEST(ExchangeCostModel, ChoiceRuleNamesHowTheSpecChooses) {
+  EXPECT_STREQ(ExchangeChoiceRule(Spec("topk:ratio=0.01")),
+               "the cost model's smallest predicted time");
+  EXPECT_STREQ(ExchangeChoiceRule(Spec("randomk:ratio=0.01")),
+               "the cost model's smallest predicted time");
+  for (const char* spec : {"qsgd:bits=4", "sign", "fp16", "bf16"}) {
+    EXPECT_EQ(std::string(ExchangeChoiceRule(Spec(spec))).rfind("bytes alone", 0), 0u) << spec;
+  }
+  EXPECT_NE(std::string(ExchangeChoiceRule(Spec("none"))).find("dense ring"), std::string::npos);
 }
 
 // The cast allreduce moves (P-1)/P (2n + 2n) bytes: half the ring's at

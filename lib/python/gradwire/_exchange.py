@@ -230,7 +230,7 @@ class BucketExchange:
                 reason = (f"its dense part rides in the allgather's frames (the model alone "
                           f"picks {why['model_choice']}; combine_dense_below_bytes)")
             else:
-                reason = "the cost model's smallest predicted time"
+                reason = why["rule"]
             entry = {"exchange": used, "elements": elements, "reason": reason,
                      "model_choice": why["model_choice"], "model_ranks": why["ranks"],
                      "model_elements": why["elements"], "estimates": why["estimates"],
