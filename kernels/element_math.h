@@ -320,9 +320,8 @@ GRADWIRE_HD inline ElementKey RoundingKey(uint64_t seed, uint64_t step) {
 // average for 255 degrees of freedom, up to 620, over 2^22 elements);
 // spreading the inputs by the odd stride first passes it as two rounds
 // do (246 on average, at most 293), and costs nothing in a loop, which
-// steps the input by a constant. The second round cost the x86-64-v3
-// encode a tenth of its time. Like the grid, this is the sender's choice
-// alone: receivers never derive it. tests/element_math_test.cc checks
+// steps the input by a constant. Like QsgdGridFor's multiply, this is the
+// sender's choice alone: receivers never derive it. tests/element_math_test.cc checks
 // uniformity and neighbours' independence; tests/quantize_test.cc
 // unbiasedness over steps and seeds.
 inline constexpr uint32_t kRoundingStride = 0x9e3779b9u;  // 2^32 / golden ratio, odd
@@ -388,13 +387,15 @@ GRADWIRE_HD inline float QsgdDequantize(uint32_t code, float scale, uint32_t max
 //
 //   t = RN(RN(x * c) + M/2),   c = M / (2s) rounded toward zero,
 //
-// one multiply and one add an element where a division by s cost the
-// x86-64-v3 loop a sixth of its time. Rounding c toward zero makes
-// |RN(x * c)| <= M/2 for every |x| <= s (RN is monotone), so t stays in
-// [0, M] without clamps. Where RN(M / (2s)) is not a normal float (s below
-// about M * 2^-128 or above M * 2^125), c would overflow or lose bits and
-// the grid falls back to the division, t = RN(RN(RN(x / s) + 1) * M/2).
-// Both CPU and GPU build the grid with QsgdGridFor, once a bucket.
+// one multiply and one add an element instead of a division. (The
+// division and RoundingHash's second round of before took a fifth of the
+// x86-64-v3 encode: docs/results/2026-11-30-qsgd-encode.md.) Rounding c
+// toward zero makes |RN(x * c)| <= M/2 for every |x| <= s (RN is
+// monotone), so t stays in [0, M] without clamps. Where RN(M / (2s)) is
+// not a normal float (s below about M * 2^-129, or above M * 2^125 at 1-3
+// bits), c would overflow or lose bits and the grid falls back to the
+// division, t = RN(RN(RN(x / s) + 1) * M/2). The CPU builds the grid with
+// QsgdGridFor once a bucket, the GPU once an element.
 struct QsgdGrid {
   float scale;     // s > 0
   float half;      // M / 2, exact
@@ -425,12 +426,14 @@ GRADWIRE_HD inline float QsgdPosition(float x, const QsgdGrid& g) {
   return MulRn(x, g.per_unit) + g.half;
 }
 
-// Code for x on the grid of its bucket (scale > 0) and a uniform u in
-// [0, 1). NaN maps to code 0 and ±Inf to the extreme codes (their residual
-// is reset anyway). A bucket whose scale is 0 (or NaN) gets the middle
-// code, which decodes to 0 * scale = 0; no grid is built for it.
+// The code of every element of a bucket whose scale is 0 (nothing finite
+// and nonzero): the middle one, which decodes to 0 * scale = 0. No grid is
+// built for such a bucket.
 GRADWIRE_HD inline uint32_t QsgdZeroScaleCode(uint32_t max_code) { return (max_code + 1) / 2; }
 
+// Code for x on the grid of its bucket (scale > 0) and a uniform u in
+// [0, 1). NaN maps to code 0 and ±Inf to the extreme codes (their residual
+// is reset anyway).
 GRADWIRE_HD inline uint32_t QsgdQuantize(float x, const QsgdGrid& grid, uint32_t max_code,
                                          float u) {
   if (IsNan(x)) return 0;

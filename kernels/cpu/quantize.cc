@@ -408,13 +408,15 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
                   uint8_t* packed, FusedStats* stats) {
   const uint64_t rounding = StreamKey(seed, step, kStreamRounding);
   uint64_t nonfinite;
+  // clang-format would indent the `if` after `#endif` as a continuation.
+  // clang-format off
 #if GRADWIRE_CPU_V3_FUNCTIONS
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
     nonfinite = QsgdEncodeV4(grad, residual, n, bits, bucket_size, rounding, scales, packed);
   } else
 #endif
-      if (CpuIsX86V3()) {
+  if (CpuIsX86V3()) {
     nonfinite =
         residual != nullptr
             ? QsgdLoopV3<true>(grad, residual, n, bits, bucket_size, rounding, scales, packed)
@@ -425,6 +427,7 @@ void QsgdCompress(const float* grad, float* residual, uint64_t n, uint32_t bits,
 #else
   nonfinite = QsgdLoop(grad, residual, n, bits, bucket_size, rounding, scales, packed);
 #endif
+  // clang-format on
   if (stats != nullptr) {
     stats->selected = n;
     stats->nonfinite = nonfinite;
