@@ -68,15 +68,15 @@ GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, const QsgdGrid&
 }
 
 // Codes and residuals of count <= kBlock elements of one QSGD bucket
-// whose scale is > 0, the first at global index `first`; `rounding` is
-// the stream key of RoundingKey.
+// whose scale is > 0 (its grid: QsgdGridFor), the first at global index
+// `first`; `key` is RoundingKey's. The portable loop's blocks, and the
+// vector loops' tails.
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count, uint64_t first,
-                                   uint64_t rounding, float scale, uint32_t max_code,
+                                   const ElementKey& key, const QsgdGrid& grid, uint32_t max_code,
                                    uint8_t* codes) {
   uint32_t hash[kBlock];
-  RoundingHashRun(MakeElementKey(rounding, 32), first, count, hash);
-  const QsgdGrid grid = QsgdGridFor(scale, max_code);
+  RoundingHashRun(key, first, count, hash);
   const float top = static_cast<float>(max_code);
   const int32_t m = static_cast<int32_t>(max_code);
   const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
@@ -86,30 +86,17 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   }
 }
 
-// The elements [from, len) of a bucket of scale > 0 one at a time (the
-// vector loops' tails).
-GRADWIRE_CPU_INLINE void QsgdTail(const float* acc, float* res, uint64_t from, uint64_t len,
-                                  uint64_t first, const ElementKey& key, const QsgdGrid& grid,
-                                  uint32_t max_code, uint8_t* codes) {
-  const float top = static_cast<float>(max_code);
-  const int32_t m = static_cast<int32_t>(max_code);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  for (uint64_t i = from; i < len; ++i) {
-    codes[i] = static_cast<uint8_t>(QsgdElement(acc[i], RoundingHash(key, first + i), grid, top,
-                                                levels, m, res == nullptr ? nullptr : res + i));
-  }
-}
-
-// A bucket of scale > 0 block by block into the packer, one element at
-// a time (the vector loops' buckets whose grid divides).
+// A bucket of scale > 0 block by block into the packer (the portable
+// loop, and the vector loops' buckets whose grid divides).
 template <bool kHasResidual>
 GRADWIRE_CPU_INLINE void QsgdBucketByBlocks(const float* acc, float* res, uint64_t len,
-                                            uint64_t first, uint64_t rounding, float scale,
-                                            uint32_t max_code, CodePacker* packer) {
+                                            uint64_t first, const ElementKey& key,
+                                            const QsgdGrid& grid, uint32_t max_code,
+                                            CodePacker* packer) {
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
-    QsgdBlock<kHasResidual>(acc + at, kHasResidual ? res + at : nullptr, count, first + at,
-                            rounding, scale, max_code, packer->Slots());
+    QsgdBlock<kHasResidual>(acc + at, kHasResidual ? res + at : nullptr, count, first + at, key,
+                            grid, max_code, packer->Slots());
     packer->Commit(count);
   }
 }

@@ -22,8 +22,6 @@ using qsgd_encode::FinishScale;
 using qsgd_encode::MaxFiniteMagnitude;
 using qsgd_encode::QsgdBlock;
 using qsgd_encode::QsgdBucketByBlocks;
-using qsgd_encode::QsgdTail;
-using qsgd_encode::ZeroScaleBlock;
 using qsgd_encode::ZeroScaleBucket;
 
 #if GRADWIRE_CPU_V3_FUNCTIONS
@@ -223,8 +221,8 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
         for (int q = 0; q < 4; ++q) FirstPassStep(next);
       }
     }
-    QsgdTail(acc + at, kHasResidual ? res + at : nullptr, i, count, first + at, key, grid, max_code,
-             codes);
+    QsgdBlock<kHasResidual>(acc + at + i, kHasResidual ? res + at + i : nullptr, count - i,
+                            first + at + i, key, grid, max_code, codes + i);
     packer->Commit(count);
   }
 }
@@ -273,7 +271,7 @@ GRADWIRE_CPU_V3 uint64_t QsgdLoopV3(const float* grad, float* residual, uint64_t
     float* res = kHasResidual ? residual + start : nullptr;
     const QsgdGrid grid = QsgdGridFor(scale, max_code);
     if (scale > 0.0f && grid.by_division) {
-      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, rounding, scale, max_code, &packer);
+      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, key, grid, max_code, &packer);
     } else if (scale > 0.0f) {
       // Every acc finite and |acc| <= scale: t lies in [+0, M] unclamped
       // (QsgdGrid), and |residual| <= 2 * scale is finite.
@@ -301,6 +299,7 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
                                           uint32_t bits, uint32_t bucket_size, uint64_t rounding,
                                           uint8_t* scales, uint8_t* packed) {
   const uint32_t max_code = QsgdMaxCode(bits);
+  const ElementKey key = MakeElementKey(rounding, 32);
   CodePacker packer(packed, bits);
   uint64_t nonfinite = 0;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
@@ -309,16 +308,11 @@ GRADWIRE_CPU_INLINE uint64_t QuantizeLoop(const float* grad, float* residual, ui
     const float* acc = AccumulateBucket(grad + start, res, len);
     const float scale = MaxFiniteMagnitude(acc, len, &nonfinite);
     StoreLe<uint32_t>(scales + 4 * bucket, FloatBits(scale));
-    for (uint64_t at = 0; at < len; at += kBlock) {
-      const uint64_t count = len - at < kBlock ? len - at : kBlock;
-      float* r = kHasResidual ? res + at : nullptr;
-      if (scale > 0.0f) {
-        QsgdBlock<kHasResidual>(acc + at, r, count, start + at, rounding, scale, max_code,
-                                packer.Slots());
-      } else {
-        ZeroScaleBlock(acc + at, r, count, max_code, packer.Slots());
-      }
-      packer.Commit(count);
+    if (scale > 0.0f) {
+      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, key, QsgdGridFor(scale, max_code),
+                                       max_code, &packer);
+    } else {
+      ZeroScaleBucket(acc, res, len, max_code, &packer);
     }
   }
   packer.Finish();

@@ -13,8 +13,8 @@ namespace cpu {
 namespace {
 
 using qsgd_encode::FinishScale;
+using qsgd_encode::QsgdBlock;
 using qsgd_encode::QsgdBucketByBlocks;
-using qsgd_encode::QsgdTail;
 using qsgd_encode::ZeroScaleBucket;
 using qsgd_packing::CodePacker;
 using qsgd_packing::kBlock;
@@ -171,8 +171,8 @@ GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, ui
         for (int q = 0; q < 4; ++q) FirstPassStepV4(next);
       }
     }
-    QsgdTail(acc + at, kHasResidual ? res + at : nullptr, i, count, first + at, key, grid, max_code,
-             codes);
+    QsgdBlock<kHasResidual>(acc + at + i, kHasResidual ? res + at + i : nullptr, count - i,
+                            first + at + i, key, grid, max_code, codes + i);
     packer->Commit(count);
   }
 }
@@ -217,7 +217,7 @@ GRADWIRE_CPU_V4 uint64_t QsgdLoopV4(const float* grad, float* residual, uint64_t
     float* res = kHasResidual ? residual + start : nullptr;
     const QsgdGrid grid = QsgdGridFor(scale, max_code);
     if (scale > 0.0f && grid.by_division) {
-      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, rounding, scale, max_code, &packer);
+      QsgdBucketByBlocks<kHasResidual>(acc, res, len, start, key, grid, max_code, &packer);
     } else if (scale > 0.0f) {
       if (bad == 0 && FloatBits(scale) < 0x7f000000u) {
         CodeBucketByV4<true, kHasResidual>(acc, res, len, start, key, grid, bits, call, &packer,
