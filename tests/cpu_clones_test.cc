@@ -16,7 +16,6 @@
 
 #include "gradwire/kernels/cpu/cast.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
-#include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/quantize.h"
 #include "gradwire/kernels/cpu/randomk.h"
 #include "tests/clone_test_inputs.h"
@@ -242,6 +241,28 @@ TEST(CpuClonesTest, HalfAndBf16EncodeEveryExponent) {
   }
 }
 
+// SignCompress (sign) or QsgdCompress against RefQuantize, the same
+// bytes; returns what it encoded.
+Encoded CompressMatchesReference(const std::vector<float>& g, const std::vector<float>* e0,
+                                 bool sign, uint32_t bits, uint32_t bucket, uint64_t seed,
+                                 uint64_t step) {
+  const uint64_t n = g.size();
+  const Encoded want = RefQuantize(g, e0, sign, bits, bucket, seed, step);
+  Encoded got;
+  got.scales.assign(4 * BucketCount(n, bucket), 0xee);
+  got.values.assign(PackedBytes(n, bits), 0xee);
+  if (e0 != nullptr) got.residual = *e0;
+  float* res = e0 != nullptr ? got.residual.data() : nullptr;
+  if (sign) {
+    SignCompress(g.data(), res, n, bucket, got.scales.data(), got.values.data(), &got.stats);
+  } else {
+    QsgdCompress(g.data(), res, n, bits, bucket, seed, step, got.scales.data(), got.values.data(),
+                 &got.stats);
+  }
+  ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
+  return got;
+}
+
 TEST(CpuClonesTest, QsgdAndSignMatchReference) {
   GRADWIRE_SEEDED_RNG(rng);
   for (uint64_t n : kSizes) {
@@ -255,21 +276,8 @@ TEST(CpuClonesTest, QsgdAndSignMatchReference) {
                        << "n " << n << " bucket " << bucket << " bits " << bits << " sign " << sign
                        << " ef " << ef << " mixed " << mixed);
           const std::vector<float> g = Input(mixed, n, rng), e0 = Input(mixed, n, rng);
-          const uint64_t seed = rng(), step = rng() % 1000;
-          const Encoded want = RefQuantize(g, ef ? &e0 : nullptr, sign, bits, bucket, seed, step);
-          Encoded got;
-          got.scales.assign(4 * BucketCount(n, bucket), 0xee);
-          got.values.assign(PackedBytes(n, bits), 0xee);
-          if (ef) got.residual = e0;
-          float* res = ef ? got.residual.data() : nullptr;
-          if (sign) {
-            SignCompress(g.data(), res, n, bucket, got.scales.data(), got.values.data(),
-                         &got.stats);
-          } else {
-            QsgdCompress(g.data(), res, n, bits, bucket, seed, step, got.scales.data(),
-                         got.values.data(), &got.stats);
-          }
-          ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
+          const Encoded got = CompressMatchesReference(g, ef ? &e0 : nullptr, sign, bits, bucket,
+                                                       rng(), rng() % 1000);
           const std::vector<float> start = Mixed(n, rng);
           std::vector<float> dense = start;
           if (sign) {
@@ -281,29 +289,6 @@ TEST(CpuClonesTest, QsgdAndSignMatchReference) {
           EXPECT_SAME_FLOATS(
               RefQuantizedDecode(got.scales, got.values, n, sign, bits, bucket, start), dense);
         }
-      }
-    }
-  }
-}
-
-TEST(CpuClonesTest, QsgdLevelsMatchUnitLevel) {
-  // qsgd_levels.h's division-free level and table, for every code of
-  // every width, against element_math.h's.
-  for (uint32_t bits = 1; bits <= 8; ++bits) {
-    const uint32_t m = QsgdMaxCode(bits);
-    const QsgdLevelCoefficients c = QsgdLevelsFor(m);
-    for (uint32_t q = 0; q <= m; ++q) {
-      const float want = QsgdUnitLevel(q, m);
-      const float got = QsgdLevelOf(static_cast<int32_t>(2 * q) - static_cast<int32_t>(m), c);
-      EXPECT_EQ(FloatBits(want), FloatBits(got)) << "bits " << bits << " code " << q;
-    }
-    if (bits > 4) continue;
-    for (float scale : {1.0f, 0.3f, 3e-39f, 3e38f}) {
-      float table[16];
-      QsgdDecodedTable(bits, scale, table);
-      for (uint32_t q = 0; q < 16; ++q) {
-        EXPECT_EQ(FloatBits(QsgdDequantize(q & m, scale, m)), FloatBits(table[q]))
-            << "bits " << bits << " code " << q << " scale " << scale;
       }
     }
   }
@@ -452,33 +437,20 @@ TEST(CpuClonesTest, QsgdBucketsWhoseGridDividesMatchReference) {
   for (uint32_t bucket : {64u, 512u}) {
     const uint64_t n = 4 * bucket + 37;
     for (uint32_t bits = 1; bits <= 8; ++bits) {
+      SCOPED_TRACE(::testing::Message() << "bucket " << bucket << " bits " << bits);
+      std::vector<float> g = Finite(n, rng), e0 = Finite(n, rng);
+      float tiny = 0.0f;  // below 2^-139, so M / (2 tiny) > 2^138 overflows
+      for (uint64_t i = bucket; i < 3 * bucket; ++i) {
+        g[i] = Bits(static_cast<uint32_t>(1 + rng() % 0x400u) | (rng() % 2 ? 0x80000000u : 0u));
+        tiny = std::max(tiny, i < 2 * bucket ? AbsF(g[i]) : tiny);
+        e0[i] = 0.0f;
+      }
+      g[2 * bucket + rng() % bucket] = -std::numeric_limits<float>::max();
+      ASSERT_TRUE(QsgdGridFor(tiny, QsgdMaxCode(bits)).by_division);
+      ASSERT_EQ(QsgdGridFor(std::numeric_limits<float>::max(), QsgdMaxCode(bits)).by_division,
+                bits <= 3);
       for (bool ef : {false, true}) {
-        SCOPED_TRACE(::testing::Message()
-                     << "bucket " << bucket << " bits " << bits << " ef " << ef);
-        std::vector<float> g = Finite(n, rng), e0(n, 0.0f);
-        for (uint64_t i = bucket; i < 2 * bucket; ++i) {
-          g[i] = Bits(static_cast<uint32_t>(1 + rng() % 0x400u) | (rng() % 2 ? 0x80000000u : 0u));
-        }
-        g[2 * bucket + rng() % bucket] = -std::numeric_limits<float>::max();
-        if (ef) {
-          e0 = Finite(n, rng);
-          for (uint64_t i = bucket; i < 2 * bucket; ++i) e0[i] = 0.0f;
-          for (uint64_t i = 2 * bucket; i < 3 * bucket; ++i) e0[i] = 0.0f;
-        }
-        const uint64_t seed = rng(), step = rng() % 1000;
-        float tiny = 0.0f;  // below 2^-139, so M / (2 tiny) > 2^138 overflows
-        for (uint64_t i = bucket; i < 2 * bucket; ++i) tiny = std::max(tiny, AbsF(g[i]));
-        ASSERT_TRUE(QsgdGridFor(tiny, QsgdMaxCode(bits)).by_division);
-        ASSERT_EQ(QsgdGridFor(std::numeric_limits<float>::max(), QsgdMaxCode(bits)).by_division,
-                  bits <= 3);
-        const Encoded want = RefQuantize(g, ef ? &e0 : nullptr, false, bits, bucket, seed, step);
-        Encoded got;
-        got.scales.assign(4 * BucketCount(n, bucket), 0xee);
-        got.values.assign(PackedBytes(n, bits), 0xee);
-        if (ef) got.residual = e0;
-        QsgdCompress(g.data(), ef ? got.residual.data() : nullptr, n, bits, bucket, seed, step,
-                     got.scales.data(), got.values.data(), &got.stats);
-        ExpectSame(want, got, ValueFormat::kFp32, /*packed=*/true);
+        CompressMatchesReference(g, ef ? &e0 : nullptr, false, bits, bucket, rng(), rng() % 1000);
       }
     }
   }

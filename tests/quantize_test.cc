@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gradwire/kernels/cpu/cast.h"
+#include "gradwire/kernels/cpu/qsgd_levels.h"
 #include "gradwire/kernels/cpu/sparse.h"
 #include "tests/test_seed.h"
 
@@ -157,6 +158,30 @@ TEST(QsgdTest, ZeroBucketGivesZerosAndNonFiniteIsContained) {
   for (int i = 5; i < 10; ++i) EXPECT_TRUE(std::isfinite(q.decoded[i])) << i;
   for (float r : q.residual) EXPECT_TRUE(std::isfinite(r));
   EXPECT_EQ(q.decoded[9], 2.0f);  // the bucket maximum is a level
+}
+
+TEST(QsgdLevelsTest, LevelsMatchUnitLevel) {
+  // qsgd_levels.h's division-free level and table, for every code of
+  // every width, against element_math.h's. (Scalar code called from here:
+  // the same in every build of the kernels, so tested once.)
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    const uint32_t m = QsgdMaxCode(bits);
+    const QsgdLevelCoefficients c = QsgdLevelsFor(m);
+    for (uint32_t q = 0; q <= m; ++q) {
+      const float want = QsgdUnitLevel(q, m);
+      const float got = QsgdLevelOf(static_cast<int32_t>(2 * q) - static_cast<int32_t>(m), c);
+      EXPECT_EQ(FloatBits(want), FloatBits(got)) << "bits " << bits << " code " << q;
+    }
+    if (bits > 4) continue;
+    for (float scale : {1.0f, 0.3f, 3e-39f, 3e38f}) {
+      float table[16];
+      QsgdDecodedTable(bits, scale, table);
+      for (uint32_t q = 0; q < 16; ++q) {
+        EXPECT_EQ(FloatBits(QsgdDequantize(q & m, scale, m)), FloatBits(table[q]))
+            << "bits " << bits << " code " << q << " scale " << scale;
+      }
+    }
+  }
 }
 
 TEST(SignTest, MeanMagnitudeScaleAndExactResidual) {
