@@ -326,8 +326,14 @@ GRADWIRE_HD inline ElementKey RoundingKey(uint64_t seed, uint64_t step) {
 // unbiasedness over steps and seeds.
 inline constexpr uint32_t kRoundingStride = 0x9e3779b9u;  // 2^32 / golden ratio, odd
 
+// RoundingHash's input before the mix; consecutive indices' inputs step
+// by kRoundingStride, which the vector loops add instead.
+GRADWIRE_HD inline uint32_t RoundingHashInput(const ElementKey& key, uint64_t index) {
+  return static_cast<uint32_t>(index) * kRoundingStride + key.add;
+}
+
 GRADWIRE_HD inline uint32_t RoundingHash(const ElementKey& key, uint64_t index) {
-  return HashRound((static_cast<uint32_t>(index) * kRoundingStride + key.add) ^ key.mix, key);
+  return HashRound(RoundingHashInput(key, index) ^ key.mix, key);
 }
 
 // Uniform in [0, 1) from a 32-bit hash's top 24 bits (exactly

@@ -68,8 +68,7 @@ GRADWIRE_CPU_INLINE void HashRun(const ElementKey& key, uint64_t first, uint64_t
 // out[j] = RoundingHash(key, first + j) for j < count (key.bits == 32).
 GRADWIRE_CPU_INLINE void RoundingHashRun(const ElementKey& key, uint64_t first, uint64_t count,
                                          uint32_t* out) {
-  HashU32x8 x = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} * kRoundingStride +
-                (static_cast<uint32_t>(first) * kRoundingStride + key.add);
+  HashU32x8 x = HashU32x8{0, 1, 2, 3, 4, 5, 6, 7} * kRoundingStride + RoundingHashInput(key, first);
   uint64_t j = 0;
   for (; j + 8 <= count; j += 8) {
     HashU32x8 h = x ^ key.mix;

@@ -143,8 +143,7 @@ GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, Buck
 }
 
 // Codes (one a byte) and residuals of 32 elements; `x` holds the next
-// eight indices' RoundingHash inputs before the mix (index *
-// kRoundingStride + key.add), and advances.
+// eight indices' RoundingHashInput, and advances.
 template <DecodedBy kDecoded, bool kClean, bool kHasResidual>
 GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConstants& k, __m256i* x,
                                  uint8_t* codes) {
@@ -212,8 +211,7 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
     __m256i x = _mm256_add_epi32(
         _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                            _mm256_set1_epi32(static_cast<int32_t>(kRoundingStride))),
-        _mm256_set1_epi32(
-            static_cast<int32_t>(static_cast<uint32_t>(first + at) * kRoundingStride + key.add)));
+        _mm256_set1_epi32(static_cast<int32_t>(RoundingHashInput(key, first + at))));
     uint64_t i = 0;
     for (; i + 32 <= count; i += 32) {
       CodeStep<kDecoded, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);

@@ -114,7 +114,7 @@ GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
 }
 
 // CodeStep of 64 elements; `x` holds the next sixteen indices'
-// RoundingHash inputs before the mix, and advances. kTable: bits <= 4.
+// RoundingHashInput, and advances. kTable: bits <= 4.
 template <bool kTable, bool kClean, bool kHasResidual>
 GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketConstantsV4& k,
                                    __m512i* x, uint8_t* codes) {
@@ -162,8 +162,7 @@ GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, ui
     __m512i x = _mm512_add_epi32(
         _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                            _mm512_set1_epi32(static_cast<int32_t>(kRoundingStride))),
-        _mm512_set1_epi32(
-            static_cast<int32_t>(static_cast<uint32_t>(first + at) * kRoundingStride + key.add)));
+        _mm512_set1_epi32(static_cast<int32_t>(RoundingHashInput(key, first + at))));
     uint64_t i = 0;
     for (; i + 64 <= count; i += 64) {
       CodeStepV4<kTable, kClean, kHasResidual>(acc + at + i, res + at + i, k, &x, codes + i);

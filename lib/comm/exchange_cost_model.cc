@@ -234,16 +234,31 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
   return c;
 }
 
+namespace {
+
+// How ChooseExchange decides for a spec (ExchangeChoiceRule names it).
+enum class ChoiceBasis { kNoCompression, kCastBytes, kPayloadBytes, kPredictedTime };
+
+ChoiceBasis ChoiceBasisOf(const CompressionSpec& spec) {
+  if (spec.method == Method::kNone) return ChoiceBasis::kNoCompression;
+  if (spec.CastsTo16Bits()) return ChoiceBasis::kCastBytes;
+  if (!spec.SelectsEntries()) return ChoiceBasis::kPayloadBytes;
+  return ChoiceBasis::kPredictedTime;
+}
+
+}  // namespace
+
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
-  if (spec.method == Method::kNone) return ExchangeKind::kDenseRing;
-  if (spec.CastsTo16Bits()) {
+  const ChoiceBasis basis = ChoiceBasisOf(spec);
+  if (basis == ChoiceBasis::kNoCompression) return ExchangeKind::kDenseRing;
+  if (basis == ChoiceBasis::kCastBytes) {
     // The cast allreduce moves (P-1)/P (2n + 2n) bytes per rank, the
     // allgather (P-1) 2n and the ring (P-1)/P 8n: by bytes, as below, the
     // cast allreduce where 4/P < 2, i.e. from P = 3 (a tie at 2).
     return ranks > 2 ? ExchangeKind::kCastAllreduce : ExchangeKind::kSparseAllgather;
   }
-  if (!spec.SelectsEntries()) {
+  if (basis == ChoiceBasis::kPayloadBytes) {
     // A codec that sends every element: the ring where its payload to each
     // peer, P - 1 times, is at least the ring's 2 (P - 1)/P 4n (SparCML's
     // rule, by bytes per element: the same answer at every n). Its CPU
@@ -266,13 +281,17 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 }
 
 const char* ExchangeChoiceRule(const CompressionSpec& spec) {
-  if (spec.method == Method::kNone) return "spec 'none': the dense ring";
-  if (spec.CastsTo16Bits()) {
-    return "bytes alone: fp16 and bf16 take the cast allreduce from 3 ranks, else the allgather";
-  }
-  if (!spec.SelectsEntries()) {
-    return "bytes alone: a codec that sends every element takes the ring only where its "
-           "payload is at least 8n/P bytes";
+  switch (ChoiceBasisOf(spec)) {
+    case ChoiceBasis::kNoCompression:
+      return "spec 'none': the dense ring";
+    case ChoiceBasis::kCastBytes:
+      return "bytes alone: fp16 and bf16 take the cast allreduce from 3 ranks, else the "
+             "allgather";
+    case ChoiceBasis::kPayloadBytes:
+      return "bytes alone: a codec that sends every element takes the ring only where its "
+             "payload is at least 8n/P bytes";
+    case ChoiceBasis::kPredictedTime:
+      break;
   }
   return "the cost model's smallest predicted time";
 }
