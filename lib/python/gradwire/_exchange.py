@@ -4,11 +4,13 @@ mixed exchanges, and DGC's momentum correction. A mixin: GradwireState
 holds the communicators and settings these methods use. Buckets arrive
 here as float32 (GradwireState widens float16 / bfloat16 ones)."""
 
+import functools
 import time
 
 import torch
 
 import gradwire
+from gradwire._regroup import Regroup
 
 
 def _gather(tensor, segments):
@@ -49,6 +51,38 @@ def _parameters(bucket):
         return None
 
 
+def _regrouped(regroup, i, flat, inner):
+    """Checkpoint bucket i's exchange ended (on the exchange thread): its
+    averages go back (an exception raised here would be lost in torch's
+    callback, and DDP would wait forever: it fails every Future instead)."""
+    try:
+        try:
+            inner.wait()
+        except Exception as e:  # noqa: BLE001 - the exchange's failure, for DDP
+            regroup.returned(i, flat, e)
+            return
+        regroup.returned(i, flat)
+    except Exception as e:  # noqa: BLE001
+        regroup.fail(e)
+
+
+class _Bucket:
+    """A checkpoint bucket put together by Regroup, as the GradBucket
+    methods _segments and _momentum_inputs use."""
+
+    def __init__(self, index, buffer, params):
+        self._index, self._buffer, self._params = index, buffer, params
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def parameters(self):
+        return self._params
+
+
 class BucketExchange:
     """The per-bucket exchange of GradwireState (see the module doc)."""
 
@@ -61,17 +95,17 @@ class BucketExchange:
         (in the order gradients became ready), and a checkpoint's residuals
         and velocities are laid out as after that rebuild. In fresh processes
         DDP's first iteration hands other parameters under the same bucket
-        indices: those buckets are averaged dense that once (as DDP's first
-        iteration of a new run is) and take their residuals and velocities
-        back from the next. A parameter is known by where it sat in DDP's
-        first iteration in this process (bucket index, position), the same in
-        every process of one model and bucketing."""
+        indices: _submit_regrouped exchanges that iteration by the
+        checkpoint's buckets. A bucket still laid out otherwise after it (a
+        DDP that has not rebuilt as the checkpoint's did) is averaged dense
+        once more, and refused from DDP's third iteration on. A parameter is
+        known by where it sat in DDP's first iteration in this process
+        (bucket index, position), the same in every process of one model and
+        bucketing."""
         index, length = bucket.index(), bucket.buffer().numel()
         params = _parameters(bucket)
         if params and sum(p.numel() for p in params) == length:
-            if self._local_iterations == 0:
-                for position, p in enumerate(params):
-                    self._first_place[id(p)] = (index, position)
+            self._record_places(index, params)
             places = tuple(self._first_place.get(id(p)) for p in params)
         else:
             params, places = None, None
@@ -104,6 +138,61 @@ class BucketExchange:
         self._layouts[index] = ((length, places), segments)
         return segments
 
+    def _record_places(self, index, params):
+        """Where DDP's first iteration in this process put each parameter
+        (a checkpoint bucket put together by _Regroup keeps them)."""
+        if self._local_iterations == 0:
+            for position, p in enumerate(params):
+                self._first_place.setdefault(id(p), (index, position))
+
+    def _submit_regrouped(self, bucket, tensor, step, fut):
+        """DDP's first iteration after a checkpoint was restored into this
+        process (gradwire/_regroup.py): the bucket is taken apart, and each
+        checkpoint bucket it completes is exchanged under its own index;
+        `fut` completes once all of the bucket is back. False (nothing
+        done) where the bucket takes the plain path."""
+        params = _parameters(bucket)
+        if self._local_iterations != 0 or (self._regroup is None and (
+                not self._held_layouts or not params)):
+            return False
+        try:
+            if self._regroup is None:
+                self._regroup = Regroup(self._held_layouts)
+            self._record_places(bucket.index(), params or ())
+            for i, flat, members in self._regroup.add(bucket.index(), tensor, params, fut):
+                part = _Bucket(i, flat, members)
+                segments = self._segments(part)
+                mc = self._momentum_inputs(part, flat) if self.momentum > 0.0 else None
+                if flat.device.type == "cuda":
+                    mc = torch.cuda.current_stream(flat.device).cuda_stream
+                inner = torch.futures.Future()
+                inner.add_done_callback(functools.partial(_regrouped, self._regroup, i, flat))
+                if self.overlap:
+                    self._queue.put((i, step, flat, segments, mc, inner))
+                else:
+                    self._run(i, step, flat, segments, mc, inner)
+            if bucket.is_last():
+                self._regroup.finish()
+        except Exception as e:  # noqa: BLE001 - handed to DDP through the futures
+            self.failure = self.failure or e
+            if self._regroup is not None:
+                self._regroup.fail(e)
+            if not fut.done():
+                fut.set_exception(e)
+        return True
+
+    @staticmethod
+    def _momentum_inputs(bucket, tensor):
+        """Momentum correction's (weights or None, parameters) of a bucket."""
+        params = list(bucket.parameters())
+        if sum(p.numel() for p in params) != tensor.numel():
+            raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
+                               "bucket's buffer; momentum correction needs it")
+        # The weights as one flat vector in the bucket's layout (DDP waits
+        # for every Future before the optimizer steps, so they do not
+        # change while the exchange uses them).
+        return torch.cat([p.detach().reshape(-1) for p in params]), params
+
     def _checkpoint_layouts(self):
         """state_dict's "layouts": bucket index -> its parameters' first
         places, for the layouts its residuals and velocities are in."""
@@ -117,8 +206,11 @@ class BucketExchange:
         """DDP rebuilds its buckets after its first iteration in a process:
         layouts are found again, and the velocities made in that iteration
         go to their parameters, for the rebuilt buckets (a restored state's
-        velocities wait for their own layout, _segments)."""
+        velocities wait for their own layout, _segments; after a regrouped
+        first iteration DDP's rebuilt buckets must match the checkpoint's)."""
         self._layouts.clear()
+        if self._regroup is not None:
+            self._held_layouts, self._regroup = dict(self._regroup.layouts), None
         if self.momentum > 0.0:
             # Velocities per parameter, to be laid out again in the rebuilt
             # buckets (exactly torch.optim.SGD's momentum).

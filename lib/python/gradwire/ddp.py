@@ -281,6 +281,7 @@ class GradwireState(BucketExchange):
         # DDP's iterations in this process; where each parameter sat in the
         # first; a restored state's layouts (BucketExchange._segments)
         self._local_iterations, self._first_place, self._held_layouts = 0, {}, {}
+        self._regroup = None       # a restored state's first iteration (_regroup.py)
         # auto-mode measurements during warm-up, per iteration
         self._t_first = None
         self._ready = {}           # bucket index -> [seconds after first bucket]
@@ -412,33 +413,26 @@ class GradwireState(BucketExchange):
                     self._t_first = now
                 self._ready.setdefault(index, []).append(now - self._t_first)
                 self._sizes[index] = tensor.numel()
-            segments = self._segments(bucket)
-            mc = self._momentum_inputs(bucket, tensor) if self.momentum > 0.0 else None
-            if tensor.device.type == "cuda":  # the device path's stream, from this thread
-                mc = torch.cuda.current_stream(tensor.device).cuda_stream
+            # A restored state's first iteration: by checkpoint bucket.
+            regrouped = self._submit_regrouped(bucket, tensor, step, fut)
+            if not regrouped:
+                segments = self._segments(bucket)
+                mc = self._momentum_inputs(bucket, tensor) if self.momentum > 0.0 else None
+                if tensor.device.type == "cuda":  # the device path's stream, from this thread
+                    mc = torch.cuda.current_stream(tensor.device).cuda_stream
         except Exception as e:  # noqa: BLE001 - handed to DDP through the future
             self.failure = self.failure or e
             fut.set_exception(e)
             return fut.then(_unwrap)
-        if self.overlap:
+        if regrouped:
+            pass
+        elif self.overlap:
             self._queue.put((index, step, tensor, segments, mc, fut))
         else:
             self._run(index, step, tensor, segments, mc, fut)
         if bucket.is_last():
             self._end_iteration(step)
         return fut.then(_unwrap)
-
-    @staticmethod
-    def _momentum_inputs(bucket, tensor):
-        """Momentum correction's (weights or None, parameters) of a bucket."""
-        params = list(bucket.parameters())
-        if sum(p.numel() for p in params) != tensor.numel():
-            raise RuntimeError("gradwire.ddp: bucket.parameters() does not cover the "
-                               "bucket's buffer; momentum correction needs it")
-        # The weights as one flat vector in the bucket's layout (DDP waits
-        # for every Future before the optimizer steps, so they do not
-        # change while the exchange uses them).
-        return torch.cat([p.detach().reshape(-1) for p in params]), params
 
     def _end_iteration(self, step):
         if self._local_iterations == 0:
