@@ -508,7 +508,8 @@ class OneRankGroup(unittest.TestCase):
                  dict(good, velocity={"a": 1}), dict(good, velocity={0: [1.0]}),
                  dict(good, auto_residuals=b"xx"), dict(good, auto_spec=7),
                  dict(good, layouts=[0]), dict(good, layouts={0: [[1]]}),
-                 dict(good, layouts={"a": [[0, 1]]}), dict(good, layouts={0: [[0, -1]]})]
+                 dict(good, layouts={"a": [[0, 1]]}), dict(good, layouts={0: [[0, -1]]}),
+                 dict(good, layouts={0: [[0, 0], [0, 1]], 1: [[0, 1]]})]
         missing = dict(good)
         del missing["residuals"]
         cases.append(missing)

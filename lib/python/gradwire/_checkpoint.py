@@ -48,6 +48,15 @@ def check_state_dict(state):
             raise bad(f"layouts[{i}] must be a list of [bucket index, position] pairs, got "
                       f"{where!r:.80}")
         places[i] = tuple(tuple(w) for w in where)
+    # A parameter sits in one bucket at one position (gradwire/_regroup.py
+    # re-lays DDP's first iteration by these places).
+    seen = {}
+    for i in sorted(places):
+        for w in places[i]:
+            if w in seen:
+                raise bad(f"layouts name the parameter place {list(w)} twice (buckets "
+                          f"{seen[w]} and {i})")
+            seen[w] = i
     return out, places
 
 

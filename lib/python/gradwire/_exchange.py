@@ -140,7 +140,7 @@ class BucketExchange:
 
     def _record_places(self, index, params):
         """Where DDP's first iteration in this process put each parameter
-        (a checkpoint bucket put together by _Regroup keeps them)."""
+        (a checkpoint bucket put together by Regroup keeps them)."""
         if self._local_iterations == 0:
             for position, p in enumerate(params):
                 self._first_place.setdefault(id(p), (index, position))
