@@ -9,12 +9,10 @@ forever).
 
     regroup_test.py --package_dir lib/python
 """
-import argparse
-import os
 import sys
 import unittest
 
-ARGS = None
+import spawn_cases  # beside this file
 
 
 def futures_done(futs):
@@ -116,20 +114,5 @@ class RegroupTest(unittest.TestCase):
         self.assertTrue(torch.equal(f1.wait(), torch.zeros(3)))
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--package_dir", required=True)
-    ARGS, rest = parser.parse_known_args()
-    sys.path.insert(0, os.path.abspath(ARGS.package_dir))
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("SKIPPED: torch is not importable; install python3-torch")
-        return 0
-    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(spawn_cases.unittest_main(needs_torch=True))

@@ -1,4 +1,5 @@
-"""What the multi-rank hook tests share (torch_pg_test.py, ddp_exchange_test.py).
+"""What the multi-rank hook tests share (torch_pg_test.py, ddp_exchange_test.py),
+and the entry point of the one-process unittest files (unittest_main).
 
 Each case runs as its own job: a fresh interpreter that spawns the ranks with
 torch.multiprocessing.spawn (torchrun from Debian's torch crashes on Python
@@ -85,3 +86,23 @@ def main(driver, rank_main, world, single=None):
     import torch.multiprocessing as mp
     mp.spawn(rank_main, args=(args.case, args.port), nprocs=world, join=True)
     return 0
+
+
+def unittest_main(needs_torch=False):
+    """A one-process test file's entry point: --package_dir (the gradwire
+    package) goes on sys.path, the rest of the arguments to unittest.
+    With needs_torch, says SKIPPED (and passes) where torch cannot be
+    imported. Returns the exit status."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--package_dir", required=True)
+    args, rest = parser.parse_known_args()
+    sys.path.insert(0, os.path.abspath(args.package_dir))
+    if needs_torch:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("SKIPPED: torch is not importable; install python3-torch")
+            return 0
+    import unittest
+    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2).result
+    return 0 if result.wasSuccessful() else 1

@@ -5,14 +5,13 @@ one-caller guard. No torch (numpy only).
 
     thread_ranks_test.py --package_dir lib/python
 """
-import argparse
-import os
 import sys
 import threading
 import time
 import unittest
 
-ARGS = None
+import spawn_cases  # beside this file
+
 SECRET = "0123456789abcdef0123456789abcdef"
 
 
@@ -173,15 +172,6 @@ class ThreadRanks(unittest.TestCase):
         self.assertIn("not thread-safe", refused)
         comm.close()
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--package_dir", required=True)
-    ARGS, rest = parser.parse_known_args()
-    sys.path.insert(0, os.path.abspath(ARGS.package_dir))
-    result = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(spawn_cases.unittest_main())
