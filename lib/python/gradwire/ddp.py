@@ -46,6 +46,10 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   DDP hands buckets over, which is the same on every rank; the hook returns
   a Future that completes when the bucket is averaged, so backprop of the
   remaining layers continues meanwhile. overlap=False exchanges inline.
+- A state restored in fresh processes (a job killed and restarted) exchanges
+  DDP's first iteration there by the checkpoint's buckets, whose residuals
+  and velocities it holds (gradwire/_regroup.py): the restarted job repeats
+  the uninterrupted one bit for bit.
 - A failed exchange fails its Future with the original exception (DDP's
   backward then raises a RuntimeError naming it, "...gradwire.MismatchError:
   ..."), is kept as state.failure, and fails every later bucket at once.
