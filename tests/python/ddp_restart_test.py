@@ -19,12 +19,14 @@ and exits without close(); "part2" (fresh processes) restores them and
 trains the rest. Two models: "emb" (one bucket, whose order DDP's rebuild
 changes) and "perm" (layers defined in another order than they run: DDP
 1.13's first iteration hands one bucket, its rebuild makes 4 in another
-order). The driver requires:
+order); "unused" is "perm" under find_unused_parameters=True, where DDP's
+first buckets are capped and never rebuilt (each checkpoint bucket is one
+of them: several real Futures). The driver requires:
   - in part2, DDP's first layout differed from the checkpoint's (layouts
     held after the first iteration), and every bucket took it (none held at
     the end);
-  - part2 ends with the uninterrupted run's parameters and losses, bit for
-    bit, on both ranks;
+  - part2's ranks end identical, each with the uninterrupted run's
+    parameters and losses, bit for bit;
   - part2's buckets took the compressed element counts of the full run
     (state.bucket_exchanges), and without momentum correction every bias
     (dense by the path rule) averaged exactly.
@@ -47,8 +49,9 @@ STEPS, CUT = 30, 15
 CASES = [("topk 5% + EF", "topk:ratio=0.05", False, "emb"),
          ("topk 5% + EF + momentum correction", "topk:ratio=0.05", True, "emb"),
          ("topk 1% + EF, 4 buckets", "topk:ratio=0.01", False, "perm"),
+         ("topk 1% + EF, find_unused_parameters", "topk:ratio=0.01", False, "unused"),
          ("topk 1% + EF + momentum correction, 4 buckets", "topk:ratio=0.01", True, "perm")]
-BUCKET_CAP_MB = {"emb": 25, "perm": 0.5, "other": 0.2}
+BUCKET_CAP_MB = {"emb": 25, "perm": 0.5, "unused": 0.5, "other": 0.2}
 
 
 def driver(args):
@@ -71,8 +74,9 @@ def driver(args):
             tag = tag.replace(":", "_")
             full = [torch.load(os.path.join(tmp, f"full_{tag}.{r}.pt")) for r in range(WORLD)]
             part2 = [torch.load(os.path.join(tmp, f"part2_{tag}.{r}.pt")) for r in range(WORLD)]
-            same = all(torch.equal(p["params"], f["params"]) and p["losses"] == f["losses"]
-                       for p, f in zip(part2, full))
+            same = torch.equal(part2[0]["params"], part2[1]["params"]) and all(
+                torch.equal(p["params"], f["params"]) and p["losses"] == f["losses"]
+                for p, f in zip(part2, full))
             drift = (full[0]["params"] - part2[0]["params"]).abs().max().item()
             layouts = part2[0]["elements"] == full[0]["elements"]
             print(f"{name}: restarted = uninterrupted, bit for bit: {same} (max |difference| "
@@ -132,7 +136,7 @@ def _Net(torch, kind):
             for k in self.ORDER:
                 h = torch.tanh(self.hidden[k](h))
             return self.out(h)
-    return Emb() if kind == "emb" else Perm()
+    return Emb() if kind == "emb" else Perm()  # "unused": Perm
 
 
 def _batches(torch, rank, batch=32):
@@ -161,7 +165,8 @@ def rank_main(rank, case, port):
                             world_size=WORLD)
     torch.manual_seed(0)
     model = _Net(torch, kind)
-    ddp = DDP(model, bucket_cap_mb=BUCKET_CAP_MB["other" if part == "other" else kind])
+    ddp = DDP(model, bucket_cap_mb=BUCKET_CAP_MB["other" if part == "other" else kind],
+              find_unused_parameters=kind == "unused")
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     settings = {"optimizer": opt, "momentum_correction": True} if mc else {}
     state = gradwire.ddp.GradwireState(spec, warmup_iters=5, **settings)

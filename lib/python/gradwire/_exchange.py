@@ -12,6 +12,8 @@ import torch
 import gradwire
 from gradwire._regroup import Regroup
 
+_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
+
 
 def _gather(tensor, segments):
     """The segments' elements of `tensor`, concatenated (a new tensor)."""
@@ -174,12 +176,30 @@ class BucketExchange:
             if bucket.is_last():
                 self._regroup.finish()
         except Exception as e:  # noqa: BLE001 - handed to DDP through the futures
-            self.failure = self.failure or e
+            self._fail(e)
             if self._regroup is not None:
                 self._regroup.fail(e)
             if not fut.done():
                 fut.set_exception(e)
         return True
+
+    def _check_bucket(self, tensor):
+        if tensor.device.type == "cuda":
+            if self.momentum > 0.0 or self.auto:
+                raise gradwire._error(
+                    gradwire.UnsupportedError,
+                    "gradwire.ddp.hook: CUDA buckets take the device path, which does not yet "
+                    "do momentum correction or auto mode (momentum=0, auto=False)")
+        elif tensor.device.type != "cpu":
+            raise gradwire._error(
+                gradwire.UnsupportedError,
+                f"gradwire.ddp.hook: {tensor.device.type.upper()} buckets are not supported: "
+                "train with CPU or CUDA tensors")
+        if tensor.dtype not in _FLOAT_TYPES:
+            raise gradwire._error(
+                gradwire.UnsupportedError,
+                f"gradwire.ddp.hook: float32, float16 or bfloat16 buckets only, got "
+                f"{tensor.dtype}")
 
     @staticmethod
     def _momentum_inputs(bucket, tensor):

@@ -46,10 +46,8 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   DDP hands buckets over, which is the same on every rank; the hook returns
   a Future that completes when the bucket is averaged, so backprop of the
   remaining layers continues meanwhile. overlap=False exchanges inline.
-- A state restored in fresh processes (a job killed and restarted) exchanges
-  DDP's first iteration there by the checkpoint's buckets, whose residuals
-  and velocities it holds (gradwire/_regroup.py): the restarted job repeats
-  the uninterrupted one bit for bit.
+- Restored in fresh processes, a state exchanges DDP's first iteration by the
+  checkpoint's buckets (gradwire/_regroup.py): a restart is bit for bit.
 - A failed exchange fails its Future with the original exception (DDP's
   backward then raises a RuntimeError naming it, "...gradwire.MismatchError:
   ..."), is kept as state.failure, and fails every later bucket at once.
@@ -119,7 +117,6 @@ __all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_
 DEFAULT_WARMUP_ITERS = 200
 
 _AUTO_SUFFIX = "/auto"
-_FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16)
 # What __getstate__ keeps of a state besides its state_dict().
 _CONFIG = ("spec", "auto", "auto_floor", "warmup_iters", "dense_below_elements",
            "dense_one_dimensional", "overlap", "auto_tail_fraction", "momentum", "weight_decay",
@@ -270,6 +267,7 @@ class GradwireState(BucketExchange):
         self.comm = None
         self.rank = self.world_size = None
         self.failure = None        # the exception that failed an exchange, if one did
+        self._fail_fast = None     # ... once the exchange thread has reached it (_fail)
         self._velocity = {}        # momentum correction: bucket index -> u
         self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
         self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
@@ -372,37 +370,32 @@ class GradwireState(BucketExchange):
             if tensor is None:  # _drain's marker: everything before it is done
                 fut.set_result(None)
                 continue
+            if fut is None:  # _fail's marker: every later bucket fails
+                self._fail_fast = self._fail_fast or segments
+                continue
             self._run(index, step, tensor, segments, mc, fut)
 
     def _run(self, index, step, tensor, segments, mc, fut):
-        if self.failure is not None:
-            fut.set_exception(self.failure)
+        if self._fail_fast is not None:
+            fut.set_exception(self._fail_fast)
             return
         try:
             self._exchange_bucket(index, step, tensor, segments, mc)
         except Exception as e:  # noqa: BLE001 - handed to DDP through the future
-            self.failure = e
+            self.failure = self._fail_fast = e
             fut.set_exception(e)
             return
         fut.set_result(tensor)
 
-    def _check_bucket(self, tensor):
-        if tensor.device.type == "cuda":
-            if self.momentum > 0.0 or self.auto:
-                raise gradwire._error(
-                    gradwire.UnsupportedError,
-                    "gradwire.ddp.hook: CUDA buckets take the device path, which does not yet "
-                    "do momentum correction or auto mode (momentum=0, auto=False)")
-        elif tensor.device.type != "cpu":
-            raise gradwire._error(
-                gradwire.UnsupportedError,
-                f"gradwire.ddp.hook: {tensor.device.type.upper()} buckets are not supported: "
-                "train with CPU or CUDA tensors")
-        if tensor.dtype not in _FLOAT_TYPES:
-            raise gradwire._error(
-                gradwire.UnsupportedError,
-                f"gradwire.ddp.hook: float32, float16 or bfloat16 buckets only, got "
-                f"{tensor.dtype}")
+    def _fail(self, e):
+        """A bucket refused before its exchange (as a checkpoint's layout is
+        on every rank): the exchanges queued before it still run, as on the
+        ranks that refuse it too, and every later one fails at once."""
+        self.failure = self.failure or e
+        if self._worker is None:
+            self._fail_fast = self._fail_fast or e
+        else:
+            self._queue.put((-1, -1, True, e, None, None))
 
     def _submit(self, bucket):
         fut = torch.futures.Future()
@@ -425,7 +418,7 @@ class GradwireState(BucketExchange):
                 if tensor.device.type == "cuda":  # the device path's stream, from this thread
                     mc = torch.cuda.current_stream(tensor.device).cuda_stream
         except Exception as e:  # noqa: BLE001 - handed to DDP through the future
-            self.failure = self.failure or e
+            self._fail(e)
             fut.set_exception(e)
             return fut.then(_unwrap)
         if regrouped:
