@@ -366,14 +366,12 @@ class GradwireState(BucketExchange):
             item = self._queue.get()
             if item is None:
                 return
-            index, step, tensor, segments, mc, fut = item
-            if tensor is None:  # _drain's marker: everything before it is done
-                fut.set_result(None)
-                continue
-            if fut is None:  # _fail's marker: every later bucket fails
-                self._fail_fast = self._fail_fast or segments
-                continue
-            self._run(index, step, tensor, segments, mc, fut)
+            if item[0] == "drained":  # _drain's marker: everything before it is done
+                item[1].set_result(None)
+            elif item[0] == "failed":  # _fail's marker: every later bucket fails
+                self._fail_fast = self._fail_fast or item[1]
+            else:
+                self._run(*item)
 
     def _run(self, index, step, tensor, segments, mc, fut):
         if self._fail_fast is not None:
@@ -395,7 +393,7 @@ class GradwireState(BucketExchange):
         if self._worker is None:
             self._fail_fast = self._fail_fast or e
         else:
-            self._queue.put((-1, -1, True, e, None, None))
+            self._queue.put(("failed", e))
 
     def _submit(self, bucket):
         fut = torch.futures.Future()
@@ -450,7 +448,7 @@ class GradwireState(BucketExchange):
             done = threading.Event()
             fut = torch.futures.Future()
             fut.add_done_callback(lambda _: done.set())
-            self._queue.put((-1, -1, None, None, None, fut))
+            self._queue.put(("drained", fut))
             done.wait()
 
     # -- auto mode -----------------------------------------------------
