@@ -95,7 +95,7 @@ class RegroupTest(unittest.TestCase):
         r = self.Regroup(self.layouts)
         with self.assertRaisesRegex(ValueError, "do not cover its buffer"):
             r.add(0, torch.zeros(4), [self.params[3], self.params[1]], torch.futures.Future())
-        with self.assertRaisesRegex(ValueError, r"names parameter place \(0, 0\) twice"):
+        with self.assertRaisesRegex(ValueError, r"name the parameter place \[0, 0\] twice"):
             self.Regroup({0: ((0, 0),), 1: ((0, 0), (0, 1))})
 
     def test_a_failed_exchange_fails_its_holders(self):

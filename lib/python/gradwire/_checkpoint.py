@@ -48,16 +48,23 @@ def check_state_dict(state):
             raise bad(f"layouts[{i}] must be a list of [bucket index, position] pairs, got "
                       f"{where!r:.80}")
         places[i] = tuple(tuple(w) for w in where)
-    # A parameter sits in one bucket at one position (gradwire/_regroup.py
-    # re-lays DDP's first iteration by these places).
-    seen = {}
-    for i in sorted(places):
-        for w in places[i]:
-            if w in seen:
-                raise bad(f"layouts name the parameter place {list(w)} twice (buckets "
-                          f"{seen[w]} and {i})")
-            seen[w] = i
+    place_owners(places)
     return out, places
+
+
+def place_owners(layouts):
+    """Each parameter place of `layouts` (bucket index -> its places) ->
+    (bucket index, position): the map gradwire/_regroup.py re-lays DDP's
+    first iteration by. A parameter sits in one bucket at one position:
+    InvalidArgumentError for a place named twice."""
+    owners = {}
+    for i in sorted(layouts):
+        for pos, w in enumerate(layouts[i]):
+            if w in owners:
+                raise _invalid(f"gradwire.ddp: checkpoint layouts name the parameter place "
+                               f"{list(w)} twice (buckets {owners[w][0]} and {i})")
+            owners[w] = (i, pos)
+    return owners
 
 
 def _per_bucket(state, key, bad):

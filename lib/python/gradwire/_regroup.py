@@ -25,11 +25,13 @@ Thread-safe: buckets are added on DDP's thread, exchanges return on the
 hook's exchange thread.
 """
 
+import collections
 import threading
 
 import torch
 
 import gradwire
+from gradwire._checkpoint import place_owners
 
 
 def _mismatch(message):
@@ -46,12 +48,9 @@ class Regroup:
     def __init__(self, layouts):
         """layouts: checkpoint bucket index -> tuple of places."""
         self.layouts = dict(layouts)
-        self._where = {}  # place -> (checkpoint bucket, position in it)
-        for i in sorted(self.layouts):
-            for pos, place in enumerate(self.layouts[i]):
-                if place in self._where:
-                    raise _mismatch(f"the checkpoint names parameter place {place} twice")
-                self._where[place] = (i, pos)
+        self._where = place_owners(self.layouts)  # place -> (checkpoint bucket, position)
+        # DDP's first-iteration bucket -> how many of its parameters the checkpoint places
+        self._per_bucket = collections.Counter(b for b, _ in self._where)
         self._pieces = {i: [None] * len(p) for i, p in self.layouts.items()}
         self._params = {i: [None] * len(p) for i, p in self.layouts.items()}
         self._missing = {i: len(p) for i, p in self.layouts.items()}
@@ -72,17 +71,14 @@ class Regroup:
             if index in self._handed:
                 raise _mismatch(f"DDP handed bucket {index} twice in its first iteration")
             places = [(index, pos) for pos in range(len(params))]
-            if any(place not in self._where for place in places) or sum(
-                    1 for b, _ in self._where if b == index) != len(params):
+            if (self._per_bucket[index] != len(params) or
+                    any(place not in self._where for place in places)):
                 raise _mismatch(f"bucket {index} of DDP's first iteration holds "
                                 f"{len(params)} parameters, not those the checkpoint lays out")
             targets, off = set(), 0
             for place, p in zip(places, params):
                 i, pos = self._where[place]
-                piece = tensor[off:off + p.numel()]
-                if self._pieces[i][pos] is not None:
-                    raise _mismatch(f"checkpoint bucket {i} position {pos} handed twice")
-                self._pieces[i][pos], self._params[i][pos] = piece, p
+                self._pieces[i][pos], self._params[i][pos] = tensor[off:off + p.numel()], p
                 self._missing[i] -= 1
                 self._holders.setdefault(i, set()).add(index)
                 targets.add(i)

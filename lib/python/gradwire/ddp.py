@@ -419,12 +419,11 @@ class GradwireState(BucketExchange):
             self._fail(e)
             fut.set_exception(e)
             return fut.then(_unwrap)
-        if regrouped:
-            pass
-        elif self.overlap:
-            self._queue.put((index, step, tensor, segments, mc, fut))
-        else:
-            self._run(index, step, tensor, segments, mc, fut)
+        if not regrouped:
+            if self.overlap:
+                self._queue.put((index, step, tensor, segments, mc, fut))
+            else:
+                self._run(index, step, tensor, segments, mc, fut)
         if bucket.is_last():
             self._end_iteration(step)
         return fut.then(_unwrap)
