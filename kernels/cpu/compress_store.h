@@ -1,6 +1,8 @@
 // Compress-store of eight 32-bit lanes by an 8-bit mask, for the cloned
 // loops that pick out selected elements in index order (top-k's
-// candidates and its emitted outputs, random-k's indices). At 10 % density a walk over the set
+// candidates and its emitted outputs, random-k's indices), and its
+// inverse, the expand (random-k's average puts each entry back where its
+// index is). At 10 % density a walk over the set
 // bits (lowest first, one __builtin_ctz each) mispredicts the end of
 // nearly every word; a table lookup per eight elements has no branch.
 //
@@ -23,6 +25,7 @@ namespace cpu {
 struct CompressTable {
   uint32_t lanes[256][8];  // the set bits of the mask, ascending, then zeros
   uint8_t count[256];      // popcount (no popcnt instruction in the baseline clone)
+  uint8_t expand[256][8];  // for each set bit, the set bits below it; 0 for clear bits
 };
 
 constexpr CompressTable MakeCompressTable() {
@@ -30,7 +33,10 @@ constexpr CompressTable MakeCompressTable() {
   for (uint32_t m = 0; m < 256; ++m) {
     uint32_t c = 0;
     for (uint32_t b = 0; b < 8; ++b) {
-      if ((m >> b) & 1) t.lanes[m][c++] = b;
+      if ((m >> b) & 1) {
+        t.expand[m][b] = static_cast<uint8_t>(c);
+        t.lanes[m][c++] = b;
+      }
     }
     t.count[m] = static_cast<uint8_t>(c);
   }
@@ -78,6 +84,22 @@ GRADWIRE_CPU_INLINE uint32_t StoreSelectedPairs8(uint32_t mask, const uint32_t* 
   const F32x8 picked_vals = __builtin_shuffle(v8, lanes);
   memcpy(out, &picked_idx, sizeof picked_idx);
   memcpy(vals_out, &picked_vals, sizeof picked_vals);
+  return kCompressTable.count[mask];
+}
+
+// The expand, StoreSelected8's values in reverse: for each set bit l of
+// mask, out[l] = packed[the number of set bits below l]; out[l] = +0 for
+// the clear bits. Reads packed[0, 8) (the caller makes sure it may) and
+// writes out[0, 8), neither aligned. Returns popcount(mask).
+GRADWIRE_CPU_INLINE uint32_t ExpandSelected8(uint32_t mask, const float* packed, float* out) {
+  U32x8 lanes;
+  for (int l = 0; l < 8; ++l) lanes[l] = kCompressTable.expand[mask][l];
+  F32x8 v;
+  memcpy(&v, packed, sizeof v);
+  const U32x8 bits = {1, 2, 4, 8, 16, 32, 64, 128};
+  const U32x8 set = (U32x8)((mask & bits) != 0);
+  const U32x8 picked = GRADWIRE_BITCAST(U32x8, __builtin_shuffle(v, lanes)) & set;
+  memcpy(out, &picked, sizeof picked);
   return kCompressTable.count[mask];
 }
 
