@@ -22,17 +22,24 @@ changes) and "perm" (layers defined in another order than they run: DDP
 order); "unused" is "perm" under find_unused_parameters=True, where DDP's
 first buckets are capped and never rebuilt (each checkpoint bucket is one
 of them: several real Futures). The driver requires:
-  - in part2, DDP's first layout differed from the checkpoint's (layouts
-    held after the first iteration), and every bucket took it (none held at
-    the end);
+  - in part2, DDP's first layout differed from the checkpoint's (re-laid
+    into after the first iteration, state._relay), and DDP's rebuilt
+    buckets were the checkpoint's (no longer re-laid at the end);
   - part2's ranks end identical, each with the uninterrupted run's
     parameters and losses, bit for bit;
   - part2's buckets took the compressed element counts of the full run
     (state.bucket_exchanges), and without momentum correction every bias
     (dense by the path rule) averaged exactly.
-A last job ("other") restores the "perm" checkpoint into DDP with another
-bucket_cap_mb: once DDP has rebuilt its buckets, a backward raises
-InvalidArgumentError's message on every rank (no hang).
+A fourth job ("other", where OTHER names a bucketing for the case's model)
+restores part1's checkpoint into DDP with another bucketing. "perm" at
+bucket_cap_mb 0.2 (rebuilt into 7 buckets): the hook keeps exchanging by the
+checkpoint's buckets (state._relay still set at the end), and the driver
+requires of it what it requires of part2, bit for bit with the uninterrupted
+run (until 2026-12-01 this was refused with InvalidArgumentError once DDP had
+rebuilt its buckets). "unused"'s checkpoint into a DDP without
+find_unused_parameters: a parameter is known by where it sat in DDP's first
+iteration, and that differs here (capped buckets against one), so the first
+backward raises InvalidArgumentError's message on every rank (no hang).
 Prints SKIPPED (and passes) only where torch cannot be imported.
 
     ddp_restart_test.py --package_dir lib/python [--python /usr/bin/python3]
@@ -51,7 +58,11 @@ CASES = [("topk 5% + EF", "topk:ratio=0.05", False, "emb"),
          ("topk 1% + EF, 4 buckets", "topk:ratio=0.01", False, "perm"),
          ("topk 1% + EF, find_unused_parameters", "topk:ratio=0.01", False, "unused"),
          ("topk 1% + EF + momentum correction, 4 buckets", "topk:ratio=0.01", True, "perm")]
-BUCKET_CAP_MB = {"emb": 25, "perm": 0.5, "unused": 0.5, "other": 0.2}
+BUCKET_CAP_MB = {"emb": 25, "perm": 0.5, "unused": 0.5}
+# model -> (bucket_cap_mb, find_unused_parameters, the refusal wanted or
+# None) of its "other" job
+OTHER = {"perm": (0.2, False, None),
+         "unused": (0.5, False, "holds 21 parameters, not those the checkpoint lays out")}
 
 
 def driver(args):
@@ -64,7 +75,8 @@ def driver(args):
         env["GRADWIRE_RESTART_DIR"] = tmp
         for name, spec, mc, kind in CASES:
             tag = f"{spec}:{int(mc)}:{kind}"
-            for part in ("full", "part1", "part2"):
+            parts = ("full", "part1", "part2") + (("other",) if kind in OTHER else ())
+            for part in parts:
                 good, _ = spawn_cases.run_case(args, __file__, f"{name}, {part}",
                                                f"{part}:{tag}", spawn_cases.free_port(), env,
                                                WORLD, 240)
@@ -73,34 +85,41 @@ def driver(args):
                 break
             tag = tag.replace(":", "_")
             full = [torch.load(os.path.join(tmp, f"full_{tag}.{r}.pt")) for r in range(WORLD)]
-            part2 = [torch.load(os.path.join(tmp, f"part2_{tag}.{r}.pt")) for r in range(WORLD)]
-            same = torch.equal(part2[0]["params"], part2[1]["params"]) and all(
-                torch.equal(p["params"], f["params"]) and p["losses"] == f["losses"]
-                for p, f in zip(part2, full))
-            drift = (full[0]["params"] - part2[0]["params"]).abs().max().item()
-            layouts = part2[0]["elements"] == full[0]["elements"]
-            print(f"{name}: restarted = uninterrupted, bit for bit: {same} (max |difference| "
-                  f"{drift:.2e}); compressed elements per bucket {part2[0]['elements']} "
-                  f"(uninterrupted {full[0]['elements']})", flush=True)
-            inexact = sum(p["inexact_biases"] for p in part2)
-            if inexact:
-                print(f"{name}: {inexact} bias averages after the restart were not exact "
-                      "(compressed: a stale layout)", flush=True)
-            held = part2[0]["held"]
-            if held[0] == 0 or held[1] != 0:
-                print(f"{name}: buckets held for the checkpoint's layout after the first / "
-                      f"last iteration: {held} (wanted some, then none: DDP's first layout "
-                      "must differ from the rebuilt one here, and be taken)", flush=True)
-            if not (same and layouts and not inexact and held[0] > 0 and held[1] == 0):
-                print(f"FAIL {name}")
-                ok = False
-        if ok:  # the last case's checkpoint ("perm") into another bucketing
-            good, _ = spawn_cases.run_case(args, __file__, "another bucket_cap_mb refused",
-                                           f"other:{CASES[-1][1]}:1:perm",
-                                           spawn_cases.free_port(), env, WORLD, 240)
-            ok = ok and good
+            compared = [p for p in parts[2:] if p == "part2" or OTHER[kind][2] is None]
+            for part in compared:
+                ok = _restarted_as_full(torch, f"{name}, {part}", full, [
+                    torch.load(os.path.join(tmp, f"{part}_{tag}.{r}.pt"))
+                    for r in range(WORLD)], part == "other") and ok
     print("PASS" if ok else "FAILED")
     return 0 if ok else 1
+
+
+def _restarted_as_full(torch, name, full, part2, other):
+    """Prints part2's (or other's) comparison with the uninterrupted run;
+    True if it holds (the driver's list in the module doc)."""
+    same = torch.equal(part2[0]["params"], part2[1]["params"]) and all(
+        torch.equal(p["params"], f["params"]) and p["losses"] == f["losses"]
+        for p, f in zip(part2, full))
+    drift = (full[0]["params"] - part2[0]["params"]).abs().max().item()
+    layouts = part2[0]["elements"] == full[0]["elements"]
+    print(f"{name}: restarted = uninterrupted, bit for bit: {same} (max |difference| "
+          f"{drift:.2e}); compressed elements per bucket {part2[0]['elements']} "
+          f"(uninterrupted {full[0]['elements']})", flush=True)
+    inexact = sum(p["inexact_biases"] for p in part2)
+    if inexact:
+        print(f"{name}: {inexact} bias averages after the restart were not exact "
+              "(compressed: a stale layout)", flush=True)
+    # Re-laid into the checkpoint's buckets after the first iteration (DDP's
+    # first layout differs from the checkpoint's here), and at the end only
+    # under another bucketing (part2's DDP rebuilt as the checkpoint's did).
+    wanted = [True, other]
+    if part2[0]["relayed"] != wanted:
+        print(f"{name}: re-laying after the first / last iteration: "
+              f"{part2[0]['relayed']}, wanted {wanted}", flush=True)
+    if not (same and layouts and not inexact and part2[0]["relayed"] == wanted):
+        print(f"FAIL {name}")
+        return False
+    return True
 
 
 def _Net(torch, kind):
@@ -165,8 +184,9 @@ def rank_main(rank, case, port):
                             world_size=WORLD)
     torch.manual_seed(0)
     model = _Net(torch, kind)
-    ddp = DDP(model, bucket_cap_mb=BUCKET_CAP_MB["other" if part == "other" else kind],
-              find_unused_parameters=kind == "unused")
+    cap, unused, refusal = (OTHER[kind] if part == "other" else
+                            (BUCKET_CAP_MB[kind], kind == "unused", None))
+    ddp = DDP(model, bucket_cap_mb=cap, find_unused_parameters=unused)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
     settings = {"optimizer": opt, "momentum_correction": True} if mc else {}
     state = gradwire.ddp.GradwireState(spec, warmup_iters=5, **settings)
@@ -194,11 +214,13 @@ def rank_main(rank, case, port):
     batches = _batches(torch, rank)
     losses, first = [], 0
     saved = os.path.join(tmp, f"ckpt_{tag}.{rank}.pt")
-    if part == "other":
+    if part in ("part2", "other"):
         ck = torch.load(saved)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["opt"])
         state.load_state_dict(ck["gradwire"])
+        losses, first = ck["losses"], CUT
+    if refusal is not None:
         try:
             for x, y in batches[CUT:CUT + 3]:
                 opt.zero_grad()
@@ -206,17 +228,10 @@ def rank_main(rank, case, port):
                 opt.step()
             print(f"rank {rank}: CHECK FAILED: another bucketing's checkpoint was taken")
         except RuntimeError as e:
-            wanted = "holds other parameters than at the checkpoint"
-            print(f"rank {rank}: {'PASS' if wanted in str(e) else 'CHECK FAILED: ' + str(e)}",
+            print(f"rank {rank}: {'PASS' if refusal in str(e) else 'CHECK FAILED: ' + str(e)}",
                   flush=True)
         sys.stdout.flush()
         os._exit(0)
-    if part == "part2":
-        ck = torch.load(saved)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        state.load_state_dict(ck["gradwire"])
-        losses, first = ck["losses"], CUT
     last = CUT if part == "part1" else STEPS
     elements = {}
     for s in range(first, last):
@@ -226,10 +241,8 @@ def rank_main(rank, case, port):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        if s == first and part == "part2":
-            # The case at hand: DDP's first layout is not the checkpoint's
-            # (held until DDP's rebuilt buckets show it).
-            held_at_first = len(state._held_layouts)
+        if s == first:
+            relayed_at_first = state._relay is not None
         if s > 0:  # after the warm-up's first iteration
             for index, e in state.bucket_exchanges.items():
                 if e["exchange"] != "dense_ring":
@@ -243,12 +256,8 @@ def rank_main(rank, case, port):
         os._exit(0)  # killed: no close()
     state.close()
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    if part == "part2":
-        check_held = (held_at_first, len(state._held_layouts))
-    else:
-        check_held = None
     torch.save({"params": params, "losses": losses, "inexact_biases": len(inexact),
-                "held": check_held,
+                "relayed": [relayed_at_first, state._relay is not None],
                 "elements": {i: sorted(v) for i, v in elements.items()}},
                os.path.join(tmp, f"{part}_{tag}.{rank}.pt"))
     print("PASS", flush=True)

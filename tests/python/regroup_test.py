@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""gradwire/_regroup.py in one process: DDP's first-iteration buckets of a
-restarted job re-laid into a checkpoint's bucket layouts (ddp_restart_test
-runs it in real DDP jobs). Checks the checkpoint buckets are put together in
-the checkpoint's order as soon as complete, ascending, the averages go back
-into DDP's buffers, each Future completes only when all of its bucket is
-back, and a checkpoint of another model fails every Future (none waits
-forever).
+"""gradwire/_regroup.py in one process: DDP's buckets of a restarted job
+re-laid into a checkpoint's bucket layouts (ddp_restart_test runs it in real
+DDP jobs). Checks the checkpoint buckets are put together in the
+checkpoint's order as soon as complete, ascending, the averages go back into
+DDP's buffers, each Future completes only when all of its bucket is back, a
+bucket that is one checkpoint bucket goes through uncopied (and re-laying
+may end only when every bucket is one under its own index), a later
+iteration's buckets are placed by their parameters' first places, and a
+checkpoint of another model fails every Future (none waits forever).
 
     regroup_test.py --package_dir lib/python
 """
@@ -81,7 +83,7 @@ class RegroupTest(unittest.TestCase):
         f0 = torch.futures.Future()
         r.add(0, t0, p0, f0)
         t1, p1 = self.bucket([0, 2, 1])  # three parameters, the checkpoint has two
-        with self.assertRaisesRegex(ValueError, "bucket 1 of DDP's first iteration holds 3"):
+        with self.assertRaisesRegex(ValueError, "bucket 1 DDP handed over holds 3"):
             r.add(1, t1, p1, torch.futures.Future())
         r.fail(RuntimeError("stop"))
         self.assertTrue(f0.done())
@@ -97,6 +99,67 @@ class RegroupTest(unittest.TestCase):
             r.add(0, torch.zeros(4), [self.params[3], self.params[1]], torch.futures.Future())
         with self.assertRaisesRegex(ValueError, r"name the parameter place \[0, 0\] twice"):
             self.Regroup({0: ((0, 0),), 1: ((0, 0), (0, 1))})
+
+    def test_a_checkpoint_bucket_goes_through_whole(self):
+        torch = self.torch
+        # DDP's bucket 0 is checkpoint bucket 0, its bucket 1 checkpoint
+        # bucket 1: uncopied, and the layouts are DDP's (finish() True).
+        layouts = {0: ((0, 0), (0, 1)), 1: ((1, 0), (1, 1))}
+        r = self.Regroup(layouts)
+        t0, p0 = self.bucket([3, 1])
+        t1, p1 = self.bucket([0, 2])
+        f0, f1 = torch.futures.Future(), torch.futures.Future()
+        (i0, flat0, _), = r.add(0, t0, p0, f0)
+        self.assertEqual(i0, 0)
+        self.assertIs(flat0, t0)
+        flat0.mul_(-1)  # the exchange, in place
+        r.returned(0, flat0)
+        self.assertIs(f0.wait(), t0)
+        self.assertTrue(torch.equal(t0, -torch.cat([self.grads[3], self.grads[1]])))
+        (i1, flat1, _), = r.add(1, t1, p1, f1)
+        self.assertIs(flat1, t1)
+        r.returned(1, flat1)
+        self.assertTrue(r.finish())
+        # The same buckets handed under each other's index: through whole,
+        # but re-laying goes on (finish() False).
+        r = self.Regroup({1: layouts[0], 0: layouts[1]})
+        self.assertEqual([i for i, _, _ in r.add(0, t0, p0, torch.futures.Future())], [1])
+        self.assertEqual([i for i, _, _ in r.add(1, t1, p1, torch.futures.Future())], [0])
+        self.assertFalse(r.finish())
+        # Re-laid buckets: finish() False.
+        r = self.Regroup(self.layouts)
+        r.add(0, t0, p0, torch.futures.Future())
+        r.add(1, t1, p1, torch.futures.Future())
+        self.assertFalse(r.finish())
+
+    def test_later_iterations_place_parameters_by_their_first_places(self):
+        torch = self.torch
+        # DDP rebuilt other buckets than the checkpoint's: bucket 0 =
+        # [p0, p2, p3], bucket 1 = [p1]; each parameter named by where it sat
+        # in the first iteration (p3: (0, 0), p1: (0, 1), p0: (1, 0), p2: (1, 1)).
+        first = {0: (1, 0), 1: (0, 1), 2: (1, 1), 3: (0, 0)}
+        r = self.Regroup(self.layouts)
+        t0, p0 = self.bucket([0, 2, 3])
+        t1, p1 = self.bucket([1])
+        f0, f1 = torch.futures.Future(), torch.futures.Future()
+        ready = r.add(0, t0, p0, f0, [first[k] for k in (0, 2, 3)])
+        self.assertEqual([i for i, _, _ in ready], [1])  # [p2, p3]
+        self.assertTrue(torch.equal(ready[0][1], torch.cat([self.grads[2], self.grads[3]])))
+        ready += r.add(1, t1, p1, f1, [first[1]])
+        self.assertEqual([i for i, _, _ in ready], [1, 0])  # then [p0, p1]
+        for i, flat, _ in ready:
+            r.returned(i, flat * 3)
+        self.assertEqual(futures_done([f0, f1]), [True, True])
+        self.assertTrue(torch.equal(t0, 3 * torch.cat([self.grads[k] for k in (0, 2, 3)])))
+        self.assertTrue(torch.equal(t1, 3 * self.grads[1]))
+        self.assertFalse(r.finish())
+        # A place named twice in one bucket, or a parameter the checkpoint
+        # does not place: refused.
+        r = self.Regroup(self.layouts)
+        with self.assertRaisesRegex(ValueError, "bucket 0 DDP handed over holds 2"):
+            r.add(0, *self.bucket([0, 1]), torch.futures.Future(), [(1, 0), (1, 0)])
+        with self.assertRaisesRegex(ValueError, "bucket 1 DDP handed over holds 1"):
+            r.add(1, *self.bucket([1]), torch.futures.Future(), [None])
 
     def test_a_failed_exchange_fails_its_holders(self):
         torch = self.torch

@@ -97,13 +97,14 @@ class BucketExchange:
         (in the order gradients became ready), and a checkpoint's residuals
         and velocities are laid out as after that rebuild. In fresh processes
         DDP's first iteration hands other parameters under the same bucket
-        indices: _submit_regrouped exchanges that iteration by the
-        checkpoint's buckets. A bucket still laid out otherwise after it (a
-        DDP that has not rebuilt as the checkpoint's did) is averaged dense
-        once more, and refused from DDP's third iteration on. A parameter is
-        known by where it sat in DDP's first iteration in this process
-        (bucket index, position), the same in every process of one model and
-        bucketing."""
+        indices: _submit_regrouped exchanges that iteration, and every later
+        one until DDP's buckets are the checkpoint's, by the checkpoint's
+        buckets. Held layouts remain only where DDP's buckets do not say
+        their parameters: such a bucket laid out otherwise than at the
+        checkpoint is averaged dense once, and refused from DDP's third
+        iteration on. A parameter is known by where it sat in DDP's first
+        iteration in this process (bucket index, position), the same in
+        every process of one model and bucketing."""
         index, length = bucket.index(), bucket.buffer().numel()
         params = _parameters(bucket)
         if params and sum(p.numel() for p in params) == length:
@@ -148,20 +149,27 @@ class BucketExchange:
                 self._first_place.setdefault(id(p), (index, position))
 
     def _submit_regrouped(self, bucket, tensor, step, fut):
-        """DDP's first iteration after a checkpoint was restored into this
-        process (gradwire/_regroup.py): the bucket is taken apart, and each
-        checkpoint bucket it completes is exchanged under its own index;
-        `fut` completes once all of the bucket is back. False (nothing
-        done) where the bucket takes the plain path."""
+        """An iteration of a restored state that DDP's buckets do not (yet)
+        show as the checkpoint's (gradwire/_regroup.py): the bucket is taken
+        apart, and each checkpoint bucket it completes is exchanged under its
+        own index; `fut` completes once all of the bucket is back. False
+        (nothing done) where the bucket takes the plain path: DDP's first
+        iteration in this process with no checkpoint restored (or no
+        parameters known), or a later one with no layouts to re-lay
+        (self._relay None)."""
         params = _parameters(bucket)
-        if self._local_iterations != 0 or (self._regroup is None and (
-                not self._held_layouts or not params)):
+        first = self._local_iterations == 0
+        if self._regroup is None and (
+                (first and (not self._held_layouts or not params)) or
+                (not first and self._relay is None)):
             return False
         try:
             if self._regroup is None:
-                self._regroup = Regroup(self._held_layouts)
+                self._regroup = Regroup(self._held_layouts if first else self._relay)
             self._record_places(bucket.index(), params or ())
-            for i, flat, members in self._regroup.add(bucket.index(), tensor, params, fut):
+            places = None if first else [self._first_place.get(id(p)) for p in params or ()]
+            for i, flat, members in self._regroup.add(bucket.index(), tensor, params, fut,
+                                                      places):
                 part = _Bucket(i, flat, members)
                 segments = self._segments(part)
                 mc = self._momentum_inputs(part, flat) if self.momentum > 0.0 else None
@@ -174,7 +182,11 @@ class BucketExchange:
                 else:
                     self._run(i, step, flat, segments, mc, inner)
             if bucket.is_last():
-                self._regroup.finish()
+                in_place = self._regroup.finish()
+                if not first:
+                    # DDP's buckets are the checkpoint's: the plain path from now on.
+                    self._relay = None if in_place else self._relay
+                    self._regroup = None
         except Exception as e:  # noqa: BLE001 - handed to DDP through the futures
             self._fail(e)
             if self._regroup is not None:
@@ -216,7 +228,9 @@ class BucketExchange:
     def _checkpoint_layouts(self):
         """state_dict's "layouts": bucket index -> its parameters' first
         places, for the layouts its residuals and velocities are in."""
-        out = {i: [list(p) for p in held] for i, held in self._held_layouts.items()}
+        relay = self._relay or {}
+        out = {i: [list(p) for p in held]
+               for i, held in {**self._held_layouts, **relay}.items()}
         for index, ((_, places), _) in self._layouts.items():
             if places is not None and None not in places:
                 out[index] = [list(p) for p in places]
@@ -227,10 +241,13 @@ class BucketExchange:
         layouts are found again, and the velocities made in that iteration
         go to their parameters, for the rebuilt buckets (a restored state's
         velocities wait for their own layout, _segments; after a regrouped
-        first iteration DDP's rebuilt buckets must match the checkpoint's)."""
+        first iteration the checkpoint's layouts are re-laid into until
+        DDP's rebuilt buckets are the same, self._relay)."""
         self._layouts.clear()
         if self._regroup is not None:
-            self._held_layouts, self._regroup = dict(self._regroup.layouts), None
+            # Re-laid from now on until DDP's buckets are the checkpoint's.
+            self._relay, self._regroup = dict(self._regroup.layouts), None
+            self._held_layouts = {}
         if self.momentum > 0.0:
             # Velocities per parameter, to be laid out again in the rebuilt
             # buckets (exactly torch.optim.SGD's momentum).

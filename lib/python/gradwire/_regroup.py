@@ -1,18 +1,23 @@
-"""DDP's first iteration in fresh processes, re-laid into a restored
-checkpoint's bucket layouts (gradwire.ddp, "Checkpoints" in docs/python.md).
+"""DDP's buckets re-laid into a restored checkpoint's bucket layouts
+(gradwire.ddp, "Checkpoints" in docs/python.md).
 
 DDP lays its buckets out anew after its first iteration in a process (in the
 order gradients became ready); a checkpoint's residuals and velocities are
 laid out as after that rebuild, by bucket index. In a job restarted from a
 checkpoint, DDP's first iteration hands other buckets: the same parameters,
-grouped and ordered otherwise. Regroup takes those buckets apart into their
-parameters' gradients and puts together each checkpoint bucket as soon as
-every parameter of it has been handed over, in the checkpoint's order; the
-hook exchanges it under its own index, with its own residual and velocity,
-exactly as the uninterrupted job exchanged it; the averages go back into
-the buckets DDP handed over, and each of DDP's Futures completes when every
-checkpoint bucket holding a part of it is back. So the restarted job repeats
-the uninterrupted one bit for bit.
+grouped and ordered otherwise; under another bucket_cap_mb its rebuilt
+buckets differ too. Regroup
+takes the buckets DDP hands over apart into their parameters' gradients and
+puts together each checkpoint bucket as soon as every parameter of it has
+been handed over, in the checkpoint's order; the hook exchanges it under its
+own index, with its own residual and velocity, exactly as the uninterrupted
+job exchanged it; the averages go back into the buckets DDP handed over, and
+each of DDP's Futures completes when every checkpoint bucket holding a part
+of it is back. So the restarted job repeats the uninterrupted one bit for
+bit, under any bucketing. One Regroup serves one iteration; the hook keeps
+re-laying until an iteration in which every bucket DDP hands over is a
+checkpoint bucket under its own index (a bucket that is one checkpoint
+bucket, in its order, goes through whole, uncopied).
 
 A parameter is known by its place: (bucket index, position) in DDP's first
 iteration in its process, the same in every process of one model and
@@ -25,7 +30,6 @@ Thread-safe: buckets are added on DDP's thread, exchanges return on the
 hook's exchange thread.
 """
 
-import collections
 import threading
 
 import torch
@@ -36,48 +40,63 @@ from gradwire._checkpoint import place_owners
 
 def _mismatch(message):
     return gradwire._error(gradwire.InvalidArgumentError, (
-        f"gradwire.ddp: restoring a checkpoint: {message} (another model or "
-        "bucket_cap_mb than the checkpoint's?)"))
+        f"gradwire.ddp: restoring a checkpoint: {message} (another model than the "
+        "checkpoint's, or find_unused_parameters toggled?)"))
 
 
 class Regroup:
-    """One first iteration's re-laying (module doc). add() per bucket DDP
-    hands over, returned() per checkpoint bucket exchanged, finish() after
-    the last one; fail() fails every Future not yet completed."""
+    """One iteration's re-laying (module doc). add() per bucket DDP hands
+    over, returned() per checkpoint bucket exchanged, finish() after the
+    last one; fail() fails every Future not yet completed."""
 
     def __init__(self, layouts):
         """layouts: checkpoint bucket index -> tuple of places."""
         self.layouts = dict(layouts)
         self._where = place_owners(self.layouts)  # place -> (checkpoint bucket, position)
-        # DDP's first-iteration bucket -> how many of its parameters the checkpoint places
-        self._per_bucket = collections.Counter(b for b, _ in self._where)
         self._pieces = {i: [None] * len(p) for i, p in self.layouts.items()}
         self._params = {i: [None] * len(p) for i, p in self.layouts.items()}
         self._missing = {i: len(p) for i, p in self.layouts.items()}
         self._handed = {}   # DDP's bucket index -> [tensor, future, checkpoint buckets left]
         self._holders = {}  # checkpoint bucket -> DDP's bucket indices holding parts of it
+        self._taken = set()    # places handed over
+        self._in_place = True  # every bucket so far one checkpoint bucket under its own index
         self._lock = threading.Lock()
 
-    def add(self, index, tensor, params, fut):
+    def add(self, index, tensor, params, fut, places=None):
         """Takes DDP's bucket `index` (its flat buffer `tensor` and its
-        parameters in buffer order) whose Future `fut` completes later.
-        Returns [(checkpoint index, flat buffer, parameters)] for the
+        parameters in buffer order, at `places`: by default DDP's first
+        iteration's own, (index, position)) whose Future `fut` completes
+        later. Returns [(checkpoint index, flat buffer, parameters)] for the
         checkpoint buckets this bucket completed, ascending; raises
         InvalidArgumentError if its parameters are not the checkpoint's."""
         params = list(params or ())
         if sum(p.numel() for p in params) != tensor.numel():
             raise _mismatch(f"bucket {index}'s parameters do not cover its buffer")
+        if places is None:
+            places = [(index, pos) for pos in range(len(params))]
+        places = [tuple(w) if w is not None else None for w in places]
         with self._lock:
             if index in self._handed:
-                raise _mismatch(f"DDP handed bucket {index} twice in its first iteration")
-            places = [(index, pos) for pos in range(len(params))]
-            if (self._per_bucket[index] != len(params) or
-                    any(place not in self._where for place in places)):
-                raise _mismatch(f"bucket {index} of DDP's first iteration holds "
-                                f"{len(params)} parameters, not those the checkpoint lays out")
+                raise _mismatch(f"DDP handed bucket {index} twice in one iteration")
+            owners = [self._where.get(w) for w in places]
+            if (not params or len(set(places)) != len(places) or None in owners or
+                    not self._taken.isdisjoint(places)):
+                raise _mismatch(f"bucket {index} DDP handed over holds {len(params)} "
+                                "parameters, not those the checkpoint lays out")
+            self._taken.update(places)
+            first = owners[0][0]
+            if tuple(places) == self.layouts[first]:
+                # One checkpoint bucket, in its order: through whole.
+                self._pieces[first] = [tensor]
+                self._params[first] = params
+                self._missing[first] = 0
+                self._holders[first] = {index}
+                self._handed[index] = [tensor, fut, 1]
+                self._in_place = self._in_place and first == index
+                return [(first, tensor, params)]
+            self._in_place = False
             targets, off = set(), 0
-            for place, p in zip(places, params):
-                i, pos = self._where[place]
+            for (i, pos), p in zip(owners, params):
                 self._pieces[i][pos], self._params[i][pos] = tensor[off:off + p.numel()], p
                 self._missing[i] -= 1
                 self._holders.setdefault(i, set()).add(index)
@@ -100,9 +119,10 @@ class Regroup:
         completes each Future whose every part is back."""
         done = []
         with self._lock:
-            if error is None:
+            pieces = self._pieces[i]
+            if error is None and not (len(pieces) == 1 and pieces[0] is flat):
                 off = 0
-                for t in self._pieces[i]:
+                for t in pieces:
                     t.copy_(flat[off:off + t.numel()])
                     off += t.numel()
             for index in sorted(self._holders.get(i, ())):
@@ -120,13 +140,17 @@ class Regroup:
                 fut.set_exception(error)
 
     def finish(self):
-        """After DDP's last bucket of the iteration: raises (and the caller
-        fails every Future) if a checkpoint bucket is still incomplete."""
+        """After DDP's last bucket of the iteration: True if every bucket
+        DDP handed over was one checkpoint bucket under its own index (the
+        checkpoint's layouts are DDP's: re-laying may end); raises (and the
+        caller fails every Future) if a checkpoint bucket is incomplete."""
         with self._lock:
             left = sorted(i for i, m in self._missing.items() if m)
+            in_place = self._in_place
         if left:
-            raise _mismatch(f"checkpoint buckets {left} hold parameters DDP's first iteration "
+            raise _mismatch(f"checkpoint buckets {left} hold parameters DDP's iteration "
                             "did not hand over")
+        return in_place
 
     def fail(self, error):
         """Fails every Future not yet completed (nothing waits forever)."""

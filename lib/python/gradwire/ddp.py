@@ -37,17 +37,18 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   (residuals and momentum stay float32) and rounded back to the bucket's
   dtype (tensor.copy_: to nearest, ties to even).
 - CUDA buckets take the device path (docs/device_path.md: its C++ side ran
-  on an H200; the hook's CUDA buckets have not yet run on a GPU): the bucket's data pointer and the CUDA stream
-  current when DDP hands it over go to Communicator.allreduce_mean_device,
-  which compresses on the GPU and moves only frames through the host.
+  on an H200; the hook's CUDA buckets have not yet run on a GPU): the
+  bucket's data pointer and the CUDA stream current when DDP hands it over
+  go to Communicator.allreduce_mean_device, which compresses on the GPU and
+  moves only frames through the host.
   Without momentum correction and auto mode only (UnsupportedError);
   other device types are refused likewise.
 - The exchange runs on one background thread (overlap=True), in the order
   DDP hands buckets over, which is the same on every rank; the hook returns
   a Future that completes when the bucket is averaged, so backprop of the
   remaining layers continues meanwhile. overlap=False exchanges inline.
-- Restored in fresh processes, a state exchanges DDP's first iteration by the
-  checkpoint's buckets (gradwire/_regroup.py): a restart is bit for bit.
+- A restored state exchanges by the checkpoint's buckets until DDP's are the
+  same (gradwire/_regroup.py): a restart, under any bucketing, is bit for bit.
 - A failed exchange fails its Future with the original exception (DDP's
   backward then raises a RuntimeError naming it, "...gradwire.MismatchError:
   ..."), is kept as state.failure, and fails every later bucket at once.
@@ -283,7 +284,8 @@ class GradwireState(BucketExchange):
         # DDP's iterations in this process; where each parameter sat in the
         # first; a restored state's layouts (BucketExchange._segments)
         self._local_iterations, self._first_place, self._held_layouts = 0, {}, {}
-        self._regroup = None       # a restored state's first iteration (_regroup.py)
+        self._regroup = None       # a restored state's iteration being re-laid (_regroup.py)
+        self._relay = None         # ... the checkpoint's layouts, re-laid into until DDP's
         # auto-mode measurements during warm-up, per iteration
         self._t_first = None
         self._ready = {}           # bucket index -> [seconds after first bucket]
@@ -526,7 +528,12 @@ class GradwireState(BucketExchange):
         except BaseException:
             self.comm.restore_state(before)
             raise
-        self._velocity, self._held_layouts = velocity, layouts
+        self._velocity = velocity
+        if self._local_iterations == 0:  # DDP's first iteration re-laid, then its rebuilt ones
+            self._held_layouts = layouts
+        else:  # DDP's buckets re-laid until they are the checkpoint's
+            self._relay, self._held_layouts = layouts or None, {}
+            self._layouts.clear()
         self._bucket_params, self._param_velocity = {}, {}  # the velocities are the checkpoint's
         self.auto_plan = state.get("auto_plan")
         self.auto_report = state.get("auto_report", "")
