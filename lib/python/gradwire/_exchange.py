@@ -191,6 +191,8 @@ class BucketExchange:
             self._fail(e)
             if self._regroup is not None:
                 self._regroup.fail(e)
+                if not first:
+                    self._regroup = None
             if not fut.done():
                 fut.set_exception(e)
         return True

@@ -6,15 +6,16 @@ order gradients became ready); a checkpoint's residuals and velocities are
 laid out as after that rebuild, by bucket index. In a job restarted from a
 checkpoint, DDP's first iteration hands other buckets: the same parameters,
 grouped and ordered otherwise; under another bucket_cap_mb its rebuilt
-buckets differ too. Regroup
-takes the buckets DDP hands over apart into their parameters' gradients and
-puts together each checkpoint bucket as soon as every parameter of it has
-been handed over, in the checkpoint's order; the hook exchanges it under its
-own index, with its own residual and velocity, exactly as the uninterrupted
-job exchanged it; the averages go back into the buckets DDP handed over, and
-each of DDP's Futures completes when every checkpoint bucket holding a part
-of it is back. So the restarted job repeats the uninterrupted one bit for
-bit, under any bucketing. One Regroup serves one iteration; the hook keeps
+buckets differ too. Regroup takes the buckets DDP hands over apart into their
+parameters' gradients and puts together each checkpoint bucket as soon as
+every parameter of it has been handed over, in the checkpoint's order; the
+hook exchanges it under its own index, with its own residual and velocity,
+exactly as the uninterrupted job exchanged it; the averages go back into the
+buckets DDP handed over, and each of DDP's Futures completes when every
+checkpoint bucket holding a part of it is back. So the restarted job repeats
+the uninterrupted one bit for bit, under another bucket_cap_mb too (not with
+find_unused_parameters toggled: DDP's first iteration, which names the
+parameters, then differs). One Regroup serves one iteration; the hook keeps
 re-laying until an iteration in which every bucket DDP hands over is a
 checkpoint bucket under its own index (a bucket that is one checkpoint
 bucket, in its order, goes through whole, uncopied).

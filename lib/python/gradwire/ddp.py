@@ -48,7 +48,8 @@ What it does with each GradBucket (DDP's fused, flattened gradients):
   a Future that completes when the bucket is averaged, so backprop of the
   remaining layers continues meanwhile. overlap=False exchanges inline.
 - A restored state exchanges by the checkpoint's buckets until DDP's are the
-  same (gradwire/_regroup.py): a restart, under any bucketing, is bit for bit.
+  same (gradwire/_regroup.py): a restart, under another bucket_cap_mb too, is
+  bit for bit.
 - A failed exchange fails its Future with the original exception (DDP's
   backward then raises a RuntimeError naming it, "...gradwire.MismatchError:
   ..."), is kept as state.failure, and fails every later bucket at once.
@@ -285,7 +286,7 @@ class GradwireState(BucketExchange):
         # first; a restored state's layouts (BucketExchange._segments)
         self._local_iterations, self._first_place, self._held_layouts = 0, {}, {}
         self._regroup = None       # a restored state's iteration being re-laid (_regroup.py)
-        self._relay = None         # ... the checkpoint's layouts, re-laid into until DDP's
+        self._relay = None         # ... the layouts re-laid into until DDP's buckets match
         # auto-mode measurements during warm-up, per iteration
         self._t_first = None
         self._ready = {}           # bucket index -> [seconds after first bucket]
