@@ -300,6 +300,28 @@ class DataCacheTest(unittest.TestCase):
             self.assertIn("token byte", child.stdout)
             self.assertNotIn(bad, child.stdout)
 
+    def test_idx_files_plain_gzip_and_damaged(self):
+        import gzip
+        body = bytes([0, 0, 8, 2, 0, 0, 0, 3, 0, 0, 0, 2]) + bytes(range(6))
+        plain = os.path.join(self.tmp, "a-idx2-ubyte")
+        with open(plain, "wb") as f:
+            f.write(body)
+        zipped = gzip.compress(body[:9]) + gzip.compress(body[9:])  # two members
+        cases = {"ok.gz": zipped, "zeros.gz": zipped + bytes(4), "junk.gz": zipped + b"JUNK",
+                 "cut.gz": zipped[:-6], "bad.gz": zipped[:12] + b"\xff" * 8 + zipped[20:]}
+        for name, raw in cases.items():
+            with open(os.path.join(self.tmp, name), "wb") as f:
+                f.write(raw)
+        for path in (plain, os.path.join(self.tmp, "ok.gz")):
+            np.testing.assert_array_equal(self.data.read_idx(path),
+                                          np.arange(6, dtype=np.uint8).reshape(3, 2))
+        for name, wanted in (("zeros.gz", "4 bytes after the last gzip member"),
+                             ("junk.gz", "4 bytes after the last gzip member"),
+                             ("cut.gz", "truncated gzip member"),
+                             ("bad.gz", "corrupt gzip data")):
+            with self.assertRaisesRegex(ValueError, wanted):
+                self.data.read_idx(os.path.join(self.tmp, name))
+
     def test_real_fashion_mnist_matches_idx(self):
         idx_dir = "/usr/share/datasets/fashion-mnist"
         if not os.path.isdir(idx_dir):

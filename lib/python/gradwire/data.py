@@ -23,8 +23,8 @@ chunk-level shuffling (another data order) or reading whole chunks for one
 example each.
 """
 
-import gzip
 import os
+import zlib
 
 from . import _load_data
 
@@ -59,12 +59,42 @@ def epoch_indices(cache, split, seed, epoch, rank, world, sticky=True):
     return [int(k[len(prefix):]) for k in keys]
 
 
+# The most an IDX file may inflate to, as tools/idx_file.h's kMaxIdxBytes.
+MAX_IDX_BYTES = 4 << 30
+
+
+def _gunzip(raw, path):
+    """The gzip members of `raw` inflated one after another, refused as
+    tools/pack_dataset refuses them (ValueError): bytes after the last member
+    that do not begin another (Python's gzip module skips zeros there), a
+    truncated member, more than MAX_IDX_BYTES."""
+    out, at, total = [], 0, 0
+    while at < len(raw):
+        if raw[at:at + 2] != b"\x1f\x8b":
+            raise ValueError(f"{path}: {len(raw) - at} bytes after the last gzip member")
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        try:
+            part = member.decompress(raw[at:], MAX_IDX_BYTES + 1 - total)
+        except zlib.error as e:
+            raise ValueError(f"{path}: corrupt gzip data ({e})") from None
+        total += len(part)
+        if total > MAX_IDX_BYTES:
+            raise ValueError(f"{path}: inflates to more than {MAX_IDX_BYTES} bytes, the most read")
+        if not member.eof:
+            raise ValueError(f"{path}: truncated gzip member")
+        out.append(part)
+        at = len(raw) - len(member.unused_data)
+    return b"".join(out)
+
+
 def read_idx(path):
-    """An IDX file (plain or .gz) as a numpy uint8 array of its dims."""
+    """An IDX file (plain or .gz) as a numpy uint8 array of its dims;
+    ValueError for a damaged one (as tools/pack_dataset's DataLoss)."""
     import numpy as np
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
+    with open(path, "rb") as f:
         raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = _gunzip(raw, path)
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 8:
         raise ValueError(f"{path}: not an unsigned-byte IDX file")
     ndim = raw[3]
