@@ -38,12 +38,6 @@ class _Segment:
         self.start, self.stop, self.dense = start, stop, dense
 
 
-class _HeldElsewhere(list):
-    """The one dense segment of a bucket whose residual and velocity belong
-    to another layout of its parameters (BucketExchange._segments): it is
-    averaged exactly, and momentum correction leaves its velocity alone."""
-
-
 def _parameters(bucket):
     """The bucket's parameters in buffer order, or None where GradBucket
     does not say."""
@@ -90,21 +84,11 @@ class BucketExchange:
 
     def _segments(self, bucket):
         """Segments of the bucket's buffer by path, fixed per layout of its
-        parameters; a _HeldElsewhere segment for a bucket of a restored state
-        whose parameters are not (yet) laid out as at the checkpoint.
-
-        DDP lays its buckets out anew after its first iteration in a process
-        (in the order gradients became ready), and a checkpoint's residuals
-        and velocities are laid out as after that rebuild. In fresh processes
-        DDP's first iteration hands other parameters under the same bucket
-        indices: _submit_regrouped exchanges that iteration, and every later
-        one until DDP's buckets are the checkpoint's, by the checkpoint's
-        buckets. Held layouts remain only where DDP's buckets do not say
-        their parameters: such a bucket laid out otherwise than at the
-        checkpoint is averaged dense once, and refused from DDP's third
-        iteration on. A parameter is known by where it sat in DDP's first
-        iteration in this process (bucket index, position), the same in
-        every process of one model and bucketing."""
+        parameters. A parameter is known by where it sat in DDP's first
+        iteration in this process (bucket index, position), the same in every
+        process of one model and bucketing: the places a checkpoint's layouts
+        name (a restored state's buckets are re-laid into those layouts by
+        _submit_regrouped until DDP's are the same)."""
         index, length = bucket.index(), bucket.buffer().numel()
         params = _parameters(bucket)
         if params and sum(p.numel() for p in params) == length:
@@ -112,16 +96,6 @@ class BucketExchange:
             places = tuple(self._first_place.get(id(p)) for p in params)
         else:
             params, places = None, None
-        held = self._held_layouts.get(index)
-        if held is not None and places is not None:
-            if held != places:
-                if self._local_iterations >= 2:
-                    raise gradwire._error(gradwire.InvalidArgumentError, (
-                        f"gradwire.ddp: bucket {index} holds other parameters than at the "
-                        "checkpoint this state was restored from (another model or "
-                        "bucket_cap_mb?): its residual and velocity do not fit it"))
-                return _HeldElsewhere([_Segment(0, length, True)])
-            del self._held_layouts[index]
         cached = self._layouts.get(index)
         if cached is not None and cached[0] == (length, places):
             return cached[1]
@@ -149,25 +123,22 @@ class BucketExchange:
                 self._first_place.setdefault(id(p), (index, position))
 
     def _submit_regrouped(self, bucket, tensor, step, fut):
-        """An iteration of a restored state that DDP's buckets do not (yet)
-        show as the checkpoint's (gradwire/_regroup.py): the bucket is taken
-        apart, and each checkpoint bucket it completes is exchanged under its
-        own index; `fut` completes once all of the bucket is back. False
-        (nothing done) where the bucket takes the plain path: DDP's first
-        iteration in this process with no checkpoint restored (or no
-        parameters known), or a later one with no layouts to re-lay
-        (self._relay None)."""
+        """An iteration of a restored state whose buckets DDP does not (yet)
+        hand over as the checkpoint's (self._relay, gradwire/_regroup.py): the
+        bucket is taken apart, and each checkpoint bucket it completes is
+        exchanged under its own index; `fut` completes once all of the bucket
+        is back. False (nothing done) where the bucket takes the plain path:
+        no layouts to re-lay into, or a bucket that does not say its
+        parameters (GradBucket before torch 1.10: taken as it comes)."""
         params = _parameters(bucket)
         first = self._local_iterations == 0
-        if self._regroup is None and (
-                (first and (not self._held_layouts or not params)) or
-                (not first and self._relay is None)):
+        if self._regroup is None and (self._relay is None or not params):
             return False
         try:
             if self._regroup is None:
-                self._regroup = Regroup(self._held_layouts if first else self._relay)
-            self._record_places(bucket.index(), params or ())
-            places = None if first else [self._first_place.get(id(p)) for p in params or ()]
+                self._regroup = Regroup(self._relay)
+            self._record_places(bucket.index(), params)
+            places = None if first else [self._first_place.get(id(p)) for p in params]
             for i, flat, members in self._regroup.add(bucket.index(), tensor, params, fut,
                                                       places):
                 part = _Bucket(i, flat, members)
@@ -182,17 +153,16 @@ class BucketExchange:
                 else:
                     self._run(i, step, flat, segments, mc, inner)
             if bucket.is_last():
-                in_place = self._regroup.finish()
-                if not first:
-                    # DDP's buckets are the checkpoint's: the plain path from now on.
-                    self._relay = None if in_place else self._relay
-                    self._regroup = None
+                # DDP's buckets are the checkpoint's: the plain path from now
+                # on (not after its first iteration, which DDP rebuilds).
+                if self._regroup.finish() and not first:
+                    self._relay = None
+                self._regroup = None
         except Exception as e:  # noqa: BLE001 - handed to DDP through the futures
             self._fail(e)
             if self._regroup is not None:
                 self._regroup.fail(e)
-                if not first:
-                    self._regroup = None
+                self._regroup = None
             if not fut.done():
                 fut.set_exception(e)
         return True
@@ -230,9 +200,7 @@ class BucketExchange:
     def _checkpoint_layouts(self):
         """state_dict's "layouts": bucket index -> its parameters' first
         places, for the layouts its residuals and velocities are in."""
-        relay = self._relay or {}
-        out = {i: [list(p) for p in held]
-               for i, held in {**self._held_layouts, **relay}.items()}
+        out = {i: [list(p) for p in places] for i, places in (self._relay or {}).items()}
         for index, ((_, places), _) in self._layouts.items():
             if places is not None and None not in places:
                 out[index] = [list(p) for p in places]
@@ -242,14 +210,8 @@ class BucketExchange:
         """DDP rebuilds its buckets after its first iteration in a process:
         layouts are found again, and the velocities made in that iteration
         go to their parameters, for the rebuilt buckets (a restored state's
-        velocities wait for their own layout, _segments; after a regrouped
-        first iteration the checkpoint's layouts are re-laid into until
-        DDP's rebuilt buckets are the same, self._relay)."""
+        velocities stay with the checkpoint's buckets, self._relay)."""
         self._layouts.clear()
-        if self._regroup is not None:
-            # Re-laid from now on until DDP's buckets are the checkpoint's.
-            self._relay, self._regroup = dict(self._regroup.layouts), None
-            self._held_layouts = {}
         if self.momentum > 0.0:
             # Velocities per parameter, to be laid out again in the rebuilt
             # buckets (exactly torch.optim.SGD's momentum).
@@ -399,9 +361,6 @@ class BucketExchange:
         m = self.momentum
         if weights is not None:
             tensor.add_(weights, alpha=self.weight_decay)  # d = g + wd * w
-        if isinstance(segments, _HeldElsewhere):  # a plain SGD step, velocity kept
-            self.comm.allreduce_mean(tensor, bucket=2 * index, step=step, path="dense")
-            return
         u = self._velocity.get(index)
         if u is None or u.numel() != tensor.numel():
             # A new bucket, or DDP's rebuild after iteration 0: the

@@ -283,10 +283,10 @@ class GradwireState(BucketExchange):
         self.iteration = 0
         self._layouts = {}         # bucket index -> ((length, places), [segments])
         # DDP's iterations in this process; where each parameter sat in the
-        # first; a restored state's layouts (BucketExchange._segments)
-        self._local_iterations, self._first_place, self._held_layouts = 0, {}, {}
-        self._regroup = None       # a restored state's iteration being re-laid (_regroup.py)
-        self._relay = None         # ... the layouts re-laid into until DDP's buckets match
+        # first (BucketExchange._segments)
+        self._local_iterations, self._first_place = 0, {}
+        self._relay = None         # a restored state's layouts, re-laid into (_regroup.py)
+        self._regroup = None       # ... this iteration's re-laying
         # auto-mode measurements during warm-up, per iteration
         self._t_first = None
         self._ready = {}           # bucket index -> [seconds after first bucket]
@@ -529,12 +529,9 @@ class GradwireState(BucketExchange):
         except BaseException:
             self.comm.restore_state(before)
             raise
-        self._velocity = velocity
-        if self._local_iterations == 0:  # DDP's first iteration re-laid, then its rebuilt ones
-            self._held_layouts = layouts
-        else:  # DDP's buckets re-laid until they are the checkpoint's
-            self._relay, self._held_layouts = layouts or None, {}
-            self._layouts.clear()
+        # DDP's buckets re-laid into the checkpoint's until they are the same.
+        self._velocity, self._relay = velocity, layouts or None
+        self._layouts.clear()
         self._bucket_params, self._param_velocity = {}, {}  # the velocities are the checkpoint's
         self.auto_plan = state.get("auto_plan")
         self.auto_report = state.get("auto_report", "")
