@@ -62,8 +62,12 @@ class Device {
   // Copies `bytes` bytes asynchronously on `stream` (cudaMemcpyAsync).
   virtual absl::Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
                             cuda::Stream stream) = 0;
-  // Sets `bytes` bytes of device memory to zero asynchronously on `stream`.
-  virtual absl::Status FillZero(void* dst, size_t bytes, cuda::Stream stream) = 0;
+  // Sets each of `bytes` bytes of device memory to `value` asynchronously
+  // on `stream` (cudaMemsetAsync). 0xFF makes every float a NaN.
+  virtual absl::Status FillBytes(void* dst, uint8_t value, size_t bytes, cuda::Stream stream) = 0;
+  absl::Status FillZero(void* dst, size_t bytes, cuda::Stream stream) {
+    return FillBytes(dst, 0, bytes, stream);
+  }
 
   // Events (cudaEventDisableTiming): a point in one stream's work.
   virtual absl::StatusOr<cuda::Event> CreateEvent() = 0;

@@ -155,12 +155,12 @@ absl::Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind
   return absl::OkStatus();
 }
 
-absl::Status HostDevice::FillZero(void* dst, size_t bytes, cuda::Stream stream) {
+absl::Status HostDevice::FillBytes(void* dst, uint8_t value, size_t bytes, cuda::Stream stream) {
   if (bytes == 0) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   if (absl::Status s = CheckStreamLocked(stream); !s.ok()) return s;
   if (absl::Status s = CheckRange(dst, bytes, true, "fill destination"); !s.ok()) return s;
-  Enqueue(stream, [dst, bytes] { std::memset(dst, 0, bytes); });
+  Enqueue(stream, [dst, value, bytes] { std::memset(dst, value, bytes); });
   return absl::OkStatus();
 }
 

@@ -72,7 +72,7 @@ class HostDevice final : public Device {
   void FreePinned(void* ptr) override;  // runs all pending work first
   absl::Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
                     cuda::Stream stream) override;
-  absl::Status FillZero(void* dst, size_t bytes, cuda::Stream stream) override;
+  absl::Status FillBytes(void* dst, uint8_t value, size_t bytes, cuda::Stream stream) override;
   absl::StatusOr<cuda::Event> CreateEvent() override;
   void DestroyEvent(cuda::Event event) override;
   absl::Status RecordEvent(cuda::Event event, cuda::Stream stream) override;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gradwire/kernels/element_math.h"
 #include "tests/test_seed.h"
 
@@ -481,6 +482,58 @@ TEST(CodecTest, NonFiniteGradientIsCountedAndDoesNotPoisonTheResidual) {
     ASSERT_TRUE(stats.ok());
     EXPECT_EQ(stats->nonfinite, 2u);
     for (float r : residual) ASSERT_TRUE(std::isfinite(r));
+  }
+}
+
+// A loss scaler (AMP's GradScaler) skips a step when the averaged gradient
+// is non-finite: one rank's NaN or infinity must reach every receiver,
+// whatever the codec selected or quantized (without the frame's flag,
+// selection drops a NaN and the quantizers zero a non-finite bucket).
+TEST(CodecTest, NonFiniteInputDecodesAsNaNEverywhere) {
+  constexpr uint64_t n = 4096;
+  const float bad_values[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()};
+  for (const char* text :
+       {"none", "fp16", "bf16", "topk:ratio=0.01", "approx_topk:ratio=0.01", "randomk:ratio=0.01",
+        "qsgd:bits=4", "qsgd:bits=8,bucket=128", "sign", "topk:ratio=0.01,values=fp16"}) {
+    std::unique_ptr<Codec> codec = Make(text);
+    std::vector<float> clean(n), residual(n, 0.0f);
+    for (uint64_t i = 0; i < n; ++i) clean[i] = std::sin(0.37f * static_cast<float>(i));
+    std::vector<uint8_t> good(codec->MaxEncodedBytes(n));
+    absl::StatusOr<EncodeStats> encoded =
+        codec->Encode(clean, 1, absl::MakeSpan(residual), absl::MakeSpan(good));
+    ASSERT_TRUE(encoded.ok()) << text;
+    good.resize(encoded->frame_bytes);
+    EXPECT_FALSE(FrameIsNonFinite(good)) << text;
+    for (const uint64_t at : {uint64_t{0}, uint64_t{1234}, n - 1}) {
+      for (const float bad_value : bad_values) {
+        SCOPED_TRACE(absl::StrCat(text, " at ", at, ": ", bad_value));
+        std::vector<float> grad = clean;
+        grad[at] = bad_value;
+        std::fill(residual.begin(), residual.end(), 0.0f);
+        std::vector<uint8_t> bad(codec->MaxEncodedBytes(n));
+        encoded = codec->Encode(grad, 1, absl::MakeSpan(residual), absl::MakeSpan(bad));
+        ASSERT_TRUE(encoded.ok());
+        EXPECT_EQ(encoded->nonfinite, 1u);
+        bad.resize(encoded->frame_bytes);
+        ASSERT_TRUE(FrameIsNonFinite(bad));
+        EXPECT_EQ(bad[9], kFlagErrorFeedback | kFlagNonFinite);
+        for (float r : residual) ASSERT_TRUE(std::isfinite(r));
+
+        std::vector<float> dense(n, 1.0f);
+        ASSERT_TRUE(codec->DecodeAccumulate(bad, absl::MakeSpan(dense)).ok());
+        for (float d : dense) ASSERT_TRUE(std::isnan(d));
+        // In an average, any flagged frame makes every element NaN...
+        std::vector<float> avg(n, 1.0f);
+        const absl::Span<const uint8_t> frames[] = {good, bad, good};
+        ASSERT_TRUE(codec->DecodeAverage(frames, 3.0f, absl::MakeSpan(avg)).ok());
+        for (float v : avg) ASSERT_TRUE(std::isnan(v));
+        // ...and without one nothing is.
+        const absl::Span<const uint8_t> clean_frames[] = {good, good};
+        ASSERT_TRUE(codec->DecodeAverage(clean_frames, 2.0f, absl::MakeSpan(avg)).ok());
+        for (float v : avg) ASSERT_TRUE(std::isfinite(v));
+      }
+    }
   }
 }
 

@@ -137,7 +137,7 @@ TEST(WireFormatTest, RandomHeadersAndSectionsRoundTrip) {
     h.value_type = static_cast<ValueType>(rng() % (kMaxValueType + 1));
     h.index_encoding = static_cast<IndexEncoding>(rng() % (kMaxIndexEncoding + 1));
     h.quant_bits = h.value_type == ValueType::kPacked ? 1 + rng() % 8 : 0;
-    h.flags = rng() % 2 ? kFlagErrorFeedback : 0;
+    h.flags = (rng() % 2 ? kFlagErrorFeedback : 0) | (rng() % 2 ? kFlagNonFinite : 0);
     h.bucket_size = static_cast<uint32_t>(rng());
     h.dense_length = rng() % (uint64_t{1} << 32);
     h.element_count = h.dense_length ? rng() % (h.dense_length + 1) : 0;

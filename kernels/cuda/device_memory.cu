@@ -63,9 +63,9 @@ class Cuda final : public Device {
     GRADWIRE_DEVICE_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, ToCuda(kind), stream));
     return absl::OkStatus();
   }
-  absl::Status FillZero(void* dst, size_t bytes, cuda::Stream stream) override {
+  absl::Status FillBytes(void* dst, uint8_t value, size_t bytes, cuda::Stream stream) override {
     if (bytes == 0) return absl::OkStatus();
-    GRADWIRE_DEVICE_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, stream));
+    GRADWIRE_DEVICE_RETURN_IF_ERROR(cudaMemsetAsync(dst, value, bytes, stream));
     return absl::OkStatus();
   }
   absl::StatusOr<cuda::Event> CreateEvent() override {

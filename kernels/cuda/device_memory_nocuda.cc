@@ -18,7 +18,7 @@ class NoCudaDevice final : public Device {
   absl::Status Copy(void*, const void*, size_t, CopyKind, cuda::Stream) override {
     return NoCuda();
   }
-  absl::Status FillZero(void*, size_t, cuda::Stream) override { return NoCuda(); }
+  absl::Status FillBytes(void*, uint8_t, size_t, cuda::Stream) override { return NoCuda(); }
   absl::StatusOr<cuda::Event> CreateEvent() override { return NoCuda(); }
   void DestroyEvent(cuda::Event) override {}
   absl::Status RecordEvent(cuda::Event, cuda::Stream) override { return NoCuda(); }

@@ -41,9 +41,13 @@ absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span
   GRADWIRE_ASSIGN_OR_RETURN(
       const DeviceCall* on,
       codec_internal::WhereToRun("DecodeAccumulate", dense.data(), frame.data(), device));
-  if (scratch != nullptr) return DecodeAccumulateWith(frame, dense, *scratch, on);
   CodecScratch own;
-  return DecodeAccumulateWith(frame, dense, own, on);
+  GRADWIRE_RETURN_IF_ERROR(
+      DecodeAccumulateWith(frame, dense, scratch != nullptr ? *scratch : own, on));
+  // Valid, so it holds a header: a sender's non-finite input reaches every
+  // receiver as NaN, whatever its codec kept of it.
+  if (FrameIsNonFinite(frame)) return codec_internal::FillNaN(on, dense);
+  return absl::OkStatus();
 }
 
 absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
@@ -67,11 +71,13 @@ absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> fr
     *bad_frame = frames.size();
     return on.status();
   }
-  if (scratch != nullptr) {
-    return DecodeAverageWith(frames, divisor, out, *scratch, bad_frame, *on);
-  }
   CodecScratch own;
-  return DecodeAverageWith(frames, divisor, out, own, bad_frame, *on);
+  GRADWIRE_RETURN_IF_ERROR(
+      DecodeAverageWith(frames, divisor, out, scratch != nullptr ? *scratch : own, bad_frame, *on));
+  for (const absl::Span<const uint8_t> frame : frames) {
+    if (FrameIsNonFinite(frame)) return codec_internal::FillNaN(*on, out);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(const CompressionSpec& spec) {

@@ -16,7 +16,14 @@
 // Non-finite policy: NaN ranks lowest for selection (never chosen ahead of
 // a number), ±Inf highest; a residual element that would be NaN or ±Inf is
 // reset to 0 (so one bad step cannot poison every later one), and
-// non-finite acc elements are counted in EncodeStats.
+// non-finite acc elements are counted in EncodeStats. A frame whose acc
+// held any is flagged (kFlagNonFinite, wire_format.h) and decodes as NaN in
+// every element, whatever the codec selected or quantized of it: a
+// non-finite gradient on one rank is non-finite on every rank after the
+// exchange, as after a dense allreduce, so a loss scaler (AMP's
+// GradScaler) skips that step on every rank. Without the flag a codec that
+// drops NaN (selection) or zeroes a non-finite bucket (qsgd, sign) would
+// hide the overflow.
 //
 // Which codec does what: cast_codec.h (none, fp16, bf16), sparse_codec.h
 // (topk, approx_topk, randomk), quantized_codec.h (qsgd, sign).
@@ -104,7 +111,8 @@ class Codec {
   // Validates `frame` completely (wire format, codec id and settings match
   // this codec, lengths, indices), then adds its decoded values to `dense`,
   // whose length must equal the frame's dense length. Nothing in `dense`
-  // changes unless the whole frame is valid. `scratch` as for Encode.
+  // changes unless the whole frame is valid. A frame flagged non-finite
+  // sets every element of `dense` to NaN. `scratch` as for Encode.
   absl::Status DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span<float> dense,
                                 CodecScratch* scratch = nullptr,
                                 const DeviceCall* device = nullptr) const;
@@ -121,7 +129,8 @@ class Codec {
   // must be positive and finite. `scratch` as for Encode. The quantizers
   // (qsgd, sign) also refuse, as the frame whose scales tip it over, a set
   // whose average could overflow fp32 (P frames of finite scales near
-  // FLT_MAX would sum to inf): their averages are always finite.
+  // FLT_MAX would sum to inf): their averages are always finite. If any
+  // frame is flagged non-finite, every element of `out` is NaN instead.
   //
   // Why not DecodeAccumulate in a loop: that needs a sum buffer (out must
   // survive a bad frame) and two more dense passes (zero it, divide it

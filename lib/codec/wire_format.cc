@@ -292,6 +292,12 @@ absl::Status CheckForSeal(absl::Span<const uint8_t> out, size_t* covered) {
 
 }  // namespace
 
+void MarkFrameNonFinite(absl::Span<uint8_t> out) { out[kFlagsAt] |= kFlagNonFinite; }
+
+bool FrameIsNonFinite(absl::Span<const uint8_t> frame) {
+  return (frame[kFlagsAt] & kFlagNonFinite) != 0;
+}
+
 absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out) {
   size_t covered;
   if (absl::Status s = CheckForSeal(out, &covered); !s.ok()) return s;

@@ -77,7 +77,13 @@ inline constexpr uint8_t kMaxIndexEncoding = 2;
 
 // Flag bits; every other bit must be zero.
 inline constexpr uint8_t kFlagErrorFeedback = 1 << 0;  // sender applied EF
-inline constexpr uint8_t kKnownFlags = kFlagErrorFeedback;
+// The sender's gradient plus residual held a NaN or an infinity (the
+// encoder's EncodeStats::nonfinite > 0). The values carry what the codec
+// made of the rest; a receiver decodes the whole frame as NaN (codec.h), so
+// that every rank sees the non-finite step, as a dense allreduce would show
+// it (a loss scaler then skips the step on every rank).
+inline constexpr uint8_t kFlagNonFinite = 1 << 1;
+inline constexpr uint8_t kKnownFlags = kFlagErrorFeedback | kFlagNonFinite;
 
 struct FrameHeader {
   CodecId codec = CodecId::kDense;
@@ -128,6 +134,14 @@ absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out);
 // checks and the same bytes as SealFrame; Internal if `sum` did not see
 // exactly the bytes the checksum covers.
 absl::StatusOr<size_t> SealFrame(absl::Span<uint8_t> out, const StreamingChecksum64& sum);
+
+// Sets kFlagNonFinite in the header of a frame StartFrame wrote into
+// `out`; seal it afterwards (SealFrame without a streaming sum: the header
+// changed). `out` must hold at least the header.
+void MarkFrameNonFinite(absl::Span<uint8_t> out);
+
+// Whether `frame`, which ParseFrame accepted, has kFlagNonFinite set.
+bool FrameIsNonFinite(absl::Span<const uint8_t> frame);
 
 struct ParsedFrame {
   FrameHeader header;

@@ -29,7 +29,8 @@ constexpr double kRegionFrameOverhead =
     kRegionHeaderBytes + SessionFrameAuth::kTrailerBytes + SparseCollectives::kLengthBytes;
 constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
 constexpr double kHistogramBytes = 512;  // 128 u32 bins
-constexpr double kPlanBytes = 80;        // the sparse allreduce's agreement
+constexpr double kPlanBytes = 80;        // the cast allreduce's agreement
+constexpr double kSparsePlanBytes = 96;  // the sparse allreduce's: min and max of 6 u64
 constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
@@ -193,7 +194,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       SmallAllreduceRound(ranks, kHistogramBytes, &round_steps, &round_bytes);
       // The agreement: one direct allgather round, or recursive doubling.
       const double agree_steps = direct ? 1 : DoublingSteps(p);
-      const double agree_bytes = direct ? (p - 1) * kAgreementBytes : agree_steps * kPlanBytes;
+      const double agree_bytes =
+          direct ? (p - 1) * kAgreementBytes : agree_steps * kSparsePlanBytes;
       c.bytes_sent = c.bytes_received = contributions + survivors +
                                         2 * (p - 1) * kRegionFrameOverhead + agree_bytes +
                                         selection * round_bytes;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -20,7 +21,11 @@ namespace {
 using transport::SparseCollectives;
 
 // Spec fingerprint, n, step, bucket, region plan hash.
-constexpr int kAgreedFields = 5;
+// spec, n, step, bucket (must agree), the region plan (may differ), and
+// whether the rank's input was non-finite (a flag: any rank's counts).
+constexpr int kAgreedFields = 6;
+constexpr int kPlanField = 4;
+constexpr int kNonFiniteField = 5;
 
 kernels::ValueFormat Format(ValueType type) { return static_cast<kernels::ValueFormat>(type); }
 
@@ -88,7 +93,7 @@ uint64_t SparseAllreduce::Capacity(RegionFrameKind kind, int j) const {
 }
 
 absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
-                                    uint64_t n, ExchangeStats* cost) {
+                                    uint64_t n, bool nonfinite, ExchangeStats* cost) {
   const int p = group.size();
   auto plan = plans_.find(bucket);
   if (plan != plans_.end() && plan->second.size() == static_cast<size_t>(p) + 1 &&
@@ -98,12 +103,18 @@ absl::Status SparseAllreduce::Agree(transport::GlooGroup& group, uint32_t bucket
     EvenRegions(n, p, &bounds_);
   }
   const uint64_t fields[kAgreedFields] = {
-      spec_fingerprint_, n, step, bucket,
-      XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t))};
+      spec_fingerprint_,
+      n,
+      step,
+      bucket,
+      XXH3_64bits(bounds_.data(), bounds_.size() * sizeof(uint64_t)),
+      nonfinite ? 1u : 0u};
   uint32_t unequal = 0;
   GRADWIRE_RETURN_IF_ERROR(AgreeOnFields(group, fields, &agreed_, &unequal, cost));
-  const bool same = (unequal & ((1u << (kAgreedFields - 1)) - 1)) == 0;
-  const bool same_plan = (unequal >> (kAgreedFields - 1)) == 0;
+  const bool same = (unequal & ((1u << kPlanField) - 1)) == 0;
+  const bool same_plan = (unequal & (1u << kPlanField)) == 0;
+  // Some rank's flag differs from mine, or mine is set: some rank has one.
+  nonfinite_ = nonfinite || (unequal & (1u << kNonFiniteField)) != 0;
   if (!same) {
     // Every rank saw it: gather the descriptors once more to name ranks.
     GRADWIRE_RETURN_IF_ERROR(naming_.Agree(group, bucket, step, n, cost));
@@ -454,7 +465,7 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   cost.compress_time += absl::Now() - t0;
 
   // 2-5. The collectives; an owner's complaint travels as its notice.
-  absl::Status s = Agree(group, bucket, step, n, &cost);
+  absl::Status s = Agree(group, bucket, step, n, encoded->nonfinite > 0, &cost);
   if (s.ok()) s = ScatterContributions(group, bucket, step, &cost);
   if (!s.ok()) return finish(s);
   const absl::Status owner_status = ReduceRegion(group, bucket, step, &cost);
@@ -482,6 +493,9 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
     give_values_.push_back(kernels::LoadValue(my_values_.data(), e, format));
   }
   s = ef.GiveBack(key, give_indices_, give_values_);
+  // A rank's non-finite input is non-finite on every rank, as in the
+  // allgather's frames (codec.h's non-finite policy).
+  if (nonfinite_) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
   cost.compress_time += absl::Now() - t1;
   if (!s.ok()) return finish(s);
   PlanNext(bucket, n, p);

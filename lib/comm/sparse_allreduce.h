@@ -35,7 +35,10 @@
 //          largest (MagnitudeKey(s[i]), -i)
 //   out[i] = s[i] / divisor for i in S, else 0
 //   residual_r[i] = fl(e'_r[i] + v_r[i]) (0 if not finite) for every entry
-//          of rank r with i not in S, where e'_r is what Encode left.
+//          of rank r with i not in S, where e'_r is what Encode left;
+//   except that out is NaN everywhere if any rank's g + e_old held a NaN
+//          or an infinity (the agreement carries a flag; codec.h's
+//          non-finite policy), the residuals as above.
 // So per rank g + e_old == (its entries in S) + e_new, exactly whenever
 // the codec's own contract is exact (selection codecs). Zeros carry no
 // meaning (a zero sum is no candidate), which lets a region frame switch
@@ -129,8 +132,10 @@ class SparseAllreduce {
 
  private:
   // Steps of Run (sparse_allreduce.cc).
+  // `nonfinite`: this rank's input was; sets nonfinite_ to whether any
+  // rank's was.
   absl::Status Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step, uint64_t n,
-                     ExchangeStats* cost);
+                     bool nonfinite, ExchangeStats* cost);
   absl::Status ScatterContributions(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
                                     ExchangeStats* cost);
   // The owner's half of step 3 and its survivors; the status is what the
@@ -162,6 +167,7 @@ class SparseAllreduce {
 
   // The call in progress (grown, never shrunk).
   uint64_t n_ = 0, k_ = 0;
+  bool nonfinite_ = false;               // some rank's input was non-finite
   std::vector<uint64_t> bounds_;         // P + 1
   std::vector<uint64_t> agreed_;         // the agreement's table
   std::vector<uint64_t> first_entry_;    // P + 1: my first entry in each region

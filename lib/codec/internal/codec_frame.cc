@@ -60,11 +60,18 @@ absl::StatusOr<EncodeStats> WithStats(absl::StatusOr<size_t> bytes,
 
 absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out,
                                           const kernels::FusedStats& counts) {
+  if (counts.nonfinite > 0) MarkFrameNonFinite(out);
   return WithStats(SealFrame(out), counts);
 }
 
 absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out, const StreamingChecksum64& sum,
                                           const kernels::FusedStats& counts) {
+  if (counts.nonfinite > 0) {
+    // The streaming sum saw the header unmarked: checksum the frame again
+    // (a non-finite step is rare).
+    MarkFrameNonFinite(out);
+    return WithStats(SealFrame(out), counts);
+  }
   return WithStats(SealFrame(out, sum), counts);
 }
 

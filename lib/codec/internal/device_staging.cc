@@ -145,5 +145,14 @@ absl::Status FillZero(const DeviceCall* device, absl::Span<float> out) {
   return device->scratch->device().FillZero(out.data(), out.size() * sizeof(float), device->stream);
 }
 
+absl::Status FillNaN(const DeviceCall* device, absl::Span<float> out) {
+  if (device == nullptr) {
+    std::memset(out.data(), 0xFF, out.size() * sizeof(float));
+    return absl::OkStatus();
+  }
+  return device->scratch->device().FillBytes(out.data(), 0xFF, out.size() * sizeof(float),
+                                             device->stream);
+}
+
 }  // namespace codec_internal
 }  // namespace gradwire

@@ -57,6 +57,8 @@ absl::Status RunDecodeKernel(const DeviceCall* device,
 
 // out = 0, on the host or (device) on the call's stream.
 absl::Status FillZero(const DeviceCall* device, absl::Span<float> out);
+// out = NaN (every bit set), likewise.
+absl::Status FillNaN(const DeviceCall* device, absl::Span<float> out);
 
 }  // namespace codec_internal
 }  // namespace gradwire
