@@ -4,6 +4,7 @@
 // path's bit for bit, only compact bytes cross, and misuse is refused.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,6 +98,25 @@ TEST_P(DeviceCodecTest, DevicePathEqualsHostPathBitForBit) {
     ASSERT_TRUE(codec->DecodeAccumulate(frames[1], absl::MakeSpan(want)).ok());
     ASSERT_TRUE(codec->DecodeAccumulate(frames[1], absl::MakeSpan(d_out, n), nullptr, &call).ok());
     EXPECT_TRUE(SameBits(Download(device, d_out, n, stream), want));
+  }
+  // A loss scale's change divides host and device residuals alike; a bad
+  // divisor changes nothing.
+  if (codec->spec().UsesErrorFeedback()) {
+    const std::vector<float> before(host_ef.Residual("w0").begin(), host_ef.Residual("w0").end());
+    for (const float bad : {0.0f, -1.0f, std::nanf(""), std::numeric_limits<float>::infinity()}) {
+      EXPECT_EQ(host_ef.DivideAll(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_EQ(device_ef.DivideAll(bad).code(), absl::StatusCode::kInvalidArgument) << bad;
+    }
+    ASSERT_TRUE(host_ef.DivideAll(0.5f).ok());
+    ASSERT_TRUE(device_ef.DivideAll(0.5f).ok());
+    for (size_t r = 0; r < p; ++r) {
+      const std::string key = "w" + std::to_string(r);
+      const std::vector<float> want(host_ef.Residual(key).begin(), host_ef.Residual(key).end());
+      EXPECT_TRUE(SameBits(Download(device, device_ef.Residual(key).data(), n, stream), want));
+    }
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(host_ef.Residual("w0")[i], 2.0f * before[i]);
+    ASSERT_TRUE(host_ef.DivideAll(2.0f).ok());
+    ASSERT_TRUE(device_ef.DivideAll(2.0f).ok());
   }
   // Checkpoints: device residuals save in the host format, bit for bit.
   absl::StatusOr<std::string> saved = device_ef.Save();

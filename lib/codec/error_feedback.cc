@@ -1,6 +1,7 @@
 #include "gradwire/lib/codec/error_feedback.h"
 
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -154,6 +155,20 @@ absl::Status ErrorFeedback::GiveBack(absl::string_view key, absl::Span<const uin
   }
   for (size_t j = 0; j < indices.size(); ++j) {
     residual[indices[j]] = kernels::ResidualAfter(residual[indices[j]], -values[j]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ErrorFeedback::DivideAll(float divisor) {
+  if (!(divisor > 0.0f) || !(divisor <= std::numeric_limits<float>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dividing the residuals: divisor must be positive and finite, got ", divisor));
+  }
+  for (auto& [key, values] : residuals_) {
+    GRADWIRE_RETURN_IF_ERROR(kernels::DivideAll(values.data(), values.size(), divisor));
+  }
+  for (auto& [key, r] : device_residuals_) {
+    GRADWIRE_RETURN_IF_ERROR(kernels::DivideAll(r.data, r.n, divisor, r.stream));
   }
   return absl::OkStatus();
 }

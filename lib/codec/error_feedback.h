@@ -82,6 +82,15 @@ class ErrorFeedback {
   absl::Status GiveBack(absl::string_view key, absl::Span<const uint32_t> indices,
                         absl::Span<const float> values);
 
+  // Divides every residual by `divisor` (finite, > 0), host ones now,
+  // device ones on their stream: a loss scale that changed from S to S'
+  // puts residuals made under S into S' with divisor S / S'. Exact for
+  // the powers of two a loss scaler steps by (barring underflow); an
+  // element that overflows becomes non-finite, which the next Encode
+  // counts and resets to 0. InvalidArgument, changing nothing, for another
+  // divisor; no-op when error feedback is off.
+  absl::Status DivideAll(float divisor);
+
   // Number of buffers with a residual.
   size_t size() const { return residuals_.size() + device_residuals_.size(); }
 

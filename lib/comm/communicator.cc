@@ -506,6 +506,11 @@ absl::StatusOr<std::string> Communicator::SaveState() const {
   return out;
 }
 
+absl::Status Communicator::DivideResiduals(float divisor) {
+  GRADWIRE_RETURN_IF_ERROR(CheckUsable());
+  return ef_.DivideAll(divisor);
+}
+
 absl::Status Communicator::RestoreState(absl::string_view state) {
   GRADWIRE_RETURN_IF_ERROR(CheckUsable());
   GRADWIRE_ASSIGN_OR_RETURN(const Envelope envelope,

@@ -324,6 +324,14 @@ class Communicator {
   // poisoned.
   absl::Status RestoreState(absl::string_view state);
 
+  // Divides every residual of this rank by `divisor` (finite, > 0):
+  // residuals made under a loss scale S go on under S' with S / S'
+  // (ErrorFeedback::DivideAll; exact for powers of two). Not collective,
+  // but every rank must do it alike before its next exchange, or the
+  // ranks' averages part. InvalidArgument for another divisor;
+  // FailedPrecondition when closed or poisoned.
+  absl::Status DivideResiduals(float divisor);
+
   // The error-feedback residual of compressed bucket `bucket` after its
   // last exchange (this rank's; its node shard in hierarchical mode);
   // empty before the first compressed exchange of the bucket or with

@@ -364,6 +364,16 @@ class PyCommunicator {
     Check(comm_->RestoreState(std::string(state)));
   }
 
+  void DivideResiduals(double divisor) {
+    OneCaller one(&busy_, "divide_residuals");
+    absl::Status s;
+    {
+      py::gil_scoped_release release;
+      s = comm_->DivideResiduals(static_cast<float>(divisor));
+    }
+    Check(s);
+  }
+
   py::dict LastCall() const { return StatsDict(comm_->last_call()); }
   py::dict Totals() const { return StatsDict(comm_->totals()); }
   std::string Describe(bool totals) const {
@@ -538,6 +548,10 @@ every rank's dense. Releases the GIL.)doc")
       .def("save_state", python::Bound(&PyCommunicator::SaveState),
            "Error-feedback residuals as bytes.")
       .def("restore_state", python::Bound(&PyCommunicator::RestoreState), py::arg("state"))
+      .def("divide_residuals", python::Bound(&PyCommunicator::DivideResiduals), py::arg("divisor"),
+           "Divides this rank's error-feedback residuals by divisor (finite, > 0): after a "
+           "loss scale changed from S to S', divisor S / S' (exact for powers of two). Every "
+           "rank alike, before its next exchange.")
       .def("last_call", python::Bound(&PyCommunicator::LastCall))
       .def("totals", python::Bound(&PyCommunicator::Totals))
       .def("describe", python::Bound(&PyCommunicator::Describe), py::arg("totals") = true)

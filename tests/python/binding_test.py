@@ -507,6 +507,8 @@ class OneRankGroup(unittest.TestCase):
                  dict(good, warmup_iters=None), dict(good, residuals=None),
                  dict(good, velocity={"a": 1}), dict(good, velocity={0: [1.0]}),
                  dict(good, auto_residuals=b"xx"), dict(good, auto_spec=7),
+                 dict(good, loss_scale=0.0), dict(good, loss_scale=float("nan")),
+                 dict(good, loss_scale="1"), dict(good, loss_scale=True),
                  dict(good, layouts=[0]), dict(good, layouts={0: [[1]]}),
                  dict(good, layouts={"a": [[0, 1]]}), dict(good, layouts={0: [[0, -1]]}),
                  dict(good, layouts={0: [[0, 0], [0, 1]], 1: [[0, 1]]})]

@@ -3,6 +3,8 @@ dict), every field before anything is restored: a checkpoint is outside
 input (a file, another run), and a bad field taken as it was broke the next
 step (iteration=-5, warmup_iters=0) or failed half-way through a restore."""
 
+import math
+
 import torch
 
 import gradwire
@@ -34,6 +36,10 @@ def check_state_dict(state):
                        ("auto_report", str)):
         if state.get(key) is not None and not isinstance(state[key], kinds):
             raise bad(f"{key} must be {kinds.__name__} or None, got {state[key]!r:.80}")
+    scale = state.get("loss_scale")  # _loss_scale.py: the scale the residuals are in
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or scale <= 0):
+        raise bad(f"loss_scale must be a positive finite number or None, got {scale!r:.80}")
     out = {}
     for i, u in _per_bucket(state, "velocity", bad):
         if not isinstance(u, torch.Tensor) or not u.is_floating_point():

@@ -109,6 +109,7 @@ from gradwire import _checkpoint
 from gradwire import _momentum
 from gradwire._auto import AUTO_LADDER, choose_auto_plan  # noqa: F401 (public here)
 from gradwire._exchange import BucketExchange
+from gradwire._loss_scale import LossScaleFollower, check_scaler
 
 __all__ = ["GradwireState", "hook", "choose_auto_plan", "AUTO_LADDER", "DEFAULT_WARMUP_ITERS",
            "EXCHANGES"]
@@ -138,7 +139,7 @@ def _unwrap(fut):
     return fut.value()
 
 
-class GradwireState(BucketExchange):
+class GradwireState(BucketExchange, LossScaleFollower):
     """Per-process state of the hook: communicator(s), plan, residuals, stats.
 
     spec: a gradwire spec string ("topk:ratio=0.01", "qsgd:bits=4,bucket=512",
@@ -172,6 +173,8 @@ class GradwireState(BucketExchange):
         and 16-bit allgather of the averages; fp16, bf16) or "dense" (the ring, nothing
         compressed). state.bucket_exchanges and
         state.exchange_report say which each bucket took and why.
+    loss_scaler: a torch.cuda.amp.GradScaler (anything with get_scale()):
+        residuals follow its scale (gradwire/_loss_scale.py). Not pickled.
     Remaining keyword arguments go to gradwire.Communicator (hierarchical,
     timeout_s, dense_algorithm, event_loop_nice, emulate_nodes, iface).
     """
@@ -182,7 +185,7 @@ class GradwireState(BucketExchange):
                  momentum_correction=None, momentum=None, weight_decay=None,
                  dense_below_elements=16384, dense_one_dimensional=True, overlap=True,
                  auto_tail_fraction=0.1, combine_dense_below_bytes=256 * 1024, secret_file=None,
-                 exchange="auto", **communicator_args):
+                 exchange="auto", loss_scaler=None, **communicator_args):
         if spec is None and method is None:
             spec = "topk:ratio=0.01"
         raw = spec if spec is not None else method
@@ -214,6 +217,7 @@ class GradwireState(BucketExchange):
         self.momentum, self.weight_decay = _momentum.resolve(
             self.spec.split(":", 1)[0], self.auto, communicator_args.get("hierarchical", False),
             optimizer, momentum_correction, momentum, weight_decay)
+        self.loss_scaler = check_scaler(loss_scaler, self.momentum)
         if combine_dense_below_bytes < 0:
             raise _invalid("combine_dense_below_bytes must be >= 0")
         if not 0 < auto_tail_fraction:
@@ -272,6 +276,7 @@ class GradwireState(BucketExchange):
         self._fail_fast = None     # ... once the exchange thread has reached it (_fail)
         self._velocity = {}        # momentum correction: bucket index -> u
         self._bucket_params = {}   # ... bucket index -> its parameters (layout of u)
+        self._residual_scale = self._scale_step = None  # _loss_scale.py
         self._param_velocity = {}  # ... id(parameter) -> u, across DDP's bucket rebuild
         # The spec whose path rule splits buckets: auto compresses with
         # top-k once it has decided (its communicator's spec is "none").
@@ -307,7 +312,7 @@ class GradwireState(BucketExchange):
                 f"hook.weight_decay={self.weight_decay!r};"
                 f"hook.combine_dense_below_bytes={self.combine_dense_below_bytes};"
                 f"hook.auto={auto};hook.auto_tail_fraction={self.auto_tail_fraction!r};"
-                f"hook.exchange={self.exchange};")
+                f"hook.exchange={self.exchange};hook.loss_scaler={self.loss_scaler is not None};")
 
     def _connect(self, spec, **extra):
         import torch.distributed as dist
@@ -405,6 +410,7 @@ class GradwireState(BucketExchange):
             tensor = bucket.buffer()
             self._check_bucket(tensor)
             index, step = bucket.index(), self.iteration
+            self._follow_loss_scale(step)
             if self.auto and 1 <= step < self.warmup_iters:
                 now = time.perf_counter()
                 if self._t_first is None:
@@ -496,6 +502,7 @@ class GradwireState(BucketExchange):
             "auto_report": self.auto_report,
             "auto_residuals": self.auto_comm.save_state() if self.auto_comm else None,
             "momentum": self.momentum, "weight_decay": self.weight_decay,
+            "loss_scale": self._residual_scale,
             "velocity": {i: u.clone() for i, u in self._velocity.items()},
             "layouts": self._checkpoint_layouts(),
         }
@@ -537,6 +544,7 @@ class GradwireState(BucketExchange):
         self.auto_report = state.get("auto_report", "")
         self.iteration = state["iteration"]
         self.warmup_iters = state["warmup_iters"]
+        self._residual_scale, self._scale_step = state.get("loss_scale"), None
 
     def __getstate__(self):
         """Settings and state_dict(); not the process group, the secret or
@@ -548,7 +556,7 @@ class GradwireState(BucketExchange):
         self.exchange = "auto"  # states pickled before exchange= existed
         for k, v in pickled["config"].items():
             setattr(self, k, v)
-        self.process_group = None
+        self.process_group = self.loss_scaler = None
         self._secret = None
         self._reset()
         self._restore = pickled["state"]
