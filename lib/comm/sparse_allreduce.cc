@@ -20,9 +20,9 @@ namespace {
 
 using transport::SparseCollectives;
 
-// Spec fingerprint, n, step, bucket, region plan hash.
-// spec, n, step, bucket (must agree), the region plan (may differ), and
-// whether the rank's input was non-finite (a flag: any rank's counts).
+// The agreed words: spec fingerprint, n, step, bucket (must agree), the
+// region plan's hash (may differ: even regions then), and whether the
+// rank's input was non-finite (a flag: any rank's counts).
 constexpr int kAgreedFields = 6;
 constexpr int kPlanField = 4;
 constexpr int kNonFiniteField = 5;
