@@ -67,6 +67,19 @@ def checker(rank):
     return failures, check
 
 
+def expect_refusals(construct, cases, failures, forbid=None):
+    """For each (kwargs, cls, text) of `cases`, construct(**kwargs) must raise
+    a `cls` whose message holds `text` (and not `forbid`); what does not is
+    appended to `failures`."""
+    for kwargs, cls, text in cases:
+        try:
+            construct(**kwargs)
+            failures.append(f"{kwargs}: no error")
+        except Exception as e:  # noqa: BLE001 - the class is what is checked
+            if not isinstance(e, cls) or text not in str(e) or (forbid and forbid in str(e)):
+                failures.append(f"{kwargs}: {type(e).__name__}: {e}")
+
+
 def main(driver, rank_main, world, single=None):
     """The test's entry point: the driver without --case; with --case, that
     case (a `single`-process one, or `world` spawned ranks)."""
