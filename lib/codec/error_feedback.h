@@ -87,8 +87,9 @@ class ErrorFeedback {
   // puts residuals made under S into S' with divisor S / S'. Exact for
   // the powers of two a loss scaler steps by (barring underflow); an
   // element that overflows becomes non-finite, which the next Encode
-  // counts and resets to 0. InvalidArgument, changing nothing, for another
-  // divisor; no-op when error feedback is off.
+  // counts, flags (a step the scaler skips) and resets to 0.
+  // InvalidArgument, changing nothing, for a divisor that is not finite
+  // and > 0; no residuals (error feedback off): nothing to do.
   absl::Status DivideAll(float divisor);
 
   // Number of buffers with a residual.

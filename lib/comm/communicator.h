@@ -326,9 +326,11 @@ class Communicator {
 
   // Divides every residual of this rank by `divisor` (finite, > 0):
   // residuals made under a loss scale S go on under S' with S / S'
-  // (ErrorFeedback::DivideAll; exact for powers of two). Not collective,
-  // but every rank must do it alike before its next exchange, or the
-  // ranks' averages part. InvalidArgument for another divisor;
+  // (ErrorFeedback::DivideAll; exact for powers of two). Not collective;
+  // every rank should do it alike before its next exchange (a rank that
+  // does not sends its residual at the old scale's weight: the averages
+  // stay the same on every rank, but are not the unscaled run's).
+  // InvalidArgument for a divisor that is not finite and > 0;
   // FailedPrecondition when closed or poisoned.
   absl::Status DivideResiduals(float divisor);
 
