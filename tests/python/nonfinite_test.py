@@ -25,17 +25,17 @@ one of one process:
                 unscaled by another scale than it was made in); a
                 state_dict carries the residuals' scale.
   arguments     loss_scaler= and divide_residuals() refuse bad values.
-In flat and hierarchical, each configuration trains an MLP (a 32768-element weight compressed; biases
-and a small weight dense, riding in the frames where the allgather carries
-them) for 8 steps with a loss-scaler loop as GradScaler runs it (scale the
-loss; after backward, a non-finite gradient skips the step and halves the
+In flat and hierarchical, each configuration trains an MLP (a 32768-element
+weight compressed; biases and a small weight dense, riding in the frames
+where the allgather carries them) for 8 steps with a loss-scaler loop as
+GradScaler runs it (scale the loss; after backward, a non-finite gradient skips the step and halves the
 scale, else unscale and step). Steps 3 and 5 plant one bad element on one
 rank (NaN in the compressed weight; +inf in a bias, then -inf in the
 weight) through a tensor hook, so it reaches DDP's bucket. Checked on every
 rank: exactly steps 3 and 5 see a non-finite gradient, the same on every
 rank; every other step is finite (nothing stayed in a residual); the
-parameters end finite and bit-identical across ranks; the planting rank's
-totals() count the non-finite elements.
+parameters end finite and bit-identical across ranks; flat: the planting
+rank's totals() count the non-finite elements.
 (torch 1.13's GradScaler itself needs CUDA; the loop is its logic.)
 
     nonfinite_test.py --package_dir lib/python [--python /usr/bin/python3] [--only flat]
@@ -49,9 +49,9 @@ import spawn_cases  # beside this file
 
 WORLD = 4
 STEPS, WARMUP = 8, 1
-# step -> (rank that plants, parameter index, element, value)
-PLANTS = {3: (1, 0, 1234, float("nan")), 5: (2, 1, 0, float("inf"))}
-PLANTS_LATE = {5: (3, 0, 4095, float("-inf"))}  # a second element on another rank, same step
+# step -> [(rank that plants, parameter index, element, value)]
+PLANTS = {3: [(1, 0, 1234, float("nan"))],
+          5: [(2, 1, 0, float("inf")), (3, 0, 4095, float("-inf"))]}
 FLAT = [("topk:ratio=0.01", "allgather"), ("topk:ratio=0.01", "sparse_allreduce"),
         ("approx_topk:ratio=0.01", "sparse_allreduce"), ("randomk:ratio=0.01", "allgather"),
         ("randomk:ratio=0.01", "sparse_allreduce"), ("qsgd:bits=4,bucket=512", "allgather"),
@@ -129,8 +129,7 @@ def train(torch, dist, gradwire, rank, spec, exchange, kwargs, check):
 
     def planter(which):
         def plant(grad):
-            for table in (PLANTS, PLANTS_LATE):
-                who, index, element, value = table.get(step_now[0], (None, None, None, None))
+            for who, index, element, value in PLANTS.get(step_now[0], []):
                 if who == rank and index == which:
                     grad = grad.clone()
                     grad.view(-1)[element] = value
@@ -167,8 +166,7 @@ def train(torch, dist, gradwire, rank, spec, exchange, kwargs, check):
     dist.all_gather_object(crcs, crc)
     check(len(set(crcs)) == 1, f"parameters differ across ranks: {crcs}")
     # Elements planted in the compressed weight are counted by its codec.
-    planted = sum(1 for t in (PLANTS, PLANTS_LATE) for w, i, *_ in t.values()
-                  if w == rank and i == 0)
+    planted = sum(1 for plants in PLANTS.values() for w, i, *_ in plants if w == rank and i == 0)
     nonfinite = state.totals().get("nonfinite", 0)
     if exchange != "dense" and "hierarchical" not in kwargs:  # else the node leaders encode
         check((nonfinite > 0) == (planted > 0),

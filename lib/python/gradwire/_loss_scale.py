@@ -40,15 +40,15 @@ def check_scaler(scaler, momentum):
 
 def read_scale(scaler):
     """scaler.get_scale() as a positive finite float, or InvalidArgumentError."""
-    scale = scaler.get_scale()
+    raw = scaler.get_scale()
     try:
-        scale = float(scale)
+        scale = float(raw)
     except (TypeError, ValueError):
-        scale = None
-    if scale is None or not math.isfinite(scale) or scale <= 0.0:
+        scale = math.nan
+    if not math.isfinite(scale) or scale <= 0.0:
         raise gradwire._error(gradwire.InvalidArgumentError,
                               f"loss_scaler.get_scale() must be a positive finite number, got "
-                              f"{scaler.get_scale()!r}")
+                              f"{raw!r}")
     return scale
 
 
