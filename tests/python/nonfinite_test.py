@@ -29,13 +29,13 @@ In flat and hierarchical, each configuration trains an MLP (a 32768-element
 weight compressed; biases and a small weight dense, riding in the frames
 where the allgather carries them) for 8 steps with a loss-scaler loop as
 GradScaler runs it (scale the loss; after backward, a non-finite gradient
-skips the step and halves the scale, else unscale and step). Steps 3 and 5 plant one bad element on one
-rank (NaN in the compressed weight; +inf in a bias, then -inf in the
-weight) through a tensor hook, so it reaches DDP's bucket. Checked on every
-rank: exactly steps 3 and 5 see a non-finite gradient, the same on every
-rank; every other step is finite (nothing stayed in a residual); the
-parameters end finite and bit-identical across ranks; flat: the planting
-rank's totals() count the non-finite elements.
+skips the step and halves the scale, else unscale and step). Steps 3 and 5
+plant one bad element on one rank (NaN in the compressed weight; +inf in a
+bias, then -inf in the weight) through a tensor hook, so it reaches DDP's
+bucket. Checked on every rank: exactly steps 3 and 5 see a non-finite
+gradient, the same on every rank; every other step is finite (nothing stayed
+in a residual); the parameters end finite and bit-identical across ranks;
+flat: the planting rank's totals() count the non-finite elements.
 (torch 1.13's GradScaler itself needs CUDA; the loop is its logic.)
 
     nonfinite_test.py --package_dir lib/python [--python /usr/bin/python3] [--only flat]
