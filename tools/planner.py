@@ -34,8 +34,8 @@ bytes/s, alpha per message):
                               and, with more ranks than cores, a bound: the step is no
                               shorter than ranks/cores x one rank's process CPU per step
                               (measured on loopback with the same ranks: codec, decoding
-                              every peer's frame, MACs, kernel TCP) + the last bucket's
-                              transfer;
+                              every peer's frame, MACs, kernel TCP), which runs while
+                              the bytes cross, so no transfer is added;
                               GPU: PREDICTED from byte floors at 3.0 TB/s
                               (REFERENCE.md), not measured in this project yet
   iteration                   serial: compression + wire (no overlap: hierarchical

@@ -6,7 +6,6 @@ model (gradwire.exchange_cost / choose_exchange) it predicts with.
 """
 
 import argparse
-import copy
 import json
 import math
 import os
@@ -198,6 +197,47 @@ class HostOverheadTest(unittest.TestCase):
         case["iter_ms_median"] = 900.0
         del case["auth_ms_median"]
         self.assertEqual(pv.host_overhead_ns({"cases": [case]})[("resnet50", "1gbit")], 0.0)
+
+
+class SharedCoreBoundTest(unittest.TestCase):
+    """planner_validation with more ranks than cores: the step is bounded
+    below by ranks/cores x one rank's CPU per step, and by nothing more.
+    The cases are a run's own figures (8M floats in one bucket, 4 emulated
+    hosts on 2 cores, 500 Mbit/s, docs/results/2026-12-01-planner-links.md)."""
+
+    SPEC = "approx_topk:ratio=0.01,bits=4,bucket=512,seed=0,values=fp32,indices=varint"
+
+    def run_json(self, loopback_cpu_ms):
+        common = {"system": "gradwire", "profile": "params=8000000", "link": "500mbit",
+                  "link_bps": 5e8, "hosts": 4, "ranks_per_host": 1, "world_size": 4,
+                  "params": 8000000, "hierarchical": False, "pipeline_depth": 2}
+        dense = dict(common, method="none", codec="none", spec="none", iter_ms_median=820.074,
+                     wire_ms_median=799.609, compress_ms_median=8.688, auth_ms_median=10.694)
+        approx = dict(common, method="approx_topk:ratio=0.01", codec="approx_topk",
+                      spec=self.SPEC, iter_ms_median=36.733, wire_ms_median=29.154,
+                      compress_ms_median=8.521, auth_ms_median=0.344, compress_alone_ms=7.425,
+                      cpu_loopback_ms=loopback_cpu_ms)
+        return {"config": {"machine": {"cores": 2}, "bucket_size_mb": 50.0},
+                "latency_probe": {"500mbit": {"alpha_us": 212.0}}, "cases": [dense, approx]}
+
+    def row(self, loopback_cpu_ms):
+        rows, _ = pv.validate(self.run_json(loopback_cpu_ms), 50e-6)
+        return [r for r in rows if r["method"].startswith("approx")][0]
+
+    def test_a_wire_bound_step_is_the_serial_chain(self):
+        # One bucket whose transfer is most of the step: 2 x 13.6 ms of CPU
+        # is a bound well below encode + wire, so that chain predicts. A
+        # bound that also added the bucket's transfer (as if no CPU work ran
+        # while it crosses) predicted 52 ms for this 36.7 ms step.
+        r = self.row(13.56925)
+        self.assertAlmostEqual(r["cpu_bound_ms"], 4 / 2 * 13.56925, places=6)
+        self.assertEqual(r["composition"], "serial")
+        self.assertLess(abs(r["error_pct"]), 20, msg=r)
+
+    def test_a_cpu_bound_step_is_the_cpu_over_the_cores(self):
+        r = self.row(40.0)
+        self.assertEqual(r["composition"], "cpu-bound (shared cores)")
+        self.assertAlmostEqual(r["predicted_ms"], 80.0, places=6)
 
 
 class CommandLineTest(unittest.TestCase):
