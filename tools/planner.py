@@ -34,8 +34,9 @@ bytes/s, alpha per message):
                               and, with more ranks than cores, a bound: the step is no
                               shorter than ranks/cores x one rank's process CPU per step
                               (measured on loopback with the same ranks: codec, decoding
-                              every peer's frame, MACs, kernel TCP), which runs while
-                              the bytes cross, so no transfer is added;
+                              every peer's frame, MACs, kernel TCP) + the CPU the case's
+                              bytes cost on the shaped link (per byte, from the run's
+                              dense case); no transfer time is added (it overlaps);
                               GPU: PREDICTED from byte floors at 3.0 TB/s
                               (REFERENCE.md), not measured in this project yet
   iteration                   serial: compression + wire (no overlap: hierarchical

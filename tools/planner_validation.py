@@ -45,6 +45,24 @@ def host_overhead_ns(results):
     return out
 
 
+def link_cpu_ns_per_byte(results):
+    """Host CPU per byte a rank moves over the run's link, from each dense
+    gradwire run: (its process CPU per step - averaging - MACs) / its bytes
+    on the wire (the larger direction). Keyed by (profile, link). This is
+    the kernel's TCP path over the emulated hosts' 1500-byte veth links
+    (per-packet work the loopback's 64 KiB packets mostly avoid) plus the
+    transport's copies: 0.55-0.72 ns a byte on the Zen 4 VM, 0.80-1.15 on
+    the Zen 3 one. Runs without the dense case's process CPU give none."""
+    out = {}
+    for c in results["cases"]:
+        if (c["system"] == "gradwire" and c["codec"] == "none" and c.get("process_cpu_ms_median")
+                and c.get("bytes_on_wire_per_rank")):
+            rest = (c["process_cpu_ms_median"] - (c.get("compress_ms_median") or 0)
+                    - (c.get("auth_ms_median") or 0))
+            out[(c["profile"], c["link"])] = max(0.0, rest) * 1e6 / c["bytes_on_wire_per_rank"]
+    return out
+
+
 def link_goodput(results, profile, link):
     """Bytes/s per direction the run's transport-only bench achieved (the
     better of its largest allgatherv and its dense ring; the link figure: on a 2-core host, 10 Gbit/s
@@ -72,6 +90,7 @@ def validate(results, alpha_s):
     bucket_bytes = int(float(cfg.get("bucket_size_mb") or 25) * (1 << 20))
     cal = calibration(results)
     overhead = host_overhead_ns(results)
+    link_cpu = link_cpu_ns_per_byte(results)
     rows = []
     for c in results["cases"]:
         if not c.get("link_bps"):
@@ -112,17 +131,23 @@ def validate(results, alpha_s):
         pred += host
         # Shared cores: with more ranks than cores (4 on 2 here) the step is
         # no shorter than the ranks' CPU work spread over the cores: world /
-        # cores x one rank's CPU per step (process CPU: codec, decoding every
-        # peer's frame, MACs, kernel TCP, hand-offs; measured by cluster_bench
-        # with the same ranks on loopback, no link). No transfer is added to
-        # it: the transfer's own kernel TCP and Gloo work, and the other ranks'
-        # encodes and decodes, run while the bytes cross (adding the last
-        # bucket's transfer overshot by up to 42 % where the wire is most of
-        # the step: docs/results/2026-12-01-planner-links.md).
+        # cores x one rank's CPU per step. That CPU is the process CPU of the
+        # same ranks on loopback (codec, decoding every peer's frame, MACs,
+        # kernel TCP, hand-offs; measured by cluster_bench, no link), plus
+        # what moving the case's bytes over this link costs beyond loopback
+        # (link_cpu_ns_per_byte, from the dense case; the loopback run's own
+        # copies of those bytes are then counted twice, so the bound leans
+        # high by them). No transfer time is added: the
+        # transfer's kernel work and the other ranks' encodes and decodes
+        # run while bytes cross (adding the last bucket's transfer overshot
+        # by up to 42 % where the wire is most of the step:
+        # docs/results/2026-12-01-planner-links.md).
         cpu_bound = None
         if (m["codec"] != "none" and not m["hierarchical"] and c.get("cpu_loopback_ms")
                 and c["world_size"] > cores):
-            cpu_bound = c["world_size"] / cores * c["cpu_loopback_ms"] / 1e3
+            moved = (link_cpu.get((c["profile"], c["link"]), 0.0)
+                     * (c.get("bytes_on_wire_per_rank") or 0) * 1e-9)
+            cpu_bound = c["world_size"] / cores * (c["cpu_loopback_ms"] / 1e3 + moved)
             pred = max(pred, cpu_bound)
         # The same model fed the compression time the run itself measured
         # (ranks contending for 2 cores and memory bandwidth): checks the

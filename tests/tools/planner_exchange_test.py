@@ -207,21 +207,22 @@ class SharedCoreBoundTest(unittest.TestCase):
 
     SPEC = "approx_topk:ratio=0.01,bits=4,bucket=512,seed=0,values=fp32,indices=varint"
 
-    def run_json(self, loopback_cpu_ms):
+    def run_json(self, loopback_cpu_ms, dense_cpu_ms=None):
         common = {"system": "gradwire", "profile": "params=8000000", "link": "500mbit",
                   "link_bps": 5e8, "hosts": 4, "ranks_per_host": 1, "world_size": 4,
                   "params": 8000000, "hierarchical": False, "pipeline_depth": 2}
         dense = dict(common, method="none", codec="none", spec="none", iter_ms_median=820.074,
-                     wire_ms_median=799.609, compress_ms_median=8.688, auth_ms_median=10.694)
+                     wire_ms_median=799.609, compress_ms_median=8.688, auth_ms_median=10.694,
+                     bytes_on_wire_per_rank=48001584, process_cpu_ms_median=dense_cpu_ms)
         approx = dict(common, method="approx_topk:ratio=0.01", codec="approx_topk",
                       spec=self.SPEC, iter_ms_median=36.733, wire_ms_median=29.154,
                       compress_ms_median=8.521, auth_ms_median=0.344, compress_alone_ms=7.425,
-                      cpu_loopback_ms=loopback_cpu_ms)
+                      cpu_loopback_ms=loopback_cpu_ms, bytes_on_wire_per_rank=1321376)
         return {"config": {"machine": {"cores": 2}, "bucket_size_mb": 50.0},
                 "latency_probe": {"500mbit": {"alpha_us": 212.0}}, "cases": [dense, approx]}
 
-    def row(self, loopback_cpu_ms):
-        rows, _ = pv.validate(self.run_json(loopback_cpu_ms), 50e-6)
+    def row(self, loopback_cpu_ms, dense_cpu_ms=None):
+        rows, _ = pv.validate(self.run_json(loopback_cpu_ms, dense_cpu_ms), 50e-6)
         return [r for r in rows if r["method"].startswith("approx")][0]
 
     def test_a_wire_bound_step_is_the_serial_chain(self):
@@ -238,6 +239,19 @@ class SharedCoreBoundTest(unittest.TestCase):
         r = self.row(40.0)
         self.assertEqual(r["composition"], "cpu-bound (shared cores)")
         self.assertAlmostEqual(r["predicted_ms"], 80.0, places=6)
+
+    def test_the_links_bytes_cost_cpu(self):
+        # The dense case spent 48.4 ms of process CPU, 19.4 of them averaging
+        # and MACs, on 48.0 MB: 0.604 ns a byte moved over this link, which
+        # the case's 1.32 MB add to each rank's CPU.
+        per_byte = (48.4 - 8.688 - 10.694) * 1e6 / 48001584
+        got = pv.link_cpu_ns_per_byte(self.run_json(13.0, dense_cpu_ms=48.4))
+        self.assertAlmostEqual(got[("params=8000000", "500mbit")], per_byte, places=9)
+        r = self.row(40.0, dense_cpu_ms=48.4)
+        self.assertAlmostEqual(r["cpu_bound_ms"], 4 / 2 * (40.0 + per_byte * 1321376 * 1e-6),
+                               places=6)
+        # Runs that did not record the dense case's CPU add nothing.
+        self.assertEqual(pv.link_cpu_ns_per_byte(self.run_json(13.0)), {})
 
 
 class CommandLineTest(unittest.TestCase):
