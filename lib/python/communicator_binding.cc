@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "host_buffer.h"
+#include "int_argument.h"
 #include "join.h"
 #include "python_store.h"
 #include "status_exception.h"
@@ -277,16 +279,21 @@ class PyCommunicator {
 
   py::dict ExchangeModelOf() const { return ExchangeModelDict(comm_->exchange_model()); }
 
-  std::string AllreduceMean(const py::object& buffer, uint32_t bucket, uint64_t step,
-                            const std::optional<std::string>& path, bool one_dimensional) {
+  std::string AllreduceMean(const py::object& buffer, const py::object& bucket,
+                            const py::object& step, const std::optional<std::string>& path,
+                            bool one_dimensional) {
+    const uint32_t b = BucketArgument(bucket);
+    const uint64_t t = StepArgument(step);
     HostFloats data = HostFloats::From(buffer, /*writable=*/true, "buffer");
-    return Run(data, bucket, step, path, one_dimensional);
+    return Run(data, b, t, path, one_dimensional);
   }
 
   // Communicator::AllreduceMeanWithDense: `buffer` compressed, `dense`
   // exact, one exchange.
   void AllreduceMeanWithDense(const py::object& buffer, const py::object& dense_buffer,
-                              uint32_t bucket, uint64_t step) {
+                              const py::object& bucket_arg, const py::object& step_arg) {
+    const uint32_t bucket = BucketArgument(bucket_arg);
+    const uint64_t step = StepArgument(step_arg);
     CheckBucket(bucket);
     OneCaller one(&busy_, "allreduce_mean_with_dense");
     HostFloats data = HostFloats::From(buffer, /*writable=*/true, "buffer");
@@ -310,11 +317,16 @@ class PyCommunicator {
 
   // For float32 host memory reached by address (tensor.data_ptr(),
   // numel()); the caller guarantees it for the duration of the call.
-  std::string AllreduceMeanPtr(uintptr_t data_ptr, uint64_t numel, uint32_t bucket, uint64_t step,
+  std::string AllreduceMeanPtr(const py::object& data_ptr_arg, const py::object& numel_arg,
+                               const py::object& bucket, const py::object& step,
                                const std::optional<std::string>& path, bool one_dimensional) {
+    const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
+    const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
+    const uint32_t b = BucketArgument(bucket);
+    const uint64_t t = StepArgument(step);
     if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
     if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
-    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), bucket, step, path,
+    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), b, t, path,
                     one_dimensional, nullptr);
   }
 
@@ -322,9 +334,15 @@ class PyCommunicator {
   // yet run on a GPU): numel float32 values of CUDA memory at data_ptr, ordered
   // on the CUDA stream `stream` (torch.cuda.Stream.cuda_stream; 0 is the
   // default stream).
-  std::string AllreduceMeanDevice(uintptr_t data_ptr, uint64_t numel, uint32_t bucket,
-                                  uint64_t step, uintptr_t stream,
+  std::string AllreduceMeanDevice(const py::object& data_ptr_arg, const py::object& numel_arg,
+                                  const py::object& bucket_arg, const py::object& step_arg,
+                                  const py::object& stream_arg,
                                   const std::optional<std::string>& path, bool one_dimensional) {
+    const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
+    const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
+    const uint32_t bucket = BucketArgument(bucket_arg);
+    const uint64_t step = StepArgument(step_arg);
+    const uintptr_t stream = UnsignedArgument(stream_arg, "stream", UINTPTR_MAX);
     if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
     if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
     CheckBucket(bucket);
@@ -341,7 +359,8 @@ class PyCommunicator {
     return ExchangePathName(chosen);
   }
 
-  bool CopyResidual(uint32_t bucket, const py::object& out) {
+  bool CopyResidual(const py::object& bucket_arg, const py::object& out) {
+    const uint32_t bucket = BucketArgument(bucket_arg);
     OneCaller one(&busy_, "copy_residual");
     absl::Span<const float> residual = comm_->Residual(bucket);
     if (kernels::Locate(residual.data()) == kernels::Location::kDevice) {

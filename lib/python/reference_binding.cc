@@ -13,6 +13,7 @@
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "host_buffer.h"
+#include "int_argument.h"
 #include "status_exception.h"
 
 namespace py = pybind11;
@@ -46,8 +47,11 @@ class ReferenceExchange {
   // divisor: 0 for the world size; the hierarchical exchange averages its
   // cross-node sum of node sums by the whole world size, not the number of
   // nodes (tests feed one such reference per shard, one gradient per node).
-  void Average(uint32_t bucket, uint64_t step, const std::vector<py::object>& grads,
-               const py::object& out_buffer, const std::string& path, double divisor_arg) {
+  void Average(const py::object& bucket_arg, const py::object& step_arg,
+               const std::vector<py::object>& grads, const py::object& out_buffer,
+               const std::string& path, double divisor_arg) {
+    const uint32_t bucket = BucketArgument(bucket_arg);
+    const uint64_t step = StepArgument(step_arg);
     if (!(divisor_arg >= 0)) RaiseInvalid("divisor must be >= 0 (0: the world size)");
     const size_t p = ef_.size();
     if (grads.size() != p) {
@@ -85,7 +89,8 @@ class ReferenceExchange {
 
   // Rank `rank`'s residual of `bucket` into out, as Communicator's
   // copy_residual: false when it has none yet.
-  bool CopyResidual(int rank, uint32_t bucket, const py::object& out) const {
+  bool CopyResidual(int rank, const py::object& bucket_arg, const py::object& out) const {
+    const uint32_t bucket = BucketArgument(bucket_arg);
     if (rank < 0 || static_cast<size_t>(rank) >= ef_.size()) {
       RaiseInvalid(absl::StrCat("rank ", rank, " out of range"));
     }

@@ -405,6 +405,42 @@ class OneRankGroup(unittest.TestCase):
                                        path="compressed")
         with self.assertRaisesRegex(g.InvalidArgumentError, "null"):
             comm.allreduce_mean_device(0, 4, bucket=5, step=1, stream=0)
+        # Integers out of range or not integers at all: a ValueError or a
+        # TypeError naming the argument (not pybind11's "incompatible function
+        # arguments"), poisoning nothing. numpy's integers are integers.
+        import numpy as np
+        t = torch.ones(1000)
+        u64 = "0..18446744073709551615"
+        for kwargs, error, want in [
+                (dict(bucket=-1, step=4), g.InvalidArgumentError,
+                 "bucket must be in 0..4294967295, got -1"),
+                (dict(bucket=2**32, step=4), g.InvalidArgumentError, "got 4294967296"),
+                (dict(bucket=3, step=-5), g.InvalidArgumentError, f"step must be in {u64}, got -5"),
+                (dict(bucket=3, step=2**64), g.InvalidArgumentError, "got 18446744073709551616"),
+                (dict(bucket=3, step=10**400), g.InvalidArgumentError,
+                 "got 10000000000000000000...00000000"),
+                (dict(bucket=3.0, step=4), g.UnsupportedError, "bucket must be an int, got float"),
+                (dict(bucket=True, step=4), g.UnsupportedError, "bucket must be an int, got bool"),
+                (dict(bucket=3, step=None), g.UnsupportedError,
+                 "step must be an int, got NoneType")]:
+            with self.subTest(**{k: str(v)[:12] for k, v in kwargs.items()}):
+                with self.assertRaises(error) as cm:
+                    comm.allreduce_mean(t, path="dense", **kwargs)
+                self.assertIn(want, str(cm.exception))
+        for call, error, want in [
+                (lambda: comm.allreduce_mean_ptr(t.data_ptr(), -1, bucket=3, step=4),
+                 g.InvalidArgumentError, "numel must be in 0.."),
+                (lambda: comm.allreduce_mean_with_dense(t, torch.ones(4), -2, 4),
+                 g.InvalidArgumentError, "bucket must be in 0..4294967295, got -2"),
+                (lambda: comm.copy_residual("3", t), g.UnsupportedError,
+                 "bucket must be an int, got str"),
+                (lambda: g.ReferenceExchange("none", 1).average(0, -1, [t], t, "dense"),
+                 g.InvalidArgumentError, f"step must be in {u64}, got -1")]:
+            with self.assertRaises(error) as cm:
+                call()
+            self.assertIn(want, str(cm.exception))
+        self.assertEqual(comm.allreduce_mean(t, bucket=np.uint32(3), step=np.int64(4),
+                                             path="dense"), "dense")
         comm.health()
         comm.close()
 
