@@ -474,6 +474,7 @@ absl::Status Communicator::Barrier() {
 }
 
 absl::Status Communicator::Close() {
+  if (closed_) return absl::OkStatus();
   if (!poison_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "communicator not closed in order: poisoned by earlier failure: ", poison_.ToString()));
@@ -485,6 +486,7 @@ absl::Status Communicator::Close() {
     if (result.ok()) result = s;
   }
   poison_ = result.ok() ? absl::FailedPreconditionError("communicator was closed") : result;
+  closed_ = result.ok();
   return result;
 }
 

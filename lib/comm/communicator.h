@@ -307,8 +307,10 @@ class Communicator {
   // order on every rank. Call it on every rank before destroying a healthy
   // communicator or exiting: a rank that closes its sockets while a peer
   // is still finishing the last exchange can make that peer fail with
-  // Unavailable. Afterwards every call returns FailedPrecondition.
-  // Destroying a communicator without Close never blocks.
+  // Unavailable. Afterwards every call returns FailedPrecondition, but
+  // Close itself: once it has succeeded, a second Close does nothing and
+  // returns OK (as closing a file twice). Destroying a communicator without
+  // Close never blocks.
   absl::Status Close();
 
   // Error-feedback residuals of every bucket as bytes (per rank: each
@@ -389,6 +391,7 @@ class Communicator {
   ExchangeModel model_;                                // agreed at Create
 
   absl::Status poison_;
+  bool closed_ = false;  // Close() succeeded
   // Each bucket's last step, for TakeStep.
   std::map<uint32_t, uint64_t> last_step_;
   ExchangeStats last_call_;

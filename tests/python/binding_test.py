@@ -443,6 +443,9 @@ class OneRankGroup(unittest.TestCase):
                                              path="dense"), "dense")
         comm.health()
         comm.close()
+        comm.close()  # a second close does nothing (it once raised "not closed in order")
+        with self.assertRaisesRegex(g.CommunicationError, "communicator was closed"):
+            comm.allreduce_mean(t, bucket=3, step=5)
 
     def test_job_keys_unique(self):
         """Per group, per communicator, and per job (a fresh process counts
