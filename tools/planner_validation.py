@@ -65,8 +65,9 @@ def link_cpu_ns_per_byte(results):
 
 def link_goodput(results, profile, link):
     """Bytes/s per direction the run's transport-only bench achieved (the
-    better of its largest allgatherv and its dense ring; the link figure: on a 2-core host, 10 Gbit/s
-    veth + tbf is CPU-bound well below the nominal rate), or None."""
+    better of its largest allgatherv and its dense ring; the link figure: on
+    a 2-core host, 10 Gbit/s veth + tbf is CPU-bound well below the nominal
+    rate), or None."""
     t = results.get("transport", {}).get(profile, {}).get(link)
     if not t:
         return None
@@ -133,7 +134,9 @@ def validate(results, alpha_s):
         # no shorter than the ranks' CPU work spread over the cores: world /
         # cores x one rank's CPU per step. That CPU is the process CPU of the
         # same ranks on loopback (codec, decoding every peer's frame, MACs,
-        # kernel TCP, hand-offs; measured by cluster_bench, no link), plus
+        # kernel TCP, hand-offs; measured by cluster_bench, no link; for a
+        # hierarchical method with its nodes emulated, so its intra-node
+        # dense phases, which the model's wire leaves free, count), plus
         # what moving the case's bytes over this link costs beyond loopback
         # (link_cpu_ns_per_byte, from the dense case; the loopback run's own
         # copies of those bytes are then counted twice, so the bound leans
@@ -143,8 +146,7 @@ def validate(results, alpha_s):
         # by up to 42 % where the wire is most of the step:
         # docs/results/2026-12-01-planner-links.md).
         cpu_bound = None
-        if (m["codec"] != "none" and not m["hierarchical"] and c.get("cpu_loopback_ms")
-                and c["world_size"] > cores):
+        if m["codec"] != "none" and c.get("cpu_loopback_ms") and c["world_size"] > cores:
             moved = (link_cpu.get((c["profile"], c["link"]), 0.0)
                      * (c.get("bytes_on_wire_per_rank") or 0) * 1e-9)
             cpu_bound = c["world_size"] / cores * (c["cpu_loopback_ms"] / 1e3 + moved)

@@ -43,7 +43,8 @@ def _bytes_on_wire(res):
 
 def gradwire_case(where, m, rank_results, alone):
     """The case dict of gradwire method `m`; `alone` holds the one-host figures
-    per canonical spec: {"compress_ms", "cpu_ms", "loopback_cpu_ms"}."""
+    per canonical spec: {"compress_ms", "cpu_ms", "loopback_cpu_ms",
+    "loopback_cpu_ms_hierarchical"} (the last for hierarchical methods)."""
     res = rank_results[0]
     ranks = per_rank(rank_results)
     solo = alone.get(m["spec"], {})
@@ -64,7 +65,9 @@ def gradwire_case(where, m, rank_results, alone):
             "compress_alone_ms": solo.get("compress_ms"),
             # Rank 0's process CPU (all threads, user + system) per timed
             # step, the alone run's, and the loopback run's mean per rank.
-            "cpu_alone_ms": solo.get("cpu_ms"), "cpu_loopback_ms": solo.get("loopback_cpu_ms"),
+            "cpu_alone_ms": solo.get("cpu_ms"),
+            "cpu_loopback_ms": solo.get("loopback_cpu_ms_hierarchical" if m["hierarchical"]
+                                        else "loopback_cpu_ms"),
             "per_rank": ranks}
     # sync: the part of wire time in agreement rounds (waiting for the
     # slowest peer to arrive); transfer: the rest, every rank present.

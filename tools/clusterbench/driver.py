@@ -132,17 +132,20 @@ class Runner:
         if self.a.no_alone:
             return alone
         for m in self.a.methods_parsed:
-            if m["codec"] == "none" or m["spec"] in alone:
+            if m["codec"] == "none":
                 continue
-            sys.stderr.write(f"[alone] {prof} {m['spec_text']}: compression time of one rank "
-                             "with the machine to itself\n")
-            ms, cpu = self.bench.compression_alone(profile_file, m)
-            alone[m["spec"]] = {"compress_ms": ms, "cpu_ms": cpu}
-            if self.a.world > 1:
-                sys.stderr.write(f"[cpu] {prof} {m['spec_text']}: {self.a.world} ranks on "
-                                 "loopback, CPU per rank-step\n")
-                alone[m["spec"]]["loopback_cpu_ms"] = self.bench.exchange_cpu_loopback(
-                    profile_file, m)
+            if m["spec"] not in alone:
+                sys.stderr.write(f"[alone] {prof} {m['spec_text']}: compression time of one "
+                                 "rank with the machine to itself\n")
+                ms, cpu = self.bench.compression_alone(profile_file, m)
+                alone[m["spec"]] = {"compress_ms": ms, "cpu_ms": cpu}
+            entry = alone[m["spec"]]
+            key = "loopback_cpu_ms_hierarchical" if m["hierarchical"] else "loopback_cpu_ms"
+            if self.a.world > 1 and key not in entry:
+                sys.stderr.write(f"[cpu] {prof} {m['name']}: {self.a.world} ranks on loopback, "
+                                 "CPU per rank-step\n")
+                entry[key] = self.bench.exchange_cpu_loopback(profile_file, m,
+                                                              hierarchical=m["hierarchical"])
         return alone
 
     def latency_probe(self, cluster, link, label):

@@ -159,17 +159,21 @@ class Bench:
         return (res["compress_ms_median"] + res.get("auth_ms_median", 0.0),
                 res.get("process_cpu_ms_median"))
 
-    def exchange_cpu_loopback(self, profile_file, m):
+    def exchange_cpu_loopback(self, profile_file, m, hierarchical=False):
         """The run's ranks on loopback, no link shaping, sharing this machine's
         cores as the run's ranks do: the process CPU (all threads, user +
         system) of one rank's step, median per rank, averaged over ranks.
         It is the CPU cost of the exchange itself (codec, decode of every
-        peer's frame, MACs, the kernel's TCP work, thread hand-offs); the
-        planner's shared-core bound is world / cores x this."""
+        peer's frame, MACs, the kernel's TCP work, thread hand-offs; for a
+        hierarchical exchange, its nodes emulated on loopback, the
+        intra-node dense phases too); the planner's shared-core bound is
+        world / cores x this."""
         world = self.a.world
+        per_host = self.a.ranks_per_host if hierarchical else world
         res = self.run_exchange(f"cpu-{secrets.token_hex(3)}",
                                 f"{m['spec_text']} on loopback (CPU per rank-step)", None,
-                                self.exchange_argv(profile_file, m, flat=True), world, world)
+                                self.exchange_argv(profile_file, m, flat=not hierarchical),
+                                world, per_host)
         cpu = [r.get("process_cpu_ms_median") for r in res]
         return sum(cpu) / len(cpu) if all(c is not None for c in cpu) else None
 
