@@ -124,7 +124,7 @@ JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file
 // The Communicator's options from the constructor's arguments, each
 // checked (InvalidArgumentError naming it).
 CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
-                              uint64_t dense_below_elements, bool dense_one_dimensional,
+                              py::handle dense_below_elements, bool dense_one_dimensional,
                               double timeout_s, const std::string& dense_algorithm,
                               int event_loop_nice, const py::object& exchange) {
   CommunicatorOptions options;
@@ -135,7 +135,8 @@ CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
   options.event_loop_nice = event_loop_nice;
   options.compression = Value(CompressionSpec::Parse(spec));
   options.hierarchical = hierarchical;
-  options.dense_below_elements = dense_below_elements;
+  options.dense_below_elements =
+      UnsignedArgument(dense_below_elements, "dense_below_elements", UINT64_MAX);
   options.dense_one_dimensional = dense_one_dimensional;
   // Dense exchanges are authenticated chunk by chunk, which only the sealed
   // ring does (Communicator::Create refuses anything else).
@@ -157,7 +158,7 @@ CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
 // store, so that an argument a rank gets wrong fails there, before any
 // key is set that a peer could be waiting on.
 void CheckCommunicatorArguments(const std::string& spec, const py::object& secret,
-                                bool hierarchical, uint64_t dense_below_elements,
+                                bool hierarchical, const py::object& dense_below_elements,
                                 bool dense_one_dimensional, double timeout_s,
                                 const std::string& dense_algorithm, const std::string& job_suffix,
                                 bool emulate_nodes, int event_loop_nice,
@@ -197,13 +198,13 @@ class OneCaller {
 class PyCommunicator {
  public:
   PyCommunicator(const std::string& spec, const py::object& secret, bool hierarchical,
-                 uint64_t dense_below_elements, bool dense_one_dimensional, double timeout_s,
-                 const std::string& dense_algorithm, const std::string& job_suffix,
-                 bool emulate_nodes, int event_loop_nice, const std::string& secret_file,
-                 const py::object& store, int rank, int world_size, const std::string& job_id,
-                 int node_id, int local_world_size, const std::string& iface,
-                 const std::string& bind_address, const std::string& settings,
-                 const py::object& exchange) {
+                 const py::object& dense_below_elements, bool dense_one_dimensional,
+                 double timeout_s, const std::string& dense_algorithm,
+                 const std::string& job_suffix, bool emulate_nodes, int event_loop_nice,
+                 const std::string& secret_file, const py::object& store, int rank, int world_size,
+                 const std::string& job_id, int node_id, int local_world_size,
+                 const std::string& iface, const std::string& bind_address,
+                 const std::string& settings, const py::object& exchange) {
     const CommunicatorOptions options =
         OptionsOf(spec, hierarchical, dense_below_elements, dense_one_dimensional, timeout_s,
                   dense_algorithm, event_loop_nice, exchange);
@@ -255,8 +256,9 @@ class PyCommunicator {
   int size() const { return comm_->size(); }
   std::string spec() const { return comm_->options().compression.ToString(); }
 
-  std::string PathFor(uint64_t elements, bool one_dimensional) const {
-    return ExchangePathName(comm_->PathFor(elements, one_dimensional));
+  std::string PathFor(const py::object& elements, bool one_dimensional) const {
+    return ExchangePathName(
+        comm_->PathFor(UnsignedArgument(elements, "elements", UINT64_MAX), one_dimensional));
   }
 
   std::string ExchangeFor(int64_t elements) const {
@@ -502,7 +504,7 @@ buffer, exchange_estimates says why), 'allgather', 'sparse_allreduce'
 Buffers: torch tensors and other DLPack producers, numpy arrays and the
 buffer protocol; float32 in place, float16/bfloat16 widened and rounded
 back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
-      .def(py::init<const std::string&, const py::object&, bool, uint64_t, bool, double,
+      .def(py::init<const std::string&, const py::object&, bool, const py::object&, bool, double,
                     const std::string&, const std::string&, bool, int, const std::string&,
                     const py::object&, int, int, const std::string&, int, int, const std::string&,
                     const std::string&, const std::string&, const py::object&>(),

@@ -26,6 +26,7 @@
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "int_argument.h"
 #include "reference_binding.h"
 #include "status_exception.h"
 
@@ -36,6 +37,7 @@ namespace gradwire {
 namespace {
 
 using python::RaiseInvalid;
+using python::UnsignedArgument;
 using python::Value;
 
 // A spec string parsed, or the Python error CompressionSpec::Parse's
@@ -56,10 +58,14 @@ PathRule RuleFor(const std::string& spec, uint64_t dense_below_elements,
 // bucket_plan: BucketPlan over tensors given by shape, in submission
 // order; each bucket as a dict, its tensors as their positions in `shapes`.
 py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int64_t>>& shapes,
-                      uint64_t bucket_bytes, uint64_t dense_below_elements,
+                      const py::object& bucket_bytes_arg, const py::object& dense_below_elements,
                       bool dense_one_dimensional) {
+  const uint64_t bucket_bytes = UnsignedArgument(bucket_bytes_arg, "bucket_bytes", UINT64_MAX);
   if (bucket_bytes == 0) RaiseInvalid("bucket_bytes must be positive");
-  BucketPlan plan(RuleFor(spec, dense_below_elements, dense_one_dimensional), bucket_bytes);
+  BucketPlan plan(
+      RuleFor(spec, UnsignedArgument(dense_below_elements, "dense_below_elements", UINT64_MAX),
+              dense_one_dimensional),
+      bucket_bytes);
   std::vector<py::list> tensors;  // per bucket: positions in shapes, in fusion order
   for (size_t i = 0; i < shapes.size(); ++i) {
     uint64_t elements = 1;
@@ -90,6 +96,7 @@ py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int
 
 PYBIND11_MODULE(_gradwire, m) {
   using namespace gradwire;
+  using gradwire::python::UnsignedArgument;
   m.doc() = "gradwire: compressed gradient exchange (C++ core; see the gradwire package)";
 
   gradwire::python::DefineErrorType(m);
@@ -108,14 +115,19 @@ PYBIND11_MODULE(_gradwire, m) {
       [](const std::string& spec) { return SpecOf(spec).UsesErrorFeedback(); }, py::arg("spec"));
   m.def(
       "selected_count",
-      [](const std::string& spec, uint64_t n) { return SpecOf(spec).SelectedCount(n); },
+      [](const std::string& spec, const py::object& n) {
+        return SpecOf(spec).SelectedCount(UnsignedArgument(n, "n", UINT64_MAX));
+      },
       py::arg("spec"), py::arg("n"), "k, the values a sparse method sends for n elements.");
   m.def(
       "path_for",
-      [](const std::string& spec, uint64_t elements, bool one_dimensional,
-         uint64_t dense_below_elements, bool dense_one_dimensional) {
-        return ExchangePathName(RuleFor(spec, dense_below_elements, dense_one_dimensional)
-                                    .PathFor(elements, one_dimensional));
+      [](const std::string& spec, const py::object& elements, bool one_dimensional,
+         const py::object& dense_below_elements, bool dense_one_dimensional) {
+        const PathRule rule = RuleFor(
+            spec, UnsignedArgument(dense_below_elements, "dense_below_elements", UINT64_MAX),
+            dense_one_dimensional);
+        return ExchangePathName(
+            rule.PathFor(UnsignedArgument(elements, "elements", UINT64_MAX), one_dimensional));
       },
       py::arg("spec"), py::arg("elements"), py::arg("one_dimensional") = false,
       py::arg("dense_below_elements") = 16384, py::arg("dense_one_dimensional") = true,

@@ -84,6 +84,29 @@ class ErrorsAndSpecs(unittest.TestCase):
         self.assertIn("ratio must be in (0, 1]", str(cm.exception))
         self.assertNotIn("--", str(cm.exception))
 
+    def test_sizes_out_of_range_name_themselves(self):
+        # The planning helpers' sizes, like the exchange calls' integers: a
+        # ValueError or a TypeError naming the argument, not pybind11's
+        # "incompatible function arguments".
+        g = self.g
+        for call, error, want in [
+                (lambda: g.path_for("topk", -5), g.InvalidArgumentError,
+                 "elements must be in 0..18446744073709551615, got -5"),
+                (lambda: g.path_for("topk", 5.5), g.UnsupportedError,
+                 "elements must be an int, got float"),
+                (lambda: g.path_for("topk", 5, dense_below_elements=-1), g.InvalidArgumentError,
+                 "dense_below_elements must be in"),
+                (lambda: g.selected_count("topk:ratio=0.01", -1), g.InvalidArgumentError,
+                 "n must be in"),
+                (lambda: g.bucket_plan("topk", [(4,)], bucket_bytes=-1), g.InvalidArgumentError,
+                 "bucket_bytes must be in"),
+                (lambda: g.bucket_plan("topk", [(4,)], dense_below_elements="8"),
+                 g.UnsupportedError, "dense_below_elements must be an int, got str")]:
+            with self.assertRaises(error) as cm:
+                call()
+            self.assertIn(want, str(cm.exception))
+        self.assertEqual(g.path_for("topk", 1 << 20), "compressed")
+
     def test_settings_that_do_not_apply(self):
         g = self.g
         for spec, setting, method in [("sign:ratio=0.01", "ratio", "sign"),
@@ -385,6 +408,8 @@ class OneRankGroup(unittest.TestCase):
         torch, g = self.torch, self.g
         store = self.dist.distributed_c10d._get_default_store()
         before = store.num_keys()
+        with self.assertRaisesRegex(g.InvalidArgumentError, "dense_below_elements must be in"):
+            g.Communicator("topk", process_group=self.dist.group.WORLD, dense_below_elements=-1)
         comm = g.Communicator(method="topk", ratio=0.5, process_group=self.dist.group.WORLD)
         self.assertEqual(store.num_keys(), before, "gradwire left keys in torch's store")
         for step, dtype in enumerate((torch.float32, torch.float16, torch.bfloat16), 1):
