@@ -257,17 +257,16 @@ class PyCommunicator {
   std::string spec() const { return comm_->options().compression.ToString(); }
 
   std::string PathFor(const py::object& elements, bool one_dimensional) const {
-    return ExchangePathName(
-        comm_->PathFor(UnsignedArgument(elements, "elements", UINT64_MAX), one_dimensional));
+    return ExchangePathName(comm_->PathFor(Elements(elements), one_dimensional));
   }
 
-  std::string ExchangeFor(int64_t elements) const {
+  std::string ExchangeFor(const py::object& elements) const {
     return ExchangeKindName(comm_->KindFor(Elements(elements)));
   }
 
   // Why a compressed buffer takes its exchange: the cost model's input
   // and its estimate for each exchange the spec admits.
-  py::dict ExchangeEstimatesFor(int64_t elements) const {
+  py::dict ExchangeEstimatesFor(const py::object& elements) const {
     const Communicator::ModelInput in = comm_->ModelInputFor(Elements(elements));
     return py::dict(
         "exchange"_a = ExchangeFor(elements),
@@ -458,9 +457,8 @@ class PyCommunicator {
     return ExchangePathName(chosen);
   }
 
-  static uint64_t Elements(int64_t elements) {
-    if (elements < 0) RaiseInvalid(absl::StrCat("elements must be >= 0, got ", elements));
-    return static_cast<uint64_t>(elements);
+  static uint64_t Elements(py::handle elements) {
+    return UnsignedArgument(elements, "elements", UINT64_MAX);
   }
 
   std::unique_ptr<Communicator> comm_;

@@ -460,7 +460,11 @@ class OneRankGroup(unittest.TestCase):
                 (lambda: comm.copy_residual("3", t), g.UnsupportedError,
                  "bucket must be an int, got str"),
                 (lambda: g.ReferenceExchange("none", 1).average(0, -1, [t], t, "dense"),
-                 g.InvalidArgumentError, f"step must be in {u64}, got -1")]:
+                 g.InvalidArgumentError, f"step must be in {u64}, got -1"),
+                (lambda: comm.exchange_for(-1), g.InvalidArgumentError,
+                 f"elements must be in {u64}, got -1"),
+                (lambda: comm.path_for(1.5), g.UnsupportedError,
+                 "elements must be an int, got float")]:
             with self.assertRaises(error) as cm:
                 call()
             self.assertIn(want, str(cm.exception))
