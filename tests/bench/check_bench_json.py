@@ -53,6 +53,9 @@ def check_gradwire(gw, P, shaped):
         check(finite_positive(c["iter_ms_median"]), f"{name}: iter median > 0")
         check(c["iter_ms_p90"] >= c["iter_ms_median"], f"{name}: p90 >= median")
         check(finite_positive(c["bytes_on_wire_per_rank"]), f"{name}: bytes on the wire > 0")
+        on_link, own = c["bytes_on_host_link"], c["bytes_on_wire_per_rank"]
+        check(on_link >= own and (c["ranks_per_host"] > 1 or on_link == own),
+              f"{name}: the host's link carries its ranks' bytes")
         check(len(c["per_rank"]) == P, f"{name}: a result file from each of {P} ranks")
         check(sorted(x["rank"] for x in c["per_rank"]) == list(range(P)),
               f"{name}: results of ranks 0..{P - 1}")

@@ -272,6 +272,29 @@ class SharedCoreBoundTest(unittest.TestCase):
         self.assertAlmostEqual(r["predicted_ms"], 200.0, places=6)
 
 
+class HostLinkBytesTest(unittest.TestCase):
+    """clusterbench.collect: what crosses a host's shaped link with two ranks
+    per host (4 ranks, hosts {0, 1} and {2, 3}), one MB per message."""
+
+    @staticmethod
+    def rank(sent, received, intra_sent, intra_received):
+        return {"bytes_sent_per_iter": sent, "bytes_received_per_iter": received,
+                "intra_node_bytes_sent_per_iter": intra_sent,
+                "intra_node_bytes_received_per_iter": intra_received}
+
+    def test_every_local_ranks_off_node_bytes(self):
+        from clusterbench import collect
+        mb = 10**6
+        # An allgather: each rank sends its frame to 3 peers, one on its host.
+        allgather = [self.rank(3 * mb, 3 * mb, mb, mb) for _ in range(4)]
+        self.assertEqual(collect._bytes_on_host_link(allgather, 2), 4 * mb)
+        self.assertEqual(collect._bytes_on_host_link(allgather, 1), 2 * mb)
+        # A ring 0 -> 1 -> 2 -> 3 -> 0: one edge leaves each host each way.
+        ring = [self.rank(mb, mb, mb, 0), self.rank(mb, mb, 0, mb),
+                self.rank(mb, mb, mb, 0), self.rank(mb, mb, 0, mb)]
+        self.assertEqual(collect._bytes_on_host_link(ring, 2), mb)
+
+
 class CommandLineTest(unittest.TestCase):
     def run_planner(self, *argv):
         return subprocess.run([sys.executable, os.path.join(ARGS.tools_dir, "planner.py"), *argv],

@@ -41,6 +41,20 @@ def _bytes_on_wire(res):
                res["bytes_received_per_iter"] - res.get("intra_node_bytes_received_per_iter", 0))
 
 
+def _bytes_on_host_link(rank_results, ranks_per_host):
+    """What crosses host 0's shaped link per iteration: every rank of that
+    host's off-node bytes, the larger direction. With one rank per host it
+    is that rank's figure; with more, an exchange whose every rank sends
+    off-node (an allgather, hierarchical top-k's cross-node phase) loads
+    the link with all of theirs, a ring with one edge each way."""
+    host = rank_results[:max(1, ranks_per_host)]
+    sent = sum(r["bytes_sent_per_iter"] - r.get("intra_node_bytes_sent_per_iter", 0)
+               for r in host)
+    received = sum(r["bytes_received_per_iter"] - r.get("intra_node_bytes_received_per_iter", 0)
+                   for r in host)
+    return max(sent, received)
+
+
 def gradwire_case(where, m, rank_results, alone):
     """The case dict of gradwire method `m`; `alone` holds the one-host figures
     per canonical spec: {"compress_ms", "cpu_ms", "loopback_cpu_ms",
@@ -59,6 +73,8 @@ def gradwire_case(where, m, rank_results, alone):
             "bytes_received_per_rank": res["bytes_received_per_iter"],
             "intra_node_bytes_sent_per_rank": res.get("intra_node_bytes_sent_per_iter", 0),
             "bytes_on_wire_per_rank": _bytes_on_wire(res),
+            "bytes_on_host_link": _bytes_on_host_link(rank_results,
+                                                      where.fields["ranks_per_host"]),
             # Wire time includes waiting for slower peers; the rank that
             # waited least bounds the transfer itself.
             "wire_ms_min_rank": min(r["wire_ms_median"] for r in ranks),
@@ -113,10 +129,12 @@ def _ratio(a, b):
 
 
 def derive(case, link_bps, shaped, dense):
-    """Adds utilisation, floor and speedups to one gradwire case."""
+    """Adds utilisation, floor and speedups to one gradwire case. The link
+    figures count every byte on the host's link (bytes_on_host_link; runs
+    recorded before it: the rank's own)."""
     it = case["iter_ms_median"] / 1e3
     wire = case["wire_ms_median"] / 1e3
-    b = case["bytes_on_wire_per_rank"]
+    b = case.get("bytes_on_host_link") or case["bytes_on_wire_per_rank"]
     if shaped:
         case["link_util"] = b * 8 / it / link_bps if it > 0 else None
         case["wire_util"] = b * 8 / wire / link_bps if wire > 0 else None
