@@ -47,8 +47,8 @@ COLUMNS = [
 LEGEND = (
     "iter = exchange time per iteration (gradwire: first Submit..WaitAll; DDP: iteration "
     "minus the same step without DDP); MB/rank = payload bytes per rank per iteration "
-    "(larger of sent/received); util = the bytes on the host's link (MB/rank x ranks per "
-    "host for an allgather; one rank's for a ring) x 8 / iter / link rate; w.util = the same "
+    "(larger of sent/received); util = the bytes on the host's link (hierarchical: every "
+    "local rank's cross-node bytes; else MB/rank) x 8 / iter / link rate; w.util = the same "
     "over wire time; wire = rank 0's time inside transport calls (waiting for slower peers "
     "included), wire min = the least of all ranks'; floor = max(host's link bytes x 8 / link "
     "rate, compression time alone), xfl.run = iter / max(the same wire floor, compression "
