@@ -25,6 +25,17 @@ def calibration(results):
     return cal
 
 
+def _dense_cases(results):
+    """The run's dense gradwire cases (one per profile x link)."""
+    return [c for c in results["cases"] if c["system"] == "gradwire" and c["codec"] == "none"]
+
+
+def _beyond_averaging_and_macs_ms(case, ms):
+    """A dense case's `ms` less its averaging and MAC times, at least 0."""
+    return max(0.0, ms - (case.get("compress_ms_median") or 0)
+               - (case.get("auth_ms_median") or 0))
+
+
 def host_overhead_ns(results):
     """Per-element host cost outside codec, MACs and wire (copying gradients
     into buckets and back, thread hand-off), from each dense gradwire run:
@@ -36,13 +47,9 @@ def host_overhead_ns(results):
     gradient would be counted twice for the dense ring and charged to every
     compressed method, which MACs only its frames (and charges them in its
     own terms)."""
-    out = {}
-    for c in results["cases"]:
-        if c["system"] == "gradwire" and c["codec"] == "none":
-            rest = (c["iter_ms_median"] - c["wire_ms_median"] - (c.get("compress_ms_median") or 0)
-                    - (c.get("auth_ms_median") or 0))
-            out[(c["profile"], c["link"])] = max(0.0, rest) * 1e6 / c["params"]
-    return out
+    return {(c["profile"], c["link"]):
+            _beyond_averaging_and_macs_ms(c, c["iter_ms_median"] - c["wire_ms_median"])
+            * 1e6 / c["params"] for c in _dense_cases(results)}
 
 
 def link_cpu_ns_per_byte(results):
@@ -53,14 +60,11 @@ def link_cpu_ns_per_byte(results):
     (per-packet work the loopback's 64 KiB packets mostly avoid) plus the
     transport's copies: 0.55-0.72 ns a byte on the Zen 4 VM, 0.80-1.15 on
     the Zen 3 one. Runs without the dense case's process CPU give none."""
-    out = {}
-    for c in results["cases"]:
-        if (c["system"] == "gradwire" and c["codec"] == "none" and c.get("process_cpu_ms_median")
-                and c.get("bytes_on_wire_per_rank")):
-            rest = (c["process_cpu_ms_median"] - (c.get("compress_ms_median") or 0)
-                    - (c.get("auth_ms_median") or 0))
-            out[(c["profile"], c["link"])] = max(0.0, rest) * 1e6 / c["bytes_on_wire_per_rank"]
-    return out
+    return {(c["profile"], c["link"]):
+            _beyond_averaging_and_macs_ms(c, c["process_cpu_ms_median"])
+            * 1e6 / c["bytes_on_wire_per_rank"]
+            for c in _dense_cases(results)
+            if c.get("process_cpu_ms_median") and c.get("bytes_on_wire_per_rank")}
 
 
 def link_goodput(results, profile, link):

@@ -65,6 +65,17 @@ std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
                             "'cast_allreduce' or 'dense', got '", name, "'"));
 }
 
+// numel float32 values at the address data_ptr (host or device memory),
+// both read as integer arguments; the address can be checked for null and
+// alignment only.
+absl::Span<float> FloatsAt(py::handle data_ptr_arg, py::handle numel_arg) {
+  const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
+  const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
+  if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
+  if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
+  return absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel);
+}
+
 void CheckBucket(uint32_t bucket) {
   if (bucket == kJoinBucket) {
     RaiseInvalid(absl::StrCat("bucket ", bucket, " is reserved (rendezvous tokens)"));
@@ -321,14 +332,9 @@ class PyCommunicator {
   std::string AllreduceMeanPtr(const py::object& data_ptr_arg, const py::object& numel_arg,
                                const py::object& bucket, const py::object& step,
                                const std::optional<std::string>& path, bool one_dimensional) {
-    const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
-    const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
-    const uint32_t b = BucketArgument(bucket);
-    const uint64_t t = StepArgument(step);
-    if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
-    if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
-    return Exchange(absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel), b, t, path,
-                    one_dimensional, nullptr);
+    const absl::Span<float> data = FloatsAt(data_ptr_arg, numel_arg);
+    return Exchange(data, BucketArgument(bucket), StepArgument(step), path, one_dimensional,
+                    nullptr);
   }
 
   // The device path (Communicator::AllreduceMeanOnDevice; from Python not
@@ -339,22 +345,19 @@ class PyCommunicator {
                                   const py::object& bucket_arg, const py::object& step_arg,
                                   const py::object& stream_arg,
                                   const std::optional<std::string>& path, bool one_dimensional) {
-    const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
-    const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
+    const absl::Span<float> data = FloatsAt(data_ptr_arg, numel_arg);
     const uint32_t bucket = BucketArgument(bucket_arg);
     const uint64_t step = StepArgument(step_arg);
     const uintptr_t stream = UnsignedArgument(stream_arg, "stream", UINTPTR_MAX);
-    if (data_ptr == 0 && numel != 0) RaiseInvalid("data_ptr is null");
-    if (data_ptr % alignof(float) != 0) RaiseInvalid("data_ptr is not 4-byte aligned");
     CheckBucket(bucket);
     OneCaller one(&busy_, "allreduce_mean_device");
-    const ExchangePath chosen = ParsePath(path).value_or(comm_->PathFor(numel, one_dimensional));
+    const ExchangePath chosen =
+        ParsePath(path).value_or(comm_->PathFor(data.size(), one_dimensional));
     absl::Status s;
     {
       py::gil_scoped_release release;
-      s = comm_->AllreduceMeanOnDevice(bucket, step,
-                                       absl::MakeSpan(reinterpret_cast<float*>(data_ptr), numel),
-                                       chosen, reinterpret_cast<kernels::cuda::Stream>(stream));
+      s = comm_->AllreduceMeanOnDevice(bucket, step, data, chosen,
+                                       reinterpret_cast<kernels::cuda::Stream>(stream));
     }
     Check(s);
     return ExchangePathName(chosen);

@@ -287,12 +287,12 @@ class HostLinkBytesTest(unittest.TestCase):
         mb = 10**6
         # An allgather: each rank sends its frame to 3 peers, one on its host.
         allgather = [self.rank(3 * mb, 3 * mb, mb, mb) for _ in range(4)]
-        self.assertEqual(collect._bytes_on_host_link(allgather, 2), 4 * mb)
-        self.assertEqual(collect._bytes_on_host_link(allgather, 1), 2 * mb)
+        self.assertEqual(collect._bytes_off_node(allgather[:2]), 4 * mb)
+        self.assertEqual(collect._bytes_off_node(allgather[:1]), 2 * mb)
         # A ring 0 -> 1 -> 2 -> 3 -> 0: one edge leaves each host each way.
         ring = [self.rank(mb, mb, mb, 0), self.rank(mb, mb, 0, mb),
                 self.rank(mb, mb, mb, 0), self.rank(mb, mb, 0, mb)]
-        self.assertEqual(collect._bytes_on_host_link(ring, 2), mb)
+        self.assertEqual(collect._bytes_off_node(ring[:2]), mb)
 
 
 class CommandLineTest(unittest.TestCase):

@@ -35,26 +35,22 @@ def per_rank(rank_results):
     return out
 
 
-def _bytes_on_wire(res):
-    """What crosses the host's shaped link: intra-node traffic stays on its loopback."""
-    return max(res["bytes_sent_per_iter"] - res.get("intra_node_bytes_sent_per_iter", 0),
-               res["bytes_received_per_iter"] - res.get("intra_node_bytes_received_per_iter", 0))
+def _bytes_off_node(results):
+    """What the given ranks' messages put on their host's shaped link per
+    iteration, the larger direction: their bytes less those they counted
+    as intra-node (which stay on the host's loopback).
 
-
-def _bytes_on_host_link(rank_results, ranks_per_host):
-    """What crosses host 0's shaped link per iteration: every rank of that
-    host's off-node bytes, the larger direction. With one rank per host it
-    is that rank's figure; with more, an exchange whose every rank sends
-    off-node (an allgather, hierarchical top-k's cross-node phase) loads
-    the link with all of theirs, a ring with one edge each way. Only the
-    hierarchical exchange counts its intra-node bytes apart (its node
+    For one rank, its own figure (bytes_on_wire_per_rank). For the ranks of
+    host 0 together, what crosses that host's link: an exchange whose every
+    rank sends off-node (an allgather, hierarchical top-k's cross-node
+    phase) loads it with all of theirs, a ring with one edge each way. Only
+    the hierarchical exchange counts its intra-node bytes apart (its node
     group's); a flat one counts a message to a rank on the same host as
     off-node, so summing its ranks would count those twice."""
-    host = rank_results[:max(1, ranks_per_host)]
     sent = sum(r["bytes_sent_per_iter"] - r.get("intra_node_bytes_sent_per_iter", 0)
-               for r in host)
+               for r in results)
     received = sum(r["bytes_received_per_iter"] - r.get("intra_node_bytes_received_per_iter", 0)
-                   for r in host)
+                   for r in results)
     return max(sent, received)
 
 
@@ -75,10 +71,9 @@ def gradwire_case(where, m, rank_results, alone):
             "bytes_sent_per_rank": res["bytes_sent_per_iter"],
             "bytes_received_per_rank": res["bytes_received_per_iter"],
             "intra_node_bytes_sent_per_rank": res.get("intra_node_bytes_sent_per_iter", 0),
-            "bytes_on_wire_per_rank": _bytes_on_wire(res),
-            "bytes_on_host_link": (_bytes_on_host_link(rank_results,
-                                                       where.fields["ranks_per_host"])
-                                   if m["hierarchical"] else _bytes_on_wire(res)),
+            "bytes_on_wire_per_rank": _bytes_off_node([res]),
+            "bytes_on_host_link": _bytes_off_node(
+                rank_results[:where.fields["ranks_per_host"]] if m["hierarchical"] else [res]),
             # Wire time includes waiting for slower peers; the rank that
             # waited least bounds the transfer itself.
             "wire_ms_min_rank": min(r["wire_ms_median"] for r in ranks),
