@@ -10,6 +10,7 @@
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 #include "gradwire/kernels/cpu/topk_sample.h"
+#include "gradwire/kernels/cpu/topk_v3.h"
 #include "gradwire/kernels/cpu/topk_v4.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
@@ -156,6 +157,11 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
     return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
+  }
+#endif
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (CpuIsX86V3()) {
+    return topk_v3::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
   }
 #endif
   return AccumulateAndCollectClones(grad, residual, n, lower, zero, guess, t, nonfinite);
@@ -376,6 +382,12 @@ void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
     return topk_v4::EmitSelected(t, m, k, cut, take_equal, band, zeroed, guess, residual, format,
+                                 indices, values);
+  }
+#endif
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (CpuIsX86V3()) {
+    return topk_v3::EmitSelected(t, m, k, cut, take_equal, band, zeroed, guess, residual, format,
                                  indices, values);
   }
 #endif
