@@ -1,5 +1,6 @@
-// ElementHash (element_math.h) eight lanes at a time, for the cloned loops,
-// and sixteen in AVX-512 registers for the x86-64-v4 loops.
+// ElementHash (element_math.h) eight lanes at a time, for the cloned loops
+// and (in AVX2 registers) the x86-64-v3 loops, and sixteen in AVX-512
+// registers for the x86-64-v4 loops.
 //
 // GCC vector extensions on 32-bit lanes: every clone compiles the rounds
 // to its widest 32-bit multiply (pmulld on x86-64-v3, 8 lanes; the
@@ -78,6 +79,54 @@ GRADWIRE_CPU_INLINE void RoundingHashRun(const ElementKey& key, uint64_t first, 
   }
   for (; j < count; ++j) out[j] = RoundingHash(key, first + j);
 }
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+// Eight lanes in AVX2 registers, for the loops written for x86-64-v3
+// (clones_x86.h): the key's fields broadcast once.
+struct ElementKey8 {
+  __m256i add, mix, mask;
+  __m128i shift;
+};
+
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) ElementKey8 MakeElementKey8(
+    const ElementKey& key) {
+  ElementKey8 k;
+  k.add = _mm256_set1_epi32(static_cast<int32_t>(key.add));
+  k.mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
+  k.mask = _mm256_set1_epi32(static_cast<int32_t>(key.mask));
+  k.shift = _mm_cvtsi32_si128(static_cast<int>(key.shift));
+  return k;
+}
+
+// x ^ (x >> shift), the shift 16 when kFull.
+template <bool kFull>
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i XorShift8(const ElementKey8& k,
+                                                                        __m256i x) {
+  return _mm256_xor_si256(x, kFull ? _mm256_srli_epi32(x, 16) : _mm256_srl_epi32(x, k.shift));
+}
+
+// HashRound of eight lanes; kFull as for HashRound8.
+template <bool kFull>
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i HashRoundV3(const ElementKey8& k,
+                                                                          __m256i x) {
+  x = _mm256_mullo_epi32(XorShift8<kFull>(k, x),
+                         _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
+  if (!kFull) x = _mm256_and_si256(x, k.mask);
+  x = _mm256_mullo_epi32(XorShift8<kFull>(k, x),
+                         _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
+  if (!kFull) x = _mm256_and_si256(x, k.mask);
+  return XorShift8<kFull>(k, x);
+}
+
+// ElementHash of eight indices (each < 2^32).
+template <bool kFull>
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i ElementHashV3(const ElementKey8& k,
+                                                                            __m256i index) {
+  __m256i x = _mm256_add_epi32(index, k.add);
+  if (!kFull) x = _mm256_and_si256(x, k.mask);
+  return HashRoundV3<kFull>(k, _mm256_xor_si256(HashRoundV3<kFull>(k, x), k.mix));
+}
+#endif  // GRADWIRE_CPU_V3_FUNCTIONS
 
 #if GRADWIRE_CPU_V4_FUNCTIONS
 GRADWIRE_CPU_V4_BEGIN

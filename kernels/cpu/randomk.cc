@@ -6,6 +6,7 @@
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/randomk_v3.h"
 #include "gradwire/kernels/cpu/randomk_v4.h"
 
 namespace gradwire {
@@ -333,6 +334,26 @@ GRADWIRE_CPU_CLONES void Average(const Selection& s, uint64_t n, const uint8_t* 
   }
 }
 
+// CompressPass by the widest loop this CPU runs (fp32 values: the
+// x86-64-v4 or -v3 one where the CPU has it).
+uint64_t WidestCompressPass(const float* grad, float* residual, uint64_t n, uint64_t k,
+                            const Selection& s, ValueFormat format, uint32_t* indices,
+                            uint8_t* values) {
+#if GRADWIRE_CPU_V4_FUNCTIONS
+  if (format == ValueFormat::kFp32 && CpuIsX86V4()) {
+    return randomk_v4::CompressPass(grad, residual, n, k, s, indices,
+                                    reinterpret_cast<float*>(values));
+  }
+#endif
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (format == ValueFormat::kFp32 && CpuIsX86V3()) {
+    return randomk_v3::CompressPass(grad, residual, n, k, s, indices,
+                                    reinterpret_cast<float*>(values));
+  }
+#endif
+  return CompressPass(grad, residual, n, s, format, indices, values);
+}
+
 }  // namespace
 
 void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step, uint64_t n,
@@ -354,16 +375,7 @@ void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float*
   // The selection first (O(k) inverse hashes, no element read), then one
   // pass over the elements.
   const Selection s = Select(temp, seed, step, n, k);
-  uint64_t nonfinite;
-#if GRADWIRE_CPU_V4_FUNCTIONS
-  if (format == ValueFormat::kFp32 && CpuIsX86V4()) {
-    nonfinite = randomk_v4::CompressPass(grad, residual, n, k, s, indices,
-                                         reinterpret_cast<float*>(values));
-  } else
-#endif
-  {
-    nonfinite = CompressPass(grad, residual, n, s, format, indices, values);
-  }
+  const uint64_t nonfinite = WidestCompressPass(grad, residual, n, k, s, format, indices, values);
   if (stats != nullptr) {
     stats->selected = k;
     stats->nonfinite = nonfinite;
@@ -381,6 +393,13 @@ void RandomKDecodeAverage(void* temp, uint64_t* temp_bytes, uint64_t seed, uint6
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (format == ValueFormat::kFp32 && CpuIsX86V4()) {
     randomk_v4::DecodeAverage(s, n, k, reinterpret_cast<const float* const*>(values), p, divisor,
+                              out);
+    return;
+  }
+#endif
+#if GRADWIRE_CPU_V3_FUNCTIONS
+  if (format == ValueFormat::kFp32 && CpuIsX86V3()) {
+    randomk_v3::DecodeAverage(s, n, k, reinterpret_cast<const float* const*>(values), p, divisor,
                               out);
     return;
   }

@@ -1,0 +1,229 @@
+// Random-k's compress pass and average at eight lanes (randomk_v3.h).
+#include "gradwire/kernels/cpu/randomk_v3.h"
+
+#include <string.h>
+
+#include "gradwire/kernels/cpu/compress_store.h"
+#include "gradwire/kernels/cpu/divide_x86.h"
+#include "gradwire/kernels/cpu/element_hash_x86.h"
+
+namespace gradwire {
+namespace kernels {
+namespace cpu {
+namespace randomk_v3 {
+
+#if GRADWIRE_CPU_V3_FUNCTIONS
+namespace {
+
+#define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
+
+using randomk_v4::Selected;
+
+// The key and the bound (sign-flipped, for an unsigned compare by a signed
+// one) in registers, hoisted out of the loops.
+struct Key8 {
+  ElementKey8 hash;
+  __m256i bound;
+};
+
+GRADWIRE_V3_INLINE __m256i Flip(__m256i x) {
+  return _mm256_xor_si256(x, _mm256_set1_epi32(INT32_MIN));
+}
+
+GRADWIRE_V3_INLINE Key8 MakeKey8(const Selected& s) {
+  return {MakeElementKey8(s.key), Flip(_mm256_set1_epi32(static_cast<int32_t>(s.bound)))};
+}
+
+GRADWIRE_V3_INLINE uint32_t MaskOf(__m256i compare) {
+  return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(compare)));
+}
+
+// Which of the eight indices from `index` (lanes i + 0..7, i a multiple of
+// 8) are selected: bitmap bits (kForward false), or ElementHash < bound.
+template <bool kForward, bool kFull>
+GRADWIRE_V3_INLINE uint32_t SelectedLanes(const Selected& s, const Key8& k, uint64_t i,
+                                          __m256i index) {
+  if (!kForward) return static_cast<uint32_t>(s.bitmap[i >> 6] >> (i & 63)) & 0xffu;
+  return MaskOf(_mm256_cmpgt_epi32(k.bound, Flip(ElementHashV3<kFull>(k.hash, index))));
+}
+
+// One element the scalar way (the last n % 8): selected or not.
+template <bool kForward>
+GRADWIRE_V3_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
+  if (!kForward) return ((s.bitmap[i >> 6] >> (i & 63)) & 1) != 0;
+  return ElementHash(s.key, i) < s.bound;
+}
+
+// ------------------------------------------------------------ the pass --
+// Whole groups of eight load and store whole registers; the selected
+// lanes leave by a permute and full-width stores while eight outputs
+// remain, one by one after.
+template <bool kHasResidual, bool kForward, bool kFull>
+GRADWIRE_V3_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
+                                   const Selected& s, uint32_t* indices, float* values) {
+  const Key8 key = MakeKey8(s);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  uint64_t j = 0, bad = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(i));
+    const __m256i index = _mm256_add_epi32(base, lane_ids);
+    __m256 a = _mm256_loadu_ps(grad + i);
+    if (kHasResidual) a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
+    const __m256i finite =
+        _mm256_cmpgt_epi32(inf, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
+    const uint32_t fin = MaskOf(finite);
+    bad += static_cast<uint64_t>(__builtin_popcount(~fin & 0xffu));
+    const uint32_t sel = SelectedLanes<kForward, kFull>(s, key, i, index);
+    if (kHasResidual) {
+      // acc for the unselected finite, +0 for the rest.
+      const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m256i chosen = _mm256_cmpeq_epi32(
+          _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(sel)), bits), bits);
+      _mm256_storeu_ps(residual + i,
+                       _mm256_and_ps(_mm256_castsi256_ps(_mm256_andnot_si256(chosen, finite)), a));
+    }
+    if (j + 8 <= k) {
+      const __m256i lanes =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kCompressTable.lanes[sel]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(indices + j), _mm256_add_epi32(lanes, base));
+      _mm256_storeu_ps(values + j, _mm256_permutevar8x32_ps(a, lanes));
+    } else {
+      float lane[8];
+      _mm256_storeu_ps(lane, a);
+      uint64_t o = j;
+      for (uint32_t b = sel; b != 0; b &= b - 1, ++o) {
+        const int l = __builtin_ctz(b);
+        indices[o] = static_cast<uint32_t>(i) + static_cast<uint32_t>(l);
+        values[o] = lane[l];
+      }
+    }
+    j += static_cast<uint64_t>(__builtin_popcount(sel));
+  }
+  for (; i < n; ++i) {
+    float a = grad[i];
+    if (kHasResidual) a = grad[i] + residual[i];
+    const bool finite = IsFinite(a);
+    bad += finite ? 0u : 1u;
+    const bool sel = SelectedOne<kForward>(s, i);
+    if (kHasResidual) residual[i] = finite && !sel ? a : 0.0f;
+    if (sel) {
+      indices[j] = static_cast<uint32_t>(i);
+      values[j] = a;
+      ++j;
+    }
+  }
+  return bad;
+}
+
+template <bool kForward, bool kFull>
+GRADWIRE_V3_INLINE uint64_t PassResidual(const float* grad, float* residual, uint64_t n, uint64_t k,
+                                         const Selected& s, uint32_t* indices, float* values) {
+  return residual != nullptr
+             ? PassAs<true, kForward, kFull>(grad, residual, n, k, s, indices, values)
+             : PassAs<false, kForward, kFull>(grad, residual, n, k, s, indices, values);
+}
+
+// --------------------------------------------------------- the average --
+// As randomk_v4.cc's: the averages of the next selected entries formed
+// in the entries' order kSums at a time in a buffer that stays in L1,
+// then each group of eight takes its share by one expand (a permute by
+// compress_store.h's expand table, the clear lanes +0).
+constexpr uint64_t kSums = 1024;
+
+// sums[c] = (((+0 + v_0[from + c]) + v_1[..]) + ...) (op) by, c < count.
+template <bool kMultiply>
+GRADWIRE_V3_INLINE void SumEntries(const float* const* values, size_t p, uint64_t from,
+                                   uint64_t count, float by, float* sums) {
+  const __m256 b = _mm256_set1_ps(by);
+  uint64_t c = 0;
+  for (; c + 8 <= count; c += 8) {
+    __m256 sum = _mm256_setzero_ps();
+    for (size_t r = 0; r < p; ++r) sum = _mm256_add_ps(sum, _mm256_loadu_ps(values[r] + from + c));
+    _mm256_storeu_ps(sums + c, kMultiply ? _mm256_mul_ps(sum, b) : _mm256_div_ps(sum, b));
+  }
+  for (; c < count; ++c) {
+    float sum = 0.0f;
+    for (size_t r = 0; r < p; ++r) sum += values[r][from + c];
+    sums[c] = kMultiply ? sum * by : sum / by;
+  }
+}
+
+template <bool kForward, bool kFull, bool kMultiply>
+GRADWIRE_V3_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
+                                  const float* const* values, size_t p, float by, float* out) {
+  const Key8 key = MakeKey8(s);
+  const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  alignas(32) float sums[kSums + 8] = {};  // a group may load past the formed ones
+  uint64_t formed = 0;                     // entries whose average is formed
+  uint64_t at = 0;                         // sums[at] is the next entry's
+  uint64_t left = 0;                       // formed, not yet used
+  uint64_t i = 0;
+  for (; i < n; i += 8) {
+    if (left < 8 && formed < k) {
+      // Keep what is left at the front; form as many as fit.
+      memmove(sums, sums + at, left * sizeof(float));
+      const uint64_t more = k - formed < kSums - left ? k - formed : kSums - left;
+      SumEntries<kMultiply>(values, p, formed, more, by, sums + left);
+      formed += more;
+      left += more;
+      at = 0;
+    }
+    if (n - i < 8) break;
+    const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)), lane_ids);
+    const uint32_t sel = SelectedLanes<kForward, kFull>(s, key, i, index);
+    uint64_t expand_lanes;
+    memcpy(&expand_lanes, kCompressTable.expand[sel], sizeof expand_lanes);
+    const __m256i perm =
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(expand_lanes)));
+    const __m256i set = _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(sel)), bits), bits);
+    const __m256 q = _mm256_and_ps(_mm256_castsi256_ps(set),
+                                   _mm256_permutevar8x32_ps(_mm256_loadu_ps(sums + at), perm));
+    _mm256_storeu_ps(out + i, q);
+    const uint64_t count = static_cast<uint64_t>(__builtin_popcount(sel));
+    at += count;
+    left -= count;
+  }
+  // The last n % 8: one by one.
+  for (; i < n; ++i) out[i] = SelectedOne<kForward>(s, i) ? sums[at++] : 0.0f;
+}
+
+template <bool kForward, bool kFull>
+GRADWIRE_V3_INLINE void AverageBy(const Selected& s, uint64_t n, uint64_t k,
+                                  const float* const* values, size_t p, float divisor, float* out) {
+  float reciprocal;
+  if (ExactReciprocal(divisor, &reciprocal)) {
+    AverageAs<kForward, kFull, true>(s, n, k, values, p, reciprocal, out);
+  } else {
+    AverageAs<kForward, kFull, false>(s, n, k, values, p, divisor, out);
+  }
+}
+
+}  // namespace
+
+GRADWIRE_CPU_V3 uint64_t CompressPass(const float* grad, float* residual, uint64_t n, uint64_t k,
+                                      const Selected& s, uint32_t* indices, float* values) {
+  if (s.bitmap != nullptr)
+    return PassResidual<false, false>(grad, residual, n, k, s, indices, values);
+  return s.key.bits == 32 ? PassResidual<true, true>(grad, residual, n, k, s, indices, values)
+                          : PassResidual<true, false>(grad, residual, n, k, s, indices, values);
+}
+
+GRADWIRE_CPU_V3 void DecodeAverage(const Selected& s, uint64_t n, uint64_t k,
+                                   const float* const* values, size_t p, float divisor,
+                                   float* out) {
+  if (s.bitmap != nullptr) return AverageBy<false, false>(s, n, k, values, p, divisor, out);
+  if (s.key.bits == 32) return AverageBy<true, true>(s, n, k, values, p, divisor, out);
+  AverageBy<true, false>(s, n, k, values, p, divisor, out);
+}
+
+#undef GRADWIRE_V3_INLINE
+#endif  // GRADWIRE_CPU_V3_FUNCTIONS
+
+}  // namespace randomk_v3
+}  // namespace cpu
+}  // namespace kernels
+}  // namespace gradwire
