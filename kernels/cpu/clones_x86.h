@@ -41,7 +41,7 @@
 // vector extensions emit (F16C's conversions: GCC 12 splits a vector of
 // _Float16 into scalars), or where the portable loop stages its lanes
 // through memory that registers can hold (top-k's and random-k's passes:
-// topk_v3.h, randomk_v3.h), it is written with intrinsics in a function
+// topk_wide.h, randomk_wide.h), it is written with intrinsics in a function
 // marked GRADWIRE_CPU_V3 (x86-64-v3), beside the portable loop, and taken
 // when CpuIsX86V3() (asked once, at the first call). Builds without clones
 // (GRADWIRE_NO_CPU_CLONES, or not GCC on x86-64) leave it out; the v3

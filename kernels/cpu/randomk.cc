@@ -6,8 +6,7 @@
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
-#include "gradwire/kernels/cpu/randomk_v3.h"
-#include "gradwire/kernels/cpu/randomk_v4.h"
+#include "gradwire/kernels/cpu/randomk_wide.h"
 
 namespace gradwire {
 namespace kernels {
@@ -111,7 +110,7 @@ constexpr uint64_t kForwardBitmapBytes = 256 << 10;
 
 // How a call finds its selection: marked in `bitmap`, or (bitmap null)
 // the indices whose key is below `bound`.
-using Selection = randomk_v4::Selected;
+using Selection = randomk_wide::Selected;
 
 // The selection for (seed, step, n, k), 0 <= k <= n; `temp` holds the
 // bitmap.

@@ -1,11 +1,10 @@
-// Random-k's compress pass and average at eight lanes (randomk_v3.h).
-#include "gradwire/kernels/cpu/randomk_v3.h"
-
+// Random-k's compress pass and average at eight lanes (randomk_wide.h).
 #include <string.h>
 
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/randomk_wide.h"
 
 namespace gradwire {
 namespace kernels {
@@ -16,8 +15,6 @@ namespace randomk_v3 {
 namespace {
 
 #define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
-
-using randomk_v4::Selected;
 
 // The key and the bound (sign-flipped, for an unsigned compare by a signed
 // one) in registers, hoisted out of the loops.
@@ -117,14 +114,6 @@ GRADWIRE_V3_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t 
   return bad;
 }
 
-template <bool kForward, bool kFull>
-GRADWIRE_V3_INLINE uint64_t PassResidual(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                         const Selected& s, uint32_t* indices, float* values) {
-  return residual != nullptr
-             ? PassAs<true, kForward, kFull>(grad, residual, n, k, s, indices, values)
-             : PassAs<false, kForward, kFull>(grad, residual, n, k, s, indices, values);
-}
-
 // --------------------------------------------------------- the average --
 // As randomk_v4.cc's: the averages of the next selected entries formed
 // in the entries' order kSums at a time in a buffer that stays in L1,
@@ -191,34 +180,13 @@ GRADWIRE_V3_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
   for (; i < n; ++i) out[i] = SelectedOne<kForward>(s, i) ? sums[at++] : 0.0f;
 }
 
-template <bool kForward, bool kFull>
-GRADWIRE_V3_INLINE void AverageBy(const Selected& s, uint64_t n, uint64_t k,
-                                  const float* const* values, size_t p, float divisor, float* out) {
-  float reciprocal;
-  if (ExactReciprocal(divisor, &reciprocal)) {
-    AverageAs<kForward, kFull, true>(s, n, k, values, p, reciprocal, out);
-  } else {
-    AverageAs<kForward, kFull, false>(s, n, k, values, p, divisor, out);
-  }
-}
-
 }  // namespace
 
-GRADWIRE_CPU_V3 uint64_t CompressPass(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                      const Selected& s, uint32_t* indices, float* values) {
-  if (s.bitmap != nullptr)
-    return PassResidual<false, false>(grad, residual, n, k, s, indices, values);
-  return s.key.bits == 32 ? PassResidual<true, true>(grad, residual, n, k, s, indices, values)
-                          : PassResidual<true, false>(grad, residual, n, k, s, indices, values);
-}
-
-GRADWIRE_CPU_V3 void DecodeAverage(const Selected& s, uint64_t n, uint64_t k,
-                                   const float* const* values, size_t p, float divisor,
-                                   float* out) {
-  if (s.bitmap != nullptr) return AverageBy<false, false>(s, n, k, values, p, divisor, out);
-  if (s.key.bits == 32) return AverageBy<true, true>(s, n, k, values, p, divisor, out);
-  AverageBy<true, false>(s, n, k, values, p, divisor, out);
-}
+#define GRADWIRE_WIDE_INLINE GRADWIRE_V3_INLINE
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
+#include "gradwire/kernels/cpu/randomk_wide_entry.inc"
+#undef GRADWIRE_WIDE_TARGET
+#undef GRADWIRE_WIDE_INLINE
 
 #undef GRADWIRE_V3_INLINE
 #endif  // GRADWIRE_CPU_V3_FUNCTIONS

@@ -1,10 +1,9 @@
-// Random-k's compress pass and average at sixteen lanes (randomk_v4.h).
-#include "gradwire/kernels/cpu/randomk_v4.h"
-
+// Random-k's compress pass and average at sixteen lanes (randomk_wide.h).
 #include <string.h>
 
 #include "gradwire/kernels/cpu/divide_x86.h"
 #include "gradwire/kernels/cpu/element_hash_x86.h"
+#include "gradwire/kernels/cpu/randomk_wide.h"
 
 namespace gradwire {
 namespace kernels {
@@ -86,14 +85,6 @@ GRADWIRE_V4_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t 
   return bad;
 }
 
-template <bool kForward, bool kFull>
-GRADWIRE_V4_INLINE uint64_t PassResidual(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                         const Selected& s, uint32_t* indices, float* values) {
-  return residual != nullptr
-             ? PassAs<true, kForward, kFull>(grad, residual, n, k, s, indices, values)
-             : PassAs<false, kForward, kFull>(grad, residual, n, k, s, indices, values);
-}
-
 // --------------------------------------------------------- the average --
 // The averages of the next selected entries, formed in the entries' own
 // order (contiguous in every payload) kSums at a time into a buffer that
@@ -155,34 +146,13 @@ GRADWIRE_V4_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
   }
 }
 
-template <bool kForward, bool kFull>
-GRADWIRE_V4_INLINE void AverageBy(const Selected& s, uint64_t n, uint64_t k,
-                                  const float* const* values, size_t p, float divisor, float* out) {
-  float reciprocal;
-  if (ExactReciprocal(divisor, &reciprocal)) {
-    AverageAs<kForward, kFull, true>(s, n, k, values, p, reciprocal, out);
-  } else {
-    AverageAs<kForward, kFull, false>(s, n, k, values, p, divisor, out);
-  }
-}
-
 }  // namespace
 
-GRADWIRE_CPU_V4 uint64_t CompressPass(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                      const Selected& s, uint32_t* indices, float* values) {
-  if (s.bitmap != nullptr)
-    return PassResidual<false, false>(grad, residual, n, k, s, indices, values);
-  return s.key.bits == 32 ? PassResidual<true, true>(grad, residual, n, k, s, indices, values)
-                          : PassResidual<true, false>(grad, residual, n, k, s, indices, values);
-}
-
-GRADWIRE_CPU_V4 void DecodeAverage(const Selected& s, uint64_t n, uint64_t k,
-                                   const float* const* values, size_t p, float divisor,
-                                   float* out) {
-  if (s.bitmap != nullptr) return AverageBy<false, false>(s, n, k, values, p, divisor, out);
-  if (s.key.bits == 32) return AverageBy<true, true>(s, n, k, values, p, divisor, out);
-  AverageBy<true, false>(s, n, k, values, p, divisor, out);
-}
+#define GRADWIRE_WIDE_INLINE GRADWIRE_V4_INLINE
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
+#include "gradwire/kernels/cpu/randomk_wide_entry.inc"
+#undef GRADWIRE_WIDE_TARGET
+#undef GRADWIRE_WIDE_INLINE
 
 GRADWIRE_CPU_V4_END
 #undef GRADWIRE_V4_INLINE

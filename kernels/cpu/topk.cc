@@ -10,8 +10,7 @@
 #include "gradwire/kernels/cpu/compress_store.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 #include "gradwire/kernels/cpu/topk_sample.h"
-#include "gradwire/kernels/cpu/topk_v3.h"
-#include "gradwire/kernels/cpu/topk_v4.h"
+#include "gradwire/kernels/cpu/topk_wide.h"
 
 // The fused pass streams the whole gradient and residual, so it is built
 // for several x86-64 levels (clones_x86.h). It only adds and compares, so
@@ -274,18 +273,8 @@ GRADWIRE_CPU_INLINE uint32_t EmitGroup(uint32_t take, uint32_t zero, uint32_t la
     }
   }
   if (kHasResidual) {
-    if (zeroed) {
-      for (uint32_t b = ~take & zero & ((1u << lanes) - 1); b != 0; b &= b - 1) {
-        const int l = __builtin_ctz(b);
-        residual[cands[l]] = vals[l];
-      }
-      for (uint32_t b = take & ~zero; b != 0; b &= b - 1) residual[cands[__builtin_ctz(b)]] = 0.0f;
-    } else {
-      for (uint32_t b = take; b != 0; b &= b - 1) {
-        const int l = __builtin_ctz(b);
-        residual[cands[l]] = ResidualAfter(vals[l], RoundToFormat(vals[l], kFormat));
-      }
-    }
+    internal::SettleResiduals<kFormat>(take, zero & ((1u << lanes) - 1), zeroed, cands, vals,
+                                       residual);
   }
   return count;
 }

@@ -147,6 +147,30 @@ inline SampledBounds SampleLowerBound(const float* grad, const float* residual, 
   return b;
 }
 
+// Settles the residuals of one group of emitted candidates (cands[l],
+// vals[l] for the lanes l the masks name; EmitSelected in every build):
+// with `zeroed` (the pass wrote +0 as the residual of the lanes in
+// `zero`, its guess) the rejected ones among those get acc back and the
+// taken ones outside it get +0; otherwise the taken ones get
+// ResidualAfter(acc, decoded). `zero` names live lanes only.
+template <ValueFormat kFormat>
+__attribute__((always_inline)) inline void SettleResiduals(uint32_t take, uint32_t zero,
+                                                           bool zeroed, const uint32_t* cands,
+                                                           const float* vals, float* residual) {
+  if (zeroed) {
+    for (uint32_t b = ~take & zero; b != 0; b &= b - 1) {
+      const int l = __builtin_ctz(b);
+      residual[cands[l]] = vals[l];
+    }
+    for (uint32_t b = take & ~zero; b != 0; b &= b - 1) residual[cands[__builtin_ctz(b)]] = 0.0f;
+    return;
+  }
+  for (uint32_t b = take; b != 0; b &= b - 1) {
+    const int l = __builtin_ctz(b);
+    residual[cands[l]] = ResidualAfter(vals[l], RoundToFormat(vals[l], kFormat));
+  }
+}
+
 }  // namespace internal
 }  // namespace cpu
 }  // namespace kernels

@@ -1,7 +1,6 @@
-// Top-k's pass and emit at eight lanes with AVX2 intrinsics (topk_v3.h).
-#include "gradwire/kernels/cpu/topk_v3.h"
-
+// Top-k's pass and emit at eight lanes with AVX2 intrinsics (topk_wide.h).
 #include "gradwire/kernels/cpu/compress_store.h"
+#include "gradwire/kernels/cpu/topk_wide.h"
 
 namespace gradwire {
 namespace kernels {
@@ -162,77 +161,25 @@ GRADWIRE_V3_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
       }
     }
     if (kHasResidual) {
+      // The pass wrote 0 where it guessed (with `zeroed`).
+      uint32_t zero = 0;
       if (zeroed) {
-        // The pass wrote 0 where it guessed: the rejected ones among
-        // those get acc back, the taken ones outside them get 0.
         const __m256i early = _mm256_cmpgt_epi32(before, _mm256_xor_si256(idx, flip));
-        const uint32_t zero = AtLeast(keys, _mm256_blendv_epi8(from, band, early)) & valid;
-        for (uint32_t b = ~take & zero; b != 0; b &= b - 1) {
-          const int l = __builtin_ctz(b);
-          residual[cands[c + l]] = vals[c + l];
-        }
-        for (uint32_t b = take & ~zero; b != 0; b &= b - 1) {
-          residual[cands[c + __builtin_ctz(b)]] = 0.0f;
-        }
-      } else {
-        for (uint32_t b = take; b != 0; b &= b - 1) {
-          const int l = __builtin_ctz(b);
-          residual[cands[c + l]] = ResidualAfter(vals[c + l], RoundToFormat(vals[c + l], kFormat));
-        }
+        zero = AtLeast(keys, _mm256_blendv_epi8(from, band, early)) & valid;
       }
+      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
     }
     j += count;
   }
 }
 
-template <uint32_t kShift>
-GRADWIRE_V3_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                  uint32_t cut, uint64_t take_equal, bool zeroed,
-                                  const internal::ZeroGuess& guess, float* residual,
-                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                         \
-  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, guess,  \
-                                                       residual, indices, values)                \
-                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, guess, \
-                                                        residual, indices, values)
-  switch (format) {
-    case ValueFormat::kFp16:
-      GRADWIRE_EMIT(ValueFormat::kFp16);
-    case ValueFormat::kBf16:
-      GRADWIRE_EMIT(ValueFormat::kBf16);
-    default:
-      GRADWIRE_EMIT(ValueFormat::kFp32);
-  }
-#undef GRADWIRE_EMIT
-}
-
 }  // namespace
 
-GRADWIRE_CPU_V3 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
-                                              uint32_t lower, bool zero,
-                                              const internal::ZeroGuess& guess,
-                                              const internal::SelectTemp& t, uint64_t* nonfinite) {
-  if (residual == nullptr) {
-    return Collect<false, false>(grad, residual, n, lower, guess, t.candidates, t.candidate_values,
-                                 nonfinite);
-  }
-  return zero ? Collect<true, true>(grad, residual, n, lower, guess, t.candidates,
-                                    t.candidate_values, nonfinite)
-              : Collect<true, false>(grad, residual, n, lower, guess, t.candidates,
-                                     t.candidate_values, nonfinite);
-}
-
-GRADWIRE_CPU_V3 void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                  uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
-                                  const internal::ZeroGuess& guess, float* residual,
-                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
-  if (band) {
-    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, guess, residual, format,
-                                   indices, values);
-  } else {
-    EmitShift<0>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices, values);
-  }
-}
+#define GRADWIRE_WIDE_INLINE GRADWIRE_V3_INLINE
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
+#include "gradwire/kernels/cpu/topk_wide_entry.inc"
+#undef GRADWIRE_WIDE_TARGET
+#undef GRADWIRE_WIDE_INLINE
 
 #undef GRADWIRE_V3_INLINE
 #endif  // GRADWIRE_CPU_V3_FUNCTIONS

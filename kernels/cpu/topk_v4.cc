@@ -1,5 +1,5 @@
-// Top-k's pass and emit at sixteen lanes (topk_v4.h).
-#include "gradwire/kernels/cpu/topk_v4.h"
+// Top-k's pass and emit at sixteen lanes (topk_wide.h).
+#include "gradwire/kernels/cpu/topk_wide.h"
 
 namespace gradwire {
 namespace kernels {
@@ -140,78 +140,25 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
       }
     }
     if (kHasResidual) {
+      // The pass wrote 0 where it guessed (with `zeroed`).
+      uint32_t zero = 0;
       if (zeroed) {
-        // The pass wrote 0 where it guessed: the rejected ones among
-        // those get acc back, the taken ones outside them get 0.
         const __mmask16 early = _mm512_cmplt_epu32_mask(idx, before);
-        const uint32_t zero =
-            _mm512_mask_cmpge_epi32_mask(live, keys, _mm512_mask_blend_epi32(early, from, band));
-        for (uint32_t b = ~take & zero; b != 0; b &= b - 1) {
-          const int l = __builtin_ctz(b);
-          residual[cands[c + l]] = vals[c + l];
-        }
-        for (uint32_t b = take & ~zero; b != 0; b &= b - 1) {
-          residual[cands[c + __builtin_ctz(b)]] = 0.0f;
-        }
-      } else {
-        for (uint32_t b = take; b != 0; b &= b - 1) {
-          const int l = __builtin_ctz(b);
-          residual[cands[c + l]] = ResidualAfter(vals[c + l], RoundToFormat(vals[c + l], kFormat));
-        }
+        zero = _mm512_mask_cmpge_epi32_mask(live, keys, _mm512_mask_blend_epi32(early, from, band));
       }
+      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
     }
     j += count;
   }
 }
 
-template <uint32_t kShift>
-GRADWIRE_V4_INLINE void EmitShift(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                  uint32_t cut, uint64_t take_equal, bool zeroed,
-                                  const internal::ZeroGuess& guess, float* residual,
-                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
-#define GRADWIRE_EMIT(F)                                                                         \
-  return residual != nullptr ? EmitAs<F, true, kShift>(t, m, k, cut, take_equal, zeroed, guess,  \
-                                                       residual, indices, values)                \
-                             : EmitAs<F, false, kShift>(t, m, k, cut, take_equal, zeroed, guess, \
-                                                        residual, indices, values)
-  switch (format) {
-    case ValueFormat::kFp16:
-      GRADWIRE_EMIT(ValueFormat::kFp16);
-    case ValueFormat::kBf16:
-      GRADWIRE_EMIT(ValueFormat::kBf16);
-    default:
-      GRADWIRE_EMIT(ValueFormat::kFp32);
-  }
-#undef GRADWIRE_EMIT
-}
-
 }  // namespace
 
-GRADWIRE_CPU_V4 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n,
-                                              uint32_t lower, bool zero,
-                                              const internal::ZeroGuess& guess,
-                                              const internal::SelectTemp& t, uint64_t* nonfinite) {
-  if (residual == nullptr) {
-    return Collect<false, false>(grad, residual, n, lower, guess, t.candidates, t.candidate_values,
-                                 nonfinite);
-  }
-  return zero ? Collect<true, true>(grad, residual, n, lower, guess, t.candidates,
-                                    t.candidate_values, nonfinite)
-              : Collect<true, false>(grad, residual, n, lower, guess, t.candidates,
-                                     t.candidate_values, nonfinite);
-}
-
-GRADWIRE_CPU_V4 void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                  uint32_t cut, uint64_t take_equal, bool band, bool zeroed,
-                                  const internal::ZeroGuess& guess, float* residual,
-                                  ValueFormat format, uint32_t* indices, uint8_t* values) {
-  if (band) {
-    EmitShift<internal::kTopShift>(t, m, k, cut, take_equal, zeroed, guess, residual, format,
-                                   indices, values);
-  } else {
-    EmitShift<0>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices, values);
-  }
-}
+#define GRADWIRE_WIDE_INLINE GRADWIRE_V4_INLINE
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
+#include "gradwire/kernels/cpu/topk_wide_entry.inc"
+#undef GRADWIRE_WIDE_TARGET
+#undef GRADWIRE_WIDE_INLINE
 
 GRADWIRE_CPU_V4_END
 #undef GRADWIRE_V4_INLINE
