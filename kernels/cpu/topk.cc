@@ -12,9 +12,12 @@
 #include "gradwire/kernels/cpu/topk_sample.h"
 #include "gradwire/kernels/cpu/topk_wide.h"
 
-// The fused pass streams the whole gradient and residual, so it is built
-// for several x86-64 levels (clones_x86.h). It only adds and compares, so
-// every clone produces the same bits.
+// The fused pass and the emit stream many elements, so on x86-64 they run
+// in the widest loops the CPU has: topk_v4 (AVX-512) or topk_v3 (AVX2),
+// topk_wide.h. The portable loops below serve every other CPU (and the
+// baseline test build); the selection's histogram passes are built for
+// several x86-64 levels (clones_x86.h). They only add and compare, so
+// every build produces the same bits.
 
 namespace gradwire {
 namespace kernels {
@@ -134,12 +137,11 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
 }
 
 // `zero`: write 0 as the residual of every element `guess` names
-// (ScanBlock's kZero; requires a residual).
-GRADWIRE_CPU_CLONES uint64_t AccumulateAndCollectClones(const float* grad, float* residual,
-                                                        uint64_t n, uint32_t lower, bool zero,
-                                                        const internal::ZeroGuess& guess,
-                                                        const internal::SelectTemp& t,
-                                                        uint64_t* nonfinite) {
+// (ScanBlock's kZero; requires a residual). The portable pass: an x86-64
+// CPU with AVX2 takes topk_v3's or topk_v4's.
+uint64_t AccumulateAndCollectPortable(const float* grad, float* residual, uint64_t n,
+                                      uint32_t lower, bool zero, const internal::ZeroGuess& guess,
+                                      const internal::SelectTemp& t, uint64_t* nonfinite) {
   if (residual == nullptr) {
     return AccumulateAndCollect<false, false>(grad, residual, n, lower, guess, t.candidates,
                                               t.candidate_values, nonfinite);
@@ -163,7 +165,7 @@ uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, ui
     return topk_v3::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
   }
 #endif
-  return AccumulateAndCollectClones(grad, residual, n, lower, zero, guess, t, nonfinite);
+  return AccumulateAndCollectPortable(grad, residual, n, lower, zero, guess, t, nonfinite);
 }
 
 // The fallback when the sampled bound was too high: every element is a
@@ -350,12 +352,12 @@ GRADWIRE_CPU_INLINE void EmitSelectedShift(const internal::SelectTemp& t, uint64
 
 // kShift 0: exact top-k (cut = the k-th key); kTopShift: approximate
 // top-k (cut = the band's bin). `zeroed` as CollectCandidates reports it,
-// for the candidates that `guess` names.
-GRADWIRE_CPU_CLONES void EmitSelectedClones(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                            uint32_t cut, uint64_t take_equal, bool band,
-                                            bool zeroed, const internal::ZeroGuess& guess,
-                                            float* residual, ValueFormat format, uint32_t* indices,
-                                            uint8_t* values) {
+// for the candidates that `guess` names. The portable emit: an x86-64 CPU
+// with AVX2 takes topk_v3's or topk_v4's.
+void EmitSelectedPortable(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
+                          uint64_t take_equal, bool band, bool zeroed,
+                          const internal::ZeroGuess& guess, float* residual, ValueFormat format,
+                          uint32_t* indices, uint8_t* values) {
   if (band) {
     EmitSelectedShift<kTopShift>(t, m, k, cut, take_equal, zeroed, guess, residual, format, indices,
                                  values);
@@ -380,8 +382,8 @@ void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_
                                  indices, values);
   }
 #endif
-  EmitSelectedClones(t, m, k, cut, take_equal, band, zeroed, guess, residual, format, indices,
-                     values);
+  EmitSelectedPortable(t, m, k, cut, take_equal, band, zeroed, guess, residual, format, indices,
+                       values);
 }
 
 // internal::SelectInWindow over the candidates' magnitude keys, in each

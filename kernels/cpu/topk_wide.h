@@ -5,9 +5,10 @@
 //     block's selected lanes leave by one register compress;
 //   topk_v3 (topk_v3.cc): eight lanes of x86-64-v3 (AVX2), where they
 //     leave by compress_store.h's table-driven permutes. The portable
-//     x86-64-v3 clone staged each block's keys and acc through the stack
-//     before its masks and shuffles; these keep a group in registers
-//     from its loads to its movemask.
+//     loops in topk.cc (an x86-64-v3 clone of them served AVX2 CPUs
+//     before) stage each block's keys and acc through the stack before
+//     their masks and shuffles; these keep a group in registers from its
+//     loads to its movemask.
 // topk.cc calls topk_v4 where CpuIsX86V4(), else topk_v3 where
 // CpuIsX86V3(). Both compute exactly what the clones compute (the same one
 // IEEE add, integer keys and compares, the same order): topk_test checks
