@@ -14,7 +14,9 @@ namespace randomk_v3 {
 #if GRADWIRE_CPU_V3_FUNCTIONS
 namespace {
 
-#define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
+// This file's target (GRADWIRE_CPU_V3), as randomk_wide_entry.inc expects it.
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
+#define GRADWIRE_WIDE_INLINE GRADWIRE_WIDE_TARGET inline __attribute__((always_inline))
 
 // The key and the bound (sign-flipped, for an unsigned compare by a signed
 // one) in registers, hoisted out of the loops.
@@ -23,30 +25,30 @@ struct Key8 {
   __m256i bound;
 };
 
-GRADWIRE_V3_INLINE __m256i Flip(__m256i x) {
+GRADWIRE_WIDE_INLINE __m256i Flip(__m256i x) {
   return _mm256_xor_si256(x, _mm256_set1_epi32(INT32_MIN));
 }
 
-GRADWIRE_V3_INLINE Key8 MakeKey8(const Selected& s) {
+GRADWIRE_WIDE_INLINE Key8 MakeKey8(const Selected& s) {
   return {MakeElementKey8(s.key), Flip(_mm256_set1_epi32(static_cast<int32_t>(s.bound)))};
 }
 
-GRADWIRE_V3_INLINE uint32_t MaskOf(__m256i compare) {
+GRADWIRE_WIDE_INLINE uint32_t MaskOf(__m256i compare) {
   return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(compare)));
 }
 
 // Which of the eight indices from `index` (lanes i + 0..7, i a multiple of
 // 8) are selected: bitmap bits (kForward false), or ElementHash < bound.
 template <bool kForward, bool kFull>
-GRADWIRE_V3_INLINE uint32_t SelectedLanes(const Selected& s, const Key8& k, uint64_t i,
-                                          __m256i index) {
+GRADWIRE_WIDE_INLINE uint32_t SelectedLanes(const Selected& s, const Key8& k, uint64_t i,
+                                            __m256i index) {
   if (!kForward) return static_cast<uint32_t>(s.bitmap[i >> 6] >> (i & 63)) & 0xffu;
   return MaskOf(_mm256_cmpgt_epi32(k.bound, Flip(ElementHashV3<kFull>(k.hash, index))));
 }
 
 // One element the scalar way (the last n % 8): selected or not.
 template <bool kForward>
-GRADWIRE_V3_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
+GRADWIRE_WIDE_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
   if (!kForward) return ((s.bitmap[i >> 6] >> (i & 63)) & 1) != 0;
   return ElementHash(s.key, i) < s.bound;
 }
@@ -56,8 +58,8 @@ GRADWIRE_V3_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
 // lanes leave by a permute and full-width stores while eight outputs
 // remain, one by one after.
 template <bool kHasResidual, bool kForward, bool kFull>
-GRADWIRE_V3_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                   const Selected& s, uint32_t* indices, float* values) {
+GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
+                                     const Selected& s, uint32_t* indices, float* values) {
   const Key8 key = MakeKey8(s);
   const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
   const __m256i inf = _mm256_set1_epi32(0x7f800000);
@@ -123,8 +125,8 @@ constexpr uint64_t kSums = 1024;
 
 // sums[c] = (((+0 + v_0[from + c]) + v_1[..]) + ...) (op) by, c < count.
 template <bool kMultiply>
-GRADWIRE_V3_INLINE void SumEntries(const float* const* values, size_t p, uint64_t from,
-                                   uint64_t count, float by, float* sums) {
+GRADWIRE_WIDE_INLINE void SumEntries(const float* const* values, size_t p, uint64_t from,
+                                     uint64_t count, float by, float* sums) {
   const __m256 b = _mm256_set1_ps(by);
   uint64_t c = 0;
   for (; c + 8 <= count; c += 8) {
@@ -140,8 +142,8 @@ GRADWIRE_V3_INLINE void SumEntries(const float* const* values, size_t p, uint64_
 }
 
 template <bool kForward, bool kFull, bool kMultiply>
-GRADWIRE_V3_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
-                                  const float* const* values, size_t p, float by, float* out) {
+GRADWIRE_WIDE_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
+                                    const float* const* values, size_t p, float by, float* out) {
   const Key8 key = MakeKey8(s);
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -182,13 +184,10 @@ GRADWIRE_V3_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
 
 }  // namespace
 
-#define GRADWIRE_WIDE_INLINE GRADWIRE_V3_INLINE
-#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
 #include "gradwire/kernels/cpu/randomk_wide_entry.inc"
-#undef GRADWIRE_WIDE_TARGET
-#undef GRADWIRE_WIDE_INLINE
 
-#undef GRADWIRE_V3_INLINE
+#undef GRADWIRE_WIDE_INLINE
+#undef GRADWIRE_WIDE_TARGET
 #endif  // GRADWIRE_CPU_V3_FUNCTIONS
 
 }  // namespace randomk_v3

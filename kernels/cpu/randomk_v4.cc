@@ -13,7 +13,9 @@ namespace randomk_v4 {
 #if GRADWIRE_CPU_V4_FUNCTIONS
 namespace {
 
-#define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
+// This file's target (GRADWIRE_CPU_V4), as randomk_wide_entry.inc expects it.
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
+#define GRADWIRE_WIDE_INLINE GRADWIRE_WIDE_TARGET inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
 // The key and the bound in registers, hoisted out of the loops.
@@ -22,7 +24,7 @@ struct Key16 {
   __m512i bound;
 };
 
-GRADWIRE_V4_INLINE Key16 MakeKey16(const Selected& s) {
+GRADWIRE_WIDE_INLINE Key16 MakeKey16(const Selected& s) {
   return {MakeElementKey16(s.key), _mm512_set1_epi32(static_cast<int32_t>(s.bound))};
 }
 
@@ -30,13 +32,13 @@ GRADWIRE_V4_INLINE Key16 MakeKey16(const Selected& s) {
 // multiple of 16) are selected: bitmap bits (kForward false), or
 // ElementHash < bound. Lanes at or past n may be set; callers mask them.
 template <bool kForward, bool kFull>
-GRADWIRE_V4_INLINE __mmask16 SelectedLanes(const Selected& s, const Key16& k, uint64_t i,
-                                           __m512i index) {
+GRADWIRE_WIDE_INLINE __mmask16 SelectedLanes(const Selected& s, const Key16& k, uint64_t i,
+                                             __m512i index) {
   if (!kForward) return static_cast<__mmask16>(s.bitmap[i >> 6] >> (i & 63));
   return _mm512_cmplt_epu32_mask(ElementHash16<kFull>(k.hash, index), k.bound);
 }
 
-GRADWIRE_V4_INLINE __mmask16 Live(uint64_t n, uint64_t i) {
+GRADWIRE_WIDE_INLINE __mmask16 Live(uint64_t n, uint64_t i) {
   return n - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
 }
 
@@ -45,8 +47,8 @@ GRADWIRE_V4_INLINE __mmask16 Live(uint64_t n, uint64_t i) {
 // a register compress and full-width stores while sixteen outputs remain
 // (compress-stores to memory are slow on some cores), masked after.
 template <bool kHasResidual, bool kForward, bool kFull>
-GRADWIRE_V4_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
-                                   const Selected& s, uint32_t* indices, float* values) {
+GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
+                                     const Selected& s, uint32_t* indices, float* values) {
   const Key16 key = MakeKey16(s);
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
   const __m512i inf = _mm512_set1_epi32(0x7f800000);
@@ -94,8 +96,8 @@ constexpr uint64_t kSums = 1024;
 
 // sums[c] = (((+0 + v_0[from + c]) + v_1[..]) + ...) (op) by, c < count.
 template <bool kMultiply>
-GRADWIRE_V4_INLINE void SumEntries(const float* const* values, size_t p, uint64_t from,
-                                   uint64_t count, __m512 by, float* sums) {
+GRADWIRE_WIDE_INLINE void SumEntries(const float* const* values, size_t p, uint64_t from,
+                                     uint64_t count, __m512 by, float* sums) {
   for (uint64_t c = 0; c < count; c += 16) {
     const __mmask16 live = count - c >= 16 ? static_cast<__mmask16>(0xffff)
                                            : static_cast<__mmask16>((1u << (count - c)) - 1);
@@ -112,8 +114,8 @@ GRADWIRE_V4_INLINE void SumEntries(const float* const* values, size_t p, uint64_
 // streaming ones made a 100 MB average (ResNet-50 at 10 %, 4 payloads)
 // 10-25 % slower on a Zen 5 core.
 template <bool kForward, bool kFull, bool kMultiply>
-GRADWIRE_V4_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
-                                  const float* const* values, size_t p, float by, float* out) {
+GRADWIRE_WIDE_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
+                                    const float* const* values, size_t p, float by, float* out) {
   const Key16 key = MakeKey16(s);
   const __m512 b = _mm512_set1_ps(by);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -148,14 +150,11 @@ GRADWIRE_V4_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
 
 }  // namespace
 
-#define GRADWIRE_WIDE_INLINE GRADWIRE_V4_INLINE
-#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
 #include "gradwire/kernels/cpu/randomk_wide_entry.inc"
-#undef GRADWIRE_WIDE_TARGET
-#undef GRADWIRE_WIDE_INLINE
 
 GRADWIRE_CPU_V4_END
-#undef GRADWIRE_V4_INLINE
+#undef GRADWIRE_WIDE_INLINE
+#undef GRADWIRE_WIDE_TARGET
 #endif  // GRADWIRE_CPU_V4_FUNCTIONS
 
 }  // namespace randomk_v4

@@ -10,24 +10,26 @@ namespace topk_v3 {
 #if GRADWIRE_CPU_V3_FUNCTIONS
 namespace {
 
-#define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
+// This file's target (GRADWIRE_CPU_V3), as topk_wide_entry.inc expects it.
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
+#define GRADWIRE_WIDE_INLINE GRADWIRE_WIDE_TARGET inline __attribute__((always_inline))
 
 // MagnitudeKey of eight floats' bits: NaN -> 0, else |bits| + 1 (< 2^31,
 // so signed compares order them). *abs receives |bits|.
-GRADWIRE_V3_INLINE __m256i Keys(__m256 a, __m256i* abs) {
+GRADWIRE_WIDE_INLINE __m256i Keys(__m256 a, __m256i* abs) {
   *abs = _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff));
   const __m256i nan = _mm256_cmpgt_epi32(*abs, _mm256_set1_epi32(0x7f800000));
   return _mm256_andnot_si256(nan, _mm256_add_epi32(*abs, _mm256_set1_epi32(1)));
 }
 
 // Bit l set iff lane l of x >= lane l of y (signed), for all eight lanes.
-GRADWIRE_V3_INLINE uint32_t AtLeast(__m256i x, __m256i y) {
+GRADWIRE_WIDE_INLINE uint32_t AtLeast(__m256i x, __m256i y) {
   return ~static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(y, x)))) &
          0xffu;
 }
 
 // The set bits of `mask` (< 256), ascending, as permute lanes.
-GRADWIRE_V3_INLINE __m256i Lanes(uint32_t mask) {
+GRADWIRE_WIDE_INLINE __m256i Lanes(uint32_t mask) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kCompressTable.lanes[mask]));
 }
 
@@ -38,9 +40,10 @@ GRADWIRE_V3_INLINE __m256i Lanes(uint32_t mask) {
 // the count stay inside the lists (m <= i, and the lists hold n entries).
 // The last n % 8 elements take ScanBlock's scalar rule.
 template <bool kHasResidual, bool kZero>
-GRADWIRE_V3_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                                    const internal::ZeroGuess& guess, uint32_t* candidates,
-                                    float* candidate_values, uint64_t* nonfinite) {
+GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n,
+                                      uint32_t lower, const internal::ZeroGuess& guess,
+                                      uint32_t* candidates, float* candidate_values,
+                                      uint64_t* nonfinite) {
   static_assert(internal::kGuessBlock % 8 == 0, "a group of eight is on one side of before");
   const int32_t lo = static_cast<int32_t>(lower);
   const __m256i lower8 = _mm256_set1_epi32(lo);
@@ -93,12 +96,14 @@ GRADWIRE_V3_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t
 // Eight candidates at a time: ranks, the two masks, the selection rule
 // (internal::TakeMask), the permutes into the outputs (full-width stores
 // while eight outputs remain, one by one after) and the residual stores,
-// bit by bit, for the candidates whose residual changes (topk_v4.cc's
-// EmitAs says which). The last group's loads are masked.
+// bit by bit, for the candidates whose residual changes
+// (internal::SettleResiduals says which). The last group's loads are
+// masked.
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
-GRADWIRE_V3_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
-                               uint64_t take_equal, bool zeroed, const internal::ZeroGuess& guess,
-                               float* residual, uint32_t* indices, uint8_t* values) {
+GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                 uint32_t cut, uint64_t take_equal, bool zeroed,
+                                 const internal::ZeroGuess& guess, float* residual,
+                                 uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
   const uint32_t* cands = t.candidates;
   const __m256i icut = _mm256_set1_epi32(static_cast<int32_t>(cut));
@@ -175,13 +180,10 @@ GRADWIRE_V3_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
 
 }  // namespace
 
-#define GRADWIRE_WIDE_INLINE GRADWIRE_V3_INLINE
-#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V3
 #include "gradwire/kernels/cpu/topk_wide_entry.inc"
-#undef GRADWIRE_WIDE_TARGET
-#undef GRADWIRE_WIDE_INLINE
 
-#undef GRADWIRE_V3_INLINE
+#undef GRADWIRE_WIDE_INLINE
+#undef GRADWIRE_WIDE_TARGET
 #endif  // GRADWIRE_CPU_V3_FUNCTIONS
 
 }  // namespace topk_v3

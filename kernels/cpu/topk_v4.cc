@@ -9,17 +9,19 @@ namespace topk_v4 {
 #if GRADWIRE_CPU_V4_FUNCTIONS
 namespace {
 
-#define GRADWIRE_V4_INLINE GRADWIRE_CPU_V4 inline __attribute__((always_inline))
+// This file's target (GRADWIRE_CPU_V4), as topk_wide_entry.inc expects it.
+#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
+#define GRADWIRE_WIDE_INLINE GRADWIRE_WIDE_TARGET inline __attribute__((always_inline))
 GRADWIRE_CPU_V4_BEGIN
 
 // |bits| of sixteen floats.
-GRADWIRE_V4_INLINE __m512i AbsBits(__m512 a) {
+GRADWIRE_WIDE_INLINE __m512i AbsBits(__m512 a) {
   return _mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7fffffff));
 }
 
 // MagnitudeKey from AbsBits: NaN -> 0, else |bits| + 1 (< 2^31, so signed
 // compares order them).
-GRADWIRE_V4_INLINE __m512i KeysOfAbs(__m512i abs) {
+GRADWIRE_WIDE_INLINE __m512i KeysOfAbs(__m512i abs) {
   return _mm512_maskz_add_epi32(_mm512_cmple_epi32_mask(abs, _mm512_set1_epi32(0x7f800000)), abs,
                                 _mm512_set1_epi32(1));
 }
@@ -31,10 +33,10 @@ GRADWIRE_V4_INLINE __m512i KeysOfAbs(__m512i abs) {
 // the count stay inside the lists (m <= i, and the lists hold n entries);
 // the last, partial block uses masked loads and compress-stores.
 template <bool kHasResidual, bool kZero, bool kFull>
-GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_t i, __mmask16 live,
-                                     __m512i index, __m512i lower, __m512i zero_from,
-                                     uint32_t* candidates, float* candidate_values, uint64_t* m,
-                                     uint64_t* bad) {
+GRADWIRE_WIDE_INLINE void CollectBlock(const float* grad, float* residual, uint64_t i,
+                                       __mmask16 live, __m512i index, __m512i lower,
+                                       __m512i zero_from, uint32_t* candidates,
+                                       float* candidate_values, uint64_t* m, uint64_t* bad) {
   __m512 a = _mm512_maskz_loadu_ps(live, grad + i);
   if (kHasResidual) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(live, residual + i));
   const __m512i abs = AbsBits(a);
@@ -61,9 +63,10 @@ GRADWIRE_V4_INLINE void CollectBlock(const float* grad, float* residual, uint64_
 // guess.before is a multiple of internal::kGuessBlock, so of sixteen: one
 // key floor (ZeroGuess::FloorAt) serves each block.
 template <bool kHasResidual, bool kZero>
-GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n, uint32_t lower,
-                                    const internal::ZeroGuess& guess, uint32_t* candidates,
-                                    float* candidate_values, uint64_t* nonfinite) {
+GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n,
+                                      uint32_t lower, const internal::ZeroGuess& guess,
+                                      uint32_t* candidates, float* candidate_values,
+                                      uint64_t* nonfinite) {
   static_assert(internal::kGuessBlock % 16 == 0, "a block of sixteen is on one side of before");
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
   __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -96,9 +99,10 @@ GRADWIRE_V4_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t
 // the ones to be written) made top-k 10 % at 1M 5-10 % slower and
 // approximate top-k 15-20 %, on a Zen 5 core with caches cold.
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
-GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,
-                               uint64_t take_equal, bool zeroed, const internal::ZeroGuess& guess,
-                               float* residual, uint32_t* indices, uint8_t* values) {
+GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
+                                 uint32_t cut, uint64_t take_equal, bool zeroed,
+                                 const internal::ZeroGuess& guess, float* residual,
+                                 uint32_t* indices, uint8_t* values) {
   const float* vals = t.candidate_values;
   const uint32_t* cands = t.candidates;
   const __m512i icut = _mm512_set1_epi32(static_cast<int32_t>(cut));
@@ -154,14 +158,11 @@ GRADWIRE_V4_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64
 
 }  // namespace
 
-#define GRADWIRE_WIDE_INLINE GRADWIRE_V4_INLINE
-#define GRADWIRE_WIDE_TARGET GRADWIRE_CPU_V4
 #include "gradwire/kernels/cpu/topk_wide_entry.inc"
-#undef GRADWIRE_WIDE_TARGET
-#undef GRADWIRE_WIDE_INLINE
 
 GRADWIRE_CPU_V4_END
-#undef GRADWIRE_V4_INLINE
+#undef GRADWIRE_WIDE_INLINE
+#undef GRADWIRE_WIDE_TARGET
 #endif  // GRADWIRE_CPU_V4_FUNCTIONS
 
 }  // namespace topk_v4
