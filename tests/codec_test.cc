@@ -390,6 +390,63 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
   EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
 }
 
+// Sparse frames long enough to span many of SparseAverage's chunks give
+// the reference's bits, and a frame whose index section is bad under a
+// valid checksum (the first, a middle or the last) is refused and named
+// with DecodeAccumulate's error before anything is written.
+TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 300007;  // k = 30001 at 10 %: several windows a frame
+  const size_t p = 4;
+  for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "topk:ratio=0.01,indices=raw",
+                           "topk:ratio=0.1,values=bf16"}) {
+    SCOPED_TRACE(text);
+    std::unique_ptr<Codec> codec = Make(text);
+    std::vector<std::vector<uint8_t>> frames(p);
+    std::vector<absl::Span<const uint8_t>> views;
+    for (size_t r = 0; r < p; ++r) {
+      const std::vector<float> grad = Gradient(n, rng);
+      frames[r].resize(codec->MaxEncodedBytes(n));
+      absl::StatusOr<EncodeStats> st = codec->Encode(grad, 3, {}, absl::MakeSpan(frames[r]));
+      ASSERT_TRUE(st.ok()) << st.status();
+      frames[r].resize(st->frame_bytes);
+      views.push_back(frames[r]);
+    }
+    std::vector<float> want(n, 0.0f);
+    for (size_t r = 0; r < p; ++r) {
+      ASSERT_TRUE(codec->DecodeAccumulate(frames[r], absl::MakeSpan(want)).ok());
+    }
+    for (float& x : want) x /= 4.0f;
+    std::vector<float> got(n, 42.0f);
+    CodecScratch scratch;
+    ASSERT_TRUE(codec->DecodeAverage(views, 4.0f, absl::MakeSpan(got), &scratch).ok());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+    for (size_t bad_at : {size_t{0}, size_t{2}, p - 1}) {
+      // The index section's last byte: a continuation bit with nothing
+      // after it (delta-varint), or the last raw index's top byte (>= n).
+      absl::StatusOr<ParsedFrame> parsed = ParseFrame(frames[bad_at], FrameLimits());
+      ASSERT_TRUE(parsed.ok());
+      const size_t last =
+          static_cast<size_t>(parsed->sections.indices.data() - frames[bad_at].data()) +
+          parsed->sections.indices.size() - 1;
+      const std::vector<uint8_t> broken = Patched(frames[bad_at], last, 0x80);
+      std::vector<absl::Span<const uint8_t>> with_bad = views;
+      with_bad[bad_at] = broken;
+      std::vector<float> untouched(n, 7.0f);
+      size_t bad = 99;
+      absl::Status s =
+          codec->DecodeAverage(with_bad, 4.0f, absl::MakeSpan(untouched), &scratch, &bad);
+      std::vector<float> scratch_dense(n, 0.0f);
+      const absl::Status alone = codec->DecodeAccumulate(broken, absl::MakeSpan(scratch_dense));
+      EXPECT_FALSE(alone.ok());
+      EXPECT_EQ(s.code(), alone.code()) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr(std::string(alone.message())));
+      EXPECT_EQ(bad, bad_at);
+      ASSERT_EQ(untouched, std::vector<float>(n, 7.0f));
+    }
+  }
+}
+
 // The cast codecs checksum their frame chunk by chunk as the values are
 // written: the frame is still header | values | XXH3-64 of all before it
 // (one shot), the values those of element_math.h's cast of grad + residual,
