@@ -24,6 +24,7 @@
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/lib/python/mapped_range.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "host_buffer.h"
@@ -66,8 +67,8 @@ std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
 }
 
 // numel float32 values at the address data_ptr (host or device memory),
-// both read as integer arguments; the address can be checked for null and
-// alignment only.
+// both read as integer arguments; checked here for null and alignment
+// (host memory: CheckReadWritableRange, by the caller).
 absl::Span<float> FloatsAt(py::handle data_ptr_arg, py::handle numel_arg) {
   const uintptr_t data_ptr = UnsignedArgument(data_ptr_arg, "data_ptr", UINTPTR_MAX);
   const uint64_t numel = UnsignedArgument(numel_arg, "numel", PTRDIFF_MAX / sizeof(float));
@@ -328,11 +329,19 @@ class PyCommunicator {
   }
 
   // For float32 host memory reached by address (tensor.data_ptr(),
-  // numel()); the caller guarantees it for the duration of the call.
+  // numel()): refused unless all of it is mapped readable and writable in
+  // this process (mapped_range.h); that it stays so for the duration of
+  // the call is the caller's to guarantee.
   std::string AllreduceMeanPtr(const py::object& data_ptr_arg, const py::object& numel_arg,
                                const py::object& bucket, const py::object& step,
                                const std::optional<std::string>& path, bool one_dimensional) {
     const absl::Span<float> data = FloatsAt(data_ptr_arg, numel_arg);
+    if (absl::Status mapped = CheckReadWritableRange(reinterpret_cast<uintptr_t>(data.data()),
+                                                     data.size() * sizeof(float));
+        !mapped.ok()) {
+      Check(absl::Status(mapped.code(),
+                         absl::StrCat("allreduce_mean_ptr: data_ptr: ", mapped.message())));
+    }
     return Exchange(data, BucketArgument(bucket), StepArgument(step), path, one_dimensional,
                     nullptr);
   }
@@ -552,10 +561,10 @@ every rank's dense. Releases the GIL.)doc")
       .def("allreduce_mean_ptr", python::Bound(&PyCommunicator::AllreduceMeanPtr),
            py::arg("data_ptr"), py::arg("numel"), py::arg("bucket"), py::arg("step"),
            py::arg("path") = py::none(), py::arg("one_dimensional") = false,
-           "As allreduce_mean, for numel float32 values in host memory at data_ptr. UNSAFE: "
-           "the address is trusted as given (null and misalignment are refused, nothing else "
-           "can be checked); a wrong one crashes the process. Prefer allreduce_mean with a "
-           "tensor or array.")
+           "As allreduce_mean, for numel float32 values in host memory at data_ptr. The "
+           "address is refused (InvalidArgumentError) unless all numel floats lie in memory "
+           "this process may read and write; that they are the caller's data, alive for the "
+           "call, cannot be checked. Prefer allreduce_mean with a tensor or array.")
       .def(
           "allreduce_mean_device", python::Bound(&PyCommunicator::AllreduceMeanDevice),
           py::arg("data_ptr"), py::arg("numel"), py::arg("bucket"), py::arg("step"),

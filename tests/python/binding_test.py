@@ -437,6 +437,26 @@ class OneRankGroup(unittest.TestCase):
                                        path="compressed")
         with self.assertRaisesRegex(g.InvalidArgumentError, "null"):
             comm.allreduce_mean_device(0, 4, bucket=5, step=1, stream=0)
+        # allreduce_mean_ptr checks the address against this process's
+        # mappings: a wrong one is an error, not a crash, poisoning nothing.
+        import mmap
+        import numpy as np
+        ro_page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ)  # a read-only mapping
+        ro_addr = np.frombuffer(ro_page, dtype=np.float32).__array_interface__["data"][0]
+        host = torch.arange(1000, dtype=torch.float32)
+        assert_refused(self, [
+                (lambda: comm.allreduce_mean_ptr(4096, 1000, bucket=6, step=1, path="dense"),
+                 g.InvalidArgumentError, "is not mapped in this process"),
+                (lambda: comm.allreduce_mean_ptr(0x7ff0_0000_0000 - 64, 1000, bucket=6, step=1),
+                 g.InvalidArgumentError, "is not mapped in this process"),
+                (lambda: comm.allreduce_mean_ptr(host.data_ptr(), 2**40, bucket=6, step=1),
+                 g.InvalidArgumentError, "allreduce_mean_ptr: data_ptr: byte "),
+                (lambda: comm.allreduce_mean_ptr(ro_addr, 1024, bucket=6, step=1),
+                 g.InvalidArgumentError, "read-only")])
+        want = host.clone()
+        self.assertEqual(comm.allreduce_mean_ptr(host.data_ptr(), host.numel(), bucket=6, step=1,
+                                                 path="dense"), "dense")
+        self.assertTrue(torch.equal(host, want))
         # Integers out of range or not integers at all: a ValueError or a
         # TypeError naming the argument (not pybind11's "incompatible function
         # arguments"), poisoning nothing. numpy's integers are integers.
