@@ -84,6 +84,19 @@ class Device {
   // cannot check a raw handle and accepts any.
   virtual absl::Status CheckStream(cuda::Stream stream) const = 0;
 
+  // Whether every byte of [ptr, ptr + bytes) lies in device memory: one
+  // allocation, or several that adjoin (virtual-memory allocations mapped
+  // segment by segment into one range, as PyTorch's expandable segments
+  // are: the driver names each segment's range, not the whole).
+  // InvalidArgument naming the first byte that does not, so that a wrong
+  // length from a caller is an error rather than kernels reading and
+  // writing past its buffer (which on a GPU poisons the context). The
+  // host device knows its allocations; the CUDA runtime asks the driver
+  // (cuMemGetAddressRange) and accepts what the driver cannot answer for
+  // (an entry point it lacks, an error other than "not device memory").
+  // bytes == 0: OK.
+  virtual absl::Status CheckDeviceRange(const void* ptr, size_t bytes) const = 0;
+
   // Waits until everything issued on `stream` so far is done: an event
   // recorded now and waited for (never a device-wide synchronize).
   absl::Status WaitStream(cuda::Stream stream, absl::Time deadline);

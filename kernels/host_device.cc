@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -259,6 +260,28 @@ absl::Status HostDevice::Launch(cuda::Stream stream, const char* who, std::funct
   ++counters_.launches;
   ++launches_[who];
   Enqueue(stream, std::move(work));
+  return absl::OkStatus();
+}
+
+absl::Status HostDevice::CheckDeviceRange(const void* ptr, size_t bytes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
+  uintptr_t end = 0;
+  if (__builtin_add_overflow(at, bytes, &end)) {
+    return absl::InvalidArgumentError("device range runs past the end of the address space");
+  }
+  // Allocation by allocation while they adjoin.
+  for (uintptr_t cursor = at; cursor < end;) {
+    auto it = device_.upper_bound(cursor);
+    if (it == device_.begin() || cursor - std::prev(it)->first >= std::prev(it)->second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("byte ", cursor - at, " of the ", bytes,
+                       " from the device address is not in device "
+                       "memory (the buffer is shorter than its length)"));
+    }
+    --it;
+    cursor = it->first + it->second;
+  }
   return absl::OkStatus();
 }
 

@@ -78,6 +78,7 @@ class HostDevice final : public Device {
   absl::Status RecordEvent(cuda::Event event, cuda::Stream stream) override;
   absl::Status WaitEvent(cuda::Event event, absl::Time deadline) override;
   absl::Status CheckStream(cuda::Stream stream) const override;
+  absl::Status CheckDeviceRange(const void* ptr, size_t bytes) const override;
 
   // A new stream (never nullptr); DestroyStream runs its pending work.
   cuda::Stream CreateStream();

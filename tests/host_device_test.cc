@@ -36,6 +36,25 @@ TEST(HostDeviceTest, ArenaIsDeviceMemoryToDispatch) {
   device.Free(d);
 }
 
+// CheckDeviceRange: all of an allocation passes, a byte past its end (or
+// a host byte) is refused by its offset, and so is a range that wraps.
+TEST(HostDeviceTest, DeviceRangesEndWithTheirAllocation) {
+  HostDevice device;
+  float* d = Alloc<float>(device, 16);
+  EXPECT_TRUE(device.CheckDeviceRange(d, 16 * sizeof(float)).ok());
+  EXPECT_TRUE(device.CheckDeviceRange(d + 4, 12 * sizeof(float)).ok());
+  EXPECT_TRUE(device.CheckDeviceRange(d, 0).ok());
+  absl::Status s = device.CheckDeviceRange(d + 4, 13 * sizeof(float));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("byte 48 of the 52"), absl::string_view::npos) << s;
+  std::vector<float> h(16);
+  s = device.CheckDeviceRange(h.data(), 4);
+  EXPECT_NE(s.message().find("byte 0 of the 4"), absl::string_view::npos) << s;
+  EXPECT_EQ(device.CheckDeviceRange(d, SIZE_MAX).code(), absl::StatusCode::kInvalidArgument);
+  device.Free(d);
+  EXPECT_EQ(device.CheckDeviceRange(d, 4).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(HostDeviceTest, DeviceCallsRunTheReferenceInStreamOrder) {
   HostDevice device;
   cuda::Stream stream = device.CreateStream();

@@ -93,6 +93,52 @@ class Cuda final : public Device {
     }
   }
   absl::Status CheckStream(cuda::Stream) const override { return absl::OkStatus(); }
+
+  // Allocation by allocation while they adjoin, from the driver's
+  // cuMemGetAddressRange (reached through the runtime: no link to libcuda).
+  absl::Status CheckDeviceRange(const void* ptr, size_t bytes) const override {
+    const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
+    uintptr_t end = 0;
+    if (__builtin_add_overflow(at, bytes, &end)) {
+      return absl::InvalidArgumentError("device range runs past the end of the address space");
+    }
+    static const AddressRangeFn range = LoadAddressRange();
+    if (range == nullptr) return absl::OkStatus();  // cannot tell: trusted
+    for (uintptr_t cursor = at; cursor < end;) {
+      unsigned long long base = 0;  // CUdeviceptr
+      size_t size = 0;
+      const int err = range(&base, &size, cursor);
+      if (err == kCudaErrorInvalidValue || err == kCudaErrorNotFound) {
+        return absl::InvalidArgumentError(
+            std::string("byte ") + std::to_string(cursor - at) + " of the " +
+            std::to_string(bytes) +
+            " from the device address is not in device memory (the buffer is shorter than "
+            "its length)");
+      }
+      if (err != 0 || base + size <= cursor) return absl::OkStatus();  // cannot tell
+      cursor = base + size;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // cuMemGetAddressRange's type and the two CUresult values that mean "not
+  // in an allocation" (cuda.h: CUDA_ERROR_INVALID_VALUE, _NOT_FOUND).
+  using AddressRangeFn = int (*)(unsigned long long*, size_t*, unsigned long long);
+  static constexpr int kCudaErrorInvalidValue = 1;
+  static constexpr int kCudaErrorNotFound = 500;
+
+  static AddressRangeFn LoadAddressRange() {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();  // not sticky; leave no error behind
+      return nullptr;
+    }
+    return reinterpret_cast<AddressRangeFn>(fn);
+  }
 };
 
 }  // namespace

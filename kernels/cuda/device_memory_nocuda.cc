@@ -24,6 +24,7 @@ class NoCudaDevice final : public Device {
   absl::Status RecordEvent(cuda::Event, cuda::Stream) override { return NoCuda(); }
   absl::Status WaitEvent(cuda::Event, absl::Time) override { return NoCuda(); }
   absl::Status CheckStream(cuda::Stream) const override { return NoCuda(); }
+  absl::Status CheckDeviceRange(const void*, size_t) const override { return NoCuda(); }
 };
 
 }  // namespace

@@ -218,7 +218,8 @@ class Communicator {
   // device; the decode runs on asynchronously on `stream`: order later
   // work on the same stream. Flat only (hierarchical: Unimplemented).
   // Refused without poisoning anything: a host `data` (InvalidArgument:
-  // use AllreduceMean), a stream the device refuses. Transport and frame
+  // use AllreduceMean), a `data` longer than the device memory at its
+  // address (Device::CheckDeviceRange), a stream the device refuses. Transport and frame
   // failures poison the communicator as in AllreduceMean.
   absl::Status AllreduceMeanOnDevice(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                      ExchangePath path, kernels::cuda::Stream stream);

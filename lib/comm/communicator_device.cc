@@ -59,6 +59,9 @@ absl::Status Communicator::AllreduceMeanOnDevice(uint32_t bucket, uint64_t step,
     return absl::InvalidArgumentError(
         "AllreduceMeanOnDevice: data is host memory (use AllreduceMean)");
   }
+  if (absl::Status s = device.CheckDeviceRange(data.data(), data.size() * sizeof(float)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("AllreduceMeanOnDevice: data: ", s.message()));
+  }
   GRADWIRE_RETURN_IF_ERROR(TakeStep(bucket, step));
   if (device_scratch_ == nullptr || &device_scratch_->device() != &device) {
     device_scratch_ = std::make_unique<DeviceScratch>(device);

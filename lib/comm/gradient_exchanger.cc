@@ -203,6 +203,12 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
     kernels::Location where = kernels::Location::kHost;
     if (absl::Status s = kernels::Locate(grad.data(), &where); !s.ok()) return s;
     if (absl::Status s = CheckLocationLocked(name, where); !s.ok()) return s;
+    if (where == kernels::Location::kDevice) {
+      if (absl::Status s = device().CheckDeviceRange(grad.data(), grad.size() * sizeof(float));
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("Submit(\"", name, "\"): ", s.message()));
+      }
+    }
   }
   Bucket* bucket = nullptr;
   uint32_t member = 0;

@@ -571,7 +571,9 @@ every rank's dense. Releases the GIL.)doc")
           py::arg("stream"), py::arg("path") = py::none(), py::arg("one_dimensional") = false,
           "As allreduce_mean, for numel float32 values in CUDA memory at data_ptr, ordered "
           "on the CUDA stream handle `stream` (the device path; from Python not yet run on a GPU). "
-          "Returns once the frames are back on the device; the decode runs on the stream.")
+          "Refused (InvalidArgumentError) unless all numel floats lie in device memory (the "
+          "driver's allocation ranges). Returns once the frames are back on the device; the "
+          "decode runs on the stream.")
       .def("copy_residual", python::Bound(&PyCommunicator::CopyResidual), py::arg("bucket"),
            py::arg("out"),
            "Copies the bucket's error-feedback residual into out (same length); "

@@ -179,6 +179,14 @@ TEST(DeviceExchangeErrors, MisuseIsRefusedWithoutPoisoning) {
             ->AllreduceMeanOnDevice(1, 0, absl::MakeSpan(d, n), ExchangePath::kCompressed, bogus)
             .code(),
         absl::StatusCode::kInvalidArgument);
+    // A length past the end of the device buffer, on either path (the
+    // kernels would read and write past it).
+    for (ExchangePath path : {ExchangePath::kCompressed, ExchangePath::kDense}) {
+      absl::Status s =
+          comms[r]->AllreduceMeanOnDevice(1, 0, absl::MakeSpan(d, n + 1), path, nullptr);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_NE(s.message().find("data: byte 16000 of the 16004"), absl::string_view::npos) << s;
+    }
     EXPECT_TRUE(comms[r]->health().ok());
   });
   // A device buffer on the host path, either path.
@@ -322,6 +330,13 @@ TEST(DeviceExchangerErrors, RefusedWithoutPoisoning) {
     auto ex = make(std::move(comms[1]), stream);
     EXPECT_TRUE(ex->Submit("a", on_host).ok());
     expect(ex->Submit("b", on_device), absl::StatusCode::kInvalidArgument, "one kind", *ex);
+  }
+  {  // A device gradient longer than its buffer.
+    auto more = MakeWorld("topk:ratio=0.01", &device);
+    auto ex = make(std::move(more[0]), stream);
+    expect(ex->Submit("a", absl::MakeSpan(d + 1, n)), absl::StatusCode::kInvalidArgument,
+           "Submit(\"a\"): byte 15996 of the 16000", *ex);
+    EXPECT_TRUE(ex->Submit("a", absl::MakeSpan(d + 1, n - 1)).ok());  // still usable
   }
   {  // A stream the device does not know.
     auto bogus = reinterpret_cast<kernels::cuda::Stream>(uintptr_t{0xbad0});
