@@ -28,7 +28,10 @@ bytes/s, alpha per message):
                               carries one ring edge per direction
   hierarchical (HiTopKComm)   intra-node reduce-scatter, compression of a 1/G
                               shard, G parallel cross-node allgathers sharing the
-                              NIC: (N-1) * s_node / B, intra-node allgather
+                              NIC: (N-1) * s_node / B, intra-node allgather; its dense
+                              buckets likewise: reduce-scatter in the node, G sealed
+                              rings of 2(N-1) steps across nodes on 1/G shards,
+                              allgather in the node (Communicator::DenseHierarchical)
   compression                 CPU: per-element cost measured alone by cluster_bench
                               (x ranks/cores when ranks share this machine's cores);
                               and, with more ranks than cores, a bound: the step is no
@@ -273,8 +276,25 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             secs += agreement_s(p, alpha_s)
         return secs, sealed_ring_bytes(p, 4 * n)
 
+    def dense_bucket(n):
+        """(seconds, NIC bytes) of a dense bucket: the world's sealed ring, or
+        in hierarchical mode with several GPUs and nodes the node stages and
+        g sealed rings across the nodes on 1/g shards sharing the NIC
+        (Communicator::DenseHierarchical)."""
+        g = gpus_per_node
+        if not (m["hierarchical"] and g > 1 and nodes > 1):
+            return sealed_ring(n)
+        shard = math.ceil(n / g)
+        secs = sealed_ring_allreduce_s(nodes, 4 * shard, bw / g, alpha_s, cpu_share)
+        if agreement:
+            secs += agreement_s(nodes, alpha_s)
+        if intra:  # the node's reduce-scatter and allgather: one ring's worth
+            secs += ring_allreduce_s(g, 4 * n, intra, alpha_s)
+        secs += sealed_mac_s(g, 4 * n, cpu_share)  # both sealed halves in the node
+        return secs, g * sealed_ring_bytes(nodes, 4 * shard)
+
     for n in dense_b:
-        secs, nbytes = sealed_ring(n)
+        secs, nbytes = dense_bucket(n)
         wire += secs
         nic_bytes += nbytes
     cpu_elements = 0

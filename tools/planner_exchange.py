@@ -18,7 +18,10 @@ What this module adds is only what the library's model does not know:
   * the library's hierarchical mode: world agreement (one direct round), a
     dense reduce-scatter in the node, the cross-node stage on a 1/G shard
     (the Communicator's choice between allgather and allreduce), a dense
-    allgather in the node;
+    allgather in the node; its dense buckets in two levels too (the
+    library's sealed ring across nodes on a 1/G shard between the node
+    stages: Communicator::DenseHierarchical), where flat plans run the
+    world's ring;
   * the hierarchical dense baseline (what a tuned dense stack, e.g.
     NCCL's, runs at scale): dense reduce-scatter in node, G dense rings of
     n/G across nodes sharing the NIC, allgather in node; a textbook ring
@@ -132,11 +135,23 @@ def plans(dense_buckets, comp_buckets, spec, s):
     buckets), rounds, choices ({kind: buckets})}}."""
     p, g, n_nodes = s.p, s.gpus, s.nodes
     out = {}
-    # Dense buckets (small and 1-D tensors) take the world's dense ring in
-    # every gradwire plan (Communicator::Dense).
+    cross_link = s.nic / g
+    # Dense buckets (small and 1-D tensors; Communicator::Dense): the
+    # world's dense ring in the flat plans; in the hierarchical ones, with
+    # several GPUs and nodes, a reduce-scatter in the node, the library's
+    # sealed ring across nodes on each 1/G shard (G rings sharing the NIC)
+    # and an allgather in the node (Communicator::DenseHierarchical).
     dense_part = _empty("dense part")
+    dense_part_hier = _empty("dense part, hierarchical")
     for n in dense_buckets:
         _add(dense_part, cost("dense_ring", p, n, spec, s.nic, s.alpha_s, s.rates))
+        if g > 1 and n_nodes > 1:
+            c = cost("dense_ring", n_nodes, math.ceil(n / g), spec, cross_link, s.alpha_s,
+                     s.rates)
+            local = 2 * intra_s(g, n, s.intra_bps, s.intra_alpha_s)
+            _add(dense_part_hier, c, c["seconds"] + local)
+        else:
+            _add(dense_part_hier, cost("dense_ring", p, n, spec, s.nic, s.alpha_s, s.rates))
     # Flat: each kind alone for every compressed bucket, and the library's choice.
     a2a = s.nic / all_to_all_share(p, g)
     for kind in KINDS + ("chosen",):
@@ -150,7 +165,6 @@ def plans(dense_buckets, comp_buckets, spec, s):
         out[t["plan"]] = t
     # The library's hierarchical mode: cross-node stage on a 1/G shard, G
     # groups sharing the NIC; the Communicator picks allgather or allreduce.
-    cross_link = s.nic / g
     for kind in ("sparse_allgather", "sparse_allreduce", "chosen"):
         t = _empty(f"hierarchical {LABEL.get(kind, 'chosen')}")
         for n in comp_buckets:
@@ -176,11 +190,12 @@ def plans(dense_buckets, comp_buckets, spec, s):
                     "rounds": 2 * (n_nodes - 1)})
     base["choices"] = {"dense_ring": len(dense_buckets) + len(comp_buckets)}
     out[base["plan"]] = base
-    # Every gradwire plan also runs the dense buckets.
+    # Every gradwire plan also runs the dense buckets, as its mode does.
     for name, t in out.items():
         if not name.startswith("hierarchical dense"):
+            part = dense_part_hier if name.startswith("hierarchical") else dense_part
             for key in ("seconds", "wire_s", "nic_bytes", "rounds"):
-                t[key] += dense_part[key]
+                t[key] += part[key]
     # The library's plan: the faster of its two modes (flat / hierarchical),
     # each with its per-bucket choice.
     best = min(("flat chosen", "hierarchical chosen"), key=lambda k: out[k]["seconds"])

@@ -365,7 +365,26 @@ class Communicator {
   // for AllreduceMean; path kDense never has one.
   absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                         absl::Span<float> dense, ExchangePath path);
+  // The sealed dense ring of `data` and its division by the world size:
+  // the world's ring, or in hierarchical mode with several ranks per node
+  // and several nodes DenseHierarchical.
   absl::Status Dense(uint32_t bucket, uint64_t step, absl::Span<float> data, ExchangeStats* cost);
+  // A dense buffer hierarchically, as a tuned dense stack runs it at scale:
+  // a sealed reduce-scatter in the node, the sealed ring across nodes on
+  // each 1/G shard (2 (N - 1) steps, not the world ring's 2 (NG - 1)), a
+  // sealed allgather in the node. The world ring's mean up to rounding:
+  // the same terms summed in another order (bit for bit where the sums are
+  // exact), the same on every rank.
+  absl::Status DenseHierarchical(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                                 ExchangeStats* cost);
+  // data /= world size, booked as compute.
+  void Average(absl::Span<float> data, ExchangeStats* cost) const;
+  // shards_: ceil(n / G) elements per local rank, the last ones what is left.
+  void SetShards(uint64_t n);
+  // The cross-node stage's status shared in the node (AllgatherU64): every
+  // rank of the node returns the first failure any of them saw.
+  absl::Status ShareCrossVerdict(const absl::Status& cross, uint32_t bucket, uint64_t step,
+                                 ExchangeStats* cost);
   // The key round: agrees on this session's key (dense chunks and frames)
   // with every rank and checks that they all hold the job secret.
   absl::Status AgreeSessionKey();

@@ -324,6 +324,17 @@ void ScenarioReference() {
       absl::Status s =
           (*comm)->AllreduceMean(dense_bucket, step, absl::MakeSpan(data), ExchangePath::kDense);
       if (!CheckOk(absl::StrCat(text, " dense step ", step), s)) return;
+      // Hierarchical, several ranks per node and several nodes: the node
+      // stages and a ring across nodes on a 1/G shard (DenseHierarchical),
+      // whose off-node bytes are below the world ring's 2 (P-1)/P 4n.
+      const int world = g_config.world_size, local = g_config.local_world_size;
+      const bool two_level = hier && local > 1 && world > local;
+      const ExchangeStats& last = (*comm)->last_call();
+      const uint64_t off_node = last.bytes_sent - last.intra_node_bytes_sent;
+      Check(absl::StrCat(text, " dense ", two_level ? "two-level" : "world ring"),
+            (last.intra_node_bytes_sent > 0) == two_level &&
+                (!two_level || off_node < 2 * (world - 1) * 4 * 5003 / world),
+            absl::StrCat("intra-node bytes ", last.intra_node_bytes_sent, ", off-node ", off_node));
       const std::string diff = FirstDifference(data, ref.Dense(dense_bucket, step, 5003));
       if (!diff.empty()) Check(absl::StrCat(text, " dense bitwise"), false, diff), all_ok = false;
     }

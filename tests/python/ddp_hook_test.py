@@ -393,12 +393,16 @@ def rank_main(args):
             return True
         # Dense: the sealed ring sums each chunk in its own cyclic order. Keep
         # the first candidate and report whether every element equals one.
+        # Hierarchical (Communicator::DenseHierarchical): the node's sum (one
+        # addition for two ranks), then the ring across the nodes' sums.
+        terms = ([ins[j * local] + ins[j * local + 1] for j in range(nodes)] if hier
+                 else list(ins))
         cands = []
-        for start in range(world):
+        for start in range(len(terms)):
             for d in (1, -1):
-                acc = ins[start].clone()
-                for j in range(1, world):
-                    acc = acc + ins[(start + d * j) % world]
+                acc = terms[start].clone()
+                for j in range(1, len(terms)):
+                    acc = acc + terms[(start + d * j) % len(terms)]
                 cands.append(acc / world)
         out.copy_(cands[0])
         return cands

@@ -114,6 +114,22 @@ class PlansTest(unittest.TestCase):
         self.assertAlmostEqual(base["seconds"], 2 * 3 / 4 * 4 * 500 / (1e9 / 2))
         self.assertEqual(base["choices"], {"dense_ring": 1})
 
+    def test_dense_buckets_follow_the_mode(self):
+        # Flat plans: the world's ring of the dense bucket; hierarchical
+        # ones: the node stages and the library's ring across the 4 nodes on
+        # a 1/2 shard (Communicator::DenseHierarchical), half the NIC each.
+        s = pe.Setting(4, 2, 8e9, alpha_s=0.0, intra_bps=None, goodput=1.0)
+        ring = pe.cost("dense_ring", 8, 1000, "topk:ratio=0.01", s.nic, 0.0, s.rates)
+        cross = pe.cost("dense_ring", 4, 500, "topk:ratio=0.01", s.nic / 2, 0.0, s.rates)
+        ps = pe.plans([1000], [], "topk:ratio=0.01", s)
+        none = pe.plans([], [], "topk:ratio=0.01", s)
+        for name in ("flat chosen", "hierarchical chosen"):
+            self.assertEqual(none[name]["seconds"], 0.0)
+        self.assertAlmostEqual(ps["flat chosen"]["seconds"], ring["seconds"])
+        self.assertAlmostEqual(ps["hierarchical chosen"]["seconds"], cross["seconds"])
+        self.assertAlmostEqual(ps["hierarchical chosen"]["rounds"], cross["rounds"])
+        self.assertLess(ps["hierarchical chosen"]["rounds"], ps["flat chosen"]["rounds"])
+
     def test_flat_link_by_pattern(self):
         self.assertEqual(pe.flat_link("dense_ring", 512, 8, 1.0), 1.0)
         self.assertEqual(pe.flat_link("sparse_allgather", 512, 8, 1.0), 1.0)
