@@ -29,9 +29,10 @@ bytes/s, alpha per message):
   hierarchical (HiTopKComm)   intra-node reduce-scatter, compression of a 1/G
                               shard, G parallel cross-node allgathers sharing the
                               NIC: (N-1) * s_node / B, intra-node allgather; its dense
-                              buckets likewise: reduce-scatter in the node, G sealed
-                              rings of 2(N-1) steps across nodes on 1/G shards,
-                              allgather in the node (Communicator::DenseHierarchical)
+                              buckets likewise where the library's rule picks it
+                              (gradwire.dense_two_level): reduce-scatter in the node,
+                              G sealed rings of 2(N-1) steps across nodes on 1/G
+                              shards, allgather in the node
   compression                 CPU: per-element cost measured alone by cluster_bench
                               (x ranks/cores when ranks share this machine's cores);
                               and, with more ranks than cores, a bound: the step is no
@@ -282,7 +283,8 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
         g sealed rings across the nodes on 1/g shards sharing the NIC
         (Communicator::DenseHierarchical)."""
         g = gpus_per_node
-        if not (m["hierarchical"] and g > 1 and nodes > 1):
+        if not (m["hierarchical"] and gradwire_extension().dense_two_level(
+                nodes, g, n, bytes_per_second=bw, seconds_per_round=alpha_s)):
             return sealed_ring(n)
         shard = math.ceil(n / g)
         secs = sealed_ring_allreduce_s(nodes, 4 * shard, bw / g, alpha_s, cpu_share)

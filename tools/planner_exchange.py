@@ -137,15 +137,18 @@ def plans(dense_buckets, comp_buckets, spec, s):
     out = {}
     cross_link = s.nic / g
     # Dense buckets (small and 1-D tensors; Communicator::Dense): the
-    # world's dense ring in the flat plans; in the hierarchical ones, with
-    # several GPUs and nodes, a reduce-scatter in the node, the library's
-    # sealed ring across nodes on each 1/G shard (G rings sharing the NIC)
-    # and an allgather in the node (Communicator::DenseHierarchical).
+    # world's dense ring in the flat plans; in the hierarchical ones, where
+    # the library's rule picks two levels (gradwire.dense_two_level with the
+    # model a hierarchical Communicator agrees on), a reduce-scatter in the
+    # node, the library's sealed ring across nodes on each 1/G shard (G
+    # rings sharing the NIC) and an allgather in the node
+    # (Communicator::DenseHierarchical).
     dense_part = _empty("dense part")
     dense_part_hier = _empty("dense part, hierarchical")
     for n in dense_buckets:
         _add(dense_part, cost("dense_ring", p, n, spec, s.nic, s.alpha_s, s.rates))
-        if g > 1 and n_nodes > 1:
+        if _gw().dense_two_level(n_nodes, g, n, bytes_per_second=cross_link,
+                                 seconds_per_round=s.alpha_s, **s.rates):
             c = cost("dense_ring", n_nodes, math.ceil(n / g), spec, cross_link, s.alpha_s,
                      s.rates)
             local = 2 * intra_s(g, n, s.intra_bps, s.intra_alpha_s)

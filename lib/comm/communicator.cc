@@ -258,14 +258,16 @@ void Communicator::AddWire(const transport::GlooGroup& group, ExchangeStats* cos
 absl::Status Communicator::Dense(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                  ExchangeStats* cost) {
   cost->dense_buckets = 1;
-  if (options_.hierarchical && node_->size() > 1 && cross_->size() > 1) {
-    return DenseHierarchical(bucket, step, data, cost);
-  }
+  if (DenseTakesTwoLevels(data.size())) return DenseHierarchical(bucket, step, data, cost);
   absl::Status s = world_->SealedAllreduceSum(data, *chunk_auth_, {step, bucket, kDenseStage});
   AddWire(*world_, cost);
   GRADWIRE_RETURN_IF_ERROR(s);
   Average(data, cost);
   return absl::OkStatus();
+}
+
+bool Communicator::DenseTakesTwoLevels(uint64_t elements) const {
+  return options_.hierarchical && DenseTwoLevel(cross_->size(), node_->size(), elements, model_);
 }
 
 void Communicator::Average(absl::Span<float> data, ExchangeStats* cost) const {

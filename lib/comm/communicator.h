@@ -294,6 +294,10 @@ class Communicator {
   };
   ModelInput ModelInputFor(uint64_t elements) const;
   const ExchangeModel& exchange_model() const { return model_; }
+  // Whether a dense buffer of `elements` takes two levels in this
+  // communicator (hierarchical, DenseTwoLevel with the agreed model) rather
+  // than the world's ring.
+  bool DenseTakesTwoLevels(uint64_t elements) const;
 
   // OK, or the failure that poisoned the communicator.
   absl::Status health() const { return poison_; }
@@ -366,8 +370,7 @@ class Communicator {
   absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                         absl::Span<float> dense, ExchangePath path);
   // The sealed dense ring of `data` and its division by the world size:
-  // the world's ring, or in hierarchical mode with several ranks per node
-  // and several nodes DenseHierarchical.
+  // the world's ring, or DenseHierarchical where DenseTakesTwoLevels.
   absl::Status Dense(uint32_t bucket, uint64_t step, absl::Span<float> data, ExchangeStats* cost);
   // A dense buffer hierarchically, as a tuned dense stack runs it at scale:
   // a sealed reduce-scatter in the node, the sealed ring across nodes on

@@ -250,6 +250,22 @@ ChoiceBasis ChoiceBasisOf(const CompressionSpec& spec) {
 
 }  // namespace
 
+bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel& model) {
+  if (nodes < 2 || local < 2) return false;
+  const CompressionSpec none;  // the ring's cost does not depend on a spec
+  const double world =
+      EstimateExchange(ExchangeKind::kDenseRing, nodes * local, elements, none, model).seconds();
+  ExchangeModel shared = model;  // `local` rings across the nodes at once
+  shared.bytes_per_second /= local;
+  const uint64_t shard = (elements + local - 1) / local;
+  const double across =
+      EstimateExchange(ExchangeKind::kDenseRing, nodes, shard, none, shared).seconds();
+  // The reduce-scatter and allgather in the node: one ring's worth.
+  const double in_node =
+      EstimateExchange(ExchangeKind::kDenseRing, local, elements, none, model).seconds();
+  return across + in_node + model.seconds_per_round < world;  // + the verdict's round
+}
+
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model) {
   const ChoiceBasis basis = ChoiceBasisOf(spec);

@@ -117,6 +117,19 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
 ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec& spec,
                             const ExchangeModel& model);
 
+// Whether a hierarchical communicator of `nodes` nodes x `local` ranks
+// averages a dense buffer of `elements` in two levels
+// (Communicator::DenseHierarchical: the node's reduce-scatter, `local`
+// rings across the nodes on 1/local shards sharing the link, the node's
+// verdict and allgather) rather than by the world's ring: where the model
+// predicts it faster. The model knows one link, so the node stages are
+// priced as if they crossed it (on a real node they are faster): the rule
+// leans to the world ring. By rounds alone, 2L + 2N against 2NL - 1: the
+// world ring at 2 x 2, two levels from about 2 x 4 and at every scale
+// where the world ring's 2(P - 1) steps dominate (256 x 8: 528 rounds
+// against 4,095).
+bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel& model);
+
 // The rule ChooseExchange applies to `spec`, in words for reports: the
 // smallest predicted time (sparse specs), or bytes alone (the casts,
 // QSGD and sign, whose predicted times are reported but do not choose).

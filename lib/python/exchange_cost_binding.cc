@@ -123,6 +123,19 @@ std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spe
   return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
+bool DenseTwoLevelOf(int nodes, int local, int64_t elements, double bytes_per_second,
+                     double seconds_per_round, double encoded_elements_per_second,
+                     double decoded_entries_per_second, double streamed_elements_per_second,
+                     double seconds_per_message) {
+  if (nodes < 1) RaiseInvalid(absl::StrCat("nodes must be >= 1, got ", nodes));
+  if (local < 1) RaiseInvalid(absl::StrCat("local must be >= 1, got ", local));
+  CheckShape(nodes, elements);
+  const ExchangeModel model =
+      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
+  return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), model);
+}
+
 }  // namespace
 
 py::dict ExchangeModelDict(const ExchangeModel& model) {
@@ -175,6 +188,18 @@ for a sparse spec the kind with the smallest predicted time; for QSGD, sign,
 fp16 and bf16 by bytes alone (the ring only where a QSGD or sign payload is
 at least 8n/P bytes; the cast allreduce from 3 ranks); 'dense_ring' for
 'none'. Same model arguments as exchange_cost.)doc");
+  m.def("dense_two_level", &DenseTwoLevelOf, py::arg("nodes"), py::arg("local"),
+        py::arg("elements"), py::arg("bytes_per_second") = defaults.bytes_per_second,
+        py::arg("seconds_per_round") = defaults.seconds_per_round,
+        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
+        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
+        py::arg("seconds_per_message") = defaults.seconds_per_message,
+        R"doc(Whether a hierarchical Communicator of nodes x local ranks averages a dense
+buffer of `elements` in two levels (reduce-scatter in the node, rings across
+the nodes on 1/local shards, allgather in the node) rather than by the
+world's ring (DenseTwoLevel): where the model predicts it faster. Same model
+arguments as exchange_cost.)doc");
 }
 
 }  // namespace python

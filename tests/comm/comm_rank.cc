@@ -324,11 +324,15 @@ void ScenarioReference() {
       absl::Status s =
           (*comm)->AllreduceMean(dense_bucket, step, absl::MakeSpan(data), ExchangePath::kDense);
       if (!CheckOk(absl::StrCat(text, " dense step ", step), s)) return;
-      // Hierarchical, several ranks per node and several nodes: the node
+      // Where the model picks two levels (hierarchical, several ranks per
+      // node and several nodes: 2 x 2 and 2 x 3 at this size): the node
       // stages and a ring across nodes on a 1/G shard (DenseHierarchical),
       // whose off-node bytes are below the world ring's 2 (P-1)/P 4n.
       const int world = g_config.world_size, local = g_config.local_world_size;
-      const bool two_level = hier && local > 1 && world > local;
+      const bool two_level = (*comm)->DenseTakesTwoLevels(5003);
+      if (hier && local > 1 && world > local) {
+        Check(absl::StrCat(text, " dense takes two levels here"), two_level);
+      }
       const ExchangeStats& last = (*comm)->last_call();
       const uint64_t off_node = last.bytes_sent - last.intra_node_bytes_sent;
       Check(absl::StrCat(text, " dense ", two_level ? "two-level" : "world ring"),

@@ -126,6 +126,38 @@ TEST(ExchangeCostModel, Choices) {
 
 // The rule a report gives for a choice: time for the sparse specs, bytes
 // alone for the codecs ChooseExchange picks by bytes.
+// DenseTwoLevel: the two levels (rings across nodes on 1/L shards sharing
+// the link, the node's ring, the verdict's round) against the world ring,
+// by the model's own estimates; never with one node or one rank a node.
+TEST(ExchangeCostModel, DenseTwoLevelWhereItIsFaster) {
+  const ExchangeModel m;
+  const CompressionSpec none;
+  auto by_estimates = [&](int nodes, int local, uint64_t n) {
+    ExchangeModel shared = m;
+    shared.bytes_per_second /= local;
+    const double two =
+        EstimateExchange(ExchangeKind::kDenseRing, nodes, (n + local - 1) / local, none, shared)
+            .seconds() +
+        EstimateExchange(ExchangeKind::kDenseRing, local, n, none, m).seconds() +
+        m.seconds_per_round;
+    return two < EstimateExchange(ExchangeKind::kDenseRing, nodes * local, n, none, m).seconds();
+  };
+  for (int nodes : {2, 3, 4, 16, 64, 256}) {
+    for (int local : {2, 4, 8}) {
+      for (uint64_t n : {uint64_t{1000}, uint64_t{68000}, uint64_t{1} << 20, uint64_t{25} << 20}) {
+        EXPECT_EQ(DenseTwoLevel(nodes, local, n, m), by_estimates(nodes, local, n))
+            << nodes << " x " << local << ", n = " << n;
+      }
+    }
+  }
+  EXPECT_FALSE(DenseTwoLevel(1, 8, 68000, m));
+  EXPECT_FALSE(DenseTwoLevel(256, 1, 68000, m));
+  // ResNet-50's 68K dense elements: the world ring at 2 x 2, two levels at
+  // 256 x 8 (4,095 ring steps against a few hundred).
+  EXPECT_FALSE(DenseTwoLevel(2, 2, 68000, m));
+  EXPECT_TRUE(DenseTwoLevel(256, 8, 68000, m));
+}
+
 TEST(ExchangeCostModel, ChoiceRuleNamesHowTheSpecChooses) {
   EXPECT_STREQ(ExchangeChoiceRule(Spec("topk:ratio=0.01")),
                "the cost model's smallest predicted time");

@@ -393,17 +393,22 @@ def rank_main(args):
             return True
         # Dense: the sealed ring sums each chunk in its own cyclic order. Keep
         # the first candidate and report whether every element equals one.
-        # Hierarchical (Communicator::DenseHierarchical): the node's sum (one
-        # addition for two ranks), then the ring across the nodes' sums.
-        terms = ([ins[j * local] + ins[j * local + 1] for j in range(nodes)] if hier
-                 else list(ins))
+        # Hierarchical, where the cost model picks two levels
+        # (Communicator::DenseHierarchical): the node's sum (one addition
+        # for two ranks), then the ring across the nodes' sums; elsewhere
+        # the world's ring: either order is a candidate (tests/comm checks
+        # which one each size takes).
+        orders = [list(ins)]
+        if hier:
+            orders.append([ins[j * local] + ins[j * local + 1] for j in range(nodes)])
         cands = []
-        for start in range(len(terms)):
-            for d in (1, -1):
-                acc = terms[start].clone()
-                for j in range(1, len(terms)):
-                    acc = acc + terms[(start + d * j) % len(terms)]
-                cands.append(acc / world)
+        for terms in orders:
+            for start in range(len(terms)):
+                for d in (1, -1):
+                    acc = terms[start].clone()
+                    for j in range(1, len(terms)):
+                        acc = acc + terms[(start + d * j) % len(terms)]
+                    cands.append(acc / world)
         out.copy_(cands[0])
         return cands
 

@@ -115,20 +115,27 @@ class PlansTest(unittest.TestCase):
         self.assertEqual(base["choices"], {"dense_ring": 1})
 
     def test_dense_buckets_follow_the_mode(self):
-        # Flat plans: the world's ring of the dense bucket; hierarchical
-        # ones: the node stages and the library's ring across the 4 nodes on
-        # a 1/2 shard (Communicator::DenseHierarchical), half the NIC each.
-        s = pe.Setting(4, 2, 8e9, alpha_s=0.0, intra_bps=None, goodput=1.0)
-        ring = pe.cost("dense_ring", 8, 1000, "topk:ratio=0.01", s.nic, 0.0, s.rates)
-        cross = pe.cost("dense_ring", 4, 500, "topk:ratio=0.01", s.nic / 2, 0.0, s.rates)
-        ps = pe.plans([1000], [], "topk:ratio=0.01", s)
-        none = pe.plans([], [], "topk:ratio=0.01", s)
-        for name in ("flat chosen", "hierarchical chosen"):
-            self.assertEqual(none[name]["seconds"], 0.0)
-        self.assertAlmostEqual(ps["flat chosen"]["seconds"], ring["seconds"])
-        self.assertAlmostEqual(ps["hierarchical chosen"]["seconds"], cross["seconds"])
-        self.assertAlmostEqual(ps["hierarchical chosen"]["rounds"], cross["rounds"])
-        self.assertLess(ps["hierarchical chosen"]["rounds"], ps["flat chosen"]["rounds"])
+        # Flat plans: the world's ring of a dense bucket. Hierarchical ones:
+        # where the library's rule picks two levels (256 x 8), the library's
+        # ring across the nodes on a 1/8 shard with an eighth of the NIC plus
+        # the node stages; where it does not (2 x 2), the world's ring.
+        spec, n = "topk:ratio=0.01", 68000
+        for nodes, gpus, two in ((256, 8, True), (2, 2, False)):
+            s = pe.Setting(nodes, gpus, 25e9)
+            self.assertEqual(gw.dense_two_level(nodes, gpus, n, bytes_per_second=s.nic / gpus,
+                                                seconds_per_round=s.alpha_s, **s.rates), two)
+            ring = pe.cost("dense_ring", nodes * gpus, n, spec, s.nic, s.alpha_s, s.rates)
+            ps = pe.plans([n], [], spec, s)
+            self.assertAlmostEqual(ps["flat chosen"]["seconds"], ring["seconds"])
+            if two:
+                cross = pe.cost("dense_ring", nodes, n // gpus, spec, s.nic / gpus, s.alpha_s,
+                                s.rates)
+                local = 2 * pe.intra_s(gpus, n, s.intra_bps, s.intra_alpha_s)
+                self.assertAlmostEqual(ps["hierarchical chosen"]["seconds"],
+                                       cross["seconds"] + local)
+                self.assertLess(ps["hierarchical chosen"]["rounds"], ring["rounds"] / 5)
+            else:
+                self.assertAlmostEqual(ps["hierarchical chosen"]["seconds"], ring["seconds"])
 
     def test_flat_link_by_pattern(self):
         self.assertEqual(pe.flat_link("dense_ring", 512, 8, 1.0), 1.0)

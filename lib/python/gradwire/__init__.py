@@ -258,5 +258,6 @@ class Communicator(_gradwire.Communicator):
 # the Communicator predicts and picks per bucket; tools/planner.py uses it.
 exchange_cost = _gradwire.exchange_cost
 choose_exchange = _gradwire.choose_exchange
+dense_two_level = _gradwire.dense_two_level
 EXCHANGE_MODEL_DEFAULTS = _gradwire.EXCHANGE_MODEL_DEFAULTS
-__all__ += ["exchange_cost", "choose_exchange", "EXCHANGE_MODEL_DEFAULTS"]
+__all__ += ["exchange_cost", "choose_exchange", "dense_two_level", "EXCHANGE_MODEL_DEFAULTS"]
