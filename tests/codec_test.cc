@@ -67,6 +67,23 @@ std::vector<float> Gradient(uint64_t n, std::mt19937_64& rng) {
   return g;
 }
 
+// One frame per sender of a fresh gradient of n elements, sender r's at
+// steps[r] (no residual). Empty, with a test failure, if an encode fails.
+std::vector<std::vector<uint8_t>> SendersFrames(const Codec& codec, uint64_t n,
+                                                const std::vector<uint64_t>& steps,
+                                                std::mt19937_64& rng) {
+  std::vector<std::vector<uint8_t>> frames(steps.size());
+  for (size_t r = 0; r < steps.size(); ++r) {
+    const std::vector<float> grad = Gradient(n, rng);
+    frames[r].resize(codec.MaxEncodedBytes(n));
+    absl::StatusOr<EncodeStats> st = codec.Encode(grad, steps[r], {}, absl::MakeSpan(frames[r]));
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (!st.ok()) return {};
+    frames[r].resize(st->frame_bytes);
+  }
+  return frames;
+}
+
 bool IsSelectionOrCast(Method m) { return m != Method::kQsgd && m != Method::kSign; }
 
 TEST(CodecTest, RoundTripAndErrorFeedbackContractForEveryCodec) {
@@ -191,19 +208,13 @@ TEST(CodecTest, DecodeAverageEqualsDecodeIntoZerosThenDivide) {
       for (size_t p : {1u, 2u, 3u, 5u}) {
         SCOPED_TRACE(text + " n=" + std::to_string(n) + " P=" + std::to_string(p));
         std::unique_ptr<Codec> codec = Make(text);
-        std::vector<std::vector<uint8_t>> frames(p);
-        std::vector<absl::Span<const uint8_t>> views;
-        for (size_t r = 0; r < p; ++r) {
-          const std::vector<float> grad = Gradient(n, rng);
-          frames[r].resize(codec->MaxEncodedBytes(n));
-          // Random-k: with P = 5, rank 2 on another step gives other
-          // indices; fewer frames share one step (the fused average).
-          const uint64_t step = r == 2 && p == 5 ? 8 : 7;
-          absl::StatusOr<EncodeStats> st = codec->Encode(grad, step, {}, absl::MakeSpan(frames[r]));
-          ASSERT_TRUE(st.ok()) << st.status();
-          frames[r].resize(st->frame_bytes);
-          views.push_back(frames[r]);
-        }
+        // Random-k: with P = 5, rank 2 on another step gives other
+        // indices; fewer frames share one step (the fused average).
+        std::vector<uint64_t> steps(p, 7);
+        if (p == 5) steps[2] = 8;
+        const std::vector<std::vector<uint8_t>> frames = SendersFrames(*codec, n, steps, rng);
+        ASSERT_EQ(frames.size(), p);
+        const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
         for (float divisor : {1.0f, static_cast<float>(p), 3.0f, 0.7f}) {
           std::vector<float> want(n, 0.0f);
           for (size_t r = 0; r < p; ++r) {
@@ -396,22 +407,16 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
 // with DecodeAccumulate's error before anything is written.
 TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
   GRADWIRE_SEEDED_RNG(rng);
-  const uint64_t n = 300007;  // k = 30001 at 10 %: several windows a frame
+  const uint64_t n = 300007;  // k = 30001 at 10 %: entries in ~73 chunks of 4096
   const size_t p = 4;
   for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "topk:ratio=0.01,indices=raw",
                            "topk:ratio=0.1,values=bf16"}) {
     SCOPED_TRACE(text);
     std::unique_ptr<Codec> codec = Make(text);
-    std::vector<std::vector<uint8_t>> frames(p);
-    std::vector<absl::Span<const uint8_t>> views;
-    for (size_t r = 0; r < p; ++r) {
-      const std::vector<float> grad = Gradient(n, rng);
-      frames[r].resize(codec->MaxEncodedBytes(n));
-      absl::StatusOr<EncodeStats> st = codec->Encode(grad, 3, {}, absl::MakeSpan(frames[r]));
-      ASSERT_TRUE(st.ok()) << st.status();
-      frames[r].resize(st->frame_bytes);
-      views.push_back(frames[r]);
-    }
+    const std::vector<std::vector<uint8_t>> frames =
+        SendersFrames(*codec, n, std::vector<uint64_t>(p, 3), rng);
+    ASSERT_EQ(frames.size(), p);
+    const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
     std::vector<float> want(n, 0.0f);
     for (size_t r = 0; r < p; ++r) {
       ASSERT_TRUE(codec->DecodeAccumulate(frames[r], absl::MakeSpan(want)).ok());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -252,6 +253,9 @@ ChoiceBasis ChoiceBasisOf(const CompressionSpec& spec) {
 
 bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel& model) {
   if (nodes < 2 || local < 2) return false;
+  // A world too large for an int rank count: its ring alone would take
+  // over 4e9 steps.
+  if (int64_t{nodes} * local > std::numeric_limits<int>::max()) return true;
   const CompressionSpec none;  // the ring's cost does not depend on a spec
   const double world =
       EstimateExchange(ExchangeKind::kDenseRing, nodes * local, elements, none, model).seconds();

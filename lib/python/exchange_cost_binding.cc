@@ -161,45 +161,40 @@ py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& 
 void DefineExchangeCost(py::module_& m) {
   const ExchangeModel defaults;
   m.attr("EXCHANGE_MODEL_DEFAULTS") = ExchangeModelDict(defaults);
-  m.def("exchange_cost", &ExchangeCostOf, py::arg("kind"), py::arg("ranks"), py::arg("elements"),
-        py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
-        py::arg("seconds_per_round") = defaults.seconds_per_round,
-        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
-        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
-        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
-        py::arg("seconds_per_message") = defaults.seconds_per_message,
-        R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
+  // Each entry point takes its own leading arguments, then the model's
+  // (with EXCHANGE_MODEL_DEFAULTS as defaults), then its doc string.
+  auto def_with_model = [&](const char* name, auto fn, const char* doc, auto... leading) {
+    m.def(name, fn, leading..., py::arg("bytes_per_second") = defaults.bytes_per_second,
+          py::arg("seconds_per_round") = defaults.seconds_per_round,
+          py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
+          py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+          py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
+          py::arg("seconds_per_message") = defaults.seconds_per_message, doc);
+  };
+  def_with_model("exchange_cost", &ExchangeCostOf,
+                 R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
 ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
 kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the last
 needs a sparse spec); the model: one rank's link (bytes/s each way),
 seconds per message step, encode, decode and dense-pass rates, CPU seconds
 per extra message (defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
 'bytes_sent', 'bytes_received' (per rank), 'rounds', 'messages', 'wire_s',
-'compute_s', 'seconds'}.)doc");
-  m.def("choose_exchange", &ChooseExchangeOf, py::arg("ranks"), py::arg("elements"),
-        py::arg("spec"), py::arg("bytes_per_second") = defaults.bytes_per_second,
-        py::arg("seconds_per_round") = defaults.seconds_per_round,
-        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
-        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
-        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
-        py::arg("seconds_per_message") = defaults.seconds_per_message,
-        R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
+'compute_s', 'seconds'}.)doc",
+                 py::arg("kind"), py::arg("ranks"), py::arg("elements"), py::arg("spec"));
+  def_with_model("choose_exchange", &ChooseExchangeOf,
+                 R"doc(The exchange the Communicator picks for a flat bucket (ChooseExchange):
 for a sparse spec the kind with the smallest predicted time; for QSGD, sign,
 fp16 and bf16 by bytes alone (the ring only where a QSGD or sign payload is
 at least 8n/P bytes; the cast allreduce from 3 ranks); 'dense_ring' for
-'none'. Same model arguments as exchange_cost.)doc");
-  m.def("dense_two_level", &DenseTwoLevelOf, py::arg("nodes"), py::arg("local"),
-        py::arg("elements"), py::arg("bytes_per_second") = defaults.bytes_per_second,
-        py::arg("seconds_per_round") = defaults.seconds_per_round,
-        py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
-        py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
-        py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
-        py::arg("seconds_per_message") = defaults.seconds_per_message,
-        R"doc(Whether a hierarchical Communicator of nodes x local ranks averages a dense
+'none'. Same model arguments as exchange_cost.)doc",
+                 py::arg("ranks"), py::arg("elements"), py::arg("spec"));
+  def_with_model("dense_two_level", &DenseTwoLevelOf,
+                 R"doc(Whether a hierarchical Communicator of nodes x local ranks averages a dense
 buffer of `elements` in two levels (reduce-scatter in the node, rings across
 the nodes on 1/local shards, allgather in the node) rather than by the
 world's ring (DenseTwoLevel): where the model predicts it faster. Same model
-arguments as exchange_cost.)doc");
+arguments as exchange_cost.)doc",
+                 py::arg("nodes"), py::arg("local"), py::arg("elements"));
 }
 
 }  // namespace python

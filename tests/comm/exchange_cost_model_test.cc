@@ -151,6 +151,7 @@ TEST(ExchangeCostModel, DenseTwoLevelWhereItIsFaster) {
     }
   }
   EXPECT_FALSE(DenseTwoLevel(1, 8, 68000, m));
+  EXPECT_TRUE(DenseTwoLevel(1 << 30, 8, 68000, m));  // no int overflow
   EXPECT_FALSE(DenseTwoLevel(256, 1, 68000, m));
   // ResNet-50's 68K dense elements: the world ring at 2 x 2, two levels at
   // 256 x 8 (4,095 ring steps against a few hundred).
