@@ -369,6 +369,18 @@ class Communicator {
   // for AllreduceMean; path kDense never has one.
   absl::Status Exchange(uint32_t bucket, uint64_t step, absl::Span<float> data,
                         absl::Span<float> dense, ExchangePath path);
+  // Which exchange of a bucket a sealed collective is (ChunkScope::stage).
+  enum Stage : uint32_t {
+    kDenseStage = 1,              // the world's allreduce of a dense buffer
+    kNodeReduceScatterStage = 2,  // hierarchical step 1
+    kNodeAllgatherStage = 3,      // hierarchical step 4
+    kCastContributionStage = 4,   // the cast allreduce's contributions
+    kCastAllgatherStage = 5,      // the cast allreduce's allgather of averages
+    // A dense buffer in hierarchical mode (DenseHierarchical):
+    kDenseNodeReduceScatterStage = 6,  // in the node
+    kDenseCrossStage = 7,              // the ring across nodes on a shard
+    kDenseNodeAllgatherStage = 8,      // in the node
+  };
   // The sealed dense ring of `data` and its division by the world size:
   // the world's ring, or DenseHierarchical where DenseTakesTwoLevels.
   absl::Status Dense(uint32_t bucket, uint64_t step, absl::Span<float> data, ExchangeStats* cost);
