@@ -11,6 +11,14 @@ from clusterbench import TOOLS, BenchError
 from clusterbench.cli import PEER_HOOKS
 from gwtools import ports, ranks, results
 
+# The one-host figures the planner takes as inputs (compression alone, and
+# the run's ranks' CPU per step on loopback, behind the shared-core bound)
+# are medians of at least this many steps, whatever --iters is: with
+# --iters 3 one disturbed loopback run gave VGG-16 top-k 250 ms of CPU a
+# step where its ranks spent 133-166 ms in the run itself, and the bound
+# over-predicted that case by 72 % (docs/results/2026-12-01-grid-head.md).
+FIGURE_MIN_ITERS = 9
+
 
 class CaseFailed(BenchError):
     """A case's ranks failed. `outcome` (gwtools.ranks.Outcome) says how;
@@ -105,11 +113,13 @@ class Bench:
                                wrap=cluster.command if cluster is not None else None)
 
     # -- gradwire ----------------------------------------------------------
-    def exchange_argv(self, profile_file, m, flat=False):
+    def exchange_argv(self, profile_file, m, flat=False, min_iters=1):
         """exchange_bench's command line for method `m` with this run's
-        settings; `flat` drops --hierarchical (the one-host measurements)."""
+        settings; `flat` drops --hierarchical (the one-host measurements);
+        at least `min_iters` timed steps."""
         a = self.a
-        argv = [a.exchange_bench, f"--profile_file={profile_file}", f"--iters={a.iters}",
+        argv = [a.exchange_bench, f"--profile_file={profile_file}",
+                f"--iters={max(a.iters, min_iters)}",
                 f"--warmup={a.warmup}", f"--bucket_size_mb={a.bucket_size_mb}",
                 f"--timeout_ms={a.timeout_ms}",
                 f"--bucket_views={'true' if a.bucket_views else 'false'}",
@@ -155,7 +165,8 @@ class Bench:
         """One rank, loopback, machine to itself: the codec's own time (ms per
         step, auth included) and the process CPU that step took (ms)."""
         res = self.run_exchange(f"alone-{secrets.token_hex(3)}", f"{m['spec_text']} alone",
-                                None, self.exchange_argv(profile_file, m, flat=True), 1, 1)[0]
+                                None, self.exchange_argv(profile_file, m, flat=True,
+                                                         min_iters=FIGURE_MIN_ITERS), 1, 1)[0]
         return (res["compress_ms_median"] + res.get("auth_ms_median", 0.0),
                 res.get("process_cpu_ms_median"))
 
@@ -172,7 +183,8 @@ class Bench:
         per_host = self.a.ranks_per_host if hierarchical else world
         res = self.run_exchange(f"cpu-{secrets.token_hex(3)}",
                                 f"{m['spec_text']} on loopback (CPU per rank-step)", None,
-                                self.exchange_argv(profile_file, m, flat=not hierarchical),
+                                self.exchange_argv(profile_file, m, flat=not hierarchical,
+                                                   min_iters=FIGURE_MIN_ITERS),
                                 world, per_host)
         cpu = [r.get("process_cpu_ms_median") for r in res]
         return sum(cpu) / len(cpu) if all(c is not None for c in cpu) else None
