@@ -103,6 +103,10 @@ ABSL_FLAG(int, iters, 20, "timed iterations");
 ABSL_FLAG(int, warmup, 3, "untimed iterations first (buffers, plan, connections)");
 ABSL_FLAG(std::string, json_out, "",
           "write this rank's results (or its error) as JSON here; \"{rank}\" becomes the rank");
+ABSL_FLAG(std::string, timeline_out, "",
+          "write when each pipeline stage of the timed steps ran, in Chrome's trace format "
+          "(chrome://tracing, Perfetto), here; \"{rank}\" becomes the rank. "
+          "tools/timeline_summary.py names where a step's time went");
 ABSL_FLAG(std::string, iface, "", "network interface to bind and advertise (GLOO_SOCKET_IFNAME)");
 ABSL_FLAG(std::string, bind_address, "", "numeric address to bind and advertise");
 ABSL_FLAG(bool, emulate_nodes, false, "bind 127.0.0.1 although LOCAL_WORLD_SIZE < WORLD_SIZE");
@@ -173,6 +177,54 @@ std::string JsonQuote(absl::string_view text) {
 // --json_out for this rank ("{rank}" replaced), or "" without the flag.
 std::string JsonPath(int rank) {
   return absl::StrReplaceAll(absl::GetFlag(FLAGS_json_out), {{"{rank}", absl::StrCat(rank)}});
+}
+
+// Chrome trace events (the JSON array format's objects, comma-separated)
+// for one timed step: the step itself and its bucket instants on the
+// caller's thread (tid 0), the stages on the compute (1) and comm (2)
+// threads; microseconds since the Unix epoch, so that ranks on one
+// machine line up.
+void AppendTraceEvents(const std::vector<StageSpan>& spans, int rank, int step, absl::Time begun,
+                       absl::Time ended, std::string* out) {
+  auto us = [](absl::Time t) { return absl::ToDoubleMicroseconds(t - absl::UnixEpoch()); };
+  auto event = [&](const char* name, const char* ph, int tid, absl::Time start, absl::Time end,
+                   int64_t bucket) {
+    if (!out->empty()) out->append(",\n");
+    absl::StrAppendFormat(out, R"({"name": "%s", "ph": "%s", "pid": %d, "tid": %d, "ts": %.3f)",
+                          name, ph, rank, tid, us(start));
+    if (*ph == 'X') absl::StrAppendFormat(out, R"(, "dur": %.3f)", us(end) - us(start));
+    if (*ph == 'i') out->append(R"(, "s": "t")");
+    absl::StrAppendFormat(out, R"(, "args": {"step": %d)", step);
+    if (bucket >= 0) absl::StrAppendFormat(out, R"(, "bucket": %d)", bucket);
+    out->append("}}");
+  };
+  event("step", "X", 0, begun, ended, -1);
+  for (const StageSpan& s : spans) {
+    const std::string thread = PipelineThreadName(s.stage);
+    const int tid = thread == "caller" ? 0 : thread == "compute" ? 1 : 2;
+    event(PipelineStageName(s.stage), s.stage == PipelineStage::kQueued ? "i" : "X", tid, s.start,
+          s.end, s.bucket);
+  }
+}
+
+// The whole trace file of one rank: names for its process and threads,
+// then the events.
+std::string TraceJson(int rank, const std::string& events) {
+  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  absl::StrAppendFormat(&out,
+                        R"({"name": "process_name", "ph": "M", "pid": %d, )"
+                        R"("args": {"name": "rank %d"}})",
+                        rank, rank);
+  const char* threads[] = {"caller", "compute", "comm"};
+  for (int tid = 0; tid < 3; ++tid) {
+    absl::StrAppendFormat(&out,
+                          ",\n"
+                          R"({"name": "thread_name", "ph": "M", "pid": %d, "tid": %d, )"
+                          R"("args": {"name": "%s"}})",
+                          rank, tid, threads[tid]);
+  }
+  if (!events.empty()) out += ",\n" + events;
+  return out + "\n]}\n";
 }
 
 // Writes `text` to `path` whole or not at all (a reader never sees half).
@@ -312,6 +364,7 @@ struct Series {
   std::vector<double> iter_ms, compress_ms, auth_ms, wire_ms, sync_ms, transfer_ms, wait_ms,
       copy_ms, span_ms, overlap, cpu_ms;
   ExchangeStats timed;  // summed over the timed steps
+  std::string trace;    // --timeline_out: the timed steps' trace events
 
   void Add(const ExchangeStats& st, double step_ms, double cpu) {
     timed.Add(st);
@@ -330,16 +383,18 @@ struct Series {
 };
 
 // One step: gradients written (untimed), aligned, then submitted, flushed
-// and waited for. Returns the step's wall time in ms; *cpu_ms its CPU.
+// and waited for. Returns the step's wall time in ms; *cpu_ms its CPU,
+// *begun when it began.
 absl::StatusOr<double> Step(GradientExchanger& ex, std::vector<Tensor>& tensors,
                             const std::vector<absl::Span<float>>& target, int it,
-                            absl::Duration timeout, double* cpu_ms) {
+                            absl::Duration timeout, double* cpu_ms, absl::Time* begun) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::copy(tensors[i].pristine.begin(), tensors[i].pristine.end(), target[i].begin());
   }
   if (absl::GetFlag(FLAGS_align_steps)) GRADWIRE_RETURN_IF_ERROR(ex.Barrier(timeout));
   const double cpu0 = ProcessCpuMs();
   const absl::Time t0 = absl::Now();
+  *begun = t0;
   GRADWIRE_RETURN_IF_ERROR(ex.BeginStep(it));
   for (size_t i = 0; i < tensors.size(); ++i) {
     GRADWIRE_RETURN_IF_ERROR(ex.Submit(tensors[i].name, target[i], tensors[i].shape).status());
@@ -353,7 +408,7 @@ absl::StatusOr<double> Step(GradientExchanger& ex, std::vector<Tensor>& tensors,
 
 // Warm-up and timed steps, then an orderly Close (no rank may reset a peer
 // still finishing the last step).
-absl::StatusOr<Series> RunSteps(GradientExchanger& ex, std::vector<Tensor>& tensors,
+absl::StatusOr<Series> RunSteps(GradientExchanger& ex, std::vector<Tensor>& tensors, int rank,
                                 absl::Duration timeout) {
   const int warmup = absl::GetFlag(FLAGS_warmup), iters = absl::GetFlag(FLAGS_iters);
   // Where each gradient is written before a step ("backward", untimed):
@@ -368,8 +423,15 @@ absl::StatusOr<Series> RunSteps(GradientExchanger& ex, std::vector<Tensor>& tens
       }
     }
     double cpu_ms = 0;
-    GRADWIRE_ASSIGN_OR_RETURN(const double ms, Step(ex, tensors, target, it, timeout, &cpu_ms));
-    if (it >= warmup) series.Add(ex.StepStats(), ms, cpu_ms);
+    absl::Time begun;
+    GRADWIRE_ASSIGN_OR_RETURN(const double ms,
+                              Step(ex, tensors, target, it, timeout, &cpu_ms, &begun));
+    if (it < warmup) continue;
+    series.Add(ex.StepStats(), ms, cpu_ms);
+    if (!absl::GetFlag(FLAGS_timeline_out).empty()) {
+      AppendTraceEvents(ex.StepTimeline(), rank, it, begun, begun + absl::Milliseconds(ms),
+                        &series.trace);
+    }
   }
   GRADWIRE_RETURN_IF_ERROR(ex.Close(timeout));
   return series;
@@ -467,7 +529,7 @@ int Main() {
   eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
   auto ex = GradientExchanger::Create(std::move(*comm), eo);
   if (!ex.ok()) return Fail(ex.status(), rank);
-  absl::StatusOr<Series> series = RunSteps(**ex, tensors, config->timeout);
+  absl::StatusOr<Series> series = RunSteps(**ex, tensors, rank, config->timeout);
   if (!series.ok()) return Fail(series.status(), rank);
 
   info.rank = rank;
@@ -485,6 +547,12 @@ int Main() {
     absl::Status s = WriteFileAtomically(JsonPath(rank), ResultJson(info, *series));
     if (!s.ok()) return Fail(s);
   }
+  if (!absl::GetFlag(FLAGS_timeline_out).empty()) {
+    const std::string path =
+        absl::StrReplaceAll(absl::GetFlag(FLAGS_timeline_out), {{"{rank}", absl::StrCat(rank)}});
+    absl::Status s = WriteFileAtomically(path, TraceJson(rank, series->trace));
+    if (!s.ok()) return Fail(s);
+  }
   return 0;
 }
 
@@ -493,6 +561,7 @@ int Main() {
 
 int main(int argc, char** argv) {
   int exit_code = 0;
-  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "exchange_bench", &exit_code)) return exit_code;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "exchange_bench", &exit_code))
+    return exit_code;
   return gradwire::Main();
 }

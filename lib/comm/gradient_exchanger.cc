@@ -124,6 +124,10 @@ absl::Status GradientExchanger::BeginStep(uint64_t step) {
   // Nothing is in flight: the pipeline starts the step empty. clear()
   // keeps the capacity, so later steps do not allocate.
   queue_.clear();
+  // At most four spans a bucket (queued, encode, transfer, finish): from
+  // the second step on, capacity for all of them.
+  timeline_.clear();
+  timeline_.reserve(4 * buckets_.size());
   encode_at_ = transfer_at_ = finish_at_ = 0;
   staged_started_ = staged_finished_ = 0;
   span_started_ = false;
@@ -134,10 +138,12 @@ absl::Status GradientExchanger::EnqueueLocked(Bucket* bucket) {
   if (DeviceGradientsLocked() && !bucket->on_device) {
     if (absl::Status s = PrepareDeviceBucketLocked(bucket); !s.ok()) return s;
   }
+  const absl::Time now = absl::Now();
   if (!span_started_) {
-    span_start_ = absl::Now();
+    span_start_ = now;
     span_started_ = true;
   }
+  timeline_.push_back({bucket->id, PipelineStage::kQueued, now, now});
   bucket->queued = true;
   bucket->staged = !bucket->on_device && comm_->CanStage(bucket->path, bucket->data.size());
   bucket->stage = bucket->staged ? Stage::kEncode : Stage::kTransfer;
@@ -368,10 +374,16 @@ void GradientExchanger::WriteBack(const Bucket& bucket) {
 }
 
 void GradientExchanger::StageDoneLocked(Bucket* bucket, const absl::Status& s,
-                                        const ExchangeStats& cost, const char* what) {
+                                        const ExchangeStats& cost, PipelineStage stage,
+                                        absl::Time start) {
+  const absl::Time end = absl::Now();
+  timeline_.push_back({bucket->id, stage, start, end});
   step_stats_.Add(cost);
   total_stats_.Add(cost);
   if (!s.ok()) {
+    const char* what = stage == PipelineStage::kEncode   ? "encode"
+                       : stage == PipelineStage::kFinish ? "decode"
+                                                         : "exchange";
     (void)PoisonLocked(absl::Status(s.code(), absl::StrCat("bucket ", bucket->id, " of step ",
                                                            step_, " (", what, "): ", s.message())));
     return;  // the bucket stays where it is; the pipeline stops here
@@ -394,7 +406,7 @@ void GradientExchanger::StageDoneLocked(Bucket* bucket, const absl::Status& s,
       if (bucket->staged) ++staged_finished_;  // frees its slot
       if (--in_flight_ == 0) {
         // The step's span so far: first bucket queued to last written back.
-        const absl::Duration span = absl::Now() - span_start_;
+        const absl::Duration span = end - span_start_;
         total_stats_.span_time += span - step_stats_.span_time;
         step_stats_.span_time = span;
       }
@@ -417,6 +429,7 @@ void GradientExchanger::ComputeLoop() {
     const uint64_t step = step_;
     const bool encode = bucket->stage == Stage::kEncode;
     lock.unlock();
+    const absl::Time start = absl::Now();
 
     // Off the lock. The caller does not touch a queued bucket, the comm
     // thread does not touch it in these stages, and the slot is this
@@ -442,7 +455,8 @@ void GradientExchanger::ComputeLoop() {
     }
 
     lock.lock();
-    StageDoneLocked(bucket, s, cost, encode ? "encode" : "decode");
+    StageDoneLocked(bucket, s, cost, encode ? PipelineStage::kEncode : PipelineStage::kFinish,
+                    start);
   }
 }
 
@@ -463,6 +477,7 @@ void GradientExchanger::CommLoop() {
     Bucket* bucket = queue_[transfer_at_++];
     const uint64_t step = step_;
     lock.unlock();
+    const absl::Time start = absl::Now();
 
     ExchangeStats cost;
     absl::Status s;
@@ -478,7 +493,8 @@ void GradientExchanger::CommLoop() {
     }
 
     lock.lock();
-    StageDoneLocked(bucket, s, cost, "exchange");
+    StageDoneLocked(bucket, s, cost,
+                    bucket->staged ? PipelineStage::kTransfer : PipelineStage::kExchange, start);
   }
 }
 
@@ -535,6 +551,11 @@ absl::Status GradientExchanger::RestoreState(absl::string_view state) {
 ExchangeStats GradientExchanger::StepStats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return step_stats_;
+}
+
+std::vector<StageSpan> GradientExchanger::StepTimeline() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return timeline_;
 }
 
 ExchangeStats GradientExchanger::TotalStats() const {

@@ -98,6 +98,7 @@
 #include "gradwire/lib/comm/bucket_plan.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/lib/comm/stage_timeline.h"
 
 namespace gradwire {
 
@@ -195,6 +196,12 @@ class GradientExchanger {
   ExchangeStats StepStats() const;
   ExchangeStats TotalStats() const;
 
+  // When each stage of the current (or last finished) step ran
+  // (stage_timeline.h): per bucket its kQueued instant, then its stages
+  // in the order they finished. Recording costs two clock reads a stage
+  // and, from the third step on, no allocation.
+  std::vector<StageSpan> StepTimeline() const;
+
   // The bucket plan, one line per bucket ("bucket 0: compressed, 3
   // tensors, 2359296 elements"); empty before the first Flush.
   std::string DescribePlan() const;
@@ -255,8 +262,9 @@ class GradientExchanger {
   // Destructor: frees device buckets once the stream is done with them.
   void FreeDeviceBuckets();
   // Bookkeeping of a finished stage, mutex held: stats, poison, next stage.
+  // `stage` ran from `start` until now.
   void StageDoneLocked(Bucket* bucket, const absl::Status& s, const ExchangeStats& cost,
-                       const char* what);
+                       PipelineStage stage, absl::Time start);
   // Caller side, mutex held. Fails only preparing a device bucket.
   absl::Status EnqueueLocked(Bucket* bucket);
   absl::Status PoisonLocked(absl::Status status);
@@ -316,6 +324,7 @@ class GradientExchanger {
 
   ExchangeStats step_stats_;
   ExchangeStats total_stats_;
+  std::vector<StageSpan> timeline_;  // this step's; cleared (capacity kept) by BeginStep
 
   // Last: started after everything above exists.
   std::thread compute_thread_;

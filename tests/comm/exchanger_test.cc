@@ -2,13 +2,16 @@
 // no peers: a world of one rank over an in-memory store. Multi-rank
 // behaviour (bitwise equality with the CPU reference, mismatches, MACs)
 // is in comm_test.py.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
@@ -109,8 +112,8 @@ TEST(CommunicatorTest, EachBucketsStepsMustGrow) {
       EXPECT_NE(s.message().find("is not after its previous step 7"), std::string::npos) << s;
       EXPECT_EQ(data, before);
     }
-    EXPECT_TRUE(absl::IsInvalidArgument(
-        comm->AllreduceMeanWithDense(bucket, 7, absl::MakeSpan(data), {})));
+    EXPECT_TRUE(
+        absl::IsInvalidArgument(comm->AllreduceMeanWithDense(bucket, 7, absl::MakeSpan(data), {})));
   }
   EXPECT_TRUE(comm->health().ok()) << comm->health();
   EXPECT_TRUE(comm->AllreduceMean(6, 0, absl::MakeSpan(data), ExchangePath::kDense).ok());
@@ -253,6 +256,82 @@ TEST(ExchangerTest, PipelineDepthDoesNotChangeResults) {
   ExchangerOptions bad;
   bad.pipeline_depth = 0;
   EXPECT_TRUE(absl::IsInvalidArgument(GradientExchanger::Create(MakeComm("topk"), bad).status()));
+}
+
+// The step's timeline holds each bucket's stages in pipeline order, each
+// pipeline thread runs one stage at a time, the pipeline depth bounds the
+// staged buckets between encode and finish, and BeginStep starts afresh.
+TEST(ExchangerTest, StepTimelineHoldsEveryStageInPipelineOrder) {
+  const char* names[] = {"a", "b", "c", "d"};
+  // 80 KB buckets: a, c and d compressed (one each), b (100 floats) dense.
+  const size_t sizes[] = {20000, 100, 20000, 20000};
+  for (int depth : {1, 2}) {
+    auto ex = MakeExchanger("topk:ratio=0.05", 80000, depth);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<float>> grads;
+      for (int t = 0; t < 4; ++t) grads.push_back(Ramp(sizes[t], 1.0f + step));
+      ASSERT_TRUE(ex->BeginStep(step).ok());
+      EXPECT_TRUE(ex->StepTimeline().empty()) << "BeginStep keeps no span of the last step";
+      std::vector<uint32_t> tickets;
+      for (int t = 0; t < 4; ++t) {
+        auto ticket = ex->Submit(names[t], absl::MakeSpan(grads[t]));
+        ASSERT_TRUE(ticket.ok()) << ticket.status();
+        tickets.push_back(ticket->bucket);
+      }
+      ASSERT_TRUE(ex->Flush().ok());
+      ASSERT_TRUE(ex->WaitAll(absl::Seconds(10)).ok());
+      ASSERT_EQ(ex->bucket_count(), 4u) << ex->DescribePlan();
+      const std::vector<StageSpan> spans = ex->StepTimeline();
+      const std::string where = absl::StrCat("depth ", depth, " step ", step);
+      // Per bucket, its stages in the order recorded.
+      std::map<uint32_t, std::vector<StageSpan>> by_bucket;
+      for (const StageSpan& s : spans) {
+        EXPECT_LE(s.start, s.end) << where;
+        by_bucket[s.bucket].push_back(s);
+      }
+      ASSERT_EQ(by_bucket.size(), 4u) << where;
+      for (int t = 0; t < 4; ++t) {
+        const std::vector<StageSpan>& b = by_bucket[tickets[t]];
+        std::vector<PipelineStage> want = {PipelineStage::kQueued, PipelineStage::kEncode,
+                                           PipelineStage::kTransfer, PipelineStage::kFinish};
+        if (sizes[t] == 100) {
+          want = {PipelineStage::kQueued, PipelineStage::kExchange, PipelineStage::kFinish};
+        }
+        ASSERT_EQ(b.size(), want.size()) << where << " bucket " << tickets[t];
+        for (size_t i = 0; i < b.size(); ++i) {
+          EXPECT_EQ(b[i].stage, want[i]) << where << " bucket " << tickets[t] << " span " << i;
+          if (i > 0) EXPECT_LE(b[i - 1].end, b[i].start) << where << " bucket " << tickets[t];
+        }
+        EXPECT_EQ(b[0].start, b[0].end) << "queued is an instant";
+      }
+      // One thread, one stage at a time.
+      for (const char* thread : {"compute", "comm"}) {
+        absl::Time last_end = absl::InfinitePast();
+        std::vector<StageSpan> on;
+        for (const StageSpan& s : spans) {
+          if (std::string(PipelineThreadName(s.stage)) == thread) on.push_back(s);
+        }
+        std::sort(on.begin(), on.end(),
+                  [](const StageSpan& x, const StageSpan& y) { return x.start < y.start; });
+        for (const StageSpan& s : on) {
+          EXPECT_LE(last_end, s.start) << where << " " << thread << " runs two stages at once";
+          last_end = s.end;
+        }
+      }
+      // Depth 1: a staged bucket's encode starts after the previous
+      // staged bucket's finish ended (one slot).
+      if (depth == 1) {
+        absl::Time previous_finish = absl::InfinitePast();
+        for (int t : {0, 2, 3}) {
+          const std::vector<StageSpan>& b = by_bucket[tickets[t]];
+          EXPECT_LE(previous_finish, b[1].start) << where << " bucket " << tickets[t];
+          previous_finish = b[3].end;
+        }
+      }
+    }
+  }
+  EXPECT_STREQ(PipelineStageName(PipelineStage::kTransfer), "transfer");
+  EXPECT_STREQ(PipelineThreadName(PipelineStage::kQueued), "caller");
 }
 
 // Gradients written into their slots travel without the copies in and

@@ -128,6 +128,10 @@ def _run_flags(p):
                    "latency probe ran")
     p.add_argument("--out_dir", default=os.path.join(ROOT, "bench-results"))
     p.add_argument("--name", default="", help="file name stem (default: cluster_bench-DATE)")
+    p.add_argument("--timeline_dir", default="",
+                   help="write each gradwire case's pipeline timeline (exchange_bench "
+                   "--timeline_out, one Chrome trace per rank) into this directory; "
+                   "tools/timeline_summary.py reads them")
     p.add_argument("--keep_logs", action="store_true",
                    help="keep per-rank logs of a complete run too (an incomplete run's are "
                    "always kept)")

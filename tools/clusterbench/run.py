@@ -3,6 +3,7 @@
 rank wrote read back. Nothing here parses what a rank prints."""
 
 import os
+import re
 import secrets
 import sys
 import time
@@ -154,9 +155,13 @@ class Bench:
         text = f"{label} gradwire {m['name']} P={a.world}"
         self.progress.show(text)
         t0 = time.monotonic()
-        res = self.run_exchange(f"case{self.progress.case_no}", text, cluster,
-                                self.exchange_argv(profile_file, m), a.world, a.ranks_per_host,
-                                self.progress.ticker(text))
+        argv = self.exchange_argv(profile_file, m)
+        if a.timeline_dir:
+            os.makedirs(a.timeline_dir, exist_ok=True)
+            stem = re.sub(r"[^A-Za-z0-9_.=-]+", "_", f"{label}-{m['name']}")
+            argv.append(f"--timeline_out={os.path.join(a.timeline_dir, stem)}.rank{{rank}}.json")
+        res = self.run_exchange(f"case{self.progress.case_no}", text, cluster, argv, a.world,
+                                a.ranks_per_host, self.progress.ticker(text))
         self.progress.show(text + f": {res[0]['iter_ms']['median']:.1f} ms/iter "
                            f"({time.monotonic() - t0:.0f} s)", final=True)
         return res
