@@ -73,6 +73,9 @@ ABSL_FLAG(double, bucket_size_mb, 25, "bucket fusion size in MiB of fp32 gradien
 ABSL_FLAG(int, pipeline_depth, 2,
           "flat compressed buckets in flight between encode and write-back (1: encode, exchange "
           "and decode one bucket at a time, no overlap)");
+ABSL_FLAG(bool, carry_dense_tail, true,
+          "the dense tail rides in the last compressed bucket's frames where the cost model "
+          "predicts it faster (ExchangerOptions::carry_dense_tail)");
 ABSL_FLAG(int, event_loop_nice, 0,
           "raise the nice value of Gloo's event-loop thread by this much (0..19): where ranks "
           "share cores, Gloo's loop spins while a descheduled thread holds a pair's lock "
@@ -444,6 +447,7 @@ struct RunInfo {
   std::string spec;
   bool hierarchical = false;
   int pipeline_depth = 0;
+  bool dense_tail_rides = false;  // ExchangerOptions::carry_dense_tail took effect
 };
 
 std::string ResultJson(const RunInfo& info, const Series& s) {
@@ -458,6 +462,7 @@ std::string ResultJson(const RunInfo& info, const Series& s) {
       ",\n  \"bucket_size_mb\": ", absl::GetFlag(FLAGS_bucket_size_mb),
       ",\n  \"dense_buckets\": ", info.dense_buckets,
       ",\n  \"compressed_buckets\": ", info.compressed_buckets,
+      ",\n  \"dense_tail_rides\": ", info.dense_tail_rides ? "true" : "false",
       ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
       ",\n  \"iters\": ", absl::GetFlag(FLAGS_iters),
       absl::StrFormat(",\n  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "
@@ -502,9 +507,11 @@ void PrintSummary(const RunInfo& info, const Series& s) {
   if (info.rank == 0) {
     std::printf(
         "plan: %llu tensors, %llu params, %d dense + %d compressed buckets of <= %.1f "
-        "MiB\n",
+        "MiB%s\n",
         static_cast<unsigned long long>(info.tensors), static_cast<unsigned long long>(info.params),
-        info.dense_buckets, info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb));
+        info.dense_buckets, info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb),
+        info.dense_tail_rides ? "; the dense tail rides in the last compressed bucket's frames"
+                              : "");
   }
 }
 
@@ -527,6 +534,7 @@ int Main() {
   ExchangerOptions eo;
   eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
   eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
+  eo.carry_dense_tail = absl::GetFlag(FLAGS_carry_dense_tail);
   auto ex = GradientExchanger::Create(std::move(*comm), eo);
   if (!ex.ok()) return Fail(ex.status(), rank);
   absl::StatusOr<Series> series = RunSteps(**ex, tensors, rank, config->timeout);
@@ -541,6 +549,7 @@ int Main() {
   info.pipeline_depth = eo.pipeline_depth;
   for (const BucketInfo& b : (*ex)->Plan()) {
     (b.path == ExchangePath::kDense ? info.dense_buckets : info.compressed_buckets)++;
+    if (b.carried_by >= 0) info.dense_tail_rides = true;
   }
   PrintSummary(info, *series);
   if (!absl::GetFlag(FLAGS_json_out).empty()) {

@@ -33,6 +33,10 @@ bytes/s, alpha per message):
                               (gradwire.dense_two_level): reduce-scatter in the node,
                               G sealed rings of 2(N-1) steps across nodes on 1/G
                               shards, allgather in the node
+  dense tail                  flat: the last dense bucket rides in the last compressed
+                              bucket's allgather frames, + (P-1) * 4n_dense / B, no
+                              ring, where the library's rule picks it
+                              (gradwire.dense_rides_allgather; GradientExchanger)
   compression                 CPU: per-element cost measured alone by cluster_bench
                               (x ranks/cores when ranks share this machine's cores);
                               and, with more ranks than cores, a bound: the step is no
@@ -139,6 +143,30 @@ def bucket_plan(shapes, bucket_bytes=25 << 20, dense_below=16384, dense_1d=True,
         dense_one_dimensional=dense_1d)
     return ([b["elements"] for b in plan if b["path"] == "dense"],
             [b["elements"] for b in plan if b["path"] == "compressed"])
+
+
+def dense_tail(shapes, bucket_bytes, m, p):
+    """(dense elements, compressed elements) of the dense tail that rides
+    in its compressed bucket's frames (GradientExchanger's
+    carry_dense_tail), or None: the buckets still open at the end of
+    backprop are one dense and one compressed bucket, flat, the compressed
+    one takes the sparse allgather and the library's cost model
+    (gradwire.dense_rides_allgather, default model as the runs use) prefers
+    riding to a ring of its own."""
+    if m["codec"] == "none" or m["hierarchical"] or p < 2:
+        return None
+    ext = gradwire_extension()
+    plan = ext.bucket_plan("topk", [tuple(s) for s in reversed(shapes)],
+                           bucket_bytes=bucket_bytes)
+    tail_dense = [b["elements"] for b in plan if b["tail"] and b["path"] == "dense"]
+    tail_comp = [b["elements"] for b in plan if b["tail"] and b["path"] == "compressed"]
+    if len(tail_dense) != 1 or len(tail_comp) != 1 or tail_dense[0] == 0:
+        return None
+    if library_exchange(m, p, tail_comp[0]) != "sparse_allgather":
+        return None
+    if not ext.dense_rides_allgather(p, tail_dense[0]):
+        return None
+    return tail_dense[0], tail_comp[0]
 
 
 def varint_index_bytes(density):
@@ -265,6 +293,12 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
         bw = min(bw, measured_bytes_per_s)
     compressing = m["codec"] != "none"
     dense_b, comp_b = bucket_plan(shapes, bucket_bytes, compressing=compressing)
+    # The dense tail riding in its compressed bucket's frames: no ring of
+    # its own; its (P - 1) x 4 bytes an element join that allgather.
+    rider = dense_tail(shapes, bucket_bytes, m, p)
+    if rider:
+        dense_b = list(dense_b)
+        dense_b.remove(rider[0])
     intra = intra_bytes_per_s
     wire = 0.0
     nic_bytes = 0.0
@@ -340,6 +374,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             nic_bytes += nbytes
         else:
             s = payload_bytes(m, n)
+            if rider and n == rider[1]:
+                s += 4 * rider[0]  # the dense section (its header is noise)
+                rider = None
             # The descriptors ride in GlooGroup's agreement round, and the
             # frames' allgatherv skips its own (the table was just gathered).
             wire += agreement_s(p, alpha_s) + allgather_s(p, s, bw, alpha_s)

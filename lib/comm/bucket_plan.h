@@ -80,6 +80,9 @@ struct BucketInfo {
   ExchangePath path = ExchangePath::kDense;
   uint64_t elements = 0;
   std::vector<std::string> tensors;
+  // GradientExchanger: the compressed bucket whose frames carry this dense
+  // one (ExchangerOptions::carry_dense_tail), or -1: its own exchange.
+  int64_t carried_by = -1;
 };
 
 // Where a tensor lives: bucket id and index among the bucket's members.

@@ -219,6 +219,15 @@ bool Communicator::DenseRides(uint64_t elements, uint64_t dense_elements) const 
   return ride <= apart;
 }
 
+bool Communicator::DenseTailRides(uint64_t elements, uint64_t dense_elements) const {
+  const int p = world_->size();
+  if (p < 2 || !CanStage(ExchangePath::kCompressed, elements) ||
+      KindFor(elements) != ExchangeKind::kSparseAllgather) {
+    return false;
+  }
+  return DenseRidesAllgather(p, dense_elements, model_);
+}
+
 ExchangePath Communicator::PathFor(uint64_t elements, bool one_dimensional) const {
   return path_rule().PathFor(elements, one_dimensional);
 }
@@ -368,14 +377,21 @@ absl::Span<const float> Communicator::Residual(uint32_t bucket) const {
 }
 
 absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step, absl::Span<float> data,
-                                       StagedBucket& f, ExchangeStats* cost) {
+                                       absl::Span<const float> dense, StagedBucket& f,
+                                       ExchangeStats* cost) {
   const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
   f.by_cast = KindFor(data.size()) == ExchangeKind::kCastAllreduce;
+  if (!dense.empty() && f.by_cast) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("bucket ", bucket,
+                     ": a dense part rides only in the sparse allgather's frames, and this "
+                     "bucket takes the cast allreduce"));
+  }
   if (f.by_cast) {
     return cast_allreduce_->Prepare(*world_, ef_, key.Piece(), bucket, step, data, data, f.cast,
                                     cost);
   }
-  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, f.gather, cost);
+  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, dense, f.gather, cost);
 }
 
 absl::Status Communicator::TransferStage(StagedBucket& f, ExchangeStats* cost) {
@@ -386,9 +402,9 @@ absl::Status Communicator::TransferStage(StagedBucket& f, ExchangeStats* cost) {
 }
 
 absl::Status Communicator::FinishStage(StagedBucket& f, absl::Span<float> data,
-                                       ExchangeStats* cost) {
+                                       absl::Span<float> dense, ExchangeStats* cost) {
   if (f.by_cast) return absl::OkStatus();  // TransferStage wrote the average
-  return flat_->Finish(*world_, f.gather, data, static_cast<float>(world_->size()), cost);
+  return flat_->Finish(*world_, f.gather, data, dense, static_cast<float>(world_->size()), cost);
 }
 
 absl::Status Communicator::Barrier() {

@@ -262,9 +262,22 @@ class Communicator {
     return path == ExchangePath::kCompressed && !options_.hierarchical;
   }
   absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<float> data, StagedBucket& f,
-                           ExchangeStats* cost);
+                           ExchangeStats* cost) {
+    return EncodeStage(bucket, step, data, {}, f, cost);
+  }
   absl::Status TransferStage(StagedBucket& f, ExchangeStats* cost);
-  absl::Status FinishStage(StagedBucket& f, absl::Span<float> data, ExchangeStats* cost);
+  absl::Status FinishStage(StagedBucket& f, absl::Span<float> data, ExchangeStats* cost) {
+    return FinishStage(f, data, {}, cost);
+  }
+  // The staged form of AllreduceMeanWithDense where the dense part rides
+  // in the allgather's frames: `dense` is read by EncodeStage and becomes
+  // the rank-order average in FinishStage (it must stay untouched in
+  // between). Only for a bucket that takes the sparse allgather
+  // (FailedPrecondition otherwise, nothing sent).
+  absl::Status EncodeStage(uint32_t bucket, uint64_t step, absl::Span<float> data,
+                           absl::Span<const float> dense, StagedBucket& f, ExchangeStats* cost);
+  absl::Status FinishStage(StagedBucket& f, absl::Span<float> data, absl::Span<float> dense,
+                           ExchangeStats* cost);
   // Whether a compressed buffer of `elements` can take the staged calls.
   bool CanStage(ExchangePath path, uint64_t elements) const {
     const ExchangeKind kind = KindFor(elements);
@@ -285,6 +298,12 @@ class Communicator {
   // dense part) no slower than its pick plus a dense ring of the part.
   // The same on every rank.
   bool DenseRides(uint64_t elements, uint64_t dense_elements) const;
+  // Whether GradientExchanger's dense tail of `dense_elements` rides in
+  // the staged frames of its compressed bucket of `elements`: where that
+  // bucket takes the sparse allgather, staged (flat), and
+  // DenseRidesAllgather with the agreed model (exchange_cost_model.h). The
+  // same on every rank.
+  bool DenseTailRides(uint64_t elements, uint64_t dense_elements) const;
   // What the cost model weighs for that buffer: flat, the world's ranks
   // and `elements`; hierarchical, the cross-node group's ranks and one
   // node shard (the stage the choice is about).

@@ -130,6 +130,17 @@ ExchangeKind ChooseExchange(int ranks, uint64_t elements, const CompressionSpec&
 // against 4,095).
 bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel& model);
 
+// Whether a dense buffer of `dense_elements` rides in the frames of a
+// sparse allgather (its dense section) rather than taking a dense ring of
+// its own: where the model predicts the bytes it adds to what each rank
+// receives, (P - 1) x 4 x dense_elements at the link's rate, no slower
+// than the ring's exchange of it (agreement round, 2(P - 1) steps, its
+// bytes and passes). GradientExchanger's dense tail
+// (Communicator::DenseTailRides). Small P and small parts ride: with the
+// default model, ResNet-50's 67.6K dense elements ride at P = 4 and take
+// the ring from P = 8.
+bool DenseRidesAllgather(int ranks, uint64_t dense_elements, const ExchangeModel& model);
+
 // The rule ChooseExchange applies to `spec`, in words for reports: the
 // smallest predicted time (sparse specs), or bytes alone (the casts,
 // QSGD and sign, whose predicted times are reported but do not choose).

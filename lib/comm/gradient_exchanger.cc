@@ -148,6 +148,7 @@ absl::Status GradientExchanger::EnqueueLocked(Bucket* bucket) {
   bucket->staged = !bucket->on_device && comm_->CanStage(bucket->path, bucket->data.size());
   bucket->stage = bucket->staged ? Stage::kEncode : Stage::kTransfer;
   bucket->slot = -1;
+  if (bucket->rider != nullptr) bucket->rider->queued = true;  // on its way in these frames
   queue_.push_back(bucket);
   ++in_flight_;
   if (bucket->staged) {
@@ -254,10 +255,38 @@ absl::StatusOr<BucketTicket> GradientExchanger::Submit(absl::string_view name,
   }
   ++bucket->filled;
   const BucketTicket ticket{bucket->id, step_};
-  if (closes || (plan_.fixed() && bucket->filled == bucket->plan->members.size())) {
+  if (closes) {
     if (absl::Status s = EnqueueLocked(bucket); !s.ok()) return PoisonLocked(s);
+  } else if (plan_.fixed()) {
+    if (absl::Status s = EnqueueIfCompleteLocked(bucket); !s.ok()) return PoisonLocked(s);
   }
   return ticket;
+}
+
+absl::Status GradientExchanger::EnqueueIfCompleteLocked(Bucket* bucket) {
+  auto complete = [](const Bucket* b) { return b->filled == b->plan->members.size(); };
+  if (!complete(bucket)) return absl::OkStatus();
+  if (bucket->carrier != nullptr) {
+    return complete(bucket->carrier) ? EnqueueLocked(bucket->carrier) : absl::OkStatus();
+  }
+  if (bucket->rider != nullptr && !complete(bucket->rider)) return absl::OkStatus();
+  return EnqueueLocked(bucket);
+}
+
+void GradientExchanger::PairDenseTailLocked(const std::vector<uint32_t>& rest) {
+  if (!options_.carry_dense_tail || DeviceGradientsLocked()) return;
+  Bucket* dense = nullptr;
+  Bucket* compressed = nullptr;
+  for (uint32_t id : rest) {
+    (buckets_[id]->path == ExchangePath::kDense ? dense : compressed) = buckets_[id].get();
+  }
+  // The agreed model's answer: the same everywhere.
+  if (dense == nullptr || compressed == nullptr || dense->plan->elements == 0 ||
+      !comm_->DenseTailRides(compressed->plan->elements, dense->plan->elements)) {
+    return;
+  }
+  compressed->rider = dense;
+  dense->carrier = compressed;
 }
 
 absl::Status GradientExchanger::Flush() {
@@ -269,7 +298,11 @@ absl::Status GradientExchanger::Flush() {
   if (!plan_.fixed()) {
     // Partly filled buckets go in creation order (the same on every rank,
     // since every rank submitted the same sequence).
-    for (uint32_t id : plan_.Fix()) {
+    // (A dense tail that rides goes in its carrier's frames.)
+    const std::vector<uint32_t> rest = plan_.Fix();
+    PairDenseTailLocked(rest);
+    for (uint32_t id : rest) {
+      if (buckets_[id]->carrier != nullptr) continue;
       if (absl::Status s = EnqueueLocked(buckets_[id].get()); !s.ok()) return PoisonLocked(s);
     }
   } else if (next_entry_ != plan_.tensor_count()) {
@@ -404,6 +437,11 @@ void GradientExchanger::StageDoneLocked(Bucket* bucket, const absl::Status& s,
       bucket->done_step = step_;
       bucket->done_any = true;
       if (bucket->staged) ++staged_finished_;  // frees its slot
+      if (Bucket* rider = bucket->rider; rider != nullptr) {
+        rider->queued = false;
+        rider->done_step = step_;
+        rider->done_any = true;
+      }
       if (--in_flight_ == 0) {
         // The step's span so far: first bucket queued to last written back.
         const absl::Duration span = end - span_start_;
@@ -436,12 +474,17 @@ void GradientExchanger::ComputeLoop() {
     // bucket's alone until (c) ends.
     ExchangeStats cost;
     absl::Status s;
+    // A dense rider's data is read by the encode and averaged by the
+    // finish, like the bucket's own.
+    Bucket* rider = bucket->rider;
+    const absl::Span<float> dense =
+        rider != nullptr ? absl::MakeSpan(rider->data) : absl::Span<float>();
     if (encode) {
-      s = comm_->EncodeStage(bucket->id, step, absl::MakeSpan(bucket->data), *slots_[bucket->slot],
-                             &cost);
+      s = comm_->EncodeStage(bucket->id, step, absl::MakeSpan(bucket->data), dense,
+                             *slots_[bucket->slot], &cost);
     } else {
       if (bucket->staged) {
-        s = comm_->FinishStage(*slots_[bucket->slot], absl::MakeSpan(bucket->data), &cost);
+        s = comm_->FinishStage(*slots_[bucket->slot], absl::MakeSpan(bucket->data), dense, &cost);
       }
       if (s.ok()) {
         const absl::Time t0 = absl::Now();
@@ -449,6 +492,7 @@ void GradientExchanger::ComputeLoop() {
           s = WriteBackDevice(*bucket);
         } else {
           WriteBack(*bucket);
+          if (rider != nullptr) WriteBack(*rider);
         }
         cost.copy_time += absl::Now() - t0;
       }
@@ -571,13 +615,25 @@ size_t GradientExchanger::bucket_count() const {
 std::vector<BucketInfo> GradientExchanger::Plan() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!plan_.fixed()) return {};
-  return plan_.Info();
+  std::vector<BucketInfo> info = plan_.Info();
+  for (BucketInfo& b : info) {
+    if (const Bucket* carrier = buckets_[b.id]->carrier; carrier != nullptr) {
+      b.carried_by = carrier->id;
+    }
+  }
+  return info;
 }
 
 std::string GradientExchanger::DescribePlan() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!plan_.fixed()) return "";
-  return plan_.Describe();
+  std::string out = plan_.Describe();
+  for (const auto& b : buckets_) {
+    if (b->carrier != nullptr) {
+      absl::StrAppend(&out, "bucket ", b->id, " rides in bucket ", b->carrier->id, "'s frames\n");
+    }
+  }
+  return out;
 }
 
 }  // namespace gradwire

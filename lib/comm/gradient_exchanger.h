@@ -112,6 +112,21 @@ struct ExchangerOptions {
   // encoded while bucket i is on the wire; 1 runs encode, exchange and
   // decode of one bucket at a time (no overlap). 1..64.
   int pipeline_depth = 2;
+  // The dense tail. Backprop leaves the last buckets partly filled, and
+  // Flush sends them; where those are one dense bucket (the first layers'
+  // biases, norms and small convolutions, which come last) and one
+  // compressed bucket, the dense one rides in the compressed one's frames
+  // (Communicator's dense section, as AllreduceMeanWithDense) where
+  // Communicator::DenseTailRides says so: one exchange at the end of the
+  // step instead of two, without the dense ring's agreement round and
+  // 2(P - 1) steps, each of which waits for the slowest peer, for
+  // (P - 1) x 4 bytes an element received against the ring's
+  // 2(P - 1) / P x 4. Its average is then the rank-order sum divided by P
+  // (the CPU reference's dense arithmetic) instead of the ring's; every
+  // step, the first included, so a restored run gives the same bits.
+  // Device gradients: never (no dense section on the device). Plan() and
+  // DescribePlan() name the pairing.
+  bool carry_dense_tail = true;
   // Device gradients only: the stream they are produced on (e.g. PyTorch's
   // current stream), which orders the copies in and out and the exchange.
   // Must be one the communicator's device accepts (checked at the first
@@ -224,6 +239,11 @@ class GradientExchanger {
     size_t filled = 0;                       // members submitted this step
     bool queued = false;                     // in the pipeline this step
     Stage stage = Stage::kDone;
+    // The dense tail (ExchangerOptions::carry_dense_tail): the dense bucket
+    // this one's frames carry, or the compressed bucket that carries this
+    // one (never queued itself).
+    Bucket* rider = nullptr;
+    Bucket* carrier = nullptr;
     int slot = -1;           // staged: its StagedBucket in slots_
     uint64_t done_step = 0;  // last step exchanged and written back
     bool done_any = false;
@@ -267,6 +287,13 @@ class GradientExchanger {
                        PipelineStage stage, absl::Time start);
   // Caller side, mutex held. Fails only preparing a device bucket.
   absl::Status EnqueueLocked(Bucket* bucket);
+  // Later steps: queues `bucket` (just complete) or its carrier once it and
+  // its rider are both complete.
+  absl::Status EnqueueIfCompleteLocked(Bucket* bucket);
+  // First step's Flush: pairs the dense tail with a compressed bucket
+  // among `rest` (the buckets Fix closed, none queued yet), where the
+  // options and the model allow.
+  void PairDenseTailLocked(const std::vector<uint32_t>& rest);
   absl::Status PoisonLocked(absl::Status status);
   absl::Status CheckHealthyLocked() const;
   // Waits (up to `timeout`) until no bucket is in flight; the failure, if

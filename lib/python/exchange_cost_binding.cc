@@ -136,6 +136,17 @@ bool DenseTwoLevelOf(int nodes, int local, int64_t elements, double bytes_per_se
   return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), model);
 }
 
+bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_second,
+                           double seconds_per_round, double encoded_elements_per_second,
+                           double decoded_entries_per_second, double streamed_elements_per_second,
+                           double seconds_per_message) {
+  CheckShape(ranks, dense_elements);
+  const ExchangeModel model =
+      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
+  return DenseRidesAllgather(ranks, static_cast<uint64_t>(dense_elements), model);
+}
+
 }  // namespace
 
 py::dict ExchangeModelDict(const ExchangeModel& model) {
@@ -195,6 +206,13 @@ the nodes on 1/local shards, allgather in the node) rather than by the
 world's ring (DenseTwoLevel): where the model predicts it faster. Same model
 arguments as exchange_cost.)doc",
                  py::arg("nodes"), py::arg("local"), py::arg("elements"));
+  def_with_model("dense_rides_allgather", &DenseRidesAllgatherOf,
+                 R"doc(Whether a dense buffer of `dense_elements` rides in a sparse allgather's
+frames rather than taking a dense ring of its own (DenseRidesAllgather;
+GradientExchanger's dense tail): where the model predicts the (P - 1) x 4 x
+dense_elements bytes it adds to what each rank receives no slower than the
+ring. Same model arguments as exchange_cost.)doc",
+                 py::arg("ranks"), py::arg("dense_elements"));
 }
 
 }  // namespace python

@@ -16,6 +16,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,12 +82,14 @@ py::list BucketPlanOf(const std::string& spec, const std::vector<std::vector<int
     if (bucket == tensors.size()) tensors.emplace_back();
     tensors[bucket].append(i);
   }
-  plan.Fix();
+  const std::vector<uint32_t> tail = plan.Fix();
   py::list out;
   for (uint32_t id = 0; id < plan.bucket_count(); ++id) {
     const PlannedBucket& b = plan.bucket(id);
+    const bool closed_by_flush = std::find(tail.begin(), tail.end(), id) != tail.end();
     out.append(py::dict("id"_a = b.id, "path"_a = ExchangePathName(b.path),
-                        "elements"_a = b.elements, "tensors"_a = tensors[id]));
+                        "elements"_a = b.elements, "tensors"_a = tensors[id],
+                        "tail"_a = closed_by_flush));
   }
   return out;
 }
@@ -144,7 +147,10 @@ shapes: one shape (sequence of ints) per tensor, in submission (backprop)
 order; each tensor's path by path_for; per path one open bucket, closed
 once it holds >= bucket_bytes of float32; the rest closed at the end.
 Returns [{'id', 'path' ('dense'/'compressed'), 'elements', 'tensors'
-(positions in shapes, in fusion order)}] by id (the order buckets opened).)doc");
+(positions in shapes, in fusion order), 'tail' (still open at the end:
+closed by Flush; a dense and a compressed tail bucket are what
+GradientExchanger's carry_dense_tail pairs)}] by id (the order buckets
+opened).)doc");
 
   gradwire::python::DefineCommunicator(m);
   gradwire::python::DefineReferenceExchange(m);

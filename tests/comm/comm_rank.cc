@@ -518,7 +518,7 @@ void ScenarioAsync() {
     const ExchangeStats st = (*ex)->StepStats();
     std::printf("STEP %d %s\n", step, st.ToString().c_str());
     Check(absl::StrCat("step ", step, " counters"),
-          st.dense_buckets > 0 && st.compressed_buckets > 0 &&
+          (st.dense_buckets > 0 || IntArg("expect_ride", 0) != 0) && st.compressed_buckets > 0 &&
               (g_config.world_size == 1 || st.bytes_received > 0) &&
               (hier && g_config.local_world_size > 1) == (st.intra_node_bytes_sent > 0),
           st.ToString());
@@ -531,15 +531,37 @@ void ScenarioAsync() {
     // bucket's fused input from the plan.
     std::map<std::string, size_t> index;
     for (size_t t = 0; t < std::size(kProfile); ++t) index[kProfile[t].name] = t;
+    // A dense tail that rides (BucketInfo::carried_by) is its carrier's
+    // AllreduceMeanWithDense.
     bool equal = true;
-    for (const BucketInfo& b : (*ex)->Plan()) {
-      std::vector<float> fused;
+    const std::vector<BucketInfo> plan = (*ex)->Plan();
+    std::vector<std::vector<float>> fused_of(plan.size());
+    for (const BucketInfo& b : plan) {
       for (const std::string& name : b.tensors) {
         std::vector<float> g = tensor_input(g_config.rank, step, index[name]);
-        fused.insert(fused.end(), g.begin(), g.end());
+        fused_of[b.id].insert(fused_of[b.id].end(), g.begin(), g.end());
       }
-      absl::Status s = sync.AllreduceMean(b.id, step, absl::MakeSpan(fused), b.path);
+    }
+    bool rides = false;
+    for (const BucketInfo& b : plan) {
+      if (b.carried_by >= 0) {
+        rides = true;
+        continue;
+      }
+      const BucketInfo* rider = nullptr;
+      for (const BucketInfo& r : plan) {
+        if (r.carried_by == static_cast<int64_t>(b.id)) rider = &r;
+      }
+      absl::Status s = rider == nullptr
+                           ? sync.AllreduceMean(b.id, step, absl::MakeSpan(fused_of[b.id]), b.path)
+                           : sync.AllreduceMeanWithDense(b.id, step, absl::MakeSpan(fused_of[b.id]),
+                                                         absl::MakeSpan(fused_of[rider->id]));
       if (!CheckOk("sync", s)) return;
+    }
+    Check("the dense tail rides where expected", rides == (IntArg("expect_ride", 0) != 0),
+          (*ex)->DescribePlan());
+    for (const BucketInfo& b : plan) {
+      const std::vector<float>& fused = fused_of[b.id];
       size_t off = 0;
       for (const std::string& name : b.tensors) {
         const size_t t = index[name];

@@ -51,6 +51,12 @@ CASES = [
     ("wrong secret, frames with a dense section", 3, 0, "auth", ["kind=secret", "dense=1"]),
     ("wrong secret hier", 4, 2, "auth", ["kind=secret", "hier=1"]),
     ("async + checkpoint flat", 3, 0, "async", ["spec=topk:ratio=0.05"]),
+    # 1 MB buckets: the last compressed bucket and the dense one are both
+    # open at the end of backprop, and the dense tail rides in its frames.
+    ("async + checkpoint flat, the dense tail rides", 3, 0, "async",
+     ["spec=topk:ratio=0.05", "bucket_bytes=1000000", "expect_ride=1"]),
+    ("async + checkpoint flat, the dense tail rides, random-k", 2, 0, "async",
+     ["spec=randomk:ratio=0.05", "bucket_bytes=1000000", "expect_ride=1"]),
     # fp16 on 4 ranks: the cast allreduce, staged (Prepare on the compute
     # thread, Complete on the comm thread) against the synchronous call.
     ("async + checkpoint flat, fp16 by the cast allreduce", 4, 0, "async", ["spec=fp16"]),

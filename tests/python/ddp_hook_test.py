@@ -206,9 +206,11 @@ def unit_main():
     plan = gradwire.bucket_plan("topk", [(100, 300), (10,), (16384,), (200, 100), (50, 2)],
                                 bucket_bytes=80000)
     assert plan == [
-        {"id": 0, "path": "compressed", "elements": 30000, "tensors": [0]},  # over the cap
-        {"id": 1, "path": "dense", "elements": 16494, "tensors": [1, 2, 4]},  # 1-D, small
-        {"id": 2, "path": "compressed", "elements": 20000, "tensors": [3]},
+        {"id": 0, "path": "compressed", "elements": 30000, "tensors": [0],  # over the cap
+         "tail": False},
+        {"id": 1, "path": "dense", "elements": 16494, "tensors": [1, 2, 4],  # 1-D, small
+         "tail": True},  # still open at the end
+        {"id": 2, "path": "compressed", "elements": 20000, "tensors": [3], "tail": False},
     ], plan
     assert all(b["path"] == "dense" for b in gradwire.bucket_plan("none", [(100, 300)] * 3))
     for bad in ([(-1, 3)], "not shapes", [(2**32, 2**32), (10,)], [(2**62, 4)]):

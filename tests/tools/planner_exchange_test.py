@@ -137,6 +137,35 @@ class PlansTest(unittest.TestCase):
             else:
                 self.assertAlmostEqual(ps["hierarchical chosen"]["seconds"], ring["seconds"])
 
+    def test_dense_tail_rides_where_the_model_says(self):
+        # The library's rule against its own costs: riding adds (P-1) x 4
+        # bytes an element received; the ring costs its agreement, steps and
+        # bytes. ResNet-50's 67,624 dense elements ride at P = 4 (the
+        # default model), not at P = 8; a part of twice the size not at P = 4;
+        # a tiny one at P = 64 (its ring would be 127 steps).
+        for p, d, rides in ((2, 67624, True), (4, 67624, True), (8, 67624, False),
+                            (4, 2 * 67624, False), (64, 100, True)):
+            ride = (p - 1) * 4 * d / gw.EXCHANGE_MODEL_DEFAULTS["bytes_per_second"]
+            ring = gw.exchange_cost("dense_ring", p, d, "none")["seconds"]
+            self.assertEqual(ride <= ring, rides, (p, d))
+            self.assertEqual(gw.dense_rides_allgather(p, d), rides, (p, d))
+        self.assertFalse(gw.dense_rides_allgather(1, 100))
+        # The planner follows it: ResNet-50 with 50 MiB buckets, top-k 1 %.
+        import model_profiles
+        import planner
+        shapes = model_profiles.profile("resnet50")
+        m = planner.parse_method("topk:ratio=0.01")
+        self.assertEqual(planner.dense_tail(shapes, 50 << 20, m, 4), (67624, 11382784))
+        self.assertIsNone(planner.dense_tail(shapes, 50 << 20, m, 8))
+        self.assertIsNone(planner.dense_tail(shapes, 50 << 20, planner.parse_method("none"), 4))
+        # No dense ring left; the dense section's bytes join the allgather.
+        flat = planner.predict(shapes, m, 4, 1, 1e9, bucket_bytes=50 << 20)
+        self.assertEqual(flat["dense_buckets"], 0)
+        self.assertEqual(flat["compressed_buckets"], 2)
+        comp = sum(3 * planner.payload_bytes(m, n)
+                   for n in planner.bucket_plan(shapes, 50 << 20)[1])
+        self.assertAlmostEqual(flat["nic_bytes_per_iter"], comp + 3 * 4 * 67624)
+
     def test_flat_link_by_pattern(self):
         self.assertEqual(pe.flat_link("dense_ring", 512, 8, 1.0), 1.0)
         self.assertEqual(pe.flat_link("sparse_allgather", 512, 8, 1.0), 1.0)

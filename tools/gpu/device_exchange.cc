@@ -121,6 +121,9 @@ class Side {
   absl::Status UseExchanger() {
     ExchangerOptions options;
     options.stream = stream_;
+    // Device buckets carry no dense section; the host side's dense tail
+    // takes the ring too, so that both give the same bits.
+    options.carry_dense_tail = false;
     GRADWIRE_ASSIGN_OR_RETURN(exchanger_, GradientExchanger::Create(std::move(comm_), options));
     return absl::OkStatus();
   }

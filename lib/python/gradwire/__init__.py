@@ -259,5 +259,7 @@ class Communicator(_gradwire.Communicator):
 exchange_cost = _gradwire.exchange_cost
 choose_exchange = _gradwire.choose_exchange
 dense_two_level = _gradwire.dense_two_level
+dense_rides_allgather = _gradwire.dense_rides_allgather
 EXCHANGE_MODEL_DEFAULTS = _gradwire.EXCHANGE_MODEL_DEFAULTS
-__all__ += ["exchange_cost", "choose_exchange", "dense_two_level", "EXCHANGE_MODEL_DEFAULTS"]
+__all__ += ["exchange_cost", "choose_exchange", "dense_two_level", "dense_rides_allgather",
+            "EXCHANGE_MODEL_DEFAULTS"]
