@@ -159,6 +159,32 @@ TEST(ExchangeCostModel, DenseTwoLevelWhereItIsFaster) {
   EXPECT_TRUE(DenseTwoLevel(256, 8, 68000, m));
 }
 
+// DenseRidesAllgather: the dense section's (P - 1) x 4 bytes an element
+// received against the ring's own estimate (agreement, 2(P - 1) steps,
+// bytes); never for one rank.
+TEST(ExchangeCostModel, DenseRidesAllgatherWhereItIsNoSlower) {
+  const CompressionSpec none;
+  for (double bytes_per_second : {2.5e6, 1.25e8, 1.25e9, 3e10}) {
+    ExchangeModel m;
+    m.bytes_per_second = bytes_per_second;
+    for (int p : {2, 3, 4, 8, 16, 64, 512}) {
+      for (uint64_t d : {uint64_t{1}, uint64_t{300}, uint64_t{67624}, uint64_t{1} << 22}) {
+        const double ride = (p - 1) * 4.0 * static_cast<double>(d) / bytes_per_second;
+        const double ring = EstimateExchange(ExchangeKind::kDenseRing, p, d, none, m).seconds();
+        EXPECT_EQ(DenseRidesAllgather(p, d, m), ride <= ring)
+            << "P = " << p << ", d = " << d << ", " << bytes_per_second << " B/s";
+      }
+    }
+  }
+  const ExchangeModel m;
+  EXPECT_FALSE(DenseRidesAllgather(1, 100, m));
+  // ResNet-50's dense tail: rides at 4 ranks, the ring from 8; a few
+  // hundred elements ride even at 64 (the ring's 127 steps).
+  EXPECT_TRUE(DenseRidesAllgather(4, 67624, m));
+  EXPECT_FALSE(DenseRidesAllgather(8, 67624, m));
+  EXPECT_TRUE(DenseRidesAllgather(64, 300, m));
+}
+
 TEST(ExchangeCostModel, ChoiceRuleNamesHowTheSpecChooses) {
   EXPECT_STREQ(ExchangeChoiceRule(Spec("topk:ratio=0.01")),
                "the cost model's smallest predicted time");
