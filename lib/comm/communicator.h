@@ -413,8 +413,9 @@ class Communicator {
                                  ExchangeStats* cost);
   // data /= world size, booked as compute.
   void Average(absl::Span<float> data, ExchangeStats* cost) const;
-  // shards_: ceil(n / G) elements per local rank, the last ones what is left.
-  void SetShards(uint64_t n);
+  // shards_: ceil(n / G) elements per local rank, the last ones what is
+  // left. Returns where this rank's shard begins (the sum of those before).
+  uint64_t SetShards(uint64_t n);
   // The cross-node stage's status shared in the node (AllgatherU64): every
   // rank of the node returns the first failure any of them saw.
   absl::Status ShareCrossVerdict(const absl::Status& cross, uint32_t bucket, uint64_t step,

@@ -13,7 +13,7 @@ bool Communicator::DenseTakesTwoLevels(uint64_t elements) const {
   return options_.hierarchical && DenseTwoLevel(cross_->size(), node_->size(), elements, model_);
 }
 
-void Communicator::SetShards(uint64_t n) {
+uint64_t Communicator::SetShards(uint64_t n) {
   const int local = node_->size();
   // Shards of ceil(n / local) elements; the last ones take what is left
   // (possibly nothing when n < local).
@@ -22,6 +22,7 @@ void Communicator::SetShards(uint64_t n) {
     const uint64_t begin = std::min<uint64_t>(n, r * shard);
     shards_[r] = std::min<uint64_t>(shard, n - begin);
   }
+  return std::min<uint64_t>(n, node_->rank() * shard);
 }
 
 absl::Status Communicator::ShareCrossVerdict(const absl::Status& cross, uint32_t bucket,
@@ -51,10 +52,8 @@ absl::Status Communicator::ShareCrossVerdict(const absl::Status& cross, uint32_t
 
 absl::Status Communicator::DenseHierarchical(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                              ExchangeStats* cost) {
-  SetShards(data.size());
+  const uint64_t begin = SetShards(data.size());
   const int me = node_->rank();
-  uint64_t begin = 0;
-  for (int r = 0; r < me; ++r) begin += shards_[r];
   // 1. Sealed reduce-scatter inside the node, in place (as the world's
   // ring is): my shard of the node's sum at its place.
   absl::Status s = node_->SealedReduceScatterSum(data, shards_, *chunk_auth_,
@@ -81,15 +80,13 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   GRADWIRE_RETURN_IF_ERROR(flat_->Agree(*world_, bucket, step, n, cost));
   const int local = node_->size();
   const int me = node_->rank();
-  SetShards(n);
+  const uint64_t begin = SetShards(n);
   // 1. Sealed reduce-scatter inside the node, on a copy: the caller's data
   // must stay intact until the exchange has succeeded. My shard stays at
   // its place.
   if (work_.size() < n) work_.resize(n);
   absl::Span<float> work = absl::MakeSpan(work_.data(), n);
   std::copy(data.begin(), data.end(), work.begin());
-  uint64_t begin = 0;
-  for (int r = 0; r < me; ++r) begin += shards_[r];
   if (local > 1) {
     absl::Status s = node_->SealedReduceScatterSum(work, shards_, *chunk_auth_,
                                                    {step, bucket, kNodeReduceScatterStage});
