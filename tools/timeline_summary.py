@@ -25,6 +25,7 @@ writes every rank's events into one trace (chrome://tracing, Perfetto).
 """
 import argparse
 import json
+import signal
 import statistics
 import sys
 
@@ -120,6 +121,8 @@ def print_median_step(rank, out):
 
 
 def main(argv=None):
+    # Piped into head: stop quietly when the reader goes.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("traces", nargs="+", help="exchange_bench --timeline_out files, one per rank")
     p.add_argument("--merge", help="write every rank's events into one trace file here")
