@@ -89,7 +89,7 @@ def gradwire_case(where, m, rank_results, alone):
     for key in ("compress_ms_median", "auth_ms_median", "wire_ms_median", "sync_ms_median",
                 "transfer_ms_median", "wait_ms_median", "copy_ms_median", "span_ms_median",
                 "overlap_fraction_median", "pipeline_depth", "process_cpu_ms_median",
-                "dense_buckets", "compressed_buckets"):
+                "dense_buckets", "compressed_buckets", "dense_tail_rides"):
         case[key] = res.get(key)
     return case
 
