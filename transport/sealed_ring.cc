@@ -11,6 +11,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
+#include "gradwire/base/ensure_size.h"
 #include "gradwire/transport/gloo_status.h"
 
 namespace gradwire {
@@ -300,7 +301,7 @@ absl::Status Ring::Run(const char* what) {
   if (kmax_ == 0) return absl::OkStatus();  // nothing to move anywhere
   // Partial sums land in scratch; an allgather alone needs none.
   const size_t need = PartialSum(first_step_) ? 2 * kmax_ * stride_ : 0;
-  if (scratch_->size() < need) scratch_->resize(need);
+  EnsureSize(scratch_, need);
   ops_.resize(2 * kmax_);
   trailers_.resize(2 * kmax_ * trailer_);
   const Clock::time_point deadline = Clock::now() + GlooTimeout(args_.timeout);

@@ -12,6 +12,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/ensure_size.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/transport/gloo_status.h"
 #include "gradwire/transport/receive_window.h"
@@ -57,11 +58,6 @@ void Combine(absl::Span<T> acc, const T* in, ReduceOp op) {
       for (size_t i = 0; i < acc.size(); ++i) acc[i] = std::max(acc[i], in[i]);
       break;
   }
-}
-
-template <typename T>
-void EnsureSize(std::vector<T>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
 }
 
 }  // namespace

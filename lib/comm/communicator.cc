@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/ensure_size.h"
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
@@ -15,11 +16,6 @@
 
 namespace gradwire {
 namespace {
-
-template <typename T>
-void EnsureSize(std::vector<T>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
-}
 
 // Checkpoint layout (base/envelope.h, little endian):
 //   "GWCM" | u32 version | body | u64 XXH3-64 of everything before it

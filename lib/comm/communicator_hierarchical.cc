@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "gradwire/base/ensure_size.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/comm/communicator.h"
 
@@ -31,7 +32,7 @@ absl::Status Communicator::ShareCrossVerdict(const absl::Status& cross, uint32_t
   // in local rank 1's group): share the verdict inside the node, so every
   // rank reports the failure instead of waiting for peers that gave up.
   const int local = node_->size();
-  if (verdicts_.size() < static_cast<size_t>(local)) verdicts_.resize(local);
+  EnsureSize(&verdicts_, local);
   absl::Status s = node_->AllgatherU64(static_cast<uint64_t>(cross.code()),
                                        absl::MakeSpan(verdicts_.data(), local));
   AddWire(*node_, cost);
@@ -84,7 +85,7 @@ absl::Status Communicator::Hierarchical(absl::string_view key, uint32_t bucket, 
   // 1. Sealed reduce-scatter inside the node, on a copy: the caller's data
   // must stay intact until the exchange has succeeded. My shard stays at
   // its place.
-  if (work_.size() < n) work_.resize(n);
+  EnsureSize(&work_, n);
   absl::Span<float> work = absl::MakeSpan(work_.data(), n);
   std::copy(data.begin(), data.end(), work.begin());
   if (local > 1) {

@@ -10,15 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "gradwire/base/ensure_size.h"
 #include "gradwire/base/status_macros.h"
 
 namespace gradwire {
 namespace {
-
-template <typename T>
-void EnsureSize(std::vector<T>* v, size_t n) {
-  if (v->size() < n) v->resize(n);
-}
 
 // "ranks 0, 2 have 1000; rank 1 has 999" for a field whose values differ,
 // empty when every rank agrees. Groups ranks by value so that a single
