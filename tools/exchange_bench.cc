@@ -39,6 +39,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <string>
@@ -51,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gradwire/base/cpu_time.h"
@@ -187,6 +189,9 @@ std::string JsonPath(int rank) {
 // caller's thread (tid 0), the stages on the compute (1) and comm (2)
 // threads; microseconds since the Unix epoch, so that ranks on one
 // machine line up.
+// The trace's threads, by tid: PipelineThreadName's names.
+constexpr const char* kTraceThreads[] = {"caller", "compute", "comm"};
+
 void AppendTraceEvents(const std::vector<StageSpan>& spans, int rank, int step, absl::Time begun,
                        absl::Time ended, std::string* out) {
   auto us = [](absl::Time t) { return absl::ToDoubleMicroseconds(t - absl::UnixEpoch()); };
@@ -203,8 +208,10 @@ void AppendTraceEvents(const std::vector<StageSpan>& spans, int rank, int step, 
   };
   event("step", "X", 0, begun, ended, -1);
   for (const StageSpan& s : spans) {
-    const std::string thread = PipelineThreadName(s.stage);
-    const int tid = thread == "caller" ? 0 : thread == "compute" ? 1 : 2;
+    const absl::string_view thread = PipelineThreadName(s.stage);
+    const int tid =
+        static_cast<int>(std::find(std::begin(kTraceThreads), std::end(kTraceThreads), thread) -
+                         std::begin(kTraceThreads));
     event(PipelineStageName(s.stage), s.stage == PipelineStage::kQueued ? "i" : "X", tid, s.start,
           s.end, s.bucket);
   }
@@ -218,13 +225,12 @@ std::string TraceJson(int rank, const std::string& events) {
                         R"({"name": "process_name", "ph": "M", "pid": %d, )"
                         R"("args": {"name": "rank %d"}})",
                         rank, rank);
-  const char* threads[] = {"caller", "compute", "comm"};
   for (int tid = 0; tid < 3; ++tid) {
     absl::StrAppendFormat(&out,
                           ",\n"
                           R"({"name": "thread_name", "ph": "M", "pid": %d, "tid": %d, )"
                           R"("args": {"name": "%s"}})",
-                          rank, tid, threads[tid]);
+                          rank, tid, kTraceThreads[tid]);
   }
   if (!events.empty()) out += ",\n" + events;
   return out + "\n]}\n";

@@ -70,6 +70,7 @@ into 25 MiB buckets, one codec call each.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -132,15 +133,31 @@ def gradwire_extension():
     return _gradwire
 
 
+@functools.lru_cache(maxsize=64)
+def _library_plan(shapes_key, bucket_bytes, dense_below, dense_1d, compressing):
+    """gradwire.bucket_plan of the tensors in backprop order (shapes_key: the
+    shapes as a tuple of tuples), once per setting: predict() and the
+    validation ask for the same plan many times."""
+    return tuple(gradwire_extension().bucket_plan(
+        "topk" if compressing else "none", list(reversed(shapes_key)),
+        bucket_bytes=bucket_bytes, dense_below_elements=dense_below,
+        dense_one_dimensional=dense_1d))
+
+
+def library_plan(shapes, bucket_bytes=25 << 20, dense_below=16384, dense_1d=True,
+                 compressing=True):
+    """The library's own plan (gradwire.bucket_plan): GradientExchanger's
+    buckets as dicts, the tensors taken in backprop order. compressing=False:
+    method "none"."""
+    return _library_plan(tuple(tuple(s) for s in shapes), bucket_bytes, dense_below, dense_1d,
+                         compressing)
+
+
 def bucket_plan(shapes, bucket_bytes=25 << 20, dense_below=16384, dense_1d=True,
                 compressing=True):
     """(dense bucket sizes, compressed bucket sizes) in elements, as
-    GradientExchanger fuses them: the library's own plan (gradwire.bucket_plan)
-    of the tensors in backprop order. compressing=False: method "none"."""
-    plan = gradwire_extension().bucket_plan(
-        "topk" if compressing else "none", [tuple(s) for s in reversed(shapes)],
-        bucket_bytes=bucket_bytes, dense_below_elements=dense_below,
-        dense_one_dimensional=dense_1d)
+    GradientExchanger fuses them (library_plan)."""
+    plan = library_plan(shapes, bucket_bytes, dense_below, dense_1d, compressing)
     return ([b["elements"] for b in plan if b["path"] == "dense"],
             [b["elements"] for b in plan if b["path"] == "compressed"])
 
@@ -155,16 +172,14 @@ def dense_tail(shapes, bucket_bytes, m, p):
     riding to a ring of its own."""
     if m["codec"] == "none" or m["hierarchical"] or p < 2:
         return None
-    ext = gradwire_extension()
-    plan = ext.bucket_plan("topk", [tuple(s) for s in reversed(shapes)],
-                           bucket_bytes=bucket_bytes)
+    plan = library_plan(shapes, bucket_bytes)
     tail_dense = [b["elements"] for b in plan if b["tail"] and b["path"] == "dense"]
     tail_comp = [b["elements"] for b in plan if b["tail"] and b["path"] == "compressed"]
     if len(tail_dense) != 1 or len(tail_comp) != 1 or tail_dense[0] == 0:
         return None
     if library_exchange(m, p, tail_comp[0]) != "sparse_allgather":
         return None
-    if not ext.dense_rides_allgather(p, tail_dense[0]):
+    if not gradwire_extension().dense_rides_allgather(p, tail_dense[0]):
         return None
     return tail_dense[0], tail_comp[0]
 
