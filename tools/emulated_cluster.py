@@ -6,7 +6,8 @@ private subnet, joined through a veth pair to a bridge that lives in a
 namespace of its own (the "switch"), so nothing in the machine's own network
 namespace changes. Every host link is shaped in both directions:
 
-    host eth0 egress  : netem (delay, jitter, loss) -> tbf (rate)
+    host eth0 egress  : netem (delay, jitter, loss) -> tbf or htb-ack (rate;
+                        see SHAPERS)
     switch port egress: the same, towards the host
 
 so a host-to-host packet crosses two shaped links, as in a star topology
@@ -170,12 +171,61 @@ def remove_leftovers(owner=None, everything=False):
     return names
 
 
-def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
-    """tc commands that shape `dev` in `ns`: netem (if any) then tbf."""
-    # tbf needs a bucket of at least one GSO super-packet (64 KiB) or it
-    # stalls; beyond that ~2 ms of traffic keeps the rate accurate.
-    burst = max(int(rate_bps / 8 * 0.002), 128 * 1024)
-    tbf = ["tbf", "rate", f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]
+def burst_bytes(rate_bps):
+    """The shaper's bucket: at least one GSO super-packet (64 KiB) or tbf
+    stalls; beyond that ~2 ms of traffic keeps the rate accurate."""
+    return max(int(rate_bps / 8 * 0.002), 128 * 1024)
+
+
+# The shapers a host link can have (`shaper=`):
+#   tbf     : one token bucket and one queue of up to TBF_LATENCY: the pure
+#             ACKs a host sends for the data it receives wait behind the data
+#             it sends. At 20 Mbit/s that queue holds 100 ms, and of two 2 MB
+#             flows started at once in opposite directions one crossed at
+#             20.3 Mbit/s and the other at 10.9 (its ACKs starved); at
+#             1 Gbit/s both crossed at ~0.9 Gbit/s, as with htb-ack.
+#   htb-ack : the same rate, bucket and queue limit (HTB), with pure ACKs
+#             in a class served first, as a host NIC's shallow fair queue
+#             sends them: the same two flows crossed at 20.7 and 20.8.
+SHAPERS = ("tbf", "htb-ack")
+
+
+def _shaper_commands(ns, dev, parent, rate_bps, shaper):
+    """tc commands that rate-limit `dev` below `parent` ("root" or a handle)."""
+    burst = burst_bytes(rate_bps)
+    where = ["root"] if parent == "root" else ["parent", parent]
+    tc = ["tc", "-n", ns]
+    if shaper == "tbf":
+        return [tc + ["qdisc", "add", "dev", dev] + where + ["handle", "2:", "tbf", "rate",
+                f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]]
+    rate = ceil = f"{int(rate_bps)}bit"
+    small = f"{max(int(rate_bps // 20), 8000)}bit"  # ACKs: a twentieth, borrowing the rest
+    queue = int(rate_bps / 8 * rates.parse_time(TBF_LATENCY)) + burst  # tbf's, for its latency
+    cls = tc + ["class", "add", "dev", dev, "parent"]
+    return [
+        tc + ["qdisc", "add", "dev", dev] + where + ["handle", "2:", "htb", "default", "20"],
+        cls + ["2:", "classid", "2:1", "htb", "rate", rate, "ceil", ceil, "burst", str(burst),
+               "cburst", str(burst)],
+        cls + ["2:1", "classid", "2:10", "htb", "rate", small, "ceil", ceil, "prio", "0",
+               "burst", str(burst), "cburst", str(burst)],
+        cls + ["2:1", "classid", "2:20", "htb", "rate", rate, "ceil", ceil, "prio", "1",
+               "burst", str(burst), "cburst", str(burst)],
+        tc + ["qdisc", "add", "dev", dev, "parent", "2:20", "handle", "20:", "bfifo", "limit",
+              str(queue)],
+        # Pure ACKs first: IPv4 without options, TCP, total length < 128
+        # bytes, flags exactly ACK. Data, FIN and RST keep their flow's
+        # order (a RST that overtook its flow's queued data would destroy
+        # data the peer was still to receive).
+        tc + ["filter", "add", "dev", dev, "parent", "2:", "protocol", "ip", "prio", "1", "u32",
+              "match", "u8", "0x45", "0xff", "at", "0",
+              "match", "u16", "0x0000", "0xff80", "at", "2",
+              "match", "u8", "0x06", "0xff", "at", "9",
+              "match", "u8", "0x10", "0xff", "at", "33", "flowid", "2:10"],
+    ]
+
+
+def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct, shaper="tbf"):
+    """tc commands that shape `dev` in `ns`: netem (if any) then the shaper."""
     cmds = []
     if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
         netem = ["netem", "limit", "100000"]
@@ -186,10 +236,9 @@ def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct):
         if loss_pct > 0:
             netem += ["loss", f"{loss_pct}%"]
         cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + netem)
-        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:", "handle", "2:"]
-                    + tbf)
+        cmds += _shaper_commands(ns, dev, "1:", rate_bps, shaper)
     else:
-        cmds.append(["tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:"] + tbf)
+        cmds += _shaper_commands(ns, dev, "root", rate_bps, shaper)
     return cmds
 
 
@@ -197,9 +246,12 @@ class EmulatedCluster:
     """H hosts on a shaped star network. Use as a context manager."""
 
     def __init__(self, hosts, link="1gbit", delay="0us", jitter="0us", loss="0",
-                 subnet=DEFAULT_SUBNET, shaped=True, owned=True):
+                 subnet=DEFAULT_SUBNET, shaped=True, owned=True, shaper="tbf"):
         if not isinstance(hosts, int) or not 1 <= hosts <= 250:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
+        if shaper not in SHAPERS:
+            raise ClusterError(f"--shaper must be one of {', '.join(SHAPERS)}, got {shaper!r}")
+        self.shaper = shaper
         self.hosts = hosts
         self.link = link
         self.rate_bps = _parsed(rates.parse_rate, link, "--link")
@@ -254,9 +306,9 @@ class EmulatedCluster:
                 _run(["ip", "-n", ns, "link", "set", "eth0", "up"])
                 if self.shaped:
                     for cmd in (_shape_commands(ns, "eth0", self.rate_bps, self.delay_s,
-                                                self.jitter_s, self.loss_pct) +
+                                                self.jitter_s, self.loss_pct, self.shaper) +
                                 _shape_commands(self.switch, port, self.rate_bps, self.delay_s,
-                                                self.jitter_s, self.loss_pct)):
+                                                self.jitter_s, self.loss_pct, self.shaper)):
                         _run(cmd)
             self._up = True
         except BaseException:
@@ -296,7 +348,7 @@ class EmulatedCluster:
         return subprocess.Popen(self.command(host, argv), **kwargs)
 
     def describe(self):
-        shaping = (f"{self.link} links, delay {self.delay_s * 1e6:.0f}us, "
+        shaping = (f"{self.link} {self.shaper} links, delay {self.delay_s * 1e6:.0f}us, "
                    f"jitter {self.jitter_s * 1e6:.0f}us, loss {self.loss_pct}%"
                    if self.shaped else "unshaped")
         return f"{self.hosts} emulated hosts ({shaping})"
@@ -316,12 +368,15 @@ def build_parser():
     up.add_argument("--jitter", default="0us")
     up.add_argument("--loss", default="0")
     up.add_argument("--subnet", default=DEFAULT_SUBNET)
+    up.add_argument("--shaper", default="tbf", choices=SHAPERS,
+                    help="the host links' shaper (see SHAPERS in this file)")
     run = sub.add_parser("run", help="bring a cluster up for one command's lifetime (run in "
                          "this namespace, with GWC_HOSTS, GWC_NS_<i>, GWC_ADDR_<i> set), "
                          "then tear it down")
     for flag, default in (("--hosts", 4), ("--link", "1gbit"), ("--delay", "0us"),
                           ("--jitter", "0us"), ("--loss", "0"), ("--subnet", DEFAULT_SUBNET)):
         run.add_argument(flag, type=type(default), default=default)
+    run.add_argument("--shaper", default="tbf", choices=SHAPERS, help="as for up")
     run.add_argument("argv", nargs=argparse.REMAINDER)
     ex = sub.add_parser("exec", help="run a command inside a host")
     ex.add_argument("--host", type=int, required=True)
@@ -362,7 +417,7 @@ def cmd_down(args):
 def cmd_up(args):
     _require_namespaces()
     c = EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                        args.subnet, owned=False).up()
+                        args.subnet, owned=False, shaper=args.shaper).up()
     print(c.describe())
     for h in range(c.hosts):
         print(f"  host {h}: namespace {c.namespace(h)} address {c.address(h)}")
@@ -377,7 +432,7 @@ def cmd_run(args):
         # Owned (per-run names, removed on exit, Ctrl-C or kill), so
         # a script never needs its own namespace or tc code.
         with EmulatedCluster(args.hosts, args.link, args.delay, args.jitter, args.loss,
-                             args.subnet) as c:
+                             args.subnet, shaper=args.shaper) as c:
             env["GWC_HOSTS"] = str(c.hosts)
             for h in range(c.hosts):
                 env[f"GWC_NS_{h}"] = c.namespace(h)

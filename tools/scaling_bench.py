@@ -190,7 +190,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--hosts", default="4,8,16")
-    ap.add_argument("--link", default="20mbit", help="tbf rate of every host link")
+    ap.add_argument("--link", default="20mbit", help="rate of every host link")
+    ap.add_argument("--shaper", default="htb-ack", choices=emulated_cluster.SHAPERS,
+                    help="the links' shaper (tools/emulated_cluster.py's SHAPERS); htb-ack: "
+                    "tbf's one queue holds a 20 Mbit/s link's ACKs behind up to 100 ms of "
+                    "the reverse direction's data (docs/sparse_allreduce.md)")
     ap.add_argument("--elements", type=int, default=16 << 20, help="fp32 elements per bucket")
     ap.add_argument("--buckets", type=int, default=1)
     ap.add_argument("--densities", default="0.01,0.001")
@@ -238,7 +242,7 @@ def run_plan(plan, hosts, binary, a):
     cases = []
     started = time.monotonic()
     for p in hosts:
-        with emulated_cluster.EmulatedCluster(p, a.link) as cluster:
+        with emulated_cluster.EmulatedCluster(p, a.link, shaper=a.shaper) as cluster:
             for name, exchange, spec in plan:
                 t0 = time.monotonic()
                 res = run_case(cluster, binary, exchange, spec, a, f"scaling-{p}-{len(cases)}")
@@ -290,7 +294,11 @@ def report(cases, hosts, densities, a):
     with open(os.path.join(a.out, "scaling.json"), "w") as f:
         json.dump({"settings": {**{k: v for k, v in vars(a).items()
                                    if k not in ("secret", "host_list", "density_list")},
-                                "cores": os.cpu_count()},
+                                "cores": os.cpu_count(),
+                                "burst_bytes": emulated_cluster.burst_bytes(
+                                    rates.parse_rate(a.link)),
+                                "queue_seconds": rates.parse_time(
+                                    emulated_cluster.TBF_LATENCY)},
                    "cases": cases, "figures": checks}, f, indent=1)
     plot(cases, hosts, os.path.join(a.out, "scaling.png"))
     print(f"wrote {a.out}/scaling.md, scaling.json, scaling.png")

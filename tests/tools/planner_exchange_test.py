@@ -419,7 +419,7 @@ class CommandLineTest(unittest.TestCase):
             for flags in (["--hosts=4,x"], ["--hosts=1"], ["--densities=abc"],
                           ["--densities=2"], ["--spec=topk:ratio={x}"], ["--spec=qsgd:bits=0"],
                           ["--link=bogus"], ["--warmup=2147483647"], ["--case_timeout=nan"],
-                          ["--elements=0"], ["--out=" + not_dir]):
+                          ["--elements=0"], ["--shaper=netem"], ["--out=" + not_dir]):
                 argv = ["--out", os.path.join(d, "out")] + flags
                 r = subprocess.run(
                     [sys.executable, os.path.join(ARGS.tools_dir, "scaling_bench.py"), *argv],
