@@ -3,9 +3,10 @@
 against the sparse allgather and the dense ring, on emulated hosts.
 
 For each host count (default 4, 8, 16) it builds an emulated cluster
-(tools/emulated_cluster.py: one network namespace per host, tbf-shaped
-links into a switch), runs one rank per host of tools/scaling_rank with
-each exchange on the same synthetic profile (--buckets buckets of
+(tools/emulated_cluster.py: one network namespace per host, shaped links
+into a switch; --shaper htb-ack by default: pure ACKs served first), runs
+one rank per host of tools/scaling_rank with each exchange on the same
+synthetic profile (--buckets buckets of
 --elements fp32), and reports time and bytes per rank against P, with the
 cost model's prediction beside every measurement. One run writes
     <out>/scaling.md    the table (and the done-when figures)
@@ -265,7 +266,7 @@ def report(cases, hosts, densities, a):
         return next(c for c in cases if c["name"] == name and c["hosts"] == p)
 
     lines = [f"# Sparse allreduce scaling: {a.buckets} x {a.elements} fp32 per iteration, "
-             f"{a.link} links, one rank per emulated host", "",
+             f"{a.link} {a.shaper} links, one rank per emulated host", "",
              "| P | exchange | ms/iter | MB sent/rank | MB recv/rank | model ms | "
              "model MB/rank |", "|---|---|---|---|---|---|---|"]
     for c in cases:
