@@ -200,9 +200,12 @@ ExchangeKind Communicator::ModelKindFor(uint64_t elements) const {
 
 bool Communicator::DenseRides(uint64_t elements, uint64_t dense_elements) const {
   const ExchangeKind kind = KindFor(elements);
-  if (kind == ExchangeKind::kSparseAllgather) return true;
-  if (options_.exchange.has_value() || options_.hierarchical) return false;
   const int p = world_->size();
+  // The allgather runs either way: the part's bytes in its frames against
+  // a ring of the part (the comparison below, the allgather's own time
+  // cancelled), the exchanger's dense-tail rule.
+  if (kind == ExchangeKind::kSparseAllgather) return DenseRidesAllgather(p, dense_elements, model_);
+  if (options_.exchange.has_value() || options_.hierarchical) return false;
   const CompressionSpec& spec = codec_->spec();
   // The dense section adds (P-1) x 4 bytes per element to what each rank
   // receives in the allgather.
@@ -336,15 +339,14 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     cost.compressed_buckets = 1;
   } else {
     // A dense section rides only in the allgather's frames: there where
-    // the model finds that cheaper than its pick plus a ring of the dense
-    // part (DenseRides), else the ring first.
+    // the model finds that no slower than its pick plus a ring of the
+    // dense part (DenseRides), else the ring first.
     ExchangeKind kind = KindFor(data.size());
-    if (!dense.empty() && kind != ExchangeKind::kSparseAllgather) {
-      if (DenseRides(data.size(), dense.size())) {
-        kind = ExchangeKind::kSparseAllgather;
-      } else {
-        s = Dense(bucket, step, dense, &cost);
-      }
+    const bool rides = !dense.empty() && DenseRides(data.size(), dense.size());
+    if (rides) {
+      kind = ExchangeKind::kSparseAllgather;
+    } else if (!dense.empty()) {
+      s = Dense(bucket, step, dense, &cost);
     }
     const float world = static_cast<float>(world_->size());
     if (!s.ok()) {
@@ -356,7 +358,8 @@ absl::Status Communicator::Exchange(uint32_t bucket, uint64_t step, absl::Span<f
     } else if (kind == ExchangeKind::kCastAllreduce) {
       s = cast_allreduce_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, world, &cost);
     } else {
-      s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, dense, dense, world,
+      const absl::Span<float> section = rides ? dense : absl::Span<float>();
+      s = flat_->Run(*world_, ef_, key.Piece(), bucket, step, data, data, section, section, world,
                      &cost);
     }
   }

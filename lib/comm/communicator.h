@@ -190,9 +190,10 @@ class Communicator {
   // exact. Where DenseRides(data.size(), dense.size()), in one exchange:
   // `dense` travels in the allgather's frames (SparseAllgather's dense
   // section), which saves the dense allreduce's rounds, but every rank
-  // receives every rank's dense part, so keep it small (the DDP hook's
-  // limit: (P-1) x 4 x dense.size() <= 256 KiB). Otherwise in two: the
-  // dense ring, then `data` by the exchange KindFor picks. Every rank must
+  // receives every rank's dense part: small parts ride, large ones do
+  // not (the DDP hook also caps the part: (P-1) x 4 x dense.size() <=
+  // 256 KiB). Otherwise in two: the dense ring, then `data` by the
+  // exchange KindFor picks. Every rank must
   // pass the same lengths (else "collective mismatch"). Hierarchical
   // communicators always take two (dense, then compressed). On error the
   // communicator is poisoned.
@@ -292,11 +293,12 @@ class Communicator {
   ExchangeKind ModelKindFor(uint64_t elements) const;
   // Whether AllreduceMeanWithDense (flat) sends a dense part of
   // `dense_elements` inside the allgather's frames with the compressed
-  // buffer of `elements`: where KindFor is the allgather; where it is
-  // another exchange that `exchange` forces, never; else where the cost
-  // model predicts the allgather carrying both (its frames grown by the
-  // dense part) no slower than its pick plus a dense ring of the part.
-  // The same on every rank.
+  // buffer of `elements`: where KindFor is the allgather, where
+  // DenseRidesAllgather says so (the part's bytes in every frame no
+  // slower than its own ring: the exchanger's dense-tail rule); where it
+  // is another exchange that `exchange` forces, never; else where the
+  // cost model predicts the allgather carrying both no slower than its
+  // pick plus a dense ring of the part. The same on every rank.
   bool DenseRides(uint64_t elements, uint64_t dense_elements) const;
   // Whether GradientExchanger's dense tail of `dense_elements` rides in
   // the staged frames of its compressed bucket of `elements`: where that

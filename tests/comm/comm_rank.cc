@@ -271,6 +271,7 @@ void ScenarioReference() {
     Reference ref(*spec, g_config.world_size, g_config.local_world_size, hier);
     bool all_ok = true;
     uint64_t ring_calls = 0;  // compressed-path calls the cost model sends by the ring
+    uint64_t part_rings = 0;  // dense parts that took their own ring (did not ride)
     for (int step = 0; step < steps; ++step) {
       for (uint32_t b = 0; b < sizes.size(); ++b) {
         const uint64_t n = sizes[b];
@@ -318,6 +319,40 @@ void ScenarioReference() {
         if (diff.empty()) diff = FirstDifference(dense, ref.Dense(section_bucket, step, 517));
         if (!diff.empty()) Check(name + " bitwise", false, diff), all_ok = false;
       }
+      // A large dense part (100,000 elements): every rank would receive
+      // every rank's 400 KB in the allgather's frames, where its own ring
+      // costs the model less from 4 ranks (DenseRides: the exchanger's
+      // DenseRidesAllgather rule): it takes the ring first, and the
+      // averages are the same bits either way.
+      if (!hier) {
+        const uint32_t mixed_bucket = 2002, section_bucket = 2003;
+        constexpr uint64_t kLarge = 100000;
+        std::vector<float> data = Input(g_config.rank, step, mixed_bucket, 3001);
+        std::vector<float> dense = Input(g_config.rank, step, section_bucket, kLarge);
+        const bool rides = (*comm)->DenseRides(3001, kLarge);
+        part_rings += !rides;
+        const std::string name = absl::StrCat(text, " flat with a large dense part step ", step);
+        const ExchangeKind kind = (*comm)->KindFor(3001);
+        if (kind == ExchangeKind::kSparseAllgather && g_config.world_size >= 4) {
+          Check(name + ": the part does not ride", !rides);
+        }
+        absl::Status s = (*comm)->AllreduceMeanWithDense(mixed_bucket, step, absl::MakeSpan(data),
+                                                         absl::MakeSpan(dense));
+        if (!CheckOk(name + " status", s)) return;
+        Check(name + ": its own ring where it does not ride",
+              (*comm)->last_call().dense_buckets == (rides ? 0u : 1u),
+              absl::StrCat((*comm)->last_call().dense_buckets));
+        // Not riding, the compressed part takes the exchange KindFor picks.
+        std::string error;
+        std::vector<float> want =
+            !rides && kind == ExchangeKind::kDenseRing
+                ? ref.Dense(mixed_bucket, step, 3001)
+                : ref.Compressed(mixed_bucket, step, 3001, &error, !rides && ref.CastAllreduces());
+        if (!error.empty()) return Check(name + " reference", false, error);
+        std::string diff = FirstDifference(data, want);
+        if (diff.empty()) diff = FirstDifference(dense, ref.Dense(section_bucket, step, kLarge));
+        if (!diff.empty()) Check(name + " bitwise", false, diff), all_ok = false;
+      }
       // One dense bucket per step (the small-tensor path).
       const uint32_t dense_bucket = 1000;
       std::vector<float> data = Input(g_config.rank, step, dense_bucket, 5003);
@@ -347,7 +382,8 @@ void ScenarioReference() {
     Check(absl::StrCat(text, " counters"),
           g_config.world_size == 1 ||
               (t.bytes_sent > 0 && t.compressed_buckets > 0 &&
-               t.dense_buckets == static_cast<uint64_t>(hier ? 2 * steps : steps) + ring_calls),
+               t.dense_buckets ==
+                   static_cast<uint64_t>(hier ? 2 * steps : steps) + ring_calls + part_rings),
           t.ToString());
     std::printf("STATS %s %s\n", std::string(text).c_str(), t.ToString().c_str());
     // Once per run: a rank that reaches the exchange late is waited for in
