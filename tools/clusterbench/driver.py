@@ -81,9 +81,10 @@ def build_config(a, env, now):
         "namespaces": {"available": ns_ok, "why_not": env["ns_why"] or None},
         "netem": {"available": netem_ok, "why_not": env["netem_why"] or None},
         "shaped": ns_ok,
-        "shaping": ("tbf on both ends of every host link (host egress and switch-port egress), "
-                    "burst max(2 ms of traffic, 128 KiB); ranks within a host use its loopback, "
-                    "unshaped" if ns_ok else "none: loopback"),
+        "shaping": (f"{a.shaper} on both ends of every host link (host egress and switch-port "
+                    "egress), burst max(2 ms of traffic, 128 KiB); ranks within a host use its "
+                    "loopback, unshaped" if ns_ok else "none: loopback"),
+        "shaper": a.shaper if ns_ok else None,
         "delay": a.delay, "hosts": a.hosts, "ranks_per_host": a.ranks_per_host,
         "world_size": a.world, "links": links, "profiles": a.profile_list,
         "methods": [m["name"] for m in a.methods_parsed], "hierarchical": a.hierarchical,
@@ -202,7 +203,8 @@ class Runner:
                 continue
             with emulated_cluster.EmulatedCluster(
                     self.a.hosts, link,
-                    delay=self.a.delay if self.env["netem_ok"] else "0us") as cluster:
+                    delay=self.a.delay if self.env["netem_ok"] else "0us",
+                    shaper=self.a.shaper) as cluster:
                 self.run_link(cluster, where, profile_file, profile_args, alone)
 
     def run_all(self):
