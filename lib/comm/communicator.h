@@ -193,10 +193,9 @@ class Communicator {
   // receives every rank's dense part: small parts ride, large ones do
   // not (the DDP hook also caps the part: (P-1) x 4 x dense.size() <=
   // 256 KiB). Otherwise in two: the dense ring, then `data` by the
-  // exchange KindFor picks. Every rank must
-  // pass the same lengths (else "collective mismatch"). Hierarchical
-  // communicators always take two (dense, then compressed). On error the
-  // communicator is poisoned.
+  // exchange KindFor picks. Every rank must pass the same lengths (else
+  // "collective mismatch"). Hierarchical communicators always take two
+  // (dense, then compressed). On error the communicator is poisoned.
   absl::Status AllreduceMeanWithDense(uint32_t bucket, uint64_t step, absl::Span<float> data,
                                       absl::Span<float> dense);
 
