@@ -6,7 +6,7 @@ private subnet, joined through a veth pair to a bridge that lives in a
 namespace of its own (the "switch"), so nothing in the machine's own network
 namespace changes. Every host link is shaped in both directions:
 
-    host eth0 egress  : netem (delay, jitter, loss) -> tbf or htb-ack (rate;
+    host eth0 egress  : netem (delay, jitter, loss) -> htb-ack or tbf (rate;
                         see SHAPERS)
     switch port egress: the same, towards the host
 
@@ -187,7 +187,14 @@ def burst_bytes(rate_bps):
 #   htb-ack : the same rate, bucket and queue limit (HTB), with pure ACKs
 #             in a class served first, as a host NIC's shallow fair queue
 #             sends them: the same two flows crossed at 20.7 and 20.8.
+# htb-ack is the default since 2026-12-01: the cost model fits it (every
+# dense ring of the scaling run within 0.2 %, against 5-8 % slower on tbf;
+# the README's run within 6.4 % against 18.5 %), and at 1 Gbit/s it moved
+# only exchanges of short bursts (top-k 1 % ~7 %, DDP's PowerSGD ~13 %
+# faster; the dense rings, gradwire's and DDP's, within 2 %).
+# docs/results/2026-12-01-ack-priority.md.
 SHAPERS = ("tbf", "htb-ack")
+DEFAULT_SHAPER = "htb-ack"
 
 
 def _shaper_commands(ns, dev, parent, rate_bps, shaper):
@@ -224,7 +231,7 @@ def _shaper_commands(ns, dev, parent, rate_bps, shaper):
     ]
 
 
-def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct, shaper="tbf"):
+def _shape_commands(ns, dev, rate_bps, delay_s, jitter_s, loss_pct, shaper=DEFAULT_SHAPER):
     """tc commands that shape `dev` in `ns`: netem (if any) then the shaper."""
     cmds = []
     if delay_s > 0 or jitter_s > 0 or loss_pct > 0:
@@ -246,7 +253,7 @@ class EmulatedCluster:
     """H hosts on a shaped star network. Use as a context manager."""
 
     def __init__(self, hosts, link="1gbit", delay="0us", jitter="0us", loss="0",
-                 subnet=DEFAULT_SUBNET, shaped=True, owned=True, shaper="tbf"):
+                 subnet=DEFAULT_SUBNET, shaped=True, owned=True, shaper=DEFAULT_SHAPER):
         if not isinstance(hosts, int) or not 1 <= hosts <= 250:
             raise ClusterError(f"--hosts must be an integer in [1, 250], got {hosts!r}")
         if shaper not in SHAPERS:
@@ -368,7 +375,7 @@ def build_parser():
     up.add_argument("--jitter", default="0us")
     up.add_argument("--loss", default="0")
     up.add_argument("--subnet", default=DEFAULT_SUBNET)
-    up.add_argument("--shaper", default="tbf", choices=SHAPERS,
+    up.add_argument("--shaper", default=DEFAULT_SHAPER, choices=SHAPERS,
                     help="the host links' shaper (see SHAPERS in this file)")
     run = sub.add_parser("run", help="bring a cluster up for one command's lifetime (run in "
                          "this namespace, with GWC_HOSTS, GWC_NS_<i>, GWC_ADDR_<i> set), "
@@ -376,7 +383,7 @@ def build_parser():
     for flag, default in (("--hosts", 4), ("--link", "1gbit"), ("--delay", "0us"),
                           ("--jitter", "0us"), ("--loss", "0"), ("--subnet", DEFAULT_SUBNET)):
         run.add_argument(flag, type=type(default), default=default)
-    run.add_argument("--shaper", default="tbf", choices=SHAPERS, help="as for up")
+    run.add_argument("--shaper", default=DEFAULT_SHAPER, choices=SHAPERS, help="as for up")
     run.add_argument("argv", nargs=argparse.REMAINDER)
     ex = sub.add_parser("exec", help="run a command inside a host")
     ex.add_argument("--host", type=int, required=True)

@@ -192,7 +192,8 @@ def main():
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--hosts", default="4,8,16")
     ap.add_argument("--link", default="20mbit", help="rate of every host link")
-    ap.add_argument("--shaper", default="htb-ack", choices=emulated_cluster.SHAPERS,
+    ap.add_argument("--shaper", default=emulated_cluster.DEFAULT_SHAPER,
+                    choices=emulated_cluster.SHAPERS,
                     help="the links' shaper (tools/emulated_cluster.py's SHAPERS); htb-ack: "
                     "tbf's one queue holds a 20 Mbit/s link's ACKs behind up to 100 ms of "
                     "the reverse direction's data (docs/sparse_allreduce.md)")

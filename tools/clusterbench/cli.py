@@ -80,9 +80,10 @@ def _workload_flags(p):
                    help="ranks per host (GPUs per node; they share its loopback)")
     p.add_argument("--links", default="1gbit", help="comma-separated link rates, e.g. 1gbit,10gbit")
     p.add_argument("--delay", default="0us", help="one-way delay per link (needs sch_netem)")
-    p.add_argument("--shaper", default="tbf", choices=emulated_cluster.SHAPERS,
+    p.add_argument("--shaper", default=emulated_cluster.DEFAULT_SHAPER,
+                   choices=emulated_cluster.SHAPERS,
                    help="the host links' shaper (tools/emulated_cluster.py's SHAPERS; htb-ack: "
-                   "pure ACKs served before queued data)")
+                   "pure ACKs served before queued data; tbf: one queue)")
     p.add_argument("--methods", default=DEFAULT_METHODS,
                    help="gradwire methods: compression specs separated by ';' (their grammar "
                    "follows the options), e.g. 'none;topk:ratio=0.01;qsgd:bits=4'; 'none' is "
