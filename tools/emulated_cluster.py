@@ -190,9 +190,9 @@ def burst_bytes(rate_bps):
 # htb-ack is the default since 2026-12-01: the cost model fits it (every
 # dense ring of the scaling run within 0.2 %, against 5-8 % slower on tbf;
 # the README's run within 6.4 % against 18.5 %), and at 1 Gbit/s it moved
-# only exchanges of short bursts (top-k 1 % ~7 %, DDP's PowerSGD ~13 %
-# faster; the dense rings, gradwire's and DDP's, within 2 %).
-# docs/results/2026-12-01-ack-priority.md.
+# only exchanges of short bursts (in two alternating rounds of the
+# README's run, top-k 1 % and DDP's PowerSGD faster, the dense rings of
+# gradwire and DDP within 2 %). docs/results/2026-12-01-ack-priority.md.
 SHAPERS = ("tbf", "htb-ack")
 DEFAULT_SHAPER = "htb-ack"
 
