@@ -205,18 +205,16 @@ def _shaper_commands(ns, dev, parent, rate_bps, shaper):
     if shaper == "tbf":
         return [tc + ["qdisc", "add", "dev", dev] + where + ["handle", "2:", "tbf", "rate",
                 f"{int(rate_bps)}bit", "burst", str(burst), "latency", TBF_LATENCY]]
-    rate = ceil = f"{int(rate_bps)}bit"
+    rate = f"{int(rate_bps)}bit"  # every class may use the whole link (ceil)
     small = f"{max(int(rate_bps // 20), 8000)}bit"  # ACKs: a twentieth, borrowing the rest
     queue = int(rate_bps / 8 * rates.parse_time(TBF_LATENCY)) + burst  # tbf's, for its latency
     cls = tc + ["class", "add", "dev", dev, "parent"]
+    buckets = ["ceil", rate, "burst", str(burst), "cburst", str(burst)]
     return [
         tc + ["qdisc", "add", "dev", dev] + where + ["handle", "2:", "htb", "default", "20"],
-        cls + ["2:", "classid", "2:1", "htb", "rate", rate, "ceil", ceil, "burst", str(burst),
-               "cburst", str(burst)],
-        cls + ["2:1", "classid", "2:10", "htb", "rate", small, "ceil", ceil, "prio", "0",
-               "burst", str(burst), "cburst", str(burst)],
-        cls + ["2:1", "classid", "2:20", "htb", "rate", rate, "ceil", ceil, "prio", "1",
-               "burst", str(burst), "cburst", str(burst)],
+        cls + ["2:", "classid", "2:1", "htb", "rate", rate] + buckets,
+        cls + ["2:1", "classid", "2:10", "htb", "rate", small, "prio", "0"] + buckets,
+        cls + ["2:1", "classid", "2:20", "htb", "rate", rate, "prio", "1"] + buckets,
         tc + ["qdisc", "add", "dev", dev, "parent", "2:20", "handle", "20:", "bfifo", "limit",
               str(queue)],
         # Pure ACKs first: IPv4 without options, TCP, total length < 128
