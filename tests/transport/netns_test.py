@@ -45,6 +45,25 @@ def in_ns(i, cmd, env):
     return CLUSTER.popen(i, cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def wait_for_redis(redis, password, deadline_s=15.0):
+    """Until host 0's Redis answers PING: a fixed half second was once too
+    short on a loaded machine, and every rank's rendezvous then failed with
+    "Connection refused"."""
+    end = time.monotonic() + deadline_s
+    while True:
+        if redis.poll() is not None:
+            raise RuntimeError(f"redis-server exited ({redis.returncode}): "
+                               f"{redis.stdout.read().decode(errors='replace')[-400:]}")
+        ping = CLUSTER.popen(0, ["redis-cli", "-h", CLUSTER.address(0), "-p", "6379",
+                                 "--no-auth-warning", "-a", password, "ping"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if ping.communicate(timeout=deadline_s)[0].strip() == b"PONG":
+            return
+        if time.monotonic() > end:
+            raise RuntimeError(f"redis-server did not answer PING within {deadline_s:g} s")
+        time.sleep(0.05)
+
+
 def run_job(binary, args, tmp, password, extra_env=None, ranks=range(4), timeout=120):
     procs = []
     job_id = f"netns-{time.monotonic_ns()}"
@@ -88,7 +107,7 @@ def main():
         redis = in_ns(0, ["redis-server", "--bind", CLUSTER.address(0), "--port", "6379",
                           "--requirepass",
                           open(password).read(), "--save", "", "--appendonly", "no"], None)
-        time.sleep(0.5)
+        wait_for_redis(redis, open(password).read())
         if len(BENCH) == 2:
             for code, out in run_job(os.path.abspath(BENCH[0]), [], tmp, password, timeout=300):
                 print(out)
