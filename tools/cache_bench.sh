@@ -2,7 +2,7 @@
 # Data-cache benchmark on an emulated remote store (needs root).
 #
 # Two emulated hosts (tools/emulated_cluster.py run: network namespaces on a
-# tbf-shaped star, removed when the run ends): host 0 runs tools/data_server
+# shaped star, removed when the run ends): host 0 runs tools/data_server
 # over Fashion-MNIST, host 1 runs tools/cache_bench. Latency: netem where the
 # kernel has it (the cluster's per-link delay, a quarter of the round trip:
 # two links each way); where it does not (sch_netem missing, as on the CI
@@ -79,7 +79,7 @@ else
   server_delay="$rtt_ms"
   latency_note="no sch_netem in this kernel: the server delays each reply by ${rtt_ms} ms"
 fi
-echo "link: tbf ${rate_mbit} Mbit/s each way; $latency_note" >&2
+echo "link: ${rate_mbit} Mbit/s each way (emulated_cluster.py's default shaper); $latency_note" >&2
 export bin work data_dir server_delay rate_mbit rtt_ms latency_note PORT
 
 inner='

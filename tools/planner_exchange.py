@@ -212,7 +212,7 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
     """Rows comparing each scaling_bench case (one rank per emulated host,
     --buckets buckets of --elements fp32) with the library's model.
 
-    The link: the case's tbf rate x TCP goodput. Round latency and codec
+    The link: the case's shaped rate x TCP goodput. Round latency and codec
     rates: what the library measured at the start of the case (its
     AgreeExchangeModel, recorded as the case's "model"; codec rates in CPU
     time, the speed of one core); for older runs without it, `alpha_s` and

@@ -11,8 +11,9 @@ multi-host paths loopback cannot exercise:
 
     netns_test.py <transport_rank> <emulated_cluster.py> [<transport_bench> RATE]
 
-With a bench binary and a rate (e.g. 1gbit) the link is shaped with tc tbf
-and the bench runs across the two hosts instead of the tests.
+With a bench binary and a rate (e.g. 1gbit) the link is shaped (the emulated
+cluster's default shaper) and the bench runs across the two hosts instead of
+the tests.
 
 Needs root (CAP_NET_ADMIN), iproute2 and redis-server; prints SKIPPED and
 exits 0 otherwise (Bazel's sandbox, for one, cannot create namespaces).
