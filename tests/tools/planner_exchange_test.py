@@ -212,14 +212,23 @@ class ValidationTest(unittest.TestCase):
             self.assertAlmostEqual(r["round_us"], 1e3 * r["hosts"])
             self.assertEqual(r["cpu_share"], r["hosts"] / 2)
         text = pe.format_validation(rows)
-        self.assertIn("(4/4 cases within 20 %)", text)
+        self.assertIn("(4/4 cases within 20 %; the model inside the case's own iterations in "
+                      "4/4)", text)
 
     def test_errors_are_signed_and_reported(self):
         run = scaling_json(True)
+        model_ms = run["cases"][1]["ms"]
         run["cases"][1]["ms"] *= 2  # measured twice the model: -50 %
         rows = pe.validate_scaling(run)
         self.assertAlmostEqual(rows[1]["error_pct"], -50, places=6)
-        self.assertIn("(3/4 cases within 20 %)", pe.format_validation(rows))
+        self.assertIn("(3/4 cases within 20 %; the model inside the case's own iterations in "
+                      "3/4)", pe.format_validation(rows))
+        # Iterations as fast as the model: the miss stays a miss, the range says so.
+        run["cases"][1]["ms_all"] = [model_ms, 2 * model_ms, 3 * model_ms]
+        rows = pe.validate_scaling(run)
+        self.assertEqual(rows[1]["measured_range_ms"], [model_ms, 3 * model_ms])
+        self.assertIn("(3/4 cases within 20 %; the model inside the case's own iterations in "
+                      "4/4)", pe.format_validation(rows))
 
     def test_old_runs_use_defaults(self):
         rows = pe.validate_scaling(scaling_json(False), alpha_s=300e-6)
