@@ -273,12 +273,18 @@ def validate_scaling(results, alpha_s=200e-6, cores=None, rates=None):
     return rows
 
 
+def _iteration_range(row):
+    """A validation row's fastest and slowest iteration (rows older than
+    the field: its median twice)."""
+    return row.get("measured_range_ms") or [row["measured_ms"]] * 2
+
+
 def format_validation(rows, goal_pct=20.0):
     lines = ["| P | exchange | measured ms | iterations ms | model ms | error "
              "| model wire + run's compute ms | error | MB measured | MB model | bytes error "
              "| round us |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lo, hi = r.get("measured_range_ms") or [r["measured_ms"]] * 2
+        lo, hi = _iteration_range(r)
         lines.append(f"| {r['hosts']} | {r['name']} | {r['measured_ms']:.1f} | "
                      f"{lo:.1f}–{hi:.1f} | "
                      f"{r['predicted_ms']:.1f} | {r['error_pct']:+.1f} % | "
@@ -290,8 +296,8 @@ def format_validation(rows, goal_pct=20.0):
         worst_in = max(abs(r["error_inrun_pct"]) for r in rows)
         worst_b = max(abs(r["bytes_error_pct"]) for r in rows)
         within = sum(abs(r["error_pct"]) <= goal_pct for r in rows)
-        inside = sum(lo <= r["predicted_ms"] <= hi for r in rows
-                     for lo, hi in [r.get("measured_range_ms") or [r["measured_ms"]] * 2])
+        inside = sum(lo <= r["predicted_ms"] <= hi
+                     for r in rows for lo, hi in [_iteration_range(r)])
         lines += ["", f"time: worst |error| {worst:.1f} % ({within}/{len(rows)} cases within "
                   f"{goal_pct:g} %; the model inside the case's own iterations in "
                   f"{inside}/{len(rows)}); model wire + the run's compute: {worst_in:.1f} %; "

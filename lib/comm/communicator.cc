@@ -207,11 +207,9 @@ bool Communicator::DenseRides(uint64_t elements, uint64_t dense_elements) const 
   if (kind == ExchangeKind::kSparseAllgather) return DenseRidesAllgather(p, dense_elements, model_);
   if (options_.exchange.has_value() || options_.hierarchical) return false;
   const CompressionSpec& spec = codec_->spec();
-  // The dense section adds (P-1) x 4 bytes per element to what each rank
-  // receives in the allgather.
   const double ride =
       EstimateExchange(ExchangeKind::kSparseAllgather, p, elements, spec, model_).seconds() +
-      (p - 1) * 4.0 * dense_elements / model_.bytes_per_second;
+      DenseSectionSeconds(p, dense_elements, model_);
   const double apart =
       EstimateExchange(kind, p, elements, spec, model_).seconds() +
       EstimateExchange(ExchangeKind::kDenseRing, p, dense_elements, spec, model_).seconds();

@@ -270,11 +270,15 @@ bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel&
   return across + in_node + model.seconds_per_round < world;  // + the verdict's round
 }
 
+double DenseSectionSeconds(int ranks, uint64_t dense_elements, const ExchangeModel& model) {
+  return std::max(ranks - 1, 0) * 4.0 * static_cast<double>(dense_elements) /
+         model.bytes_per_second;
+}
+
 bool DenseRidesAllgather(int ranks, uint64_t dense_elements, const ExchangeModel& model) {
   if (ranks < 2) return false;
   const CompressionSpec none;  // the ring's cost does not depend on a spec
-  const double ride =
-      (ranks - 1) * 4.0 * static_cast<double>(dense_elements) / model.bytes_per_second;
+  const double ride = DenseSectionSeconds(ranks, dense_elements, model);
   const double ring =
       EstimateExchange(ExchangeKind::kDenseRing, ranks, dense_elements, none, model).seconds();
   return ride <= ring;

@@ -141,6 +141,12 @@ bool DenseTwoLevel(int nodes, int local, uint64_t elements, const ExchangeModel&
 // the ring from P = 8.
 bool DenseRidesAllgather(int ranks, uint64_t dense_elements, const ExchangeModel& model);
 
+// What a dense section of `dense_elements` adds to a sparse allgather:
+// every rank receives every other rank's, (P - 1) x 4 bytes an element at
+// the link's rate. DenseRidesAllgather and Communicator::DenseRides price
+// the ride with it.
+double DenseSectionSeconds(int ranks, uint64_t dense_elements, const ExchangeModel& model);
+
 // The rule ChooseExchange applies to `spec`, in words for reports: the
 // smallest predicted time (sparse specs), or bytes alone (the casts,
 // QSGD and sign, whose predicted times are reported but do not choose).
