@@ -298,7 +298,9 @@ def report(cases, hosts, densities, a):
                                    if k not in ("secret", "host_list", "density_list")},
                                 "cores": os.cpu_count(),
                                 "burst_bytes": emulated_cluster.burst_bytes(
-                                    rates.parse_rate(a.link)),
+                                    rates.parse_rate(a.link), a.shaper),
+                                "gso_bytes": emulated_cluster.gso_bytes(
+                                    rates.parse_rate(a.link), a.shaper),
                                 "queue_seconds": rates.parse_time(
                                     emulated_cluster.TBF_LATENCY)},
                    "cases": cases, "figures": checks}, f, indent=1)
