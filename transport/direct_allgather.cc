@@ -48,6 +48,14 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
     recv[from]->recv(from, slot);
   };
   absl::Status status = CallGloo(what, [&] {
+    // Receives first. Gloo moves a block once its receiver's go-ahead has
+    // come, and sends that go-ahead over the pair's one connection, after
+    // whatever the receiver is already sending there. Posted after our
+    // sends, a go-ahead could wait behind our whole block to that peer (its
+    // go-ahead having come first), and the two blocks would cross one
+    // after the other instead of at once.
+    const std::vector<int>& sources = receives.sources();
+    for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(sources[j]);
     // Every send is posted at once: a send only announces the block, and
     // its bytes move when the receiver posts the matching receive.
     for (int i = 1; i < size; ++i) {
@@ -57,8 +65,6 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
         send[to]->send(to, slot);
       }
     }
-    const std::vector<int>& sources = receives.sources();
-    for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(sources[j]);
     // Gloo throws IoException on a timeout or a dead peer; false means
     // the wait was aborted. Waited for in posting order; each completed
     // receive opens the window for the next source.

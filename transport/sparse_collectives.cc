@@ -326,8 +326,10 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
     auto post_receive = [&](int from) {
       in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
     };
-    for (int i = 1; i <= window; ++i) post_send(i);
+    // Receives first (see DirectAllgatherv): a receive's go-ahead queued
+    // behind our own block to that peer would hold its block back.
     for (int j = 0; j < window; ++j) post_receive(receives.sources()[j]);
+    for (int i = 1; i <= window; ++i) post_send(i);
     for (int i = 1; i < p; ++i) {
       WaitRecv(in_buffer.get(), deadline, kName);
       if (const int next = receives.PostAfter(i); next >= 0) post_receive(next);
