@@ -223,8 +223,10 @@ def gso_bytes(rate_bps, shaper="tbf"):
 #             2.3 ms); four hosts each sending 99 KB to the three others at
 #             once all finished in 122-125 ms (the byte time with headers:
 #             123 ms; with one FIFO and the small bucket: 122-200 ms).
-#             Not the default: the model, fitted on htb-ack, misses its
-#             small exchanges on 4 ranks (docs/results/2026-12-02-*.md).
+#             scaling_bench.py's default (its 20 Mbit/s links stand for
+#             fast ones, time scaled up, and htb-ack's 128 KiB bucket is
+#             52 ms of them); at 1 Gbit/s the README's run measured the same
+#             on both (docs/results/2026-12-01-burst-free-links.md).
 SHAPERS = ("tbf", "htb-ack", "htb-fair")
 DEFAULT_SHAPER = "htb-ack"
 
