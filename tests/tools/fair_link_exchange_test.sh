@@ -22,8 +22,9 @@ if [ -n "$why" ]; then
   exit 0
 fi
 out="${TEST_TMPDIR:-$(mktemp -d)}/fair"
-"${GRADWIRE_PYTHON:-/usr/bin/python3}" "$here/tools/scaling_bench.py" --out "$out" --hosts 2 --link 20mbit \
-  --elements 4194304 --buckets 1 --densities 0.01 --iters 3 --warmup 1 --skip_dense \
+"${GRADWIRE_PYTHON:-/usr/bin/python3}" "$here/tools/scaling_bench.py" --out "$out" \
+  --hosts 2 --link 20mbit --elements 4194304 --buckets 1 --densities 0.01 --iters 3 \
+  --warmup 1 --skip_dense \
   --shaper htb-fair --rank_binary "$here/tools/scaling_rank" > "$out.log" 2>&1 ||
   { cat "$out.log"; echo "FAIL: scaling_bench.py"; exit 1; }
 python3 - "$out/scaling.json" <<'PY'
