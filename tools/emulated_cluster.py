@@ -173,6 +173,7 @@ def remove_leftovers(owner=None, everything=False):
 
 BUCKET_SECONDS = 0.002  # a shaper's bucket: ~2 ms of the link's traffic keeps the rate accurate
 MTU_FRAME = 1514  # bytes an Ethernet frame of the default 1500-byte MTU puts on a link
+SEGMENT_BYTES = MTU_FRAME - 54  # TCP payload of such a frame (Ethernet 14, IPv4 20, TCP 20)
 
 
 def burst_bytes(rate_bps, shaper="tbf"):
@@ -368,7 +369,7 @@ class EmulatedCluster:
                 gso = gso_bytes(self.rate_bps, self.shaper) if self.shaped else None
                 if gso:  # TCP sizes its super-packets from the host's interface
                     _run(["ip", "-n", ns, "link", "set", "eth0", "gso_max_size", str(gso),
-                          "gso_max_segs", str(max(1, gso // (MTU_FRAME - 54)))])
+                          "gso_max_segs", str(max(1, gso // SEGMENT_BYTES))])
                 if self.shaped:
                     peers = [self.address(j) for j in range(self.hosts) if j != h]
                     for cmd in (_shape_commands(ns, "eth0", self.rate_bps, self.delay_s,

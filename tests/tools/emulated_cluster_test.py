@@ -11,9 +11,9 @@ has been idle must take its time at the link's rate (htb-ack's 128 KiB
 bucket and 64 KiB super-packets send it in 2.3 ms instead of 60), and four
 hosts each sending it to the three others at once must all finish within
 1.2x the byte time: a host's link serves its peers in turn (with one FIFO
-the slowest host took 1.6-1.75x in two runs). Also: a shaper
-that is not one of SHAPERS is refused by name, and the ACK class takes pure
-ACKs only (data, FIN and RST keep their flow's order).
+the slowest host took 1.74x and 1.77x in two runs). Also: a shaper that is
+not one of SHAPERS is refused by name, and the ACK class takes pure ACKs
+only (data, FIN and RST keep their flow's order).
 
 Needs root (network namespaces); prints SKIPPED otherwise. Writes its own
 test.xml cases.
@@ -126,7 +126,12 @@ def all_to_all_seconds(cluster, hosts):
     procs = [cluster.popen(h, [sys.executable, "-c", ALL_TO_ALL, str(h), peers,
                                str(MESSAGE_BYTES), str(t0)], stdout=subprocess.PIPE, text=True)
              for h in range(hosts)]
-    return [float(p.communicate(timeout=60)[0]) for p in procs]
+    seconds = []
+    for h, p in enumerate(procs):
+        out = p.communicate(timeout=60)[0]
+        assert p.returncode == 0 and out.strip(), f"host {h}: exit {p.returncode}, {out!r}"
+        seconds.append(float(out))
+    return seconds
 
 
 def message_after_idle_seconds(cluster):
