@@ -48,12 +48,7 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
     recv[from]->recv(from, slot);
   };
   absl::Status status = CallGloo(what, [&] {
-    // Receives first. Gloo moves a block once its receiver's go-ahead has
-    // come, and sends that go-ahead over the pair's one connection, after
-    // whatever the receiver is already sending there. Posted after our
-    // sends, a go-ahead could wait behind our whole block to that peer (its
-    // go-ahead having come first), and the two blocks would cross one
-    // after the other instead of at once.
+    // Receives first (receive_window.h says why).
     const std::vector<int>& sources = receives.sources();
     for (size_t j = 0; j < receives.in_flight(); ++j) post_receive(sources[j]);
     // Every send is posted at once: a send only announces the block, and

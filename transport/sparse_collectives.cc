@@ -326,8 +326,7 @@ absl::Status SparseCollectives::AlltoallvBounded(GlooGroup& group,
     auto post_receive = [&](int from) {
       in_buffer->recv(from, slot, slot_of(from) * slot_bytes, slot_bytes);
     };
-    // Receives first (see DirectAllgatherv): a receive's go-ahead queued
-    // behind our own block to that peer would hold its block back.
+    // Receives first (receive_window.h says why).
     for (int j = 0; j < window; ++j) post_receive(receives.sources()[j]);
     for (int i = 1; i <= window; ++i) post_send(i);
     for (int i = 1; i < p; ++i) {

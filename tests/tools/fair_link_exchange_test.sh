@@ -15,16 +15,8 @@
 # Live as root (network namespaces); SKIPPED otherwise.
 set -euo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
-why="$(GWTOOLS_DIR="$here/tools" python3 - "$here/tools" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import emulated_cluster
-ok, why = emulated_cluster.namespaces_available()
-print("" if ok else why)
-PY
-)"
-if [ -n "$why" ]; then
-  echo "SKIPPED fair_link_exchange_test: $why"
+if ! can="$(python3 "$here/tools/emulated_cluster.py" check)"; then
+  echo "SKIPPED fair_link_exchange_test: $can"
   exit 0
 fi
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -37,7 +29,7 @@ check() {
   local out="$tmp/$name"
   if ! "${GRADWIRE_PYTHON:-/usr/bin/python3}" "$here/tools/scaling_bench.py" --out "$out" \
       --hosts "$hosts" --link 20mbit --elements "$elements" --buckets 1 \
-      --densities "$density" --iters 3 --warmup 1 --skip_dense --shaper htb-fair \
+      --densities "$density" --iters 5 --warmup 1 --skip_dense --shaper htb-fair \
       --rank_binary "$here/tools/scaling_rank" > "$out.log" 2>&1; then
     cat "$out.log"
     echo "FAIL: $name: scaling_bench.py"
