@@ -3,9 +3,10 @@
 # commodity Ethernet? Installs what it needs, builds gradwire optimized and
 # runs tools/cluster_bench.py with its embedded defaults: 4 emulated hosts
 # (network namespaces) on 1 Gbit/s links, the ResNet-50 gradient, dense
-# Gloo allreduce vs gradwire top-k 1 % with error feedback, plus PyTorch
-# DDP (default allreduce, fp16 hook, PowerSGD rank 1 and 4) on the same
-# cluster. Prints the table and where the JSON and PNG went (bench-results/).
+# Gloo allreduce vs gradwire top-k and approximate top-k 1 % with error
+# feedback, plus PyTorch DDP (default allreduce, fp16 hook, PowerSGD rank 1
+# and 4) on the same cluster. Prints the table and where the JSON and PNG
+# went (bench-results/).
 #
 #   bash tools/benchmark.sh                                  # defaults, a few minutes
 #   bash tools/benchmark.sh --links 1gbit,10gbit \

@@ -356,6 +356,43 @@ class HostLinkBytesTest(unittest.TestCase):
         self.assertEqual(collect._bytes_off_node(ring[:2]), mb)
 
 
+class CpuFloorTest(unittest.TestCase):
+    """clusterbench.collect: issue 18's floor, max(wire floor, ranks / cores x
+    one rank's CPU per step alone), and its target."""
+
+    @staticmethod
+    def case(**kw):
+        c = {"system": "gradwire", "profile": "resnet50", "link": "1gbit", "link_bps": 1e9,
+             "world_size": 4, "method": "topk:ratio=0.01", "codec": "topk", "density": 0.01,
+             "hierarchical": False, "iter_ms_median": 90.0, "floor_wire_ms": 39.0,
+             "cpu_alone_ms": 30.0, "cpu_loopback_ms": 35.0}
+        c.update(kw)
+        return c
+
+    def test_the_larger_of_wire_and_shared_cpu(self):
+        from clusterbench import collect
+        self.assertEqual(collect.cpu_floor(self.case(), 2), (60.0, 70.0))
+        self.assertEqual(collect.cpu_floor(self.case(cpu_alone_ms=10.0), 2), (39.0, 70.0))
+        self.assertEqual(collect.cpu_floor(self.case(cpu_loopback_ms=None), 2), (60.0, None))
+        # Ranks that each have a core, dense cases and runs without the
+        # alone figure have no such floor.
+        self.assertIsNone(collect.cpu_floor(self.case(), 4))
+        self.assertIsNone(collect.cpu_floor(self.case(codec="none"), 2))
+        self.assertIsNone(collect.cpu_floor(self.case(cpu_alone_ms=None), 2))
+        self.assertIsNone(collect.cpu_floor(self.case(), None))
+
+    def test_target_judged_on_the_alone_floor(self):
+        from clusterbench import collect
+        for iter_ms, met in ((90.0, True), (91.0, False)):
+            run = {"config": {"machine": {"cores": 2}},
+                   "cases": [self.case(iter_ms_median=iter_ms)]}
+            ts = [t for t in collect.evaluate_targets(run) if "CPU alone" in t["target"]]
+            self.assertEqual(len(ts), 1)
+            self.assertEqual(ts[0]["met"], met)
+            self.assertAlmostEqual(ts[0]["value"], round(iter_ms / 60.0, 2))
+            self.assertIn("with the loopback run's CPU per rank (35.0 ms)", ts[0]["note"])
+
+
 class CommandLineTest(unittest.TestCase):
     def run_planner(self, *argv):
         return subprocess.run([sys.executable, os.path.join(ARGS.tools_dir, "planner.py"), *argv],

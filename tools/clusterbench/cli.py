@@ -56,7 +56,7 @@ import model_profiles
 
 PEER_HOOKS = {"none": ("none", None), "fp16": ("fp16", None),
               "powersgd1": ("powersgd", 1), "powersgd4": ("powersgd", 4)}
-DEFAULT_METHODS = "none;topk:ratio=0.01"
+DEFAULT_METHODS = "none;topk:ratio=0.01;approx_topk:ratio=0.01"
 BUCKET_HELP = (
     "bucket size for both systems (gradwire buckets, DDP bucket_cap_mb). 50 MiB (Horovod "
     "fuses up to 64 MB): the step here has no backward pass to overlap, and four ranks on two "

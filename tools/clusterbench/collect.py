@@ -177,12 +177,39 @@ def _target(out, name, value, goal, ok, note=""):
     out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "note": note})
 
 
-def _case_targets(out, c, transport):
+def cpu_floor(c, cores):
+    """Issue 18's floor of a compressed case whose ranks outnumber this
+    machine's cores: max(the wire floor, ranks / cores x one rank's process
+    CPU per step alone), in ms, and the same with the loopback run's CPU
+    per rank (every rank's share of decoding P frames, kernel TCP, hand-offs
+    and memory contention included) in place of the alone figure; None
+    where the run has not the figures."""
+    alone, loop = c.get("cpu_alone_ms"), c.get("cpu_loopback_ms")
+    wire = c.get("floor_wire_ms")
+    if (c["codec"] == "none" or not cores or c["world_size"] <= cores or alone is None
+            or wire is None):
+        return None
+    share = c["world_size"] / cores
+    return (max(wire, share * alone),
+            max(wire, share * loop) if loop is not None else None)
+
+
+def _case_targets(out, c, transport, cores=None):
     where = f"{c['profile']} {c['link']} P={c['world_size']} {c['method']}"
     if c.get("x_floor") is not None:
         _target(out, f"{where}: iter within 1.5x of its floor", round(c["x_floor"], 2), "<= 1.5",
                 c["x_floor"] <= 1.5,
                 f"floor {c['floor_ms']:.0f} ms (in-run compression: x{c['x_floor_inrun']:.2f})")
+    floors = cpu_floor(c, cores)
+    if floors is not None:
+        x = c["iter_ms_median"] / floors[0]
+        loop = ("" if floors[1] is None else
+                f"; x{c['iter_ms_median'] / floors[1]:.2f} with the loopback run's CPU per "
+                f"rank ({c['cpu_loopback_ms']:.1f} ms)")
+        _target(out, f"{where}: iter within 1.5x of max(wire floor, ranks/cores x CPU alone)",
+                round(x, 2), "<= 1.5", x <= 1.5,
+                f"floor {floors[0]:.0f} ms = max({c['floor_wire_ms']:.0f}, {c['world_size']}/"
+                f"{cores} x {c['cpu_alone_ms']:.1f} ms of one rank's CPU alone){loop}")
     g = GOALS.get((c["codec"], c["density"]))
     if not g or c["hierarchical"] or c.get("speedup") is None:
         return
@@ -227,9 +254,10 @@ def evaluate_targets(results):
     """Issue 5's targets, judged on this run's figures (where it has them)."""
     out = []
     transport = results.get("transport", {})
+    cores = results.get("config", {}).get("machine", {}).get("cores")
     for c in results["cases"]:
         if c["system"] == "gradwire" and c.get("link_bps"):
-            _case_targets(out, c, transport.get(c["profile"], {}).get(c["link"]))
+            _case_targets(out, c, transport.get(c["profile"], {}).get(c["link"]), cores)
     pairs = sorted({(c["profile"], c["link"]) for c in results["cases"]})
     for prof, link in pairs:
         here = [c for c in results["cases"] if c["profile"] == prof and c["link"] == link]
