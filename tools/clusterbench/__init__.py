@@ -4,7 +4,7 @@
     run      the cases: ranks of exchange_bench, transport_bench and
              ddp_peer on the emulated cluster, supervised by gwtools.ranks
     collect  the ranks' JSON result files -> one case's figures, derived
-             figures (utilisation, floors, speedups), issue 5's targets
+             figures (utilisation, floors, speedups), the targets of issues 5 and 18
     report   the stdout table, Markdown and PNG, each marked INCOMPLETE
              when the run stopped early
     driver   the loop over profiles x links x methods and the run's result

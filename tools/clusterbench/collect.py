@@ -1,6 +1,6 @@
 """From the ranks' result files to one case's figures: the gradwire and DDP
 cases, the transport-only rows, the derived figures (utilisation, floors,
-speedups) and issue 5's targets judged on the run."""
+speedups) and the targets of issues 5 and 18 judged on the run."""
 
 # TCP payload per byte a tbf shaper counts on a 1500-byte MTU Ethernet
 # link (1448 B of payload per 1514 B frame with timestamps): the goodput
@@ -171,7 +171,7 @@ def best_dense(cases):
             c["speedup_vs_best_dense"] = _ratio(best, c["iter_ms_median"])
 
 
-# --- issue 5's targets ---------------------------------------------------------
+# --- the targets of issues 5 and 18 ------------------------------------------
 
 def _target(out, name, value, goal, ok, note=""):
     out.append({"target": name, "value": value, "goal": goal, "met": bool(ok), "note": note})
@@ -251,7 +251,7 @@ def _link_targets(out, prof, link, here, transport):
 
 
 def evaluate_targets(results):
-    """Issue 5's targets, judged on this run's figures (where it has them)."""
+    """The targets of issues 5 and 18, judged on this run's figures (where it has them)."""
     out = []
     transport = results.get("transport", {})
     cores = results.get("config", {}).get("machine", {}).get("cores")

@@ -100,7 +100,7 @@ def _transport_note(r):
 
 
 def print_extras(results, alpha_us, out=sys.stdout):
-    """Transport-only figures, issue 5's targets and the planner's validation."""
+    """Transport-only figures, the targets of issues 5 and 18 and the planner's validation."""
     for prof, per_link in results["transport"].items():
         for link, t in per_link.items():
             print(f"\nTransport only (bench/transport/transport_bench, no codec), {prof} "
@@ -108,7 +108,7 @@ def print_extras(results, alpha_us, out=sys.stdout):
             for row in t["rows"]:
                 print(f"  {row['name']:34s} {row['ms']:9.2f} ms  {_transport_note(row)}", file=out)
     if results["targets"]:
-        print("\nIssue 5 targets on this run:", file=out)
+        print("\nTargets of issues 5 and 18 on this run:", file=out)
         for t in results["targets"]:
             print(f"  [{'MET' if t['met'] else 'MISSED':6s}] {t['target']}: {t['value']} "
                   f"(goal {t['goal']}){'; ' + t['note'] if t['note'] else ''}", file=out)
@@ -200,8 +200,8 @@ def _md_planner(results):
 def _md_tail(results):
     out = []
     if results.get("targets"):
-        out += ["", "Issue 5 targets on this run:", "", "| target | value | goal | met | note |",
-                "|---|---|---|---|---|"]
+        out += ["", "Targets of issues 5 and 18 on this run:", "",
+                "| target | value | goal | met | note |", "|---|---|---|---|---|"]
         out += [f"| {t['target']} | {t['value']} | {t['goal']} | "
                 f"{'yes' if t['met'] else '**no**'} | {t['note']} |" for t in results["targets"]]
     f = results.get("failure")
