@@ -185,9 +185,8 @@ def burst_bytes(rate_bps, shaper="tbf"):
     2.3 ms instead of 60. htb lends a packet the tokens it lacks, so
     htb-fair's bucket is BUCKET_SECONDS of the rate (at least two frames),
     and `gso_bytes` keeps the hosts' super-packets within it."""
-    if shaper != "htb-fair":
-        return max(int(rate_bps / 8 * BUCKET_SECONDS), 128 * 1024)
-    return max(int(rate_bps / 8 * BUCKET_SECONDS), 2 * MTU_FRAME)
+    least = 2 * MTU_FRAME if shaper == "htb-fair" else 128 * 1024
+    return max(int(rate_bps / 8 * BUCKET_SECONDS), least)
 
 
 def gso_bytes(rate_bps, shaper="tbf"):

@@ -194,7 +194,7 @@ def cpu_floor(c, cores):
             max(wire, share * loop) if loop is not None else None)
 
 
-def _case_targets(out, c, transport, cores=None):
+def _case_targets(out, c, transport, cores):
     where = f"{c['profile']} {c['link']} P={c['world_size']} {c['method']}"
     if c.get("x_floor") is not None:
         _target(out, f"{where}: iter within 1.5x of its floor", round(c["x_floor"], 2), "<= 1.5",
