@@ -4,6 +4,7 @@
 // cpu_clones_test (tests/BUILD.bazel), so every clone's loop is checked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -52,12 +53,31 @@ TEST(DivideTest, DivideAllDividesEachElement) {
   }
 }
 
-TEST(DivideTest, StreamingOnlyPastTheLastLevelCache) {
+TEST(DivideTest, StreamingOnlyPastTheCoresShareOfTheLastLevelCache) {
   const uint64_t llc = LastLevelCacheBytes();
   EXPECT_GE(llc, uint64_t{64} << 10) << "no last-level cache this small";
+  const uint64_t sharers = LastLevelCacheSharers();
+  EXPECT_GE(sharers, 1u);
+  const uint64_t threshold = StreamingThresholdBytes();
+  const uint64_t share = llc / sharers / 4 * 3;
+  EXPECT_EQ(threshold, std::max(share, uint64_t{1} << 20));
   EXPECT_EQ(StoresFor(0), OutStores::kCached);
-  EXPECT_EQ(StoresFor(llc), OutStores::kCached);
-  EXPECT_EQ(StoresFor(llc + 1), OutStores::kStreaming);
+  EXPECT_EQ(StoresFor(threshold), OutStores::kCached);
+  EXPECT_EQ(StoresFor(threshold + 1), OutStores::kStreaming);
+  // Never past the whole cache, where the floor allows.
+  if (llc >= (uint64_t{4} << 20) / 3) EXPECT_LE(threshold, llc);
+}
+
+TEST(DivideTest, CountsSysfsCpuLists) {
+  EXPECT_EQ(CountCpuList("0-1\n"), 2u);
+  EXPECT_EQ(CountCpuList("3"), 1u);
+  EXPECT_EQ(CountCpuList("0-7,64-71\n"), 16u);
+  EXPECT_EQ(CountCpuList("0,2,4-5"), 4u);
+  // Not a list: 0, so that the caller falls back to one sharer.
+  for (const char* bad : {"", "\n", "-1", "1-", "4-2", "1,", ",1", "1,,2", "a", "1 2", "0-7x",
+                          "1234567890", "0-1234567890"}) {
+    EXPECT_EQ(CountCpuList(bad), 0u) << '"' << bad << '"';
+  }
 }
 
 }  // namespace

@@ -48,17 +48,17 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 // When every payload holds the same index list (the same pointer or equal
 // contents, as random-k frames of one step do), each entry's sum is
 // formed in order and stored once into that buffer instead.
-// A dense larger than the last-level cache takes those chunk stores as
-// streaming ones (StoresFor, streaming_store.h): ResNet-50's 102 MB
-// average of four frames at 10 % went from 23-24 to 19-20 ms on a Zen 5
-// core, as its lines are no longer read before they are written. Then
-// the sparse chunks (and the empty ones: top-k's selections crowd into a
-// few layers) take the buffer too, rather than be zeroed in place, which
-// would read their lines first; only payloads under one entry in 32
-// elements still have all of dense zeroed first (one memset). And a
-// dense chunk is summed and stored in quarters, so that the frames' reads
-// and dense's streaming stores alternate in shorter bursts (about a tenth
-// off that average).
+// A dense larger than this core's part of the last-level cache takes
+// those chunk stores as streaming ones (StoresFor, streaming_store.h):
+// ResNet-50's 102 MB average of four frames at 10 % went from 23-24 to
+// 19-20 ms on a Zen 5 core, as its lines are no longer read before they
+// are written. Then the sparse chunks (and the empty ones: top-k's
+// selections crowd into a few layers) take the buffer too, rather than be
+// zeroed in place, which would read their lines first; only payloads
+// under one entry in 32 elements still have all of dense zeroed first
+// (one memset). And a dense chunk is summed and stored in quarters, so
+// that the frames' reads and dense's streaming stores alternate in
+// shorter bursts (about a tenth off that average).
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                    absl::Span<float> dense);
 

@@ -14,7 +14,7 @@ namespace {
 std::string ReadLine(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) return "";
-  char line[64] = {};
+  char line[256] = {};
   const bool ok = std::fgets(line, sizeof line, f) != nullptr;
   std::fclose(f);
   return ok ? std::string(line) : "";
@@ -34,9 +34,15 @@ uint64_t ParseSize(const std::string& text) {
   return value;
 }
 
-// cpu0's unified or data cache of the highest level sysfs lists, or 0.
-uint64_t SysfsLastLevelBytes() {
-  uint64_t best_level = 0, bytes = 0;
+// cpu0's unified or data cache of the highest level sysfs lists: its
+// size (0 if none) and the CPUs sharing it (0 if sysfs does not say).
+struct SysfsCache {
+  uint64_t bytes = 0;
+  uint64_t sharers = 0;
+};
+SysfsCache SysfsLastLevel() {
+  uint64_t best_level = 0;
+  SysfsCache best;
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
     const uint64_t level = ParseSize(ReadLine(dir + "/level"));
@@ -45,17 +51,47 @@ uint64_t SysfsLastLevelBytes() {
     const uint64_t size = ParseSize(ReadLine(dir + "/size"));
     if (level > best_level && size > 0) {
       best_level = level;
-      bytes = size;
+      best.bytes = size;
+      best.sharers = CountCpuList(ReadLine(dir + "/shared_cpu_list"));
     }
   }
-  return bytes;
+  return best;
 }
 
 }  // namespace
 
+uint64_t CountCpuList(const std::string& text) {
+  const std::string list = text.substr(0, text.find('\n'));
+  size_t i = 0;
+  // A CPU number of at most 9 digits at i; false if none is there.
+  auto number = [&](uint64_t* v) {
+    const size_t start = i;
+    *v = 0;
+    for (; i < list.size() && list[i] >= '0' && list[i] <= '9'; ++i) {
+      if (i - start == 9) return false;
+      *v = *v * 10 + static_cast<uint64_t>(list[i] - '0');
+    }
+    return i > start;
+  };
+  uint64_t count = 0;
+  while (true) {
+    uint64_t first = 0, last = 0;
+    if (!number(&first)) return 0;
+    last = first;
+    if (i < list.size() && list[i] == '-') {
+      ++i;
+      if (!number(&last) || last < first) return 0;
+    }
+    count += last - first + 1;
+    if (i == list.size()) return count;
+    if (list[i] != ',') return 0;
+    ++i;
+  }
+}
+
 uint64_t LastLevelCacheBytes() {
   static const uint64_t bytes = [] {
-    uint64_t b = SysfsLastLevelBytes();
+    uint64_t b = SysfsLastLevel().bytes;
 #ifdef _SC_LEVEL3_CACHE_SIZE
     if (b == 0) {
       const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -67,8 +103,21 @@ uint64_t LastLevelCacheBytes() {
   return bytes;
 }
 
+uint64_t LastLevelCacheSharers() {
+  static const uint64_t sharers = [] {
+    const uint64_t s = SysfsLastLevel().sharers;
+    return s > 0 ? s : 1;
+  }();
+  return sharers;
+}
+
+uint64_t StreamingThresholdBytes() {
+  const uint64_t share = LastLevelCacheBytes() / LastLevelCacheSharers() / 4 * 3;
+  return share > (uint64_t{1} << 20) ? share : uint64_t{1} << 20;
+}
+
 OutStores StoresFor(uint64_t output_bytes) {
-  return output_bytes > LastLevelCacheBytes() ? OutStores::kStreaming : OutStores::kCached;
+  return output_bytes > StreamingThresholdBytes() ? OutStores::kStreaming : OutStores::kCached;
 }
 
 void StreamingFence() {
