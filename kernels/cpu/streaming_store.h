@@ -8,10 +8,11 @@
 // cached anyway, so that by the time the next reader (the optimizer, the
 // next bucket) comes, its first lines are gone: when it is larger than
 // the calling core's part of the last-level cache, which the other cores
-// sharing that cache fill at the same time. The threshold is glibc's for
-// memcpy's non-temporal stores: three quarters of the cache's size over
-// the CPUs that share it. Smaller outputs keep ordinary stores, so that
-// the next reader finds them in cache.
+// sharing that cache fill at the same time: three quarters of the
+// cache's size over the CPUs that share it, the threshold glibc's x86
+// memcpy took for its non-temporal stores in 2020 (commit d3c5702).
+// Smaller outputs keep ordinary stores, so that the next reader finds
+// them in cache.
 #ifndef GRADWIRE_KERNELS_CPU_STREAMING_STORE_H_
 #define GRADWIRE_KERNELS_CPU_STREAMING_STORE_H_
 
