@@ -65,7 +65,9 @@ TEST(DivideTest, StreamingOnlyPastTheCoresShareOfTheLastLevelCache) {
   EXPECT_EQ(StoresFor(threshold), OutStores::kCached);
   EXPECT_EQ(StoresFor(threshold + 1), OutStores::kStreaming);
   // Never past the whole cache, where the floor allows.
-  if (llc >= (uint64_t{4} << 20) / 3) EXPECT_LE(threshold, llc);
+  if (llc >= (uint64_t{4} << 20) / 3) {
+    EXPECT_LE(threshold, llc);
+  }
 }
 
 TEST(DivideTest, CountsSysfsCpuLists) {
