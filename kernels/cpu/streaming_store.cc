@@ -34,28 +34,46 @@ uint64_t ParseSize(const std::string& text) {
   return value;
 }
 
-// cpu0's unified or data cache of the highest level sysfs lists: its
-// size (0 if none) and the CPUs sharing it (0 if sysfs does not say).
-struct SysfsCache {
+// cpu0's last-level cache: its size and the CPUs sharing it, and the
+// streaming threshold they give.
+struct LastLevel {
   uint64_t bytes = 0;
   uint64_t sharers = 0;
+  uint64_t threshold = 0;
 };
-SysfsCache SysfsLastLevel() {
-  uint64_t best_level = 0;
-  SysfsCache best;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
-    const uint64_t level = ParseSize(ReadLine(dir + "/level"));
-    const std::string type = ReadLine(dir + "/type");
-    if (level == 0 || type.rfind("Instruction", 0) == 0) continue;
-    const uint64_t size = ParseSize(ReadLine(dir + "/size"));
-    if (level > best_level && size > 0) {
-      best_level = level;
-      best.bytes = size;
-      best.sharers = CountCpuList(ReadLine(dir + "/shared_cpu_list"));
+
+// The unified or data cache of the highest level sysfs lists for cpu0
+// (its sharers from the same entry); else sysconf's L3 (one sharer); else
+// 32 MiB. Read once.
+const LastLevel& CachedLastLevel() {
+  static const LastLevel cache = [] {
+    LastLevel c;
+    uint64_t best_level = 0;
+    for (int index = 0; index < 8; ++index) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+      const uint64_t level = ParseSize(ReadLine(dir + "/level"));
+      const std::string type = ReadLine(dir + "/type");
+      if (level == 0 || type.rfind("Instruction", 0) == 0) continue;
+      const uint64_t size = ParseSize(ReadLine(dir + "/size"));
+      if (level > best_level && size > 0) {
+        best_level = level;
+        c.bytes = size;
+        c.sharers = CountCpuList(ReadLine(dir + "/shared_cpu_list"));
+      }
     }
-  }
-  return best;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    if (c.bytes == 0) {
+      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+      if (l3 > 0) c.bytes = static_cast<uint64_t>(l3);
+    }
+#endif
+    if (c.bytes == 0) c.bytes = uint64_t{32} << 20;
+    if (c.sharers == 0) c.sharers = 1;
+    const uint64_t share = c.bytes / c.sharers / 4 * 3;
+    c.threshold = share > (uint64_t{1} << 20) ? share : uint64_t{1} << 20;
+    return c;
+  }();
+  return cache;
 }
 
 }  // namespace
@@ -89,32 +107,11 @@ uint64_t CountCpuList(const std::string& text) {
   }
 }
 
-uint64_t LastLevelCacheBytes() {
-  static const uint64_t bytes = [] {
-    uint64_t b = SysfsLastLevel().bytes;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    if (b == 0) {
-      const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-      if (l3 > 0) b = static_cast<uint64_t>(l3);
-    }
-#endif
-    return b > 0 ? b : uint64_t{32} << 20;
-  }();
-  return bytes;
-}
+uint64_t LastLevelCacheBytes() { return CachedLastLevel().bytes; }
 
-uint64_t LastLevelCacheSharers() {
-  static const uint64_t sharers = [] {
-    const uint64_t s = SysfsLastLevel().sharers;
-    return s > 0 ? s : 1;
-  }();
-  return sharers;
-}
+uint64_t LastLevelCacheSharers() { return CachedLastLevel().sharers; }
 
-uint64_t StreamingThresholdBytes() {
-  const uint64_t share = LastLevelCacheBytes() / LastLevelCacheSharers() / 4 * 3;
-  return share > (uint64_t{1} << 20) ? share : uint64_t{1} << 20;
-}
+uint64_t StreamingThresholdBytes() { return CachedLastLevel().threshold; }
 
 OutStores StoresFor(uint64_t output_bytes) {
   return output_bytes > StreamingThresholdBytes() ? OutStores::kStreaming : OutStores::kCached;
