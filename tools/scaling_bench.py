@@ -92,6 +92,18 @@ def run_case(cluster, binary, exchange, spec, a, job):
                            "; ".join(failed))
     iters = len(results[0]["iter_ms"])
     slowest = [max(res["iter_ms"][i] for res in results) for i in range(iters)]
+
+    def per_iter(key, of=lambda res, i, key: res[key][i]):
+        """The slowest rank's value in each iteration ([] from a rank binary without KEY)."""
+        if not all(len(res.get(key, [])) == iters for res in results):
+            return []
+        return [max(of(res, i, key) for res in results) for i in range(iters)]
+
+    wire_all = per_iter("wire_ms_iters")
+    transfer_all = per_iter("wire_ms_iters",
+                            lambda res, i, key: res[key][i] - res["sync_ms_iters"][i])
+    if not per_iter("sync_ms_iters"):
+        transfer_all = []
     return {
         "ms": statistics.median(slowest), "ms_all": slowest,
         "bytes_sent": max(res["bytes_sent_per_iter"] for res in results),
@@ -102,6 +114,14 @@ def run_case(cluster, binary, exchange, spec, a, job):
         "wire_ms": max(res.get("wire_ms_per_iter", 0.0) for res in results),
         "sync_ms": max(res.get("sync_ms_per_iter", 0.0) for res in results),
         "wire_ms_ranks": [res.get("wire_ms_per_iter") for res in results],
+        # The same per iteration (the slowest rank's), and its median: one
+        # iteration a busy machine stalls moves the mean, not the median.
+        "wire_ms_all": wire_all,
+        "wire_ms_median": statistics.median(wire_all) if wire_all else None,
+        # Less the agreement rounds (waiting for the last rank to arrive):
+        # the transfer proper, per iteration, and its median.
+        "transfer_ms_all": transfer_all,
+        "transfer_ms_median": statistics.median(transfer_all) if transfer_all else None,
         # Every rank's process CPU per iteration, summed: over the machine's
         # cores, a floor on the iteration's time when ranks share them.
         "cpu_ms_all_ranks": sum(res.get("cpu_ms_per_iter", 0.0) for res in results),

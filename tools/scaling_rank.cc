@@ -202,7 +202,7 @@ int Main() {
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);
   const float p = static_cast<float>(g.size());
   std::vector<std::vector<float>> data(buckets, std::vector<float>(absl::GetFlag(FLAGS_elements)));
-  std::vector<double> iter_ms;
+  std::vector<double> iter_ms, iter_wire_ms, iter_sync_ms;
   double cpu_seconds = 0;  // the process's CPU time over the timed iterations
   uint64_t sent = 0, received = 0;
   ExchangeStats stats;
@@ -230,22 +230,29 @@ int Main() {
     const double cpu = ProcessCpuSeconds() - cpu0;
     if (it < warmup) continue;
     iter_ms.push_back(ms);
+    iter_wire_ms.push_back(absl::ToDoubleMilliseconds(step.wire_time));
+    iter_sync_ms.push_back(absl::ToDoubleMilliseconds(step.sync_time));
     cpu_seconds += cpu;
     sent += g.totals().bytes_sent - before.bytes_sent;
     received += g.totals().bytes_received - before.bytes_received;
     stats.Add(step);
   }
   if (absl::Status s = g.Close(); !s.ok()) return Fail(s);
-  std::string times;
-  for (double ms : iter_ms) absl::StrAppendFormat(&times, "%s%.3f", times.empty() ? "" : ", ", ms);
+  auto list = [](const std::vector<double>& ms) {
+    return absl::StrJoin(ms, ", ",
+                         [](std::string* out, double v) { absl::StrAppendFormat(out, "%.3f", v); });
+  };
   std::printf(
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
-      "\"iter_ms\": [%s], \"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
+      "\"iter_ms\": [%s], \"wire_ms_iters\": [%s], \"sync_ms_iters\": [%s], "
+      "\"bytes_sent_per_iter\": %.0f, "
+      "\"bytes_received_per_iter\": %.0f, "
       "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, \"wire_ms_per_iter\": %.3f, "
       "\"sync_ms_per_iter\": %.3f, \"cpu_ms_per_iter\": %.3f, "
       "\"selection_rounds\": %d, \"model\": %s}\n",
-      g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), times.c_str(),
-      static_cast<double>(sent) / iters, static_cast<double>(received) / iters,
+      g.rank(), g.size(), exchange.c_str(), spec->ToString().c_str(), list(iter_ms).c_str(),
+      list(iter_wire_ms).c_str(), list(iter_sync_ms).c_str(), static_cast<double>(sent) / iters,
+      static_cast<double>(received) / iters,
       absl::ToDoubleMilliseconds(stats.compress_time) / iters,
       absl::ToDoubleMilliseconds(stats.auth_time) / iters,
       absl::ToDoubleMilliseconds(stats.wire_time) / iters,
@@ -259,6 +266,7 @@ int Main() {
 
 int main(int argc, char** argv) {
   int exit_code = 0;
-  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "scaling_rank", &exit_code)) return exit_code;
+  if (!gradwire::tools::ParseToolCommandLine(argc, argv, "scaling_rank", &exit_code))
+    return exit_code;
   return gradwire::Main();
 }

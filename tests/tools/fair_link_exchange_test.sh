@@ -12,6 +12,14 @@
 #     16M floats at 0.1 %, the sparse allgather (DirectAllgatherv) within
 #     1.35 x: 1.63-1.76 x with its sends first, 1.14-1.16 x after (in a
 #     fastbuild with its sends first, 1.69 x here and 1.72 x on 2 hosts).
+# The time held to the bar is the transfer proper (less the agreement
+# rounds that wait for the last rank), the slowest rank's, median over the
+# iterations; a case passes if one of three runs is within its bar. The
+# crossing costs every iteration of every run; this shared VM stalls some
+# runs whole (on 2026-12-02 the 2-host allreduce took 117-125 ms medians in
+# 3 of 24 runs, and 135.5 ms in CI), and a stalled run is no evidence of it.
+# Put back to sends first (2026-12-02, fastbuild), all three runs over:
+# the 2-host allreduce 134-137 ms, the 4-host allgather 237-246 ms.
 # Live as root (network namespaces); SKIPPED otherwise.
 set -euo pipefail
 here="${TEST_SRCDIR:-$(dirname "$0")/../..}/gradwire"
@@ -21,34 +29,47 @@ if ! can="$(python3 "$here/tools/emulated_cluster.py" check)"; then
 fi
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 failures=0
-# check NAME HOSTS ELEMENTS DENSITY BAR EXCHANGE...: runs scaling_bench.py
-# and holds each named exchange's transport time to BAR x its bytes' time.
-check() {
+# attempt NAME HOSTS ELEMENTS DENSITY BAR EXCHANGE...: one run of
+# scaling_bench.py; fails unless each named exchange's transfer time is
+# within BAR x its bytes' time at the link's rate.
+attempt() {
   local name="$1" hosts="$2" elements="$3" density="$4" bar="$5"
   shift 5
   local out="$tmp/$name"
+  rm -rf "$out"
   if ! "${GRADWIRE_PYTHON:-/usr/bin/python3}" "$here/tools/scaling_bench.py" --out "$out" \
       --hosts "$hosts" --link 20mbit --elements "$elements" --buckets 1 \
       --densities "$density" --iters 5 --warmup 1 --skip_dense --shaper htb-fair \
       --rank_binary "$here/tools/scaling_rank" > "$out.log" 2>&1; then
     cat "$out.log"
     echo "FAIL: $name: scaling_bench.py"
-    failures=$((failures + 1))
-    return
+    return 1
   fi
-  python3 - "$out/scaling.json" "$bar" "$@" <<'PY' || failures=$((failures + 1))
+  python3 - "$out/scaling.json" "$bar" "$@" <<'PY'
 import json, sys
 cases = {c["exchange"]: c for c in json.load(open(sys.argv[1]))["cases"]}
 bar, failed = float(sys.argv[2]), 0
 for exchange in sys.argv[3:]:
     c = cases[exchange]
     at_rate_ms = max(c["bytes_sent"], c["bytes_received"]) * 8 / 20e6 * 1e3
-    ok = c["wire_ms"] <= bar * at_rate_ms
+    transfer = c["transfer_ms_median"]
+    ok = transfer <= bar * at_rate_ms
     failed += not ok
-    print(f"{'ok' if ok else 'FAIL'}: P={c['hosts']} {c['name']}: {c['wire_ms']:.1f} ms in "
-          f"transport calls, {at_rate_ms:.1f} ms of bytes at 20 Mbit/s (bar: {bar} x)")
+    each = ", ".join(f"{ms:.0f}" for ms in c["transfer_ms_all"])
+    print(f"{'ok' if ok else 'over'}: P={c['hosts']} {c['name']}: {transfer:.1f} ms of "
+          f"transfer (median of {each}), {at_rate_ms:.1f} ms of bytes at 20 Mbit/s "
+          f"(bar: {bar} x)")
 sys.exit(1 if failed else 0)
 PY
+}
+# check NAME ...: attempt's arguments; up to three runs, one within the bar.
+check() {
+  for run in 1 2 3; do
+    if attempt "$@"; then return 0; fi
+    echo "($1: run $run of 3 over the bar)"
+  done
+  echo "FAIL: $1: three runs over the bar"
+  failures=$((failures + 1))
 }
 check two-hosts 2 4194304 0.01 1.3 sparse_allgather sparse_allreduce
 check four-hosts 4 16777216 0.001 1.35 sparse_allgather
