@@ -16,8 +16,8 @@
 # rounds that wait for the last rank), the slowest rank's, median over the
 # iterations; a case passes if one of three runs is within its bar. The
 # crossing costs every iteration of every run; this shared VM stalls some
-# runs whole (on 2026-12-02 the 2-host allreduce took 117-125 ms medians in
-# 3 of 24 runs, and 135.5 ms in CI), and a stalled run is no evidence of it.
+# runs whole (on 2026-12-02 the 2-host allreduce took 116-125 ms in 3 of
+# 24 runs here, and 135.5 ms in CI), and a stalled run is no evidence of it.
 # Put back to sends first (2026-12-02, fastbuild), all three runs over:
 # the 2-host allreduce 134-137 ms, the 4-host allgather 237-246 ms.
 # Live as root (network namespaces); SKIPPED otherwise.
