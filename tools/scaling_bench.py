@@ -93,17 +93,17 @@ def run_case(cluster, binary, exchange, spec, a, job):
     iters = len(results[0]["iter_ms"])
     slowest = [max(res["iter_ms"][i] for res in results) for i in range(iters)]
 
-    def per_iter(key, of=lambda res, i, key: res[key][i]):
-        """The slowest rank's value in each iteration ([] from a rank binary without KEY)."""
-        if not all(len(res.get(key, [])) == iters for res in results):
+    def slowest_each(value):
+        """value(res, i) at each iteration i, the slowest rank's ([] where a
+        rank binary does not report it)."""
+        try:
+            return [max(value(res, i) for res in results) for i in range(iters)]
+        except (KeyError, IndexError):
             return []
-        return [max(of(res, i, key) for res in results) for i in range(iters)]
 
-    wire_all = per_iter("wire_ms_iters")
-    transfer_all = per_iter("wire_ms_iters",
-                            lambda res, i, key: res[key][i] - res["sync_ms_iters"][i])
-    if not per_iter("sync_ms_iters"):
-        transfer_all = []
+    wire_all = slowest_each(lambda res, i: res["wire_ms_iters"][i])
+    transfer_all = slowest_each(
+        lambda res, i: res["wire_ms_iters"][i] - res["sync_ms_iters"][i])
     return {
         "ms": statistics.median(slowest), "ms_all": slowest,
         "bytes_sent": max(res["bytes_sent_per_iter"] for res in results),

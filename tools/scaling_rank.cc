@@ -245,8 +245,7 @@ int Main() {
   std::printf(
       "RESULT {\"rank\": %d, \"world\": %d, \"exchange\": \"%s\", \"spec\": \"%s\", "
       "\"iter_ms\": [%s], \"wire_ms_iters\": [%s], \"sync_ms_iters\": [%s], "
-      "\"bytes_sent_per_iter\": %.0f, "
-      "\"bytes_received_per_iter\": %.0f, "
+      "\"bytes_sent_per_iter\": %.0f, \"bytes_received_per_iter\": %.0f, "
       "\"compress_ms_per_iter\": %.3f, \"auth_ms_per_iter\": %.3f, \"wire_ms_per_iter\": %.3f, "
       "\"sync_ms_per_iter\": %.3f, \"cpu_ms_per_iter\": %.3f, "
       "\"selection_rounds\": %d, \"model\": %s}\n",
