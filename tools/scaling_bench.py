@@ -91,7 +91,6 @@ def run_case(cluster, binary, exchange, spec, a, job):
         raise RuntimeError(f"{exchange} {spec} on {cluster.hosts} hosts failed: " +
                            "; ".join(failed))
     iters = len(results[0]["iter_ms"])
-    slowest = [max(res["iter_ms"][i] for res in results) for i in range(iters)]
 
     def slowest_each(value):
         """value(res, i) at each iteration i, the slowest rank's ([] where a
@@ -101,6 +100,7 @@ def run_case(cluster, binary, exchange, spec, a, job):
         except (KeyError, IndexError):
             return []
 
+    slowest = slowest_each(lambda res, i: res["iter_ms"][i])
     wire_all = slowest_each(lambda res, i: res["wire_ms_iters"][i])
     transfer_all = slowest_each(
         lambda res, i: res["wire_ms_iters"][i] - res["sync_ms_iters"][i])
