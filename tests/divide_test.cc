@@ -59,8 +59,9 @@ TEST(DivideTest, StreamingOnlyPastTheCoresShareOfTheLastLevelCache) {
   const uint64_t sharers = LastLevelCacheSharers();
   EXPECT_GE(sharers, 1u);
   const uint64_t threshold = StreamingThresholdBytes();
-  const uint64_t share = llc / sharers / 4 * 3;
-  EXPECT_EQ(threshold, std::max(share, uint64_t{1} << 20));
+  uint64_t share = llc / sharers;
+  if (UnderHypervisor()) share = std::min(share, kVirtualCpuCacheShareBytes);
+  EXPECT_EQ(threshold, std::max(share / 4 * 3, uint64_t{1} << 20));
   EXPECT_EQ(StoresFor(0), OutStores::kCached);
   EXPECT_EQ(StoresFor(threshold), OutStores::kCached);
   EXPECT_EQ(StoresFor(threshold + 1), OutStores::kStreaming);
@@ -68,6 +69,21 @@ TEST(DivideTest, StreamingOnlyPastTheCoresShareOfTheLastLevelCache) {
   if (llc >= (uint64_t{4} << 20) / 3) {
     EXPECT_LE(threshold, llc);
   }
+}
+
+// Bare metal: the cache over its sharers. A VM, told the host's cache
+// and only its own vCPUs: at most a core's slice each.
+TEST(DivideTest, StreamingThresholdCapsAVirtualCpusShare) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(StreamingThresholdFor(32 * kMiB, 2, false), 12 * kMiB);
+  EXPECT_EQ(StreamingThresholdFor(32 * kMiB, 8, false), 3 * kMiB);
+  EXPECT_EQ(StreamingThresholdFor(480 * kMiB, 2, false), 180 * kMiB);
+  EXPECT_EQ(StreamingThresholdFor(480 * kMiB, 2, true), 3 * kMiB);
+  EXPECT_EQ(StreamingThresholdFor(32 * kMiB, 2, true), 3 * kMiB);
+  // A share under the cap stays as it is; the 1 MiB floor holds either way.
+  EXPECT_EQ(StreamingThresholdFor(8 * kMiB, 4, true), 1536 * 1024u);
+  EXPECT_EQ(StreamingThresholdFor(2 * kMiB, 4, true), kMiB);
+  EXPECT_EQ(StreamingThresholdFor(2 * kMiB, 0, false), 1536 * 1024u);  // 0 sharers: one
 }
 
 TEST(DivideTest, CountsSysfsCpuLists) {

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdio>
 #include <string>
 
@@ -69,8 +73,7 @@ const LastLevel& CachedLastLevel() {
 #endif
     if (c.bytes == 0) c.bytes = uint64_t{32} << 20;
     if (c.sharers == 0) c.sharers = 1;
-    const uint64_t share = c.bytes / c.sharers / 4 * 3;
-    c.threshold = share > (uint64_t{1} << 20) ? share : uint64_t{1} << 20;
+    c.threshold = StreamingThresholdFor(c.bytes, c.sharers, UnderHypervisor());
     return c;
   }();
   return cache;
@@ -105,6 +108,25 @@ uint64_t CountCpuList(const std::string& text) {
     if (list[i] != ',') return 0;
     ++i;
   }
+}
+
+bool UnderHypervisor() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool under = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx >> 31) != 0;
+  }();
+  return under;
+#else
+  return false;
+#endif
+}
+
+uint64_t StreamingThresholdFor(uint64_t bytes, uint64_t sharers, bool virtualized) {
+  uint64_t share = bytes / (sharers > 0 ? sharers : 1);
+  if (virtualized && share > kVirtualCpuCacheShareBytes) share = kVirtualCpuCacheShareBytes;
+  share = share / 4 * 3;
+  return share > (uint64_t{1} << 20) ? share : uint64_t{1} << 20;
 }
 
 uint64_t LastLevelCacheBytes() { return CachedLastLevel().bytes; }

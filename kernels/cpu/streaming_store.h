@@ -43,8 +43,27 @@ uint64_t LastLevelCacheSharers();
 // or without a trailing newline); 0 if the text is not one.
 uint64_t CountCpuList(const std::string& text);
 
-// Three quarters of LastLevelCacheBytes() / LastLevelCacheSharers(), at
-// least 1 MiB: the output size past which StoresFor streams.
+// Whether this process runs under a hypervisor (x86's CPUID leaf 1, ECX
+// bit 31; false elsewhere). Asked once.
+bool UnderHypervisor();
+
+// The most of a last-level cache one CPU can count on under a hypervisor:
+// 4 MiB, a physical core's slice of L3 on today's x86 server parts
+// without stacked cache (an AMD Zen 4 or 5 CCD: 32 MiB for 8 cores; Intel
+// Granite Rapids: 504 MB for 128). A guest sees the host's whole cache
+// but only its own vCPUs as the CPUs sharing it: a 2-vCPU VM on an Intel
+// host was told 480 MiB shared by 2, which put the threshold at 180 MiB,
+// and a cold 102 MB average then took twice as long with ordinary stores
+// as with streaming ones (docs/results/2026-12-02-vm-cache-share.md).
+inline constexpr uint64_t kVirtualCpuCacheShareBytes = uint64_t{4} << 20;
+
+// Three quarters of one CPU's share of a last-level cache of `bytes`
+// shared by `sharers` CPUs (bytes / sharers, at most
+// kVirtualCpuCacheShareBytes when `virtualized`), at least 1 MiB.
+uint64_t StreamingThresholdFor(uint64_t bytes, uint64_t sharers, bool virtualized);
+
+// StreamingThresholdFor(LastLevelCacheBytes(), LastLevelCacheSharers(),
+// UnderHypervisor()): the output size past which StoresFor streams.
 uint64_t StreamingThresholdBytes();
 
 // kStreaming for an output of more than StreamingThresholdBytes(), else
