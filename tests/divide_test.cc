@@ -59,9 +59,8 @@ TEST(DivideTest, StreamingOnlyPastTheCoresShareOfTheLastLevelCache) {
   const uint64_t sharers = LastLevelCacheSharers();
   EXPECT_GE(sharers, 1u);
   const uint64_t threshold = StreamingThresholdBytes();
-  uint64_t share = llc / sharers;
-  if (UnderHypervisor()) share = std::min(share, kVirtualCpuCacheShareBytes);
-  EXPECT_EQ(threshold, std::max(share / 4 * 3, uint64_t{1} << 20));
+  // The rule itself is pinned below (StreamingThresholdCapsAVirtualCpusShare).
+  EXPECT_EQ(threshold, StreamingThresholdFor(llc, sharers, UnderHypervisor()));
   EXPECT_EQ(StoresFor(0), OutStores::kCached);
   EXPECT_EQ(StoresFor(threshold), OutStores::kCached);
   EXPECT_EQ(StoresFor(threshold + 1), OutStores::kStreaming);
