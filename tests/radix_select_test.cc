@@ -60,6 +60,7 @@ std::vector<uint32_t> MakeKeys(uint32_t lower, uint64_t m, double above_window,
 TEST(RadixSelectTest, WindowAnswersExactlyWhenTheKthIsInsideAndMatchesASort) {
   GRADWIRE_SEEDED_RNG(rng);
   uint64_t hist[kTopBins];
+  std::vector<uint32_t> sub(kSubHistograms * kTopBins, 7);  // old contents must not count
   int answered = 0, declined = 0;
   for (int trial = 0; trial < 400; ++trial) {
     const uint32_t lower = 1 + static_cast<uint32_t>(rng() % 0x7e000000u);
@@ -74,8 +75,19 @@ TEST(RadixSelectTest, WindowAnswersExactlyWhenTheKthIsInsideAndMatchesASort) {
       EXPECT_EQ(generic.key, want.key);
       EXPECT_EQ(generic.take_equal, want.take_equal);
       Threshold got;
-      const bool ok = SelectInWindow(key, m, k, lower, hist, &got);
+      const bool ok = SelectInWindow(key, m, k, lower, hist, sub.data(), &got);
       ASSERT_EQ(ok, want.key - lower < kWindowTop) << "kth offset " << want.key - lower;
+      // The fused pass's way: the window counted a piece at a time (as
+      // the candidates are appended), then only the second step.
+      std::fill(sub.begin(), sub.end(), 0u);
+      for (uint64_t begin = 0; begin < m;) {
+        const uint64_t end = std::min<uint64_t>(m, begin + rng() % 700);
+        CountBins(key, begin, end, WindowRule(lower), sub.data());
+        begin = end;
+      }
+      SumBins(sub.data(), hist);
+      Threshold counted;
+      ASSERT_EQ(SelectInCountedWindow(key, m, k, lower, hist, &counted), ok);
       if (!ok) {
         ++declined;
         continue;
@@ -83,6 +95,8 @@ TEST(RadixSelectTest, WindowAnswersExactlyWhenTheKthIsInsideAndMatchesASort) {
       ++answered;
       EXPECT_EQ(got.key, want.key);
       EXPECT_EQ(got.take_equal, want.take_equal);
+      EXPECT_EQ(counted.key, want.key);
+      EXPECT_EQ(counted.take_equal, want.take_equal);
     }
   }
   // Both outcomes were exercised.

@@ -15,9 +15,10 @@
 //      read candidates in order instead of gathering them from n floats,
 //      a cache miss each); if fewer than k made it, every element becomes
 //      a candidate;
-//   2. SelectInWindow histograms the two binades of keys above T0 and
-//      then the k-th key's bin: the exact k-th key T and how many keys
-//      equal to T to take (lowest index first). When it cannot (the
+//   2. SelectInWindow histograms the two binades of keys above T0 (the
+//      pass counts each stretch of candidates it appends, while they are
+//      in L1) and then the k-th key's bin: the exact k-th key T and how
+//      many keys equal to T to take (lowest index first). When it cannot (the
 //      fallback, or T far above T0), SelectAmongCandidates histograms the
 //      top 12 key bits, then two 10-bit passes within the k-th's bin.
 // Then a candidate is selected iff key > T, or key == T and fewer than
@@ -84,24 +85,36 @@ inline uint64_t PaddedRank(uint64_t k, uint64_t n, uint64_t population) {
   return static_cast<uint64_t>(expected + 5.0 * sd + 8.0);
 }
 
-// hist[b] = how many of the m keys key(0..m) have key >> kTopShift == b,
-// for every b < kTopBins (m < 2^32). Neighbouring keys of one magnitude (a
-// layer's gradient) crowd one or two of these bins, and a chain of
-// increments of one counter runs at the latency of a store and a load: the
-// bins of a block of keys are formed first (a vectorized loop), then
-// counted round-robin into kSubHistograms counters per bin (`sub`,
-// kSubHistograms * kTopBins), summed at the end. At ResNet-50 size and
-// 10 % (2.8M candidates, layered magnitudes) 1.45 -> 1.0 ms in a harness.
+// How a histogram of kTopBins bins places a key >= base: in bin
+// min((key - base) >> shift, kTopBins - 1). CountTopBins's rule is
+// {0, kTopShift} (every key < 2^31 has its own bin); SelectInWindow's is
+// WindowRule(lower).
+struct BinRule {
+  uint32_t base = 0;
+  uint32_t shift = kTopShift;
+};
+
+// Adds key(begin..end) (each >= rule.base) to `sub`, kSubHistograms
+// counters per bin (kSubHistograms * kTopBins, summed by SumBins).
+// Neighbouring keys of one magnitude (a layer's gradient) crowd one or
+// two bins, and a chain of increments of one counter runs at the latency
+// of a store and a load: the bins of a block of keys are formed first (a
+// vectorized loop), then counted round-robin into the kSubHistograms
+// counters. At ResNet-50 size and 10 % (2.8M candidates, layered
+// magnitudes) 1.45 -> 1.0 ms in a harness. Callable on consecutive
+// ranges (the fused pass counts the candidates it has just appended).
 template <typename KeyFn>
-__attribute__((always_inline)) inline void CountTopBins(const KeyFn& key, uint64_t m,
-                                                        uint64_t* hist, uint32_t* sub) {
+__attribute__((always_inline)) inline void CountBins(const KeyFn& key, uint64_t begin, uint64_t end,
+                                                     BinRule rule, uint32_t* sub) {
   static_assert(kSubHistograms == 4, "the loop below counts four at a time");
-  memset(sub, 0, kSubHistograms * kTopBins * sizeof(uint32_t));
   constexpr uint64_t kBlock = 512;
   uint16_t bins[kBlock];
-  for (uint64_t start = 0; start < m; start += kBlock) {
-    const uint64_t len = m - start < kBlock ? m - start : kBlock;
-    for (uint64_t j = 0; j < len; ++j) bins[j] = static_cast<uint16_t>(key(start + j) >> kTopShift);
+  for (uint64_t start = begin; start < end; start += kBlock) {
+    const uint64_t len = end - start < kBlock ? end - start : kBlock;
+    for (uint64_t j = 0; j < len; ++j) {
+      const uint32_t bin = (key(start + j) - rule.base) >> rule.shift;
+      bins[j] = static_cast<uint16_t>(bin < kTopBins - 1 ? bin : kTopBins - 1);
+    }
     uint64_t j = 0;
     for (; j + 4 <= len; j += 4) {
       ++sub[bins[j]];
@@ -111,9 +124,24 @@ __attribute__((always_inline)) inline void CountTopBins(const KeyFn& key, uint64
     }
     for (; j < len; ++j) ++sub[bins[j]];
   }
+}
+
+// hist[b] = the sum of b's kSubHistograms counters in `sub`.
+inline void SumBins(const uint32_t* sub, uint64_t* hist) {
   for (uint32_t b = 0; b < kTopBins; ++b) {
     hist[b] = uint64_t{sub[b]} + sub[kTopBins + b] + sub[2 * kTopBins + b] + sub[3 * kTopBins + b];
   }
+}
+
+// hist[b] = how many of the m keys key(0..m) have key >> kTopShift == b,
+// for every b < kTopBins (m < 2^32), counted through `sub`
+// (kSubHistograms * kTopBins).
+template <typename KeyFn>
+__attribute__((always_inline)) inline void CountTopBins(const KeyFn& key, uint64_t m,
+                                                        uint64_t* hist, uint32_t* sub) {
+  memset(sub, 0, kSubHistograms * kTopBins * sizeof(uint32_t));
+  CountBins(key, 0, m, BinRule{}, sub);
+  SumBins(sub, hist);
 }
 
 struct BinPick {
@@ -204,39 +232,24 @@ __attribute__((always_inline)) inline Threshold SelectAmongCandidates(const KeyF
   return RefineThreshold(key, m, pick.bin, k - pick.above);
 }
 
-// Step 2 when every candidate key is >= `lower` (> 0, a sampled bound
-// that about k + 5 sd + slack keys reach): the k-th key is then usually
-// within a factor of four of `lower` in magnitude, so the first
-// histogram spans the 2^24 keys (two binades) from `lower` up in 4096
-// bins of 4096 keys (everything higher in the last one), and one pass
-// over the 4096 keys of the k-th's bin finds it exactly: two passes over
-// the candidates instead of three, and the keys near the threshold spread
-// over many bins instead of crowding the two or three of the top-12-bit
-// histogram (a chain of increments of one counter runs at the latency of
-// a store and a load, not the throughput).
-// Returns false, having found nothing, when the k-th key lies above the
-// window; the caller then runs SelectAmongCandidates. Requires
-// 1 <= k <= m and kTopBins (4096) uint64_t in `hist`.
+// SelectInWindow's bins: 4096 of 4096 keys each (2^kWindowLowBits),
+// from `lower` up, the last one holding everything higher.
+inline constexpr uint32_t kWindowLowBits = 12;
+static_assert((1u << kWindowLowBits) <= kTopBins, "the second pass reuses hist");
+
+inline BinRule WindowRule(uint32_t lower) { return BinRule{lower, kWindowLowBits}; }
+
+// SelectInWindow's second step, given `hist` (kTopBins counts) of the m
+// keys by WindowRule(lower), as the fused pass counts them while it
+// appends the candidates: the k-th key's bin, then the exact key within
+// it. Returns false when the k-th key lies in the last bin (at or above
+// the window's top); `hist` is spent either way.
 template <typename KeyFn>
-__attribute__((always_inline)) inline bool SelectInWindow(const KeyFn& key, uint64_t m, uint64_t k,
-                                                          uint32_t lower, uint64_t* hist,
-                                                          Threshold* out) {
-  constexpr uint32_t kLowBits = 12;
+__attribute__((always_inline)) inline bool SelectInCountedWindow(const KeyFn& key, uint64_t m,
+                                                                 uint64_t k, uint32_t lower,
+                                                                 uint64_t* hist, Threshold* out) {
+  constexpr uint32_t kLowBits = kWindowLowBits;
   constexpr uint32_t kBins = kTopBins;
-  static_assert((1u << kLowBits) <= kTopBins, "the second pass reuses hist");
-  memset(hist, 0, kBins * sizeof(uint64_t));
-  // The bins of a block of keys first (a vectorized loop), then the
-  // increments, so that key arithmetic and counting overlap.
-  constexpr uint64_t kBlock = 512;
-  uint16_t bins[kBlock];
-  for (uint64_t start = 0; start < m; start += kBlock) {
-    const uint64_t len = m - start < kBlock ? m - start : kBlock;
-    for (uint64_t j = 0; j < len; ++j) {
-      const uint32_t above = (key(start + j) - lower) >> kLowBits;
-      bins[j] = static_cast<uint16_t>(above < kBins - 1 ? above : kBins - 1);
-    }
-    for (uint64_t j = 0; j < len; ++j) ++hist[bins[j]];
-  }
   const BinPick pick = PickBin(hist, kBins, k);
   if (pick.bin == kBins - 1) return false;
   const uint64_t need = k - pick.above;
@@ -269,6 +282,32 @@ __attribute__((always_inline)) inline bool SelectInWindow(const KeyFn& key, uint
   out->key = base + exact.bin;
   out->take_equal = need - exact.above;
   return true;
+}
+
+// Step 2 when every candidate key is >= `lower` (> 0, a sampled bound
+// that about k + 5 sd + slack keys reach): the k-th key is then usually
+// within a factor of four of `lower` in magnitude, so the first
+// histogram spans the 2^24 keys (two binades) from `lower` up in 4096
+// bins of 4096 keys (everything higher in the last one), and one pass
+// over the 4096 keys of the k-th's bin finds it exactly: two passes over
+// the candidates instead of three, and the keys near the threshold spread
+// over many bins instead of crowding the two or three of the top-12-bit
+// histogram (a chain of increments of one counter runs at the latency of
+// a store and a load, not the throughput).
+// Returns false, having found nothing, when the k-th key lies above the
+// window; the caller then runs SelectAmongCandidates. Requires
+// 1 <= k <= m, kTopBins (4096) uint64_t in `hist` and kSubHistograms *
+// kTopBins uint32_t in `sub`. The fused pass counts its candidates as it
+// appends them (CountBins on WindowRule(lower)) and runs only the second
+// step, SelectInCountedWindow.
+template <typename KeyFn>
+__attribute__((always_inline)) inline bool SelectInWindow(const KeyFn& key, uint64_t m, uint64_t k,
+                                                          uint32_t lower, uint64_t* hist,
+                                                          uint32_t* sub, Threshold* out) {
+  memset(sub, 0, kSubHistograms * kTopBins * sizeof(uint32_t));
+  CountBins(key, 0, m, WindowRule(lower), sub);
+  SumBins(sub, hist);
+  return SelectInCountedWindow(key, m, k, lower, hist, out);
 }
 
 }  // namespace internal

@@ -8,6 +8,7 @@
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/compress_store.h"
+#include "gradwire/kernels/cpu/prefetch.h"
 #include "gradwire/kernels/cpu/radix_select.h"
 #include "gradwire/kernels/cpu/topk_sample.h"
 #include "gradwire/kernels/cpu/topk_wide.h"
@@ -82,27 +83,35 @@ inline uint64_t PassMask(const int32_t* keys, uint64_t len, int32_t lower) {
   return mask;
 }
 
-// Pass 1 of exact top-k: acc = grad + residual (stored into the residual,
+// Pass 1 of exact top-k over elements [begin, end) (begin a multiple of
+// internal::kGuessBlock): acc = grad + residual (stored into the residual,
 // which thereby already holds e_new = acc for every element that will not
-// be selected; with kZero, 0 where `guess` says, see ScanBlock), counting
-// non-finite acc, and appending (in index order) every index whose key is
-// >= `lower` (<= kMaxMagnitudeKey + 1) to `candidates` and its acc to
-// `candidate_values`. Returns how many. Candidates are rare (k plus a
-// margin, of n), so blocks are tested with vectorized loops, and in a block where
-// something passes only the passing elements are visited (a bit mask,
-// lowest bit first).
+// be selected; with kZero, 0 where `guess` says, see ScanBlock), adding
+// non-finite acc to *nonfinite, and appending (in index order) every
+// index whose key is >= `lower` (<= kMaxMagnitudeKey + 1) to the m
+// `candidates` and its acc to `candidate_values`. Returns the new count.
+// Candidates are rare (k plus a margin, of n), so blocks are tested with
+// vectorized loops, and in a block where something passes only the
+// passing elements are visited (a bit mask, lowest bit first).
 template <bool kHasResidual, bool kZero>
 __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
-    const float* grad, float* residual, uint64_t n, uint32_t lower,
-    const internal::ZeroGuess& guess, uint32_t* candidates, float* candidate_values,
+    const float* grad, float* residual, uint64_t begin, uint64_t end, uint32_t lower,
+    const internal::ZeroGuess& guess, uint32_t* candidates, float* candidate_values, uint64_t m,
     uint64_t* nonfinite) {
   constexpr uint64_t kBlock = internal::kGuessBlock;
   const int32_t lo = static_cast<int32_t>(lower);
-  uint64_t m = 0, bad = 0;
+  uint64_t bad = 0;
   int32_t keys[kBlock];
   float accs[kBlock];
-  for (uint64_t start = 0; start < n; start += kBlock) {
-    const uint64_t len = n - start < kBlock ? n - start : kBlock;
+  for (uint64_t start = begin; start < end; start += kBlock) {
+    const uint64_t len = end - start < kBlock ? end - start : kBlock;
+    static_assert(kBlock * sizeof(float) == 128, "two lines of each stream a block");
+    PrefetchAhead(grad + start);  // prefetch.h
+    PrefetchAhead(grad + start, 64);
+    if (kHasResidual) {
+      PrefetchAhead(residual + start);
+      PrefetchAhead(residual + start, 64);
+    }
     // `before` splits no block.
     const int32_t zf = static_cast<int32_t>(guess.FloorAt(start));
     float* r = kHasResidual ? residual + start : nullptr;
@@ -132,40 +141,71 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
       }
     }
   }
-  *nonfinite = bad;
+  *nonfinite += bad;
+  return m;
+}
+
+// [0, n), and with `count` the candidates counted into t.sub_hist by that
+// rule every internal::kCountSegment elements, while they are in L1, then
+// summed into t.hist. The portable pass: an x86-64 CPU with AVX2 takes
+// topk_v3's or topk_v4's (topk_wide_entry.inc, the same loop).
+template <bool kHasResidual, bool kZero>
+uint64_t CollectAllPortable(const float* grad, float* residual, uint64_t n, uint32_t lower,
+                            const internal::ZeroGuess& guess, const internal::SelectTemp& t,
+                            const internal::BinRule* count, uint64_t* nonfinite) {
+  *nonfinite = 0;
+  if (count == nullptr) {
+    return AccumulateAndCollect<kHasResidual, kZero>(
+        grad, residual, 0, n, lower, guess, t.candidates, t.candidate_values, 0, nonfinite);
+  }
+  memset(t.sub_hist, 0, internal::kSubHistograms * internal::kTopBins * sizeof(uint32_t));
+  const float* vals = t.candidate_values;
+  const auto key = [vals](uint64_t c) { return MagnitudeKey(vals[c]); };
+  uint64_t m = 0;
+  for (uint64_t begin = 0; begin < n; begin += internal::kCountSegment) {
+    const uint64_t end = n - begin < internal::kCountSegment ? n : begin + internal::kCountSegment;
+    const uint64_t before = m;
+    m = AccumulateAndCollect<kHasResidual, kZero>(grad, residual, begin, end, lower, guess,
+                                                  t.candidates, t.candidate_values, m, nonfinite);
+    internal::CountBins(key, before, m, *count, t.sub_hist);
+  }
+  internal::SumBins(t.sub_hist, t.hist);
   return m;
 }
 
 // `zero`: write 0 as the residual of every element `guess` names
-// (ScanBlock's kZero; requires a residual). The portable pass: an x86-64
-// CPU with AVX2 takes topk_v3's or topk_v4's.
+// (ScanBlock's kZero; requires a residual).
 uint64_t AccumulateAndCollectPortable(const float* grad, float* residual, uint64_t n,
                                       uint32_t lower, bool zero, const internal::ZeroGuess& guess,
-                                      const internal::SelectTemp& t, uint64_t* nonfinite) {
+                                      const internal::SelectTemp& t, const internal::BinRule* count,
+                                      uint64_t* nonfinite) {
   if (residual == nullptr) {
-    return AccumulateAndCollect<false, false>(grad, residual, n, lower, guess, t.candidates,
-                                              t.candidate_values, nonfinite);
+    return CollectAllPortable<false, false>(grad, residual, n, lower, guess, t, count, nonfinite);
   }
-  return zero ? AccumulateAndCollect<true, true>(grad, residual, n, lower, guess, t.candidates,
-                                                 t.candidate_values, nonfinite)
-              : AccumulateAndCollect<true, false>(grad, residual, n, lower, guess, t.candidates,
-                                                  t.candidate_values, nonfinite);
+  return zero ? CollectAllPortable<true, true>(grad, residual, n, lower, guess, t, count, nonfinite)
+              : CollectAllPortable<true, false>(grad, residual, n, lower, guess, t, count,
+                                                nonfinite);
 }
 
+// With `count` (or nullptr), also counts the candidates' keys by that
+// rule into t.hist.
 uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,
                               bool zero, const internal::ZeroGuess& guess,
-                              const internal::SelectTemp& t, uint64_t* nonfinite) {
+                              const internal::SelectTemp& t, const internal::BinRule* count,
+                              uint64_t* nonfinite) {
 #if GRADWIRE_CPU_V4_FUNCTIONS
   if (CpuIsX86V4()) {
-    return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
+    return topk_v4::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, count,
+                                         nonfinite);
   }
 #endif
 #if GRADWIRE_CPU_V3_FUNCTIONS
   if (CpuIsX86V3()) {
-    return topk_v3::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, nonfinite);
+    return topk_v3::AccumulateAndCollect(grad, residual, n, lower, zero, guess, t, count,
+                                         nonfinite);
   }
 #endif
-  return AccumulateAndCollectPortable(grad, residual, n, lower, zero, guess, t, nonfinite);
+  return AccumulateAndCollectPortable(grad, residual, n, lower, zero, guess, t, count, nonfinite);
 }
 
 // The fallback when the sampled bound was too high: every element is a
@@ -181,12 +221,17 @@ uint64_t CollectAllWithValues(const float* acc, uint64_t n, const internal::Sele
 // Pass 1 and its fallback. Returns the number of candidates (>= k), their
 // indices and acc in t, and whether the residuals of the elements b.zero
 // names were written as 0 (fp32 values with a residual; otherwise the
-// residual holds acc).
+// residual holds acc). With `count`, t.hist counts the candidates' keys by
+// that rule, and *counted says so (false after the fallback, which makes
+// every element a candidate).
 uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint64_t k,
                            const SampledBounds& b, ValueFormat format,
-                           const internal::SelectTemp& t, uint64_t* nonfinite, bool* zeroed) {
+                           const internal::SelectTemp& t, const internal::BinRule* count,
+                           uint64_t* nonfinite, bool* zeroed, bool* counted) {
   *zeroed = residual != nullptr && format == ValueFormat::kFp32;
-  uint64_t m = AccumulateAndCollect(grad, residual, n, b.lower, *zeroed, b.zero, t, nonfinite);
+  uint64_t m =
+      AccumulateAndCollect(grad, residual, n, b.lower, *zeroed, b.zero, t, count, nonfinite);
+  *counted = count != nullptr;
   if (m >= k) return m;
   // The sample misjudged: every element becomes a candidate. The
   // residual first gets back the acc of those that were zeroed (restoring
@@ -195,6 +240,7 @@ uint64_t CollectCandidates(const float* grad, float* residual, uint64_t n, uint6
     for (uint64_t c = 0; c < m; ++c) residual[t.candidates[c]] = t.candidate_values[c];
     *zeroed = false;
   }
+  *counted = false;
   return CollectAllWithValues(residual != nullptr ? residual : grad, n, t);
 }
 
@@ -386,13 +432,15 @@ void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_
                        values);
 }
 
-// internal::SelectInWindow over the candidates' magnitude keys, in each
-// clone (the key arithmetic vectorizes).
-GRADWIRE_CPU_CLONES bool SelectInWindow(const internal::SelectTemp& t, uint64_t m, uint64_t k,
-                                        uint32_t lower, internal::Threshold* th) {
+// internal::SelectInCountedWindow over the candidates' magnitude keys
+// (t.hist counted by the pass), in each clone (the key arithmetic
+// vectorizes).
+GRADWIRE_CPU_CLONES bool SelectInCountedWindow(const internal::SelectTemp& t, uint64_t m,
+                                               uint64_t k, uint32_t lower,
+                                               internal::Threshold* th) {
   const float* vals = t.candidate_values;
-  return internal::SelectInWindow([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k, lower,
-                                  t.hist, th);
+  return internal::SelectInCountedWindow([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m, k,
+                                         lower, t.hist, th);
 }
 
 // internal::CountTopBins over the candidates' magnitude keys, in each
@@ -432,19 +480,22 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
   uint64_t nonfinite = 0;
   if (k == 0) {
     // Nothing to select: the fused pass only moves acc into the residual.
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, nullptr,
+                         &nonfinite);
   } else {
     const SampledBounds bounds =
         SampleLowerBound(grad, residual, n, k, SampleSize(n, k), /*band=*/false, t.sample, t.hist);
     const uint32_t lower = bounds.lower;
-    bool zeroed = false;
+    // The window needs every candidate >= lower > 0; after the fallback
+    // they need not be (counted false).
+    const internal::BinRule window = internal::WindowRule(lower);
+    bool zeroed = false, counted = false;
     const uint64_t m =
-        CollectCandidates(grad, residual, n, k, bounds, format, t, &nonfinite, &zeroed);
+        CollectCandidates(grad, residual, n, k, bounds, format, t, lower > 0 ? &window : nullptr,
+                          &nonfinite, &zeroed, &counted);
     const float* vals = t.candidate_values;
     internal::Threshold th;
-    // The window needs every candidate >= lower > 0; after the fallback
-    // (m == n) they need not be.
-    if (lower == 0 || m == n || !SelectInWindow(t, m, k, lower, &th)) {
+    if (!counted || !SelectInCountedWindow(t, m, k, lower, &th)) {
       th = internal::SelectAmongCandidates([vals](uint64_t c) { return MagnitudeKey(vals[c]); }, m,
                                            k, t.hist);
     }
@@ -465,7 +516,8 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
   uint64_t nonfinite = 0;
   ApproxTopKBand b;
   if (k == 0) {
-    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, &nonfinite);
+    AccumulateAndCollect(grad, residual, n, kMaxMagnitudeKey + 1, false, {}, t, nullptr,
+                         &nonfinite);
   } else {
     // The same single fused pass as exact top-k, then one histogram over
     // the candidates in place of the exact refinement.
@@ -477,10 +529,13 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
     SampledBounds bounds =
         SampleLowerBound(grad, residual, n, k, SampleSize(n, k), /*band=*/true, t.sample, t.hist);
     bounds.lower &= ~((uint32_t{1} << kTopShift) - 1);
-    bool zeroed = false;
-    const uint64_t m =
-        CollectCandidates(grad, residual, n, k, bounds, format, t, &nonfinite, &zeroed);
-    CountTopBins(t, m);
+    // The pass counts the candidates' top bins (after the fallback they
+    // are counted again, all n).
+    const internal::BinRule top_bins;
+    bool zeroed = false, counted = false;
+    const uint64_t m = CollectCandidates(grad, residual, n, k, bounds, format, t, &top_bins,
+                                         &nonfinite, &zeroed, &counted);
+    if (!counted) CountTopBins(t, m);
     const internal::BinPick pick = internal::PickBin(t.hist, kTopBins, k);
     const uint64_t fill = k - pick.above;
     b.lower_key = pick.bin << kTopShift;

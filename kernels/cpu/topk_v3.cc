@@ -1,5 +1,6 @@
 // Top-k's pass and emit at eight lanes with AVX2 intrinsics (topk_wide.h).
 #include "gradwire/kernels/cpu/compress_store.h"
+#include "gradwire/kernels/cpu/prefetch.h"
 #include "gradwire/kernels/cpu/topk_wide.h"
 
 namespace gradwire {
@@ -38,18 +39,25 @@ GRADWIRE_WIDE_INLINE __m256i Lanes(uint32_t mask) {
 // density most groups hold one, unpredictably): the candidates leave by
 // two table-driven permutes and two full-width stores, whose lanes past
 // the count stay inside the lists (m <= i, and the lists hold n entries).
-// The last n % 8 elements take ScanBlock's scalar rule.
+// Elements [begin, end) (begin a multiple of eight), appending to the m
+// candidates already in the lists; returns the new count and adds the
+// non-finite acc to *nonfinite. The last (end - begin) % 8 elements take
+// ScanBlock's scalar rule.
 template <bool kHasResidual, bool kZero>
-GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n,
-                                      uint32_t lower, const internal::ZeroGuess& guess,
-                                      uint32_t* candidates, float* candidate_values,
-                                      uint64_t* nonfinite) {
+GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t begin,
+                                      uint64_t end, uint32_t lower,
+                                      const internal::ZeroGuess& guess, uint32_t* candidates,
+                                      float* candidate_values, uint64_t m, uint64_t* nonfinite) {
   static_assert(internal::kGuessBlock % 8 == 0, "a group of eight is on one side of before");
   const int32_t lo = static_cast<int32_t>(lower);
   const __m256i lower8 = _mm256_set1_epi32(lo);
   const __m256i finite_max = _mm256_set1_epi32(0x7f7fffff);
-  uint64_t m = 0, bad = 0, i = 0;
-  for (; i + 8 <= n; i += 8) {
+  uint64_t bad = 0, i = begin;
+  for (; i + 8 <= end; i += 8) {
+    if (i % 16 == 0) {  // a line of each stream every other group (prefetch.h)
+      PrefetchAhead(grad + i);
+      if (kHasResidual) PrefetchAhead(residual + i);
+    }
     __m256 a = _mm256_loadu_ps(grad + i);
     if (kHasResidual) a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
     __m256i abs;
@@ -71,7 +79,7 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
     _mm256_storeu_ps(candidate_values + m, _mm256_permutevar8x32_ps(a, lanes));
     m += static_cast<uint64_t>(__builtin_popcount(pass));
   }
-  for (; i < n; ++i) {
+  for (; i < end; ++i) {
     float a = grad[i];
     if (kHasResidual) a = grad[i] + residual[i];
     const uint32_t abs = FloatBits(a) & 0x7fffffffu;
@@ -88,7 +96,7 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
       ++m;
     }
   }
-  *nonfinite = bad;
+  *nonfinite += bad;
   return m;
 }
 

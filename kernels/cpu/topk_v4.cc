@@ -1,4 +1,5 @@
 // Top-k's pass and emit at sixteen lanes (topk_wide.h).
+#include "gradwire/kernels/cpu/prefetch.h"
 #include "gradwire/kernels/cpu/topk_wide.h"
 
 namespace gradwire {
@@ -60,31 +61,38 @@ GRADWIRE_WIDE_INLINE void CollectBlock(const float* grad, float* residual, uint6
   *m += static_cast<uint64_t>(__builtin_popcount(pass));
 }
 
-// guess.before is a multiple of internal::kGuessBlock, so of sixteen: one
-// key floor (ZeroGuess::FloorAt) serves each block.
+// Elements [begin, end) (begin a multiple of sixteen), appending to the
+// m candidates already in the lists; returns the new count and adds the
+// non-finite acc to *nonfinite. guess.before is a multiple of
+// internal::kGuessBlock, so of sixteen: one key floor (ZeroGuess::FloorAt)
+// serves each block.
 template <bool kHasResidual, bool kZero>
-GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t n,
-                                      uint32_t lower, const internal::ZeroGuess& guess,
-                                      uint32_t* candidates, float* candidate_values,
-                                      uint64_t* nonfinite) {
+GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64_t begin,
+                                      uint64_t end, uint32_t lower,
+                                      const internal::ZeroGuess& guess, uint32_t* candidates,
+                                      float* candidate_values, uint64_t m, uint64_t* nonfinite) {
   static_assert(internal::kGuessBlock % 16 == 0, "a block of sixteen is on one side of before");
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(lower));
-  __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  uint64_t m = 0, bad = 0, i = 0;
-  for (; i + 16 <= n; i += 16) {
+  __m512i index =
+      _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(begin)),
+                       _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  uint64_t bad = 0, i = begin;
+  for (; i + 16 <= end; i += 16) {
+    PrefetchAhead(grad + i);  // a line of each stream a block (prefetch.h)
+    if (kHasResidual) PrefetchAhead(residual + i);
     CollectBlock<kHasResidual, kZero, true>(
         grad, residual, i, 0xffff, index, lo,
         _mm512_set1_epi32(static_cast<int32_t>(guess.FloorAt(i))), candidates, candidate_values, &m,
         &bad);
     index = _mm512_add_epi32(index, _mm512_set1_epi32(16));
   }
-  if (i < n) {
+  if (i < end) {
     CollectBlock<kHasResidual, kZero, false>(
-        grad, residual, i, static_cast<__mmask16>((1u << (n - i)) - 1), index, lo,
+        grad, residual, i, static_cast<__mmask16>((1u << (end - i)) - 1), index, lo,
         _mm512_set1_epi32(static_cast<int32_t>(guess.FloorAt(i))), candidates, candidate_values, &m,
         &bad);
   }
-  *nonfinite = bad;
+  *nonfinite += bad;
   return m;
 }
 

@@ -30,7 +30,8 @@
 // topk.cc's AccumulateAndCollect: acc = grad + residual into the residual
 // (0 where `guess` says, with `zero`), the candidates (key >= lower) and
 // their acc appended in index order to t; returns how many, and the
-// count of non-finite acc in *nonfinite.
+// count of non-finite acc in *nonfinite. With `count`, the candidates'
+// keys are also counted by that rule into t.hist (through t.sub_hist).
 //
 // topk.cc's EmitSelected: of the m candidates in t, writes the k whose
 // rank (key >> shift, shift 0 or kTopShift with `band`) is above `cut`,
@@ -42,7 +43,8 @@
 #define GRADWIRE_TOPK_WIDE_DECLARATIONS                                                            \
   uint64_t AccumulateAndCollect(const float* grad, float* residual, uint64_t n, uint32_t lower,    \
                                 bool zero, const internal::ZeroGuess& guess,                       \
-                                const internal::SelectTemp& t, uint64_t* nonfinite);               \
+                                const internal::SelectTemp& t, const internal::BinRule* count,     \
+                                uint64_t* nonfinite);                                              \
   void EmitSelected(const internal::SelectTemp& t, uint64_t m, uint64_t k, uint32_t cut,           \
                     uint64_t take_equal, bool band, bool zeroed, const internal::ZeroGuess& guess, \
                     float* residual, ValueFormat format, uint32_t* indices, uint8_t* values);
