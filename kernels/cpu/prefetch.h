@@ -1,14 +1,14 @@
 // Internal to kernels/cpu: software prefetch for the loops that stream
-// large arrays once (top-k's fused pass).
+// large arrays once (top-k's fused pass, the casts', random-k's).
 //
 // The hardware prefetchers follow a stream only so far ahead (and not
 // across a 4 KiB page), and a loop that reads two arrays and writes a
 // third leaves few of their lines in flight at once. On a 2-vCPU KVM
 // guest of an Intel server (2026-12-02), top-k's pass over 25.6M floats
 // with caches cold ran about a fifth faster when it also prefetched
-// grad and residual 4 KiB ahead: 0.1 % encode (the pass alone, nearly)
-// 0.73 -> 0.91x memcpy, 10 % 0.47-0.50 -> 0.52-0.55x; 1 and 16 KiB ahead
-// did no better (docs/results/2026-12-02-prefetch.md).
+// grad and residual 4 KiB ahead: the 0.1 % encode (nearly the pass alone)
+// 0.73 -> 0.89-0.95x memcpy, 10 % 0.47-0.50 -> 0.52-0.54x; 1 KiB ahead
+// did as well, 8 and 16 KiB less well (docs/results/2026-12-02-prefetch.md).
 #ifndef GRADWIRE_KERNELS_CPU_PREFETCH_H_
 #define GRADWIRE_KERNELS_CPU_PREFETCH_H_
 
