@@ -31,6 +31,16 @@ __attribute__((always_inline)) inline void PrefetchAhead(const void* p, uint64_t
       0, 3);
 }
 
+// The lines kPrefetchAheadBytes past element i of grad and, with
+// kHasResidual, of the residual: the two streams an encode pass with error
+// feedback reads. Call once per sixteen elements.
+template <bool kHasResidual>
+__attribute__((always_inline)) inline void PrefetchAccStreams(const float* grad,
+                                                              const float* residual, uint64_t i) {
+  PrefetchAhead(grad + i);
+  if (kHasResidual) PrefetchAhead(residual + i);
+}
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

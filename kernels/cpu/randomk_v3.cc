@@ -67,10 +67,7 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   uint64_t j = 0, bad = 0, i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (i % 16 == 0) {  // a line of each stream every other group (prefetch.h)
-      PrefetchAhead(grad + i);
-      if (kHasResidual) PrefetchAhead(residual + i);
-    }
+    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
     const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(i));
     const __m256i index = _mm256_add_epi32(base, lane_ids);
     __m256 a = _mm256_loadu_ps(grad + i);

@@ -56,8 +56,7 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
   __m512i index = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   uint64_t j = 0, bad = 0;
   for (uint64_t i = 0; i < n; i += 16) {
-    PrefetchAhead(grad + i);  // a line of each stream a block (prefetch.h)
-    if (kHasResidual) PrefetchAhead(residual + i);
+    PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
     const __mmask16 live = Live(n, i);
     const bool whole = live == 0xffff;
     __m512 a = whole ? _mm512_loadu_ps(grad + i) : _mm512_maskz_loadu_ps(live, grad + i);

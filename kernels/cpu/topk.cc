@@ -106,12 +106,8 @@ __attribute__((always_inline)) inline uint64_t AccumulateAndCollect(
   for (uint64_t start = begin; start < end; start += kBlock) {
     const uint64_t len = end - start < kBlock ? end - start : kBlock;
     static_assert(kBlock * sizeof(float) == 128, "two lines of each stream a block");
-    PrefetchAhead(grad + start);  // prefetch.h
-    PrefetchAhead(grad + start, 64);
-    if (kHasResidual) {
-      PrefetchAhead(residual + start);
-      PrefetchAhead(residual + start, 64);
-    }
+    PrefetchAccStreams<kHasResidual>(grad, residual, start);  // prefetch.h
+    PrefetchAccStreams<kHasResidual>(grad, residual, start + 16);
     // `before` splits no block.
     const int32_t zf = static_cast<int32_t>(guess.FloorAt(start));
     float* r = kHasResidual ? residual + start : nullptr;

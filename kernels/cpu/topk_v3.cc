@@ -54,10 +54,7 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
   const __m256i finite_max = _mm256_set1_epi32(0x7f7fffff);
   uint64_t bad = 0, i = begin;
   for (; i + 8 <= end; i += 8) {
-    if (i % 16 == 0) {  // a line of each stream every other group (prefetch.h)
-      PrefetchAhead(grad + i);
-      if (kHasResidual) PrefetchAhead(residual + i);
-    }
+    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
     __m256 a = _mm256_loadu_ps(grad + i);
     if (kHasResidual) a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
     __m256i abs;

@@ -78,8 +78,7 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
                        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   uint64_t bad = 0, i = begin;
   for (; i + 16 <= end; i += 16) {
-    PrefetchAhead(grad + i);  // a line of each stream a block (prefetch.h)
-    if (kHasResidual) PrefetchAhead(residual + i);
+    PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
     CollectBlock<kHasResidual, kZero, true>(
         grad, residual, i, 0xffff, index, lo,
         _mm512_set1_epi32(static_cast<int32_t>(guess.FloorAt(i))), candidates, candidate_values, &m,
