@@ -37,10 +37,11 @@ bytes/s, alpha per message):
                               bucket's allgather frames, + (P-1) * 4n_dense / B, no
                               ring, where the library's rule picks it
                               (gradwire.dense_rides_allgather; GradientExchanger)
-  compression                 CPU: per-element cost measured alone by cluster_bench
-                              (x ranks/cores when ranks share this machine's cores);
-                              and, with more ranks than cores, a bound: the step is no
-                              shorter than ranks/cores x one rank's process CPU per step
+  compression                 CPU: per-element cost measured alone by cluster_bench;
+                              with more ranks than cores, the step is the smooth
+                              maximum (planner_validation.shared_core_step) of that
+                              chain and a bound: ranks/cores x one rank's process CPU
+                              per step
                               (measured on loopback with the same ranks: codec, decoding
                               every peer's frame, MACs, kernel TCP) + the CPU the case's
                               bytes cost on the shaped link (per byte, from the run's
