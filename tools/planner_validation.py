@@ -14,10 +14,10 @@ from planner import (TCP_GOODPUT, bucket_plan, case_method, compressed_elements,
 
 # How sharply the step turns from the uncontended chain to the shared-core
 # CPU bound: the step is (chain^q + bound^q)^(1/q), 2^(1/q) = 1.22 x either
-# where they are equal. Fitted on eleven AMD grids (Zen 3, Zen 4; 426 cases,
-# q from 1.5 to 9.75 by 0.25, fewest cases off by over 20 %), then checked
-# on the Intel VM's grid and README runs (48 cases): one off by over 20 %
-# against five with max(ranks/cores x compression + wire, bound)
+# where they are equal. Chosen on ten AMD grids and three README runs (Zen 3,
+# Zen 4; 426 cases; q from 1.5 to 9.75 by 0.25, fewest cases off by over
+# 20 %), then checked on the Intel VM's runs (90 cases): two off by over
+# 20 % against six with max(ranks/cores x compression + wire, bound)
 # (docs/results/2026-12-03-shared-core-step.md).
 SHARED_CORE_SMOOTHING = 3.5
 
