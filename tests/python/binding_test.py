@@ -32,6 +32,18 @@ def assert_refused(test, cases):
             test.assertIn(want, str(cm.exception))
 
 
+def unmapped_address(span=1 << 20):
+    """An address 64 bytes below the middle of a gap of at least `span`
+    bytes between this process's mappings (/proc/self/maps), high in the
+    user range: nothing is mapped within span / 2 of it when read."""
+    with open("/proc/self/maps") as f:
+        ranges = sorted(tuple(int(x, 16) for x in line.split()[0].split("-")) for line in f)
+    for (_, end), (start, _) in reversed(list(zip(ranges, ranges[1:]))):
+        if start - end >= span and start <= 1 << 47:
+            return end + (start - end) // 2 - 64
+    raise AssertionError("no unmapped gap in /proc/self/maps")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -447,7 +459,7 @@ class OneRankGroup(unittest.TestCase):
         assert_refused(self, [
                 (lambda: comm.allreduce_mean_ptr(4096, 1000, bucket=6, step=1, path="dense"),
                  g.InvalidArgumentError, "is not mapped in this process"),
-                (lambda: comm.allreduce_mean_ptr(0x7ff0_0000_0000 - 64, 1000, bucket=6, step=1),
+                (lambda: comm.allreduce_mean_ptr(unmapped_address(), 1000, bucket=6, step=1),
                  g.InvalidArgumentError, "is not mapped in this process"),
                 (lambda: comm.allreduce_mean_ptr(host.data_ptr(), 2**40, bucket=6, step=1),
                  g.InvalidArgumentError, "allreduce_mean_ptr: data_ptr: byte "),
