@@ -175,11 +175,13 @@ def validate(results, alpha_s):
         # the time (shared_core_step).
         cpu_bound = None
         chain = None
+        compress_s = pr.get("cpu_compress_s", 0.0)  # x share: the ranks' share of a core
         if m["codec"] != "none" and c.get("cpu_loopback_ms") and c["world_size"] > cores:
             moved = (link_cpu.get((c["profile"], c["link"]), 0.0)
                      * (c.get("bytes_on_wire_per_rank") or 0) * 1e-9)
             cpu_bound = c["world_size"] / cores * (c["cpu_loopback_ms"] / 1e3 + moved)
-            chain = host + pr["wire_s"] + pr["cpu_compress_s"] / share
+            compress_s /= share  # the chain's: the codec's time alone
+            chain = host + pr["wire_s"] + compress_s
             pred = shared_core_step(chain, cpu_bound)
         # The same model fed the compression time the run itself measured
         # (ranks contending for 2 cores and memory bandwidth): checks the
@@ -203,8 +205,7 @@ def validate(results, alpha_s):
                "error_inrun_pct": None if pred_inrun is None else 100 * (pred_inrun - meas) / meas,
                "predicted_wire_ms": pr["wire_s"] * 1e3,
                "measured_wire_ms": c.get("wire_ms_median"),
-               "predicted_compress_ms": pr.get("cpu_compress_s", 0) * 1e3
-               / (share if chain is not None else 1.0),
+               "predicted_compress_ms": compress_s * 1e3,
                "measured_compress_ms": c.get("compress_ms_median"),
                "host_overhead_ms": host * 1e3, "cpu_share": share,
                "cpu_bound_ms": None if cpu_bound is None else cpu_bound * 1e3,

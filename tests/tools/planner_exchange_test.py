@@ -335,7 +335,6 @@ class SharedCoreBoundTest(unittest.TestCase):
         # alone (65 ms) made the chain 104 ms, 35 % over the step.
         step = pv.shared_core_step(0.0711, 0.0757)
         self.assertLess(abs(step - 0.0769) / 0.0769, 0.20)
-        self.assertGreater(abs(0.1041 - 0.0769) / 0.0769, 0.20)
 
     def test_the_links_bytes_cost_cpu(self):
         # The dense case spent 48.4 ms of process CPU, 19.4 of them averaging

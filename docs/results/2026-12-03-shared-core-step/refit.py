@@ -55,7 +55,9 @@ def main():
     ap.add_argument("--check", nargs="*", default=[], help="runs that only check it")
     ap.add_argument("--json_out")
     a = ap.parse_args()
-    fit, check = cases(a.fit), cases(a.check)
+    per_path = {path: cases([path]) for path in a.fit + a.check}
+    fit = [c for path in a.fit for c in per_path[path]]
+    check = [c for path in a.check for c in per_path[path]]
     qs = [q / 4 for q in range(6, 40)]
     scan = {q: score(smooth(q), fit) for q in qs}
     best = min(qs, key=lambda q: (scan[q]["over_20pct"], scan[q]["mean_abs_pct"]))
@@ -65,8 +67,7 @@ def main():
           f"(now in planner_validation: {pv.SHARED_CORE_SMOOTHING})")
     print(f"{'run':58s} {'n':>3s}  {'before: >20% mean worst':>24s}  "
           f"{'q=' + str(best) + ': >20% mean worst':>24s}")
-    for path in a.fit + a.check:
-        cs = cases([path])
+    for path, cs in per_path.items():
         if not cs:
             continue
         b, n = score(old_model, cs), score(smooth(best), cs)
