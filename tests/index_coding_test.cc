@@ -225,6 +225,42 @@ TEST(IndexEncodingTest, DenseRunsEncodeAsTheReferenceAndNameErrors) {
   }
 }
 
+// Sparse selections encode each gap of one or two bytes without a branch
+// on its length, storing two bytes where it may take one: the bytes equal
+// the reference's for gaps at each length's edges (128 | 129, 16384 |
+// 16385) mixed at random, in an output of exactly their length; every
+// shorter output is refused; and no byte outside the output is written.
+TEST(IndexEncodingTest, ShortGapsEncodeAsTheReferenceInsideTheirOutput) {
+  std::mt19937_64 rng(29);
+  constexpr uint8_t kCanary = 0xa5;
+  for (int iter = 0; iter < 200; ++iter) {
+    std::vector<uint32_t> idx;
+    uint32_t at = static_cast<uint32_t>(rng() % 300);
+    const size_t count = 1 + rng() % 40;
+    for (size_t i = 0; i < count; ++i) {
+      idx.push_back(at);
+      const uint32_t edges[] = {1, 2, 127, 128, 129, 130, 16384, 16385, 16386, 2000000};
+      at += rng() % 3 == 0 ? edges[rng() % 10] : 1 + static_cast<uint32_t>(rng() % 300);
+    }
+    const std::vector<uint8_t> want = ReferenceDeltaVarint(idx);
+    for (size_t cap = want.size() > 6 ? want.size() - 6 : 0; cap <= want.size(); ++cap) {
+      std::vector<uint8_t> buffer(cap + 16, kCanary);
+      absl::StatusOr<size_t> n =
+          EncodeIndices(IndexEncoding::kDeltaVarint, idx, absl::MakeSpan(buffer.data() + 8, cap));
+      if (cap == want.size()) {
+        ASSERT_TRUE(n.ok()) << n.status();
+        EXPECT_EQ(std::vector<uint8_t>(buffer.begin() + 8, buffer.begin() + 8 + *n), want) << iter;
+      } else {
+        EXPECT_REJECTED(n.status(), absl::StatusCode::kInvalidArgument, "too small");
+      }
+      for (size_t b = 0; b < 8; ++b) {
+        ASSERT_EQ(buffer[b], kCanary) << iter << " cap " << cap;
+        ASSERT_EQ(buffer[8 + cap + b], kCanary) << iter << " cap " << cap;
+      }
+    }
+  }
+}
+
 // Sparse selections (gaps of one and two bytes, mixed) decode four gaps
 // from one load: lists of them, with longer gaps at every offset within a
 // group of four, round-trip; a cut dense_length, an overlong gap and a

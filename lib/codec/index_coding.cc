@@ -131,8 +131,8 @@ bool EncodeSixteenOneByteGaps(const uint32_t* indices, uint8_t* out) {
     return false;
   }
   // Every lane is < 128: the saturating packs keep them as they are.
-  const __m128i bytes = _mm_packus_epi16(_mm_packs_epi32(gaps[0], gaps[1]),
-                                         _mm_packs_epi32(gaps[2], gaps[3]));
+  const __m128i bytes =
+      _mm_packus_epi16(_mm_packs_epi32(gaps[0], gaps[1]), _mm_packs_epi32(gaps[2], gaps[3]));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
   return true;
 }
@@ -226,13 +226,27 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
 #endif
         if (i > 0 && indices[i] <= indices[i - 1]) return CheckIncreasing(indices, i);
         const uint32_t v = i == 0 ? indices[0] : indices[i] - indices[i - 1] - 1;
-        if (v < 0x80 && pos < out.size()) {  // one byte: dense selections' common case
-          out[pos++] = static_cast<uint8_t>(v);
-          run += i > 0;
+        // One byte or two, without a branch on which: at 1 % density about
+        // a quarter of the gaps take two bytes, in no pattern, and a
+        // branch on the length mispredicted on each (255K indices at 1 %
+        // on an Intel VM: 3.6-4.2 ns an index with it, 2.0-2.1 without).
+        // Both bytes are stored; the second is overwritten by the next
+        // index when the first was all.
+        if (v < 0x4000 && out.size() - pos >= 2) {
+          const uint32_t two = v >= 0x80 ? 1 : 0;
+          out[pos] = static_cast<uint8_t>((v & 0x7fu) | (two << 7));
+          out[pos + 1] = static_cast<uint8_t>(v >> 7);
+          pos += 1 + two;
+          run = (run + (i > 0 ? 1 : 0)) & (size_t{two} - 1);  // 0 after a two-byte gap
           continue;
         }
         run = 0;
-        if (!EncodeVarint32(out, &pos, v)) {
+        // Through a copy: pos itself, its address taken, would live in
+        // memory, a store and a load on every index's path.
+        size_t at = pos;
+        const bool fits = EncodeVarint32(out, &at, v);
+        pos = at;
+        if (!fits) {
           if (absl::Status s = CheckIncreasing(indices, i + 1); !s.ok()) return s;
           return Invalid(absl::StrCat("output of ", out.size(), " bytes too small for ",
                                       indices.size(), " delta-varint indices (full at #", i,

@@ -163,7 +163,8 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const Fr
 uint64_t MaxIndexBytes(IndexEncoding encoding, uint64_t count);
 
 // Encodes strictly increasing `indices` (each < 2^32) into `out`; returns
-// the bytes written.
+// the bytes of the encoding. Bytes of `out` past them may be overwritten
+// (never any outside `out`).
 absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const uint32_t> indices,
                                      absl::Span<uint8_t> out);
 
