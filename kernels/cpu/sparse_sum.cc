@@ -64,6 +64,13 @@ constexpr uint64_t kPrezeroRatio = 32;
 uint64_t EntriesBelow(const SparsePayload& run, uint64_t j, uint64_t end) {
   constexpr uint64_t kStep = 16;
   while (j + kStep <= run.count && run.indices[j + kStep - 1] < end) j += kStep;
+  if (j + kStep <= run.count) {
+    // The sixteenth is at or past `end`: the entries below it are counted
+    // without a branch on each (a loop's exit here mispredicts once a call).
+    uint64_t below = 0;
+    for (uint64_t e = 0; e < kStep; ++e) below += run.indices[j + e] < end;
+    return j + below;
+  }
   while (j < run.count && run.indices[j] < end) ++j;
   return j;
 }
@@ -224,6 +231,22 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
   const bool in_place_if_sparse = !(divide_all && stores == OutStores::kStreaming);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
+  if (!in_place_if_sparse && total * kDenseRatio >= n) {
+    // Dense on average (a chunk's share of the entries would make it a
+    // dense chunk): every slice is summed and stored on its own, its
+    // entries found by a scan per frame that the adds follow at once, not
+    // by a scan of the whole chunk and another of each slice.
+    for (uint64_t s0 = 0; s0 < n; s0 += kStreamSlice) {
+      const uint64_t slice_end = std::min(n, s0 + kStreamSlice);
+      for (uint64_t r = 0; r < p; ++r) {
+        const uint64_t stop = EntriesBelow(payloads[r], begin[r], slice_end);
+        AddToChunk(payloads[r], begin[r], stop, s0, acc);
+        begin[r] = stop;
+      }
+      DivideAllInto(acc, out + s0, slice_end - s0, divisor, stores);
+    }
+    return;
+  }
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
     const uint64_t len = std::min(n - c0, kChunk);
     uint64_t entries = 0;
