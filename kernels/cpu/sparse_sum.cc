@@ -231,26 +231,17 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
   const bool in_place_if_sparse = !(divide_all && stores == OutStores::kStreaming);
   alignas(64) float acc[kChunk];
   std::fill(acc, acc + kChunk, 0.0f);
-  if (!in_place_if_sparse && total * kDenseRatio >= n) {
-    // Dense on average (a chunk's share of the entries would make it a
-    // dense chunk): every slice is summed and stored on its own, its
-    // entries found by a scan per frame that the adds follow at once, not
-    // by a scan of the whole chunk and another of each slice.
-    for (uint64_t s0 = 0; s0 < n; s0 += kStreamSlice) {
-      const uint64_t slice_end = std::min(n, s0 + kStreamSlice);
-      for (uint64_t r = 0; r < p; ++r) {
-        const uint64_t stop = EntriesBelow(payloads[r], begin[r], slice_end);
-        AddToChunk(payloads[r], begin[r], stop, s0, acc);
-        begin[r] = stop;
-      }
-      DivideAllInto(acc, out + s0, slice_end - s0, divisor, stores);
-    }
-    return;
-  }
+  // Dense on average under streaming stores (a chunk's share of the
+  // entries would make it a dense chunk): every chunk goes slice by slice
+  // without a scan of the whole chunk first, each slice's entries found by
+  // the scan its adds follow (a chunk scan and then a slice scan cost
+  // 3-5 % of top-k 10 %'s average on an Intel core:
+  // docs/results/2026-12-04-slice-scans.md).
+  const bool slice_all = !in_place_if_sparse && total * kDenseRatio >= n;
   for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
     const uint64_t len = std::min(n - c0, kChunk);
     uint64_t entries = 0;
-    for (uint64_t r = 0; r < p; ++r) {
+    for (uint64_t r = 0; r < p && !slice_all; ++r) {
       end[r] = EntriesBelow(payloads[r], begin[r], c0 + len);
       entries += end[r] - begin[r];
     }
@@ -265,13 +256,15 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       // whole chunk, or kStreamSlice at a time for a dense chunk under
       // streaming stores. A slice's entries end at or before the chunk's,
       // so `begin` walks up to `end` (the last slice's end is end's).
-      const bool sliced = stores == OutStores::kStreaming && entries * kDenseRatio >= len;
+      const bool sliced =
+          slice_all || (stores == OutStores::kStreaming && entries * kDenseRatio >= len);
       const uint64_t slice = sliced ? kStreamSlice : len;
       for (uint64_t s0 = c0; s0 < c0 + len; s0 += slice) {
         const uint64_t slice_end = std::min(c0 + len, s0 + slice);
         for (uint64_t r = 0; r < p; ++r) {
-          const uint64_t stop =
-              slice_end == c0 + len ? end[r] : EntriesBelow(payloads[r], begin[r], slice_end);
+          const uint64_t stop = slice_end == c0 + len && !slice_all
+                                    ? end[r]
+                                    : EntriesBelow(payloads[r], begin[r], slice_end);
           AddToChunk(payloads[r], begin[r], stop, s0, acc);
           begin[r] = stop;
         }
@@ -283,7 +276,7 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       WriteChunk(acc, chunk, len);
       if (divisor != 1.0f) DivideTouched(payloads, begin, end, c0, divisor, chunk);
     }
-    begin.swap(end);
+    if (!slice_all) begin.swap(end);  // else begin walked to the chunk's end
   }
 }
 
