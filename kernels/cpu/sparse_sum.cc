@@ -251,11 +251,13 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, chunk);
       // x / 1 == x, and an untouched element stays +0.
       if (divisor != 1.0f && entries > 0) DivideTouched(payloads, begin, end, c0, divisor, chunk);
+      begin.swap(end);
     } else if (divide_all) {
       // Summed in acc and divided on the way out, slice by slice: the
       // whole chunk, or kStreamSlice at a time for a dense chunk under
       // streaming stores. A slice's entries end at or before the chunk's,
-      // so `begin` walks up to `end` (the last slice's end is end's).
+      // so `begin` walks to the chunk's end (the last slice's end is end's
+      // where the chunk was scanned).
       const bool sliced =
           slice_all || (stores == OutStores::kStreaming && entries * kDenseRatio >= len);
       const uint64_t slice = sliced ? kStreamSlice : len;
@@ -275,8 +277,8 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor,
       for (uint64_t r = 0; r < p; ++r) AddToChunk(payloads[r], begin[r], end[r], c0, acc);
       WriteChunk(acc, chunk, len);
       if (divisor != 1.0f) DivideTouched(payloads, begin, end, c0, divisor, chunk);
+      begin.swap(end);
     }
-    if (!slice_all) begin.swap(end);  // else begin walked to the chunk's end
   }
 }
 
