@@ -1,0 +1,17 @@
+#!/bin/bash
+# usage: ab.sh OUT ROUNDS METHOD BIN_A BIN_B ...
+out=$1; rounds=$2; method=$3; shift 3
+mkdir -p $out
+cd /work/main
+for r in $(seq 1 $rounds); do
+  i=0
+  for b in "$@"; do
+    i=$((i+1))
+    /usr/bin/python3 tools/cluster_bench.py --exchange_bench $b --methods "$method" --peers "" \
+      --no_latency_probe --transport_bench "" --no_alone $EXTRA --name r${r}b${i} --out_dir $out > $out/r${r}b${i}.log 2>&1
+    echo "round $r bin $i ($b): $(/usr/bin/python3 -c "
+import json,sys
+d=json.load(open('$out/r${r}b${i}.json'))
+print(' '.join('%s=%.1f'%(c['method'],c['iter_ms_median']) for c in d['cases'] if c.get('system')=='gradwire'))" 2>&1 | tail -1)"
+  done
+done
