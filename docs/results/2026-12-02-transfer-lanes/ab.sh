@@ -9,6 +9,7 @@ for r in $(seq 1 $rounds); do
     i=$((i+1))
     /usr/bin/python3 tools/cluster_bench.py --exchange_bench $b --methods "$method" --peers "" \
       --no_latency_probe --transport_bench "" --no_alone $EXTRA --name r${r}b${i} --out_dir $out > $out/r${r}b${i}.log 2>&1
-    echo "round $r bin $i ($b): $(grep -o '"iter_ms_median": [0-9.]*' $out/r${r}b${i}/*.json 2>/dev/null | head -3 | tr '\n' ' ')"
+    # cluster_bench wrote OUT/NAME/*.json then, OUT/NAME.json since.
+    echo "round $r bin $i ($b): $(grep -o '"iter_ms_median": [0-9.]*' $out/r${r}b${i}/*.json $out/r${r}b${i}.json 2>/dev/null | head -3 | tr '\n' ' ')"
   done
 done
