@@ -20,8 +20,13 @@ steps of:
   first      from the step's start until the first stage began;
   tail       from the last stage's end until WaitAll returned.
 Then the step whose wall time is the median of rank 0's, bucket by
-bucket: each stage's start and end in ms from the step's start. --merge
-writes every rank's events into one trace (chrome://tracing, Perfetto).
+bucket: each stage's start and end in ms from the step's start. With
+more than one rank, that step on every rank, one line per stage in the
+order the stages began, in ms from the earliest rank's start of it (the
+ranks' clocks are one machine's in an emulated cluster; across machines
+they are only as close as the hosts' clocks): which rank the transfers
+waited for. --merge writes every rank's events into one trace
+(chrome://tracing, Perfetto).
 """
 import argparse
 import json
@@ -118,6 +123,23 @@ def print_median_step(rank, out):
     for x in sorted(s["spans"], key=lambda x: x["start"]):
         print(f"  bucket {x['bucket']!s:>3s} {x['stage']:9s} {x['start'] - s['begin']:8.1f} "
               f"-> {x['end'] - s['begin']:8.1f}  ({x['end'] - x['start']:.1f})", file=out)
+    return number
+
+
+def print_step_all_ranks(ranks, number, out):
+    """Step `number` on every rank that has it, on one clock."""
+    have = [r for r in ranks if number in r["steps"]]
+    t0 = min(r["steps"][number]["begin"] for r in have)
+    print(f"\nstep {number} on every rank, ms from the earliest rank's start of it:", file=out)
+    lines = []
+    for r in have:
+        s = r["steps"][number]
+        lines.append((s["begin"], r["rank"], "step", "", s["begin"], s["end"]))
+        lines += [(x["start"], r["rank"], x["stage"], x["bucket"], x["start"], x["end"])
+                  for x in s["spans"]]
+    for _, rank, stage, bucket, start, end in sorted(lines, key=lambda x: (x[0], x[1])):
+        print(f"  rank {rank:3d} bucket {bucket!s:>3s} {stage:9s} {start - t0:8.1f} "
+              f"-> {end - t0:8.1f}  ({end - start:.1f})", file=out)
 
 
 def main(argv=None):
@@ -131,7 +153,9 @@ def main(argv=None):
     ranks = sorted((load(path) for path in a.traces), key=lambda r: r["rank"])
     rows = summarize(ranks)
     print_rows(rows, sys.stdout)
-    print_median_step(ranks[0], sys.stdout)
+    number = print_median_step(ranks[0], sys.stdout)
+    if len(ranks) > 1:
+        print_step_all_ranks(ranks, number, sys.stdout)
     if a.merge:
         events = [e for r in ranks for e in r["events"]]
         with open(a.merge, "w") as f:

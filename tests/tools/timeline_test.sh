@@ -20,6 +20,14 @@ out="$(timeout 120 python3 "$here/tools/launch.py" --nproc=2 --timeout=100 -- \
 summary="$(python3 "$here/tools/timeline_summary.py" "$tmp"/trace.rank*.json \
   --json "$tmp/summary.json" --merge "$tmp/all.json" 2>&1)" || fail "summary failed: $summary"
 echo "$summary"
+# Rank 0's median step on every rank, one clock: both ranks' step and stages.
+every="$(sed -n '/on every rank, ms from/,$p' <<<"$summary")"
+for rank in 0 1; do
+  for stage in step encode transfer exchange finish; do
+    grep -Eq "^  rank +$rank bucket +[0-9]* $stage " <<<"$every" ||
+      fail "no rank $rank $stage line in the every-rank step: $every"
+  done
+done
 python3 - "$tmp" <<'PY' || failures=$((failures + 1))
 import json, sys
 tmp = sys.argv[1]
