@@ -1,6 +1,7 @@
 // Inputs, bit comparisons and guarded buffers shared by the tests that
 // run once per build of the CPU kernels (tests/BUILD.bazel:
-// cpu_clones_test, divide_test, randomk_test): gradient-like values with every special
+// cpu_clones_test, divide_test, randomk_test; GuardedBytes also by
+// tests/fuzz/codec_fuzzer.cc): gradient-like values with every special
 // float class, bit patterns compared with every NaN as one, and buffers
 // that end at a page the process may not touch.
 #ifndef GRADWIRE_TESTS_CLONE_TEST_INPUTS_H_

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang (libFuzzer + ASan + UBSan) and runs each
 # for SECONDS: wire_format_fuzzer (frame parser, index decoders, frame
-# MAC) and input_fuzzer (the other parsers of outside bytes: region
+# MAC), input_fuzzer (the other parsers of outside bytes: region
 # frames, compression specs, the data cache's entry, shard and manifest
-# files, tokens). Exits non-zero on any finding; the crashing input is
+# files, tokens) and codec_fuzzer (every codec's decoders on frames whose
+# checksum holds). Exits non-zero on any finding; the crashing input is
 # left in WORKDIR/artifacts/ (reproduce: WORKDIR/<fuzzer> FILE).
 #
 # Usage: bash tools/fuzz.sh SECONDS [WORKDIR]
@@ -13,7 +14,11 @@
 #
 # Built outside Bazel on purpose: libFuzzer needs clang, and the project's
 # Bazel toolchain is gcc. Needs clang and libclang-rt-14-dev
-# (tools/install_deps.sh).
+# (tools/install_deps.sh). kernels/ is GCC's own C (vector extensions
+# clang lacks): codec_fuzzer links it built by g++ as it ships (-O3, the
+# x86-64-v3/v4 clones included), outside the sanitizers and the coverage,
+# so the codecs' checks are what the fuzzer steers by, and the kernels'
+# vector loops are what runs behind them.
 set -euo pipefail
 
 seconds="${1:?usage: tools/fuzz.sh SECONDS [WORKDIR]}"
@@ -23,7 +28,7 @@ esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 work="${2:-${GRADWIRE_FUZZ_DIR:-${TEST_TMPDIR:-$root/.fuzz}}}"
 mkdir -p "$work/include" "$work/corpus" "$work/seeds" "$work/input-corpus" "$work/input-seeds" \
-  "$work/artifacts"
+  "$work/codec-corpus" "$work/codec-seeds" "$work/kernels" "$work/artifacts"
 work="$(cd "$work" && pwd)"
 
 CXX="${CXX_FUZZ:-clang++}"
@@ -66,6 +71,30 @@ inputs=("$root/lib/comm/region_frame.cc" "$root/lib/codec/compression_spec.cc"
   "${libs[@]}" -o "$work/make_seeds"
 "$work/make_seeds" "$work/seeds" "$work/input-seeds"
 
+# codec_fuzzer: kernels/ by g++ (as Bazel builds it), the rest by clang
+# (-I root: tests/clone_test_inputs.h's guarded buffers).
+KERNEL_CXX="${CXX_KERNELS:-g++}"
+kernel_objects=()
+compiles=()
+for src in "$root"/kernels/*.cc "$root"/kernels/cpu/*.cc "$root"/kernels/cuda/*_nocuda.cc; do
+  obj="$work/kernels/$(basename "$(dirname "$src")")_$(basename "$src" .cc).o"
+  "$KERNEL_CXX" -std=c++17 -O3 -g -ffp-contract=off -I"$work/include" -c "$src" -o "$obj" &
+  compiles+=($!)
+  kernel_objects+=("$obj")
+done
+for pid in "${compiles[@]}"; do wait "$pid"; done  # set -e: a failed compile stops here
+"$CXX" "${common[@]}" -I"$root" -ffp-contract=off "${sanitize[@]}" -fsanitize=fuzzer \
+  "${base[@]}" "$root"/lib/codec/*.cc "$root"/lib/codec/internal/*.cc \
+  "$root/tests/fuzz/codec_fuzzer.cc" "${kernel_objects[@]}" \
+  "${libs[@]}" -o "$work/codec_fuzzer"
+# Seeds: each codec of codec_fuzzer.cc's list (its first byte picks one,
+# modulo the list's length), n = 321, two valid frames before the changed
+# one, whose first byte after the header becomes 0xff.
+for spec in $(seq 0 31); do
+  printf "\\$(printf %03o "$spec")\\100\\001\\007\\002\\000\\000\\110\\000\\377" \
+    > "$work/codec-seeds/spec-$spec"
+done
+
 # The magic and a few header values as a dictionary speed up reaching the
 # deeper checks.
 cat > "$work/wire_format.dict" <<'DICT'
@@ -92,9 +121,12 @@ fuzz wire_format_fuzzer "$work/corpus" "$work/seeds" -dict="$work/wire_format.di
 rc=$?
 fuzz input_fuzzer "$work/input-corpus" "$work/input-seeds"
 rc_input=$?
+fuzz codec_fuzzer "$work/codec-corpus" "$work/codec-seeds"
+rc_codec=$?
 set -e
-if [ $rc -ne 0 ] || [ $rc_input -ne 0 ] || [ -n "$(ls -A "$work/artifacts")" ]; then
-  echo "fuzz.sh: FINDING (exit $rc, $rc_input); inputs in $work/artifacts/" >&2
+if [ $rc -ne 0 ] || [ $rc_input -ne 0 ] || [ $rc_codec -ne 0 ] ||
+   [ -n "$(ls -A "$work/artifacts")" ]; then
+  echo "fuzz.sh: FINDING (exit $rc, $rc_input, $rc_codec); inputs in $work/artifacts/" >&2
   exit 1
 fi
 echo "fuzz.sh: no finding in ${seconds}s of each fuzzer" >&2

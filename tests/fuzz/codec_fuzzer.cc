@@ -1,0 +1,231 @@
+// libFuzzer target for every codec's decoders (DecodeAccumulate and
+// DecodeAverage) on frames that pass the checksum.
+//
+// wire_format_fuzzer reaches the frame parser and the index decoders; the
+// codecs' own checks (header fields against the spec, value and scale
+// bytes, indices against n, the quantizers' overflow rule) and the
+// kernels behind them (the vectorized QSGD, sign, cast and sparse
+// averages, random-k's index derivation) are reached only by a frame
+// whose checksum holds. So each input picks a codec and a gradient
+// length, encodes a valid frame of a seeded gradient, overwrites bytes of
+// it as the input says (or replaces it by the input's bytes), changes its
+// length, and recomputes the checksum (unless the input says not to).
+//
+// Beyond "no crash, no sanitizer report", it checks and traps unless:
+//   * the unchanged frame decodes (the encoder's output is accepted);
+//   * a refused frame leaves `dense` (DecodeAccumulate) and `out`
+//     (DecodeAverage) bit for bit as they were ("nothing changes unless
+//     the whole frame is valid", codec.h);
+//   * DecodeAverage over valid frames followed by the changed one names
+//     the changed one (the last) as the bad frame when it refuses;
+//   * an accepted average equals DecodeAccumulate of each frame in order
+//     into zeros, then divided (the contract of codec.h), bit for bit;
+//   * nothing reads or writes past the frames and outputs it is given
+//     (each ends at a page it may not touch: the kernels are built
+//     without the sanitizers, tools/fuzz.sh).
+// Build and run: tools/fuzz.sh SECONDS.
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/codec/compression_spec.h"
+#include "gradwire/lib/codec/wire_format.h"
+#include "tests/clone_test_inputs.h"
+
+namespace {
+
+using gradwire::Codec;
+using gradwire::CodecScratch;
+using gradwire::CompressionSpec;
+using gradwire::kernels::cpu::GuardedBytes;
+
+void Check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+// Every codec and the settings that change its frames' layout.
+constexpr const char* kSpecs[] = {
+    "none",
+    "fp16",
+    "bf16",
+    "topk:ratio=0.1",
+    "topk:ratio=0.1,indices=raw",
+    "topk:ratio=0.05,values=fp16",
+    "topk:ratio=0.3,values=bf16,indices=raw",
+    "approx_topk:ratio=0.1",
+    "approx_topk:ratio=0.02,values=bf16",
+    "randomk:ratio=0.1,seed=7",
+    "randomk:ratio=0.2,values=fp16,seed=3",
+    "qsgd:bits=1,bucket=64",
+    "qsgd:bits=2,bucket=512",
+    "qsgd:bits=3,bucket=40",
+    "qsgd:bits=4,bucket=512",
+    "qsgd:bits=5,bucket=17",
+    "qsgd:bits=6,bucket=512",
+    "qsgd:bits=7,bucket=8",
+    "qsgd:bits=8,bucket=100",
+    "sign:bucket=512",
+    "sign:bucket=33",
+};
+constexpr size_t kSpecCount = sizeof(kSpecs) / sizeof(kSpecs[0]);
+
+const Codec& CodecFor(size_t i) {
+  static std::unique_ptr<Codec>* codecs = [] {
+    auto* all = new std::unique_ptr<Codec>[kSpecCount];
+    for (size_t j = 0; j < kSpecCount; ++j) {
+      absl::StatusOr<CompressionSpec> spec = CompressionSpec::Parse(kSpecs[j]);
+      Check(spec.ok());
+      absl::StatusOr<std::unique_ptr<Codec>> codec = gradwire::MakeCodec(*spec);
+      Check(codec.ok());
+      all[j] = *std::move(codec);
+    }
+    return all;
+  }();
+  return *codecs[i];
+}
+
+// A gradient of n elements from `seed`: magnitudes over several decades,
+// both signs, some exact zeros and repeats (ties for the selections).
+std::vector<float> Gradient(uint64_t n, uint32_t seed) {
+  std::vector<float> g(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (uint64_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const int exponent = static_cast<int>(x % 24) - 12;
+    const float mantissa = static_cast<float>((x >> 8) % 1000) / 1000.0f;
+    g[i] = (x & (1u << 20)) ? 0.0f : std::ldexp(mantissa, exponent);
+    if (x & (1u << 21)) g[i] = -g[i];
+    if ((x & (3u << 22)) == 0 && i > 0) g[i] = g[i - 1];
+  }
+  return g;
+}
+
+std::vector<uint8_t> Encoded(const Codec& codec, const std::vector<float>& g, uint64_t step) {
+  std::vector<uint8_t> frame(codec.MaxEncodedBytes(g.size()));
+  absl::StatusOr<gradwire::EncodeStats> stats = codec.Encode(g, step, {}, absl::MakeSpan(frame));
+  Check(stats.ok());
+  frame.resize(stats->frame_bytes);
+  return frame;
+}
+
+// The checksum over everything before it, as the writer stores it.
+void Reseal(std::vector<uint8_t>& frame) {
+  if (frame.size() < gradwire::kFrameHeaderBytes + gradwire::kFrameChecksumBytes) return;
+  const size_t body = frame.size() - gradwire::kFrameChecksumBytes;
+  uint64_t sum = XXH3_64bits(frame.data(), body);
+  for (size_t b = 0; b < 8; ++b) frame[body + b] = static_cast<uint8_t>(sum >> (8 * b));
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The same numbers, any NaN matching any NaN (a frame flagged non-finite
+// decodes as NaN; which NaN is not part of the contract).
+bool SameValues(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// Input: spec (1 byte), n (2), gradient seed (1), frames before the
+// changed one (1: 0..3), mode (1: bit 0 replace the frame, bit 1 keep the
+// stale checksum), length change (1, signed; bytes added are the mode
+// byte), then the replacement frame (bit 0) or edits (offset u16, byte).
+constexpr size_t kFixedBytes = 7;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < kFixedBytes) return 0;
+  const Codec& codec = CodecFor(data[0] % kSpecCount);
+  const uint64_t n =
+      1 + (static_cast<uint64_t>(data[1]) | static_cast<uint64_t>(data[2]) << 8) % 4096;
+  const uint32_t seed = data[3];
+  const size_t valid_frames = data[4] % 4;
+  const uint8_t mode = data[5];
+  const int length_change = static_cast<int8_t>(data[6]);
+  const uint8_t* rest = data + kFixedBytes;
+  const size_t rest_size = size - kFixedBytes;
+  const uint64_t step = 3;
+
+  std::vector<std::vector<uint8_t>> frames;
+  for (size_t r = 0; r <= valid_frames; ++r) {
+    frames.push_back(Encoded(codec, Gradient(n, seed + static_cast<uint32_t>(r)), step));
+  }
+  // The encoder's own frames decode.
+  {
+    std::vector<float> dense(n, 0.0f);
+    Check(codec.DecodeAccumulate(frames.back(), absl::MakeSpan(dense)).ok());
+  }
+  std::vector<uint8_t>& changed = frames.back();
+  if (mode & 1) {
+    changed.assign(rest, rest + rest_size);
+  } else {
+    for (size_t e = 0; e + 3 <= rest_size; e += 3) {
+      if (changed.empty()) break;
+      const size_t at =
+          (static_cast<size_t>(rest[e]) | static_cast<size_t>(rest[e + 1]) << 8) % changed.size();
+      changed[at] = rest[e + 2];
+    }
+  }
+  if (length_change < 0) {
+    changed.resize(changed.size() - std::min<size_t>(changed.size(), -length_change));
+  } else if (length_change > 0) {
+    changed.resize(changed.size() + static_cast<size_t>(length_change), mode);
+  }
+  if (!(mode & 2)) Reseal(changed);
+
+  // Every frame and output ends flush against a page the process may not
+  // touch: the kernels run outside the sanitizers (tools/fuzz.sh), and a
+  // read or write past the end of what they were given faults there.
+  std::vector<std::unique_ptr<GuardedBytes>> guarded;
+  std::vector<absl::Span<const uint8_t>> views;
+  for (const auto& f : frames) {
+    guarded.push_back(std::make_unique<GuardedBytes>(f.size()));
+    if (!f.empty()) std::memcpy(guarded.back()->data(), f.data(), f.size());
+    views.push_back(absl::MakeConstSpan(guarded.back()->data(), f.size()));
+  }
+  const std::vector<float> before = Gradient(n, seed ^ 0x55);
+  GuardedBytes dense_bytes(4 * n), out_bytes(4 * n);
+  const absl::Span<float> dense(dense_bytes.floats(), n), out(out_bytes.floats(), n);
+  auto copy = [](absl::Span<const float> from) {
+    return std::vector<float>(from.begin(), from.end());
+  };
+
+  CodecScratch scratch;
+  // DecodeAccumulate: all or nothing, into a dense of any content.
+  std::copy(before.begin(), before.end(), dense.begin());
+  const absl::Status one = codec.DecodeAccumulate(views.back(), dense, &scratch);
+  if (!one.ok()) Check(SameBits(copy(dense), before));
+
+  // DecodeAverage: valid frames, then the changed one.
+  const float divisor = static_cast<float>(frames.size());
+  std::copy(before.begin(), before.end(), out.begin());
+  size_t bad = views.size() + 1;
+  const absl::Status avg = codec.DecodeAverage(views, divisor, out, &scratch, &bad);
+  if (!avg.ok()) {
+    Check(SameBits(copy(out), before));
+    Check(bad == views.size() - 1);
+    return 0;
+  }
+  // Accepted: the contract's steps give the same bits.
+  std::vector<float> steps(n, 0.0f);
+  for (const auto& f : views) Check(codec.DecodeAccumulate(f, absl::MakeSpan(steps)).ok());
+  for (float& v : steps) v /= divisor;
+  Check(SameValues(copy(out), steps));
+  return 0;
+}
