@@ -23,6 +23,14 @@
 //   * nothing reads or writes past the frames and outputs it is given
 //     (each ends at a page it may not touch: the kernels are built
 //     without the sanitizers, tools/fuzz.sh).
+// The same input's bytes are also read as floats, a gradient and a
+// residual of any values (NaN, infinities, denormals, values that
+// overflow fp16) for Encode with error feedback, which must hold the
+// contract of codec.h: the frame decodes; EncodeStats counts the
+// non-finite acc = g + e_old; if there were none, the new residual is
+// fl(acc - decoded) bit for bit (0 where that is not finite; ±0 alike),
+// and if there were, the frame decodes as NaN everywhere; the residual
+// is always finite.
 // Build and run: tools/fuzz.sh SECONDS.
 #include <xxhash.h>
 
@@ -141,6 +149,48 @@ bool SameValues(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
+// Encode with error feedback of `bytes` read as floats: a gradient, then a
+// residual (the seeded gradient where the bytes run out), against the
+// contract of codec.h.
+void CheckEncode(const Codec& codec, uint64_t n, uint32_t seed, const uint8_t* bytes, size_t size) {
+  std::vector<float> grad = Gradient(n, seed), residual = Gradient(n, seed + 100);
+  for (float& r : residual) r *= 0.25f;
+  const size_t floats = size / 4;
+  for (size_t i = 0; i < floats && i < 2 * n; ++i) {
+    float f;
+    std::memcpy(&f, bytes + 4 * i, 4);
+    (i < n ? grad[i] : residual[i - n]) = f;
+  }
+  const bool ef = codec.spec().UsesErrorFeedback();
+  std::vector<float> acc(n);
+  uint64_t nonfinite = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    acc[i] = ef ? grad[i] + residual[i] : grad[i];
+    nonfinite += std::isfinite(acc[i]) ? 0 : 1;
+  }
+  if (!ef) residual.clear();
+  std::vector<uint8_t> frame(codec.MaxEncodedBytes(n));
+  absl::StatusOr<gradwire::EncodeStats> stats =
+      codec.Encode(grad, 7, absl::MakeSpan(residual), absl::MakeSpan(frame));
+  Check(stats.ok());
+  Check(stats->nonfinite == nonfinite);
+  frame.resize(stats->frame_bytes);
+  std::vector<float> decoded(n, 0.0f);
+  Check(codec.DecodeAccumulate(frame, absl::MakeSpan(decoded)).ok());
+  for (uint64_t i = 0; i < n; ++i) {
+    if (nonfinite > 0) Check(std::isnan(decoded[i]));
+    if (!ef) continue;
+    Check(std::isfinite(residual[i]));
+    if (nonfinite > 0) continue;
+    const float r = acc[i] - decoded[i];
+    const float want = std::isfinite(r) ? r : 0.0f;
+    // decoded is the frame's value added to +0, which loses a -0 (the
+    // frame's value of acc = -0): zeros of either sign are one here.
+    Check(std::memcmp(&residual[i], &want, sizeof(float)) == 0 ||
+          (residual[i] == 0.0f && want == 0.0f));
+  }
+}
+
 // Input: spec (1 byte), n (2), gradient seed (1), frames before the
 // changed one (1: 0..3), mode (1: bit 0 replace the frame, bit 1 keep the
 // stale checksum), length change (1, signed; bytes added are the mode
@@ -161,6 +211,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* rest = data + kFixedBytes;
   const size_t rest_size = size - kFixedBytes;
   const uint64_t step = 3;
+  CheckEncode(codec, n, seed, rest, rest_size);
 
   std::vector<std::vector<uint8_t>> frames;
   for (size_t r = 0; r <= valid_frames; ++r) {
