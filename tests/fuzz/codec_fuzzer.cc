@@ -149,16 +149,18 @@ bool SameValues(const std::vector<float>& a, const std::vector<float>& b) {
   return true;
 }
 
-// Encode with error feedback of `bytes` read as floats: a gradient, then a
-// residual (the seeded gradient where the bytes run out), against the
+// Encode with error feedback of `bytes` read as floats, a gradient and
+// then a residual (the seeded ones where there are no bytes), against the
 // contract of codec.h.
 void CheckEncode(const Codec& codec, uint64_t n, uint32_t seed, const uint8_t* bytes, size_t size) {
   std::vector<float> grad = Gradient(n, seed), residual = Gradient(n, seed + 100);
   for (float& r : residual) r *= 0.25f;
+  // The input's floats, repeated over both where it holds fewer: runs of
+  // one pattern (ties, NaNs or infinities throughout).
   const size_t floats = size / 4;
-  for (size_t i = 0; i < floats && i < 2 * n; ++i) {
+  for (size_t i = 0; floats > 0 && i < 2 * n; ++i) {
     float f;
-    std::memcpy(&f, bytes + 4 * i, 4);
+    std::memcpy(&f, bytes + 4 * (i % floats), 4);
     (i < n ? grad[i] : residual[i - n]) = f;
   }
   const bool ef = codec.spec().UsesErrorFeedback();
