@@ -40,7 +40,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "gradwire/lib/codec/codec.h"
@@ -101,7 +100,8 @@ const Codec& CodecFor(size_t i) {
 }
 
 // A gradient of n elements from `seed`: magnitudes over several decades,
-// both signs, some exact zeros and repeats (ties for the selections).
+// both signs, about half exact zeros and some repeats (ties for the
+// selections).
 std::vector<float> Gradient(uint64_t n, uint32_t seed) {
   std::vector<float> g(n);
   uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
