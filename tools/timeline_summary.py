@@ -115,14 +115,20 @@ def print_rows(rows, out):
               + f" {100 * r['compute']:7.0f}% {100 * r['comm']:5.0f}%", file=out)
 
 
+def span_line(bucket, stage, start, end, t0):
+    """One stage's line of a step view: start and end in ms from t0."""
+    return (f"bucket {bucket!s:>3s} {stage:9s} {start - t0:8.1f} -> {end - t0:8.1f}  "
+            f"({end - start:.1f})")
+
+
 def print_median_step(rank, out):
     steps = sorted(rank["steps"].items(), key=lambda kv: kv[1]["end"] - kv[1]["begin"])
     number, s = steps[len(steps) // 2]
     print(f"\nrank {rank['rank']}, step {number} (its median, {s['end'] - s['begin']:.1f} ms), "
           "ms from the step's start:", file=out)
     for x in sorted(s["spans"], key=lambda x: x["start"]):
-        print(f"  bucket {x['bucket']!s:>3s} {x['stage']:9s} {x['start'] - s['begin']:8.1f} "
-              f"-> {x['end'] - s['begin']:8.1f}  ({x['end'] - x['start']:.1f})", file=out)
+        print("  " + span_line(x["bucket"], x["stage"], x["start"], x["end"], s["begin"]),
+              file=out)
     return number
 
 
@@ -131,15 +137,13 @@ def print_step_all_ranks(ranks, number, out):
     have = [r for r in ranks if number in r["steps"]]
     t0 = min(r["steps"][number]["begin"] for r in have)
     print(f"\nstep {number} on every rank, ms from the earliest rank's start of it:", file=out)
-    lines = []
+    lines = []  # (start, rank, end, stage, bucket): sorted by start, then rank
     for r in have:
         s = r["steps"][number]
-        lines.append((s["begin"], r["rank"], "step", "", s["begin"], s["end"]))
-        lines += [(x["start"], r["rank"], x["stage"], x["bucket"], x["start"], x["end"])
-                  for x in s["spans"]]
-    for _, rank, stage, bucket, start, end in sorted(lines, key=lambda x: (x[0], x[1])):
-        print(f"  rank {rank:3d} bucket {bucket!s:>3s} {stage:9s} {start - t0:8.1f} "
-              f"-> {end - t0:8.1f}  ({end - start:.1f})", file=out)
+        lines.append((s["begin"], r["rank"], s["end"], "step", ""))
+        lines += [(x["start"], r["rank"], x["end"], x["stage"], x["bucket"]) for x in s["spans"]]
+    for start, rank, end, stage, bucket in sorted(lines, key=lambda x: x[:2]):
+        print(f"  rank {rank:3d} " + span_line(bucket, stage, start, end, t0), file=out)
 
 
 def main(argv=None):

@@ -19,7 +19,8 @@
 //   * DecodeAverage over valid frames followed by the changed one names
 //     the changed one (the last) as the bad frame when it refuses;
 //   * an accepted average equals DecodeAccumulate of each frame in order
-//     into zeros, then divided (the contract of codec.h), bit for bit;
+//     into zeros, then divided (the contract of codec.h), bit for bit
+//     (any NaN as any other);
 //   * nothing reads or writes past the frames and outputs it is given
 //     (each ends at a page it may not touch: the kernels are built
 //     without the sanitizers, tools/fuzz.sh).
@@ -32,16 +33,19 @@
 // and if there were, the frame decodes as NaN everywhere; the residual
 // is always finite.
 // Build and run: tools/fuzz.sh SECONDS.
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <random>
+#include <utility>
 #include <vector>
 
+#include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/wire_format.h"
@@ -99,23 +103,20 @@ const Codec& CodecFor(size_t i) {
   return *codecs[i];
 }
 
-// A gradient of n elements from `seed`: magnitudes over several decades,
-// both signs, about half exact zeros and some repeats (ties for the
-// selections).
-std::vector<float> Gradient(uint64_t n, uint32_t seed) {
-  std::vector<float> g(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (uint64_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    const int exponent = static_cast<int>(x % 24) - 12;
-    const float mantissa = static_cast<float>((x >> 8) % 1000) / 1000.0f;
-    g[i] = (x & (1u << 20)) ? 0.0f : std::ldexp(mantissa, exponent);
-    if (x & (1u << 21)) g[i] = -g[i];
-    if ((x & (3u << 22)) == 0 && i > 0) g[i] = g[i - 1];
+constexpr uint64_t kMaxN = 4096;
+
+// The first n of kMaxN values from `seed`, finite (clone_test_inputs.h's
+// Finite: gradient-like) or `mixed` (its Mixed: every special class).
+// Each seed's values are drawn once and kept (about 12 MB at most): drawn
+// anew for every input they took most of the fuzzer's time.
+std::vector<float> Seeded(uint64_t n, uint32_t seed, bool mixed = false) {
+  static auto* drawn = new std::map<std::pair<uint32_t, bool>, std::vector<float>>;
+  std::vector<float>& v = (*drawn)[{seed, mixed}];
+  if (v.empty()) {
+    std::mt19937_64 rng(seed);
+    v = gradwire::kernels::cpu::Input(mixed, kMaxN, rng);
   }
-  return g;
+  return std::vector<float>(v.begin(), v.begin() + n);
 }
 
 std::vector<uint8_t> Encoded(const Codec& codec, const std::vector<float>& g, uint64_t step) {
@@ -130,30 +131,19 @@ std::vector<uint8_t> Encoded(const Codec& codec, const std::vector<float>& g, ui
 void Reseal(std::vector<uint8_t>& frame) {
   if (frame.size() < gradwire::kFrameHeaderBytes + gradwire::kFrameChecksumBytes) return;
   const size_t body = frame.size() - gradwire::kFrameChecksumBytes;
-  uint64_t sum = XXH3_64bits(frame.data(), body);
-  for (size_t b = 0; b < 8; ++b) frame[body + b] = static_cast<uint8_t>(sum >> (8 * b));
+  gradwire::EncodeFixed64(&frame[body], gradwire::Checksum64(frame.data(), body));
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+// Bit for bit, NaN payloads included (a refused call changes nothing).
+bool SameBits(absl::Span<const float> a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// The same numbers, any NaN matching any NaN (a frame flagged non-finite
-// decodes as NaN; which NaN is not part of the contract).
-bool SameValues(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return false;
-  }
-  return true;
 }
 
 // Encode with error feedback of `bytes` read as floats, a gradient and
 // then a residual (the seeded ones where there are no bytes), against the
 // contract of codec.h.
 void CheckEncode(const Codec& codec, uint64_t n, uint32_t seed, const uint8_t* bytes, size_t size) {
-  std::vector<float> grad = Gradient(n, seed), residual = Gradient(n, seed + 100);
+  std::vector<float> grad = Seeded(n, seed), residual = Seeded(n, seed + 100);
   for (float& r : residual) r *= 0.25f;
   // The input's floats, repeated over both where it holds fewer: runs of
   // one pattern (ties, NaNs or infinities throughout).
@@ -205,7 +195,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < kFixedBytes) return 0;
   const Codec& codec = CodecFor(data[0] % kSpecCount);
   const uint64_t n =
-      1 + (static_cast<uint64_t>(data[1]) | static_cast<uint64_t>(data[2]) << 8) % 4096;
+      1 + (static_cast<uint64_t>(data[1]) | static_cast<uint64_t>(data[2]) << 8) % kMaxN;
   const uint32_t seed = data[3];
   const size_t valid_frames = data[4] % 4;
   const uint8_t mode = data[5];
@@ -217,7 +207,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<std::vector<uint8_t>> frames;
   for (size_t r = 0; r <= valid_frames; ++r) {
-    frames.push_back(Encoded(codec, Gradient(n, seed + static_cast<uint32_t>(r)), step));
+    frames.push_back(Encoded(codec, Seeded(n, seed + static_cast<uint32_t>(r)), step));
   }
   // The encoder's own frames decode.
   {
@@ -252,18 +242,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!f.empty()) std::memcpy(guarded.back()->data(), f.data(), f.size());
     views.push_back(absl::MakeConstSpan(guarded.back()->data(), f.size()));
   }
-  const std::vector<float> before = Gradient(n, seed ^ 0x55);
+  // What dense and out hold before each call: any values, NaNs with
+  // payloads too, which a refused call must leave as they are.
+  const std::vector<float> before = Seeded(n, seed, /*mixed=*/true);
   GuardedBytes dense_bytes(4 * n), out_bytes(4 * n);
   const absl::Span<float> dense(dense_bytes.floats(), n), out(out_bytes.floats(), n);
-  auto copy = [](absl::Span<const float> from) {
-    return std::vector<float>(from.begin(), from.end());
-  };
 
   CodecScratch scratch;
   // DecodeAccumulate: all or nothing, into a dense of any content.
   std::copy(before.begin(), before.end(), dense.begin());
   const absl::Status one = codec.DecodeAccumulate(views.back(), dense, &scratch);
-  if (!one.ok()) Check(SameBits(copy(dense), before));
+  if (!one.ok()) Check(SameBits(dense, before));
 
   // DecodeAverage: valid frames, then the changed one.
   const float divisor = static_cast<float>(frames.size());
@@ -271,7 +260,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t bad = views.size() + 1;
   const absl::Status avg = codec.DecodeAverage(views, divisor, out, &scratch, &bad);
   if (!avg.ok()) {
-    Check(SameBits(copy(out), before));
+    Check(SameBits(out, before));
     Check(bad == views.size() - 1);
     return 0;
   }
@@ -279,6 +268,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> steps(n, 0.0f);
   for (const auto& f : views) Check(codec.DecodeAccumulate(f, absl::MakeSpan(steps)).ok());
   for (float& v : steps) v /= divisor;
-  Check(SameValues(copy(out), steps));
+  Check(gradwire::kernels::cpu::AsBits(std::vector<float>(out.begin(), out.end())) ==
+        gradwire::kernels::cpu::AsBits(steps));  // any NaN as one: a payload is no part of it
   return 0;
 }

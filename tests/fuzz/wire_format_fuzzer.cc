@@ -15,8 +15,6 @@
 // a run of base/ varints: the fast and the explaining decoder must agree,
 // and what they accept must re-encode to the same bytes.
 // Build and run: tools/fuzz.sh SECONDS.
-#include <xxhash.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 
@@ -156,8 +155,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= gradwire::kFrameHeaderBytes + gradwire::kFrameChecksumBytes) {
     std::vector<uint8_t> resealed(data, data + size);
     const size_t covered = size - gradwire::kFrameChecksumBytes;
-    const uint64_t sum = XXH3_64bits(resealed.data(), covered);
-    for (size_t i = 0; i < 8; ++i) resealed[covered + i] = static_cast<uint8_t>(sum >> (8 * i));
+    gradwire::EncodeFixed64(&resealed[covered], gradwire::Checksum64(resealed.data(), covered));
     FuzzFrame(resealed);
   }
   return 0;
