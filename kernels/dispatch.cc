@@ -87,6 +87,7 @@ struct Selection {
   const void* grad;
   const void* indices;
   const void* values;
+  bool indices_optional = false;  // random-k's compress: values only when null
 };
 
 // The shape, then (unless this is the size query, which needs no buffers)
@@ -98,8 +99,8 @@ absl::Status CheckSelection(const Selection& s) {
   if (s.n > (uint64_t{1} << 32)) return Refuse(s.who, "n > 2^32 (u32 indices)");
   if (s.temp == nullptr) return absl::OkStatus();  // the size query
   if (s.n > 0 && s.grad == nullptr) return Refuse(s.who, "grad is null");
-  if (s.k > 0 && (s.indices == nullptr || s.values == nullptr)) {
-    return Refuse(s.who, "indices or values is null");
+  if (s.k > 0 && ((s.indices == nullptr && !s.indices_optional) || s.values == nullptr)) {
+    return Refuse(s.who, s.indices_optional ? "values is null" : "indices or values is null");
   }
   return absl::OkStatus();
 }
@@ -288,8 +289,8 @@ absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad
                              ValueFormat format, uint32_t* indices, uint8_t* values,
                              FusedStats* stats, cuda::Stream stream) {
   return RunSelection(
-      {"RandomKCompress", temp, temp_bytes, n, k, format, grad, indices, values}, residual, stats,
-      nullptr, stream,
+      {"RandomKCompress", temp, temp_bytes, n, k, format, grad, indices, values, true}, residual,
+      stats, nullptr, stream,
       [=](void* t, uint64_t* b) {
         cpu::RandomKCompress(t, b, grad, residual, n, k, seed, step, format, indices, values,
                              stats);

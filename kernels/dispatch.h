@@ -65,6 +65,7 @@ absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uin
                             uint64_t n, uint64_t k, uint32_t* indices,
                             cuda::Stream stream = nullptr);
 
+// `indices` may be null: values only (a random-k frame carries none).
 absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                              uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
                              ValueFormat format, uint32_t* indices, uint8_t* values,

@@ -560,6 +560,14 @@ void CheckRandomK(uint64_t n, uint64_t k, ValueFormat f, bool ef, std::mt19937_6
   std::vector<uint32_t> derived(k);
   RandomKIndices(temp.data(), &temp_bytes, seed, step, n, k, derived.data());
   EXPECT_EQ(want_indices, derived);
+  // Values only (null indices, as a random-k frame is encoded): the same
+  // values, residual and counts.
+  Encoded values_only;
+  values_only.values.assign(k * ValueWidth(f), 0xee);
+  if (ef) values_only.residual = e0;
+  RandomKCompress(temp.data(), &temp_bytes, g.data(), ef ? values_only.residual.data() : nullptr, n,
+                  k, seed, step, f, nullptr, values_only.values.data(), &values_only.stats);
+  ExpectSame(want, values_only, f);
 }
 
 TEST(CpuClonesTest, RandomKMatchesReference) {

@@ -293,6 +293,20 @@ TEST(DispatchTest, HostPathValidatesBeforeTouchingAnything) {
                          val.data(), nullptr)
                 .code(),
             kInvalid);  // null indices
+  // Random-k's compress takes null indices (values only: its frames carry
+  // none), never null values.
+  uint64_t compress_bytes = 0;
+  ASSERT_TRUE(RandomKCompress(nullptr, &compress_bytes, nullptr, nullptr, 4, 1, 7, 0,
+                              ValueFormat::kFp32, nullptr, nullptr, nullptr)
+                  .ok());
+  std::vector<uint64_t> compress_temp(compress_bytes / 8 + 1);
+  EXPECT_TRUE(RandomKCompress(compress_temp.data(), &compress_bytes, g.data(), nullptr, 4, 1, 7, 0,
+                              ValueFormat::kFp32, nullptr, val.data(), nullptr)
+                  .ok());
+  EXPECT_EQ(RandomKCompress(compress_temp.data(), &compress_bytes, g.data(), nullptr, 4, 1, 7, 0,
+                            ValueFormat::kFp32, idx.data(), nullptr, nullptr)
+                .code(),
+            kInvalid);  // null values
   uint64_t small = 64;
   EXPECT_EQ(TopKCompress(temp.data(), &small, g.data(), nullptr, 4, 1, ValueFormat::kFp32,
                          idx.data(), val.data(), nullptr)

@@ -202,6 +202,21 @@ void RunCase(Selector sel, Data data, uint64_t n, uint64_t k, ValueFormat format
       ASSERT_EQ(setup.stream->Synchronize(), "");
     }
     ExpectSameBytes(want.idx, d_only.Download(), "random-k indices");
+    // Values only (null indices, as a random-k frame is encoded): the same
+    // values and residual.
+    DeviceArray<float> d_res2(residual);
+    DeviceArray<uint8_t> d_val2(k * ValueWidth(format));
+    ASSERT_EQ(d_res2.error() + d_val2.Poison(), "");
+    ASSERT_EQ(testing::DeviceSynchronize(), "");
+    bytes = temp->size();
+    ASSERT_TRUE(cuda::RandomKCompress(temp->get(), &bytes, d_grad.get(),
+                                      ef ? d_res2.get() : nullptr, n, k, seed, step, format,
+                                      nullptr, d_val2.get(), nullptr, stream)
+                    .ok());
+    ASSERT_EQ(setup.stream != nullptr ? setup.stream->Synchronize() : testing::DeviceSynchronize(),
+              "");
+    ExpectSameValues(want.val, d_val2.Download(), 0, k, format, "values-only value");
+    if (ef) ExpectSameFloats(want.residual, d_res2.Download(), "values-only residual");
   }
 }
 

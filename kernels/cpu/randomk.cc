@@ -215,7 +215,8 @@ GRADWIRE_CPU_CLONES void EmitIndices(const Selection& s, uint64_t n, uint64_t k,
 // The one pass over n, in index order: acc = grad + residual; the residual
 // becomes acc (0 if not finite: ResidualAfter(acc, 0)) for the unselected
 // and ResidualAfter(acc, the value sent) for the selected, whose indices
-// and values are written in order. Returns how many acc are not finite.
+// (unless `indices` is null) and values are written in order. Returns how
+// many acc are not finite.
 template <bool kHasResidual, bool kForward>
 GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, uint64_t n,
                                             const Selection& s, ValueFormat format,
@@ -239,7 +240,7 @@ GRADWIRE_CPU_INLINE uint64_t CompressPassAs(const float* grad, float* residual, 
       for (uint64_t word = words[w]; word != 0; word &= word - 1) {
         const uint64_t i = 64 * w + static_cast<uint64_t>(__builtin_ctzll(word));
         const float a = acc[i];
-        indices[j] = static_cast<uint32_t>(start + i);
+        if (indices != nullptr) indices[j] = static_cast<uint32_t>(start + i);
         StoreValue(values, j, a, format);
         if (kHasResidual) residual[start + i] = ResidualAfter(a, RoundToFormat(a, format));
         ++j;

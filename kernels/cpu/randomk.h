@@ -37,7 +37,8 @@ void RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t st
                     uint64_t k, uint32_t* indices);
 
 // RandomKIndices plus the fused compress: values[j] = acc[indices[j]]
-// rounded to `format`; residual as in topk.h.
+// rounded to `format`; residual as in topk.h. `indices` may be null: then
+// only the values are written (a random-k frame carries no indices).
 void RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                      uint64_t n, uint64_t k, uint64_t seed, uint64_t step, ValueFormat format,
                      uint32_t* indices, uint8_t* values, FusedStats* stats);

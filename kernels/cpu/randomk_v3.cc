@@ -88,7 +88,9 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
     if (j + 8 <= k) {
       const __m256i lanes =
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kCompressTable.lanes[sel]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(indices + j), _mm256_add_epi32(lanes, base));
+      if (indices != nullptr) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(indices + j), _mm256_add_epi32(lanes, base));
+      }
       _mm256_storeu_ps(values + j, _mm256_permutevar8x32_ps(a, lanes));
     } else {
       float lane[8];
@@ -96,7 +98,7 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
       uint64_t o = j;
       for (uint32_t b = sel; b != 0; b &= b - 1, ++o) {
         const int l = __builtin_ctz(b);
-        indices[o] = static_cast<uint32_t>(i) + static_cast<uint32_t>(l);
+        if (indices != nullptr) indices[o] = static_cast<uint32_t>(i) + static_cast<uint32_t>(l);
         values[o] = lane[l];
       }
     }
@@ -110,7 +112,7 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
     const bool sel = SelectedOne<kForward>(s, i);
     if (kHasResidual) residual[i] = finite && !sel ? a : 0.0f;
     if (sel) {
-      indices[j] = static_cast<uint32_t>(i);
+      if (indices != nullptr) indices[j] = static_cast<uint32_t>(i);
       values[j] = a;
       ++j;
     }

@@ -77,10 +77,12 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
       }
     }
     if (j + 16 <= k) {
-      _mm512_storeu_si512(indices + j, _mm512_maskz_compress_epi32(sel, index));
+      if (indices != nullptr) {
+        _mm512_storeu_si512(indices + j, _mm512_maskz_compress_epi32(sel, index));
+      }
       _mm512_storeu_ps(values + j, _mm512_maskz_compress_ps(sel, a));
     } else if (sel != 0) {
-      _mm512_mask_compressstoreu_epi32(indices + j, sel, index);
+      if (indices != nullptr) _mm512_mask_compressstoreu_epi32(indices + j, sel, index);
       _mm512_mask_compressstoreu_ps(values + j, sel, a);
     }
     j += static_cast<uint64_t>(__builtin_popcount(sel));

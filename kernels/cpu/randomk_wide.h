@@ -48,8 +48,9 @@ struct Selected {
 // CompressPass: randomk.cc's compress pass with fp32 values: acc = grad +
 // residual; the residual (if not null) becomes acc for the unselected
 // finite elements and +0 for the rest (ResidualAfter(acc, acc) is +0);
-// the selected indices and acc are written in index order to
-// indices/values, which hold k entries (k = how many are selected).
+// the selected indices (unless `indices` is null) and acc are written in
+// index order to indices/values, which hold k entries (k = how many are
+// selected).
 // Returns how many acc are not finite.
 //
 // DecodeAverage: randomk.cc's average with fp32 values (k selected): for

@@ -354,8 +354,8 @@ __global__ void __launch_bounds__(kChunkThreads)
 }
 
 struct OutputSpec {
-  uint32_t* indices;
-  uint8_t* values;  // null: indices only
+  uint32_t* indices;  // null: values only (random-k senders)
+  uint8_t* values;    // null: indices only (random-k receivers)
   ValueFormat format;
   float* residual;  // null: no error feedback
 };
@@ -414,7 +414,7 @@ __global__ void __launch_bounds__(kChunkThreads)
       if (flags[u] == 0x10000u && ties_earlier >= need) continue;
       const unsigned long long pos = a0 + (excl[u] & 0xffffu) + Min64(ties_earlier, need);
       const uint32_t i = idx[u];
-      out.indices[pos] = i;
+      if (out.indices != nullptr) out.indices[pos] = i;
       if (out.values == nullptr) continue;  // indices only (random-k receivers)
       const float acc = src.Acc(i);
       StoreValue(out.values, pos, acc, out.format);
@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(kStreamThreads)
     nonfinite += IsFinite(acc) ? 0u : 1u;
     float decoded = 0.0f;
     if (all) {
-      out.indices[i] = static_cast<uint32_t>(i);
+      if (out.indices != nullptr) out.indices[i] = static_cast<uint32_t>(i);
       if (out.values != nullptr) {
         StoreValue(out.values, i, acc, out.format);
         decoded = RoundToFormat(acc, out.format);

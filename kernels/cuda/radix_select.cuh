@@ -208,7 +208,8 @@ absl::Status RunSelection(void* temp, const Levels& levels, Source src, Loader l
 
 // Shape and null checks of a selection call (before anything is written).
 inline absl::Status CheckShape(const char* who, uint64_t n, uint64_t k, ValueFormat format,
-                               const void* grad, const uint32_t* indices, const uint8_t* values) {
+                               const void* grad, const uint32_t* indices, const uint8_t* values,
+                               bool indices_optional = false) {
   if (format != ValueFormat::kFp32 && format != ValueFormat::kFp16 &&
       format != ValueFormat::kBf16) {
     return absl::InvalidArgumentError(std::string(who) + ": unknown value format");
@@ -220,8 +221,9 @@ inline absl::Status CheckShape(const char* who, uint64_t n, uint64_t k, ValueFor
   if (n > 0 && grad == nullptr) {
     return absl::InvalidArgumentError(std::string(who) + ": grad is null");
   }
-  if (k > 0 && (indices == nullptr || values == nullptr)) {
-    return absl::InvalidArgumentError(std::string(who) + ": indices or values is null");
+  if (k > 0 && ((indices == nullptr && !indices_optional) || values == nullptr)) {
+    return absl::InvalidArgumentError(
+        std::string(who) + (indices_optional ? ": values is null" : ": indices or values is null"));
   }
   return absl::OkStatus();
 }

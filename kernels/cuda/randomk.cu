@@ -35,7 +35,8 @@ absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad
   GRADWIRE_KERNELS_RETURN_IF_ERROR(
       radix::QueryOrCheck(who, temp, temp_bytes, n, radix::kFullLevels, &query_only));
   if (query_only) return absl::OkStatus();
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(radix::CheckShape(who, n, k, format, grad, indices, values));
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(
+      radix::CheckShape(who, n, k, format, grad, indices, values, /*indices_optional=*/true));
   const ElementKey key = RandomKElementKey(seed, step, n);
   const radix::RandomSource src{key, residual != nullptr ? residual : grad};
   const radix::FloatLoader<radix::RandomOfIndex> load{grad, residual, {key}};

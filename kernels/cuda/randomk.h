@@ -27,7 +27,8 @@ absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uin
                             uint64_t n, uint64_t k, uint32_t* indices, Stream stream);
 
 // RandomKIndices plus the fused compress: values[j] = acc[indices[j]]
-// rounded to `format`; residual as in kernels/cpu/topk.h.
+// rounded to `format`; residual as in kernels/cpu/topk.h. `indices` may
+// be null: values only.
 absl::Status RandomKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                              uint64_t n, uint64_t k, uint64_t seed, uint64_t step,
                              ValueFormat format, uint32_t* indices, uint8_t* values,

@@ -65,9 +65,33 @@ class SparseCodec : public codec_internal::CodecBase {
     uint64_t temp_bytes = 0;
     GRADWIRE_RETURN_IF_ERROR(
         RunKernel(nullptr, &temp_bytes, grad.data(), res, n, k, step, nullptr, nullptr, &fs));
+    FrameHeader h = HeaderFor(spec_.values, n, k, step, res != nullptr);
+    h.index_encoding = encoding_;
+    h.value_bytes = k * width;
+    if (encoding_ == IndexEncoding::kNone) {
+      // Random-k: no index section, so the header is known now and the
+      // values go straight into the frame. The indices are not written on
+      // the host; on the device they get room there and stay.
+      absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
+      if (!sections.ok()) return sections.status();
+      ScratchLayout layout;
+      const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
+      layout.Place(scratch);
+      const absl::Span<uint8_t> outs[] = {absl::Span<uint8_t>(nullptr, k * sizeof(uint32_t)),
+                                          sections->values};
+      GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
+          device, outs, layout.At<void>(at_temp), temp_bytes, &fs,
+          [&](absl::Span<uint8_t* const> o, void* temp, kernels::FusedStats* stats,
+              kernels::cuda::Stream stream) {
+            uint64_t bytes = temp_bytes;
+            return RunKernel(temp, &bytes, grad.data(), res, n, k, step,
+                             reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
+          }));
+      return codec_internal::SealWithStats(out, fs);
+    }
     // The varint length is only known once encoded, and the header (which
     // StartFrame writes) holds it: indices and values are staged aside.
-    const uint64_t index_cap = encoding_ != IndexEncoding::kNone ? MaxIndexBytes(encoding_, k) : 0;
+    const uint64_t index_cap = MaxIndexBytes(encoding_, k);
     ScratchLayout layout;
     const size_t at_indices = layout.Add(k * sizeof(uint32_t));
     const size_t at_values = layout.Add(k * width);
@@ -78,11 +102,8 @@ class SparseCodec : public codec_internal::CodecBase {
     uint8_t* values = layout.At<uint8_t>(at_values);
     uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
     // On the device only the k indices and values come back.
-    // Random-k frames carry no indices: on the device they stay there.
-    const bool keep_indices = device == nullptr || encoding_ != IndexEncoding::kNone;
     const absl::Span<uint8_t> outs[] = {
-        absl::Span<uint8_t>(keep_indices ? reinterpret_cast<uint8_t*>(indices) : nullptr,
-                            k * sizeof(uint32_t)),
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(indices), k * sizeof(uint32_t)),
         absl::MakeSpan(values, k * width)};
     GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
         device, outs, layout.At<void>(at_temp), temp_bytes, &fs,
@@ -92,21 +113,13 @@ class SparseCodec : public codec_internal::CodecBase {
           return RunKernel(temp, &bytes, grad.data(), res, n, k, step,
                            reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
         }));
-
-    size_t index_len = 0;
-    if (encoding_ != IndexEncoding::kNone) {
-      absl::StatusOr<size_t> len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
-                                                 absl::MakeSpan(index_bytes, index_cap));
-      if (!len.ok()) return len.status();
-      index_len = *len;
-    }
-    FrameHeader h = HeaderFor(spec_.values, n, k, step, res != nullptr);
-    h.index_encoding = encoding_;
-    h.index_bytes = index_len;
-    h.value_bytes = k * width;
+    absl::StatusOr<size_t> index_len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
+                                                     absl::MakeSpan(index_bytes, index_cap));
+    if (!index_len.ok()) return index_len.status();
+    h.index_bytes = *index_len;
     absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
     if (!sections.ok()) return sections.status();
-    if (index_len > 0) std::memcpy(sections->indices.data(), index_bytes, index_len);
+    if (*index_len > 0) std::memcpy(sections->indices.data(), index_bytes, *index_len);
     if (k > 0) std::memcpy(sections->values.data(), values, k * width);
     return codec_internal::SealWithStats(out, fs);
   }
