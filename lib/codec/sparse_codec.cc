@@ -68,43 +68,30 @@ class SparseCodec : public codec_internal::CodecBase {
     FrameHeader h = HeaderFor(spec_.values, n, k, step, res != nullptr);
     h.index_encoding = encoding_;
     h.value_bytes = k * width;
-    if (encoding_ == IndexEncoding::kNone) {
-      // Random-k: no index section, so the header is known now and the
-      // values go straight into the frame. The indices are not written on
-      // the host; on the device they get room there and stay.
+    // Random-k frames carry no indices: the header is known now and the
+    // values go straight into the frame (the host writes no indices, the
+    // device keeps them in its scratch). Top-k's header holds the coded
+    // index section's length, and the values follow that section: its
+    // indices and values are staged aside and copied in once coded.
+    const bool coded = encoding_ != IndexEncoding::kNone;
+    absl::Span<uint8_t> values;
+    if (!coded) {
       absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
       if (!sections.ok()) return sections.status();
-      ScratchLayout layout;
-      const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
-      layout.Place(scratch);
-      const absl::Span<uint8_t> outs[] = {absl::Span<uint8_t>(nullptr, k * sizeof(uint32_t)),
-                                          sections->values};
-      GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
-          device, outs, layout.At<void>(at_temp), temp_bytes, &fs,
-          [&](absl::Span<uint8_t* const> o, void* temp, kernels::FusedStats* stats,
-              kernels::cuda::Stream stream) {
-            uint64_t bytes = temp_bytes;
-            return RunKernel(temp, &bytes, grad.data(), res, n, k, step,
-                             reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
-          }));
-      return codec_internal::SealWithStats(out, fs);
+      values = sections->values;
     }
-    // The varint length is only known once encoded, and the header (which
-    // StartFrame writes) holds it: indices and values are staged aside.
-    const uint64_t index_cap = MaxIndexBytes(encoding_, k);
+    const uint64_t index_cap = coded ? MaxIndexBytes(encoding_, k) : 0;
     ScratchLayout layout;
-    const size_t at_indices = layout.Add(k * sizeof(uint32_t));
-    const size_t at_values = layout.Add(k * width);
+    const size_t at_indices = layout.Add(coded ? k * sizeof(uint32_t) : 0);
+    const size_t at_values = layout.Add(coded ? k * width : 0);
     const size_t at_index_bytes = layout.Add(index_cap);
     const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
     layout.Place(scratch);
-    uint32_t* indices = layout.At<uint32_t>(at_indices);
-    uint8_t* values = layout.At<uint8_t>(at_values);
-    uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
-    // On the device only the k indices and values come back.
+    uint32_t* indices = coded ? layout.At<uint32_t>(at_indices) : nullptr;
+    if (coded) values = absl::MakeSpan(layout.At<uint8_t>(at_values), k * width);
+    // On the device only the values and (top-k) the k indices come back.
     const absl::Span<uint8_t> outs[] = {
-        absl::MakeSpan(reinterpret_cast<uint8_t*>(indices), k * sizeof(uint32_t)),
-        absl::MakeSpan(values, k * width)};
+        absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(indices), k * sizeof(uint32_t)), values};
     GRADWIRE_RETURN_IF_ERROR(codec_internal::RunEncodeKernel(
         device, outs, layout.At<void>(at_temp), temp_bytes, &fs,
         [&](absl::Span<uint8_t* const> o, void* temp, kernels::FusedStats* stats,
@@ -113,14 +100,17 @@ class SparseCodec : public codec_internal::CodecBase {
           return RunKernel(temp, &bytes, grad.data(), res, n, k, step,
                            reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
         }));
-    absl::StatusOr<size_t> index_len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
-                                                     absl::MakeSpan(index_bytes, index_cap));
-    if (!index_len.ok()) return index_len.status();
-    h.index_bytes = *index_len;
-    absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
-    if (!sections.ok()) return sections.status();
-    if (*index_len > 0) std::memcpy(sections->indices.data(), index_bytes, *index_len);
-    if (k > 0) std::memcpy(sections->values.data(), values, k * width);
+    if (coded) {
+      uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
+      absl::StatusOr<size_t> index_len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
+                                                       absl::MakeSpan(index_bytes, index_cap));
+      if (!index_len.ok()) return index_len.status();
+      h.index_bytes = *index_len;
+      absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
+      if (!sections.ok()) return sections.status();
+      if (*index_len > 0) std::memcpy(sections->indices.data(), index_bytes, *index_len);
+      if (k > 0) std::memcpy(sections->values.data(), values.data(), k * width);
+    }
     return codec_internal::SealWithStats(out, fs);
   }
 
