@@ -74,12 +74,6 @@ class SparseCodec : public codec_internal::CodecBase {
     // index section's length, and the values follow that section: its
     // indices and values are staged aside and copied in once coded.
     const bool coded = encoding_ != IndexEncoding::kNone;
-    absl::Span<uint8_t> values;
-    if (!coded) {
-      absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
-      if (!sections.ok()) return sections.status();
-      values = sections->values;
-    }
     const uint64_t index_cap = coded ? MaxIndexBytes(encoding_, k) : 0;
     ScratchLayout layout;
     const size_t at_indices = layout.Add(coded ? k * sizeof(uint32_t) : 0);
@@ -87,8 +81,15 @@ class SparseCodec : public codec_internal::CodecBase {
     const size_t at_index_bytes = layout.Add(index_cap);
     const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
     layout.Place(scratch);
-    uint32_t* indices = coded ? layout.At<uint32_t>(at_indices) : nullptr;
-    if (coded) values = absl::MakeSpan(layout.At<uint8_t>(at_values), k * width);
+    uint32_t* indices = nullptr;
+    absl::Span<uint8_t> values;  // where the kernel writes them
+    if (coded) {
+      indices = layout.At<uint32_t>(at_indices);
+      values = absl::MakeSpan(layout.At<uint8_t>(at_values), k * width);
+    } else {
+      GRADWIRE_ASSIGN_OR_RETURN(const MutableFrameSections sections, StartFrame(h, out));
+      values = sections.values;
+    }
     // On the device only the values and (top-k) the k indices come back.
     const absl::Span<uint8_t> outs[] = {
         absl::Span<uint8_t>(reinterpret_cast<uint8_t*>(indices), k * sizeof(uint32_t)), values};
@@ -102,14 +103,12 @@ class SparseCodec : public codec_internal::CodecBase {
         }));
     if (coded) {
       uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
-      absl::StatusOr<size_t> index_len = EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
-                                                       absl::MakeSpan(index_bytes, index_cap));
-      if (!index_len.ok()) return index_len.status();
-      h.index_bytes = *index_len;
-      absl::StatusOr<MutableFrameSections> sections = StartFrame(h, out);
-      if (!sections.ok()) return sections.status();
-      if (*index_len > 0) std::memcpy(sections->indices.data(), index_bytes, *index_len);
-      if (k > 0) std::memcpy(sections->values.data(), values.data(), k * width);
+      GRADWIRE_ASSIGN_OR_RETURN(h.index_bytes,
+                                EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
+                                              absl::MakeSpan(index_bytes, index_cap)));
+      GRADWIRE_ASSIGN_OR_RETURN(const MutableFrameSections sections, StartFrame(h, out));
+      if (h.index_bytes > 0) std::memcpy(sections.indices.data(), index_bytes, h.index_bytes);
+      if (k > 0) std::memcpy(sections.values.data(), values.data(), k * width);
     }
     return codec_internal::SealWithStats(out, fs);
   }
