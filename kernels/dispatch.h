@@ -60,6 +60,20 @@ absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* g
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
                                 ApproxTopKBand* band, cuda::Stream stream = nullptr);
 
+// Where TopKCompress and ApproxTopKCompress may leave their k outputs when
+// they run on the host: inside `temp` (host memory of the size query's
+// bytes for n), over the candidate lists that their last step compacts in
+// place (kernels/cpu/topk.h, TopKOutputsInTemp); valid until temp is used
+// again. Passing these as `indices` and `values` spares the caller a
+// buffer of k outputs and the reads from memory of its lines. Host temp
+// only: the CUDA kernels lay theirs out otherwise, and refuse these.
+// Other outputs that overlap temp are refused.
+struct HostOutputsInTemp {
+  uint32_t* indices;
+  uint8_t* values;
+};
+HostOutputsInTemp TopKHostOutputsInTemp(void* temp, uint64_t n);
+
 // Indices only (a receiver's call).
 absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,
                             uint64_t n, uint64_t k, uint32_t* indices,

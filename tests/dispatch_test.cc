@@ -265,6 +265,44 @@ TEST(DispatchTest, HostBuffersRunTheCpuReference) {
   }
 }
 
+// Top-k's outputs may stay inside its host temp, where
+// TopKHostOutputsInTemp says (the same bits as buffers of the caller's
+// own); any other output that overlaps temp is refused, nothing written.
+TEST(DispatchTest, TopKOutputsInsideTempOnlyWhereTheKernelPutsThem) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 50000, k = 5000;
+  const std::vector<float> grad = Normal(n, rng);
+  for (bool approx : {false, true}) {
+    SCOPED_TRACE(approx ? "approximate" : "exact");
+    auto run = [&](void* temp, uint64_t* bytes, float* res, uint32_t* idx, uint8_t* val) {
+      return approx ? ApproxTopKCompress(temp, bytes, grad.data(), res, n, k, ValueFormat::kFp32,
+                                         idx, val, nullptr, nullptr)
+                    : TopKCompress(temp, bytes, grad.data(), res, n, k, ValueFormat::kFp32, idx,
+                                   val, nullptr);
+    };
+    uint64_t bytes = 0;
+    ASSERT_TRUE(run(nullptr, &bytes, nullptr, nullptr, nullptr).ok());
+    std::vector<uint64_t> temp(bytes / 8 + 1);
+    std::vector<float> res_a = Normal(n, rng), res_b = res_a;
+    std::vector<uint32_t> idx(k);
+    std::vector<uint8_t> val(4 * k);
+    ASSERT_TRUE(run(temp.data(), &bytes, res_a.data(), idx.data(), val.data()).ok());
+    const HostOutputsInTemp there = TopKHostOutputsInTemp(temp.data(), n);
+    ASSERT_TRUE(run(temp.data(), &bytes, res_b.data(), there.indices, there.values).ok());
+    EXPECT_EQ(std::vector<uint32_t>(there.indices, there.indices + k), idx);
+    EXPECT_EQ(std::vector<uint8_t>(there.values, there.values + 4 * k), val);
+    EXPECT_EQ(res_a, res_b);
+    // Elsewhere inside temp: refused before anything is written.
+    const std::vector<float> before = res_b;
+    uint8_t* inside = reinterpret_cast<uint8_t*>(temp.data()) + bytes / 2;
+    EXPECT_EQ(run(temp.data(), &bytes, res_b.data(), idx.data(), inside).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(run(temp.data(), &bytes, res_b.data(), there.indices + 1, there.values).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(res_b, before);
+  }
+}
+
 // Bad arguments are refused on the host path as on the device path, before
 // anything is written (the CPU references themselves trust their callers).
 TEST(DispatchTest, HostPathValidatesBeforeTouchingAnything) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -76,8 +77,11 @@ struct Output {
   ApproxTopKBand band;
 };
 
-Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<float>* residual,
-                 uint64_t k, ValueFormat format) {
+// With `in_temp`, the outputs are left where TopKOutputsInTemp says (the
+// emit compacts the candidate lists in place) and copied out after.
+Output RunSelectOnce(bool approx, const std::vector<float>& grad,
+                     const std::vector<float>* residual, uint64_t k, ValueFormat format,
+                     bool in_temp) {
   Output out;
   const uint64_t n = grad.size();
   uint64_t temp_bytes = 0;
@@ -92,12 +96,44 @@ Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<
   out.values.assign(k * ValueWidth(format), 0);
   if (residual != nullptr) out.residual = *residual;
   float* res = residual != nullptr ? out.residual.data() : nullptr;
+  uint32_t* indices = out.indices.data();
+  uint8_t* values = out.values.data();
+  if (in_temp) {
+    const OutputsInTemp there = TopKOutputsInTemp(temp.data(), n);
+    indices = there.indices;
+    values = there.values;
+  }
   if (approx) {
-    ApproxTopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, out.indices.data(),
-                       out.values.data(), &out.stats, &out.band);
+    ApproxTopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, indices, values,
+                       &out.stats, &out.band);
   } else {
-    TopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, out.indices.data(),
-                 out.values.data(), &out.stats);
+    TopKCompress(temp.data(), &temp_bytes, grad.data(), res, n, k, format, indices, values,
+                 &out.stats);
+  }
+  if (in_temp) {
+    std::copy(indices, indices + k, out.indices.begin());
+    std::copy(values, values + k * ValueWidth(format), out.values.begin());
+  }
+  return out;
+}
+
+// The selection into buffers of its own; every call also runs with the
+// outputs inside temp, which must give the same bits (outputs, residual,
+// stats and band).
+Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<float>* residual,
+                 uint64_t k, ValueFormat format) {
+  Output out = RunSelectOnce(approx, grad, residual, k, format, /*in_temp=*/false);
+  const Output there = RunSelectOnce(approx, grad, residual, k, format, /*in_temp=*/true);
+  EXPECT_EQ(there.indices, out.indices) << "outputs in temp";
+  EXPECT_EQ(there.values, out.values) << "outputs in temp";
+  EXPECT_EQ(there.stats.selected, out.stats.selected);
+  EXPECT_EQ(there.stats.nonfinite, out.stats.nonfinite);
+  EXPECT_EQ(there.band.lower_key, out.band.lower_key);
+  EXPECT_EQ(there.band.in_band, out.band.in_band);
+  if (residual != nullptr) {
+    const bool same = std::memcmp(there.residual.data(), out.residual.data(),
+                                  out.residual.size() * sizeof(float)) == 0;
+    EXPECT_TRUE(same) << "outputs in temp: the residuals differ";
   }
   return out;
 }

@@ -296,13 +296,20 @@ GRADWIRE_CPU_INLINE void Ranks8(const float* v, I32x8* ranks) {
 // candidates in the mask `zero`, those the pass's guess named) the
 // rejected ones among those get acc back and the taken ones outside it
 // get 0; otherwise the taken ones get ResidualAfter(acc, decoded).
-// Returns how many were taken.
+// Returns how many were taken. The outputs may be the candidate lists
+// themselves (TopKOutputsInTemp; j <= the group's first candidate): the
+// residuals are settled, and the group read, before its outputs are
+// stored.
 template <ValueFormat kFormat, bool kHasResidual>
 GRADWIRE_CPU_INLINE uint32_t EmitGroup(uint32_t take, uint32_t zero, uint32_t lanes,
                                        const uint32_t* cands, const float* vals, uint64_t j,
                                        uint64_t k, bool zeroed, float* residual, uint32_t* indices,
                                        uint8_t* values) {
   const uint32_t count = kCompressTable.count[take];
+  if (kHasResidual) {
+    internal::SettleResiduals<kFormat>(take, zero & ((1u << lanes) - 1), zeroed, cands, vals,
+                                       residual);
+  }
   if (kFormat == ValueFormat::kFp32 && lanes == 8 && j + 8 <= k &&
       __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
     // All eight lanes are stored; those past `count` are overwritten by
@@ -316,10 +323,6 @@ GRADWIRE_CPU_INLINE uint32_t EmitGroup(uint32_t take, uint32_t zero, uint32_t la
       StoreValue(values, o, vals[l], kFormat);
     }
   }
-  if (kHasResidual) {
-    internal::SettleResiduals<kFormat>(take, zero & ((1u << lanes) - 1), zeroed, cands, vals,
-                                       residual);
-  }
   return count;
 }
 
@@ -330,6 +333,9 @@ constexpr uint64_t kEmitAhead = 32;
 // `cut`, or equal to it while fewer than `take_equal` equal ones have been
 // taken, eight candidates at a time (a compare, a mask and a
 // compress-store; only the residual stores walk the mask bit by bit).
+// Every emit (here, topk_v3's and topk_v4's) stores a group's outputs
+// only after it has read the group, so that the outputs may overwrite
+// the candidates it has passed (TopKOutputsInTemp).
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_CPU_INLINE void EmitSelectedAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
                                         uint32_t cut, uint64_t take_equal, bool zeroed,
@@ -464,6 +470,11 @@ void Finish(float* residual, uint64_t n, uint64_t k, uint64_t nonfinite, FusedSt
 }
 
 }  // namespace
+
+OutputsInTemp TopKOutputsInTemp(void* temp, uint64_t n) {
+  const internal::SelectTemp t = internal::CarveSelectTemp(temp, n);
+  return {t.candidates, reinterpret_cast<uint8_t*>(t.candidate_values)};
+}
 
 void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
                   uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,

@@ -8,8 +8,9 @@
 // all in one call: grad and residual are read once in full (plus a
 // sample and the few selection candidates) and the residual written once
 // (plus the few candidates a kernel rejects or selects after the pass).
-// n is 64-bit everywhere; indices are u32, so n <= 2^32. Preconditions are the caller's (lib/ validates before it calls);
-// kernels do not allocate.
+// n is 64-bit everywhere; indices are u32, so n <= 2^32. Preconditions
+// are the caller's (lib/ validates before it calls); kernels do not
+// allocate.
 //
 // Temp storage follows CUB: call once with temp == nullptr to learn
 // *temp_bytes for (n, k), allocate, call again with the same arguments.
@@ -18,7 +19,9 @@
 // Selection order: a larger MagnitudeKey(acc) wins (NaN lowest, ±Inf
 // highest); equal keys go to the lower index. Output indices are strictly
 // ascending, values[j] is acc[indices[j]] rounded to `format`, stored
-// little endian (ValueWidth(format) bytes each, any alignment).
+// little endian (ValueWidth(format) bytes each, any alignment). The
+// outputs are the caller's buffers, apart from temp, or the ones
+// TopKOutputsInTemp names inside temp.
 #ifndef GRADWIRE_KERNELS_CPU_TOPK_H_
 #define GRADWIRE_KERNELS_CPU_TOPK_H_
 
@@ -33,14 +36,16 @@ namespace cpu {
 
 // Exact top-k: a radix selection, not a sort. A sample of 4K keys (16K
 // from 4M elements up) gives a lower bound that about k plus five standard
-// deviations of the sample's count (plus slack) elements reach; the one fused pass over n collects those candidates
-// while it writes the residual; two histogram passes over only the
-// candidates (the two binades above the bound in 4096 bins, then the
-// k-th key's bin; radix_select.h) find the exact k-th key. If the sample
-// misjudged (fewer than k candidates) every element becomes a candidate:
-// slower, never wrong. Handles k = 0 (nothing selected, residual = acc),
-// k = n and n = 0. Requires k <= n <= 2^32. temp_bytes is 4 * n + 96 KiB
-// (the candidate list's worst case), of which typically little is touched.
+// deviations of the sample's count (plus slack) elements reach; the one
+// fused pass over n collects those candidates while it writes the
+// residual; two histogram passes over only the candidates (the two
+// binades above the bound in 4096 bins, then the k-th key's bin;
+// radix_select.h) find the exact k-th key. If the sample misjudged (fewer
+// than k candidates) every element becomes a candidate: slower, never
+// wrong. Handles k = 0 (nothing selected, residual = acc), k = n and
+// n = 0. Requires k <= n <= 2^32. temp_bytes is 8 * n + 160 KiB (the
+// candidate lists' worst case, indices and acc), of which typically
+// little is touched.
 void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual, uint64_t n,
                   uint64_t k, ValueFormat format, uint32_t* indices, uint8_t* values,
                   FusedStats* stats);
@@ -68,6 +73,22 @@ void TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* re
 void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                         uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                         uint8_t* values, FusedStats* stats, ApproxTopKBand* band);
+
+// Where TopKCompress and ApproxTopKCompress may leave their k outputs
+// inside `temp` (of the size query's bytes for n): over the candidate
+// lists. The last step, which reads the candidates in index order and
+// writes the selected ones, then compacts them in place: it reads each
+// group before it writes, and writes no further than it has read. A
+// caller that codes the outputs into a frame (lib's sparse codecs) reads
+// them from there, valid until temp is used again, instead of having them
+// written to k * (4 + width) bytes of its own, lines no cache holds after
+// the pass over n elements, each first read from memory (and the buffer
+// they would take).
+struct OutputsInTemp {
+  uint32_t* indices;
+  uint8_t* values;
+};
+OutputsInTemp TopKOutputsInTemp(void* temp, uint64_t n);
 
 }  // namespace cpu
 }  // namespace kernels

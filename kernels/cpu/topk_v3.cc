@@ -99,10 +99,11 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
 
 // ------------------------------------------------------------ the emit --
 // Eight candidates at a time: ranks, the two masks, the selection rule
-// (internal::TakeMask), the permutes into the outputs (full-width stores
-// while eight outputs remain, one by one after) and the residual stores,
-// bit by bit, for the candidates whose residual changes
-// (internal::SettleResiduals says which). The last group's loads are
+// (internal::TakeMask), the residual stores, bit by bit, for the
+// candidates whose residual changes (internal::SettleResiduals says
+// which), then the permutes into the outputs (full-width stores while
+// eight outputs remain, one by one after), which may be the candidate
+// lists themselves (topk.cc's EmitSelectedAs). The last group's loads are
 // masked.
 template <ValueFormat kFormat, bool kHasResidual, uint32_t kShift>
 GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint64_t k,
@@ -148,6 +149,15 @@ GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint
     while (j + static_cast<uint64_t>(__builtin_popcount(take)) > k) {
       take &= ~(1u << (31 - __builtin_clz(take)));
     }
+    if (kHasResidual) {
+      // The pass wrote 0 where it guessed (with `zeroed`).
+      uint32_t zero = 0;
+      if (zeroed) {
+        const __m256i early = _mm256_cmpgt_epi32(before, _mm256_xor_si256(idx, flip));
+        zero = AtLeast(keys, _mm256_blendv_epi8(from, band, early)) & valid;
+      }
+      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
+    }
     const uint64_t count = static_cast<uint64_t>(__builtin_popcount(take));
     if (j + 8 <= k) {
       const __m256i perm = Lanes(take);
@@ -169,15 +179,6 @@ GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint
         indices[o] = cands[c + l];
         StoreValue(values, o, vals[c + l], kFormat);
       }
-    }
-    if (kHasResidual) {
-      // The pass wrote 0 where it guessed (with `zeroed`).
-      uint32_t zero = 0;
-      if (zeroed) {
-        const __m256i early = _mm256_cmpgt_epi32(before, _mm256_xor_si256(idx, flip));
-        zero = AtLeast(keys, _mm256_blendv_epi8(from, band, early)) & valid;
-      }
-      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
     }
     j += count;
   }

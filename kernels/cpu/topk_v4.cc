@@ -97,11 +97,12 @@ GRADWIRE_WIDE_INLINE uint64_t Collect(const float* grad, float* residual, uint64
 
 // ------------------------------------------------------------ the emit --
 // Sixteen candidates at a time: ranks, the two masks, the selection rule
-// (internal::TakeMask), a compress into the outputs (full-width stores
-// while sixteen outputs remain, masked ones after) and the residual
-// stores, bit by bit, for the candidates whose residual changes: with
-// `zeroed`, the ones the selection decided against the pass's guess
-// (internal::ZeroGuess), the taken ones otherwise. No prefetch of
+// (internal::TakeMask), the residual stores, bit by bit, for the
+// candidates whose residual changes: with `zeroed`, the ones the
+// selection decided against the pass's guess (internal::ZeroGuess), the
+// taken ones otherwise; then a compress into the outputs (full-width
+// stores while sixteen outputs remain, masked ones after), which may be
+// the candidate lists themselves (topk.cc's EmitSelectedAs). No prefetch of
 // those residual lines: fetching them 64 candidates early (all, or only
 // the ones to be written) made top-k 10 % at 1M 5-10 % slower and
 // approximate top-k 15-20 %, on a Zen 5 core with caches cold.
@@ -131,6 +132,15 @@ GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint
     while (j + static_cast<uint64_t>(__builtin_popcount(take)) > k) {
       take &= ~(1u << (31 - __builtin_clz(take)));
     }
+    if (kHasResidual) {
+      // The pass wrote 0 where it guessed (with `zeroed`).
+      uint32_t zero = 0;
+      if (zeroed) {
+        const __mmask16 early = _mm512_cmplt_epu32_mask(idx, before);
+        zero = _mm512_mask_cmpge_epi32_mask(live, keys, _mm512_mask_blend_epi32(early, from, band));
+      }
+      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
+    }
     const __mmask16 tk = static_cast<__mmask16>(take);
     const uint64_t count = static_cast<uint64_t>(__builtin_popcount(take));
     if (j + 16 <= k) {
@@ -149,15 +159,6 @@ GRADWIRE_WIDE_INLINE void EmitAs(const internal::SelectTemp& t, uint64_t m, uint
       for (uint32_t b = take; b != 0; b &= b - 1, ++o) {
         StoreValue(values, o, vals[c + __builtin_ctz(b)], kFormat);
       }
-    }
-    if (kHasResidual) {
-      // The pass wrote 0 where it guessed (with `zeroed`).
-      uint32_t zero = 0;
-      if (zeroed) {
-        const __mmask16 early = _mm512_cmplt_epu32_mask(idx, before);
-        zero = _mm512_mask_cmpge_epi32_mask(live, keys, _mm512_mask_blend_epi32(early, from, band));
-      }
-      internal::SettleResiduals<kFormat>(take, zero, zeroed, cands + c, vals + c, residual);
     }
     j += count;
   }

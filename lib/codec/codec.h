@@ -29,8 +29,10 @@
 // (topk, approx_topk, randomk), quantized_codec.h (qsgd, sign).
 //
 // Working memory: a codec is immutable and thread-safe, so it keeps no
-// scratch of its own. Selection codecs need some (candidate lists, index
-// and value staging): pass a CodecScratch, owned by the caller and reused
+// scratch of its own. Selection codecs need some (the kernels' candidate
+// lists, where a host encode's selection also stays until it is coded;
+// decoded index lists; a device encode's outputs on their way back): pass
+// a CodecScratch, owned by the caller and reused
 // across calls, and Encode / DecodeAccumulate allocate nothing once it has
 // grown to the largest gradient seen. Without one, the call allocates and
 // frees its own (fine for one-off use and tests).

@@ -72,20 +72,28 @@ class SparseCodec : public codec_internal::CodecBase {
     // values go straight into the frame (the host writes no indices, the
     // device keeps them in its scratch). Top-k's header holds the coded
     // index section's length, and the values follow that section: its
-    // indices and values are staged aside and copied in once coded.
+    // indices and values are coded into the frame once the kernel is done.
+    // On the host they stay where the kernel's emit compacts its
+    // candidates, inside its temp (TopKHostOutputsInTemp), rather than be
+    // written to scratch lines no cache holds; the device's come back into
+    // the scratch.
     const bool coded = encoding_ != IndexEncoding::kNone;
-    const uint64_t index_cap = coded ? MaxIndexBytes(encoding_, k) : 0;
+    const bool staged = coded && device != nullptr;
     ScratchLayout layout;
-    const size_t at_indices = layout.Add(coded ? k * sizeof(uint32_t) : 0);
-    const size_t at_values = layout.Add(coded ? k * width : 0);
-    const size_t at_index_bytes = layout.Add(index_cap);
+    const size_t at_indices = layout.Add(staged ? k * sizeof(uint32_t) : 0);
+    const size_t at_values = layout.Add(staged ? k * width : 0);
     const size_t at_temp = layout.Add(device == nullptr ? temp_bytes : 0);  // device: its own
     layout.Place(scratch);
     uint32_t* indices = nullptr;
     absl::Span<uint8_t> values;  // where the kernel writes them
-    if (coded) {
+    if (staged) {
       indices = layout.At<uint32_t>(at_indices);
       values = absl::MakeSpan(layout.At<uint8_t>(at_values), k * width);
+    } else if (coded) {
+      const kernels::HostOutputsInTemp there =
+          kernels::TopKHostOutputsInTemp(layout.At<void>(at_temp), n);
+      indices = there.indices;
+      values = absl::MakeSpan(there.values, k * width);
     } else {
       GRADWIRE_ASSIGN_OR_RETURN(const MutableFrameSections sections, StartFrame(h, out));
       values = sections.values;
@@ -102,12 +110,17 @@ class SparseCodec : public codec_internal::CodecBase {
                            reinterpret_cast<uint32_t*>(o[0]), o[1], stats, stream);
         }));
     if (coded) {
-      uint8_t* index_bytes = layout.At<uint8_t>(at_index_bytes);
-      GRADWIRE_ASSIGN_OR_RETURN(h.index_bytes,
-                                EncodeIndices(encoding_, absl::MakeConstSpan(indices, k),
-                                              absl::MakeSpan(index_bytes, index_cap)));
+      // The index section starts right behind the header (sparse frames
+      // have no scales), and `out` holds MaxEncodedBytes(n): the indices
+      // are coded in place, and the header written in front of them.
+      const absl::Span<uint8_t> index_section =
+          out.subspan(kFrameHeaderBytes, MaxIndexBytes(encoding_, k));
+      GRADWIRE_ASSIGN_OR_RETURN(
+          h.index_bytes, EncodeIndices(encoding_, absl::MakeConstSpan(indices, k), index_section));
       GRADWIRE_ASSIGN_OR_RETURN(const MutableFrameSections sections, StartFrame(h, out));
-      if (h.index_bytes > 0) std::memcpy(sections.indices.data(), index_bytes, h.index_bytes);
+      if (sections.indices.data() != index_section.data()) {
+        return absl::InternalError("the index section is not right behind the header");
+      }
       if (k > 0) std::memcpy(sections.values.data(), values.data(), k * width);
     }
     return codec_internal::SealWithStats(out, fs);
