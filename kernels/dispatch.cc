@@ -255,7 +255,8 @@ absl::Status CheckTopKOutputs(const char* who, void* temp, const uint64_t* temp_
                               uint64_t k, ValueFormat format, const uint32_t* indices,
                               const uint8_t* values, bool* in_temp) {
   *in_temp = false;
-  if (temp == nullptr || temp_bytes == nullptr || k == 0 || !KnownFormat(format)) {
+  if (temp == nullptr || temp_bytes == nullptr || k == 0 || k > n || n > (uint64_t{1} << 32) ||
+      !KnownFormat(format)) {
     return absl::OkStatus();  // the size query, nothing written, or CheckSelection refuses
   }
   const cpu::OutputsInTemp there = cpu::TopKOutputsInTemp(temp, n);

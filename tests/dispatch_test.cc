@@ -466,6 +466,24 @@ TEST(DispatchTest, EmptyDeviceTensorsRunOnTheDevice) {
   ASSERT_TRUE(CastCompress(nullptr, nullptr, 0, ValueFormat::kFp16, nullptr, d_stats.get()).ok());
 }
 
+// The outputs TopKHostOutputsInTemp names are the CPU kernels' layout: a
+// call that would run on the device refuses them, nothing written.
+TEST(DispatchTest, DeviceRefusesTopKOutputsInsideTemp) {
+  GRADWIRE_SKIP_WITHOUT_GPU();
+  const uint64_t n = 4096, k = 40;
+  testing::DeviceArray<float> d_grad(n);
+  uint64_t bytes = 0;
+  ASSERT_TRUE(TopKCompress(nullptr, &bytes, d_grad.get(), nullptr, n, k, ValueFormat::kFp32,
+                           nullptr, nullptr, nullptr)
+                  .ok());
+  testing::DeviceArray<uint8_t> d_temp(bytes);
+  const HostOutputsInTemp there = TopKHostOutputsInTemp(d_temp.get(), n);
+  EXPECT_EQ(TopKCompress(d_temp.get(), &bytes, d_grad.get(), nullptr, n, k, ValueFormat::kFp32,
+                         there.indices, there.values, nullptr)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kernels
 }  // namespace gradwire
