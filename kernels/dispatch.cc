@@ -87,8 +87,8 @@ struct Selection {
   const void* grad;
   const void* indices;
   const void* values;
-  bool indices_optional = false;  // random-k's compress: values only when null
-  bool outputs_in_temp = false;   // top-k's outputs where TopKOutputsInTemp puts them
+  bool indices_optional = false;        // random-k's compress: values only when null
+  bool outputs_may_be_in_temp = false;  // top-k: where TopKOutputsInTemp puts them
 };
 
 // The shape, then (unless this is the size query, which needs no buffers)
@@ -197,6 +197,31 @@ absl::Status Run(const char* who, std::initializer_list<const void*> buffers, cu
   return absl::OkStatus();
 }
 
+// With s.outputs_may_be_in_temp (top-k), a shape CheckSelection passed
+// and buffers to write: the outputs are the caller's own, apart from
+// temp, or exactly the ones TopKOutputsInTemp names inside it
+// (*in_temp). Any other overlap with temp is refused (the kernel would
+// overwrite its own lists).
+absl::Status CheckOutputsBesideTemp(const Selection& s, bool* in_temp) {
+  *in_temp = false;
+  if (!s.outputs_may_be_in_temp || s.k == 0) return absl::OkStatus();
+  const OutputsInTemp there = cpu::TopKOutputsInTemp(s.temp, s.n);
+  if (s.indices == there.indices && s.values == there.values) {
+    *in_temp = true;
+    return absl::OkStatus();
+  }
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(s.temp), hi = lo + *s.temp_bytes;
+  auto overlaps = [lo, hi](const void* p, uint64_t bytes) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    return p != nullptr && a < hi && lo < a + bytes;
+  };
+  if (overlaps(s.indices, s.k * sizeof(uint32_t)) ||
+      overlaps(s.values, s.k * ValueWidth(s.format))) {
+    return Refuse(s.who, "indices or values overlap temp (other than TopKHostOutputsInTemp's)");
+  }
+  return absl::OkStatus();
+}
+
 // The same for the selections, which take CUB-style temp storage, after
 // CheckSelection: the size query (temp == nullptr) locates nothing and
 // answers what either side needs, so one buffer serves both; the host's
@@ -218,11 +243,13 @@ absl::Status RunSelection(const Selection& s, const void* residual, const void* 
     *s.temp_bytes = std::max(host, device);
     return absl::OkStatus();
   }
+  bool in_temp = false;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckOutputsBesideTemp(s, &in_temp));
   Location where;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(
       Place(s.who, {s.temp, s.grad, s.indices, s.values, residual, stats, band}, &where));
   if (where == Location::kDevice && runtime->launch == nullptr) {
-    if (s.outputs_in_temp) {
+    if (in_temp) {
       return Refuse(s.who, "outputs inside temp are the CPU kernels' layout (host buffers only)");
     }
     return on_device(s.temp, s.temp_bytes);
@@ -246,50 +273,15 @@ absl::Status RunSelection(const Selection& s, const void* residual, const void* 
 
 // -------------------------------------------------------------- selection --
 
-namespace {
-
-// Top-k's outputs: the caller's own buffers, apart from temp, or exactly
-// the ones TopKOutputsInTemp names inside it (*in_temp). Any other
-// overlap with temp is refused (the kernel would overwrite its own lists).
-absl::Status CheckTopKOutputs(const char* who, void* temp, const uint64_t* temp_bytes, uint64_t n,
-                              uint64_t k, ValueFormat format, const uint32_t* indices,
-                              const uint8_t* values, bool* in_temp) {
-  *in_temp = false;
-  if (temp == nullptr || temp_bytes == nullptr || k == 0 || k > n || n > (uint64_t{1} << 32) ||
-      !KnownFormat(format)) {
-    return absl::OkStatus();  // the size query, nothing written, or CheckSelection refuses
-  }
-  const cpu::OutputsInTemp there = cpu::TopKOutputsInTemp(temp, n);
-  if (indices == there.indices && values == there.values) {
-    *in_temp = true;
-    return absl::OkStatus();
-  }
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(temp), hi = lo + *temp_bytes;
-  auto overlaps = [lo, hi](const void* p, uint64_t bytes) {
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    return p != nullptr && a < hi && lo < a + bytes;
-  };
-  if (overlaps(indices, k * sizeof(uint32_t)) || overlaps(values, k * ValueWidth(format))) {
-    return Refuse(who, "indices or values overlap temp (other than TopKHostOutputsInTemp's)");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-HostOutputsInTemp TopKHostOutputsInTemp(void* temp, uint64_t n) {
-  const cpu::OutputsInTemp there = cpu::TopKOutputsInTemp(temp, n);
-  return {there.indices, there.values};
+OutputsInTemp TopKHostOutputsInTemp(void* temp, uint64_t n) {
+  return cpu::TopKOutputsInTemp(temp, n);
 }
 
 absl::Status TopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, float* residual,
                           uint64_t n, uint64_t k, ValueFormat format, uint32_t* indices,
                           uint8_t* values, FusedStats* stats, cuda::Stream stream) {
-  bool in_temp = false;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(
-      CheckTopKOutputs("TopKCompress", temp, temp_bytes, n, k, format, indices, values, &in_temp));
   return RunSelection(
-      {"TopKCompress", temp, temp_bytes, n, k, format, grad, indices, values, false, in_temp},
+      {"TopKCompress", temp, temp_bytes, n, k, format, grad, indices, values, false, true},
       residual, stats, nullptr, stream,
       [=](void* t, uint64_t* b) {
         cpu::TopKCompress(t, b, grad, residual, n, k, format, indices, values, stats);
@@ -304,11 +296,8 @@ absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* g
                                 float* residual, uint64_t n, uint64_t k, ValueFormat format,
                                 uint32_t* indices, uint8_t* values, FusedStats* stats,
                                 ApproxTopKBand* band, cuda::Stream stream) {
-  bool in_temp = false;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckTopKOutputs("ApproxTopKCompress", temp, temp_bytes, n, k,
-                                                    format, indices, values, &in_temp));
   return RunSelection(
-      {"ApproxTopKCompress", temp, temp_bytes, n, k, format, grad, indices, values, false, in_temp},
+      {"ApproxTopKCompress", temp, temp_bytes, n, k, format, grad, indices, values, false, true},
       residual, stats, band, stream,
       [=](void* t, uint64_t* b) {
         cpu::ApproxTopKCompress(t, b, grad, residual, n, k, format, indices, values, stats, band);

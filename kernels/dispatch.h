@@ -68,11 +68,7 @@ absl::Status ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* g
 // buffer of k outputs and the reads from memory of its lines. Host temp
 // only: the CUDA kernels lay theirs out otherwise, and refuse these.
 // Other outputs that overlap temp are refused.
-struct HostOutputsInTemp {
-  uint32_t* indices;
-  uint8_t* values;
-};
-HostOutputsInTemp TopKHostOutputsInTemp(void* temp, uint64_t n);
+OutputsInTemp TopKHostOutputsInTemp(void* temp, uint64_t n);
 
 // Indices only (a receiver's call).
 absl::Status RandomKIndices(void* temp, uint64_t* temp_bytes, uint64_t seed, uint64_t step,

@@ -20,6 +20,13 @@ struct FusedStats {
   uint64_t nonfinite = 0;  // elements whose acc = grad + residual was NaN or ±Inf
 };
 
+// Where top-k's outputs may stay inside its CPU temp (cpu::TopKOutputsInTemp,
+// TopKHostOutputsInTemp in dispatch.h).
+struct OutputsInTemp {
+  uint32_t* indices;
+  uint8_t* values;
+};
+
 // The magnitude-key band an approximate top-k drew its last elements from:
 // selected keys are >= lower_key, unselected keys are < upper_key.
 struct ApproxTopKBand {

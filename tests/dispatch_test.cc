@@ -287,7 +287,7 @@ TEST(DispatchTest, TopKOutputsInsideTempOnlyWhereTheKernelPutsThem) {
     std::vector<uint32_t> idx(k);
     std::vector<uint8_t> val(4 * k);
     ASSERT_TRUE(run(temp.data(), &bytes, res_a.data(), idx.data(), val.data()).ok());
-    const HostOutputsInTemp there = TopKHostOutputsInTemp(temp.data(), n);
+    const OutputsInTemp there = TopKHostOutputsInTemp(temp.data(), n);
     ASSERT_TRUE(run(temp.data(), &bytes, res_b.data(), there.indices, there.values).ok());
     EXPECT_EQ(std::vector<uint32_t>(there.indices, there.indices + k), idx);
     EXPECT_EQ(std::vector<uint8_t>(there.values, there.values + 4 * k), val);
@@ -477,7 +477,7 @@ TEST(DispatchTest, DeviceRefusesTopKOutputsInsideTemp) {
                            nullptr, nullptr, nullptr)
                   .ok());
   testing::DeviceArray<uint8_t> d_temp(bytes);
-  const HostOutputsInTemp there = TopKHostOutputsInTemp(d_temp.get(), n);
+  const OutputsInTemp there = TopKHostOutputsInTemp(d_temp.get(), n);
   EXPECT_EQ(TopKCompress(d_temp.get(), &bytes, d_grad.get(), nullptr, n, k, ValueFormat::kFp32,
                          there.indices, there.values, nullptr)
                 .code(),

@@ -129,6 +129,8 @@ Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<
   EXPECT_EQ(there.stats.selected, out.stats.selected);
   EXPECT_EQ(there.stats.nonfinite, out.stats.nonfinite);
   EXPECT_EQ(there.band.lower_key, out.band.lower_key);
+  EXPECT_EQ(there.band.upper_key, out.band.upper_key);
+  EXPECT_EQ(there.band.above, out.band.above);
   EXPECT_EQ(there.band.in_band, out.band.in_band);
   if (residual != nullptr) {
     const bool same = std::memcmp(there.residual.data(), out.residual.data(),

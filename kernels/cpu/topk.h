@@ -84,10 +84,6 @@ void ApproxTopKCompress(void* temp, uint64_t* temp_bytes, const float* grad, flo
 // written to k * (4 + width) bytes of its own, lines no cache holds after
 // the pass over n elements, each first read from memory (and the buffer
 // they would take).
-struct OutputsInTemp {
-  uint32_t* indices;
-  uint8_t* values;
-};
 OutputsInTemp TopKOutputsInTemp(void* temp, uint64_t n);
 
 }  // namespace cpu

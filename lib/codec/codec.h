@@ -32,9 +32,9 @@
 // scratch of its own. Selection codecs need some (the kernels' candidate
 // lists, where a host encode's selection also stays until it is coded;
 // decoded index lists; a device encode's outputs on their way back): pass
-// a CodecScratch, owned by the caller and reused
-// across calls, and Encode / DecodeAccumulate allocate nothing once it has
-// grown to the largest gradient seen. Without one, the call allocates and
+// a CodecScratch, owned by the caller and reused across calls, and
+// Encode / DecodeAccumulate allocate nothing once it has grown to the
+// largest gradient seen. Without one, the call allocates and
 // frees its own (fine for one-off use and tests).
 //
 // Device buffers (device_call.h): every call

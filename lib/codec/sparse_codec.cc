@@ -90,7 +90,7 @@ class SparseCodec : public codec_internal::CodecBase {
       indices = layout.At<uint32_t>(at_indices);
       values = absl::MakeSpan(layout.At<uint8_t>(at_values), k * width);
     } else if (coded) {
-      const kernels::HostOutputsInTemp there =
+      const kernels::OutputsInTemp there =
           kernels::TopKHostOutputsInTemp(layout.At<void>(at_temp), n);
       indices = there.indices;
       values = absl::MakeSpan(there.values, k * width);
