@@ -145,7 +145,7 @@ GRADWIRE_CPU_INLINE uint64_t HalfVectors(const float* grad, float* residual, uin
   U32x8 bad = {};
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
-    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);
+    if (i % 16 == 0) PrefetchAccStreams<kHasResidual, kCastPrefetchAheadBytes>(grad, residual, i);
     F32x8 acc;
     LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
@@ -185,7 +185,7 @@ GRADWIRE_CPU_INLINE uint64_t CopyVectors(const float* grad, float* residual, uin
   U32x8 bad = {};
   uint64_t i = start;
   for (; i + 16 <= end; i += 16) {
-    PrefetchAccStreams<kHasResidual>(grad, residual, i);
+    PrefetchAccStreams<kHasResidual, kCastPrefetchAheadBytes>(grad, residual, i);
     F32x8 a0, a1;
     memcpy(&a0, grad + i, sizeof a0);
     memcpy(&a1, grad + i + 8, sizeof a1);
@@ -225,7 +225,7 @@ GRADWIRE_CPU_INLINE uint64_t Bf16Vectors(const float* grad, float* residual, uin
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
   uint64_t i = start;
   for (; i + 8 <= end; i += 8) {
-    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);
+    if (i % 16 == 0) PrefetchAccStreams<kHasResidual, kCastPrefetchAheadBytes>(grad, residual, i);
     F32x8 acc;
     LoadAcc8<kHasResidual>(grad, residual, i, &acc);
     const U32x8 x = GRADWIRE_BITCAST(U32x8, acc);
@@ -285,7 +285,7 @@ GRADWIRE_CPU_V3 uint64_t HalfCastV3(const float* grad, float* residual, uint64_t
   uint64_t nonfinite = 0;
   uint64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);
+    if (i % 16 == 0) PrefetchAccStreams<kHasResidual, kCastPrefetchAheadBytes>(grad, residual, i);
     __m256 acc = _mm256_loadu_ps(grad + i);
     if (kHasResidual) acc = _mm256_add_ps(acc, _mm256_loadu_ps(residual + i));
     const __m256i x = _mm256_castps_si256(acc);

@@ -9,6 +9,11 @@
 // grad and residual 4 KiB ahead: the 0.1 % encode (nearly the pass alone)
 // 0.73 -> 0.89-0.95x memcpy, 10 % 0.47-0.50 -> 0.52-0.54x; 1 KiB ahead
 // did as well, 8 and 16 KiB less well (docs/results/2026-12-02-prefetch.md).
+// On a Zen 4 guest (2026-12-05) 2 KiB ahead beat 1, 4 and 8 KiB for
+// top-k's, approximate top-k's and random-k's passes at 25.6M (3-11 %
+// faster than 4 KiB, none slower at 1M), while the casts' passes, which
+// also write their values, ran 1-3 % slower at 2 KiB than at 4: they keep
+// 4 KiB (docs/results/2026-12-05-copy-and-sample.md).
 #ifndef GRADWIRE_KERNELS_CPU_PREFETCH_H_
 #define GRADWIRE_KERNELS_CPU_PREFETCH_H_
 
@@ -18,27 +23,29 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
-inline constexpr uint64_t kPrefetchAheadBytes = 4096;
+// How far ahead the sparse codecs' passes (top-k, approximate top-k,
+// random-k) and the casts' passes prefetch.
+inline constexpr uint64_t kPrefetchAheadBytes = 2048;
+inline constexpr uint64_t kCastPrefetchAheadBytes = 4096;
 
-// Asks for the cache line kPrefetchAheadBytes + `extra` bytes past `p`
-// (for reading, into every level). A prefetch never faults, so the
-// address may lie past the array's end; the arithmetic is on integers so
-// that it is defined too. Call once per 64-byte line that the loop
-// consumes from each stream.
+// Asks for the cache line kAhead + `extra` bytes past `p` (for reading,
+// into every level). A prefetch never faults, so the address may lie past
+// the array's end; the arithmetic is on integers so that it is defined
+// too. Call once per 64-byte line that the loop consumes from each stream.
+template <uint64_t kAhead = kPrefetchAheadBytes>
 __attribute__((always_inline)) inline void PrefetchAhead(const void* p, uint64_t extra = 0) {
-  __builtin_prefetch(
-      reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kPrefetchAheadBytes + extra),
-      0, 3);
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kAhead + extra),
+                     0, 3);
 }
 
-// The lines kPrefetchAheadBytes past element i of grad and, with
-// kHasResidual, of the residual: the two streams an encode pass with error
-// feedback reads. Call once per sixteen elements.
-template <bool kHasResidual>
+// The lines kAhead past element i of grad and, with kHasResidual, of the
+// residual: the two streams an encode pass with error feedback reads.
+// Call once per sixteen elements.
+template <bool kHasResidual, uint64_t kAhead = kPrefetchAheadBytes>
 __attribute__((always_inline)) inline void PrefetchAccStreams(const float* grad,
                                                               const float* residual, uint64_t i) {
-  PrefetchAhead(grad + i);
-  if (kHasResidual) PrefetchAhead(residual + i);
+  PrefetchAhead<kAhead>(grad + i);
+  if (kHasResidual) PrefetchAhead<kAhead>(residual + i);
 }
 
 }  // namespace cpu
