@@ -10,10 +10,12 @@
 // 0.73 -> 0.89-0.95x memcpy, 10 % 0.47-0.50 -> 0.52-0.54x; 1 KiB ahead
 // did as well, 8 and 16 KiB less well (docs/results/2026-12-02-prefetch.md).
 // On a Zen 4 guest (2026-12-05) 2 KiB ahead beat 1, 4 and 8 KiB for
-// top-k's, approximate top-k's and random-k's passes at 25.6M (3-11 %
-// faster than 4 KiB, none slower at 1M), while the casts' passes, which
-// also write their values, ran 1-3 % slower at 2 KiB than at 4: they keep
-// 4 KiB (docs/results/2026-12-05-copy-and-sample.md).
+// top-k's, approximate top-k's and random-k's passes at 25.6M (2-11 %
+// faster than 4 KiB in each of three alternated rounds; top-k 10 % no
+// faster in a later, busier state of the host; 1M within the noise).
+// The casts' passes, which also write their values, ran 1-4 % slower at
+// 2 KiB than at 4 in most rounds: they keep 4 KiB
+// (docs/results/2026-12-05-zen4-prefetch.md).
 #ifndef GRADWIRE_KERNELS_CPU_PREFETCH_H_
 #define GRADWIRE_KERNELS_CPU_PREFETCH_H_
 
