@@ -25,19 +25,19 @@ namespace gradwire {
 namespace kernels {
 namespace cpu {
 
-// How far ahead the sparse codecs' passes (top-k, approximate top-k,
-// random-k) and the casts' passes prefetch.
+// How far ahead the sparse codecs' passes prefetch (top-k, approximate
+// top-k, random-k: the default below).
 inline constexpr uint64_t kPrefetchAheadBytes = 2048;
+// How far ahead the casts' passes (fp16, bf16, fp32) prefetch.
 inline constexpr uint64_t kCastPrefetchAheadBytes = 4096;
 
-// Asks for the cache line kAhead + `extra` bytes past `p` (for reading,
-// into every level). A prefetch never faults, so the address may lie past
-// the array's end; the arithmetic is on integers so that it is defined
-// too. Call once per 64-byte line that the loop consumes from each stream.
-template <uint64_t kAhead = kPrefetchAheadBytes>
-__attribute__((always_inline)) inline void PrefetchAhead(const void* p, uint64_t extra = 0) {
-  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kAhead + extra),
-                     0, 3);
+// Asks for the cache line kAhead bytes past `p` (for reading, into every
+// level). A prefetch never faults, so the address may lie past the
+// array's end; the arithmetic is on integers so that it is defined too.
+// Call once per 64-byte line that the loop consumes from each stream.
+template <uint64_t kAhead>
+__attribute__((always_inline)) inline void PrefetchAhead(const void* p) {
+  __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + kAhead), 0, 3);
 }
 
 // The lines kAhead past element i of grad and, with kHasResidual, of the
