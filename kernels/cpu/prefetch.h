@@ -1,5 +1,6 @@
 // Internal to kernels/cpu: software prefetch for the loops that stream
-// large arrays once (top-k's fused pass, the casts', random-k's).
+// large arrays once (top-k's fused pass, the casts', random-k's), and for
+// loops of scattered loads (top-k's key sample).
 //
 // The hardware prefetchers follow a stream only so far ahead (and not
 // across a 4 KiB page), and a loop that reads two arrays and writes a
@@ -48,6 +49,20 @@ __attribute__((always_inline)) inline void PrefetchAccStreams(const float* grad,
                                                               const float* residual, uint64_t i) {
   PrefetchAhead<kAhead>(grad + i);
   if (kHasResidual) PrefetchAhead<kAhead>(residual + i);
+}
+
+// Asks for the cache line holding `p` for reading, into the L2 and the
+// levels below it but not the L1 (PREFETCHT1 on x86). For loops of
+// scattered loads, each a miss: the core tracks only a few L1 misses at
+// once (about two dozen on Zen 4), while prefetches into the L2 queue
+// behind them, so asking some dozens of loads ahead keeps many more lines
+// in flight. Top-k's key sample (topk_sample.h) on a Zen 4 guest, caches
+// cold: 4096 keys of 1M elements 73 -> 33 us, 16384 of 25.6M 447 -> 267 us
+// (T0 prefetches, which take L1 slots themselves, gained 0-6 %); the
+// top-k encode at 1M 4-8 % faster (docs/results/2026-12-05-sample-prefetch.md).
+// Not measured on Intel cores, whose T1 also fills the L2 only.
+__attribute__((always_inline)) inline void PrefetchToL2(const void* p) {
+  __builtin_prefetch(p, 0, 2);
 }
 
 }  // namespace cpu
