@@ -252,6 +252,31 @@ TEST(SparseTest, ScatterAddsAtIndices) {
   EXPECT_EQ(dense[1], 1.0f);
 }
 
+// Lists long enough for the prefetching loop (entries a line or more apart
+// on average) and for the plain one (closer), in each value format: every
+// entry added once at its index, nothing else touched.
+TEST(SparseTest, ScatterAddsEveryEntryAtAnySpacing) {
+  for (const uint32_t gap : {1u, 3u, 16u, 17u, 100u}) {
+    for (const ValueFormat f : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+      const uint64_t k = 1000;
+      std::vector<uint32_t> idx(k);
+      std::vector<uint8_t> values(k * 4);
+      for (uint64_t j = 0; j < k; ++j) {
+        idx[j] = static_cast<uint32_t>(5 + j * gap);
+        StoreValue(values.data(), j, static_cast<float>(j % 64) + 1.0f, f);
+      }
+      std::vector<float> dense(5 + k * gap + 7, 0.5f);
+      SparseDecodeAccumulate(idx.data(), values.data(), k, f, dense.data());
+      std::vector<float> want(dense.size(), 0.5f);
+      for (uint64_t j = 0; j < k; ++j) want[idx[j]] += static_cast<float>(j % 64) + 1.0f;
+      for (size_t i = 0; i < dense.size(); ++i) {
+        ASSERT_EQ(dense[i], want[i])
+            << "gap " << gap << " format " << static_cast<int>(f) << " element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace kernels

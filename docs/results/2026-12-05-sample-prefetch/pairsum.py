@@ -1,3 +1,4 @@
+# pairsum.py DIR: pair.sh's pairs per row: each build's wall ms and vs_memcpy, new / old per pair.
 import json,sys,glob,collections,os,statistics
 d=sys.argv[1]; res=collections.defaultdict(dict)
 for f in glob.glob(d+'/*.json'):
