@@ -1,6 +1,6 @@
 // Internal to kernels/cpu: software prefetch for the loops that stream
 // large arrays once (top-k's fused pass, the casts', random-k's), and for
-// loops of scattered loads (top-k's key sample).
+// loops of scattered loads (top-k's key sample, the sparse decode's adds).
 //
 // The hardware prefetchers follow a stream only so far ahead (and not
 // across a 4 KiB page), and a loop that reads two arrays and writes a
