@@ -1,6 +1,9 @@
-// Microbenchmark for docs/results/2026-12-05-sample-prefetch.md: as hints.cc, the L2 hints
-// (T2 and T1) at prefetch distances of 8 to 256 sampled positions.
-// g++ -O2 -o distances distances.cc && taskset -c 1 ./distances N S   (output: distances.txt)
+// Microbenchmark for docs/results/2026-12-05-sample-prefetch.md: top-k's key sample's loads
+// alone (grad[i] + residual[i] at one scrambled index a stratum, caches evicted), plain and
+// with software prefetches, D positions ahead or all first; median of 31.
+// SET "hints": each hint (two rounds; output hints.txt); "distances": the L2 hints at 8 to 256
+// positions ahead (one round; output distances.txt).
+// g++ -O2 -o sample-loads sample-loads.cc && taskset -c 1 ./sample-loads SET N S
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +27,17 @@ __attribute__((noinline)) void run(const float* g, const float* r, uint32_t* pos
   }
 }
 int main(int argc,char**argv){
-  size_t n = argc>1?atol(argv[1]):(1<<20); size_t s=argc>2?atol(argv[2]):4096;
+  const bool hints = argc > 1 && strcmp(argv[1], "hints") == 0;
+  size_t n = argc>2?atol(argv[2]):(1<<20); size_t s=argc>3?atol(argv[3]):4096;
   std::vector<float> g(n,1.0f), r(n,0.5f); std::vector<uint32_t> pos(s);
   struct M { const char* name; void (*f)(const float*, const float*, uint32_t*, size_t); };
-  M modes[] = {{"plain", run<_MM_HINT_T0, 0>}, {"t2 ahead 8", run<_MM_HINT_T2, 8>}, {"t2 ahead 32", run<_MM_HINT_T2, 32>}, {"t2 ahead 64", run<_MM_HINT_T2, 64>},
+  std::vector<M> modes;
+  if (hints) modes = {{"plain", run<_MM_HINT_T0, 0>}, {"t0 ahead 16", run<_MM_HINT_T0, 16>}, {"t0 ahead 64", run<_MM_HINT_T0, 64>},
+               {"t2 ahead 16", run<_MM_HINT_T2, 16>}, {"t2 ahead 64", run<_MM_HINT_T2, 64>}, {"t2 all first", run<_MM_HINT_T2, -1>},
+               {"t0 all first", run<_MM_HINT_T0, -1>}, {"nta ahead 32", run<_MM_HINT_NTA, 32>}};
+  else modes = {{"plain", run<_MM_HINT_T0, 0>}, {"t2 ahead 8", run<_MM_HINT_T2, 8>}, {"t2 ahead 32", run<_MM_HINT_T2, 32>}, {"t2 ahead 64", run<_MM_HINT_T2, 64>},
                {"t2 ahead 128", run<_MM_HINT_T2, 128>}, {"t2 ahead 256", run<_MM_HINT_T2, 256>}, {"t1 ahead 64", run<_MM_HINT_T1, 64>}};
-  for (int round = 0; round < 1; round++)
+  for (int round = 0; round < (hints ? 2 : 1); round++)
   for (auto& m : modes) {
     std::vector<double> t;
     for(int rep=0;rep<31;rep++){
