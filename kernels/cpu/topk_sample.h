@@ -49,12 +49,6 @@ struct SampledBounds {
   ZeroGuess zero;      // its keys >= lower
 };
 
-// How many sampled positions ahead SampleLowerBound's loads prefetch:
-// on a Zen 4 guest with caches cold, 32 to 128 did equally well for 1024
-// to 16384 keys of 1M to 25.6M elements, 8 and 256 less well
-// (docs/results/2026-12-05-sample-prefetch.md).
-inline constexpr uint64_t kSamplePrefetchAhead = 64;
-
 // How many of the n elements SampleLowerBound reads, for k of them to
 // select. Each sampled element is a cache miss in grad and residual (and,
 // in a large bucket, a TLB miss), while a smaller sample only loosens the
@@ -140,22 +134,22 @@ inline SampledBounds SampleLowerBound(const float* grad, const float* residual, 
     return j * stride +
            static_cast<uint64_t>((static_cast<unsigned __int128>(Mix64(j)) * stride) >> 64);
   };
-  // The loads ask for the lines kSamplePrefetchAhead positions on into
-  // the L2 (PrefetchToL2), so that far more misses are in flight than the
+  // The loads ask for the lines kScatterPrefetchAhead positions on into
+  // the L2 (prefetch.h), so that far more misses are in flight than the
   // L1 tracks.
   for (uint64_t j = 0; j < s; ++j) sample[j] = static_cast<uint32_t>(at(j));
-  const uint64_t ahead = s > kSamplePrefetchAhead ? s - kSamplePrefetchAhead : 0;
+  const uint64_t ahead = s > kScatterPrefetchAhead ? s - kScatterPrefetchAhead : 0;
   if (residual != nullptr) {
     for (uint64_t j = 0; j < s; ++j) {
       if (j < ahead) {
-        PrefetchToL2(grad + sample[j + kSamplePrefetchAhead]);
-        PrefetchToL2(residual + sample[j + kSamplePrefetchAhead]);
+        PrefetchToL2(grad + sample[j + kScatterPrefetchAhead]);
+        PrefetchToL2(residual + sample[j + kScatterPrefetchAhead]);
       }
       sample[j] = MagnitudeKey(grad[sample[j]] + residual[sample[j]]);
     }
   } else {
     for (uint64_t j = 0; j < s; ++j) {
-      if (j < ahead) PrefetchToL2(grad + sample[j + kSamplePrefetchAhead]);
+      if (j < ahead) PrefetchToL2(grad + sample[j + kScatterPrefetchAhead]);
       sample[j] = MagnitudeKey(grad[sample[j]]);
     }
   }
