@@ -351,5 +351,72 @@ TEST(IndexEncodingTest, EncoderRefusesBadInput) {
   EXPECT_EQ(MaxIndexBytes(IndexEncoding::kDeltaVarint, 3), 15u);
 }
 
+// CheckDeltaVarintIndices (a scan that sums the gaps and keeps nothing)
+// accepts exactly the sections DecodeIndices accepts, and refuses the
+// others with DecodeIndices' status, on lists of every density (one-byte
+// runs, two-byte gaps, a few long ones, near 2^32) and their corruptions:
+// a byte changed, cut or added, the count off by one, dense_length at or
+// below the last index. DeltaVarintReader read in pieces of any size gives
+// DecodeIndices' indices.
+TEST(IndexEncodingTest, CheckAndPiecewiseReadsAgreeWithDecode) {
+  std::mt19937_64 rng(29);
+  std::vector<uint32_t> buffer(7);  // pieces of 7: the decode a refusal makes
+  for (int iter = 0; iter < 400; ++iter) {
+    const uint64_t n = iter % 4 == 0 ? (uint64_t{1} << 32) : 500 + rng() % 200000;
+    const uint64_t start = n > 200000 ? n - 200000 : 0;
+    const uint64_t density = 1 + rng() % (iter % 2 == 0 ? 12 : 300);
+    const std::vector<uint32_t> idx = RandomIndices(start, n, density, {60, 16384, 100000}, rng);
+    const std::vector<uint8_t> bytes = Encode(IndexEncoding::kDeltaVarint, idx);
+    const uint64_t last = idx.empty() ? 0 : idx.back();
+    auto agree = [&](const std::vector<uint8_t>& in, uint64_t dense_length, uint64_t count) {
+      const absl::Status want = Decode(IndexEncoding::kDeltaVarint, in, dense_length, count);
+      const absl::Status got =
+          CheckDeltaVarintIndices(in, count, dense_length, absl::MakeSpan(buffer));
+      ASSERT_EQ(got, want) << "n " << dense_length << " count " << count << " iter " << iter;
+    };
+    ASSERT_NO_FATAL_FAILURE(agree(bytes, n, idx.size()));
+    ASSERT_NO_FATAL_FAILURE(agree(bytes, last + 1, idx.size()));
+    ASSERT_NO_FATAL_FAILURE(agree(bytes, last, idx.size()));
+    ASSERT_NO_FATAL_FAILURE(agree(bytes, n, idx.size() + 1));
+    if (!idx.empty()) ASSERT_NO_FATAL_FAILURE(agree(bytes, n, idx.size() - 1));
+    for (int m = 0; m < 8 && !bytes.empty(); ++m) {
+      std::vector<uint8_t> bad = bytes;
+      const size_t at = rng() % bad.size();
+      switch (m % 4) {
+        case 0:
+          bad[at] = static_cast<uint8_t>(rng());
+          break;
+        case 1:
+          bad[at] ^= 0x80;
+          break;
+        case 2:
+          bad.resize(at);
+          break;
+        default:
+          bad.insert(bad.begin() + at, static_cast<uint8_t>(rng()));
+      }
+      ASSERT_NO_FATAL_FAILURE(agree(bad, n, idx.size()));
+    }
+    // Read in pieces of random sizes.
+    DeltaVarintReader reader(bytes, idx.size(), n);
+    std::vector<uint32_t> back;
+    while (reader.remaining() > 0) {
+      std::vector<uint32_t> piece(std::min<uint64_t>(reader.remaining(), 1 + rng() % 100));
+      ASSERT_TRUE(reader.Read(absl::MakeSpan(piece)).ok());
+      back.insert(back.end(), piece.begin(), piece.end());
+    }
+    ASSERT_TRUE(reader.Finish().ok());
+    ASSERT_EQ(back, idx);
+  }
+  // Gaps that sum past 2^32 under a dense_length that does not stop them.
+  std::vector<uint8_t> wide;
+  for (int v = 0; v < 3; ++v) wide.insert(wide.end(), {0xff, 0xff, 0xff, 0xff, 0x0f});
+  for (uint64_t dense_length : {uint64_t{1} << 33, kU64Max}) {
+    const absl::Status want = Decode(IndexEncoding::kDeltaVarint, wide, dense_length, 3);
+    EXPECT_FALSE(want.ok());
+    EXPECT_EQ(CheckDeltaVarintIndices(wide, 3, dense_length, absl::MakeSpan(buffer)), want);
+  }
+}
+
 }  // namespace
 }  // namespace gradwire

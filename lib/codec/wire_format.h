@@ -173,6 +173,44 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
 absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
                            uint64_t dense_length, absl::Span<uint32_t> out);
 
+// DecodeIndices(kDeltaVarint)'s checks of a section of `count` indices,
+// the indices decoded into `buffer` a piece at a time and not kept: what
+// checks a large section without memory for all of its indices.
+absl::Status CheckDeltaVarintIndices(absl::Span<const uint8_t> in, uint64_t count,
+                                     uint64_t dense_length, absl::Span<uint32_t> buffer);
+
+// A delta-varint index section decoded a piece at a time, with
+// DecodeIndices' checks and messages (an index is named by its ordinal in
+// the section): what checks a section without storing all of its indices,
+// or reads one that passed, range by range (the sparse average,
+// sparse_codec.cc). DecodeIndices(kDeltaVarint) is one Read of all and
+// Finish, after it refuses a section of fewer bytes than indices.
+class DeltaVarintReader {
+ public:
+  // The section `in` holds `count` indices, each < dense_length. `in`
+  // must outlive the reader.
+  DeltaVarintReader(absl::Span<const uint8_t> in, uint64_t count, uint64_t dense_length);
+
+  // Decodes the next out.size() indices (at most remaining()) into `out`.
+  // After an error the reader is spent: what it read since the last OK is
+  // undefined.
+  absl::Status Read(absl::Span<uint32_t> out);
+
+  // Once every index is read: OK if the section was consumed exactly.
+  absl::Status Finish() const;
+
+  uint64_t remaining() const { return count_ - read_; }
+
+ private:
+  const uint8_t* begin_;
+  const uint8_t* p_;  // the next byte to decode
+  const uint8_t* limit_;
+  uint64_t count_;
+  uint64_t dense_length_;
+  uint64_t read_ = 0;
+  uint64_t prev_ = 0;  // the last index read (when read_ > 0)
+};
+
 }  // namespace gradwire
 
 #endif  // GRADWIRE_LIB_CODEC_WIRE_FORMAT_H_
