@@ -559,5 +559,26 @@ absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divis
   return cuda::DivideAll(dense.data(), dense.size(), divisor, stream);
 }
 
+absl::Status SparseAverageRange(absl::Span<const SparsePayload> payloads, float divisor,
+                                absl::Span<float> dense, uint64_t first, uint64_t last) {
+  const char* who = "SparseAverageRange";
+  if (first > last || last > dense.size()) return Refuse(who, "range outside dense");
+  for (const SparsePayload& p : payloads) {
+    if (!KnownFormat(p.format)) return Refuse(who, "unknown value format");
+    if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
+      return Refuse(who, "null buffer");
+    }
+    Location here;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {dense.data(), p.indices, p.values}, &here));
+    if (here != Location::kHost) return Refuse(who, "buffers in device memory");
+  }
+  Location here;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {dense.data()}, &here));
+  if (here != Location::kHost) return Refuse(who, "buffers in device memory");
+  cpu::SparseAverageRange(payloads, divisor, dense, first, last,
+                          cpu::StoresFor(dense.size() * sizeof(float)));
+  return absl::OkStatus();
+}
+
 }  // namespace kernels
 }  // namespace gradwire

@@ -7,6 +7,7 @@
 // ordinary or streaming stores into out at any offset from a cache line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -128,6 +129,59 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
                   ASSERT_EQ(storage[i], 123.0f) << i;
                 }
               }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// SparseAverageRange over consecutive ranges (each call given only the
+// entries in its range, absolute indices) is the whole call's bits, for
+// either store, sparse ranges under streaming stores included; one call
+// writes its range and nothing else.
+TEST(SparseAverageTest, RangeByRangeIsTheWholeAverage) {
+  GRADWIRE_SEEDED_RNG(rng);
+  for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kBf16}) {
+    for (double density : {0.0005, 0.02, 0.3}) {
+      for (bool share : {false, true}) {
+        const int p = 4;
+        const uint64_t n = 100003;
+        const Runs runs = MakeRuns(rng, n, p, density, format, share);
+        for (float divisor : {4.0f, 3.0f, 1.0f}) {
+          const std::vector<float> want = Reference(runs, format, divisor, n);
+          for (cpu::OutStores stores : {cpu::OutStores::kCached, cpu::OutStores::kStreaming}) {
+            for (uint64_t range : {uint64_t{4096}, uint64_t{3 * 4096}, uint64_t{32768}}) {
+              SCOPED_TRACE(::testing::Message()
+                           << "format " << static_cast<int>(format) << " density " << density
+                           << " share " << share << " divisor " << divisor << " streaming "
+                           << (stores == cpu::OutStores::kStreaming) << " range " << range);
+              std::vector<float> out(n, 123.0f);
+              std::vector<uint64_t> used(p, 0);
+              for (uint64_t first = 0; first < n; first += range) {
+                const uint64_t last = std::min(n, first + range);
+                std::vector<SparsePayload> part(p);
+                for (int r = 0; r < p; ++r) {
+                  const SparsePayload& run = runs.runs[r];
+                  uint64_t m = 0;
+                  while (used[r] + m < run.count && run.indices[used[r] + m] < last) ++m;
+                  part[r] = {run.indices + used[r], run.values + used[r] * ValueWidth(format), m,
+                             format};
+                  used[r] += m;
+                }
+                // The first call of a middle range writes inside it only.
+                std::vector<float> before;
+                if (first == 2 * range) before = out;
+                cpu::SparseAverageRange(part, divisor, absl::MakeSpan(out), first, last, stores);
+                if (first == 2 * range) {
+                  for (uint64_t i = 0; i < n; ++i) {
+                    if (i < first || i >= last)
+                      ASSERT_EQ(FloatBits(out[i]), FloatBits(before[i])) << i;
+                  }
+                }
+              }
+              ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
             }
           }
         }
