@@ -452,6 +452,43 @@ TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
   }
 }
 
+// The host's average reads delta-varint indices range by range (32768
+// elements), in groups of 64: frames whose selections are runs of
+// consecutive indices starting at 1 to 4 put a group's last index on a
+// range's first element and around it; the average is still the
+// reference's bits.
+TEST(CodecTest, DecodeAverageOfIndexRunsAcrossRangeEdges) {
+  const uint64_t n = 100000;
+  std::unique_ptr<Codec> codec = Make("topk:ratio=0.5");
+  const uint64_t k = 50000;
+  std::vector<std::vector<uint8_t>> frames;
+  for (uint64_t shift = 1; shift <= 4; ++shift) {
+    // The k largest magnitudes at [shift, shift + k), all distinct.
+    std::vector<float> grad(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      const bool chosen = i >= shift && i < shift + k;
+      grad[i] = chosen ? 1000.0f + static_cast<float>(i) : 1e-3f * static_cast<float>(i % 97);
+    }
+    std::vector<uint8_t> frame(codec->MaxEncodedBytes(n));
+    absl::StatusOr<EncodeStats> stats = codec->Encode(grad, 5, {}, absl::MakeSpan(frame));
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    frame.resize(stats->frame_bytes);
+    frames.push_back(std::move(frame));
+  }
+  const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
+  std::vector<float> want(n, 0.0f);
+  for (const auto& f : frames) ASSERT_TRUE(codec->DecodeAccumulate(f, absl::MakeSpan(want)).ok());
+  // The runs were chosen: [1, 4 + k) touched, the rest not.
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(want[i] != 0.0f, i >= 1 && i < 4 + k) << i;
+  for (float divisor : {4.0f, 3.0f}) {
+    std::vector<float> expect = want;
+    for (float& x : expect) x /= divisor;
+    std::vector<float> got(n, 42.0f);
+    ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got)).ok());
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(expect[i])) << i;
+  }
+}
+
 // The cast codecs checksum their frame chunk by chunk as the values are
 // written: the frame is still header | values | XXH3-64 of all before it
 // (one shot), the values those of element_math.h's cast of grad + residual,
