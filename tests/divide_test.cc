@@ -97,6 +97,24 @@ TEST(DivideTest, CountsSysfsCpuLists) {
   }
 }
 
+// ZeroFloats writes +0 to exactly out[0, n) with either store, at any
+// offset from a cache line and any length (whole lines, heads, tails).
+TEST(DivideTest, ZeroFloatsZeroesExactlyItsRange) {
+  for (OutStores stores : {OutStores::kCached, OutStores::kStreaming}) {
+    for (uint64_t offset : {0, 1, 5, 15, 16}) {
+      for (uint64_t n : {0, 1, 3, 15, 16, 17, 31, 32, 100, 1000, 4099}) {
+        std::vector<float> v(n + 40, -1.0f);
+        ZeroFloats(v.data() + offset, n, stores);
+        for (uint64_t i = 0; i < v.size(); ++i) {
+          const bool inside = i >= offset && i < offset + n;
+          ASSERT_EQ(std::signbit(v[i]), !inside) << i << " n " << n << " offset " << offset;
+          ASSERT_EQ(v[i], inside ? 0.0f : -1.0f) << i << " n " << n << " offset " << offset;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cpu
 }  // namespace kernels

@@ -135,7 +135,7 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   if (may_prezero && k * payloads.size() * kPrezeroRatio < n) {
     // Sparse, by SparseAverage's rule: one memset of all of out, then each
     // entry's sum where it lands.
-    std::memset(out + first, 0, n * sizeof(float));
+    ZeroFloats(out + first, n, stores);
     for (uint64_t j = 0; j < k; ++j) {
       float sum = 0.0f;
       for (const SparsePayload& run : payloads) sum += LoadValue(run.values, j, kFormat);
@@ -193,9 +193,8 @@ void DivideTouched(absl::Span<const SparsePayload> payloads, absl::Span<const ui
 
 // The average into dense[first, last), which the payloads' (absolute)
 // indices fall in. may_prezero: whether a sparse average may zero all of
-// [first, last) by one memset first (not for a range of a larger dense
-// under streaming stores: a memset that small stores through the cache,
-// reading each line first).
+// [first, last) at once first (not for a range of a larger dense under
+// streaming stores: its chunks take the L1 buffer, which measured faster).
 void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor, float* out,
                        uint64_t first, uint64_t last, bool may_prezero, OutStores stores) {
   const uint64_t n = last - first;
@@ -218,11 +217,12 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor, 
   absl::InlinedVector<uint64_t, 16> begin(p, 0), end(p, 0);
   uint64_t total = 0;
   for (const SparsePayload& run : payloads) total += run.count;
-  // Sparser than one entry in kPrezeroRatio elements: one memset of all of
-  // out (fast string stores, no read of the old lines) beats zeroing chunk
-  // by chunk, and the few lines entries land in are read back.
+  // Sparser than one entry in kPrezeroRatio elements: zeroing all of out
+  // at once (ZeroFloats: streaming stores when out streams, else memset;
+  // no read of the old lines either way) beats zeroing chunk by chunk,
+  // and the few lines entries land in are read back.
   const bool prezero = may_prezero && total * kPrezeroRatio < n;
-  if (prezero) std::memset(out + first, 0, n * sizeof(float));
+  if (prezero) ZeroFloats(out + first, n, stores);
   // A chunk with few entries is zeroed (unless out was), gets its entries
   // added in place and its touched elements divided. In a denser one the
   // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero

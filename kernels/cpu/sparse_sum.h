@@ -56,7 +56,7 @@ absl::Status SparseSumToDense(absl::Span<const SparsePayload> payloads, absl::Sp
 // selections crowd into a few layers) take the buffer too, rather than be
 // zeroed in place, which would read their lines first; only payloads
 // under one entry in 32 elements still have all of dense zeroed first
-// (one memset). And a dense chunk is summed and stored in quarters, so
+// (ZeroFloats, by streaming stores too). And a dense chunk is summed and stored in quarters, so
 // that the frames' reads and dense's streaming stores alternate in
 // shorter bursts (about a tenth off that average).
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,

@@ -6,7 +6,12 @@
 #include <cpuid.h>
 #endif
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 namespace gradwire {
@@ -137,6 +142,23 @@ uint64_t StreamingThresholdBytes() { return CachedLastLevel().threshold; }
 
 OutStores StoresFor(uint64_t output_bytes) {
   return output_bytes > StreamingThresholdBytes() ? OutStores::kStreaming : OutStores::kCached;
+}
+
+void ZeroFloats(float* out, uint64_t n, OutStores stores) {
+#if defined(__SSE2__)
+  if (stores == OutStores::kStreaming) {
+    uint64_t i = 0;
+    for (; i < n && (reinterpret_cast<uintptr_t>(out + i) & 63) != 0; ++i) out[i] = 0.0f;
+    const __m128 zero = _mm_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+      for (uint64_t q = i; q < i + 16; q += 4) _mm_stream_ps(out + q, zero);
+    }
+    for (; i < n; ++i) out[i] = 0.0f;
+    StreamingFence();
+    return;
+  }
+#endif
+  std::memset(out, 0, n * sizeof(float));
 }
 
 void StreamingFence() {

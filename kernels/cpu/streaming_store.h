@@ -70,6 +70,13 @@ uint64_t StreamingThresholdBytes();
 // kCached.
 OutStores StoresFor(uint64_t output_bytes);
 
+// out[0, n) = +0. With kStreaming its whole 64-byte lines are written by
+// streaming stores (and fenced before it returns), never read first:
+// glibc's memset streams only past a threshold it sizes from the L3 that
+// CPUID reports, which a guest is told is the host's whole cache (480 MiB
+// on an Intel guest, whose 102 MB memset then read every line first).
+void ZeroFloats(float* out, uint64_t n, OutStores stores);
+
 // Orders a kernel's streaming stores before whatever the caller does next
 // (sfence); every kernel that streamed calls it before it returns.
 void StreamingFence();
