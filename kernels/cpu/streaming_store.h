@@ -74,7 +74,8 @@ OutStores StoresFor(uint64_t output_bytes);
 // streaming stores (and fenced before it returns), never read first:
 // glibc's memset streams only past a threshold it sizes from the L3 that
 // CPUID reports, which a guest is told is the host's whole cache (480 MiB
-// on an Intel guest, whose 102 MB memset then read every line first).
+// on an Intel guest, where a sparse average zeroing 102 MB by memset took
+// 12.5 ms and by ZeroFloats 7.0: docs/results/2026-12-05-range-average.md).
 void ZeroFloats(float* out, uint64_t n, OutStores stores);
 
 // Orders a kernel's streaming stores before whatever the caller does next
