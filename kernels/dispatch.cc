@@ -523,9 +523,12 @@ absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream st
       [&] { return cuda::DivideAll(values, n, divisor, stream); });
 }
 
-absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
-                           absl::Span<float> dense, cuda::Stream stream) {
-  const char* who = "SparseAverage";
+namespace {
+
+// The checks of a sparse average's arguments (formats, null buffers, one
+// side of memory for all); where they live into *where_out.
+absl::Status CheckSparseAverage(const char* who, absl::Span<const SparsePayload> payloads,
+                                absl::Span<float> dense, Location* where_out) {
   Location where = Location::kHost;
   for (size_t r = 0; r <= payloads.size(); ++r) {
     const SparsePayload* p = r < payloads.size() ? &payloads[r] : nullptr;
@@ -541,6 +544,17 @@ absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divis
     }
     where = here;
   }
+  *where_out = where;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
+                           absl::Span<float> dense, cuda::Stream stream) {
+  const char* who = "SparseAverage";
+  Location where;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSparseAverage(who, payloads, dense, &where));
   if (where == Location::kHost) {
     cpu::SparseAverage(payloads, divisor, dense);  // allocates nothing
     return absl::OkStatus();
@@ -563,18 +577,9 @@ absl::Status SparseAverageRange(absl::Span<const SparsePayload> payloads, float 
                                 absl::Span<float> dense, uint64_t first, uint64_t last) {
   const char* who = "SparseAverageRange";
   if (first > last || last > dense.size()) return Refuse(who, "range outside dense");
-  for (const SparsePayload& p : payloads) {
-    if (!KnownFormat(p.format)) return Refuse(who, "unknown value format");
-    if (p.count > 0 && (p.indices == nullptr || p.values == nullptr)) {
-      return Refuse(who, "null buffer");
-    }
-    Location here;
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {dense.data(), p.indices, p.values}, &here));
-    if (here != Location::kHost) return Refuse(who, "buffers in device memory");
-  }
-  Location here;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(Place(who, {dense.data()}, &here));
-  if (here != Location::kHost) return Refuse(who, "buffers in device memory");
+  Location where;
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSparseAverage(who, payloads, dense, &where));
+  if (where != Location::kHost) return Refuse(who, "buffers in device memory");
   cpu::SparseAverageRange(payloads, divisor, dense, first, last,
                           cpu::StoresFor(dense.size() * sizeof(float)));
   return absl::OkStatus();

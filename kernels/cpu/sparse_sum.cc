@@ -133,8 +133,8 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   float scale;
   const bool exact_scale = ExactReciprocal(divisor, &scale);
   if (may_prezero && k * payloads.size() * kPrezeroRatio < n) {
-    // Sparse, by SparseAverage's rule: one memset of all of out, then each
-    // entry's sum where it lands.
+    // Sparse, by SparseAverage's rule: all of out zeroed at once
+    // (ZeroFloats), then each entry's sum where it lands.
     ZeroFloats(out + first, n, stores);
     for (uint64_t j = 0; j < k; ++j) {
       float sum = 0.0f;

@@ -301,7 +301,7 @@ class SparseCodec : public codec_internal::CodecBase {
       absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
       absl::Status s = f.status();
       if (s.ok()) {
-        s = CheckDeltaVarintIndices(f->sections.indices, k, n, absl::MakeSpan(lists, capacity));
+        s = CheckDeltaVarintIndices(f->sections.indices, k, n);
       }
       if (!s.ok()) {
         *bad_frame = r;

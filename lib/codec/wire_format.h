@@ -173,11 +173,13 @@ absl::StatusOr<size_t> EncodeIndices(IndexEncoding encoding, absl::Span<const ui
 absl::Status DecodeIndices(IndexEncoding encoding, absl::Span<const uint8_t> in,
                            uint64_t dense_length, absl::Span<uint32_t> out);
 
-// DecodeIndices(kDeltaVarint)'s checks of a section of `count` indices,
-// the indices decoded into `buffer` a piece at a time and not kept: what
-// checks a large section without memory for all of its indices.
+// DecodeIndices(kDeltaVarint)'s checks and statuses for a section of
+// `count` indices, without memory for them: a scan sums the gaps (the
+// indices increase by construction, so only the last must be below
+// dense_length), and only a section it refuses is decoded, a piece at a
+// time, to name the fault.
 absl::Status CheckDeltaVarintIndices(absl::Span<const uint8_t> in, uint64_t count,
-                                     uint64_t dense_length, absl::Span<uint32_t> buffer);
+                                     uint64_t dense_length);
 
 // A delta-varint index section decoded a piece at a time, with
 // DecodeIndices' checks and messages (an index is named by its ordinal in
