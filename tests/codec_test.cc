@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/kernels/element_math.h"
+#include "gradwire/lib/codec/sparse_codec.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -24,6 +25,20 @@ namespace {
 
 using kernels::FloatBits;
 using ::testing::HasSubstr;
+
+// Forces one of the sparse codecs' two ways of averaging delta-varint
+// frames on the host for a scope: range by range or over whole lists.
+class ForcedHostAverageWay {
+ public:
+  explicit ForcedHostAverageWay(bool by_ranges)
+      : before_(codec_internal::SetHostAverageWayForTesting(
+            by_ranges ? codec_internal::HostAverageWay::kRangeByRange
+                      : codec_internal::HostAverageWay::kWholeLists)) {}
+  ~ForcedHostAverageWay() { codec_internal::SetHostAverageWayForTesting(before_); }
+
+ private:
+  const codec_internal::HostAverageWay before_;
+};
 
 std::vector<std::string> AllSpecs() {
   // "none" takes no settings: ef=on only in the canonical string.
@@ -406,86 +421,96 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
 // valid checksum (the first, a middle or the last) is refused and named
 // with DecodeAccumulate's error before anything is written.
 TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
-  GRADWIRE_SEEDED_RNG(rng);
-  const uint64_t n = 300007;  // k = 30001 at 10 %: entries in ~73 chunks of 4096
-  const size_t p = 4;
-  for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "topk:ratio=0.01,indices=raw",
-                           "topk:ratio=0.1,values=bf16"}) {
-    SCOPED_TRACE(text);
-    std::unique_ptr<Codec> codec = Make(text);
-    const std::vector<std::vector<uint8_t>> frames =
-        SendersFrames(*codec, n, std::vector<uint64_t>(p, 3), rng);
-    ASSERT_EQ(frames.size(), p);
-    const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
-    std::vector<float> want(n, 0.0f);
-    for (size_t r = 0; r < p; ++r) {
-      ASSERT_TRUE(codec->DecodeAccumulate(frames[r], absl::MakeSpan(want)).ok());
-    }
-    for (float& x : want) x /= 4.0f;
-    std::vector<float> got(n, 42.0f);
-    CodecScratch scratch;
-    ASSERT_TRUE(codec->DecodeAverage(views, 4.0f, absl::MakeSpan(got), &scratch).ok());
-    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
-    for (size_t bad_at : {size_t{0}, size_t{2}, p - 1}) {
-      // The index section's last byte: a continuation bit with nothing
-      // after it (delta-varint), or the last raw index's top byte (>= n).
-      absl::StatusOr<ParsedFrame> parsed = ParseFrame(frames[bad_at], FrameLimits());
-      ASSERT_TRUE(parsed.ok());
-      const size_t last =
-          static_cast<size_t>(parsed->sections.indices.data() - frames[bad_at].data()) +
-          parsed->sections.indices.size() - 1;
-      const std::vector<uint8_t> broken = Patched(frames[bad_at], last, 0x80);
-      std::vector<absl::Span<const uint8_t>> with_bad = views;
-      with_bad[bad_at] = broken;
-      std::vector<float> untouched(n, 7.0f);
-      size_t bad = 99;
-      absl::Status s =
-          codec->DecodeAverage(with_bad, 4.0f, absl::MakeSpan(untouched), &scratch, &bad);
-      std::vector<float> scratch_dense(n, 0.0f);
-      const absl::Status alone = codec->DecodeAccumulate(broken, absl::MakeSpan(scratch_dense));
-      EXPECT_FALSE(alone.ok());
-      EXPECT_EQ(s.code(), alone.code()) << s;
-      EXPECT_THAT(std::string(s.message()), HasSubstr(std::string(alone.message())));
-      EXPECT_EQ(bad, bad_at);
-      ASSERT_EQ(untouched, std::vector<float>(n, 7.0f));
+  // Both of the host's ways: whole index lists and range by range.
+  for (bool by_ranges : {false, true}) {
+    SCOPED_TRACE(by_ranges ? "range by range" : "whole lists");
+    const ForcedHostAverageWay way(by_ranges);
+    GRADWIRE_SEEDED_RNG(rng);
+    const uint64_t n = 300007;  // k = 30001 at 10 %: entries in ~73 chunks of 4096
+    const size_t p = 4;
+    for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1",
+                             "topk:ratio=0.01,indices=raw", "topk:ratio=0.1,values=bf16"}) {
+      SCOPED_TRACE(text);
+      std::unique_ptr<Codec> codec = Make(text);
+      const std::vector<std::vector<uint8_t>> frames =
+          SendersFrames(*codec, n, std::vector<uint64_t>(p, 3), rng);
+      ASSERT_EQ(frames.size(), p);
+      const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
+      std::vector<float> want(n, 0.0f);
+      for (size_t r = 0; r < p; ++r) {
+        ASSERT_TRUE(codec->DecodeAccumulate(frames[r], absl::MakeSpan(want)).ok());
+      }
+      for (float& x : want) x /= 4.0f;
+      std::vector<float> got(n, 42.0f);
+      CodecScratch scratch;
+      ASSERT_TRUE(codec->DecodeAverage(views, 4.0f, absl::MakeSpan(got), &scratch).ok());
+      for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+      for (size_t bad_at : {size_t{0}, size_t{2}, p - 1}) {
+        // The index section's last byte: a continuation bit with nothing
+        // after it (delta-varint), or the last raw index's top byte (>= n).
+        absl::StatusOr<ParsedFrame> parsed = ParseFrame(frames[bad_at], FrameLimits());
+        ASSERT_TRUE(parsed.ok());
+        const size_t last =
+            static_cast<size_t>(parsed->sections.indices.data() - frames[bad_at].data()) +
+            parsed->sections.indices.size() - 1;
+        const std::vector<uint8_t> broken = Patched(frames[bad_at], last, 0x80);
+        std::vector<absl::Span<const uint8_t>> with_bad = views;
+        with_bad[bad_at] = broken;
+        std::vector<float> untouched(n, 7.0f);
+        size_t bad = 99;
+        absl::Status s =
+            codec->DecodeAverage(with_bad, 4.0f, absl::MakeSpan(untouched), &scratch, &bad);
+        std::vector<float> scratch_dense(n, 0.0f);
+        const absl::Status alone = codec->DecodeAccumulate(broken, absl::MakeSpan(scratch_dense));
+        EXPECT_FALSE(alone.ok());
+        EXPECT_EQ(s.code(), alone.code()) << s;
+        EXPECT_THAT(std::string(s.message()), HasSubstr(std::string(alone.message())));
+        EXPECT_EQ(bad, bad_at);
+        ASSERT_EQ(untouched, std::vector<float>(n, 7.0f));
+      }
     }
   }
 }
 
-// The host's average reads delta-varint indices range by range (32768
-// elements), in groups of 64: frames whose selections are runs of
+// Range by range (32768 elements), the host's average reads delta-varint
+// indices in groups of 64: frames whose selections are runs of
 // consecutive indices starting at 1 to 4 put a group's last index on a
 // range's first element and around it; the average is still the
 // reference's bits.
 TEST(CodecTest, DecodeAverageOfIndexRunsAcrossRangeEdges) {
-  const uint64_t n = 100000;
-  std::unique_ptr<Codec> codec = Make("topk:ratio=0.5");
-  const uint64_t k = 50000;
-  std::vector<std::vector<uint8_t>> frames;
-  for (uint64_t shift = 1; shift <= 4; ++shift) {
-    // The k largest magnitudes at [shift, shift + k), all distinct.
-    std::vector<float> grad(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      const bool chosen = i >= shift && i < shift + k;
-      grad[i] = chosen ? 1000.0f + static_cast<float>(i) : 1e-3f * static_cast<float>(i % 97);
+  // Both of the host's ways: whole index lists and range by range.
+  for (bool by_ranges : {false, true}) {
+    SCOPED_TRACE(by_ranges ? "range by range" : "whole lists");
+    const ForcedHostAverageWay way(by_ranges);
+    const uint64_t n = 100000;
+    std::unique_ptr<Codec> codec = Make("topk:ratio=0.5");
+    const uint64_t k = 50000;
+    std::vector<std::vector<uint8_t>> frames;
+    for (uint64_t shift = 1; shift <= 4; ++shift) {
+      // The k largest magnitudes at [shift, shift + k), all distinct.
+      std::vector<float> grad(n);
+      for (uint64_t i = 0; i < n; ++i) {
+        const bool chosen = i >= shift && i < shift + k;
+        grad[i] = chosen ? 1000.0f + static_cast<float>(i) : 1e-3f * static_cast<float>(i % 97);
+      }
+      std::vector<uint8_t> frame(codec->MaxEncodedBytes(n));
+      absl::StatusOr<EncodeStats> stats = codec->Encode(grad, 5, {}, absl::MakeSpan(frame));
+      ASSERT_TRUE(stats.ok()) << stats.status();
+      frame.resize(stats->frame_bytes);
+      frames.push_back(std::move(frame));
     }
-    std::vector<uint8_t> frame(codec->MaxEncodedBytes(n));
-    absl::StatusOr<EncodeStats> stats = codec->Encode(grad, 5, {}, absl::MakeSpan(frame));
-    ASSERT_TRUE(stats.ok()) << stats.status();
-    frame.resize(stats->frame_bytes);
-    frames.push_back(std::move(frame));
-  }
-  const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
-  std::vector<float> want(n, 0.0f);
-  for (const auto& f : frames) ASSERT_TRUE(codec->DecodeAccumulate(f, absl::MakeSpan(want)).ok());
-  // The runs were chosen: [1, 4 + k) touched, the rest not.
-  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(want[i] != 0.0f, i >= 1 && i < 4 + k) << i;
-  for (float divisor : {4.0f, 3.0f}) {
-    std::vector<float> expect = want;
-    for (float& x : expect) x /= divisor;
-    std::vector<float> got(n, 42.0f);
-    ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got)).ok());
-    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(expect[i])) << i;
+    const std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
+    std::vector<float> want(n, 0.0f);
+    for (const auto& f : frames) ASSERT_TRUE(codec->DecodeAccumulate(f, absl::MakeSpan(want)).ok());
+    // The runs were chosen: [1, 4 + k) touched, the rest not.
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(want[i] != 0.0f, i >= 1 && i < 4 + k) << i;
+    for (float divisor : {4.0f, 3.0f}) {
+      std::vector<float> expect = want;
+      for (float& x : expect) x /= divisor;
+      std::vector<float> got(n, 42.0f);
+      ASSERT_TRUE(codec->DecodeAverage(views, divisor, absl::MakeSpan(got)).ok());
+      for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(expect[i])) << i;
+    }
   }
 }
 

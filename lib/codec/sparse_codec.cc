@@ -17,13 +17,28 @@ namespace {
 
 using codec_internal::FieldMismatch;
 
-// The host's sparse average of delta-varint frames goes range by range
-// over out (SparseCodec::AverageRangeByRange): 32K elements (128 KiB of
+// The host's sparse average of delta-varint frames whose lists would be
+// large or dense (kWholeListsMaxBytes) goes range by range over out
+// (SparseCodec::AverageRangeByRange): 32K elements (128 KiB of
 // out, eight of SparseAverage's chunks), whose index lists at 10 %
 // (about 13 KiB a frame) stay in L1 or L2 from their decode to their
 // adds. Read kReadGroup indices at a time.
 constexpr uint64_t kAverageRange = uint64_t{1} << 15;
 constexpr uint64_t kReadGroup = 64;
+
+// The host decodes every frame's index list whole, once, and averages
+// over the lists when they are sparse (k <= n / kWholeListsMinSpacing)
+// and take at most this many bytes (p frames * k u32s); else
+// AverageRangeByRange (a checking scan, then a second decode, but no lists
+// written and read back). Four frames on an Intel guest: at 25.6M
+// elements lists faster at 0.1-2 % (0.4-8 MB of lists, by 0.2-0.9 ms),
+// the ranges at 5 and 10 % (20 and 41 MB, by 1.5-2.3 ms); at 1M elements
+// lists faster at 2 %, even at 5 %, slower at 10 % (0.98 against 1.08 ms):
+// docs/results/2026-12-05-list-or-ranges.md.
+constexpr uint64_t kWholeListsMaxBytes = uint64_t{8} << 20;
+constexpr uint64_t kWholeListsMinSpacing = 16;
+codec_internal::HostAverageWay host_average_way =
+    codec_internal::HostAverageWay::kChosen;  // tests may force one
 
 // Carves one CodecScratch buffer into the arrays a call needs, each
 // 64-byte aligned: sizes first (Add), then one Get, then the pointers.
@@ -166,12 +181,12 @@ class SparseCodec : public codec_internal::CodecBase {
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& scratch, size_t* bad_frame,
                                  const DeviceCall* device) const override {
-    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint) {
-      return AverageRangeByRange(frames, divisor, out, scratch, bad_frame);
-    }
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
+    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && ByRanges(p, k, n)) {
+      return AverageRangeByRange(frames, divisor, out, scratch, bad_frame);
+    }
     // The scratch: p index lists (unless random-k's one-pass average runs)
     // and random-k's bitmap. Placed before the frames are checked, except
     // for random-k, whose check touches no scratch and whose need is known
@@ -270,8 +285,23 @@ class SparseCodec : public codec_internal::CodecBase {
     return absl::OkStatus();
   }
 
-  // DecodeAverageWith on the host for delta-varint indices, without the
-  // frames' index lists in memory (p * k u32s, 41 MB for four frames of
+  // Whether the host averages p delta-varint frames of k indices over n
+  // elements range by range (else over whole lists).
+  static bool ByRanges(size_t p, uint64_t k, uint64_t n) {
+    switch (host_average_way) {
+      case codec_internal::HostAverageWay::kWholeLists:
+        return false;
+      case codec_internal::HostAverageWay::kRangeByRange:
+        return true;
+      case codec_internal::HostAverageWay::kChosen:
+        break;
+    }
+    return p * k * sizeof(uint32_t) > kWholeListsMaxBytes || k * kWholeListsMinSpacing > n;
+  }
+
+  // DecodeAverageWith on the host for delta-varint indices whose lists
+  // would be large or dense (kWholeListsMaxBytes), without the frames' index lists in
+  // memory (p * k u32s, 41 MB for four frames of
   // ResNet-50 at 10 %, written and read back): each frame is checked
   // first, its index section by a scan that keeps nothing
   // (CheckDeltaVarintIndices), and once all pass, `out` is averaged range
@@ -400,5 +430,15 @@ class SparseCodec : public codec_internal::CodecBase {
 std::unique_ptr<Codec> NewSparseCodec(const CompressionSpec& spec) {
   return std::make_unique<SparseCodec>(spec);
 }
+
+namespace codec_internal {
+
+HostAverageWay SetHostAverageWayForTesting(HostAverageWay way) {
+  const HostAverageWay before = host_average_way;
+  host_average_way = way;
+  return before;
+}
+
+}  // namespace codec_internal
 
 }  // namespace gradwire
