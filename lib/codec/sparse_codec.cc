@@ -300,16 +300,15 @@ class SparseCodec : public codec_internal::CodecBase {
   }
 
   // DecodeAverageWith on the host for delta-varint indices whose lists
-  // would be large or dense (kWholeListsMaxBytes), without the frames' index lists in
-  // memory (p * k u32s, 41 MB for four frames of
-  // ResNet-50 at 10 %, written and read back): each frame is checked
-  // first, its index section by a scan that keeps nothing
-  // (CheckDeltaVarintIndices), and once all pass, `out` is averaged range
-  // by range (kAverageRange elements), each frame's indices for the range
-  // decoded just before their adds, into a list that stays in cache. The
-  // same bits as SparseAverage over whole lists. The second pass decodes
-  // checked bytes: an error there (none is expected) leaves `out` part
-  // written.
+  // would be large or dense (ByRanges), without the frames' index lists in
+  // memory (p * k u32s, 41 MB for four frames of ResNet-50 at 10 %,
+  // written and read back): each frame is checked first, its index section
+  // by a scan that keeps nothing (CheckDeltaVarintIndices), and once all
+  // pass, `out` is averaged range by range (kAverageRange elements), each
+  // frame's indices for the range decoded just before their adds, into a
+  // list that stays in cache. The same bits as SparseAverage over whole
+  // lists. The second pass decodes checked bytes: an error there (none is
+  // expected) leaves `out` part written.
   absl::Status AverageRangeByRange(absl::Span<const absl::Span<const uint8_t>> frames,
                                    float divisor, absl::Span<float> out, CodecScratch& scratch,
                                    size_t* bad_frame) const {
@@ -322,7 +321,7 @@ class SparseCodec : public codec_internal::CodecBase {
     // end brings at most kReadGroup more.
     const uint64_t capacity = kAverageRange + kReadGroup;
     ScratchLayout layout;
-    const size_t at_lists = layout.Add(std::max<size_t>(p, 1) * capacity * sizeof(uint32_t));
+    const size_t at_lists = layout.Add(p * capacity * sizeof(uint32_t));
     layout.Place(scratch);
     uint32_t* const lists = layout.At<uint32_t>(at_lists);
     absl::InlinedVector<ParsedFrame, 16> parsed;
