@@ -22,7 +22,9 @@
 // Each iteration: reset the gradients (untimed), a barrier (--align_steps:
 // emulated hosts share this machine's cores, so a rank still resetting
 // would run inside its peers' timed steps), then BeginStep, Submit
-// every tensor in backprop (reverse) order, Flush, WaitAll. The time of
+// every tensor in backprop (reverse) order, Flush, WaitAll, and (with
+// --align_steps, untimed) a second barrier, so the first rank done does
+// not start its next reset while its peers still finish. The time of
 // one iteration is from the first Submit to WaitAll returning, i.e. the
 // exchange as a training step would see it with no compute to overlap.
 // Inside it the exchanger pipelines buckets (--pipeline_depth): "span" is
@@ -88,8 +90,9 @@ ABSL_FLAG(bool, bucket_views, true,
           "Submit copies in and the exchange copies out");
 ABSL_FLAG(bool, align_steps, true,
           "barrier after each untimed gradient reset, so every rank's timed step starts "
-          "together: emulated hosts share this machine's cores, and one rank's reset "
-          "would otherwise run inside its peers' timed steps and skew their start");
+          "together, and after each timed step, so no rank resets while a peer still "
+          "exchanges: emulated hosts share this machine's cores, and one rank's reset "
+          "would otherwise run inside its peers' timed steps");
 ABSL_FLAG(bool, hierarchical, false,
           "hierarchical exchange (HiTopKComm) of compressed buckets: nodes from "
           "LOCAL_WORLD_SIZE");
@@ -412,6 +415,10 @@ absl::StatusOr<double> Step(GradientExchanger& ex, std::vector<Tensor>& tensors,
   GRADWIRE_RETURN_IF_ERROR(ex.WaitAll(timeout));
   const double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
   *cpu_ms = ProcessCpuMs() - cpu0;
+  // Untimed: the first rank done would otherwise copy its next gradients
+  // (a stand-in for backward, which on real hosts runs on their own cores)
+  // while its peers still decode this step's frames.
+  if (absl::GetFlag(FLAGS_align_steps)) GRADWIRE_RETURN_IF_ERROR(ex.Barrier(timeout));
   return ms;
 }
 
