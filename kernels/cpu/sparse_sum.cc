@@ -54,7 +54,16 @@ constexpr uint64_t kStreamSlice = 1024;
 // over all of it (about half a cycle an element); a sparser one is zeroed
 // by memset and its touched elements are stored one by one.
 constexpr uint64_t kDenseRatio = 8;
-constexpr uint64_t kPrezeroRatio = 32;
+// An average with fewer than one entry (all payloads together) in
+// kPrezeroRatio elements zeroes all of out first. On the Intel VM, four
+// frames over 25.6M elements: zeroing first was 2-3 % faster at 250
+// elements an entry (0.1 % a frame) and 3-20 % slower at 167, 125, 83 and
+// 50; 32 had it zero first at all of them
+// (docs/results/2026-12-05-prezero-ratio.md).
+constexpr uint64_t kPrezeroRatio = 200;
+// The same test in AverageSharedIndices (one index list shared by every
+// payload: k elements touched for k * p entries), not re-measured.
+constexpr uint64_t kSharedPrezeroRatio = 32;
 
 // The first j' >= j whose index is >= end (or run.count): the entries
 // [j, j') of `run` fall below `end`. A linear scan, sixteen indices (one
@@ -132,7 +141,7 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   const uint64_t k = payloads[0].count;
   float scale;
   const bool exact_scale = ExactReciprocal(divisor, &scale);
-  if (may_prezero && k * payloads.size() * kPrezeroRatio < n) {
+  if (may_prezero && k * payloads.size() * kSharedPrezeroRatio < n) {
     // Sparse, by SparseAverage's rule: all of out zeroed at once
     // (ZeroFloats), then each entry's sum where it lands.
     ZeroFloats(out + first, n, stores);
