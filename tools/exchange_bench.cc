@@ -62,6 +62,7 @@
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_cost_model.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/tools/command_line.h"
 #include "gradwire/tools/model_profile.h"
@@ -98,6 +99,10 @@ ABSL_FLAG(bool, hierarchical, false,
           "LOCAL_WORLD_SIZE");
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
+ABSL_FLAG(std::string, exchange, "auto",
+          "how compressed buckets travel: auto (the cost model picks per bucket, "
+          "CommunicatorOptions::exchange unset), dense_ring, sparse_allgather, sparse_allreduce "
+          "or cast_allreduce");
 ABSL_FLAG(std::string, dense_algorithm, "ring",
           "dense allreduce: ring (halving_doubling is refused: dense chunks are authenticated, "
           "which only the sealed ring does)");
@@ -334,6 +339,21 @@ absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
     options.dense_algorithm = transport::AllreduceAlgorithm::kHalvingDoubling;
   } else if (algo != "ring") {
     return absl::InvalidArgumentError("--dense_algorithm must be ring or halving_doubling");
+  }
+  const std::string exchange = absl::GetFlag(FLAGS_exchange);
+  if (exchange == "dense_ring") {
+    options.exchange = ExchangeKind::kDenseRing;
+  } else if (exchange == "sparse_allgather") {
+    options.exchange = ExchangeKind::kSparseAllgather;
+  } else if (exchange == "sparse_allreduce") {
+    options.exchange = ExchangeKind::kSparseAllreduce;
+  } else if (exchange == "cast_allreduce") {
+    options.exchange = ExchangeKind::kCastAllreduce;
+  } else if (exchange != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--exchange must be auto, dense_ring, sparse_allgather, sparse_allreduce or "
+                     "cast_allreduce, got \"",
+                     exchange, "\""));
   }
   return options;
 }
