@@ -36,6 +36,20 @@ constexpr double kBand = 128;            // a typical band (at most 256)
 constexpr int kDirectMaxRanks = 16;      // GroupOptions defaults
 constexpr double kDirectMaxBlock = 256 << 10;
 
+// CPU of the sparse allreduce per entry of this rank's k, in decodes of
+// an entry: its own indices read back, the split by region, the owner's
+// verify, parse and sum of every contribution, the candidates' keys and
+// the selection, the survivors' frames both ways, the write of the
+// average and the give-back of what did not survive. Measured against
+// the allgather's P decodes an entry (the slope of process CPU per step
+// over k): 13.1 for top-k at 0.1-5 % and 13.6 for random-k at 0.5-5 %,
+// P = 4, n = 63M; 11.0 and 14.9 for top-k on one 16.8M bucket at P = 4
+// and 8, the same ns an entry at both
+// (docs/results/2026-12-06-allreduce-entry-cost.md). It
+// was 3 (decode-accumulates alone), which had the allreduce chosen at 5 %
+// on 4 ranks where it took 3x the allgather's step.
+constexpr double kSparseAllreduceEntryDecodes = 13;
+
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
 // (64-bit: at p >= 2^30 an int's 2 << steps would overflow and the loop
 // never end.)
@@ -205,8 +219,9 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double round_messages = p <= kDirectMaxRanks ? 2 * (p - 1) : round_steps;
       c.messages =
           p > 1 ? agree_messages + (p - 1) + selection * round_messages + BruckSteps(p) : 0;
-      c.compute_seconds =
-          encode + 3 * k / model.decoded_entries_per_second + (n + 2 * n / p) / stream;
+      c.compute_seconds = encode +
+                          kSparseAllreduceEntryDecodes * k / model.decoded_entries_per_second +
+                          (n + 2 * n / p) / stream;
       break;
     }
     case ExchangeKind::kCastAllreduce: {
