@@ -45,6 +45,7 @@ for flag in --bucket_size_mb=0 --bucket_size_mb=-5 --bucket_size_mb=nan --bucket
 done
 expect exchange_bench --params=-1 "--params and --dense_below_elements must be"
 expect exchange_bench --params=9999999999999 "--params must be at most"
+expect exchange_bench --exchange=allreduce "--exchange must be auto, dense_ring"
 # Profiles: a name is never handed to a shell, files are read only when
 # they are regular, and shapes whose product would wrap are refused.
 tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_flags.XXXXXX")"
