@@ -100,9 +100,8 @@ ABSL_FLAG(bool, hierarchical, false,
 ABSL_FLAG(int64_t, dense_below_elements, 16384, "tensors smaller than this go dense");
 ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go dense");
 ABSL_FLAG(std::string, exchange, "auto",
-          "how compressed buckets travel: auto (the cost model picks per bucket, "
-          "CommunicatorOptions::exchange unset), dense_ring, sparse_allgather, sparse_allreduce "
-          "or cast_allreduce");
+          "how compressed buckets travel (CommunicatorOptions::exchange): auto (the cost model "
+          "picks per bucket), dense_ring, sparse_allgather, sparse_allreduce or cast_allreduce");
 ABSL_FLAG(std::string, dense_algorithm, "ring",
           "dense allreduce: ring (halving_doubling is refused: dense chunks are authenticated, "
           "which only the sealed ring does)");
@@ -341,15 +340,7 @@ absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
     return absl::InvalidArgumentError("--dense_algorithm must be ring or halving_doubling");
   }
   const std::string exchange = absl::GetFlag(FLAGS_exchange);
-  if (exchange == "dense_ring") {
-    options.exchange = ExchangeKind::kDenseRing;
-  } else if (exchange == "sparse_allgather") {
-    options.exchange = ExchangeKind::kSparseAllgather;
-  } else if (exchange == "sparse_allreduce") {
-    options.exchange = ExchangeKind::kSparseAllreduce;
-  } else if (exchange == "cast_allreduce") {
-    options.exchange = ExchangeKind::kCastAllreduce;
-  } else if (exchange != "auto") {
+  if (exchange != "auto" && !(options.exchange = ExchangeKindFromName(exchange))) {
     return absl::InvalidArgumentError(
         absl::StrCat("--exchange must be auto, dense_ring, sparse_allgather, sparse_allreduce or "
                      "cast_allreduce, got \"",

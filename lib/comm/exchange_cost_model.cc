@@ -162,6 +162,14 @@ const char* ExchangeKindName(ExchangeKind kind) {
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
+std::optional<ExchangeKind> ExchangeKindFromName(absl::string_view name) {
+  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                            ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce}) {
+    if (name == ExchangeKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
 std::string ExchangeCost::ToString() const {
   return absl::StrFormat(
       "%.0f B sent, %.0f B received, %.0f rounds, %.0f messages, %.3f ms wire + %.3f ms cpu",

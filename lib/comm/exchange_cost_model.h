@@ -69,9 +69,11 @@
 #define GRADWIRE_LIB_COMM_EXCHANGE_COST_MODEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/transport/gloo_group.h"
@@ -93,6 +95,8 @@ struct ExchangeModel {
 
 enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce, kCastAllreduce };
 const char* ExchangeKindName(ExchangeKind kind);
+// The kind ExchangeKindName gives `name`; nullopt for any other name.
+std::optional<ExchangeKind> ExchangeKindFromName(absl::string_view name);
 
 struct ExchangeCost {
   double bytes_sent = 0;      // per rank

@@ -58,10 +58,9 @@ std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
   }
   const std::string name = exchange.cast<std::string>();
   if (name == "auto") return std::nullopt;
-  if (name == "allgather" || name == "sparse_allgather") return ExchangeKind::kSparseAllgather;
-  if (name == "sparse_allreduce") return ExchangeKind::kSparseAllreduce;
-  if (name == "cast_allreduce") return ExchangeKind::kCastAllreduce;
-  if (name == "dense" || name == "dense_ring") return ExchangeKind::kDenseRing;
+  if (name == "allgather") return ExchangeKind::kSparseAllgather;
+  if (name == "dense") return ExchangeKind::kDenseRing;
+  if (std::optional<ExchangeKind> kind = ExchangeKindFromName(name)) return kind;
   RaiseInvalid(absl::StrCat("exchange must be 'auto', 'allgather', 'sparse_allreduce', ",
                             "'cast_allreduce' or 'dense', got '", name, "'"));
 }

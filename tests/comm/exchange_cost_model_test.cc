@@ -135,6 +135,17 @@ TEST(ExchangeCostModel, Choices) {
             ExchangeKind::kSparseAllreduce);
 }
 
+// Names and kinds round-trip; anything else (aliases, "auto") is no kind.
+TEST(ExchangeCostModel, KindsFromTheirNames) {
+  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                            ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce}) {
+    EXPECT_EQ(ExchangeKindFromName(ExchangeKindName(kind)), kind);
+  }
+  for (const char* other : {"auto", "allgather", "dense", "", "Sparse_Allreduce", "unknown"}) {
+    EXPECT_EQ(ExchangeKindFromName(other), std::nullopt) << other;
+  }
+}
+
 // The sparse allreduce's entries cost 13 decodes each (measured against
 // the allgather's P; exchange_cost_model.cc), whatever the density.
 TEST(ExchangeCostModel, SparseAllreduceEntriesCostThirteenDecodes) {
