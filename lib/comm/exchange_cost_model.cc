@@ -45,9 +45,9 @@ constexpr double kDirectMaxBlock = 256 << 10;
 // over k): 13.1 for top-k at 0.1-5 % and 13.6 for random-k at 0.5-5 %,
 // P = 4, n = 63M; 11.0 and 14.9 for top-k on one 16.8M bucket at P = 4
 // and 8, the same ns an entry at both
-// (docs/results/2026-12-06-allreduce-entry-cost.md). It
-// was 3 (decode-accumulates alone), which had the allreduce chosen at 5 %
-// on 4 ranks where it took 3x the allgather's step.
+// (docs/results/2026-12-06-allreduce-entry-cost.md). It was 3 (the
+// decode-accumulates alone), which had the allreduce chosen at 5 % on 4
+// ranks where it took 3x the allgather's step.
 constexpr double kSparseAllreduceEntryDecodes = 13;
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).

@@ -34,9 +34,7 @@ bool Serves(ExchangeKind kind, const CompressionSpec& spec) {
 }
 
 ExchangeKind KindOf(const std::string& name) {
-  for (ExchangeKind kind : kKinds) {
-    if (name == ExchangeKindName(kind)) return kind;
-  }
+  if (std::optional<ExchangeKind> kind = ExchangeKindFromName(name)) return *kind;
   RaiseInvalid(absl::StrCat(
       "kind must be 'dense_ring', 'sparse_allgather', 'sparse_allreduce' or 'cast_allreduce', "
       "got '",
