@@ -163,8 +163,7 @@ const char* ExchangeKindName(ExchangeKind kind) {
 }
 
 std::optional<ExchangeKind> ExchangeKindFromName(absl::string_view name) {
-  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                            ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce}) {
+  for (ExchangeKind kind : kExchangeKinds) {
     if (name == ExchangeKindName(kind)) return kind;
   }
   return std::nullopt;

@@ -94,6 +94,10 @@ struct ExchangeModel {
 };
 
 enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce, kCastAllreduce };
+// Every kind, in the enum's order.
+inline constexpr ExchangeKind kExchangeKinds[] = {
+    ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce,
+    ExchangeKind::kCastAllreduce};
 const char* ExchangeKindName(ExchangeKind kind);
 // The kind ExchangeKindName gives `name`; nullopt for any other name.
 std::optional<ExchangeKind> ExchangeKindFromName(absl::string_view name);

@@ -22,9 +22,6 @@ namespace {
 namespace py = pybind11;
 using pybind11::literals::operator""_a;  // py::dict("key"_a = value, ...)
 
-constexpr ExchangeKind kKinds[] = {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                                   ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce};
-
 // Whether `kind` can average buffers compressed by `spec` (the sparse
 // allreduce needs a sparse spec, the cast allreduce fp16 or bf16).
 bool Serves(ExchangeKind kind, const CompressionSpec& spec) {
@@ -159,7 +156,7 @@ py::dict ExchangeModelDict(const ExchangeModel& model) {
 py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,
                            const ExchangeModel& model) {
   py::dict d;
-  for (ExchangeKind kind : kKinds) {
+  for (ExchangeKind kind : kExchangeKinds) {
     if (!Serves(kind, spec)) continue;
     d[ExchangeKindName(kind)] =
         CostDict(kind, EstimateExchange(kind, ranks, elements, spec, model));

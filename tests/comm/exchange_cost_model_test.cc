@@ -73,8 +73,7 @@ TEST(ExchangeCostModel, HugeRankCountsEnd) {
   for (const char* text : {"topk:ratio=0.01", "randomk:ratio=0.001", "qsgd:bits=4", "fp16"}) {
     const CompressionSpec spec = Spec(text);
     for (int p : {1 << 30, (1 << 30) + 1, 2147483647}) {
-      for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                                ExchangeKind::kSparseAllreduce, ExchangeKind::kCastAllreduce}) {
+      for (ExchangeKind kind : kExchangeKinds) {
         if (kind == ExchangeKind::kSparseAllreduce && !spec.SelectsEntries()) continue;
         if (kind == ExchangeKind::kCastAllreduce && !spec.CastsTo16Bits()) continue;
         const ExchangeCost c = EstimateExchange(kind, p, 1 << 20, spec, model);
