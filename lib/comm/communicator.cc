@@ -160,7 +160,8 @@ std::string Communicator::AgreedSettings(const CommunicatorOptions& options) {
       ";dense_below_elements=", options.dense_below_elements,
       ";dense_one_dimensional=", options.dense_one_dimensional ? 1 : 0, ";dense_algorithm=",
       options.dense_algorithm == transport::AllreduceAlgorithm::kRing ? "ring" : "halving_doubling",
-      ";exchange=", options.exchange ? ExchangeKindName(*options.exchange) : "auto", ";");
+      ";exchange=", options.exchange ? ExchangeKindName(*options.exchange) : "auto",
+      ";measure_exchange_model=", options.measure_exchange_model ? 1 : 0, ";");
 }
 
 PathRule Communicator::PathRuleFor(const CommunicatorOptions& options) {

@@ -163,8 +163,11 @@ class Communicator {
 
   // What every rank's options must agree on, as "key=value;" text for
   // CheckSameSettings (rendezvous_checks.h): the canonical spec, the
-  // hierarchy, the dense rule and algorithm, the exchange. Connect checks
-  // it before Create, so that ranks given different specs fail there,
+  // hierarchy, the dense rule and algorithm, the exchange, and whether the
+  // exchange model is measured (a collective of its own at Create: ranks
+  // that differ there would talk past each other; the model's given
+  // figures may differ, the slowest rank's count). Connect checks it
+  // before Create, so that ranks given different specs fail there,
   // naming the ranks and values, not at their first exchange.
   static std::string AgreedSettings(const CommunicatorOptions& options);
   PathRule path_rule() const { return PathRuleFor(options_); }

@@ -465,7 +465,7 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
   return model;
 }
 
-// Positive doubles order like their bit patterns.
+// Non-negative doubles order like their bit patterns.
 uint64_t Bits(double x) {
   uint64_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -488,22 +488,26 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
     if (!measured.ok()) return measured.status();
     model = *measured;
   }
-  // The slowest rank's figure of each: max of times per unit.
-  uint64_t worst[5] = {Bits(1 / model.bytes_per_second), Bits(model.seconds_per_round),
-                       Bits(1 / model.encoded_elements_per_second),
-                       Bits(1 / model.decoded_entries_per_second),
-                       Bits(1 / model.streamed_elements_per_second)};
-  for (uint64_t& w : worst) {
-    if (!(FromBits(w) > 0) || !std::isfinite(FromBits(w))) w = Bits(1e-12);
-  }
+  // The slowest rank's figure of each: the least rate, the largest time,
+  // exact (a given model comes back as given: no 1 / x and back). Positive
+  // doubles order like their bit patterns, so one max-allreduce of u64s
+  // does both: a time as its bits, a rate as their complement. A rate
+  // that is not positive and finite counts as 1e12 (fast: it never
+  // decides), a time that is negative or not finite as 1e-12.
+  auto rate = [](double x) { return ~Bits(x > 0 && std::isfinite(x) ? x : 1e12); };
+  auto time = [](double x) { return Bits(x >= 0 && std::isfinite(x) ? x + 0.0 : 1e-12); };
+  uint64_t worst[5] = {rate(model.bytes_per_second), time(model.seconds_per_round),
+                       rate(model.encoded_elements_per_second),
+                       rate(model.decoded_entries_per_second),
+                       rate(model.streamed_elements_per_second)};
   absl::Status s =
       SparseCollectives::AllreduceU64(group, absl::MakeSpan(worst), transport::ReduceOp::kMax);
   if (!s.ok()) return s;
-  model.bytes_per_second = 1 / FromBits(worst[0]);
+  model.bytes_per_second = FromBits(~worst[0]);
   model.seconds_per_round = FromBits(worst[1]);
-  model.encoded_elements_per_second = 1 / FromBits(worst[2]);
-  model.decoded_entries_per_second = 1 / FromBits(worst[3]);
-  model.streamed_elements_per_second = 1 / FromBits(worst[4]);
+  model.encoded_elements_per_second = FromBits(~worst[2]);
+  model.decoded_entries_per_second = FromBits(~worst[3]);
+  model.streamed_elements_per_second = FromBits(~worst[4]);
   // The CPU of a message: the mean over ranks, in nanoseconds. The kernel's
   // network work (the emulated links' queues, the loopback of co-located
   // ranks) is charged to whichever process runs when it does, so one

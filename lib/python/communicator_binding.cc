@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "bound_method.h"
+#include "communicator_options.h"
 #include "exchange_cost_binding.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/codec/compression_spec.h"
@@ -46,23 +47,6 @@ std::optional<ExchangePath> ParsePath(const std::optional<std::string>& path) {
   if (*path == "compressed") return ExchangePath::kCompressed;
   RaiseInvalid(absl::StrCat("path must be 'dense', 'compressed' or None (the size/1-D rule), got '",
                             *path, "'"));
-}
-
-// exchange=: None or 'auto' (the cost model), else the exchange every
-// compressed buffer takes; also the library's kind names.
-std::optional<ExchangeKind> ParseExchange(const py::object& exchange) {
-  if (exchange.is_none()) return std::nullopt;
-  if (!py::isinstance<py::str>(exchange)) {
-    RaiseUnsupported(absl::StrCat("exchange must be a str, got ",
-                                  std::string(py::str(py::type::handle_of(exchange)))));
-  }
-  const std::string name = exchange.cast<std::string>();
-  if (name == "auto") return std::nullopt;
-  if (name == "allgather") return ExchangeKind::kSparseAllgather;
-  if (name == "dense") return ExchangeKind::kDenseRing;
-  if (std::optional<ExchangeKind> kind = ExchangeKindFromName(name)) return kind;
-  RaiseInvalid(absl::StrCat("exchange must be 'auto', 'allgather', 'sparse_allreduce', ",
-                            "'cast_allreduce' or 'dense', got '", name, "'"));
 }
 
 // numel float32 values at the address data_ptr (host or device memory),
@@ -95,91 +79,6 @@ py::dict StatsDict(const ExchangeStats& s) {
       "wire_s"_a = absl::ToDoubleSeconds(s.wire_time),
       "sync_s"_a = absl::ToDoubleSeconds(s.sync_time),
       "wait_s"_a = absl::ToDoubleSeconds(s.wait_time));
-}
-
-// secret=, secret_file=, then JobSecret::Resolve's environment
-// ($GRADWIRE_JOB_SECRET, then the file $GRADWIRE_JOB_SECRET_FILE); none of
-// them: how to make one.
-JobSecret ResolveSecret(const py::object& secret, const std::string& secret_file) {
-  if (!secret.is_none()) {
-    if (!secret_file.empty()) RaiseInvalid("pass secret or secret_file, not both");
-    if (!py::isinstance<py::bytes>(secret) && !py::isinstance<py::str>(secret)) {
-      RaiseUnsupported(absl::StrCat("secret must be str or bytes, got ",
-                                    std::string(py::str(py::type::handle_of(secret)))));
-    }
-    return Value(JobSecret::FromValue(secret.cast<std::string>(), "secret"));
-  }
-  if (secret_file.find('\0') != std::string::npos) {
-    RaiseInvalid("secret_file holds a NUL byte (the path would be cut there)");
-  }
-  // Files are read without the GIL: a pipe may take up to
-  // JobSecret::kFileReadTimeoutMs, and other threads go on meanwhile.
-  absl::StatusOr<JobSecret> resolved = absl::InternalError("unread");
-  {
-    py::gil_scoped_release release;
-    resolved = secret_file.empty() ? JobSecret::Resolve("", "") : JobSecret::FromFile(secret_file);
-  }
-  if (!secret_file.empty()) return Value(std::move(resolved));
-  if (absl::IsFailedPrecondition(resolved.status())) {  // none set
-    RaiseInvalid(absl::StrCat(
-        "no job secret: every rank of a job needs the same secret of at least ",
-        JobSecret::kMinBytes, " bytes. Pass secret_file=PATH (or secret=...), or set $",
-        kJobSecretFileEnv, " or $", kJobSecretEnv,
-        ". Make one with: (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' "
-        "> job.secret) and give every rank the file; tools/launch.py makes one for its ranks "
-        "when none is set"));
-  }
-  return Value(std::move(resolved));
-}
-
-// The Communicator's options from the constructor's arguments, each
-// checked (InvalidArgumentError naming it).
-CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
-                              py::handle dense_below_elements, bool dense_one_dimensional,
-                              double timeout_s, const std::string& dense_algorithm,
-                              int event_loop_nice, const py::object& exchange) {
-  CommunicatorOptions options;
-  options.exchange = ParseExchange(exchange);
-  if (event_loop_nice < 0 || event_loop_nice > 19) {
-    RaiseInvalid(absl::StrCat("event_loop_nice must be in 0..19, got ", event_loop_nice));
-  }
-  options.event_loop_nice = event_loop_nice;
-  options.compression = Value(CompressionSpec::Parse(spec));
-  options.hierarchical = hierarchical;
-  options.dense_below_elements =
-      UnsignedArgument(dense_below_elements, "dense_below_elements", UINT64_MAX);
-  options.dense_one_dimensional = dense_one_dimensional;
-  // Dense exchanges are authenticated chunk by chunk, which only the sealed
-  // ring does (Communicator::Create refuses anything else).
-  if (dense_algorithm != "ring") {
-    RaiseInvalid(
-        absl::StrCat("dense_algorithm must be 'ring' (halving_doubling is no longer "
-                     "offered), got '",
-                     dense_algorithm, "'"));
-  }
-  options.dense_algorithm = transport::AllreduceAlgorithm::kRing;
-  if (!(timeout_s >= 0) || !std::isfinite(timeout_s)) {
-    RaiseInvalid("timeout_s must be a finite number >= 0 (0: the default, 30 s)");
-  }
-  return options;
-}
-
-// The constructor's checks of its own arguments, without joining anyone:
-// Communicator(process_group=...) runs them before it touches the group's
-// store, so that an argument a rank gets wrong fails there, before any
-// key is set that a peer could be waiting on.
-void CheckCommunicatorArguments(const std::string& spec, const py::object& secret,
-                                bool hierarchical, const py::object& dense_below_elements,
-                                bool dense_one_dimensional, double timeout_s,
-                                const std::string& dense_algorithm, const std::string& job_suffix,
-                                bool emulate_nodes, int event_loop_nice,
-                                const std::string& secret_file, const std::string& iface,
-                                const std::string& bind_address, const std::string& settings,
-                                const py::object& exchange) {
-  (void)job_suffix, (void)emulate_nodes, (void)iface, (void)bind_address, (void)settings;
-  OptionsOf(spec, hierarchical, dense_below_elements, dense_one_dimensional, timeout_s,
-            dense_algorithm, event_loop_nice, exchange);
-  ResolveSecret(secret, secret_file);
 }
 
 // One call at a time into a Communicator, which is not thread-safe (Gloo's
@@ -215,10 +114,11 @@ class PyCommunicator {
                  const std::string& secret_file, const py::object& store, int rank, int world_size,
                  const std::string& job_id, int node_id, int local_world_size,
                  const std::string& iface, const std::string& bind_address,
-                 const std::string& settings, const py::object& exchange) {
+                 const std::string& settings, const py::object& exchange,
+                 const py::object& exchange_model) {
     const CommunicatorOptions options =
         OptionsOf(spec, hierarchical, dense_below_elements, dense_one_dimensional, timeout_s,
-                  dense_algorithm, event_loop_nice, exchange);
+                  dense_algorithm, event_loop_nice, exchange, exchange_model);
     JobSecret job_secret = ResolveSecret(secret, secret_file);
 
     transport::RendezvousConfig config;
@@ -486,6 +386,7 @@ void DefineCommunicator(py::module_& m) {
         py::arg("emulate_nodes") = false, py::arg("event_loop_nice") = 0,
         py::arg("secret_file") = "", py::arg("iface") = "", py::arg("bind_address") = "",
         py::arg("settings") = "", py::arg("exchange") = "auto",
+        py::arg("exchange_model") = py::none(),
         "Communicator()'s checks of its own arguments, joining nobody (its defaults).");
   py::class_<PyCommunicator>(m, "Communicator", R"doc(
 Averages buffers across the ranks of a job (the C++ Communicator).
@@ -510,13 +411,18 @@ event_loop_nice: 0..19 added to the nice value of Gloo's event-loop thread.
 exchange: how compressed buffers travel: 'auto' (the cost model picks per
 buffer, exchange_estimates says why), 'allgather', 'sparse_allreduce'
 (sparse specs only) or 'dense' (the ring, no compression).
+exchange_model: what 'auto' predicts with: None (EXCHANGE_MODEL_DEFAULTS,
+a 10 Gbit/s link), a dict of some of its keys (e.g. {'bytes_per_second':
+1.25e8} for 1 Gbit/s; the rest default) or 'measure' (the link, a round
+and this spec's codec, measured at construction, ~1 MB a rank). Each
+figure the ranks use is the slowest rank's (the exchange_model property).
 Buffers: torch tensors and other DLPack producers, numpy arrays and the
 buffer protocol; float32 in place, float16/bfloat16 widened and rounded
 back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
       .def(py::init<const std::string&, const py::object&, bool, const py::object&, bool, double,
                     const std::string&, const std::string&, bool, int, const std::string&,
                     const py::object&, int, int, const std::string&, int, int, const std::string&,
-                    const std::string&, const std::string&, const py::object&>(),
+                    const std::string&, const std::string&, const py::object&, const py::object&>(),
            py::arg("spec") = "none", py::arg("secret") = py::none(),
            py::arg("hierarchical") = false, py::arg("dense_below_elements") = 16384,
            py::arg("dense_one_dimensional") = true, py::arg("timeout_s") = 0.0,
@@ -525,7 +431,8 @@ back (host_buffer.h); CUDA tensors are refused (UnsupportedError).)doc")
            py::arg("secret_file") = "", py::arg("store") = py::none(), py::arg("rank") = -1,
            py::arg("world_size") = -1, py::arg("job_id") = "", py::arg("node_id") = -1,
            py::arg("local_world_size") = -1, py::arg("iface") = "", py::arg("bind_address") = "",
-           py::arg("settings") = "", py::arg("exchange") = "auto")
+           py::arg("settings") = "", py::arg("exchange") = "auto",
+           py::arg("exchange_model") = py::none())
       .def_property_readonly("rank", python::Bound(&PyCommunicator::rank))
       .def_property_readonly("size", python::Bound(&PyCommunicator::size))
       .def_property_readonly("spec", python::Bound(&PyCommunicator::spec))

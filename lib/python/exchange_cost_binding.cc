@@ -38,37 +38,32 @@ ExchangeKind KindOf(const std::string& name) {
       name, "'"));
 }
 
-double Positive(double value, const char* name) {
-  if (!(value > 0) || !std::isfinite(value)) {
-    RaiseInvalid(absl::StrCat(name, " must be a positive finite number, got ", value));
-  }
-  return value;
-}
-
-// The model's fields, as the Python functions take them.
-struct ModelArgs {
-  double bytes_per_second, seconds_per_round, encoded_elements_per_second,
-      decoded_entries_per_second, streamed_elements_per_second, seconds_per_message;
+// Each field of the model by its Python name (EXCHANGE_MODEL_DEFAULTS'
+// keys), and whether it is a time (>= 0) rather than a rate (> 0).
+struct ModelField {
+  const char* name;
+  double ExchangeModel::*member;
+  bool time;
 };
+constexpr ModelField kModelFields[] = {
+    {"bytes_per_second", &ExchangeModel::bytes_per_second, false},
+    {"seconds_per_round", &ExchangeModel::seconds_per_round, true},
+    {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false},
+    {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
+    {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
+    {"seconds_per_message", &ExchangeModel::seconds_per_message, true}};
 
-double NonNegative(double value, const char* name) {
-  if (!(value >= 0) || !std::isfinite(value)) {
-    RaiseInvalid(absl::StrCat(name, " must be a finite number >= 0, got ", value));
+// `model` with every field checked (`prefix` starts the messages).
+ExchangeModel Checked(const ExchangeModel& model, const char* prefix = "") {
+  for (const ModelField& f : kModelFields) {
+    const double value = model.*f.member;
+    if (f.time ? !(value >= 0) || !std::isfinite(value) : !(value > 0) || !std::isfinite(value)) {
+      RaiseInvalid(absl::StrCat(prefix, f.name,
+                                f.time ? " must be a finite number >= 0, got "
+                                       : " must be a positive finite number, got ",
+                                value));
+    }
   }
-  return value;
-}
-
-ExchangeModel ModelOf(const ModelArgs& a) {
-  ExchangeModel model;
-  model.bytes_per_second = Positive(a.bytes_per_second, "bytes_per_second");
-  model.seconds_per_round = NonNegative(a.seconds_per_round, "seconds_per_round");
-  model.encoded_elements_per_second =
-      Positive(a.encoded_elements_per_second, "encoded_elements_per_second");
-  model.decoded_entries_per_second =
-      Positive(a.decoded_entries_per_second, "decoded_entries_per_second");
-  model.streamed_elements_per_second =
-      Positive(a.streamed_elements_per_second, "streamed_elements_per_second");
-  model.seconds_per_message = NonNegative(a.seconds_per_message, "seconds_per_message");
   return model;
 }
 
@@ -100,7 +95,7 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
                               ", got '", spec_text, "'"));
   }
   const ExchangeModel model =
-      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
                decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return CostDict(kind,
                   EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model));
@@ -113,7 +108,7 @@ std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spe
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
   const ExchangeModel model =
-      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
                decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
@@ -126,7 +121,7 @@ bool DenseTwoLevelOf(int nodes, int local, int64_t elements, double bytes_per_se
   if (local < 1) RaiseInvalid(absl::StrCat("local must be >= 1, got ", local));
   CheckShape(nodes, elements);
   const ExchangeModel model =
-      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
                decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), model);
 }
@@ -137,7 +132,7 @@ bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_s
                            double seconds_per_message) {
   CheckShape(ranks, dense_elements);
   const ExchangeModel model =
-      ModelOf({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
                decoded_entries_per_second, streamed_elements_per_second, seconds_per_message});
   return DenseRidesAllgather(ranks, static_cast<uint64_t>(dense_elements), model);
 }
@@ -145,12 +140,53 @@ bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_s
 }  // namespace
 
 py::dict ExchangeModelDict(const ExchangeModel& model) {
-  return py::dict("bytes_per_second"_a = model.bytes_per_second,
-                  "seconds_per_round"_a = model.seconds_per_round,
-                  "encoded_elements_per_second"_a = model.encoded_elements_per_second,
-                  "decoded_entries_per_second"_a = model.decoded_entries_per_second,
-                  "streamed_elements_per_second"_a = model.streamed_elements_per_second,
-                  "seconds_per_message"_a = model.seconds_per_message);
+  py::dict d;
+  for (const ModelField& f : kModelFields) d[f.name] = model.*f.member;
+  return d;
+}
+
+ExchangeModel ExchangeModelArgument(const py::object& value, bool* measure) {
+  *measure = false;
+  ExchangeModel model;
+  if (value.is_none()) return model;
+  if (py::isinstance<py::str>(value)) {
+    if (value.cast<std::string>() == "measure") {
+      *measure = true;
+      return model;
+    }
+    RaiseInvalid(absl::StrCat("exchange_model must be None, 'measure' or a dict, got '",
+                              value.cast<std::string>(), "'"));
+  }
+  if (!py::isinstance<py::dict>(value)) {
+    RaiseUnsupported(absl::StrCat("exchange_model must be None, 'measure' or a dict, got ",
+                                  std::string(py::str(py::type::handle_of(value)))));
+  }
+  for (const auto& [key, item] : value.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(key)) {
+      RaiseUnsupported(absl::StrCat("exchange_model's keys must be str, got ",
+                                    std::string(py::str(py::type::handle_of(key)))));
+    }
+    const std::string name = key.cast<std::string>();
+    const ModelField* field = nullptr;
+    std::string names;
+    for (const ModelField& f : kModelFields) {
+      if (name == f.name) field = &f;
+      absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+    }
+    if (field == nullptr) {
+      RaiseInvalid(absl::StrCat("exchange_model: unknown key '", name, "' (the keys: ", names,
+                                "; gradwire.EXCHANGE_MODEL_DEFAULTS has them all)"));
+    }
+    // int or float (numpy's scalars too), never bool or str.
+    if (py::isinstance<py::bool_>(item) || py::isinstance<py::str>(item) ||
+        !(PyFloat_Check(item.ptr()) || PyLong_Check(item.ptr()) ||
+          py::hasattr(item, "__float__"))) {
+      RaiseUnsupported(absl::StrCat("exchange_model['", name, "'] must be a number, got ",
+                                    std::string(py::str(py::type::handle_of(item)))));
+    }
+    model.*field->member = py::float_(py::reinterpret_borrow<py::object>(item)).cast<double>();
+  }
+  return Checked(model, "exchange_model's ");
 }
 
 py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,

@@ -19,6 +19,14 @@ void DefineExchangeCost(pybind11::module_& m);
 // The model's fields as a dict (the keys of EXCHANGE_MODEL_DEFAULTS).
 pybind11::dict ExchangeModelDict(const ExchangeModel& model);
 
+// The Communicator's exchange_model= argument: None (the defaults),
+// 'measure' (the defaults, *measure set: measured at construction) or a
+// dict of some of ExchangeModelDict's keys to numbers (int or float, not
+// bool; the rest keep their defaults). Raises InvalidArgumentError for an
+// unknown key or string, a rate that is not positive and finite or a time
+// that is negative or not finite; UnsupportedError for another type.
+ExchangeModel ExchangeModelArgument(const pybind11::object& value, bool* measure);
+
 // {kind name: exchange_cost's dict} for every kind `spec` admits (the
 // sparse kinds only for a sparse spec).
 pybind11::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,

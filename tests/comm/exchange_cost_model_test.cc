@@ -334,8 +334,9 @@ TEST(ExchangeCostModel, DensePassesAtTheStreamingRate) {
   EXPECT_NEAR(d, 1.5 * n / 1e9 - 1.5 * n / 4e9, 1e-9);
 }
 
-// AgreeExchangeModel: every rank ends with the same model; rates are the
-// slowest rank's, the CPU of a message the mean over ranks; with measure
+// AgreeExchangeModel: every rank ends with the same model; rates and times
+// are the slowest rank's, exactly, the CPU of a message the mean over
+// ranks; with measure
 // the figures are positive and finite.
 TEST(ExchangeCostModel, AgreementOverRanks) {
   constexpr int kRanks = 3;
@@ -350,6 +351,8 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
                                                 transport::GroupOptions());
       ASSERT_TRUE(group.ok()) << group.status();
       ExchangeModel mine;
+      mine.bytes_per_second = 1.25e8 * (r + 1);
+      mine.seconds_per_round = r == 0 ? -0.0 : 0.0;  // zero: a time may be
       mine.encoded_elements_per_second = 1e8 * (r + 1);
       mine.streamed_elements_per_second = 1e9 * (r + 1);
       mine.seconds_per_message = 10e-6 * (r + 1);
@@ -363,8 +366,13 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
   }
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_DOUBLE_EQ(given[r].encoded_elements_per_second, 1e8);
-    EXPECT_DOUBLE_EQ(given[r].streamed_elements_per_second, 1e9);
+    // Exactly as the slowest rank gave them (rates once came back as
+    // 1 / (1 / x): 124999999.99999999 for 1.25e8; a zero time as 1e-12).
+    EXPECT_EQ(given[r].bytes_per_second, 1.25e8);
+    EXPECT_EQ(given[r].seconds_per_round, 0.0);
+    EXPECT_FALSE(std::signbit(given[r].seconds_per_round));
+    EXPECT_EQ(given[r].encoded_elements_per_second, 1e8);
+    EXPECT_EQ(given[r].streamed_elements_per_second, 1e9);
     EXPECT_NEAR(given[r].seconds_per_message, 20e-6, 1e-12);
     for (double v :
          {measured[r].bytes_per_second, measured[r].seconds_per_round,

@@ -18,12 +18,15 @@ elements) and a dense part (biases, a small weight) for 20 steps, top-k 5 %
       counter lied.
   auto        the cost model's choice, and bucket_exchanges' reasons equal
       gradwire.choose_exchange / exchange_cost with the model the ranks
-      agreed on (state.comm.exchange_model).
+      agreed on (state.comm.exchange_model), which is the 1 Gbit/s link
+      the state was given (exchange_model=, passed on to the Communicator
+      and pickled with the state).
   mismatch    rank 1 asks for sparse_allreduce, the others for auto: every
       rank raises MismatchError at construction, naming hook.exchange.
   arguments   (one process, no ranks) exchange= errors: TypeError for a
       non-str, ValueError for an unknown name or sparse_allreduce with a
-      non-sparse spec, each naming the argument and no command-line flag.
+      non-sparse spec, each naming the argument and no command-line flag;
+      exchange_model= errors likewise.
 Each rank prints PASS; the driver wants one per rank.
 
     ddp_exchange_test.py --package_dir lib/python [--python /usr/bin/python3] [--only auto]
@@ -42,6 +45,7 @@ SPEC = "topk:ratio=0.05"
 # exchange= -> the kind it must produce (Communicator.exchange_for's names)
 FORCED = {"allgather": "sparse_allgather", "sparse_allreduce": "sparse_allreduce",
           "dense": "dense_ring"}
+ONE_GBIT = {"bytes_per_second": 1.25e8}  # the auto case's link
 CASES = ["arguments", "allgather", "sparse_allreduce", "dense", "auto", "mismatch"]
 
 
@@ -93,6 +97,14 @@ def arguments_case():
         except Exception as e:  # noqa: BLE001
             if not isinstance(e, cls) or "exchange must be" not in str(e):
                 failures.append(f"Communicator(exchange={value!r}): {type(e).__name__}: {e}")
+    # exchange_model= (which GradwireState passes on): checked before any rendezvous.
+    spawn_cases.expect_refusals(
+        lambda **kw: gradwire.Communicator("topk", **kw),
+        [({"exchange_model": {"link": 1e9}}, ValueError, "exchange_model: unknown key 'link'"),
+         ({"exchange_model": {"bytes_per_second": -1}}, ValueError,
+          "exchange_model's bytes_per_second must be a positive finite number"),
+         ({"exchange_model": 1e9}, TypeError, "exchange_model must be None, 'measure' or")],
+        failures, forbid="--")
     print("PASS" if not failures else f"FAILED: {failures}", flush=True)
     return 0 if not failures else 1
 
@@ -132,7 +144,8 @@ def train(torch, DDP, gradwire, rank, exchange, check):
     model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(),
                                 torch.nn.Linear(512, 10))
     ddp = DDP(model)
-    state = gradwire.ddp.GradwireState(SPEC, warmup_iters=WARMUP, exchange=exchange)
+    given = {"exchange_model": ONE_GBIT} if exchange == "auto" else {}
+    state = gradwire.ddp.GradwireState(SPEC, warmup_iters=WARMUP, exchange=exchange, **given)
     ddp.register_comm_hook(state, gradwire.ddp.hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.2, momentum=0.9)
     gen = torch.Generator().manual_seed(7)
@@ -166,6 +179,9 @@ def train(torch, DDP, gradwire, rank, exchange, check):
         check(e["model_ranks"] == WORLD and e["model_elements"] == 512 * 64,
               f"model input {e['model_ranks']} ranks, {e['model_elements']} elements")
         agreed = state.comm.exchange_model
+        if given:
+            check(agreed == dict(gradwire.EXCHANGE_MODEL_DEFAULTS, **ONE_GBIT),
+                  f"agreed model {agreed}, given {ONE_GBIT}")
         for kind, cost in e["estimates"].items():
             want = gradwire.exchange_cost(kind, WORLD, e["model_elements"], state.spec, **agreed)
             check(cost == want, f"{kind}: estimate {cost} != exchange_cost's {want}")
@@ -188,6 +204,8 @@ def train(torch, DDP, gradwire, rank, exchange, check):
     clone = pickle.loads(pickle.dumps(state))
     check(clone.exchange == exchange and clone.comm is None,
           f"unpickled exchange {clone.exchange!r}")
+    check(clone._args.get("exchange_model") == given.get("exchange_model"),
+          f"unpickled communicator arguments {clone._args}")
     # Every rank the same parameters, bit for bit.
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     crc = zlib.crc32(flat.numpy().tobytes())

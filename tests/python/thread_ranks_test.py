@@ -121,6 +121,82 @@ class ThreadRanks(unittest.TestCase):
             self.assertIn(words, why["rule"], (spec, why))
             comm.close()
 
+    def test_exchange_model_is_given_or_measured(self):
+        """exchange_model= reaches the cost model: a Python job on 1 Gbit/s
+        links could only get the 10 Gbit/s defaults, under which top-k 30 %
+        on two ranks takes the dense ring where the allgather sends less.
+        Given figures: each the slowest rank's; 'measure': measured and
+        agreed; ranks that differ on measuring fail together."""
+        g = self.g
+        spec, n = "topk:ratio=0.3", 1 << 20
+        defaults = g.EXCHANGE_MODEL_DEFAULTS
+        self.assertEqual(g.choose_exchange(2, n, spec), "dense_ring")
+        slow = dict(defaults, bytes_per_second=1.25e8)
+        self.assertEqual(g.choose_exchange(2, n, spec, **slow), "sparse_allgather")
+
+        def make(models, job, **kw):
+            store = ThreadStore()
+            return on_threads(lambda r: g.Communicator(
+                spec, SECRET, store=store, rank=r, world_size=2, job_id=job, timeout_s=20,
+                exchange_model=models[r], **kw), 2)
+        # Rank 1 gives the faster link and a slower round: each figure the slowest's.
+        comms = make([{"bytes_per_second": 1.25e8},
+                      {"bytes_per_second": 1.25e9, "seconds_per_round": 1e-3}], "given")
+        for c in comms:
+            self.assertNotIsInstance(c, Exception, c)
+            self.assertEqual(c.exchange_model, dict(slow, seconds_per_round=1e-3))
+            self.assertEqual(c.exchange_for(n), g.choose_exchange(2, n, spec,
+                                                                  **c.exchange_model))
+        self.assertEqual(comms[0].exchange_for(n), "sparse_allgather")
+        on_threads(lambda r: comms[r].close(), 2)
+
+        comms = make(["measure", "measure"], "measured")
+        for c in comms:
+            self.assertNotIsInstance(c, Exception, c)
+        self.assertEqual(comms[0].exchange_model, comms[1].exchange_model)
+        for key, value in comms[0].exchange_model.items():
+            self.assertTrue(0 < value < float("inf"), (key, value))
+        self.assertNotEqual(comms[0].exchange_model["bytes_per_second"],
+                            defaults["bytes_per_second"])
+        on_threads(lambda r: comms[r].close(), 2)
+
+        for r, result in enumerate(make(["measure", None], "half")):
+            self.assertIsInstance(result, g.MismatchError, (r, result))
+            self.assertIn("measure_exchange_model", str(result))
+
+    def test_a_bad_exchange_model_names_itself(self):
+        """A bad exchange_model= fails before anyone is joined (also in the
+        argument check a process group's Communicator runs first)."""
+        import numpy as np
+        g = self.g
+        bad = [({"bytes_per_second": 0}, g.InvalidArgumentError, "bytes_per_second must be a pos"),
+               ({"bytes_per_second": float("nan")}, g.InvalidArgumentError, "positive finite"),
+               ({"seconds_per_round": -1e-6}, g.InvalidArgumentError, "seconds_per_round must"),
+               ({"seconds_per_message": float("inf")}, g.InvalidArgumentError, "finite"),
+               ({"link": 1e9}, g.InvalidArgumentError, "unknown key 'link'"),
+               ({"bytes_per_second": True}, g.UnsupportedError, "must be a number"),
+               ({"bytes_per_second": "1e9"}, g.UnsupportedError, "must be a number"),
+               ({"bytes_per_second": None}, g.UnsupportedError, "must be a number"),
+               ({1: 1e9}, g.UnsupportedError, "keys must be str"),
+               ("fast", g.InvalidArgumentError, "'measure'"),
+               ([1e9], g.UnsupportedError, "None, 'measure' or a dict")]
+        for i, (model, error, words) in enumerate(bad):
+            with self.assertRaisesRegex(error, "exchange_model") as caught:
+                g.Communicator("topk:ratio=0.01", SECRET, store=ThreadStore(), rank=0,
+                               world_size=1, job_id=f"bad{i}", exchange_model=model)
+            self.assertIn(words, str(caught.exception), model)
+            with self.assertRaises(error):
+                g._gradwire._check_communicator_arguments("topk:ratio=0.01", SECRET,
+                                                          exchange_model=model)
+        # numpy's scalars and ints are numbers; the rest of the model defaults.
+        comm = g.Communicator("topk:ratio=0.01", SECRET, store=ThreadStore(), rank=0,
+                              world_size=1, job_id="numpy",
+                              exchange_model={"bytes_per_second": np.float32(2.5e8),
+                                              "seconds_per_round": 0})
+        self.assertEqual(comm.exchange_model, dict(g.EXCHANGE_MODEL_DEFAULTS,
+                                                   bytes_per_second=2.5e8, seconds_per_round=0))
+        comm.close()
+
     def test_a_state_of_another_spec_is_an_argument_error(self):
         """restore_state with another spec's (or rank's) blob is the wrong
         argument: InvalidArgumentError, residuals unchanged. It was a

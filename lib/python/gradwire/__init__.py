@@ -222,10 +222,18 @@ class Communicator(_gradwire.Communicator):
         default $GRADWIRE_JOB_SECRET, then $GRADWIRE_JOB_SECRET_FILE.
     Constructing is collective: every rank checks together that all hold
     the same secret and settings, and a mismatch raises MismatchError on
-    every rank, naming the ranks. Other keyword arguments: hierarchical,
-    dense_below_elements, dense_one_dimensional, timeout_s, dense_algorithm,
-    job_suffix, emulate_nodes, event_loop_nice, iface, bind_address,
-    settings (more text the ranks must agree on).
+    every rank, naming the ranks.
+    exchange_model: what the cost model predicts with when it picks each
+        buffer's exchange: None (EXCHANGE_MODEL_DEFAULTS: a 10 Gbit/s link),
+        a dict of some of those keys (e.g. {"bytes_per_second": 1.25e8} on
+        1 Gbit/s links; the rest keep their defaults) or "measure" (the
+        link, a round and the codec measured while constructing). The
+        ranks agree on each figure's slowest; self.exchange_model says
+        what they agreed on, and can be passed to the next Communicator.
+    Other keyword arguments: hierarchical, dense_below_elements,
+    dense_one_dimensional, timeout_s, dense_algorithm, exchange, job_suffix,
+    emulate_nodes, event_loop_nice, iface, bind_address, settings (more
+    text the ranks must agree on).
     """
 
     def __init__(self, spec=None, secret=None, *, process_group=None, secret_file=None,
