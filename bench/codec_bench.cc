@@ -1,7 +1,7 @@
 // CPU codec throughput at n = 1M and 25.6M (ResNet-50's parameter count).
 //
 //   bazel run -c opt //bench:codec_bench -- --benchmark_min_time=0.2
-//       [--summary_json=PATH] [--cold]
+//       [--summary_json=PATH] [--cold] [--authenticated]
 //
 // Every benchmark reports bytes/s over the dense gradient (4n bytes) and
 // `vs_memcpy`: a memcpy of the same bytes, timed in this process just
@@ -89,6 +89,11 @@ constexpr double kMemcpyLoopSeconds = 0.02;
 // it, or decodes from frames just received. Default: the steady state of
 // a loop over the same buffers, as Google Benchmark runs it.
 bool g_cold = false;
+
+// --authenticated: DecodeAverage4 decodes as the exchanges do, frames whose
+// MACs they verified first (FrameIntegrity::kVerifiedByCaller: no checksum
+// pass; the MACs' own cost is not in it). Default: the checksum verified.
+bool g_authenticated = false;
 
 // Reads a buffer of twice the last-level cache (64 MiB where sysconf
 // reports none), one load per line, so that what the caches held before
@@ -297,7 +302,9 @@ void DecodeAverageBench(benchmark::State& state, const std::string& spec) {
   for (auto _ : state) {
     absl::Status s;
     seconds += TimedCall(state, [&] {
-      s = codec->DecodeAverage(views, kRanks, absl::MakeSpan(dense), &scratch, &bad);
+      s = codec->DecodeAverage(
+          views, kRanks, absl::MakeSpan(dense), &scratch, &bad, nullptr,
+          g_authenticated ? FrameIntegrity::kVerifiedByCaller : FrameIntegrity::kChecksum);
     });
     if (!s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
@@ -420,10 +427,16 @@ class SummaryReporter : public benchmark::ConsoleReporter {
             (g_cold ? "cold: every timed call after the caches were evicted"
                     : "steady state: calls back to back") +
             "\",\n";
+    json += std::string("  \"frames\": \"") +
+            (g_authenticated ? "authenticated: decode-average skips the checksum"
+                             : "checksummed: decode-average verifies the checksum") +
+            "\",\n";
     json += "  \"sizes\": {";
     bool first_size = true;
-    std::printf("\nvs_memcpy (>= 0.5 wanted; caches %s):\n%-48s %10s %10s\n",
-                g_cold ? "cold" : "steady state", "codec / n", "encode+EF", "decode-avg");
+    std::printf("\nvs_memcpy (>= 0.5 wanted; caches %s%s):\n%-48s %10s %10s\n",
+                g_cold ? "cold" : "steady state",
+                g_authenticated ? "; frames authenticated, no checksum pass" : "", "codec / n",
+                "encode+EF", "decode-avg");
     for (const auto& [n, codecs] : ratios_) {
       json += std::string(first_size ? "" : ",") + "\n    \"" + n + "\": {";
       first_size = false;
@@ -460,7 +473,8 @@ class SummaryReporter : public benchmark::ConsoleReporter {
 }  // namespace gradwire
 
 int main(int argc, char** argv) {
-  // --summary_json=PATH and --cold are ours; the rest is Google Benchmark's.
+  // --summary_json=PATH, --cold and --authenticated are ours; the rest is
+  // Google Benchmark's.
   const std::string kSummaryFlag = "--summary_json=";
   std::string summary_json;
   int kept = 1;
@@ -469,6 +483,8 @@ int main(int argc, char** argv) {
       summary_json = argv[i] + kSummaryFlag.size();
     } else if (std::strcmp(argv[i], "--cold") == 0) {
       gradwire::g_cold = true;
+    } else if (std::strcmp(argv[i], "--authenticated") == 0) {
+      gradwire::g_authenticated = true;
     } else {
       argv[kept++] = argv[i];
     }

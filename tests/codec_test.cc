@@ -472,6 +472,50 @@ TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
   }
 }
 
+// FrameIntegrity::kVerifiedByCaller (the exchanges, whose frames' MACs are
+// verified first) skips the checksum and nothing else: a frame whose
+// checksum bytes are wrong averages to the intact frames' bits, while a
+// truncated frame is still refused and named, with nothing written.
+TEST(CodecTest, AuthenticatedFramesSkipTheChecksumAndNothingElse) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 300007;
+  const size_t p = 3;
+  for (const char* text : {"topk:ratio=0.1", "topk:ratio=0.01", "randomk:ratio=0.05,seed=3",
+                           "qsgd:bits=6,bucket=512", "sign:bucket=64", "fp16", "none"}) {
+    SCOPED_TRACE(text);
+    std::unique_ptr<Codec> codec = Make(text);
+    const std::vector<std::vector<uint8_t>> frames =
+        SendersFrames(*codec, n, std::vector<uint64_t>(p, 5), rng);
+    ASSERT_EQ(frames.size(), p);
+    std::vector<absl::Span<const uint8_t>> views(frames.begin(), frames.end());
+    std::vector<float> want(n), got(n);
+    CodecScratch scratch;
+    ASSERT_TRUE(codec->DecodeAverage(views, 3.0f, absl::MakeSpan(want), &scratch).ok());
+    std::vector<uint8_t> bad_sum = frames[1];
+    bad_sum.back() ^= 0x01;
+    views[1] = bad_sum;
+    size_t bad = 99;
+    std::fill(got.begin(), got.end(), 7.0f);
+    absl::Status s = codec->DecodeAverage(views, 3.0f, absl::MakeSpan(got), &scratch, &bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_EQ(bad, 1u);
+    ASSERT_EQ(got, std::vector<float>(n, 7.0f));
+    s = codec->DecodeAverage(views, 3.0f, absl::MakeSpan(got), &scratch, &bad, nullptr,
+                             FrameIntegrity::kVerifiedByCaller);
+    ASSERT_TRUE(s.ok()) << s;
+    for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i])) << i;
+    // One byte short: its sections no longer fit, checksum or not.
+    const std::vector<uint8_t> short_frame(frames[2].begin(), frames[2].end() - 1);
+    views[2] = short_frame;
+    std::fill(got.begin(), got.end(), 7.0f);
+    s = codec->DecodeAverage(views, 3.0f, absl::MakeSpan(got), &scratch, &bad, nullptr,
+                             FrameIntegrity::kVerifiedByCaller);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_EQ(bad, 2u);
+    ASSERT_EQ(got, std::vector<float>(n, 7.0f));
+  }
+}
+
 // Range by range (32768 elements), the host's average reads delta-varint
 // indices in groups of 64: frames whose selections are runs of
 // consecutive indices starting at 1 to 4 put a group's last index on a

@@ -52,7 +52,7 @@ absl::Status Codec::DecodeAccumulate(absl::Span<const uint8_t> frame, absl::Span
 
 absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                   absl::Span<float> out, CodecScratch* scratch, size_t* bad_frame,
-                                  const DeviceCall* device) const {
+                                  const DeviceCall* device, FrameIntegrity integrity) const {
   size_t ignored = 0;
   if (bad_frame == nullptr) bad_frame = &ignored;
   // A NaN divisor fails both comparisons; a negative one would turn the
@@ -72,8 +72,8 @@ absl::Status Codec::DecodeAverage(absl::Span<const absl::Span<const uint8_t>> fr
     return on.status();
   }
   CodecScratch own;
-  GRADWIRE_RETURN_IF_ERROR(
-      DecodeAverageWith(frames, divisor, out, scratch != nullptr ? *scratch : own, bad_frame, *on));
+  GRADWIRE_RETURN_IF_ERROR(DecodeAverageWith(
+      frames, divisor, out, scratch != nullptr ? *scratch : own, bad_frame, *on, integrity));
   for (const absl::Span<const uint8_t> frame : frames) {
     if (FrameIsNonFinite(frame)) return codec_internal::FillNaN(*on, out);
   }

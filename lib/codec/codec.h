@@ -125,9 +125,12 @@ class Codec {
   // added left to right in frame order, then divided once: bit for bit
   // what DecodeAccumulate of each frame, in order, into zeros followed by
   // a division of every element by `divisor` gives. Every frame is
-  // validated before `out` is touched: on error `out` is unchanged and
-  // `*bad_frame` (if not null) is the index of the first invalid frame
-  // (frames.size() when the arguments themselves are refused). `divisor`
+  // validated before `out` is touched (`integrity`: FrameIntegrity,
+  // wire_format.h; kVerifiedByCaller where the caller has verified every
+  // frame's MAC, which spares the checksum's pass over the frames): on
+  // error `out` is unchanged and `*bad_frame` (if not null) is the index
+  // of the first invalid frame (frames.size() when the arguments
+  // themselves are refused). `divisor`
   // must be positive and finite. `scratch` as for Encode. The quantizers
   // (qsgd, sign) also refuse, as the frame whose scales tip it over, a set
   // whose average could overflow fp32 (P frames of finite scales near
@@ -140,7 +143,8 @@ class Codec {
   // codec divides only the elements some frame touched.
   absl::Status DecodeAverage(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                              absl::Span<float> out, CodecScratch* scratch = nullptr,
-                             size_t* bad_frame = nullptr, const DeviceCall* device = nullptr) const;
+                             size_t* bad_frame = nullptr, const DeviceCall* device = nullptr,
+                             FrameIntegrity integrity = FrameIntegrity::kChecksum) const;
 
  protected:
   // What each codec implements; the public calls check the arguments
@@ -159,7 +163,8 @@ class Codec {
   virtual absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames,
                                          float divisor, absl::Span<float> out,
                                          CodecScratch& scratch, size_t* bad_frame,
-                                         const DeviceCall* device) const = 0;
+                                         const DeviceCall* device,
+                                         FrameIntegrity integrity) const = 0;
 };
 
 // Builds the codec for `spec` (validated first).

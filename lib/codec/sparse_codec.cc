@@ -180,12 +180,13 @@ class SparseCodec : public codec_internal::CodecBase {
   // others are 0 / divisor = +0 already), chunk by chunk in cache.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& scratch, size_t* bad_frame,
-                                 const DeviceCall* device) const override {
+                                 const DeviceCall* device,
+                                 FrameIntegrity integrity) const override {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
     if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && ByRanges(p, k, n)) {
-      return AverageRangeByRange(frames, divisor, out, scratch, bad_frame);
+      return AverageRangeByRange(frames, divisor, out, scratch, bad_frame, integrity);
     }
     // The scratch: p index lists (unless random-k's one-pass average runs)
     // and random-k's bitmap. Placed before the frames are checked, except
@@ -221,7 +222,7 @@ class SparseCodec : public codec_internal::CodecBase {
     if (id_ != CodecId::kRandomK) place(/*lists=*/true);
     // Validate everything first; `out` is not written until all frames pass.
     for (size_t r = 0; r < p; ++r) {
-      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
+      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n, integrity);
       if (!f.ok()) {
         *bad_frame = r;
         return f.status();
@@ -311,7 +312,7 @@ class SparseCodec : public codec_internal::CodecBase {
   // expected) leaves `out` part written.
   absl::Status AverageRangeByRange(absl::Span<const absl::Span<const uint8_t>> frames,
                                    float divisor, absl::Span<float> out, CodecScratch& scratch,
-                                   size_t* bad_frame) const {
+                                   size_t* bad_frame, FrameIntegrity integrity) const {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
@@ -327,7 +328,7 @@ class SparseCodec : public codec_internal::CodecBase {
     absl::InlinedVector<ParsedFrame, 16> parsed;
     parsed.reserve(p);
     for (size_t r = 0; r < p; ++r) {
-      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n);
+      absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n, integrity);
       absl::Status s = f.status();
       if (s.ok()) {
         s = CheckDeltaVarintIndices(f->sections.indices, k, n);

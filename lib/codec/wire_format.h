@@ -101,10 +101,20 @@ struct FrameHeader {
   uint64_t value_bytes = 0;
 };
 
+// What vouches for a frame's bytes as it is parsed: its checksum, verified
+// then (kChecksum), or the caller (kVerifiedByCaller), who has checked
+// every byte already: a MAC it verified (FrameSigner::Verify, frame_auth.h:
+// the frames the exchanges in lib/comm receive) or a frame it has just
+// encoded itself. The checksum could then only repeat that with a pass of
+// its own over the frame. Either way the frame holds its 8 checksum bytes
+// and every other check applies.
+enum class FrameIntegrity { kChecksum, kVerifiedByCaller };
+
 // Caps a receiver enforces before trusting any length in a frame.
 struct FrameLimits {
   uint64_t max_dense_length = uint64_t{1} << 32;
   uint64_t max_frame_bytes = uint64_t{1} << 32;
+  FrameIntegrity integrity = FrameIntegrity::kChecksum;
 };
 
 template <typename Byte>
@@ -152,8 +162,9 @@ struct ParsedFrame {
 // Checks, in order: length, magic, version known, enum ranges, version of
 // the codec (FrameVersionFor), reserved bits,
 // caps, section lengths against the frame length, element_count <=
-// dense_length, checksum. Each failure has its own message (DataLoss for a
-// checksum mismatch, InvalidArgument otherwise). Codec-specific consistency
+// dense_length, checksum (unless limits.integrity is kVerifiedByCaller). Each
+// failure has its own message (DataLoss for a checksum mismatch,
+// InvalidArgument otherwise). Codec-specific consistency
 // (e.g. value bytes == count * width) is the codec's to check.
 absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const FrameLimits& limits);
 

@@ -105,8 +105,10 @@ absl::Status CastAllreduce::Prepare(const transport::GlooGroup& group, ErrorFeed
   // residual: error feedback off, the rounding is dropped).
   st.residual = ef.MutableHostResidual(key);
   if (s.ok()) {
+    FrameLimits own;  // just encoded here: the checksum would re-read it
+    own.integrity = FrameIntegrity::kVerifiedByCaller;
     absl::StatusOr<ParsedFrame> parsed =
-        ParseFrame(absl::MakeConstSpan(st.frame.data(), encoded->frame_bytes), FrameLimits());
+        ParseFrame(absl::MakeConstSpan(st.frame.data(), encoded->frame_bytes), own);
     s = parsed.status();
     if (s.ok()) st.values = parsed->sections.values.data();
   }

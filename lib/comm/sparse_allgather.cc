@@ -279,7 +279,9 @@ absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight
   cost.auth_time += t1 - t0;
 
   // 6. Decode in rank order into zeros, then average. DecodeAverage
-  // validates every frame before it writes its output; the dense
+  // validates every frame before it writes its output (all but the
+  // checksum, which would repeat step 5's MACs with a pass of its own
+  // over every frame: FrameIntegrity::kVerifiedByCaller); the dense
   // section goes to scratch first, so a bad frame in either section
   // leaves both outputs unchanged.
   auto decoded = [&](const absl::Status& s, size_t bad, const char* what) {
@@ -295,11 +297,11 @@ absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight
     EnsureSize(&dense_sum_, dense_n);
     s = dense_codec_->DecodeAverage(absl::MakeConstSpan(dense_frames_.data(), p), divisor,
                                     absl::MakeSpan(dense_sum_.data(), dense_n), &decode_scratch_,
-                                    &bad);
+                                    &bad, nullptr, FrameIntegrity::kVerifiedByCaller);
     if (!s.ok()) return decoded(s, bad, "dense section");
   }
   s = codec_.DecodeAverage(absl::MakeConstSpan(frames_.data(), p), divisor, out, &decode_scratch_,
-                           &bad, device);
+                           &bad, device, FrameIntegrity::kVerifiedByCaller);
   if (!s.ok()) return decoded(s, bad, "frame");
   std::copy(dense_sum_.begin(), dense_sum_.begin() + dense_n, dense_out.begin());
   cost.compress_time += absl::Now() - t1;

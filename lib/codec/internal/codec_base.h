@@ -26,8 +26,10 @@ class CodecBase : public Codec {
 
   // Everything DecodeAccumulate checks before touching values, for a dense
   // length of n: ParseFrameFor with this codec's id, then CheckHeader.
-  absl::StatusOr<ParsedFrame> CheckFrame(absl::Span<const uint8_t> frame, uint64_t n) const {
-    absl::StatusOr<ParsedFrame> parsed = ParseFrameFor(frame, id_, n);
+  absl::StatusOr<ParsedFrame> CheckFrame(
+      absl::Span<const uint8_t> frame, uint64_t n,
+      FrameIntegrity integrity = FrameIntegrity::kChecksum) const {
+    absl::StatusOr<ParsedFrame> parsed = ParseFrameFor(frame, id_, n, integrity);
     if (!parsed.ok()) return parsed.status();
     if (absl::Status s = CheckHeader(*parsed, n); !s.ok()) return s;
     return parsed;

@@ -76,9 +76,10 @@ absl::StatusOr<EncodeStats> SealWithStats(absl::Span<uint8_t> out, const Streami
 }
 
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
-                                          uint64_t dense_length) {
+                                          uint64_t dense_length, FrameIntegrity integrity) {
   FrameLimits limits;
   limits.max_dense_length = dense_length;
+  limits.integrity = integrity;
   // Widest element: a 5-byte varint index and a 4-byte value (a 1-element
   // QSGD bucket needs 4 + 1).
   limits.max_frame_bytes = kFrameHeaderBytes + kFrameChecksumBytes + 9 * dense_length;

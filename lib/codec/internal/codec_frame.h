@@ -39,9 +39,10 @@ absl::Status CheckEncodeArgs(absl::Span<const float> grad, absl::Span<float> res
 // length, 9 bytes per element plus framing, so that a frame from a
 // differently configured sender reaches the codec's own checks and gets a
 // specific message) and checks the codec-independent half of "this frame
-// is for me": codec id and dense length.
+// is for me": codec id and dense length. `integrity`: FrameLimits'.
 absl::StatusOr<ParsedFrame> ParseFrameFor(absl::Span<const uint8_t> frame, CodecId codec,
-                                          uint64_t dense_length);
+                                          uint64_t dense_length,
+                                          FrameIntegrity integrity = FrameIntegrity::kChecksum);
 
 // The last step of every Encode: checksums the filled frame in `out` and
 // reports it with the kernel's counts.

@@ -73,11 +73,12 @@ class DenseFrameCodec : public CodecBase {
   // rather than read and written by every frame and the division.
   absl::Status DecodeAverageWith(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                  absl::Span<float> out, CodecScratch& /*scratch: none needed*/,
-                                 size_t* bad_frame, const DeviceCall* device) const final {
+                                 size_t* bad_frame, const DeviceCall* device,
+                                 FrameIntegrity integrity) const final {
     absl::InlinedVector<ParsedFrame, 16> parsed;
     parsed.reserve(frames.size());
     for (size_t r = 0; r < frames.size(); ++r) {
-      absl::StatusOr<ParsedFrame> p = CheckFrame(frames[r], out.size());
+      absl::StatusOr<ParsedFrame> p = CheckFrame(frames[r], out.size(), integrity);
       if (!p.ok()) {
         *bad_frame = r;
         return p.status();
