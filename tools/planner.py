@@ -287,9 +287,9 @@ def allgather_s(p, nbytes_per_rank, bw, alpha):
 def library_exchange(m, p, n):
     """The exchange the library's Communicator picks for a flat compressed
     bucket of n elements on p ranks with its default cost model
-    (gradwire.choose_exchange; exchange_bench and the hook do not measure
-    the link): "dense_ring", "sparse_allgather", "sparse_allreduce" or
-    "cast_allreduce"."""
+    (gradwire.choose_exchange; exchange_bench does not measure the link,
+    and the hook keeps the defaults unless given exchange_model=):
+    "dense_ring", "sparse_allgather", "sparse_allreduce" or "cast_allreduce"."""
     if p < 2:
         return "sparse_allgather"
     return gradwire_extension().choose_exchange(p, n, m["spec"])
