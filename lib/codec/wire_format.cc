@@ -342,14 +342,15 @@ absl::StatusOr<ParsedFrame> ParseFrame(absl::Span<const uint8_t> frame, const Fr
   if (absl::Status s = CheckElementCount(h.f); !s.ok()) return s;
 
   const size_t covered = frame.size() - kFrameChecksumBytes;
-  const uint64_t stored = DecodeFixed64(frame.data() + covered);
-  const uint64_t computed =
-      limits.integrity == FrameIntegrity::kChecksum ? Checksum64(frame.data(), covered) : stored;
-  if (stored != computed) {
-    return absl::DataLossError(absl::StrCat("wire frame: checksum mismatch (stored 0x",
-                                            absl::Hex(stored, absl::kZeroPad16), ", computed 0x",
-                                            absl::Hex(computed, absl::kZeroPad16), " over ",
-                                            covered, " bytes): frame corrupted in transit"));
+  if (limits.integrity == FrameIntegrity::kChecksum) {
+    const uint64_t stored = DecodeFixed64(frame.data() + covered);
+    const uint64_t computed = Checksum64(frame.data(), covered);
+    if (stored != computed) {
+      return absl::DataLossError(absl::StrCat("wire frame: checksum mismatch (stored 0x",
+                                              absl::Hex(stored, absl::kZeroPad16), ", computed 0x",
+                                              absl::Hex(computed, absl::kZeroPad16), " over ",
+                                              covered, " bytes): frame corrupted in transit"));
+    }
   }
 
   ParsedFrame parsed;

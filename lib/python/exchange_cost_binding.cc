@@ -168,19 +168,19 @@ ExchangeModel ExchangeModelArgument(const py::object& value, bool* measure) {
     }
     const std::string name = key.cast<std::string>();
     const ModelField* field = nullptr;
-    std::string names;
     for (const ModelField& f : kModelFields) {
       if (name == f.name) field = &f;
-      absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
     }
     if (field == nullptr) {
+      std::string names;
+      for (const ModelField& f : kModelFields) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
+      }
       RaiseInvalid(absl::StrCat("exchange_model: unknown key '", name, "' (the keys: ", names,
                                 "; gradwire.EXCHANGE_MODEL_DEFAULTS has them all)"));
     }
-    // int or float (numpy's scalars too), never bool or str.
-    if (py::isinstance<py::bool_>(item) || py::isinstance<py::str>(item) ||
-        !(PyFloat_Check(item.ptr()) || PyLong_Check(item.ptr()) ||
-          py::hasattr(item, "__float__"))) {
+    // Anything with __float__ (int, float, numpy's scalars), but not bool.
+    if (py::isinstance<py::bool_>(item) || !py::hasattr(item, "__float__")) {
       RaiseUnsupported(absl::StrCat("exchange_model['", name, "'] must be a number, got ",
                                     std::string(py::str(py::type::handle_of(item)))));
     }
