@@ -33,6 +33,7 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/rendezvous_config.h"
 

@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -63,9 +64,11 @@
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/tools/command_line.h"
 #include "gradwire/tools/model_profile.h"
+#include "gradwire/tools/step_trace.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -102,6 +105,10 @@ ABSL_FLAG(bool, dense_one_dimensional, true, "1-D tensors (biases, norms) go den
 ABSL_FLAG(std::string, exchange, "auto",
           "how compressed buckets travel (CommunicatorOptions::exchange): auto (the cost model "
           "picks per bucket), dense_ring, sparse_allgather, sparse_allreduce or cast_allreduce");
+ABSL_FLAG(std::string, exchange_model, "",
+          "what --exchange=auto predicts with (lib/comm/exchange_model_spec.h): empty for the "
+          "defaults (a 10 Gbit/s link), \"measure\" to measure this cluster first, or figures "
+          "by name over the defaults, e.g. \"bytes_per_second=1.25e8,seconds_per_round=2e-4\"");
 ABSL_FLAG(std::string, dense_algorithm, "ring",
           "dense allreduce: ring (halving_doubling is refused: dense chunks are authenticated, "
           "which only the sealed ring does)");
@@ -132,12 +139,7 @@ ABSL_FLAG(std::string, job_secret_file, "",
 namespace gradwire {
 namespace {
 
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> grad;
-  std::vector<float> pristine;
-};
+using Tensor = tools::ProfileTensor;
 
 absl::StatusOr<std::vector<std::vector<int64_t>>> LoadShapes() {
   if (!absl::GetFlag(FLAGS_profile_file).empty()) {
@@ -189,58 +191,6 @@ std::string JsonQuote(absl::string_view text) {
 // --json_out for this rank ("{rank}" replaced), or "" without the flag.
 std::string JsonPath(int rank) {
   return absl::StrReplaceAll(absl::GetFlag(FLAGS_json_out), {{"{rank}", absl::StrCat(rank)}});
-}
-
-// Chrome trace events (the JSON array format's objects, comma-separated)
-// for one timed step: the step itself and its bucket instants on the
-// caller's thread (tid 0), the stages on the compute (1) and comm (2)
-// threads; microseconds since the Unix epoch, so that ranks on one
-// machine line up.
-// The trace's threads, by tid: PipelineThreadName's names.
-constexpr const char* kTraceThreads[] = {"caller", "compute", "comm"};
-
-void AppendTraceEvents(const std::vector<StageSpan>& spans, int rank, int step, absl::Time begun,
-                       absl::Time ended, std::string* out) {
-  auto us = [](absl::Time t) { return absl::ToDoubleMicroseconds(t - absl::UnixEpoch()); };
-  auto event = [&](const char* name, const char* ph, int tid, absl::Time start, absl::Time end,
-                   int64_t bucket) {
-    if (!out->empty()) out->append(",\n");
-    absl::StrAppendFormat(out, R"({"name": "%s", "ph": "%s", "pid": %d, "tid": %d, "ts": %.3f)",
-                          name, ph, rank, tid, us(start));
-    if (*ph == 'X') absl::StrAppendFormat(out, R"(, "dur": %.3f)", us(end) - us(start));
-    if (*ph == 'i') out->append(R"(, "s": "t")");
-    absl::StrAppendFormat(out, R"(, "args": {"step": %d)", step);
-    if (bucket >= 0) absl::StrAppendFormat(out, R"(, "bucket": %d)", bucket);
-    out->append("}}");
-  };
-  event("step", "X", 0, begun, ended, -1);
-  for (const StageSpan& s : spans) {
-    const absl::string_view thread = PipelineThreadName(s.stage);
-    const int tid =
-        static_cast<int>(std::find(std::begin(kTraceThreads), std::end(kTraceThreads), thread) -
-                         std::begin(kTraceThreads));
-    event(PipelineStageName(s.stage), s.stage == PipelineStage::kQueued ? "i" : "X", tid, s.start,
-          s.end, s.bucket);
-  }
-}
-
-// The whole trace file of one rank: names for its process and threads,
-// then the events.
-std::string TraceJson(int rank, const std::string& events) {
-  std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
-  absl::StrAppendFormat(&out,
-                        R"({"name": "process_name", "ph": "M", "pid": %d, )"
-                        R"("args": {"name": "rank %d"}})",
-                        rank, rank);
-  for (int tid = 0; tid < 3; ++tid) {
-    absl::StrAppendFormat(&out,
-                          ",\n"
-                          R"({"name": "thread_name", "ph": "M", "pid": %d, "tid": %d, )"
-                          R"("args": {"name": "%s"}})",
-                          rank, tid, kTraceThreads[tid]);
-  }
-  if (!events.empty()) out += ",\n" + events;
-  return out + "\n]}\n";
 }
 
 // Writes `text` to `path` whole or not at all (a reader never sees half).
@@ -346,40 +296,18 @@ absl::StatusOr<CommunicatorOptions> OptionsFromFlags() {
                      "cast_allreduce, got \"",
                      exchange, "\""));
   }
-  return options;
-}
-
-// The profile's tensors in backprop (reverse) order, each with a
-// rank-specific, roughly N(0, 1) gradient.
-// (LoadShapes bounds the total; memory may still run out, which is an
-// error, not a crash.)
-absl::StatusOr<std::vector<Tensor>> MakeTensors(const std::vector<std::vector<int64_t>>& shapes,
-                                                int rank, uint64_t* params) try {
-  std::vector<Tensor> tensors(shapes.size());
-  *params = 0;
-  uint64_t x = 0x9E3779B97F4A7C15ull * (rank + 1);
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    Tensor& t = tensors[shapes.size() - 1 - i];
-    t.name = absl::StrCat("param", i);
-    t.shape = shapes[i];
-    uint64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    *params += n;
-    t.pristine.resize(n);
-    for (float& v : t.pristine) {  // roughly N(0, 1): sum of uniforms
-      float s = 0;
-      for (int k = 0; k < 4; ++k) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        s += static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
-      }
-      v = s * 1.7f;
+  const std::string model = absl::GetFlag(FLAGS_exchange_model);
+  if (model == "measure") {
+    options.measure_exchange_model = true;
+  } else {
+    absl::StatusOr<ExchangeModel> parsed = ParseExchangeModel(model);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--exchange_model=\"", model, "\": ", parsed.status().message()));
     }
-    t.grad = t.pristine;
+    options.exchange_model = *parsed;
   }
-  return tensors;
-} catch (const std::bad_alloc&) {
-  return absl::ResourceExhaustedError(
-      absl::StrCat("cannot allocate the profile's gradients (", *params, " parameters so far)"));
+  return options;
 }
 
 // What the timed steps measured, one value per step.
@@ -456,8 +384,8 @@ absl::StatusOr<Series> RunSteps(GradientExchanger& ex, std::vector<Tensor>& tens
     if (it < warmup) continue;
     series.Add(ex.StepStats(), ms, cpu_ms);
     if (!absl::GetFlag(FLAGS_timeline_out).empty()) {
-      AppendTraceEvents(ex.StepTimeline(), rank, it, begun, begun + absl::Milliseconds(ms),
-                        &series.trace);
+      tools::AppendTraceEvents(ex.StepTimeline(), rank, it, begun, begun + absl::Milliseconds(ms),
+                               &series.trace);
     }
   }
   GRADWIRE_RETURN_IF_ERROR(ex.Close(timeout));
@@ -471,8 +399,27 @@ struct RunInfo {
   std::string spec;
   bool hierarchical = false;
   int pipeline_depth = 0;
-  bool dense_tail_rides = false;  // ExchangerOptions::carry_dense_tail took effect
+  bool dense_tail_rides = false;         // ExchangerOptions::carry_dense_tail took effect
+  ExchangeModel model;                   // the agreed one
+  std::map<std::string, int> exchanges;  // compressed buckets per exchange kind
 };
+
+// {"name": count, ...} of `counts`, or {"name": value, ...} of the model.
+std::string JsonObject(const std::map<std::string, int>& counts) {
+  return absl::StrCat("{",
+                      absl::StrJoin(counts, ", ",
+                                    [](std::string* o, const auto& kv) {
+                                      absl::StrAppend(o, JsonQuote(kv.first), ": ", kv.second);
+                                    }),
+                      "}");
+}
+std::string JsonObject(const ExchangeModel& model) {
+  std::string o;
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
+    absl::StrAppendFormat(&o, "%s\"%s\": %.17g", o.empty() ? "{" : ", ", f.name, model.*f.member);
+  }
+  return o + "}";
+}
 
 std::string ResultJson(const RunInfo& info, const Series& s) {
   const double n_it = std::max<size_t>(1, s.iter_ms.size());
@@ -487,6 +434,8 @@ std::string ResultJson(const RunInfo& info, const Series& s) {
       ",\n  \"dense_buckets\": ", info.dense_buckets,
       ",\n  \"compressed_buckets\": ", info.compressed_buckets,
       ",\n  \"dense_tail_rides\": ", info.dense_tail_rides ? "true" : "false",
+      ",\n  \"exchanges\": ", JsonObject(info.exchanges),
+      ",\n  \"exchange_model\": ", JsonObject(info.model),
       ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
       ",\n  \"iters\": ", absl::GetFlag(FLAGS_iters),
       absl::StrFormat(",\n  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "
@@ -531,11 +480,12 @@ void PrintSummary(const RunInfo& info, const Series& s) {
   if (info.rank == 0) {
     std::printf(
         "plan: %llu tensors, %llu params, %d dense + %d compressed buckets of <= %.1f "
-        "MiB%s\n",
+        "MiB%s; compressed by %s\nexchange model: %s\n",
         static_cast<unsigned long long>(info.tensors), static_cast<unsigned long long>(info.params),
         info.dense_buckets, info.compressed_buckets, absl::GetFlag(FLAGS_bucket_size_mb),
         info.dense_tail_rides ? "; the dense tail rides in the last compressed bucket's frames"
-                              : "");
+                              : "",
+        JsonObject(info.exchanges).c_str(), ExchangeModelToString(info.model).c_str());
   }
 }
 
@@ -550,11 +500,12 @@ int Main() {
   if (!config.ok()) return Fail(config.status());
   const int rank = config->rank;
   RunInfo info;
-  absl::StatusOr<std::vector<Tensor>> made = MakeTensors(*shapes, rank, &info.params);
+  absl::StatusOr<std::vector<Tensor>> made = tools::MakeProfileTensors(*shapes, rank, &info.params);
   if (!made.ok()) return Fail(made.status(), rank);
   std::vector<Tensor> tensors = std::move(*made);
   auto comm = Connect(*config, *options);
   if (!comm.ok()) return Fail(comm.status(), rank);
+  const Communicator* c = comm->get();  // owned by the exchanger from here on
   ExchangerOptions eo;
   eo.bucket_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bucket_size_mb) * (1 << 20));
   eo.pipeline_depth = absl::GetFlag(FLAGS_pipeline_depth);
@@ -571,8 +522,10 @@ int Main() {
   info.spec = options->compression.ToString();
   info.hierarchical = options->hierarchical;
   info.pipeline_depth = eo.pipeline_depth;
+  info.model = c->exchange_model();
   for (const BucketInfo& b : (*ex)->Plan()) {
     (b.path == ExchangePath::kDense ? info.dense_buckets : info.compressed_buckets)++;
+    if (b.path != ExchangePath::kDense) info.exchanges[ExchangeKindName(c->KindFor(b.elements))]++;
     if (b.carried_by >= 0) info.dense_tail_rides = true;
   }
   PrintSummary(info, *series);
@@ -583,7 +536,7 @@ int Main() {
   if (!absl::GetFlag(FLAGS_timeline_out).empty()) {
     const std::string path =
         absl::StrReplaceAll(absl::GetFlag(FLAGS_timeline_out), {{"{rank}", absl::StrCat(rank)}});
-    absl::Status s = WriteFileAtomically(path, TraceJson(rank, series->trace));
+    absl::Status s = WriteFileAtomically(path, tools::TraceJson(rank, series->trace));
     if (!s.ok()) return Fail(s);
   }
   return 0;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -151,6 +152,35 @@ absl::StatusOr<Shapes> RunModelProfiles(const std::string& script, const std::st
         absl::StrCat("\"", shown, "\" printed over ", kMaxProfileBytes >> 20, " MiB"));
   }
   return ParseProfile(text);
+}
+
+absl::StatusOr<std::vector<ProfileTensor>> MakeProfileTensors(const Shapes& shapes, int rank,
+                                                              uint64_t* params) try {
+  std::vector<ProfileTensor> tensors(shapes.size());
+  *params = 0;
+  uint64_t x = 0x9E3779B97F4A7C15ull * (rank + 1);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ProfileTensor& t = tensors[shapes.size() - 1 - i];
+    t.name = absl::StrCat("param", i);
+    t.shape = shapes[i];
+    uint64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    *params += n;
+    t.pristine.resize(n);
+    for (float& v : t.pristine) {  // roughly N(0, 1): sum of uniforms
+      float s = 0;
+      for (int k = 0; k < 4; ++k) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        s += static_cast<float>(x >> 40) / static_cast<float>(1 << 24) - 0.5f;
+      }
+      v = s * 1.7f;
+    }
+    t.grad = t.pristine;
+  }
+  return tensors;
+} catch (const std::bad_alloc&) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("cannot allocate the profile's gradients (", *params, " parameters so far)"));
 }
 
 }  // namespace tools

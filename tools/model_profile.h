@@ -43,6 +43,24 @@ absl::StatusOr<Shapes> ReadProfileFile(const std::string& path);
 absl::StatusOr<Shapes> RunModelProfiles(const std::string& script, const std::string& name,
                                         int64_t params);
 
+// One tensor of a profile, as the benchmarks exchange it: "param<i>" (i
+// its forward index), its shape, a gradient to exchange and the pristine
+// copy a step starts from.
+struct ProfileTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> grad;
+  std::vector<float> pristine;
+};
+
+// The tensors of `shapes` in backprop (reverse) order, each with a
+// rank-specific, roughly N(0, 1) gradient (a sum of four uniforms from a
+// xorshift seeded by the rank); *params their element count.
+// ResourceExhausted when memory runs out (the shapes' total is bounded by
+// ParseProfile; it may still be more than this machine holds).
+absl::StatusOr<std::vector<ProfileTensor>> MakeProfileTensors(const Shapes& shapes, int rank,
+                                                              uint64_t* params);
+
 }  // namespace tools
 }  // namespace gradwire
 

@@ -10,6 +10,7 @@
 #include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/kernels/dispatch.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "gradwire/lib/comm/rendezvous_checks.h"
 #include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -68,6 +69,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("exchange cast_allreduce needs an fp16 or bf16 spec, got \"",
                      options.compression.ToString(), "\""));
+  }
+  if (!options.measure_exchange_model) {
+    absl::Status model = CheckExchangeModel(options.exchange_model);
+    if (!model.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("exchange_model: ", model.message()));
+    }
   }
   GRADWIRE_ASSIGN_OR_RETURN(c->model_,
                             AgreeExchangeModel(*c->world_, options.exchange_model,

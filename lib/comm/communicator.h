@@ -96,7 +96,9 @@ struct CommunicatorOptions {
   // the sparse allreduce or the cast allreduce (flat; hierarchical: the
   // cross-node stage, any but the ring) from P, n, the spec and
   // `exchange_model`. At Create the ranks agree on the model (each figure
-  // the slowest rank's), measured first with measure_exchange_model.
+  // the slowest rank's), measured first with measure_exchange_model
+  // (else Create refuses a model CheckExchangeModel refuses:
+  // exchange_model_spec.h, which also parses its text form).
   // `exchange` set: every compressed buffer takes that one instead
   // (kSparseAllreduce needs a sparse spec, kCastAllreduce fp16 or bf16;
   // Create refuses them otherwise; hierarchical mode: the cross-node stage

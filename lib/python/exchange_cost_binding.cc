@@ -6,13 +6,13 @@
 
 #include <pybind11/pybind11.h>
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "status_exception.h"
 
 namespace gradwire {
@@ -38,32 +38,10 @@ ExchangeKind KindOf(const std::string& name) {
       name, "'"));
 }
 
-// Each field of the model by its Python name (EXCHANGE_MODEL_DEFAULTS'
-// keys), and whether it is a time (>= 0) rather than a rate (> 0).
-struct ModelField {
-  const char* name;
-  double ExchangeModel::*member;
-  bool time;
-};
-constexpr ModelField kModelFields[] = {
-    {"bytes_per_second", &ExchangeModel::bytes_per_second, false},
-    {"seconds_per_round", &ExchangeModel::seconds_per_round, true},
-    {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false},
-    {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
-    {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
-    {"seconds_per_message", &ExchangeModel::seconds_per_message, true}};
-
 // `model` with every field checked (`prefix` starts the messages).
 ExchangeModel Checked(const ExchangeModel& model, const char* prefix = "") {
-  for (const ModelField& f : kModelFields) {
-    const double value = model.*f.member;
-    if (f.time ? !(value >= 0) || !std::isfinite(value) : !(value > 0) || !std::isfinite(value)) {
-      RaiseInvalid(absl::StrCat(prefix, f.name,
-                                f.time ? " must be a finite number >= 0, got "
-                                       : " must be a positive finite number, got ",
-                                value));
-    }
-  }
+  absl::Status s = CheckExchangeModel(model);
+  if (!s.ok()) RaiseInvalid(absl::StrCat(prefix, s.message()));
   return model;
 }
 
@@ -141,7 +119,7 @@ bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_s
 
 py::dict ExchangeModelDict(const ExchangeModel& model) {
   py::dict d;
-  for (const ModelField& f : kModelFields) d[f.name] = model.*f.member;
+  for (const ExchangeModelField& f : ExchangeModelFields()) d[f.name] = model.*f.member;
   return d;
 }
 
@@ -167,16 +145,10 @@ ExchangeModel ExchangeModelArgument(const py::object& value, bool* measure) {
                                     std::string(py::str(py::type::handle_of(key)))));
     }
     const std::string name = key.cast<std::string>();
-    const ModelField* field = nullptr;
-    for (const ModelField& f : kModelFields) {
-      if (name == f.name) field = &f;
-    }
+    const ExchangeModelField* field = FindExchangeModelField(name);
     if (field == nullptr) {
-      std::string names;
-      for (const ModelField& f : kModelFields) {
-        absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
-      }
-      RaiseInvalid(absl::StrCat("exchange_model: unknown key '", name, "' (the keys: ", names,
+      RaiseInvalid(absl::StrCat("exchange_model: unknown key '", name,
+                                "' (the keys: ", ExchangeModelFieldNames(),
                                 "; gradwire.EXCHANGE_MODEL_DEFAULTS has them all)"));
     }
     // Anything with __float__ (int, float, numpy's scalars), but not bool.

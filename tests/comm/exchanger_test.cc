@@ -15,6 +15,7 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/communicator.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "gradwire/lib/comm/gradient_exchanger.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
@@ -34,7 +35,8 @@ void operator delete(void* p, size_t) noexcept { std::free(p); }
 namespace gradwire {
 namespace {
 
-std::unique_ptr<Communicator> MakeComm(const std::string& spec_text, uint64_t dense_below = 16384) {
+// A one-rank communicator with `options`.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateComm(const CommunicatorOptions& options) {
   static int scope = 0;
   static auto store = transport::RendezvousStore::Wrap(
       std::make_shared<gloo::rendezvous::HashStore>(), "job", absl::Seconds(10));
@@ -43,10 +45,14 @@ std::unique_ptr<Communicator> MakeComm(const std::string& spec_text, uint64_t de
   EXPECT_TRUE(world.ok()) << world.status();
   auto secret = JobSecret::FromValue("0123456789abcdef0123", "test");
   auto auth = FrameAuthenticator::Create(*secret, "job");
+  return Communicator::Create(std::move(*world), 0, 1, std::move(*auth), options);
+}
+
+std::unique_ptr<Communicator> MakeComm(const std::string& spec_text, uint64_t dense_below = 16384) {
   CommunicatorOptions options;
   options.compression = *CompressionSpec::Parse(spec_text);
   options.dense_below_elements = dense_below;
-  auto comm = Communicator::Create(std::move(*world), 0, 1, std::move(*auth), options);
+  auto comm = CreateComm(options);
   EXPECT_TRUE(comm.ok()) << comm.status();
   return std::move(*comm);
 }
@@ -75,6 +81,26 @@ TEST(CommunicatorTest, PathRuleFollowsSizeShapeAndMethod) {
   EXPECT_EQ(topk->PathFor(1 << 20, true), ExchangePath::kDense);  // 1-D: biases, norms
   auto none = MakeComm("none");
   EXPECT_EQ(none->PathFor(1 << 20, false), ExchangePath::kDense);
+}
+
+// A model the cost model cannot predict with (a rate of 0 or NaN, a
+// negative time) is refused at Create, naming the figure; measured, the
+// given one is not used, so it is not checked.
+TEST(CommunicatorTest, CreateRefusesAModelItCannotPredictWith) {
+  CommunicatorOptions options;
+  options.compression = *CompressionSpec::Parse("topk:ratio=0.01");
+  options.exchange_model.bytes_per_second = 0;
+  auto comm = CreateComm(options);
+  ASSERT_TRUE(absl::IsInvalidArgument(comm.status())) << comm.status();
+  EXPECT_NE(comm.status().message().find("exchange_model: bytes_per_second"), std::string::npos)
+      << comm.status();
+  options.exchange_model = ExchangeModel();
+  options.exchange_model.seconds_per_round = -1e-6;
+  EXPECT_TRUE(absl::IsInvalidArgument(CreateComm(options).status()));
+  options.exchange_model = *ParseExchangeModel("bytes_per_second=1.25e8,seconds_per_round=2e-4");
+  comm = CreateComm(options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->exchange_model().bytes_per_second, 1.25e8);
 }
 
 TEST(CommunicatorTest, SingleRankCompressedMeanIsTheDecodedFrame) {

@@ -4,9 +4,12 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -70,7 +73,7 @@ TEST(ModelProfile, RunsTheScriptWithoutAShell) {
   absl::StatusOr<Shapes> synthetic = RunModelProfiles(script, "", 1000);
   ASSERT_TRUE(synthetic.ok()) << synthetic.status();
   const std::string marker = TempDir() + "/ran";
-  for (const std::string name :
+  for (const std::string& name :
        {std::string("resnet50; touch ") + marker, std::string("-h"), std::string("a b"),
         std::string(""), std::string("$(touch ") + marker + ")"}) {
     EXPECT_EQ(RunModelProfiles(script, name, 0).status().code(), absl::StatusCode::kInvalidArgument)
@@ -82,6 +85,32 @@ TEST(ModelProfile, RunsTheScriptWithoutAShell) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(RunModelProfiles(script, "", int64_t{1} << 40).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The benchmarks' gradients: backprop order, named by forward index,
+// every element set, the same per rank and different across ranks.
+TEST(ModelProfile, TensorsComeInBackpropOrderWithRankGradients) {
+  const Shapes shapes = {{3, 4}, {5}, {2, 2, 2}};
+  uint64_t params = 0;
+  absl::StatusOr<std::vector<ProfileTensor>> r0 = MakeProfileTensors(shapes, 0, &params);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_EQ(params, 25u);
+  ASSERT_EQ(r0->size(), 3u);
+  EXPECT_EQ((*r0)[0].name, "param2");
+  EXPECT_EQ((*r0)[0].shape, shapes[2]);
+  EXPECT_EQ((*r0)[2].name, "param0");
+  EXPECT_EQ((*r0)[2].pristine.size(), 12u);
+  float biggest = 0;
+  for (const ProfileTensor& t : *r0) {
+    EXPECT_EQ(t.grad, t.pristine);
+    for (float v : t.pristine) biggest = std::max(biggest, std::abs(v));
+  }
+  EXPECT_GT(biggest, 0.1f);
+  EXPECT_LE(biggest, 3.4f);  // four uniforms in [-0.5, 0.5) times 1.7
+  absl::StatusOr<std::vector<ProfileTensor>> again = MakeProfileTensors(shapes, 0, &params);
+  absl::StatusOr<std::vector<ProfileTensor>> r1 = MakeProfileTensors(shapes, 1, &params);
+  EXPECT_EQ((*again)[1].pristine, (*r0)[1].pristine);
+  EXPECT_NE((*r1)[1].pristine, (*r0)[1].pristine);
 }
 
 }  // namespace

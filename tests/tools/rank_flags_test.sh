@@ -46,6 +46,12 @@ done
 expect exchange_bench --params=-1 "--params and --dense_below_elements must be"
 expect exchange_bench --params=9999999999999 "--params must be at most"
 expect exchange_bench --exchange=allreduce "--exchange must be auto, dense_ring"
+for flag in --exchange_model=fast --exchange_model=bytes_per_second --exchange_model=link=1e9 \
+    --exchange_model=bytes_per_second=0 --exchange_model=seconds_per_round=-1 \
+    --exchange_model=bytes_per_second=nan --exchange_model=bytes_per_second=1e8, \
+    --exchange_model=bytes_per_second=1,bytes_per_second=2; do
+  expect exchange_bench "$flag" "--exchange_model=\"${flag#*=}\": exchange model"
+done
 # Profiles: a name is never handed to a shell, files are read only when
 # they are regular, and shapes whose product would wrap are refused.
 tmp="$(mktemp -d "${TEST_TMPDIR:-/tmp}/rank_flags.XXXXXX")"
