@@ -172,7 +172,9 @@ absl::Status SparseAllreduce::ScatterContributions(transport::GlooGroup& group, 
     t0 = absl::Now();
     cost->auth_time += t0 - t1;
     if (!signed_bytes.ok()) return signed_bytes.status();
-    if (j == options_.corrupt_contribution_to_for_test) frame[kRegionHeaderBytes / 2] ^= 1;
+    if (j == options_.corrupt_contribution_to_for_test && runs_ <= options_.corrupt_runs_for_test) {
+      frame[kRegionHeaderBytes / 2] ^= 1;
+    }
     blocks_[j] = absl::MakeConstSpan(frame, *signed_bytes);
     at += caps_[j];
   }
@@ -188,11 +190,22 @@ absl::Status SparseAllreduce::ReduceRegion(const transport::GlooGroup& group, ui
   const int me = group.rank();
   const uint64_t begin = bounds_[me];
   const uint64_t length = bounds_[me + 1] - begin;
+  const uint64_t words = (length + 63) / 64;
   const kernels::ValueFormat format = Format(value_type_);
   const RegionExpectation want = Expect(RegionFrameKind::kContribution, me);
   candidates_.clear();
+  candidate_sums_.clear();
   keys_.clear();
-  sum_.assign(length, 0.0f);
+  if (sums_dirty_ || sum_.size() < length || touched_.size() < words) {
+    sum_.assign(std::max<size_t>(sum_.size(), length), 0.0f);
+    touched_.assign(std::max<size_t>(touched_.size(), words), 0);
+  }
+  sums_dirty_ = true;  // until every contribution is in and read back out
+  uint64_t* touched = touched_.data();
+  auto touch = [touched](const uint32_t* indices, uint64_t count) {
+    for (uint64_t e = 0; e < count; ++e)
+      touched[indices[e] >> 6] |= uint64_t{1} << (indices[e] & 63);
+  };
   for (int r = 0; r < p; ++r) {
     const int sender = group.world_ranks()[r];
     const absl::Time t0 = absl::Now();
@@ -202,34 +215,46 @@ absl::Status SparseAllreduce::ReduceRegion(const transport::GlooGroup& group, ui
     cost->auth_time += t1 - t0;
     if (!frame.ok()) return Rejected(frame.status(), "contribution", sender, bucket, step);
     absl::StatusOr<RegionFrameView> view = ParseRegionFrame(*frame, want, &frame_indices_);
-    if (!view.ok()) {
-      sum_.clear();
-      return Rejected(view.status(), "contribution", sender, bucket, step);
-    }
+    if (!view.ok()) return Rejected(view.status(), "contribution", sender, bucket, step);
     const uint8_t* values = view->values.data();
     absl::Status added;  // host buffers: the CPU reference, which cannot fail on checked input
+    const uint32_t* indices = view->header.layout == RegionLayout::kImplied
+                                  ? relative_.data() + first_entry_[me]
+                                  : frame_indices_.data();
     switch (view->header.layout) {
       case RegionLayout::kDense:
         for (uint64_t i = 0; i < length; ++i) sum_[i] += kernels::LoadValue(values, i, format);
-        break;
-      case RegionLayout::kImplied:
-        added = kernels::SparseDecodeAccumulate(relative_.data() + first_entry_[me], values,
-                                                view->header.count, format, sum_.data());
+        std::fill(touched, touched + length / 64, ~uint64_t{0});
+        if (length % 64 != 0) touched[length / 64] |= (uint64_t{1} << (length % 64)) - 1;
         break;
       default:
-        added = kernels::SparseDecodeAccumulate(frame_indices_.data(), values, view->header.count,
-                                                format, sum_.data());
+        added = kernels::SparseDecodeAccumulate(indices, values, view->header.count, format,
+                                                sum_.data());
+        touch(indices, view->header.count);
         break;
     }
     if (!added.ok()) return added;
     cost->compress_time += absl::Now() - t1;
   }
+  // The candidates, ascending: every touched entry whose sum is not zero;
+  // each word of touched_ is cleared as it is read.
   const absl::Time t2 = absl::Now();
-  for (uint64_t i = 0; i < length; ++i) {
-    if (IsZero(sum_[i])) continue;
-    candidates_.push_back(static_cast<uint32_t>(i));
-    keys_.push_back(SelectionKey(sum_[i], begin + i));
+  for (uint64_t w = 0; w < words; ++w) {
+    uint64_t bits = touched[w];
+    if (bits == 0) continue;
+    touched[w] = 0;
+    do {
+      const uint64_t i = 64 * w + static_cast<uint64_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      const float sum = sum_[i];
+      sum_[i] = 0.0f;
+      if (IsZero(sum)) continue;
+      candidates_.push_back(static_cast<uint32_t>(i));
+      candidate_sums_.push_back(sum);
+      keys_.push_back(SelectionKey(sum, begin + i));
+    } while (bits != 0);
   }
+  sums_dirty_ = false;
   cost->compress_time += absl::Now() - t2;
   return absl::OkStatus();
 }
@@ -276,21 +301,30 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
                                  static_cast<uint32_t>(owner_status.code()), absl::MakeSpan(send_));
   } else {
     // Implied layout: a value for every shared index (0: no survivor).
-    my_survivors_.clear();
+    const uint64_t most = random_k_ ? first_entry_[me + 1] - first_entry_[me] : candidates_.size();
+    my_survivors_.resize(most);
+    value_bytes_.resize(4 * most);
+    uint64_t kept = 0;
+    auto keep = [this, &kept](uint32_t relative, float sum) {
+      my_survivors_[kept] = relative;
+      kernels::StoreValue(value_bytes_.data(), kept++, sum, kernels::ValueFormat::kFp32);
+    };
     if (random_k_) {
+      // Every shared index, its sum where it is a candidate (both lists
+      // ascending), else 0.
+      size_t c = 0;
       for (uint64_t e = first_entry_[me]; e < first_entry_[me + 1]; ++e) {
-        my_survivors_.push_back(relative_[e]);
+        const uint32_t i = relative_[e];
+        while (c < candidates_.size() && candidates_[c] < i) ++c;
+        keep(i, c < candidates_.size() && candidates_[c] == i ? candidate_sums_[c] : 0.0f);
       }
     } else {
       for (size_t c = 0; c < candidates_.size(); ++c) {
-        if (keys_[c] >= threshold_) my_survivors_.push_back(candidates_[c]);
+        if (keys_[c] >= threshold_) keep(candidates_[c], candidate_sums_[c]);
       }
     }
-    value_bytes_.resize(4 * my_survivors_.size());
-    for (size_t c = 0; c < my_survivors_.size(); ++c) {
-      kernels::StoreValue(value_bytes_.data(), c, sum_[my_survivors_[c]],
-                          kernels::ValueFormat::kFp32);
-    }
+    my_survivors_.resize(kept);
+    value_bytes_.resize(4 * kept);
     RegionFrameHeader h;
     h.kind = RegionFrameKind::kSurvivors;
     h.region = me;
@@ -432,6 +466,7 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
     return s;
   };
   const int p = group.size();
+  ++runs_;
   last_ = SparseAllreduceInfo();
   n_ = n;
   k_ = codec_.spec().SelectedCount(n);

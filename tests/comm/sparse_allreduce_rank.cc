@@ -597,7 +597,10 @@ void ScenarioAuth() {
   const std::string kind = env.Text("kind", "secret");
   const bool odd = env.rank() == 1;
   SparseAllreduceOptions options;
-  if (odd && kind == "tamper") options.corrupt_contribution_to_for_test = 0;
+  if (odd && kind == "tamper") {
+    options.corrupt_contribution_to_for_test = 0;
+    options.corrupt_runs_for_test = 1;
+  }
   auto rig = NewRig(env.Text("spec", "topk:ratio=0.05"),
                     odd && kind == "secret" ? "another-secret-entirely-9876543210" : kSecret,
                     env.config.job_id + (odd && kind == "job" ? "-other" : ""), options);
@@ -613,6 +616,18 @@ void ScenarioAuth() {
            s.ToString());
   }
   Expect(data == before, "data unchanged");
+  if (kind == "tamper") {
+    // The owner of region 0 stopped half way through its sums; the next
+    // Run of the same exchange (no forgery now) starts from none of them:
+    // an all-zero gradient averages to zeros.
+    std::vector<float> zeros(4000, 0.0f);
+    s = rig->Run(7, 4, &zeros);
+    Expect(s.ok(), "the next run succeeds", s.ToString());
+    const auto stale = std::find_if(zeros.begin(), zeros.end(), [](float v) { return v != 0.0f; });
+    Expect(
+        stale == zeros.end(), "the next run holds nothing of the failed one",
+        stale == zeros.end() ? "" : absl::StrCat("element ", stale - zeros.begin(), " = ", *stale));
+  }
 }
 
 void ScenarioFault() {
