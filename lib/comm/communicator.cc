@@ -385,30 +385,44 @@ absl::Status Communicator::EncodeStage(uint32_t bucket, uint64_t step, absl::Spa
                                        absl::Span<const float> dense, StagedBucket& f,
                                        ExchangeStats* cost) {
   const absl::AlphaNum key(bucket);  // as in AllreduceMean: the residual's key
-  f.by_cast = KindFor(data.size()) == ExchangeKind::kCastAllreduce;
-  if (!dense.empty() && f.by_cast) {
+  f.kind = KindFor(data.size());
+  if (!dense.empty() && f.kind != ExchangeKind::kSparseAllgather) {
     return absl::FailedPreconditionError(
         absl::StrCat("bucket ", bucket,
                      ": a dense part rides only in the sparse allgather's frames, and this "
-                     "bucket takes the cast allreduce"));
+                     "bucket takes the ",
+                     ExchangeKindName(f.kind)));
   }
-  if (f.by_cast) {
-    return cast_allreduce_->Prepare(*world_, ef_, key.Piece(), bucket, step, data, data, f.cast,
-                                    cost);
+  switch (f.kind) {
+    case ExchangeKind::kCastAllreduce:
+      return cast_allreduce_->Prepare(*world_, ef_, key.Piece(), bucket, step, data, data, f.cast,
+                                      cost);
+    case ExchangeKind::kSparseAllreduce:
+      return sparse_allreduce_->Prepare(ef_, key.Piece(), bucket, step, data, data, f.sparse, cost);
+    case ExchangeKind::kSparseAllgather:
+      return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, dense, f.gather, cost);
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrCat("bucket ", bucket, " takes the dense ring, which has no stages"));
   }
-  return flat_->Encode(*world_, ef_, key.Piece(), bucket, step, data, dense, f.gather, cost);
 }
 
 absl::Status Communicator::TransferStage(StagedBucket& f, ExchangeStats* cost) {
-  if (f.by_cast) {
-    return cast_allreduce_->Complete(*world_, f.cast, static_cast<float>(world_->size()), cost);
+  const float world = static_cast<float>(world_->size());
+  switch (f.kind) {
+    case ExchangeKind::kCastAllreduce:
+      return cast_allreduce_->Complete(*world_, f.cast, world, cost);
+    case ExchangeKind::kSparseAllreduce:
+      return sparse_allreduce_->Complete(*world_, f.sparse, world, cost);
+    default:
+      return flat_->Transfer(*world_, f.gather, cost);
   }
-  return flat_->Transfer(*world_, f.gather, cost);
 }
 
 absl::Status Communicator::FinishStage(StagedBucket& f, absl::Span<float> data,
                                        absl::Span<float> dense, ExchangeStats* cost) {
-  if (f.by_cast) return absl::OkStatus();  // TransferStage wrote the average
+  // The allreduces' TransferStage wrote the average.
+  if (f.kind != ExchangeKind::kSparseAllgather) return absl::OkStatus();
   return flat_->Finish(*world_, f.gather, data, dense, static_cast<float>(world_->size()), cost);
 }
 

@@ -239,17 +239,19 @@ class Communicator {
   // pipelines buckets (GradientExchanger): while TransferStage has bucket
   // i on the wire, EncodeStage can prepare bucket i+1 and FinishStage
   // average bucket i-1. Together they are exactly AllreduceMean (same
-  // frames, same floats). Only where CanStage(path, elements): flat,
-  // compressed, and the bucket takes the sparse allgather or the cast
-  // allreduce.
+  // frames, same floats). Only where CanStage(path, elements): flat and
+  // compressed (every exchange a compressed bucket can take but the ring).
   //   EncodeStage  error feedback + encode + sign (the cast allreduce:
-  //                + its sealed region frames); CPU only.
+  //                + its sealed region frames; the sparse allreduce: + its
+  //                entries read back); CPU only.
   //   TransferStage  the collectives (the allgather: descriptors,
-  //                agreement, allgatherv; the cast allreduce: all of
-  //                Complete, which writes the average into EncodeStage's
-  //                `data`).
+  //                agreement, allgatherv; the cast and sparse allreduces:
+  //                all of their Complete, which writes the average into
+  //                EncodeStage's `data` and, for the sparse allreduce,
+  //                gives back to the residual what the global selection
+  //                dropped).
   //   FinishStage  the allgather: verify MACs, decode-accumulate, average
-  //                into `data`; CPU only. The cast allreduce: nothing.
+  //                into `data`; CPU only. The allreduces: nothing.
   // Threads: EncodeStage and FinishStage from one thread (they share the
   // residuals and decode scratch); TransferStage, AllreduceMean, Close and
   // the checkpoint calls from one other (the group's owner) or with the
@@ -261,7 +263,8 @@ class Communicator {
   struct StagedBucket {
     SparseAllgather::InFlight gather;
     CastAllreduce::Staged cast;
-    bool by_cast = false;  // which of the two this bucket takes
+    SparseAllreduce::Staged sparse;
+    ExchangeKind kind = ExchangeKind::kSparseAllgather;  // which of the three it takes
   };
   bool CanStage(ExchangePath path) const {
     return path == ExchangePath::kCompressed && !options_.hierarchical;
@@ -286,8 +289,7 @@ class Communicator {
   // Whether a compressed buffer of `elements` can take the staged calls.
   bool CanStage(ExchangePath path, uint64_t elements) const {
     const ExchangeKind kind = KindFor(elements);
-    return CanStage(path) &&
-           (kind == ExchangeKind::kSparseAllgather || kind == ExchangeKind::kCastAllreduce);
+    return CanStage(path) && kind != ExchangeKind::kDenseRing;
   }
   // The exchange a compressed buffer of `elements` takes (see
   // CommunicatorOptions::exchange), the same on every rank.

@@ -449,6 +449,13 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
                                   absl::string_view key, uint32_t bucket, uint64_t step,
                                   absl::Span<const float> in, absl::Span<float> out, float divisor,
                                   ExchangeStats* stats) {
+  GRADWIRE_RETURN_IF_ERROR(Prepare(ef, key, bucket, step, in, out, staged_, stats));
+  return Complete(group, staged_, divisor, stats);
+}
+
+absl::Status SparseAllreduce::Prepare(ErrorFeedback& ef, absl::string_view key, uint32_t bucket,
+                                      uint64_t step, absl::Span<const float> in,
+                                      absl::Span<float> out, Staged& st, ExchangeStats* stats) {
   const uint64_t n = in.size();
   if (out.size() != n || n >= (uint64_t{1} << 32) || !Supports(codec_.spec())) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -457,52 +464,79 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   }
   ExchangeStats cost;
   auto finish = [&](absl::Status s) {
+    if (stats != nullptr) stats->Add(cost);
+    return s;
+  };
+  st.bucket = bucket;
+  st.step = step;
+  st.n = n;
+  st.k = codec_.spec().SelectedCount(n);
+  st.out = out;
+  st.nonfinite = false;
+
+  // 1. Encode, then read this rank's entries back from its frame.
+  const absl::Time t0 = absl::Now();
+  st.frame.resize(codec_.MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(st.frame));
+  if (!encoded.ok()) return finish(encoded.status());
+  cost.nonfinite += encoded->nonfinite;
+  st.nonfinite = encoded->nonfinite > 0;
+  // Where Complete gives back what did not survive (empty: error feedback
+  // off, nothing to give back).
+  st.residual = ef.MutableHostResidual(key);
+  if (codec_.spec().UsesErrorFeedback() && st.residual.size() != n) {
+    return finish(absl::FailedPreconditionError(
+        absl::StrCat("sparse allreduce of \"", key, "\": its residual is not in host memory")));
+  }
+  FrameLimits own;  // just encoded here: the checksum would re-read it
+  own.integrity = FrameIntegrity::kVerifiedByCaller;
+  absl::StatusOr<ParsedFrame> parsed =
+      ParseFrame(absl::MakeConstSpan(st.frame.data(), encoded->frame_bytes), own);
+  if (!parsed.ok()) return finish(parsed.status());
+  st.values = parsed->sections.values;
+  st.indices.resize(st.k);
+  absl::Status s;
+  if (random_k_) {
+    uint64_t temp_bytes = 0;
+    s = kernels::RandomKIndices(nullptr, &temp_bytes, codec_.spec().seed, step, n, st.k, nullptr);
+    st.random_temp.resize(temp_bytes);
+    if (s.ok()) {
+      s = kernels::RandomKIndices(st.random_temp.data(), &temp_bytes, codec_.spec().seed, step, n,
+                                  st.k, st.indices.data());
+    }
+  } else {
+    s = DecodeIndices(codec_.spec().indices, parsed->sections.indices, n,
+                      absl::MakeSpan(st.indices));
+  }
+  cost.compress_time += absl::Now() - t0;
+  return finish(s);
+}
+
+absl::Status SparseAllreduce::Complete(transport::GlooGroup& group, Staged& st, float divisor,
+                                       ExchangeStats* stats) {
+  ExchangeStats cost;
+  auto finish = [&](absl::Status s) {
+    my_indices_.swap(st.indices);  // back to the bucket, capacity and all
     if (s.ok()) {
       cost.compressed_buckets = 1;
       cost.sparse_allreduce_buckets = 1;
-      cost.elements = n;
+      cost.elements = st.n;
     }
     if (stats != nullptr) stats->Add(cost);
     return s;
   };
   const int p = group.size();
+  const uint32_t bucket = st.bucket;
+  const uint64_t step = st.step;
   ++runs_;
   last_ = SparseAllreduceInfo();
-  n_ = n;
-  k_ = codec_.spec().SelectedCount(n);
-
-  // 1. Encode, then read this rank's entries back from its frame.
-  const absl::Time t0 = absl::Now();
-  frame_.resize(codec_.MaxEncodedBytes(n));
-  absl::StatusOr<EncodeStats> encoded = ef.Encode(key, in, step, absl::MakeSpan(frame_));
-  if (!encoded.ok()) return finish(encoded.status());
-  cost.nonfinite += encoded->nonfinite;
-  FrameLimits own;  // just encoded here: the checksum would re-read it
-  own.integrity = FrameIntegrity::kVerifiedByCaller;
-  absl::StatusOr<ParsedFrame> parsed =
-      ParseFrame(absl::MakeConstSpan(frame_.data(), encoded->frame_bytes), own);
-  if (!parsed.ok()) return finish(parsed.status());
-  my_values_ = parsed->sections.values;
-  my_indices_.resize(k_);
-  if (random_k_) {
-    uint64_t temp_bytes = 0;
-    absl::Status s =
-        kernels::RandomKIndices(nullptr, &temp_bytes, codec_.spec().seed, step, n, k_, nullptr);
-    random_temp_.resize(temp_bytes);
-    if (s.ok()) {
-      s = kernels::RandomKIndices(random_temp_.data(), &temp_bytes, codec_.spec().seed, step, n, k_,
-                                  my_indices_.data());
-    }
-    if (!s.ok()) return finish(s);
-  } else {
-    absl::Status s = DecodeIndices(codec_.spec().indices, parsed->sections.indices, n,
-                                   absl::MakeSpan(my_indices_));
-    if (!s.ok()) return finish(s);
-  }
-  cost.compress_time += absl::Now() - t0;
+  n_ = st.n;
+  k_ = st.k;
+  my_values_ = st.values;
+  my_indices_.swap(st.indices);
 
   // 2-5. The collectives; an owner's complaint travels as its notice.
-  absl::Status s = Agree(group, bucket, step, n, encoded->nonfinite > 0, &cost);
+  absl::Status s = Agree(group, bucket, step, n_, st.nonfinite, &cost);
   if (s.ok()) s = ScatterContributions(group, bucket, step, &cost);
   if (!s.ok()) return finish(s);
   const absl::Status owner_status = ReduceRegion(group, bucket, step, &cost);
@@ -512,30 +546,31 @@ absl::Status SparseAllreduce::Run(transport::GlooGroup& group, ErrorFeedback& ef
   last_.bounds = bounds_;
 
   // 6. Everything checked: the average, and what did not survive back
-  // into the residual (both lists ascending).
+  // into the residual (both lists ascending): residual[i] = fl(residual[i]
+  // + value), which holds acc again (ErrorFeedback::GiveBack's rule).
   const absl::Time t1 = absl::Now();
+  const absl::Span<float> out = st.out;
   std::fill(out.begin(), out.end(), 0.0f);
   for (size_t c = 0; c < survivor_indices_.size(); ++c) {
     out[survivor_indices_[c]] = survivor_values_[c] / divisor;
   }
-  give_indices_.clear();
-  give_values_.clear();
-  const kernels::ValueFormat format = Format(value_type_);
-  size_t c = 0;
-  for (uint64_t e = 0; e < k_; ++e) {
-    const uint32_t i = my_indices_[e];
-    while (c < survivor_indices_.size() && survivor_indices_[c] < i) ++c;
-    if (c < survivor_indices_.size() && survivor_indices_[c] == i) continue;
-    give_indices_.push_back(i);
-    give_values_.push_back(kernels::LoadValue(my_values_.data(), e, format));
+  if (!st.residual.empty()) {
+    const kernels::ValueFormat format = Format(value_type_);
+    float* residual = st.residual.data();
+    size_t c = 0;
+    for (uint64_t e = 0; e < k_; ++e) {
+      const uint32_t i = my_indices_[e];
+      while (c < survivor_indices_.size() && survivor_indices_[c] < i) ++c;
+      if (c < survivor_indices_.size() && survivor_indices_[c] == i) continue;
+      residual[i] =
+          kernels::ResidualAfter(residual[i], -kernels::LoadValue(my_values_.data(), e, format));
+    }
   }
-  s = ef.GiveBack(key, give_indices_, give_values_);
   // A rank's non-finite input is non-finite on every rank, as in the
   // allgather's frames (codec.h's non-finite policy).
   if (nonfinite_) std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
   cost.compress_time += absl::Now() - t1;
-  if (!s.ok()) return finish(s);
-  PlanNext(bucket, n, p);
+  PlanNext(bucket, n_, p);
   return finish(absl::OkStatus());
 }
 

@@ -120,9 +120,42 @@ class SparseAllreduce {
   // frame (naming the sender or the owner that rejected it), the
   // transport's Unavailable / DeadlineExceeded / FailedPrecondition.
   // n must be below 2^32.
+  // Run is exactly Prepare and Complete in a row.
   absl::Status Run(transport::GlooGroup& group, ErrorFeedback& ef, absl::string_view key,
                    uint32_t bucket, uint64_t step, absl::Span<const float> in,
                    absl::Span<float> out, float divisor, ExchangeStats* stats);
+
+  // One bucket between the two stages (owned by the caller: one per bucket
+  // in flight), so that bucket i+1 can be encoded while bucket i is on the
+  // wire (GradientExchanger, through the Communicator's staged calls).
+  struct Staged {
+    uint32_t bucket = 0;
+    uint64_t step = 0;
+    uint64_t n = 0, k = 0;
+    absl::Span<float> out;
+    absl::Span<float> residual;        // the key's (empty: no error feedback)
+    std::vector<uint8_t> frame;        // this rank's codec frame
+    absl::Span<const uint8_t> values;  // its values section
+    std::vector<uint32_t> indices;     // its entries' indices, ascending
+    std::vector<uint8_t> random_temp;  // random-k's index generation
+    bool nonfinite = false;            // this rank's input was
+  };
+  // Step 1: error feedback, encode, this rank's entries read back; CPU
+  // only, no collective. `out` must stay valid, and untouched by the
+  // caller, until Complete returns; so must the key's residual (Complete
+  // gives back to it what the global selection drops). FailedPrecondition
+  // if error feedback is on and the residual is not in host memory.
+  absl::Status Prepare(ErrorFeedback& ef, absl::string_view key, uint32_t bucket, uint64_t step,
+                       absl::Span<const float> in, absl::Span<float> out, Staged& st,
+                       ExchangeStats* stats);
+  // Steps 2-6 for a prepared bucket: the collectives, the average into its
+  // `out` and the give-back into its residual.
+  absl::Status Complete(transport::GlooGroup& group, Staged& st, float divisor,
+                        ExchangeStats* stats);
+  // Threads: Prepare and Complete may run on two threads for different
+  // Staged (Prepare uses the ErrorFeedback and its Staged, Complete the
+  // group, its Staged and the members below); calls of one stage must not
+  // overlap, and a Staged is handed on with a happens-before edge.
 
   // Sets the region plan of `bucket`'s next exchange: P + 1 boundaries,
   // 0 = b_0 <= b_1 <= ... <= b_P = n (regions may be empty). Every rank
@@ -177,17 +210,16 @@ class SparseAllreduce {
   SparseAllreduceInfo last_;
 
   // The call in progress (grown, never shrunk).
+  Staged staged_;  // Run's
   uint64_t n_ = 0, k_ = 0;
   bool nonfinite_ = false;               // some rank's input was non-finite
   std::vector<uint64_t> bounds_;         // P + 1
   std::vector<uint64_t> agreed_;         // the agreement's table
   std::vector<uint64_t> first_entry_;    // P + 1: my first entry in each region
-  std::vector<uint8_t> frame_;           // this rank's codec frame
-  absl::Span<const uint8_t> my_values_;  // its values section
-  std::vector<uint32_t> my_indices_;     // its entries' indices (ascending)
+  absl::Span<const uint8_t> my_values_;  // this rank's values (Complete: the Staged's)
+  std::vector<uint32_t> my_indices_;     // their indices (Complete: the Staged's, swapped in)
   std::vector<uint32_t> relative_;       // the same, relative to their region
-  std::vector<uint8_t> random_temp_;
-  std::vector<uint8_t> send_;  // outgoing frames
+  std::vector<uint8_t> send_;            // outgoing frames
   std::vector<absl::Span<const uint8_t>> blocks_;
   std::vector<uint64_t> caps_;
   std::vector<uint8_t> scratch_;  // the transport's
@@ -209,8 +241,6 @@ class SparseAllreduce {
   std::vector<uint8_t> value_bytes_;        // their fp32 sums, little endian
   std::vector<uint32_t> survivor_indices_;  // global, ascending
   std::vector<float> survivor_values_;
-  std::vector<uint32_t> give_indices_;
-  std::vector<float> give_values_;
 };
 
 }  // namespace gradwire
