@@ -47,8 +47,14 @@ constexpr double kDirectMaxBlock = 256 << 10;
 // and 8, the same ns an entry at both
 // (docs/results/2026-12-06-allreduce-entry-cost.md). It was 3 (the
 // decode-accumulates alone), which had the allreduce chosen at 5 % on 4
-// ranks where it took 3x the allgather's step.
-constexpr double kSparseAllreduceEntryDecodes = 13;
+// ranks where it took 3x the allgather's step. Then 13, until the owner's
+// sums went by a bitmap of the touched entries and the give-back went
+// straight into the residual: on a Zen 3 guest the same forced pairs gave
+// 16.9 decodes an entry before and 14.0 after (the slope 69.1 -> 57.4 ns),
+// so 13 x 14.0 / 16.9, and the per-element term lost the zeroing and scan
+// of the region's sums (the intercept fell by 20 ms at n = 63M, P = 4;
+// docs/results/2026-12-06-allreduce-bitmap.md).
+constexpr double kSparseAllreduceEntryDecodes = 11;
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
 // (64-bit: at p >= 2^30 an int's 2 << steps would overflow and the loop
@@ -226,9 +232,11 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double round_messages = p <= kDirectMaxRanks ? 2 * (p - 1) : round_steps;
       c.messages =
           p > 1 ? agree_messages + (p - 1) + selection * round_messages + BruckSteps(p) : 0;
+      // Dense passes: the average written (n) and, measured beyond the
+      // allgather's, about one pass over a region (n / P).
       c.compute_seconds = encode +
                           kSparseAllreduceEntryDecodes * k / model.decoded_entries_per_second +
-                          (n + 2 * n / p) / stream;
+                          (n + n / p) / stream;
       break;
     }
     case ExchangeKind::kCastAllreduce: {

@@ -48,7 +48,7 @@
 // moves more than a dense ring plus framing: SparCML's rule). Time is
 // bytes / bandwidth + rounds * round latency + compute, where compute is
 // one core's CPU: encode over n, the entries' work in decodes of an entry
-// (the allgather decodes P k; the sparse allreduce does 13 decodes' worth
+// (the allgather decodes P k; the sparse allreduce does 11 decodes' worth
 // per entry of its k, measured: splitting, the owner's sums, selection,
 // survivors, give-back), the dense passes over the bucket (zeroing, scans,
 // division) and the messages a step sends beyond the one a measured round
