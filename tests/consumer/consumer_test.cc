@@ -56,9 +56,15 @@ TEST(ConsumerTest, OneRankCommunicatorAveragesThroughTheFullStack) {
   ASSERT_TRUE(secret.ok()) << secret.status();
   gradwire::CommunicatorOptions options;
   options.compression = *gradwire::CompressionSpec::Parse("topk:ratio=0.01");
+  // The cost model's figures by name, as the tools' --exchange_model takes them.
+  absl::StatusOr<gradwire::ExchangeModel> model =
+      gradwire::ParseExchangeModel("bytes_per_second=1.25e8,seconds_per_round=2e-4");
+  ASSERT_TRUE(model.ok()) << model.status();
+  options.exchange_model = *model;
   absl::StatusOr<std::unique_ptr<gradwire::Communicator>> comm =
       gradwire::Communicator::Connect(*full, *secret, options);
   ASSERT_TRUE(comm.ok()) << comm.status();
+  EXPECT_EQ((*comm)->exchange_model().bytes_per_second, 1.25e8);
 
   std::vector<float> grad(1 << 16);
   for (size_t i = 0; i < grad.size(); ++i) grad[i] = (i % 97 == 0) ? 100.0f + i : 0.001f;
