@@ -413,8 +413,10 @@ buffer, exchange_estimates says why), 'allgather', 'sparse_allreduce'
 (sparse specs only) or 'dense' (the ring, no compression).
 exchange_model: what 'auto' predicts with: None (EXCHANGE_MODEL_DEFAULTS,
 a 10 Gbit/s link), a dict of some of its keys (e.g. {'bytes_per_second':
-1.25e8} for 1 Gbit/s; the rest default) or 'measure' (the link, a round
-and this spec's codec, measured at construction, ~1 MB a rank). Each
+1.25e8} for 1 Gbit/s; the rest default), the same as a str
+('bytes_per_second=1.25e8', the tools' --exchange_model form) or 'measure'
+(the link, a round and this spec's codec, measured at construction, ~1 MB
+a rank). Each
 figure the ranks use is the slowest rank's (the exchange_model property).
 Buffers: torch tensors and other DLPack producers, numpy arrays and the
 buffer protocol; float32 in place, float16/bfloat16 widened and rounded

@@ -128,16 +128,25 @@ ExchangeModel ExchangeModelArgument(const py::object& value, bool* measure) {
   ExchangeModel model;
   if (value.is_none()) return model;
   if (py::isinstance<py::str>(value)) {
-    if (value.cast<std::string>() == "measure") {
+    const std::string text = value.cast<std::string>();
+    if (text == "measure") {
       *measure = true;
       return model;
     }
-    RaiseInvalid(absl::StrCat("exchange_model must be None, 'measure' or a dict, got '",
-                              value.cast<std::string>(), "'"));
+    // The tools' text form, "bytes_per_second=1.25e8,seconds_per_round=2e-4".
+    absl::StatusOr<ExchangeModel> parsed = ParseExchangeModel(text);
+    if (!parsed.ok()) {
+      RaiseInvalid(
+          absl::StrCat("exchange_model must be None, 'measure', a dict or figures by "
+                       "name ('bytes_per_second=1.25e8,...'), got '",
+                       text, "': ", parsed.status().message()));
+    }
+    return *parsed;
   }
   if (!py::isinstance<py::dict>(value)) {
-    RaiseUnsupported(absl::StrCat("exchange_model must be None, 'measure' or a dict, got ",
-                                  std::string(py::str(py::type::handle_of(value)))));
+    RaiseUnsupported(absl::StrCat(
+        "exchange_model must be None, 'measure', a dict or figures by name in a str, got ",
+        std::string(py::str(py::type::handle_of(value)))));
   }
   for (const auto& [key, item] : value.cast<py::dict>()) {
     if (!py::isinstance<py::str>(key)) {

@@ -179,7 +179,11 @@ class ThreadRanks(unittest.TestCase):
                ({"bytes_per_second": None}, g.UnsupportedError, "must be a number"),
                ({1: 1e9}, g.UnsupportedError, "keys must be str"),
                ("fast", g.InvalidArgumentError, "'measure'"),
-               ([1e9], g.UnsupportedError, "None, 'measure' or a dict")]
+               ("fast", g.InvalidArgumentError, "is not name=value"),
+               ("link=1e9", g.InvalidArgumentError, "unknown name \"link\""),
+               ("bytes_per_second=0", g.InvalidArgumentError, "positive finite"),
+               ("bytes_per_second=1e8,bytes_per_second=1e9", g.InvalidArgumentError, "twice"),
+               ([1e9], g.UnsupportedError, "None, 'measure', a dict")]
         for i, (model, error, words) in enumerate(bad):
             with self.assertRaisesRegex(error, "exchange_model") as caught:
                 g.Communicator("topk:ratio=0.01", SECRET, store=ThreadStore(), rank=0,
@@ -193,6 +197,13 @@ class ThreadRanks(unittest.TestCase):
                               world_size=1, job_id="numpy",
                               exchange_model={"bytes_per_second": np.float32(2.5e8),
                                               "seconds_per_round": 0})
+        self.assertEqual(comm.exchange_model, dict(g.EXCHANGE_MODEL_DEFAULTS,
+                                                   bytes_per_second=2.5e8, seconds_per_round=0))
+        comm.close()
+        # The tools' text form gives the same model.
+        comm = g.Communicator("topk:ratio=0.01", SECRET, store=ThreadStore(), rank=0,
+                              world_size=1, job_id="text",
+                              exchange_model="bytes_per_second=2.5e8,seconds_per_round=0")
         self.assertEqual(comm.exchange_model, dict(g.EXCHANGE_MODEL_DEFAULTS,
                                                    bytes_per_second=2.5e8, seconds_per_round=0))
         comm.close()

@@ -226,8 +226,10 @@ class Communicator(_gradwire.Communicator):
     exchange_model: what the cost model predicts with when it picks each
         buffer's exchange: None (EXCHANGE_MODEL_DEFAULTS: a 10 Gbit/s link),
         a dict of some of those keys (e.g. {"bytes_per_second": 1.25e8} on
-        1 Gbit/s links; the rest keep their defaults) or "measure" (the
-        link, a round and the codec measured while constructing). The
+        1 Gbit/s links; the rest keep their defaults), the same as a str
+        ("bytes_per_second=1.25e8", the C++ tools' --exchange_model form)
+        or "measure" (the link, a round and the codec measured while
+        constructing). The
         ranks agree on each figure's slowest; self.exchange_model says
         what they agreed on, and can be passed to the next Communicator.
     Other keyword arguments: hierarchical, dense_below_elements,
