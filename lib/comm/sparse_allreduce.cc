@@ -203,8 +203,9 @@ absl::Status SparseAllreduce::ReduceRegion(const transport::GlooGroup& group, ui
   sums_dirty_ = true;  // until every contribution is in and read back out
   uint64_t* touched = touched_.data();
   auto touch = [touched](const uint32_t* indices, uint64_t count) {
-    for (uint64_t e = 0; e < count; ++e)
+    for (uint64_t e = 0; e < count; ++e) {
       touched[indices[e] >> 6] |= uint64_t{1} << (indices[e] & 63);
+    }
   };
   for (int r = 0; r < p; ++r) {
     const int sender = group.world_ranks()[r];
