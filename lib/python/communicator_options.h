@@ -24,7 +24,7 @@ JobSecret ResolveSecret(const pybind11::object& secret, const std::string& secre
 // checked (InvalidArgumentError naming it). exchange: None or 'auto' (the
 // cost model), else the exchange every compressed buffer takes
 // ('allgather', 'dense' and the library's kind names). exchange_model:
-// None, 'measure' or a dict (ExchangeModelArgument,
+// None, 'measure', a dict or its text form (ExchangeModelArgument,
 // exchange_cost_binding.h).
 CommunicatorOptions OptionsOf(const std::string& spec, bool hierarchical,
                               pybind11::handle dense_below_elements, bool dense_one_dimensional,

@@ -20,11 +20,13 @@ void DefineExchangeCost(pybind11::module_& m);
 pybind11::dict ExchangeModelDict(const ExchangeModel& model);
 
 // The Communicator's exchange_model= argument: None (the defaults),
-// 'measure' (the defaults, *measure set: measured at construction) or a
+// 'measure' (the defaults, *measure set: measured at construction), a
 // dict of some of ExchangeModelDict's keys to numbers (int or float, not
-// bool; the rest keep their defaults). Raises InvalidArgumentError for an
-// unknown key or string, a rate that is not positive and finite or a time
-// that is negative or not finite; UnsupportedError for another type.
+// bool; the rest keep their defaults) or the same figures as text
+// ("bytes_per_second=1.25e8,...": ParseExchangeModel). Raises
+// InvalidArgumentError for an unknown key, text that does not parse, a
+// rate that is not positive and finite or a time that is negative or not
+// finite; UnsupportedError for another type.
 ExchangeModel ExchangeModelArgument(const pybind11::object& value, bool* measure);
 
 // {kind name: exchange_cost's dict} for every kind `spec` admits (the

@@ -103,7 +103,7 @@ def arguments_case():
         [({"exchange_model": {"link": 1e9}}, ValueError, "exchange_model: unknown key 'link'"),
          ({"exchange_model": {"bytes_per_second": -1}}, ValueError,
           "exchange_model's bytes_per_second must be a positive finite number"),
-         ({"exchange_model": 1e9}, TypeError, "exchange_model must be None, 'measure' or")],
+         ({"exchange_model": 1e9}, TypeError, "exchange_model must be None, 'measure', a dict")],
         failures, forbid="--")
     print("PASS" if not failures else f"FAILED: {failures}", flush=True)
     return 0 if not failures else 1
