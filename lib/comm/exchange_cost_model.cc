@@ -362,6 +362,15 @@ const char* ExchangeChoiceRule(const CompressionSpec& spec) {
   return "the cost model's smallest predicted time";
 }
 
+double MeasuredLinkRate(absl::Span<const double> transfer_seconds, double bytes,
+                        double latency_seconds) {
+  if (transfer_seconds.size() < 2) return 0;
+  std::vector<double> timed(transfer_seconds.begin() + 1, transfer_seconds.end());
+  std::nth_element(timed.begin(), timed.begin() + timed.size() / 2, timed.end());
+  const double seconds = timed[timed.size() / 2] - latency_seconds;
+  return bytes / std::max(seconds, 1e-6);
+}
+
 namespace {
 
 // The median CPU time of `reps` calls of `call` after one untimed call.
@@ -391,7 +400,7 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     // (the caller's thread, the transport's event loop, the system calls),
     // the median trip's (another thread's work can land in any one),
     // per step: one message sent and one received.
-    constexpr int kTrips = 16;
+    constexpr int kTrips = 16, kTransfers = 5;
     std::vector<uint64_t> word(1);
     std::vector<double> trip_cpu(kTrips);
     auto trip = [&] {
@@ -409,18 +418,21 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     model.seconds_per_round = absl::ToDoubleSeconds(absl::Now() - t0) / (kTrips * steps);
     std::nth_element(trip_cpu.begin(), trip_cpu.begin() + kTrips / 2, trip_cpu.end());
     model.seconds_per_message = trip_cpu[kTrips / 2] / steps;
-    // Bandwidth: about 1 MB into every rank.
+    // Bandwidth: about 1 MB into every rank, kTransfers + 1 times
+    // (MeasuredLinkRate drops the first and takes the median).
     const uint64_t block = (uint64_t{1} << 20) / (p - 1);
     std::vector<uint8_t> mine(block, 0x5a), scratch;
     std::vector<uint64_t> caps(p, block);
     std::vector<absl::Span<const uint8_t>> got(p);
-    t0 = absl::Now();
-    absl::Status s = SparseCollectives::AllgathervBounded(group, mine, caps, block * p, &scratch,
-                                                          absl::MakeSpan(got));
-    if (!s.ok()) return s;
-    const double seconds =
-        absl::ToDoubleSeconds(absl::Now() - t0) - BruckSteps(p) * model.seconds_per_round;
-    model.bytes_per_second = static_cast<double>(block * (p - 1)) / std::max(seconds, 1e-6);
+    std::vector<double> transfers(kTransfers + 1);
+    for (double& t : transfers) {
+      t0 = absl::Now();
+      GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(
+          group, mine, caps, block * p, &scratch, absl::MakeSpan(got)));
+      t = absl::ToDoubleSeconds(absl::Now() - t0);
+    }
+    model.bytes_per_second = MeasuredLinkRate(transfers, static_cast<double>(block * (p - 1)),
+                                              BruckSteps(p) * model.seconds_per_round);
   }
   if (codec != nullptr) {
     // One call of each is noise-dominated (page faults of fresh buffers; a

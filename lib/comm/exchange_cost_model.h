@@ -74,6 +74,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
 #include "gradwire/transport/gloo_group.h"
@@ -165,14 +166,27 @@ const char* ExchangeChoiceRule(const CompressionSpec& spec);
 // Collective: the model every rank of `group` will use, identical on all
 // (the choice must be, or ranks would start different collectives). Each
 // field is the slowest rank's. With measure = true the link and `codec`'s
-// speed are measured first (a few round trips, about 1 MB per rank, a
-// 1M-element encode and its decode, in this thread's CPU time, median of
-// five; the dense passes likewise; the CPU of a message as the process's
-// CPU time over the round-latency trips, per message); otherwise `mine`
-// is taken as given.
+// speed are measured first (a few round trips; an allgather of about 1 MB
+// into every rank six times, MeasuredLinkRate; a 1M-element encode and its
+// decode, in this thread's CPU time, median of five; the dense passes
+// likewise; the CPU of a message as the process's CPU time over the
+// round-latency trips, per message); otherwise `mine` is taken as given.
 absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
                                                  const ExchangeModel& mine, bool measure,
                                                  const Codec* codec);
+
+// The link rate that transfers of `bytes` into a rank, timed as
+// `transfer_seconds` (wall clock, in order), show: bytes over the median
+// of all but the first, less `latency_seconds` (the transfer's message
+// steps); 0 for fewer than two. The first is a warm-up: the buffers' pages
+// and TCP's windows are fresh. Four ranks on a 2-core VM's loopback, 1 MB:
+// the first took 3.7-9.6 ms, the next ones 1.4-2.5 ms; timed alone, as it
+// was, it once gave 38 MB/s for a loopback whose exchanges then moved
+// 450, and the model picked an exchange 2.9 times slower
+// (docs/communicator.md). The median, as a rank descheduled on a shared
+// core can stretch any one of them (two of twelve took 12 and 20 ms).
+double MeasuredLinkRate(absl::Span<const double> transfer_seconds, double bytes,
+                        double latency_seconds);
 
 }  // namespace gradwire
 

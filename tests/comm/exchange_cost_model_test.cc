@@ -335,6 +335,25 @@ TEST(ExchangeCostModel, DensePassesAtTheStreamingRate) {
   EXPECT_NEAR(d, 1.25 * n / 1e9 - 1.25 * n / 4e9, 1e-9);
 }
 
+// The measured link rate leaves out the first transfer (the warm-up) and
+// takes the median of the rest, less the message steps' latency.
+TEST(ExchangeCostModel, MeasuredLinkRateDropsTheWarmUpAndTakesTheMedian) {
+  // Seconds for 1 MB: a slow first transfer, then 2, 2.5, 20 (a rank
+  // descheduled), 1.5 and 3 ms: the median of those five is 2.5 ms.
+  const double seconds[] = {26e-3, 2e-3, 2.5e-3, 20e-3, 1.5e-3, 3e-3};
+  EXPECT_DOUBLE_EQ(MeasuredLinkRate(seconds, 1e6, 0.5e-3), 1e6 / 2e-3);
+  EXPECT_DOUBLE_EQ(MeasuredLinkRate(seconds, 1e6, 0), 1e6 / 2.5e-3);
+  // Even counts take the upper middle one: 6 of {9, 3, 6, 4}.
+  const double even[] = {1.0, 9.0, 3.0, 6.0, 4.0};
+  EXPECT_DOUBLE_EQ(MeasuredLinkRate(even, 12.0, 0), 2.0);
+  // Latency at or above the transfer time: capped at 1 us, not negative.
+  EXPECT_DOUBLE_EQ(MeasuredLinkRate(seconds, 1e6, 1.0), 1e6 / 1e-6);
+  // Nothing timed after the warm-up: no rate.
+  const double one[] = {1e-3};
+  EXPECT_EQ(MeasuredLinkRate(one, 1e6, 0), 0);
+  EXPECT_EQ(MeasuredLinkRate({}, 1e6, 0), 0);
+}
+
 // AgreeExchangeModel: every rank ends with the same model; rates and times
 // are the slowest rank's, exactly, the CPU of a message the mean over
 // ranks; with measure
