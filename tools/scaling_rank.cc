@@ -30,6 +30,7 @@
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/exchange_cost_model.h"
+#include "gradwire/lib/comm/exchange_model_spec.h"
 #include "gradwire/lib/comm/session_chunk_auth.h"
 #include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/lib/comm/sparse_allreduce.h"
@@ -191,12 +192,12 @@ int Main() {
   if (absl::GetFlag(FLAGS_measure_model)) {
     absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(g, ExchangeModel(), true, codec->get());
     if (!m.ok()) return Fail(m.status());
-    model_json = absl::StrFormat(
-        "{\"bytes_per_second\": %.6g, \"seconds_per_round\": %.6g, "
-        "\"encoded_elements_per_second\": %.6g, \"decoded_entries_per_second\": %.6g, "
-        "\"streamed_elements_per_second\": %.6g, \"seconds_per_message\": %.6g}",
-        m->bytes_per_second, m->seconds_per_round, m->encoded_elements_per_second,
-        m->decoded_entries_per_second, m->streamed_elements_per_second, m->seconds_per_message);
+    model_json = "{";
+    for (const ExchangeModelField& f : ExchangeModelFields()) {
+      absl::StrAppendFormat(&model_json, "%s\"%s\": %.6g", model_json.size() > 1 ? ", " : "",
+                            f.name, (*m).*f.member);
+    }
+    model_json += "}";
   }
   const int buckets = absl::GetFlag(FLAGS_buckets);
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);

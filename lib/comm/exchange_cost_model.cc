@@ -7,12 +7,14 @@
 #include <limits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gradwire/base/cpu_time.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/session_frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
+#include "gradwire/lib/comm/host_cores.h"
 #include "gradwire/lib/comm/region_frame.h"
 #include "gradwire/transport/receive_window.h"
 #include "gradwire/transport/sparse_collectives.h"
@@ -262,6 +264,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
   // A measured round carries one message each way; the others of its
   // step cost their CPU.
   c.compute_seconds += std::max(0.0, c.messages - c.rounds) * model.seconds_per_message;
+  // Ranks that share cores take as much longer (the codecs use one core).
+  c.compute_seconds /= std::min(1.0, model.cores_per_rank);
   c.wire_seconds = std::max(c.bytes_sent, c.bytes_received) / model.bytes_per_second +
                    c.rounds * model.seconds_per_round;
   return c;
@@ -427,12 +431,33 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     std::vector<double> transfers(kTransfers + 1);
     for (double& t : transfers) {
       t0 = absl::Now();
-      GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(
-          group, mine, caps, block * p, &scratch, absl::MakeSpan(got)));
+      GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(group, mine, caps, block * p,
+                                                                    &scratch, absl::MakeSpan(got)));
       t = absl::ToDoubleSeconds(absl::Now() - t0);
     }
     model.bytes_per_second = MeasuredLinkRate(transfers, static_cast<double>(block * (p - 1)),
                                               BruckSteps(p) * model.seconds_per_round);
+  }
+  {
+    // The cores this rank's host gives each of its ranks.
+    std::vector<uint8_t> mine(kRankCoresBytes), scratch;
+    EncodeRankCores(ThisRankCores(), mine.data());
+    std::vector<uint64_t> caps(p, kRankCoresBytes);
+    std::vector<absl::Span<const uint8_t>> got(p, mine);
+    if (p > 1) {
+      GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(
+          group, mine, caps, kRankCoresBytes * p, &scratch, absl::MakeSpan(got)));
+    }
+    std::vector<RankCores> ranks;
+    for (int r = 0; r < p; ++r) {
+      absl::StatusOr<RankCores> cores = DecodeRankCores(got[r]);
+      if (!cores.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rank ", r, "'s cores: ", cores.status().message()));
+      }
+      ranks.push_back(*cores);
+    }
+    model.cores_per_rank = CoresPerRank(ranks, group.rank());
   }
   if (codec != nullptr) {
     // One call of each is noise-dominated (page faults of fresh buffers; a
@@ -516,10 +541,12 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   // decides), a time that is negative or not finite as 1e-12.
   auto rate = [](double x) { return ~Bits(x > 0 && std::isfinite(x) ? x : 1e12); };
   auto time = [](double x) { return Bits(x >= 0 && std::isfinite(x) ? x + 0.0 : 1e-12); };
-  uint64_t worst[5] = {rate(model.bytes_per_second), time(model.seconds_per_round),
+  uint64_t worst[6] = {rate(model.bytes_per_second),
+                       time(model.seconds_per_round),
                        rate(model.encoded_elements_per_second),
                        rate(model.decoded_entries_per_second),
-                       rate(model.streamed_elements_per_second)};
+                       rate(model.streamed_elements_per_second),
+                       rate(model.cores_per_rank)};
   absl::Status s =
       SparseCollectives::AllreduceU64(group, absl::MakeSpan(worst), transport::ReduceOp::kMax);
   if (!s.ok()) return s;
@@ -528,6 +555,7 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   model.encoded_elements_per_second = FromBits(~worst[2]);
   model.decoded_entries_per_second = FromBits(~worst[3]);
   model.streamed_elements_per_second = FromBits(~worst[4]);
+  model.cores_per_rank = FromBits(~worst[5]);
   // The CPU of a message: the mean over ranks, in nanoseconds. The kernel's
   // network work (the emulated links' queues, the loopback of co-located
   // ranks) is charged to whichever process runs when it does, so one

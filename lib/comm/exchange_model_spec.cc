@@ -17,7 +17,8 @@ constexpr ExchangeModelField kFields[] = {
     {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false},
     {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
     {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
-    {"seconds_per_message", &ExchangeModel::seconds_per_message, true}};
+    {"seconds_per_message", &ExchangeModel::seconds_per_message, true},
+    {"cores_per_rank", &ExchangeModel::cores_per_rank, false}};
 
 }  // namespace
 

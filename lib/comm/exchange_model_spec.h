@@ -5,10 +5,10 @@
 //   bytes_per_second=1.25e8,seconds_per_round=2e-4
 //
 // is a 1 Gbit/s link with 200 us per message step and the defaults'
-// other four figures. Names are the struct's members; values are decimal
-// numbers (what absl::SimpleAtod reads). A rate must be positive and
-// finite, a time finite and >= 0: a model the Communicator can predict
-// with (its Create refuses any other).
+// other five figures. Names are the struct's members; values are decimal
+// numbers (what absl::SimpleAtod reads). A rate (and cores_per_rank)
+// must be positive and finite, a time finite and >= 0: a model the
+// Communicator can predict with (its Create refuses any other).
 #ifndef GRADWIRE_LIB_COMM_EXCHANGE_MODEL_SPEC_H_
 #define GRADWIRE_LIB_COMM_EXCHANGE_MODEL_SPEC_H_
 
@@ -26,10 +26,10 @@ namespace gradwire {
 struct ExchangeModelField {
   const char* name;               // the member's name
   double ExchangeModel::*member;  // where it lives
-  bool is_time;                   // seconds (>= 0); else a rate (> 0)
+  bool is_time;                   // seconds (>= 0); else a rate or cores (> 0)
 };
 
-// The six figures, in the struct's order.
+// The seven figures, in the struct's order.
 absl::Span<const ExchangeModelField> ExchangeModelFields();
 
 // The field called `name`; nullptr for any other name.
@@ -49,7 +49,7 @@ absl::Status CheckExchangeModel(const ExchangeModel& model);
 absl::StatusOr<ExchangeModel> ParseExchangeModel(absl::string_view text,
                                                  const ExchangeModel& base = ExchangeModel());
 
-// All six figures in the text form, each the shortest decimal that reads
+// All seven figures in the text form, each the shortest decimal that reads
 // back as the same double (ParseExchangeModel gives back the same bits).
 std::string ExchangeModelToString(const ExchangeModel& model);
 

@@ -10,6 +10,7 @@
 
 #include "gloo/rendezvous/hash_store.h"
 #include "gradwire/lib/codec/codec.h"
+#include "gradwire/lib/comm/host_cores.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_store.h"
 #include "gtest/gtest.h"
@@ -163,6 +164,31 @@ TEST(ExchangeCostModel, SparseAllreduceEntriesCostElevenDecodes) {
       EstimateExchange(ExchangeKind::kSparseAllgather, 8, n, denser, model).compute_seconds -
       EstimateExchange(ExchangeKind::kSparseAllgather, 8, n, sparse, model).compute_seconds;
   EXPECT_NEAR(g, 8 * (k2 - k1) / 1e8, 1e-9);
+}
+
+// Ranks that share cores: the compute takes 1 / cores_per_rank as long
+// (above 1 counts as 1), the wire as long as it was; and that can decide.
+TEST(ExchangeCostModel, SharedCoresSlowTheComputeNotTheWire) {
+  const uint64_t n = 1 << 24;
+  const CompressionSpec spec = Spec("topk:ratio=0.01");
+  ExchangeModel own, half, many;
+  own.bytes_per_second = half.bytes_per_second = many.bytes_per_second = 1.25e8;
+  half.cores_per_rank = 0.5;
+  many.cores_per_rank = 16;
+  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                            ExchangeKind::kSparseAllreduce}) {
+    const ExchangeCost a = EstimateExchange(kind, 4, n, spec, own);
+    const ExchangeCost b = EstimateExchange(kind, 4, n, spec, half);
+    const ExchangeCost c = EstimateExchange(kind, 4, n, spec, many);
+    EXPECT_GT(a.compute_seconds, 0) << ExchangeKindName(kind);
+    EXPECT_DOUBLE_EQ(b.compute_seconds, 2 * a.compute_seconds) << ExchangeKindName(kind);
+    EXPECT_EQ(b.wire_seconds, a.wire_seconds) << ExchangeKindName(kind);
+    EXPECT_EQ(c.compute_seconds, a.compute_seconds) << ExchangeKindName(kind);
+  }
+  // Four ranks at 1 Gbit/s: with a core each the allreduce's fewer bytes
+  // win; on half a core each its CPU loses to the allgather's.
+  EXPECT_EQ(ChooseExchange(4, n, spec, own), ExchangeKind::kSparseAllreduce);
+  EXPECT_EQ(ChooseExchange(4, n, spec, half), ExchangeKind::kSparseAllgather);
 }
 
 // The rule a report gives for a choice: time for the sparse specs, bytes
@@ -376,6 +402,7 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
       mine.encoded_elements_per_second = 1e8 * (r + 1);
       mine.streamed_elements_per_second = 1e9 * (r + 1);
       mine.seconds_per_message = 10e-6 * (r + 1);
+      mine.cores_per_rank = 1.0 / (r + 1);
       absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(**group, mine, false, nullptr);
       ASSERT_TRUE(m.ok()) << m.status();
       given[r] = *m;
@@ -394,6 +421,10 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
     EXPECT_EQ(given[r].encoded_elements_per_second, 1e8);
     EXPECT_EQ(given[r].streamed_elements_per_second, 1e9);
     EXPECT_NEAR(given[r].seconds_per_message, 20e-6, 1e-12);
+    EXPECT_EQ(given[r].cores_per_rank, 1.0 / 3);  // the fewest
+    // Three ranks of one process: one host's CPUs shared three ways.
+    EXPECT_EQ(measured[r].cores_per_rank,
+              CoresPerRank(std::vector<RankCores>(kRanks, ThisRankCores()), r));
     for (double v :
          {measured[r].bytes_per_second, measured[r].seconds_per_round,
           measured[r].encoded_elements_per_second, measured[r].decoded_entries_per_second,

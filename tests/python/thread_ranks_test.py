@@ -5,6 +5,7 @@ one-caller guard. No torch (numpy only).
 
     thread_ranks_test.py --package_dir lib/python
 """
+import os
 import sys
 import threading
 import time
@@ -158,6 +159,9 @@ class ThreadRanks(unittest.TestCase):
             self.assertTrue(0 < value < float("inf"), (key, value))
         self.assertNotEqual(comms[0].exchange_model["bytes_per_second"],
                             defaults["bytes_per_second"])
+        # Two ranks of one process share its CPUs (a cgroup quota may give less).
+        self.assertLessEqual(comms[0].exchange_model["cores_per_rank"],
+                             len(os.sched_getaffinity(0)) / 2)
         on_threads(lambda r: comms[r].close(), 2)
 
         for r, result in enumerate(make(["measure", None], "half")):
@@ -173,6 +177,7 @@ class ThreadRanks(unittest.TestCase):
                ({"bytes_per_second": float("nan")}, g.InvalidArgumentError, "positive finite"),
                ({"seconds_per_round": -1e-6}, g.InvalidArgumentError, "seconds_per_round must"),
                ({"seconds_per_message": float("inf")}, g.InvalidArgumentError, "finite"),
+               ({"cores_per_rank": 0}, g.InvalidArgumentError, "cores_per_rank must be a pos"),
                ({"link": 1e9}, g.InvalidArgumentError, "unknown key 'link'"),
                ({"bytes_per_second": True}, g.UnsupportedError, "must be a number"),
                ({"bytes_per_second": "1e9"}, g.UnsupportedError, "must be a number"),
