@@ -263,7 +263,8 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
   }
   // A measured round carries one message each way; the others of its
   // step cost their CPU.
-  c.compute_seconds += std::max(0.0, c.messages - c.rounds) * model.seconds_per_message;
+  c.compute_seconds += std::max(0.0, c.messages - c.rounds) * model.seconds_per_message +
+                       (c.bytes_sent + c.bytes_received) * model.seconds_per_byte;
   // Ranks that share cores take as much longer (the codecs use one core).
   c.compute_seconds /= std::min(1.0, model.cores_per_rank);
   c.wire_seconds = std::max(c.bytes_sent, c.bytes_received) / model.bytes_per_second +
@@ -428,15 +429,24 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
     std::vector<uint8_t> mine(block, 0x5a), scratch;
     std::vector<uint64_t> caps(p, block);
     std::vector<absl::Span<const uint8_t>> got(p);
-    std::vector<double> transfers(kTransfers + 1);
-    for (double& t : transfers) {
+    std::vector<double> transfers(kTransfers + 1), transfer_cpu(kTransfers + 1);
+    for (int i = 0; i <= kTransfers; ++i) {
       t0 = absl::Now();
+      const double cpu0 = ProcessCpuSeconds();
       GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(group, mine, caps, block * p,
                                                                     &scratch, absl::MakeSpan(got)));
-      t = absl::ToDoubleSeconds(absl::Now() - t0);
+      transfer_cpu[i] = ProcessCpuSeconds() - cpu0;
+      transfers[i] = absl::ToDoubleSeconds(absl::Now() - t0);
     }
     model.bytes_per_second = MeasuredLinkRate(transfers, static_cast<double>(block * (p - 1)),
                                               BruckSteps(p) * model.seconds_per_round);
+    // The CPU of the bytes: each rank sent and received (p - 1) blocks in
+    // BruckSteps(p) messages each way (the warm-up left out, as above).
+    std::nth_element(transfer_cpu.begin() + 1, transfer_cpu.begin() + 1 + kTransfers / 2,
+                     transfer_cpu.end());
+    const double bytes_cpu =
+        transfer_cpu[1 + kTransfers / 2] - BruckSteps(p) * model.seconds_per_message;
+    model.seconds_per_byte = std::max(0.0, bytes_cpu) / (2.0 * block * (p - 1));
   }
   {
     // The cores this rank's host gives each of its ranks.
@@ -556,17 +566,20 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   model.decoded_entries_per_second = FromBits(~worst[3]);
   model.streamed_elements_per_second = FromBits(~worst[4]);
   model.cores_per_rank = FromBits(~worst[5]);
-  // The CPU of a message: the mean over ranks, in nanoseconds. The kernel's
-  // network work (the emulated links' queues, the loopback of co-located
-  // ranks) is charged to whichever process runs when it does, so one
-  // rank's figure can be several times another's; the machine pays the sum.
-  const double message_ns = model.seconds_per_message * 1e9;
-  uint64_t total_ns[1] = {std::isfinite(message_ns) && message_ns > 0
-                              ? static_cast<uint64_t>(std::min(message_ns, 1e12))
-                              : 0};
-  s = SparseCollectives::AllreduceU64(group, absl::MakeSpan(total_ns), transport::ReduceOp::kSum);
+  // The CPU of a message and of a byte: the means over ranks, in
+  // nanoseconds and picoseconds. The kernel's network work (the emulated
+  // links' queues, the loopback of co-located ranks) is charged to
+  // whichever process runs when it does, so one rank's figure can be
+  // several times another's; the machine pays the sum.
+  auto units = [](double x) {
+    return std::isfinite(x) && x > 0 ? static_cast<uint64_t>(std::min(x, 1e14)) : 0;
+  };
+  uint64_t totals[2] = {units(model.seconds_per_message * 1e9),
+                        units(model.seconds_per_byte * 1e12)};
+  s = SparseCollectives::AllreduceU64(group, absl::MakeSpan(totals), transport::ReduceOp::kSum);
   if (!s.ok()) return s;
-  model.seconds_per_message = total_ns[0] * 1e-9 / group.size();
+  model.seconds_per_message = totals[0] * 1e-9 / group.size();
+  model.seconds_per_byte = totals[1] * 1e-12 / group.size();
   return model;
 }
 

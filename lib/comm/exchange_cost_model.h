@@ -53,7 +53,8 @@
 // survivors, give-back), the dense passes over the bucket (zeroing, scans,
 // division) and the messages a step sends beyond the one a measured round
 // carries (a direct step with P - 1 peers sends P - 1): each costs CPU in
-// the transport (system calls, the event loop's wake-ups, copies). Ranks
+// the transport (system calls, the event loop's wake-ups, copies), and
+// every byte sent or received its seconds_per_byte. Ranks
 // that share cores take longer: the compute is divided by the model's
 // cores_per_rank (at most 1). The choice is the smallest predicted time.
 //
@@ -84,8 +85,9 @@ namespace gradwire {
 // What the model knows of the machine. Defaults: a 10 Gbit/s link with
 // 50 us per message step, this project's CPU codecs, 10 us of CPU per
 // extra message (system calls and wake-ups; PREDICTED for a cloud host:
-// this 2-core VM measures 100-200 us of process CPU per message) and a
-// core for every rank.
+// this 2-core VM measures 100-200 us of process CPU per message), no CPU
+// for the bytes themselves (measured: 1-2 ns a byte on this VM's emulated
+// links; a NIC's offloads take much of it) and a core for every rank.
 struct ExchangeModel {
   double bytes_per_second = 1.25e9;           // one rank's link, each way
   double seconds_per_round = 50e-6;           // one message step
@@ -93,6 +95,7 @@ struct ExchangeModel {
   double decoded_entries_per_second = 2e8;    // decode-accumulate of entries
   double streamed_elements_per_second = 1e9;  // dense passes: zero, scan, divide
   double seconds_per_message = 10e-6;         // CPU of one more message sent and received
+  double seconds_per_byte = 0;                // CPU of a byte sent or received (kernel, copies)
   // The cores each rank's CPU work gets: 0.5 for four ranks on a 2-core
   // machine; above 1 counts as 1 (the codecs use one core). The CPU times
   // above are divided by it. Measured: host_cores.h.
@@ -175,7 +178,9 @@ const char* ExchangeChoiceRule(const CompressionSpec& spec);
 // into every rank six times, MeasuredLinkRate; a 1M-element encode and its
 // decode, in this thread's CPU time, median of five; the dense passes
 // likewise; the CPU of a message as the process's CPU time over the
-// round-latency trips, per message; the cores a rank gets from an
+// round-latency trips, per message; the CPU of a byte as the process's
+// CPU time over the timed allgathers (the median) less their messages',
+// per byte sent and received; the cores a rank gets from an
 // allgather of the ranks' RankCores, host_cores.h); otherwise `mine` is
 // taken as given.
 absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,

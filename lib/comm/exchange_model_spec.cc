@@ -18,6 +18,7 @@ constexpr ExchangeModelField kFields[] = {
     {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
     {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
     {"seconds_per_message", &ExchangeModel::seconds_per_message, true},
+    {"seconds_per_byte", &ExchangeModel::seconds_per_byte, true},
     {"cores_per_rank", &ExchangeModel::cores_per_rank, false}};
 
 }  // namespace

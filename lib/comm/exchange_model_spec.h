@@ -5,7 +5,7 @@
 //   bytes_per_second=1.25e8,seconds_per_round=2e-4
 //
 // is a 1 Gbit/s link with 200 us per message step and the defaults'
-// other five figures. Names are the struct's members; values are decimal
+// other six figures. Names are the struct's members; values are decimal
 // numbers (what absl::SimpleAtod reads). A rate (and cores_per_rank)
 // must be positive and finite, a time finite and >= 0: a model the
 // Communicator can predict with (its Create refuses any other).
@@ -29,7 +29,7 @@ struct ExchangeModelField {
   bool is_time;                   // seconds (>= 0); else a rate or cores (> 0)
 };
 
-// The seven figures, in the struct's order.
+// The eight figures, in the struct's order.
 absl::Span<const ExchangeModelField> ExchangeModelFields();
 
 // The field called `name`; nullptr for any other name.
@@ -49,7 +49,7 @@ absl::Status CheckExchangeModel(const ExchangeModel& model);
 absl::StatusOr<ExchangeModel> ParseExchangeModel(absl::string_view text,
                                                  const ExchangeModel& base = ExchangeModel());
 
-// All seven figures in the text form, each the shortest decimal that reads
+// All eight figures in the text form, each the shortest decimal that reads
 // back as the same double (ParseExchangeModel gives back the same bits).
 std::string ExchangeModelToString(const ExchangeModel& model);
 

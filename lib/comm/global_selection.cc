@@ -63,6 +63,8 @@ absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
       // The whole bin goes on: exactly the survivors, or a band.
       result.threshold = prefix << shift;
       result.kept = above + bins[bin];
+      // The bin's end (bit 63 is 0, so this does not wrap).
+      result.band_end = result.kept > k ? (prefix + 1) << shift : result.threshold;
       return result;
     }
   }
@@ -85,7 +87,7 @@ GlobalSelection SelectTopKLocally(absl::Span<const uint64_t> keys, uint64_t k) {
   std::vector<uint64_t> sorted(keys.begin(), keys.end());
   std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(),
                    std::greater<uint64_t>());
-  result.threshold = sorted[k - 1];
+  result.threshold = result.band_end = sorted[k - 1];
   result.kept = result.survivors = k;
   return result;
 }

@@ -47,6 +47,10 @@ struct GlobalSelection {
   // are the best `survivors` of those: all of them unless a band is left.
   uint64_t threshold = 0;
   uint64_t kept = 0;
+  // Keys >= band_end survive whatever the band holds: only the kept keys
+  // below it (the band, at most band_limit) compete for the rest. Equal to
+  // threshold when no band is left.
+  uint64_t band_end = 0;
   uint64_t candidates = 0;  // M, candidates in the whole group
   uint64_t survivors = 0;   // min(k, M)
   int rounds = 0;           // histogram rounds it took

@@ -269,6 +269,7 @@ absl::Status SparseAllreduce::Select(transport::GlooGroup& group, ExchangeStats*
       SelectGlobalTopK(group, keys_, k_, BandLimit(), &counts_, cost);
   if (!selection.ok()) return selection.status();
   threshold_ = selection->threshold;
+  band_end_ = selection->band_end;
   kept_ = selection->kept;
   last_.candidates = selection->candidates;
   last_.survivors = selection->survivors;
@@ -413,13 +414,29 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
   }
   if (kept_ > last_.survivors) {
     // A band is left: every rank holds the same entries and picks the same
-    // best of them.
+    // best of them. Every key from band_end_ on survives; the band's keys
+    // (at most BandLimit()) compete for the rest.
     const absl::Time t2 = absl::Now();
     keys_.resize(kept_);
+    band_keys_.clear();
+    uint64_t above = 0;
     for (uint64_t c = 0; c < kept_; ++c) {
-      keys_[c] = SelectionKey(survivor_values_[c], survivor_indices_[c]);
+      const uint64_t key = SelectionKey(survivor_values_[c], survivor_indices_[c]);
+      keys_[c] = key;
+      if (key >= band_end_) {
+        ++above;
+      } else {
+        band_keys_.push_back(key);
+      }
     }
-    const uint64_t cut = SelectTopKLocally(keys_, last_.survivors).threshold;
+    if (above > last_.survivors) {
+      return absl::DataLossError(absl::StrCat("sparse allreduce (bucket ", bucket, ", step ", step,
+                                              "): ", above, " entries above the band, ",
+                                              last_.survivors, " survivors"));
+    }
+    // kNoKey when none of the band is wanted: then only those above it.
+    const uint64_t cut = std::min(
+        band_end_, SelectTopKLocally(band_keys_, last_.survivors - above).threshold);
     size_t out = 0;
     for (uint64_t c = 0; c < kept_; ++c) {
       if (keys_[c] < cut) continue;

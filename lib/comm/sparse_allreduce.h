@@ -236,6 +236,8 @@ class SparseAllreduce {
   std::vector<uint64_t> keys_;         // their selection keys
   std::vector<uint32_t> counts_;       // selection histograms
   uint64_t threshold_ = 0;             // keys >= it go on (kept_ of them)
+  uint64_t band_end_ = 0;              // keys >= it survive; below, the band competes
+  std::vector<uint64_t> band_keys_;    // the band's keys, when one is left
   uint64_t kept_ = 0;
   std::vector<uint32_t> my_survivors_;      // relative indices in my region
   std::vector<uint8_t> value_bytes_;        // their fp32 sums, little endian

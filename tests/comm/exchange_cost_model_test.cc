@@ -166,6 +166,28 @@ TEST(ExchangeCostModel, SparseAllreduceEntriesCostElevenDecodes) {
   EXPECT_NEAR(g, 8 * (k2 - k1) / 1e8, 1e-9);
 }
 
+// Every byte sent or received costs seconds_per_byte of CPU (at the
+// rank's share of a core), on top of the rest.
+TEST(ExchangeCostModel, BytesCostTheirCpu) {
+  const uint64_t n = 1 << 22;
+  const CompressionSpec spec = Spec("topk:ratio=0.05");
+  ExchangeModel none, some, shared;
+  some.seconds_per_byte = shared.seconds_per_byte = 1e-9;
+  shared.cores_per_rank = 0.25;
+  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
+                            ExchangeKind::kSparseAllreduce}) {
+    const ExchangeCost a = EstimateExchange(kind, 8, n, spec, none);
+    const ExchangeCost b = EstimateExchange(kind, 8, n, spec, some);
+    const ExchangeCost c = EstimateExchange(kind, 8, n, spec, shared);
+    const double bytes = b.bytes_sent + b.bytes_received;
+    EXPECT_GT(bytes, 0) << ExchangeKindName(kind);
+    EXPECT_NEAR(b.compute_seconds - a.compute_seconds, bytes * 1e-9, 1e-12)
+        << ExchangeKindName(kind);
+    EXPECT_NEAR(c.compute_seconds, 4 * b.compute_seconds, 1e-12) << ExchangeKindName(kind);
+    EXPECT_EQ(b.wire_seconds, a.wire_seconds) << ExchangeKindName(kind);
+  }
+}
+
 // Ranks that share cores: the compute takes 1 / cores_per_rank as long
 // (above 1 counts as 1), the wire as long as it was; and that can decide.
 TEST(ExchangeCostModel, SharedCoresSlowTheComputeNotTheWire) {
@@ -403,6 +425,7 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
       mine.streamed_elements_per_second = 1e9 * (r + 1);
       mine.seconds_per_message = 10e-6 * (r + 1);
       mine.cores_per_rank = 1.0 / (r + 1);
+      mine.seconds_per_byte = 1e-9 * (r + 1);
       absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(**group, mine, false, nullptr);
       ASSERT_TRUE(m.ok()) << m.status();
       given[r] = *m;
@@ -422,6 +445,10 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
     EXPECT_EQ(given[r].streamed_elements_per_second, 1e9);
     EXPECT_NEAR(given[r].seconds_per_message, 20e-6, 1e-12);
     EXPECT_EQ(given[r].cores_per_rank, 1.0 / 3);  // the fewest
+    EXPECT_NEAR(given[r].seconds_per_byte, 2e-9, 1e-15);  // the mean, as a message's
+    EXPECT_GE(measured[r].seconds_per_byte, 0);
+    EXPECT_TRUE(std::isfinite(measured[r].seconds_per_byte));
+    EXPECT_EQ(measured[r].seconds_per_byte, measured[0].seconds_per_byte);
     // Three ranks of one process: one host's CPUs shared three ways.
     EXPECT_EQ(measured[r].cores_per_rank,
               CoresPerRank(std::vector<RankCores>(kRanks, ThisRankCores()), r));

@@ -280,9 +280,18 @@ void ScenarioSelection() {
       bool same = kept.size() == got->kept && got->candidates == all.size() &&
                   got->survivors == want.survivors &&
                   got->kept <= got->survivors + (got->kept > got->survivors ? band : 0);
+      uint64_t above_band = 0;
       for (uint64_t key : all) {
         same = same && (key >= got->threshold && key >= cut) == (key >= want.threshold);
+        // Past the band's end every key survives.
+        if (key >= got->band_end) {
+          ++above_band;
+          same = same && key >= want.threshold;
+        }
       }
+      same = same && got->band_end >= got->threshold &&
+             (got->kept > got->survivors ? above_band < got->survivors
+                                         : got->band_end == got->threshold);
       Expect(same, name + " selects the reference's set",
              absl::StrCat("kept ", got->kept, " (", kept.size(), "), survivors ", got->survivors,
                           " vs ", want.survivors, " of ", all.size()));
