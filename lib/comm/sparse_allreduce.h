@@ -238,6 +238,7 @@ class SparseAllreduce {
   uint64_t threshold_ = 0;             // keys >= it go on (kept_ of them)
   uint64_t band_end_ = 0;              // keys >= it survive; below, the band competes
   std::vector<uint64_t> band_keys_;    // the band's keys, when one is left
+  std::vector<uint64_t> survived_;     // a bit per element; all 0 between calls
   uint64_t kept_ = 0;
   std::vector<uint32_t> my_survivors_;      // relative indices in my region
   std::vector<uint8_t> value_bytes_;        // their fp32 sums, little endian
