@@ -127,8 +127,14 @@ RankCores ThisRankCores() {
     boot = absl::StrCat("host:", name);
   }
   r.host = Fnv1a(absl::StripAsciiWhitespace(boot));
+  // The cgroup that holds the CPU quota: ranks in one share it, whatever
+  // other (v1) controllers' groups they are in.
   const std::string proc_cgroup = ReadFile("/proc/self/cgroup");
-  r.cgroup = Fnv1a(proc_cgroup, r.host);
+  std::string path;
+  bool v1 = false;
+  if (CpuCgroupPath(proc_cgroup, &path, &v1)) {
+    r.cgroup = Fnv1a(absl::StrCat(v1 ? "v1:" : "v2:", path), r.host);
+  }
   r.quota = CgroupCpuQuota(proc_cgroup, "/sys/fs/cgroup");
   cpu_set_t set;
   CPU_ZERO(&set);

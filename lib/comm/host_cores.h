@@ -33,7 +33,7 @@ namespace gradwire {
 struct RankCores {
   static constexpr int kMaxCpus = 1024;        // CPUs past this are not seen
   uint64_t host = 0;                           // the kernel instance, hashed
-  uint64_t cgroup = 0;                         // host and cgroup path, hashed
+  uint64_t cgroup = 0;                         // host and CPU cgroup path, hashed
   double quota = 0;                            // cores the cgroup may use; 0: no limit
   std::array<uint64_t, kMaxCpus / 64> cpus{};  // bit c: may run on CPU c
 };

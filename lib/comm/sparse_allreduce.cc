@@ -321,8 +321,19 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
         keep(i, c < candidates_.size() && candidates_[c] == i ? candidate_sums_[c] : 0.0f);
       }
     } else {
+      // Every candidate is written and the count advances by whether it
+      // goes on: no branch on a comparison that is as often true as not.
+      // (my_survivors_ and value_bytes_ hold every candidate.)
+      const uint64_t* keys = keys_.data();
+      const uint32_t* candidates = candidates_.data();
+      const float* sums = candidate_sums_.data();
+      uint32_t* survivors = my_survivors_.data();
+      uint8_t* values = value_bytes_.data();
+      const uint64_t threshold = threshold_;
       for (size_t c = 0; c < candidates_.size(); ++c) {
-        if (keys_[c] >= threshold_) keep(candidates_[c], candidate_sums_[c]);
+        survivors[kept] = candidates[c];
+        kernels::StoreValue(values, kept, sums[c], kernels::ValueFormat::kFp32);
+        kept += keys[c] >= threshold;
       }
     }
     my_survivors_.resize(kept);
@@ -435,8 +446,8 @@ absl::Status SparseAllreduce::GatherSurvivors(transport::GlooGroup& group, uint3
                                               last_.survivors, " survivors"));
     }
     // kNoKey when none of the band is wanted: then only those above it.
-    const uint64_t cut = std::min(
-        band_end_, SelectTopKLocally(band_keys_, last_.survivors - above).threshold);
+    const uint64_t cut =
+        std::min(band_end_, SelectTopKLocally(band_keys_, last_.survivors - above).threshold);
     size_t out = 0;
     for (uint64_t c = 0; c < kept_; ++c) {
       if (keys_[c] < cut) continue;
