@@ -228,9 +228,10 @@ class Communicator(_gradwire.Communicator):
         a dict of some of those keys (e.g. {"bytes_per_second": 1.25e8} on
         1 Gbit/s links; the rest keep their defaults), the same as a str
         ("bytes_per_second=1.25e8", the C++ tools' --exchange_model form)
-        or "measure" (the link, a round and the codec measured while
-        constructing). The
-        ranks agree on each figure's slowest; self.exchange_model says
+        or "measure" (the link, a round, the codec, the CPU of a byte and
+        the cores each rank gets where ranks share a machine, measured
+        while constructing). The ranks agree on each figure's slowest
+        (the CPU of a message and of a byte: their mean); self.exchange_model says
         what they agreed on, and can be passed to the next Communicator.
     Other keyword arguments: hierarchical, dense_below_elements,
     dense_one_dimensional, timeout_s, dense_algorithm, exchange, job_suffix,
