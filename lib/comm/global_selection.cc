@@ -35,8 +35,10 @@ absl::StatusOr<GlobalSelection> SelectGlobalTopK(transport::GlooGroup& group,
     const int shift = 64 - 1 - kDigitBits * (round + 1);
     std::fill(counts->begin(), counts->end(), 0);
     uint32_t* bins = counts->data();
+    // Every key adds whether it still ties on the prefix: no branch on a
+    // test that, from the second round on, most keys fail unpredictably.
     for (uint64_t key : keys) {
-      if ((key >> (shift + kDigitBits)) == prefix) ++bins[(key >> shift) & (kBins - 1)];
+      bins[(key >> shift) & (kBins - 1)] += (key >> (shift + kDigitBits)) == prefix;
     }
     absl::Status s = transport::SparseCollectives::AllreduceU32(group, absl::MakeSpan(*counts),
                                                                 transport::ReduceOp::kSum);
