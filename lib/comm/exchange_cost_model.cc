@@ -7,7 +7,6 @@
 #include <limits>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "gradwire/base/cpu_time.h"
@@ -367,12 +366,21 @@ const char* ExchangeChoiceRule(const CompressionSpec& spec) {
   return "the cost model's smallest predicted time";
 }
 
+namespace {
+
+// The median of all but the first (a warm-up) of at least two values.
+double MedianAfterWarmUp(absl::Span<const double> values) {
+  std::vector<double> timed(values.begin() + 1, values.end());
+  std::nth_element(timed.begin(), timed.begin() + timed.size() / 2, timed.end());
+  return timed[timed.size() / 2];
+}
+
+}  // namespace
+
 double MeasuredLinkRate(absl::Span<const double> transfer_seconds, double bytes,
                         double latency_seconds) {
   if (transfer_seconds.size() < 2) return 0;
-  std::vector<double> timed(transfer_seconds.begin() + 1, transfer_seconds.end());
-  std::nth_element(timed.begin(), timed.begin() + timed.size() / 2, timed.end());
-  const double seconds = timed[timed.size() / 2] - latency_seconds;
+  const double seconds = MedianAfterWarmUp(transfer_seconds) - latency_seconds;
   return bytes / std::max(seconds, 1e-6);
 }
 
@@ -442,33 +450,11 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
                                               BruckSteps(p) * model.seconds_per_round);
     // The CPU of the bytes: each rank sent and received (p - 1) blocks in
     // BruckSteps(p) messages each way (the warm-up left out, as above).
-    std::nth_element(transfer_cpu.begin() + 1, transfer_cpu.begin() + 1 + kTransfers / 2,
-                     transfer_cpu.end());
     const double bytes_cpu =
-        transfer_cpu[1 + kTransfers / 2] - BruckSteps(p) * model.seconds_per_message;
+        MedianAfterWarmUp(transfer_cpu) - BruckSteps(p) * model.seconds_per_message;
     model.seconds_per_byte = std::max(0.0, bytes_cpu) / (2.0 * block * (p - 1));
   }
-  {
-    // The cores this rank's host gives each of its ranks.
-    std::vector<uint8_t> mine(kRankCoresBytes), scratch;
-    EncodeRankCores(ThisRankCores(), mine.data());
-    std::vector<uint64_t> caps(p, kRankCoresBytes);
-    std::vector<absl::Span<const uint8_t>> got(p, mine);
-    if (p > 1) {
-      GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(
-          group, mine, caps, kRankCoresBytes * p, &scratch, absl::MakeSpan(got)));
-    }
-    std::vector<RankCores> ranks;
-    for (int r = 0; r < p; ++r) {
-      absl::StatusOr<RankCores> cores = DecodeRankCores(got[r]);
-      if (!cores.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rank ", r, "'s cores: ", cores.status().message()));
-      }
-      ranks.push_back(*cores);
-    }
-    model.cores_per_rank = CoresPerRank(ranks, group.rank());
-  }
+  GRADWIRE_ASSIGN_OR_RETURN(model.cores_per_rank, MeasureCoresPerRank(group));
   if (codec != nullptr) {
     // One call of each is noise-dominated (page faults of fresh buffers; a
     // rank descheduled on a shared core: one-shot decode rates of one run

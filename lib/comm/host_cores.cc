@@ -16,6 +16,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/status_macros.h"
+#include "gradwire/transport/sparse_collectives.h"
 
 namespace gradwire {
 namespace {
@@ -213,6 +215,28 @@ double CoresPerRank(absl::Span<const RankCores> ranks, int rank) {
     cores = std::min(cores, quotas);
   }
   return cores / on_host;
+}
+
+absl::StatusOr<double> MeasureCoresPerRank(transport::GlooGroup& group) {
+  const int p = group.size();
+  std::vector<uint8_t> mine(kRankCoresBytes), scratch;
+  EncodeRankCores(ThisRankCores(), mine.data());
+  std::vector<uint64_t> caps(p, kRankCoresBytes);
+  std::vector<absl::Span<const uint8_t>> got(p, mine);
+  if (p > 1) {
+    GRADWIRE_RETURN_IF_ERROR(transport::SparseCollectives::AllgathervBounded(
+        group, mine, caps, kRankCoresBytes * p, &scratch, absl::MakeSpan(got)));
+  }
+  std::vector<RankCores> ranks;
+  for (int r = 0; r < p; ++r) {
+    absl::StatusOr<RankCores> cores = DecodeRankCores(got[r]);
+    if (!cores.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rank ", r, "'s cores: ", cores.status().message()));
+    }
+    ranks.push_back(*cores);
+  }
+  return CoresPerRank(ranks, group.rank());
 }
 
 }  // namespace gradwire

@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "gradwire/transport/gloo_group.h"
 
 namespace gradwire {
 
@@ -63,6 +64,11 @@ absl::StatusOr<RankCores> DecodeRankCores(absl::Span<const uint8_t> bytes);
 // rank with an empty CPU set counts one CPU). At most the host's CPUs
 // over its ranks; may exceed 1.
 double CoresPerRank(absl::Span<const RankCores> ranks, int rank);
+
+// Collective: every rank of `group` describes itself (ThisRankCores), the
+// ranks allgather the descriptions and each returns CoresPerRank for its
+// own host. InvalidArgument naming the rank whose bytes do not decode.
+absl::StatusOr<double> MeasureCoresPerRank(transport::GlooGroup& group);
 
 }  // namespace gradwire
 

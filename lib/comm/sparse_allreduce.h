@@ -166,7 +166,7 @@ class SparseAllreduce {
   const SparseAllreduceInfo& last_run() const { return last_; }
 
  private:
-  // Steps of Run (sparse_allreduce.cc).
+  // Steps of Run (sparse_allreduce.cc; steps 4-5 in sparse_allreduce_survivors.cc).
   // `nonfinite`: this rank's input was; sets nonfinite_ to whether any
   // rank's was.
   absl::Status Agree(transport::GlooGroup& group, uint32_t bucket, uint64_t step, uint64_t n,
@@ -188,6 +188,9 @@ class SparseAllreduce {
   absl::Status Select(transport::GlooGroup& group, ExchangeStats* cost);
   absl::Status GatherSurvivors(transport::GlooGroup& group, uint32_t bucket, uint64_t step,
                                const absl::Status& owner_status, ExchangeStats* cost);
+  // The kept_ gathered survivors hold a band: keys from band_end_ on
+  // survive, the band's keys (at most BandLimit()) compete for the rest.
+  absl::Status SettleBand(uint32_t bucket, uint64_t step, ExchangeStats* cost);
   void PlanNext(uint32_t bucket, uint64_t n, int p);
 
   // Expectation for region j's frames of `kind`.
