@@ -49,14 +49,17 @@ LABEL = {"dense_ring": "dense ring", "sparse_allgather": "sparse allgather",
 
 # PREDICTED codec rates of a GPU (byte floors at planner.GPU_BYTES_PER_S):
 # encode reads g and e and writes e (12 bytes per element), decode writes
-# 8 bytes per entry, a dense pass moves 4 bytes per element. Not measured
+# 8 bytes per entry, a dense pass moves 4 bytes per element, and the sparse
+# allreduce's entry costs 11 decodes (the library's CPU ratio). Not measured
 # in this project. The CPU of a message is the host's: the library's default.
 GPU_RATES = {"encoded_elements_per_second": planner.GPU_BYTES_PER_S / 12,
              "decoded_entries_per_second": planner.GPU_BYTES_PER_S / 8,
+             "reduced_entries_per_second": planner.GPU_BYTES_PER_S / 8 / 11,
              "streamed_elements_per_second": planner.GPU_BYTES_PER_S / 4}
 # The model's fields that are rates or CPU costs (not the link's).
 RATE_KEYS = ("encoded_elements_per_second", "decoded_entries_per_second",
-             "streamed_elements_per_second", "seconds_per_message")
+             "reduced_entries_per_second", "streamed_elements_per_second",
+             "seconds_per_message")
 
 
 def _gw():

@@ -13,6 +13,7 @@
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/session_frame_auth.h"
 #include "gradwire/lib/codec/wire_format.h"
+#include "gradwire/lib/comm/codec_timing.h"
 #include "gradwire/lib/comm/host_cores.h"
 #include "gradwire/lib/comm/region_frame.h"
 #include "gradwire/transport/receive_window.h"
@@ -55,7 +56,16 @@ constexpr double kDirectMaxBlock = 256 << 10;
 // so 13 x 14.0 / 16.9, and the per-element term lost the zeroing and scan
 // of the region's sums (the intercept fell by 20 ms at n = 63M, P = 4;
 // docs/results/2026-12-06-allreduce-bitmap.md).
+// Those slopes are in decodes at about 1 % density: the allreduce's
+// entry is ~57-70 ns whatever the density, while a decode gets cheaper
+// per entry as entries crowd into shared cache lines (the measured rate
+// 2.5x from 1 % to 10 %: the run needed 11, 22 and 27 of the codec's own
+// decodes an entry at 1, 5 and 10 %, and its CPU was under-predicted
+// 1.7x at 10 %; docs/results/2026-12-06-measured-link.md). So the model
+// prices it as its own rate, reduced_entries_per_second, measured as
+// 1/11 of the decode rate at kReferenceDensity.
 constexpr double kSparseAllreduceEntryDecodes = 11;
+constexpr double kReferenceDensity = 0.01;
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
 // (64-bit: at p >= 2^30 an int's 2 << steps would overflow and the loop
@@ -235,9 +245,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
           p > 1 ? agree_messages + (p - 1) + selection * round_messages + BruckSteps(p) : 0;
       // Dense passes: the average written (n) and, measured beyond the
       // allgather's, about one pass over a region (n / P).
-      c.compute_seconds = encode +
-                          kSparseAllreduceEntryDecodes * k / model.decoded_entries_per_second +
-                          (n + n / p) / stream;
+      c.compute_seconds = encode + k / model.reduced_entries_per_second + (n + n / p) / stream;
       break;
     }
     case ExchangeKind::kCastAllreduce: {
@@ -386,23 +394,6 @@ double MeasuredLinkRate(absl::Span<const double> transfer_seconds, double bytes,
 
 namespace {
 
-// The median CPU time of `reps` calls of `call` after one untimed call.
-// CPU time, not wall time: a rank descheduled on a shared core would
-// otherwise report the other ranks' work as its codec's (wall-clock rates
-// of one run spanned 48-1147 M elements/s for the same encode).
-template <typename Call>
-absl::StatusOr<double> MedianCpuSeconds(int reps, Call call) {
-  GRADWIRE_RETURN_IF_ERROR(call());
-  std::vector<double> seconds(reps);
-  for (double& t : seconds) {
-    const double t0 = ThreadCpuSeconds();
-    GRADWIRE_RETURN_IF_ERROR(call());
-    t = ThreadCpuSeconds() - t0;
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
-  return seconds[reps / 2];
-}
-
 // This rank's measurement of the link and of `codec` (may be null).
 absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel model,
                                       const Codec* codec) {
@@ -456,51 +447,29 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
   }
   GRADWIRE_ASSIGN_OR_RETURN(model.cores_per_rank, MeasureCoresPerRank(group));
   if (codec != nullptr) {
-    // One call of each is noise-dominated (page faults of fresh buffers; a
-    // rank descheduled on a shared core: one-shot decode rates of one run
-    // spanned 0.1-18 M entries/s). So: one untimed call, then the median of
-    // kReps, the decode timed over kDecodes calls (one is microseconds).
-    constexpr uint64_t kElements = 1 << 20;
-    constexpr int kReps = 5, kDecodes = 4;
-    std::vector<float> grad(kElements), residual(kElements, 0.0f), dense(kElements);
-    for (uint64_t i = 0; i < kElements; ++i) {
-      grad[i] = static_cast<float>((i * 2654435761u) % 20011) / 20011.0f - 0.5f;
+    GRADWIRE_ASSIGN_OR_RETURN(const CodecTiming timing, TimeCodec(*codec, /*passes=*/true));
+    model.encoded_elements_per_second = kTimedElements / std::max(timing.encode_seconds, 1e-6);
+    model.streamed_elements_per_second = 2 * kTimedElements / std::max(timing.stream_seconds, 1e-6);
+    if (timing.decode_entries_per_second > 0) {
+      model.decoded_entries_per_second = timing.decode_entries_per_second;
     }
-    std::vector<uint8_t> frame(codec->MaxEncodedBytes(kElements));
-    CodecScratch codec_scratch;
-    EncodeStats encoded;
-    auto encode = [&]() -> absl::Status {
-      absl::StatusOr<EncodeStats> e =
-          codec->Encode(grad, 0, absl::MakeSpan(residual), absl::MakeSpan(frame), &codec_scratch);
-      if (e.ok()) encoded = *e;
-      return e.status();
-    };
-    auto decode = [&]() -> absl::Status {
-      for (int i = 0; i < kDecodes; ++i) {
-        GRADWIRE_RETURN_IF_ERROR(
-            codec->DecodeAccumulate(absl::MakeConstSpan(frame.data(), encoded.frame_bytes),
-                                    absl::MakeSpan(dense), &codec_scratch));
+    // The sparse allreduce's entries: 1/kSparseAllreduceEntryDecodes of
+    // the decode rate at kReferenceDensity. A denser codec's own decode
+    // is faster per entry than the allreduce's work scales: the same
+    // method at that density is timed too.
+    const CompressionSpec& spec = codec->spec();
+    if (spec.SelectsEntries()) {
+      double reference = timing.decode_entries_per_second;
+      if (spec.ratio > kReferenceDensity) {
+        CompressionSpec sparser = spec;
+        sparser.ratio = kReferenceDensity;
+        GRADWIRE_ASSIGN_OR_RETURN(std::unique_ptr<Codec> at_reference, MakeCodec(sparser));
+        GRADWIRE_ASSIGN_OR_RETURN(const CodecTiming t, TimeCodec(*at_reference, false));
+        reference = t.decode_entries_per_second;
       }
-      return absl::OkStatus();
-    };
-    // The dense passes of an exchange: zeroing the bucket, then a scan of
-    // it (the sparse allreduce's search for nonzero sums).
-    volatile uint64_t nonzero = 0;  // the scan's result is used
-    auto stream = [&]() -> absl::Status {
-      std::fill(dense.begin(), dense.end(), 0.0f);
-      uint64_t count = 0;
-      for (float v : dense) count += v != 0.0f;
-      nonzero = nonzero + count;
-      return absl::OkStatus();
-    };
-    GRADWIRE_ASSIGN_OR_RETURN(const double encode_seconds, MedianCpuSeconds(kReps, encode));
-    GRADWIRE_ASSIGN_OR_RETURN(const double decode_seconds, MedianCpuSeconds(kReps, decode));
-    GRADWIRE_ASSIGN_OR_RETURN(const double stream_seconds, MedianCpuSeconds(kReps, stream));
-    model.encoded_elements_per_second = kElements / std::max(encode_seconds, 1e-6);
-    model.streamed_elements_per_second = 2 * kElements / std::max(stream_seconds, 1e-6);
-    if (encoded.selected > 0) {
-      model.decoded_entries_per_second =
-          kDecodes * encoded.selected / std::max(decode_seconds, 1e-7);
+      if (reference > 0) {
+        model.reduced_entries_per_second = reference / kSparseAllreduceEntryDecodes;
+      }
     }
   }
   return model;
@@ -537,12 +506,13 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   // decides), a time that is negative or not finite as 1e-12.
   auto rate = [](double x) { return ~Bits(x > 0 && std::isfinite(x) ? x : 1e12); };
   auto time = [](double x) { return Bits(x >= 0 && std::isfinite(x) ? x + 0.0 : 1e-12); };
-  uint64_t worst[6] = {rate(model.bytes_per_second),
+  uint64_t worst[7] = {rate(model.bytes_per_second),
                        time(model.seconds_per_round),
                        rate(model.encoded_elements_per_second),
                        rate(model.decoded_entries_per_second),
                        rate(model.streamed_elements_per_second),
-                       rate(model.cores_per_rank)};
+                       rate(model.cores_per_rank),
+                       rate(model.reduced_entries_per_second)};
   absl::Status s =
       SparseCollectives::AllreduceU64(group, absl::MakeSpan(worst), transport::ReduceOp::kMax);
   if (!s.ok()) return s;
@@ -552,6 +522,7 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
   model.decoded_entries_per_second = FromBits(~worst[3]);
   model.streamed_elements_per_second = FromBits(~worst[4]);
   model.cores_per_rank = FromBits(~worst[5]);
+  model.reduced_entries_per_second = FromBits(~worst[6]);
   // The CPU of a message and of a byte: the means over ranks, in
   // nanoseconds and picoseconds. The kernel's network work (the emulated
   // links' queues, the loopback of co-located ranks) is charged to

@@ -16,6 +16,7 @@ constexpr ExchangeModelField kFields[] = {
     {"seconds_per_round", &ExchangeModel::seconds_per_round, true},
     {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false},
     {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
+    {"reduced_entries_per_second", &ExchangeModel::reduced_entries_per_second, false},
     {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
     {"seconds_per_message", &ExchangeModel::seconds_per_message, true},
     {"seconds_per_byte", &ExchangeModel::seconds_per_byte, true},

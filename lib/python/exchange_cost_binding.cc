@@ -60,9 +60,9 @@ py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
 py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
                         const std::string& spec_text, double bytes_per_second,
                         double seconds_per_round, double encoded_elements_per_second,
-                        double decoded_entries_per_second, double streamed_elements_per_second,
-                        double seconds_per_message, double seconds_per_byte,
-                        double cores_per_rank) {
+                        double decoded_entries_per_second, double reduced_entries_per_second,
+                        double streamed_elements_per_second, double seconds_per_message,
+                        double seconds_per_byte, double cores_per_rank) {
   const ExchangeKind kind = KindOf(kind_name);
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
@@ -73,9 +73,10 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
                                   : " needs a sparse spec (topk, approx_topk, randomk)",
                               ", got '", spec_text, "'"));
   }
-  const ExchangeModel model = Checked(
-      {bytes_per_second, seconds_per_round, encoded_elements_per_second, decoded_entries_per_second,
-       streamed_elements_per_second, seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model =
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
+               seconds_per_message, seconds_per_byte, cores_per_rank});
   return CostDict(kind,
                   EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model));
 }
@@ -83,38 +84,43 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
 std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spec_text,
                              double bytes_per_second, double seconds_per_round,
                              double encoded_elements_per_second, double decoded_entries_per_second,
-                             double streamed_elements_per_second, double seconds_per_message,
-                             double seconds_per_byte, double cores_per_rank) {
+                             double reduced_entries_per_second, double streamed_elements_per_second,
+                             double seconds_per_message, double seconds_per_byte,
+                             double cores_per_rank) {
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
-  const ExchangeModel model = Checked(
-      {bytes_per_second, seconds_per_round, encoded_elements_per_second, decoded_entries_per_second,
-       streamed_elements_per_second, seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model =
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
+               seconds_per_message, seconds_per_byte, cores_per_rank});
   return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
 bool DenseTwoLevelOf(int nodes, int local, int64_t elements, double bytes_per_second,
                      double seconds_per_round, double encoded_elements_per_second,
-                     double decoded_entries_per_second, double streamed_elements_per_second,
-                     double seconds_per_message, double seconds_per_byte, double cores_per_rank) {
+                     double decoded_entries_per_second, double reduced_entries_per_second,
+                     double streamed_elements_per_second, double seconds_per_message,
+                     double seconds_per_byte, double cores_per_rank) {
   if (nodes < 1) RaiseInvalid(absl::StrCat("nodes must be >= 1, got ", nodes));
   if (local < 1) RaiseInvalid(absl::StrCat("local must be >= 1, got ", local));
   CheckShape(nodes, elements);
-  const ExchangeModel model = Checked(
-      {bytes_per_second, seconds_per_round, encoded_elements_per_second, decoded_entries_per_second,
-       streamed_elements_per_second, seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model =
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
+               seconds_per_message, seconds_per_byte, cores_per_rank});
   return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), model);
 }
 
 bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_second,
                            double seconds_per_round, double encoded_elements_per_second,
-                           double decoded_entries_per_second, double streamed_elements_per_second,
-                           double seconds_per_message, double seconds_per_byte,
-                           double cores_per_rank) {
+                           double decoded_entries_per_second, double reduced_entries_per_second,
+                           double streamed_elements_per_second, double seconds_per_message,
+                           double seconds_per_byte, double cores_per_rank) {
   CheckShape(ranks, dense_elements);
-  const ExchangeModel model = Checked(
-      {bytes_per_second, seconds_per_round, encoded_elements_per_second, decoded_entries_per_second,
-       streamed_elements_per_second, seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model =
+      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
+               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
+               seconds_per_message, seconds_per_byte, cores_per_rank});
   return DenseRidesAllgather(ranks, static_cast<uint64_t>(dense_elements), model);
 }
 
@@ -194,6 +200,7 @@ void DefineExchangeCost(py::module_& m) {
           py::arg("seconds_per_round") = defaults.seconds_per_round,
           py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
           py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
+          py::arg("reduced_entries_per_second") = defaults.reduced_entries_per_second,
           py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
           py::arg("seconds_per_message") = defaults.seconds_per_message,
           py::arg("seconds_per_byte") = defaults.seconds_per_byte,
@@ -204,7 +211,8 @@ void DefineExchangeCost(py::module_& m) {
 ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
 kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the last
 needs a sparse spec); the model: one rank's link (bytes/s each way),
-seconds per message step, encode, decode and dense-pass rates, CPU seconds
+seconds per message step, encode, decode, the sparse allreduce's entry
+and dense-pass rates, CPU seconds
 per extra message and per byte sent or received, the cores each rank gets (0.5: four ranks on two cores;
 defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
 'bytes_sent', 'bytes_received' (per rank), 'rounds', 'messages', 'wire_s',

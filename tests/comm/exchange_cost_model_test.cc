@@ -3,6 +3,7 @@
 #include "gradwire/lib/comm/exchange_cost_model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -146,24 +147,67 @@ TEST(ExchangeCostModel, KindsFromTheirNames) {
   }
 }
 
-// The sparse allreduce's entries cost 11 decodes each (measured against
-// the allgather's P; exchange_cost_model.cc), whatever the density.
-TEST(ExchangeCostModel, SparseAllreduceEntriesCostElevenDecodes) {
+// The sparse allreduce's entries cost one reduced_entries_per_second
+// each, whatever the density, and the decode rate does not price them
+// (it prices the allgather's P decodes an entry).
+TEST(ExchangeCostModel, SparseAllreduceEntriesAtTheirOwnRate) {
   ExchangeModel model;
   model.seconds_per_message = 0;
   model.decoded_entries_per_second = 1e8;
+  model.reduced_entries_per_second = 1e7;
   const uint64_t n = 1 << 24;
   const CompressionSpec sparse = Spec("topk:ratio=0.01"), denser = Spec("topk:ratio=0.04");
   const double k1 = sparse.SelectedCount(n), k2 = denser.SelectedCount(n);
-  const double d =
-      EstimateExchange(ExchangeKind::kSparseAllreduce, 8, n, denser, model).compute_seconds -
-      EstimateExchange(ExchangeKind::kSparseAllreduce, 8, n, sparse, model).compute_seconds;
-  EXPECT_NEAR(d, 11 * (k2 - k1) / 1e8, 1e-9);
+  auto compute = [&](ExchangeKind kind, const CompressionSpec& spec, const ExchangeModel& m) {
+    return EstimateExchange(kind, 8, n, spec, m).compute_seconds;
+  };
+  const double d = compute(ExchangeKind::kSparseAllreduce, denser, model) -
+                   compute(ExchangeKind::kSparseAllreduce, sparse, model);
+  EXPECT_NEAR(d, (k2 - k1) / 1e7, 1e-9);
+  ExchangeModel faster_decode = model;
+  faster_decode.decoded_entries_per_second = 4e8;
+  EXPECT_EQ(compute(ExchangeKind::kSparseAllreduce, denser, faster_decode),
+            compute(ExchangeKind::kSparseAllreduce, denser, model));
   // The allgather decodes P entries for each of its k.
-  const double g =
-      EstimateExchange(ExchangeKind::kSparseAllgather, 8, n, denser, model).compute_seconds -
-      EstimateExchange(ExchangeKind::kSparseAllgather, 8, n, sparse, model).compute_seconds;
+  const double g = compute(ExchangeKind::kSparseAllgather, denser, model) -
+                   compute(ExchangeKind::kSparseAllgather, sparse, model);
   EXPECT_NEAR(g, 8 * (k2 - k1) / 1e8, 1e-9);
+  // The default: 11 decodes of the default decode rate.
+  EXPECT_DOUBLE_EQ(ExchangeModel().reduced_entries_per_second,
+                   ExchangeModel().decoded_entries_per_second / 11);
+}
+
+// Measured, the allreduce's rate is 1/11 of a decode at a density of at
+// most 1 %: the codec's own decode at 1 % and below, else the same
+// method's at 1 %, timed apart (a decode at 10 % is faster per entry).
+TEST(ExchangeCostModel, MeasuredAllreduceRateAtOnePercent) {
+  auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
+                                                "job", absl::Seconds(20));
+  auto group = transport::GlooGroup::Create(0, 1, store->Scoped("one"), transport::GroupOptions());
+  ASSERT_TRUE(group.ok()) << group.status();
+  for (const char* text : {"topk:ratio=0.01", "randomk:ratio=0.002", "topk:ratio=0.1",
+                           "approx_topk:ratio=0.05,values=fp16"}) {
+    const std::unique_ptr<Codec> codec = *MakeCodec(Spec(text));
+    absl::StatusOr<ExchangeModel> m =
+        AgreeExchangeModel(**group, ExchangeModel(), true, codec.get());
+    ASSERT_TRUE(m.ok()) << m.status();
+    const double reduced = m->reduced_entries_per_second;
+    EXPECT_GT(reduced, 0) << text;
+    EXPECT_TRUE(std::isfinite(reduced)) << text;
+    EXPECT_NE(reduced, ExchangeModel().reduced_entries_per_second) << text;
+    if (codec->spec().ratio <= 0.01) {
+      EXPECT_EQ(reduced, m->decoded_entries_per_second / 11) << text;
+    } else {
+      EXPECT_NE(reduced, m->decoded_entries_per_second / 11) << text;
+    }
+    std::printf("%s: decoded %.3g entries/s, reduced %.3g (x11 %.3g)\n", text,
+                m->decoded_entries_per_second, reduced, 11 * reduced);
+  }
+  // A codec that selects nothing leaves the figure as given.
+  const std::unique_ptr<Codec> qsgd = *MakeCodec(Spec("qsgd:bits=4"));
+  absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(**group, ExchangeModel(), true, qsgd.get());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->reduced_entries_per_second, ExchangeModel().reduced_entries_per_second);
 }
 
 // Every byte sent or received costs seconds_per_byte of CPU (at the
@@ -174,8 +218,8 @@ TEST(ExchangeCostModel, BytesCostTheirCpu) {
   ExchangeModel none, some, shared;
   some.seconds_per_byte = shared.seconds_per_byte = 1e-9;
   shared.cores_per_rank = 0.25;
-  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                            ExchangeKind::kSparseAllreduce}) {
+  for (ExchangeKind kind :
+       {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
     const ExchangeCost a = EstimateExchange(kind, 8, n, spec, none);
     const ExchangeCost b = EstimateExchange(kind, 8, n, spec, some);
     const ExchangeCost c = EstimateExchange(kind, 8, n, spec, shared);
@@ -197,8 +241,8 @@ TEST(ExchangeCostModel, SharedCoresSlowTheComputeNotTheWire) {
   own.bytes_per_second = half.bytes_per_second = many.bytes_per_second = 1.25e8;
   half.cores_per_rank = 0.5;
   many.cores_per_rank = 16;
-  for (ExchangeKind kind : {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather,
-                            ExchangeKind::kSparseAllreduce}) {
+  for (ExchangeKind kind :
+       {ExchangeKind::kDenseRing, ExchangeKind::kSparseAllgather, ExchangeKind::kSparseAllreduce}) {
     const ExchangeCost a = EstimateExchange(kind, 4, n, spec, own);
     const ExchangeCost b = EstimateExchange(kind, 4, n, spec, half);
     const ExchangeCost c = EstimateExchange(kind, 4, n, spec, many);
@@ -426,6 +470,7 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
       mine.seconds_per_message = 10e-6 * (r + 1);
       mine.cores_per_rank = 1.0 / (r + 1);
       mine.seconds_per_byte = 1e-9 * (r + 1);
+      mine.reduced_entries_per_second = 1e7 * (r + 1);
       absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(**group, mine, false, nullptr);
       ASSERT_TRUE(m.ok()) << m.status();
       given[r] = *m;
@@ -443,8 +488,9 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
     EXPECT_FALSE(std::signbit(given[r].seconds_per_round));
     EXPECT_EQ(given[r].encoded_elements_per_second, 1e8);
     EXPECT_EQ(given[r].streamed_elements_per_second, 1e9);
+    EXPECT_EQ(given[r].reduced_entries_per_second, 1e7);
     EXPECT_NEAR(given[r].seconds_per_message, 20e-6, 1e-12);
-    EXPECT_EQ(given[r].cores_per_rank, 1.0 / 3);  // the fewest
+    EXPECT_EQ(given[r].cores_per_rank, 1.0 / 3);          // the fewest
     EXPECT_NEAR(given[r].seconds_per_byte, 2e-9, 1e-15);  // the mean, as a message's
     EXPECT_GE(measured[r].seconds_per_byte, 0);
     EXPECT_TRUE(std::isfinite(measured[r].seconds_per_byte));
@@ -455,7 +501,7 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
     for (double v :
          {measured[r].bytes_per_second, measured[r].seconds_per_round,
           measured[r].encoded_elements_per_second, measured[r].decoded_entries_per_second,
-          measured[r].streamed_elements_per_second}) {
+          measured[r].streamed_elements_per_second, measured[r].reduced_entries_per_second}) {
       EXPECT_GT(v, 0);
       EXPECT_TRUE(std::isfinite(v));
     }
@@ -463,6 +509,7 @@ TEST(ExchangeCostModel, AgreementOverRanks) {
     EXPECT_LT(measured[r].seconds_per_message, 0.1);
     EXPECT_EQ(measured[r].seconds_per_message, measured[0].seconds_per_message);
     EXPECT_EQ(measured[r].streamed_elements_per_second, measured[0].streamed_elements_per_second);
+    EXPECT_EQ(measured[r].reduced_entries_per_second, measured[0].reduced_entries_per_second);
   }
 }
 

@@ -19,8 +19,8 @@ bool SameBits(const ExchangeModel& a, const ExchangeModel& b) {
 }
 
 TEST(ExchangeModelSpec, TableNamesEveryFieldOnce) {
-  // Eight doubles, each reached by exactly one entry: setting each through
-  // the table to a distinct value gives eight distinct members.
+  // Nine doubles, each reached by exactly one entry: setting each through
+  // the table to a distinct value gives nine distinct members.
   ASSERT_EQ(ExchangeModelFields().size(), sizeof(ExchangeModel) / sizeof(double));
   ExchangeModel m;
   double v = 1;
@@ -29,10 +29,11 @@ TEST(ExchangeModelSpec, TableNamesEveryFieldOnce) {
   EXPECT_EQ(m.seconds_per_round, 2);
   EXPECT_EQ(m.encoded_elements_per_second, 3);
   EXPECT_EQ(m.decoded_entries_per_second, 4);
-  EXPECT_EQ(m.streamed_elements_per_second, 5);
-  EXPECT_EQ(m.seconds_per_message, 6);
-  EXPECT_EQ(m.seconds_per_byte, 7);
-  EXPECT_EQ(m.cores_per_rank, 8);
+  EXPECT_EQ(m.reduced_entries_per_second, 5);
+  EXPECT_EQ(m.streamed_elements_per_second, 6);
+  EXPECT_EQ(m.seconds_per_message, 7);
+  EXPECT_EQ(m.seconds_per_byte, 8);
+  EXPECT_EQ(m.cores_per_rank, 9);
   EXPECT_TRUE(FindExchangeModelField("seconds_per_byte")->is_time);
   EXPECT_FALSE(FindExchangeModelField("cores_per_rank")->is_time);  // > 0, like a rate
   EXPECT_EQ(FindExchangeModelField("seconds_per_round")->member, &ExchangeModel::seconds_per_round);

@@ -184,6 +184,8 @@ class ThreadRanks(unittest.TestCase):
                ({"seconds_per_round": -1e-6}, g.InvalidArgumentError, "seconds_per_round must"),
                ({"seconds_per_message": float("inf")}, g.InvalidArgumentError, "finite"),
                ({"cores_per_rank": 0}, g.InvalidArgumentError, "cores_per_rank must be a pos"),
+               ({"reduced_entries_per_second": -1}, g.InvalidArgumentError,
+                "reduced_entries_per_second must be a pos"),
                ({"link": 1e9}, g.InvalidArgumentError, "unknown key 'link'"),
                ({"bytes_per_second": True}, g.UnsupportedError, "must be a number"),
                ({"bytes_per_second": "1e9"}, g.UnsupportedError, "must be a number"),

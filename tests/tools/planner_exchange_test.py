@@ -50,6 +50,22 @@ class BindingTest(unittest.TestCase):
         self.assertAlmostEqual(ring["compute_s"] - free["compute_s"],
                                (9 - 7) * gw.EXCHANGE_MODEL_DEFAULTS["seconds_per_message"])
 
+    def test_the_allreduce_entries_take_their_own_rate(self):
+        # reduced_entries_per_second prices the sparse allreduce's entries
+        # (k of them), the decode rate the allgather's P k.
+        n, spec = 1 << 24, "topk:ratio=0.1"
+        k = round(0.1 * n)
+        base = gw.exchange_cost("sparse_allreduce", 4, n, spec, reduced_entries_per_second=2e7)
+        slow = gw.exchange_cost("sparse_allreduce", 4, n, spec, reduced_entries_per_second=1e7)
+        self.assertAlmostEqual(slow["compute_s"] - base["compute_s"], k / 1e7 - k / 2e7,
+                               delta=1e-9)
+        other = gw.exchange_cost("sparse_allreduce", 4, n, spec, reduced_entries_per_second=2e7,
+                                 decoded_entries_per_second=1e6)
+        self.assertEqual(other["compute_s"], base["compute_s"])
+        d = gw.EXCHANGE_MODEL_DEFAULTS
+        self.assertAlmostEqual(d["reduced_entries_per_second"],
+                               d["decoded_entries_per_second"] / 11)
+
     def test_bad_arguments_are_value_errors(self):
         bad = [(("x", 4, 10, "topk"), {}), (("sparse_allreduce", 4, 10, "none"), {}),
                (("dense_ring", 0, 10, "none"), {}), (("dense_ring", 4, -1, "none"), {}),
@@ -58,6 +74,7 @@ class BindingTest(unittest.TestCase):
                (("dense_ring", 4, 10, "none"), {"seconds_per_round": float("inf")}),
                (("dense_ring", 4, 10, "none"), {"encoded_elements_per_second": float("nan")}),
                (("dense_ring", 4, 10, "none"), {"decoded_entries_per_second": -1}),
+               (("dense_ring", 4, 10, "none"), {"reduced_entries_per_second": 0}),
                (("dense_ring", 4, 10, "none"), {"streamed_elements_per_second": 0}),
                (("dense_ring", 4, 10, "none"), {"seconds_per_message": -1e-6}),
                (("dense_ring", 4, 10, "none"), {"seconds_per_message": float("nan")})]
