@@ -57,12 +57,37 @@ py::dict CostDict(ExchangeKind kind, const ExchangeCost& c) {
                   "compute_s"_a = c.compute_seconds, "seconds"_a = c.seconds());
 }
 
+// The model's figures by name over the defaults (ExchangeModelDict's keys
+// to numbers: int, float or anything with __float__, not bool), each
+// checked; `what` starts the messages.
+ExchangeModel FiguresByName(const py::dict& figures, const std::string& what) {
+  ExchangeModel model;
+  for (const auto& [key, item] : figures) {
+    if (!py::isinstance<py::str>(key)) {
+      RaiseUnsupported(absl::StrCat(what, "'s keys must be str, got ",
+                                    std::string(py::str(py::type::handle_of(key)))));
+    }
+    const std::string name = key.cast<std::string>();
+    const ExchangeModelField* field = FindExchangeModelField(name);
+    if (field == nullptr) {
+      RaiseInvalid(absl::StrCat(what, ": unknown key '", name,
+                                "' (the keys: ", ExchangeModelFieldNames(),
+                                "; gradwire.EXCHANGE_MODEL_DEFAULTS has them all)"));
+    }
+    if (py::isinstance<py::bool_>(item) || !py::hasattr(item, "__float__")) {
+      RaiseUnsupported(absl::StrCat(what, "['", name, "'] must be a number, got ",
+                                    std::string(py::str(py::type::handle_of(item)))));
+    }
+    model.*field->member = py::float_(py::reinterpret_borrow<py::object>(item)).cast<double>();
+  }
+  return Checked(model, (what + "'s ").c_str());
+}
+
+// The model an entry point's keyword arguments give.
+ExchangeModel ModelOf(const py::kwargs& figures) { return FiguresByName(figures, "model"); }
+
 py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t elements,
-                        const std::string& spec_text, double bytes_per_second,
-                        double seconds_per_round, double encoded_elements_per_second,
-                        double decoded_entries_per_second, double reduced_entries_per_second,
-                        double streamed_elements_per_second, double seconds_per_message,
-                        double seconds_per_byte, double cores_per_rank) {
+                        const std::string& spec_text, const py::kwargs& figures) {
   const ExchangeKind kind = KindOf(kind_name);
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
@@ -73,55 +98,29 @@ py::dict ExchangeCostOf(const std::string& kind_name, int ranks, int64_t element
                                   : " needs a sparse spec (topk, approx_topk, randomk)",
                               ", got '", spec_text, "'"));
   }
-  const ExchangeModel model =
-      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
-               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
-               seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model = ModelOf(figures);
   return CostDict(kind,
                   EstimateExchange(kind, ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
 std::string ChooseExchangeOf(int ranks, int64_t elements, const std::string& spec_text,
-                             double bytes_per_second, double seconds_per_round,
-                             double encoded_elements_per_second, double decoded_entries_per_second,
-                             double reduced_entries_per_second, double streamed_elements_per_second,
-                             double seconds_per_message, double seconds_per_byte,
-                             double cores_per_rank) {
+                             const py::kwargs& figures) {
   CheckShape(ranks, elements);
   const CompressionSpec spec = Value(CompressionSpec::Parse(spec_text));
-  const ExchangeModel model =
-      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
-               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
-               seconds_per_message, seconds_per_byte, cores_per_rank});
+  const ExchangeModel model = ModelOf(figures);
   return ExchangeKindName(ChooseExchange(ranks, static_cast<uint64_t>(elements), spec, model));
 }
 
-bool DenseTwoLevelOf(int nodes, int local, int64_t elements, double bytes_per_second,
-                     double seconds_per_round, double encoded_elements_per_second,
-                     double decoded_entries_per_second, double reduced_entries_per_second,
-                     double streamed_elements_per_second, double seconds_per_message,
-                     double seconds_per_byte, double cores_per_rank) {
+bool DenseTwoLevelOf(int nodes, int local, int64_t elements, const py::kwargs& figures) {
   if (nodes < 1) RaiseInvalid(absl::StrCat("nodes must be >= 1, got ", nodes));
   if (local < 1) RaiseInvalid(absl::StrCat("local must be >= 1, got ", local));
   CheckShape(nodes, elements);
-  const ExchangeModel model =
-      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
-               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
-               seconds_per_message, seconds_per_byte, cores_per_rank});
-  return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), model);
+  return DenseTwoLevel(nodes, local, static_cast<uint64_t>(elements), ModelOf(figures));
 }
 
-bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, double bytes_per_second,
-                           double seconds_per_round, double encoded_elements_per_second,
-                           double decoded_entries_per_second, double reduced_entries_per_second,
-                           double streamed_elements_per_second, double seconds_per_message,
-                           double seconds_per_byte, double cores_per_rank) {
+bool DenseRidesAllgatherOf(int ranks, int64_t dense_elements, const py::kwargs& figures) {
   CheckShape(ranks, dense_elements);
-  const ExchangeModel model =
-      Checked({bytes_per_second, seconds_per_round, encoded_elements_per_second,
-               decoded_entries_per_second, reduced_entries_per_second, streamed_elements_per_second,
-               seconds_per_message, seconds_per_byte, cores_per_rank});
-  return DenseRidesAllgather(ranks, static_cast<uint64_t>(dense_elements), model);
+  return DenseRidesAllgather(ranks, static_cast<uint64_t>(dense_elements), ModelOf(figures));
 }
 
 }  // namespace
@@ -157,26 +156,7 @@ ExchangeModel ExchangeModelArgument(const py::object& value, bool* measure) {
         "exchange_model must be None, 'measure', a dict or figures by name in a str, got ",
         std::string(py::str(py::type::handle_of(value)))));
   }
-  for (const auto& [key, item] : value.cast<py::dict>()) {
-    if (!py::isinstance<py::str>(key)) {
-      RaiseUnsupported(absl::StrCat("exchange_model's keys must be str, got ",
-                                    std::string(py::str(py::type::handle_of(key)))));
-    }
-    const std::string name = key.cast<std::string>();
-    const ExchangeModelField* field = FindExchangeModelField(name);
-    if (field == nullptr) {
-      RaiseInvalid(absl::StrCat("exchange_model: unknown key '", name,
-                                "' (the keys: ", ExchangeModelFieldNames(),
-                                "; gradwire.EXCHANGE_MODEL_DEFAULTS has them all)"));
-    }
-    // Anything with __float__ (int, float, numpy's scalars), but not bool.
-    if (py::isinstance<py::bool_>(item) || !py::hasattr(item, "__float__")) {
-      RaiseUnsupported(absl::StrCat("exchange_model['", name, "'] must be a number, got ",
-                                    std::string(py::str(py::type::handle_of(item)))));
-    }
-    model.*field->member = py::float_(py::reinterpret_borrow<py::object>(item)).cast<double>();
-  }
-  return Checked(model, "exchange_model's ");
+  return FiguresByName(value.cast<py::dict>(), "exchange_model");
 }
 
 py::dict ExchangeEstimates(int ranks, uint64_t elements, const CompressionSpec& spec,
@@ -194,27 +174,22 @@ void DefineExchangeCost(py::module_& m) {
   const ExchangeModel defaults;
   m.attr("EXCHANGE_MODEL_DEFAULTS") = ExchangeModelDict(defaults);
   // Each entry point takes its own leading arguments, then the model's
-  // (with EXCHANGE_MODEL_DEFAULTS as defaults), then its doc string.
+  // figures by keyword (any of EXCHANGE_MODEL_DEFAULTS' keys; the rest
+  // keep their defaults), then its doc string.
   auto def_with_model = [&](const char* name, auto fn, const char* doc, auto... leading) {
-    m.def(name, fn, leading..., py::arg("bytes_per_second") = defaults.bytes_per_second,
-          py::arg("seconds_per_round") = defaults.seconds_per_round,
-          py::arg("encoded_elements_per_second") = defaults.encoded_elements_per_second,
-          py::arg("decoded_entries_per_second") = defaults.decoded_entries_per_second,
-          py::arg("reduced_entries_per_second") = defaults.reduced_entries_per_second,
-          py::arg("streamed_elements_per_second") = defaults.streamed_elements_per_second,
-          py::arg("seconds_per_message") = defaults.seconds_per_message,
-          py::arg("seconds_per_byte") = defaults.seconds_per_byte,
-          py::arg("cores_per_rank") = defaults.cores_per_rank, doc);
+    m.def(name, fn, leading..., doc);
   };
   def_with_model("exchange_cost", &ExchangeCostOf,
                  R"doc(The library's predicted cost of averaging `elements` fp32 over `ranks`
 ranks with one exchange (lib/comm/exchange_cost_model.h, EstimateExchange):
 kind 'dense_ring', 'sparse_allgather' or 'sparse_allreduce' (the last
-needs a sparse spec); the model: one rank's link (bytes/s each way),
-seconds per message step, encode, decode, the sparse allreduce's entry
-and dense-pass rates, CPU seconds
-per extra message and per byte sent or received, the cores each rank gets (0.5: four ranks on two cores;
-defaults: EXCHANGE_MODEL_DEFAULTS). Returns {'kind',
+needs a sparse spec). The model's figures by keyword, any of
+EXCHANGE_MODEL_DEFAULTS' keys (the rest keep those defaults): one rank's
+link (bytes/s each way), seconds per message step, the encode, decode,
+sparse allreduce entry and dense-pass rates, CPU seconds per extra message
+and per byte sent or received, the cores each rank gets (0.5: four ranks on
+two cores); an unknown key, a rate that is not positive and finite or a
+negative time is a ValueError. Returns {'kind',
 'bytes_sent', 'bytes_received' (per rank), 'rounds', 'messages', 'wire_s',
 'compute_s', 'seconds'}.)doc",
                  py::arg("kind"), py::arg("ranks"), py::arg("elements"), py::arg("spec"));

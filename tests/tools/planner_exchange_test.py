@@ -83,6 +83,13 @@ class BindingTest(unittest.TestCase):
                 gw.exchange_cost(*args, **kwargs)
         with self.assertRaises(ValueError):
             gw.choose_exchange(0, 10, "topk")
+        # The model's figures are keywords checked by name: a misspelled one
+        # is refused with the list of the figures, a value that is not a
+        # number names its key.
+        with self.assertRaisesRegex(ValueError, "unknown key 'bytes'.*reduced_entries_per_second"):
+            gw.choose_exchange(4, 10, "topk", bytes=1e9)
+        with self.assertRaisesRegex(TypeError, r"model\['seconds_per_round'\] must be a number"):
+            gw.dense_rides_allgather(4, 10, seconds_per_round="1")
 
     def test_codecs_that_send_every_element_have_an_allgather_estimate(self):
         # Their frames to each of the P - 1 peers: 2n bytes for fp16, a
