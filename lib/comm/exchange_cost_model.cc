@@ -454,9 +454,10 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
       model.decoded_entries_per_second = timing.decode_entries_per_second;
     }
     // The sparse allreduce's entries: 1/kSparseAllreduceEntryDecodes of
-    // the decode rate at kReferenceDensity. A denser codec's own decode
-    // is faster per entry than the allreduce's work scales: the same
-    // method at that density is timed too.
+    // the decode rate at kReferenceDensity or below (where the 11 were
+    // measured: the codec's own). A denser codec's decode is cheaper per
+    // entry, the allreduce's entry is not: the same method is timed at
+    // kReferenceDensity instead.
     const CompressionSpec& spec = codec->spec();
     if (spec.SelectsEntries()) {
       double reference = timing.decode_entries_per_second;
