@@ -97,8 +97,8 @@ struct ExchangeModel {
   // 11 decodes of an entry at 1 % density, whatever the bucket's density
   // (the decode itself gets cheaper per entry as entries crowd into
   // shared cache lines; the allreduce's splitting, sums and selection do
-  // not). Measured: 1/11 of the codec's decode rate at a density of at
-  // most 1 %.
+  // not). Measured: 1/11 of the codec's decode rate at its density where
+  // that is at most 1 %, else of the same method's at 1 %.
   double reduced_entries_per_second = 2e8 / 11;
   double streamed_elements_per_second = 1e9;  // dense passes: zero, scan, divide
   double seconds_per_message = 10e-6;         // CPU of one more message sent and received
