@@ -413,13 +413,6 @@ std::string JsonObject(const std::map<std::string, int>& counts) {
                                     }),
                       "}");
 }
-std::string JsonObject(const ExchangeModel& model) {
-  std::string o;
-  for (const ExchangeModelField& f : ExchangeModelFields()) {
-    absl::StrAppendFormat(&o, "%s\"%s\": %.17g", o.empty() ? "{" : ", ", f.name, model.*f.member);
-  }
-  return o + "}";
-}
 
 std::string ResultJson(const RunInfo& info, const Series& s) {
   const double n_it = std::max<size_t>(1, s.iter_ms.size());
@@ -435,7 +428,7 @@ std::string ResultJson(const RunInfo& info, const Series& s) {
       ",\n  \"compressed_buckets\": ", info.compressed_buckets,
       ",\n  \"dense_tail_rides\": ", info.dense_tail_rides ? "true" : "false",
       ",\n  \"exchanges\": ", JsonObject(info.exchanges),
-      ",\n  \"exchange_model\": ", JsonObject(info.model),
+      ",\n  \"exchange_model\": ", ExchangeModelJson(info.model),
       ",\n  \"warmup\": ", absl::GetFlag(FLAGS_warmup),
       ",\n  \"iters\": ", absl::GetFlag(FLAGS_iters),
       absl::StrFormat(",\n  \"iter_ms\": {\"median\": %.3f, \"p90\": %.3f, \"min\": %.3f, "

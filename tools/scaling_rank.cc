@@ -192,12 +192,7 @@ int Main() {
   if (absl::GetFlag(FLAGS_measure_model)) {
     absl::StatusOr<ExchangeModel> m = AgreeExchangeModel(g, ExchangeModel(), true, codec->get());
     if (!m.ok()) return Fail(m.status());
-    model_json = "{";
-    for (const ExchangeModelField& f : ExchangeModelFields()) {
-      absl::StrAppendFormat(&model_json, "%s\"%s\": %.6g", model_json.size() > 1 ? ", " : "",
-                            f.name, (*m).*f.member);
-    }
-    model_json += "}";
+    model_json = ExchangeModelJson(*m);
   }
   const int buckets = absl::GetFlag(FLAGS_buckets);
   const int iters = absl::GetFlag(FLAGS_iters), warmup = absl::GetFlag(FLAGS_warmup);

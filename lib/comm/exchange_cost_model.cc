@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "gradwire/base/coding.h"
 #include "gradwire/base/cpu_time.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/lib/codec/session_frame_auth.h"
@@ -66,6 +67,22 @@ constexpr double kDirectMaxBlock = 256 << 10;
 // 1/11 of the decode rate at kReferenceDensity.
 constexpr double kSparseAllreduceEntryDecodes = 11;
 constexpr double kReferenceDensity = 0.01;
+
+using Agreement = ExchangeModelField::Agreement;
+constexpr ExchangeModelField kFields[] = {
+    {"bytes_per_second", &ExchangeModel::bytes_per_second, false, Agreement::kLeast},
+    {"seconds_per_round", &ExchangeModel::seconds_per_round, true, Agreement::kMost},
+    {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false,
+     Agreement::kLeast},
+    {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false,
+     Agreement::kLeast},
+    {"reduced_entries_per_second", &ExchangeModel::reduced_entries_per_second, false,
+     Agreement::kLeast},
+    {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false,
+     Agreement::kLeast},
+    {"seconds_per_message", &ExchangeModel::seconds_per_message, true, Agreement::kMean},
+    {"seconds_per_byte", &ExchangeModel::seconds_per_byte, true, Agreement::kMean},
+    {"cores_per_rank", &ExchangeModel::cores_per_rank, false, Agreement::kLeast}};
 
 // Steps of a recursive-doubling allreduce (folding in a non-power of 2).
 // (64-bit: at p >= 2^30 an int's 2 << steps would overflow and the loop
@@ -171,6 +188,8 @@ double EveryElementPayload(const CompressionSpec& spec, double n) {
 }
 
 }  // namespace
+
+absl::Span<const ExchangeModelField> ExchangeModelFields() { return kFields; }
 
 const char* ExchangeKindName(ExchangeKind kind) {
   static constexpr const char* kNames[] = {"dense_ring", "sparse_allgather", "sparse_allreduce",
@@ -476,16 +495,12 @@ absl::StatusOr<ExchangeModel> Measure(transport::GlooGroup& group, ExchangeModel
   return model;
 }
 
-// Non-negative doubles order like their bit patterns.
-uint64_t Bits(double x) {
-  uint64_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-double FromBits(uint64_t u) {
-  double x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
+// A figure as the ranks agree on it: a rate (or the cores) that is not
+// positive and finite counts as 1e12, a time that is negative or not
+// finite as 1e-12, and -0 as +0.
+double Sane(const ExchangeModelField& f, double x) {
+  if (f.is_time) return x >= 0 && std::isfinite(x) ? x + 0.0 : 1e-12;
+  return x > 0 && std::isfinite(x) ? x : 1e12;
 }
 
 }  // namespace
@@ -499,45 +514,53 @@ absl::StatusOr<ExchangeModel> AgreeExchangeModel(transport::GlooGroup& group,
     if (!measured.ok()) return measured.status();
     model = *measured;
   }
-  // The slowest rank's figure of each: the least rate, the largest time,
-  // exact (a given model comes back as given: no 1 / x and back). Positive
-  // doubles order like their bit patterns, so one max-allreduce of u64s
-  // does both: a time as its bits, a rate as their complement. A rate
-  // that is not positive and finite counts as 1e12 (fast: it never
-  // decides), a time that is negative or not finite as 1e-12.
-  auto rate = [](double x) { return ~Bits(x > 0 && std::isfinite(x) ? x : 1e12); };
-  auto time = [](double x) { return Bits(x >= 0 && std::isfinite(x) ? x + 0.0 : 1e-12); };
-  uint64_t worst[7] = {rate(model.bytes_per_second),
-                       time(model.seconds_per_round),
-                       rate(model.encoded_elements_per_second),
-                       rate(model.decoded_entries_per_second),
-                       rate(model.streamed_elements_per_second),
-                       rate(model.cores_per_rank),
-                       rate(model.reduced_entries_per_second)};
-  absl::Status s =
-      SparseCollectives::AllreduceU64(group, absl::MakeSpan(worst), transport::ReduceOp::kMax);
-  if (!s.ok()) return s;
-  model.bytes_per_second = FromBits(~worst[0]);
-  model.seconds_per_round = FromBits(worst[1]);
-  model.encoded_elements_per_second = FromBits(~worst[2]);
-  model.decoded_entries_per_second = FromBits(~worst[3]);
-  model.streamed_elements_per_second = FromBits(~worst[4]);
-  model.cores_per_rank = FromBits(~worst[5]);
-  model.reduced_entries_per_second = FromBits(~worst[6]);
-  // The CPU of a message and of a byte: the means over ranks, in
-  // nanoseconds and picoseconds. The kernel's network work (the emulated
-  // links' queues, the loopback of co-located ranks) is charged to
-  // whichever process runs when it does, so one rank's figure can be
-  // several times another's; the machine pays the sum.
-  auto units = [](double x) {
-    return std::isfinite(x) && x > 0 ? static_cast<uint64_t>(std::min(x, 1e14)) : 0;
-  };
-  uint64_t totals[2] = {units(model.seconds_per_message * 1e9),
-                        units(model.seconds_per_byte * 1e12)};
-  s = SparseCollectives::AllreduceU64(group, absl::MakeSpan(totals), transport::ReduceOp::kSum);
-  if (!s.ok()) return s;
-  model.seconds_per_message = totals[0] * 1e-9 / group.size();
-  model.seconds_per_byte = totals[1] * 1e-12 / group.size();
+  // Every rank's figures to every rank (the same bytes everywhere), then
+  // each field agreed by its rule in rank order: every rank computes the
+  // same doubles, the least and the most exactly as a rank gave them.
+  const absl::Span<const ExchangeModelField> fields = ExchangeModelFields();
+  const uint64_t bytes = 8 * fields.size();
+  const int p = group.size();
+  std::vector<uint8_t> figures(bytes), scratch;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    uint64_t bits;
+    const double x = Sane(fields[i], model.*fields[i].member);
+    std::memcpy(&bits, &x, sizeof bits);
+    EncodeFixed64(figures.data() + 8 * i, bits);
+  }
+  std::vector<absl::Span<const uint8_t>> got(p, figures);
+  if (p > 1) {
+    const std::vector<uint64_t> caps(p, bytes);
+    GRADWIRE_RETURN_IF_ERROR(SparseCollectives::AllgathervBounded(group, figures, caps, bytes * p,
+                                                                  &scratch, absl::MakeSpan(got)));
+  }
+  for (int r = 0; r < p; ++r) {
+    if (got[r].size() != bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("exchange model of rank ", r, ": ", got[r].size(), " bytes, want ", bytes));
+    }
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const ExchangeModelField& f = fields[i];
+    double agreed = 0;
+    for (int r = 0; r < p; ++r) {
+      double x;
+      const uint64_t bits = DecodeFixed64(got[r].data() + 8 * i);
+      std::memcpy(&x, &bits, sizeof x);
+      x = Sane(f, x);  // a peer's bytes
+      switch (f.agreement) {
+        case ExchangeModelField::Agreement::kLeast:
+          agreed = r == 0 ? x : std::min(agreed, x);
+          break;
+        case ExchangeModelField::Agreement::kMost:
+          agreed = r == 0 ? x : std::max(agreed, x);
+          break;
+        case ExchangeModelField::Agreement::kMean:
+          agreed += x;
+          break;
+      }
+    }
+    model.*f.member = f.agreement == ExchangeModelField::Agreement::kMean ? agreed / p : agreed;
+  }
   return model;
 }
 

@@ -109,6 +109,24 @@ struct ExchangeModel {
   double cores_per_rank = 1;
 };
 
+// One figure of the model: its name, where it lives, its range and how
+// the ranks agree on it (AgreeExchangeModel). exchange_model_spec.h gives
+// the figures' text form from the same table.
+struct ExchangeModelField {
+  // How the ranks' figures become one: the least (a rate, the cores: the
+  // slowest rank's), the most (a time: the slowest rank's) or the mean (the
+  // CPU of a message or of a byte, which the kernel charges to whichever
+  // rank runs when it does; the machine pays the sum).
+  enum class Agreement { kLeast, kMost, kMean };
+  const char* name;               // the member's name
+  double ExchangeModel::*member;  // where it lives
+  bool is_time;                   // seconds (>= 0); else a rate or cores (> 0)
+  Agreement agreement;
+};
+
+// The nine figures, in the struct's order.
+absl::Span<const ExchangeModelField> ExchangeModelFields();
+
 enum class ExchangeKind { kDenseRing, kSparseAllgather, kSparseAllreduce, kCastAllreduce };
 // Every kind, in the enum's order.
 inline constexpr ExchangeKind kExchangeKinds[] = {
@@ -180,7 +198,11 @@ const char* ExchangeChoiceRule(const CompressionSpec& spec);
 
 // Collective: the model every rank of `group` will use, identical on all
 // (the choice must be, or ranks would start different collectives). Each
-// field is the slowest rank's. With measure = true the link and `codec`'s
+// field is agreed as its ExchangeModelField says: the slowest rank's,
+// exactly as that rank gave it, or the mean over ranks (the CPU of a
+// message and of a byte). A rate that is not positive and finite counts
+// as 1e12 (fast: it never decides), a time that is negative or not finite
+// as 1e-12. With measure = true the link and `codec`'s
 // speed are measured first (a few round trips; an allgather of about 1 MB
 // into every rank six times, MeasuredLinkRate; a 1M-element encode and its
 // decode, in this thread's CPU time, median of five, and for a sparse

@@ -6,28 +6,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
 namespace gradwire {
-namespace {
-
-constexpr ExchangeModelField kFields[] = {
-    {"bytes_per_second", &ExchangeModel::bytes_per_second, false},
-    {"seconds_per_round", &ExchangeModel::seconds_per_round, true},
-    {"encoded_elements_per_second", &ExchangeModel::encoded_elements_per_second, false},
-    {"decoded_entries_per_second", &ExchangeModel::decoded_entries_per_second, false},
-    {"reduced_entries_per_second", &ExchangeModel::reduced_entries_per_second, false},
-    {"streamed_elements_per_second", &ExchangeModel::streamed_elements_per_second, false},
-    {"seconds_per_message", &ExchangeModel::seconds_per_message, true},
-    {"seconds_per_byte", &ExchangeModel::seconds_per_byte, true},
-    {"cores_per_rank", &ExchangeModel::cores_per_rank, false}};
-
-}  // namespace
-
-absl::Span<const ExchangeModelField> ExchangeModelFields() { return kFields; }
-
 const ExchangeModelField* FindExchangeModelField(absl::string_view name) {
-  for (const ExchangeModelField& f : kFields) {
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
     if (name == f.name) return &f;
   }
   return nullptr;
@@ -35,14 +19,14 @@ const ExchangeModelField* FindExchangeModelField(absl::string_view name) {
 
 std::string ExchangeModelFieldNames() {
   std::string names;
-  for (const ExchangeModelField& f : kFields) {
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
     absl::StrAppend(&names, names.empty() ? "" : ", ", f.name);
   }
   return names;
 }
 
 absl::Status CheckExchangeModel(const ExchangeModel& model) {
-  for (const ExchangeModelField& f : kFields) {
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
     const double value = model.*f.member;
     const bool ok = std::isfinite(value) && (f.is_time ? value >= 0 : value > 0);
     if (!ok) {
@@ -96,7 +80,7 @@ absl::StatusOr<ExchangeModel> ParseExchangeModel(absl::string_view text,
 
 std::string ExchangeModelToString(const ExchangeModel& model) {
   std::string text;
-  for (const ExchangeModelField& f : kFields) {
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
     // The shortest text that reads back as the same double.
     char number[32];
     const std::to_chars_result r = std::to_chars(number, number + sizeof(number), model.*f.member);
@@ -104,6 +88,15 @@ std::string ExchangeModelToString(const ExchangeModel& model) {
                     absl::string_view(number, r.ptr - number));
   }
   return text;
+}
+
+std::string ExchangeModelJson(const ExchangeModel& model) {
+  std::string json;
+  for (const ExchangeModelField& f : ExchangeModelFields()) {
+    absl::StrAppendFormat(&json, "%s\"%s\": %.17g", json.empty() ? "{" : ", ", f.name,
+                          model.*f.member);
+  }
+  return json + "}";
 }
 
 }  // namespace gradwire

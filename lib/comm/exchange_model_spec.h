@@ -1,11 +1,12 @@
 // The exchange cost model's figures by name (exchange_cost_model.h's
 // ExchangeModel), and its text form: how the tools' --exchange_model flag
-// and Python's exchange_model={...} set them, from one table.
+// and Python's exchange_model={...} set them, from the cost model's table
+// of them (ExchangeModelFields, exchange_cost_model.h).
 //
 //   bytes_per_second=1.25e8,seconds_per_round=2e-4
 //
 // is a 1 Gbit/s link with 200 us per message step and the defaults'
-// other six figures. Names are the struct's members; values are decimal
+// other seven figures. Names are the struct's members; values are decimal
 // numbers (what absl::SimpleAtod reads). A rate (and cores_per_rank)
 // must be positive and finite, a time finite and >= 0: a model the
 // Communicator can predict with (its Create refuses any other).
@@ -21,16 +22,6 @@
 #include "gradwire/lib/comm/exchange_cost_model.h"
 
 namespace gradwire {
-
-// One figure of the model.
-struct ExchangeModelField {
-  const char* name;               // the member's name
-  double ExchangeModel::*member;  // where it lives
-  bool is_time;                   // seconds (>= 0); else a rate or cores (> 0)
-};
-
-// The eight figures, in the struct's order.
-absl::Span<const ExchangeModelField> ExchangeModelFields();
 
 // The field called `name`; nullptr for any other name.
 const ExchangeModelField* FindExchangeModelField(absl::string_view name);
@@ -49,9 +40,14 @@ absl::Status CheckExchangeModel(const ExchangeModel& model);
 absl::StatusOr<ExchangeModel> ParseExchangeModel(absl::string_view text,
                                                  const ExchangeModel& base = ExchangeModel());
 
-// All eight figures in the text form, each the shortest decimal that reads
+// All nine figures in the text form, each the shortest decimal that reads
 // back as the same double (ParseExchangeModel gives back the same bits).
 std::string ExchangeModelToString(const ExchangeModel& model);
+
+// The figures as a JSON object, {"bytes_per_second": 1.25e+09, ...}, each
+// a %.17g number (the same double when read back): what the tools' JSON
+// results record.
+std::string ExchangeModelJson(const ExchangeModel& model);
 
 }  // namespace gradwire
 

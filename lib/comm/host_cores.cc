@@ -16,21 +16,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gradwire/base/coding.h"
+#include "gradwire/base/envelope.h"
 #include "gradwire/base/status_macros.h"
 #include "gradwire/transport/sparse_collectives.h"
 
 namespace gradwire {
 namespace {
-
-// FNV-1a: stable across processes and builds (absl::Hash is salted per
-// process), which is all a host's key needs.
-uint64_t Fnv1a(absl::string_view bytes, uint64_t h = 14695981039346656037ull) {
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 // The whole file, or "" where it cannot be read.
 std::string ReadFile(const std::string& path) {
@@ -128,14 +119,17 @@ RankCores ThisRankCores() {
     gethostname(name, sizeof name - 1);
     boot = absl::StrCat("host:", name);
   }
-  r.host = Fnv1a(absl::StripAsciiWhitespace(boot));
+  // Checksum64 (XXH3): the same on every process and build (absl::Hash
+  // is salted per process), which is all a host's key needs.
+  boot = std::string(absl::StripAsciiWhitespace(boot));
+  r.host = Checksum64(boot);
   // The cgroup that holds the CPU quota: ranks in one share it, whatever
   // other (v1) controllers' groups they are in.
   const std::string proc_cgroup = ReadFile("/proc/self/cgroup");
   std::string path;
   bool v1 = false;
   if (CpuCgroupPath(proc_cgroup, &path, &v1)) {
-    r.cgroup = Fnv1a(absl::StrCat(v1 ? "v1:" : "v2:", path), r.host);
+    r.cgroup = Checksum64(absl::StrCat(boot, v1 ? "\nv1:" : "\nv2:", path));
   }
   r.quota = CgroupCpuQuota(proc_cgroup, "/sys/fs/cgroup");
   cpu_set_t set;
