@@ -12,6 +12,7 @@
 #include "gradwire/kernels/cpu/sparse.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
 #include "gradwire/kernels/cpu/topk.h"
+#include "gradwire/kernels/cpu/varint_average.h"
 #include "gradwire/kernels/cuda/cast.h"
 #include "gradwire/kernels/cuda/device.h"
 #include "gradwire/kernels/cuda/divide.h"
@@ -553,7 +554,7 @@ absl::Status CheckSparseAverage(const char* who, absl::Span<const SparsePayload>
 absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                            absl::Span<float> dense, cuda::Stream stream) {
   const char* who = "SparseAverage";
-  Location where;
+  Location where = Location::kHost;
   GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSparseAverage(who, payloads, dense, &where));
   if (where == Location::kHost) {
     cpu::SparseAverage(payloads, divisor, dense);  // allocates nothing
@@ -573,15 +574,27 @@ absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divis
   return cuda::DivideAll(dense.data(), dense.size(), divisor, stream);
 }
 
-absl::Status SparseAverageRange(absl::Span<const SparsePayload> payloads, float divisor,
-                                absl::Span<float> dense, uint64_t first, uint64_t last) {
-  const char* who = "SparseAverageRange";
-  if (first > last || last > dense.size()) return Refuse(who, "range outside dense");
-  Location where;
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckSparseAverage(who, payloads, dense, &where));
-  if (where != Location::kHost) return Refuse(who, "buffers in device memory");
-  cpu::SparseAverageRange(payloads, divisor, dense, first, last,
-                          cpu::StoresFor(dense.size() * sizeof(float)));
+absl::Status DeltaVarintAverage(absl::Span<const DeltaVarintPayload> payloads, float divisor,
+                                absl::Span<float> dense) {
+  const char* who = "DeltaVarintAverage";
+  for (const DeltaVarintPayload& p : payloads) {
+    if (!KnownFormat(p.format)) return Refuse(who, "unknown value format");
+    if (p.count > 0 && (p.index_bytes == nullptr || p.values == nullptr)) {
+      return Refuse(who, "null buffer");
+    }
+  }
+  auto on_host = [&](const void* b) {
+    Location where;
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(Locate(b, &where));
+    if (where != Location::kHost) return Refuse(who, "host memory only");
+    return absl::OkStatus();
+  };
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(dense.data()));
+  for (const DeltaVarintPayload& p : payloads) {
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(p.index_bytes));
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(p.values));
+  }
+  cpu::DeltaVarintAverage(payloads, divisor, dense, cpu::StoresFor(dense.size() * sizeof(float)));
   return absl::OkStatus();
 }
 

@@ -147,15 +147,14 @@ absl::Status DivideAll(float* values, uint64_t n, float divisor, cuda::Stream st
 absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
                            absl::Span<float> dense, cuda::Stream stream = nullptr);
 
-// SparseAverage's writes to dense[first, last) alone, for a host caller
-// that covers a large dense range by range (the payloads' indices all in
-// [first, last); the other requirements SparseAverage's): the bits one
-// call over all of dense gives, with dense's stores chosen by its whole
-// size (streaming past this core's part of the last-level cache), not by
-// the range's (cpu/sparse_sum.h SparseAverageRange). Host memory only
+// SparseAverage's bits for payloads whose indices are still delta-varint
+// coded, decoded as they are added (cpu/varint_average.h
+// DeltaVarintAverage); dense's stores are chosen by its size (streaming
+// past this core's part of the last-level cache). The index sections must
+// be validated (lib's CheckDeltaVarintIndices). Host memory only
 // (InvalidArgument otherwise).
-absl::Status SparseAverageRange(absl::Span<const SparsePayload> payloads, float divisor,
-                                absl::Span<float> dense, uint64_t first, uint64_t last);
+absl::Status DeltaVarintAverage(absl::Span<const DeltaVarintPayload> payloads, float divisor,
+                                absl::Span<float> dense);
 
 namespace dispatch_internal {
 

@@ -57,6 +57,18 @@ struct SparsePayload {
   ValueFormat format = ValueFormat::kFp32;
 };
 
+// One worker's sparse entries as a frame carries them with delta-varint
+// indices (docs/wire_format.md, "Indices"): `count` indices coded in
+// `index_bytes` as LEB128 varints (the first index, then each gap minus
+// one) and as many values as SparsePayload's.
+struct DeltaVarintPayload {
+  const uint8_t* index_bytes = nullptr;
+  uint64_t index_byte_count = 0;
+  const uint8_t* values = nullptr;
+  uint64_t count = 0;
+  ValueFormat format = ValueFormat::kFp32;
+};
+
 // How a sum of payloads into a dense buffer starts and ends.
 struct SparseSumOptions {
   // Start from dense's old contents (true) or from zero (false).

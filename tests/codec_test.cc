@@ -27,12 +27,12 @@ using kernels::FloatBits;
 using ::testing::HasSubstr;
 
 // Forces one of the sparse codecs' two ways of averaging delta-varint
-// frames on the host for a scope: range by range or over whole lists.
+// frames on the host for a scope: decoded as added, or over whole lists.
 class ForcedHostAverageWay {
  public:
   explicit ForcedHostAverageWay(bool by_ranges)
       : before_(codec_internal::SetHostAverageWayForTesting(
-            by_ranges ? codec_internal::HostAverageWay::kRangeByRange
+            by_ranges ? codec_internal::HostAverageWay::kAsDecoded
                       : codec_internal::HostAverageWay::kWholeLists)) {}
   ~ForcedHostAverageWay() { codec_internal::SetHostAverageWayForTesting(before_); }
 
@@ -421,9 +421,9 @@ TEST(CodecTest, DecodeRefusesBadPayloadsBeforeTouchingDense) {
 // valid checksum (the first, a middle or the last) is refused and named
 // with DecodeAccumulate's error before anything is written.
 TEST(CodecTest, DecodeAverageOfLongSparseFramesChecksEveryFrameFirst) {
-  // Both of the host's ways: whole index lists and range by range.
+  // Both of the host's ways: whole index lists and decoded as added.
   for (bool by_ranges : {false, true}) {
-    SCOPED_TRACE(by_ranges ? "range by range" : "whole lists");
+    SCOPED_TRACE(by_ranges ? "decoded as added" : "whole lists");
     const ForcedHostAverageWay way(by_ranges);
     GRADWIRE_SEEDED_RNG(rng);
     const uint64_t n = 300007;  // k = 30001 at 10 %: entries in ~73 chunks of 4096
@@ -522,9 +522,9 @@ TEST(CodecTest, AuthenticatedFramesSkipTheChecksumAndNothingElse) {
 // range's first element and around it; the average is still the
 // reference's bits.
 TEST(CodecTest, DecodeAverageOfIndexRunsAcrossRangeEdges) {
-  // Both of the host's ways: whole index lists and range by range.
+  // Both of the host's ways: whole index lists and decoded as added.
   for (bool by_ranges : {false, true}) {
-    SCOPED_TRACE(by_ranges ? "range by range" : "whole lists");
+    SCOPED_TRACE(by_ranges ? "decoded as added" : "whole lists");
     const ForcedHostAverageWay way(by_ranges);
     const uint64_t n = 100000;
     std::unique_ptr<Codec> codec = Make("topk:ratio=0.5");

@@ -305,34 +305,38 @@ TEST(DispatchTest, TopKOutputsInsideTempOnlyWhereTheKernelPutsThem) {
 
 // Bad arguments are refused on the host path as on the device path, before
 // anything is written (the CPU references themselves trust their callers).
-// SparseAverageRange: a range outside dense, a bad payload or a device
-// buffer is refused before dense is touched; a host range averages its
-// range alone.
-TEST_F(DispatchSeamTest, SparseAverageRangeRefusesBeforeTouchingAnything) {
+// DeltaVarintAverage: a bad payload or a device buffer is refused before
+// dense is touched; on the host it averages all of dense.
+TEST_F(DispatchSeamTest, DeltaVarintAverageRefusesBeforeTouchingAnything) {
   std::vector<float> dense(10, 7.0f);
-  std::vector<uint32_t> idx = {4, 6};
+  const std::vector<uint8_t> idx = {4, 1};  // indices 4 and 6
   std::vector<float> val = {2.0f, 8.0f};
-  const SparsePayload ok = {idx.data(), reinterpret_cast<const uint8_t*>(val.data()), 2,
-                            ValueFormat::kFp32};
+  const DeltaVarintPayload ok = {idx.data(), idx.size(),
+                                 reinterpret_cast<const uint8_t*>(val.data()), 2,
+                                 ValueFormat::kFp32};
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   auto span = absl::MakeSpan(dense);
-  EXPECT_EQ(SparseAverageRange({ok}, 2.0f, span, 6, 4).code(), kInvalid);   // first > last
-  EXPECT_EQ(SparseAverageRange({ok}, 2.0f, span, 4, 11).code(), kInvalid);  // past dense
-  SparsePayload no_values = ok;
+  DeltaVarintPayload no_values = ok;
   no_values.values = nullptr;
-  EXPECT_EQ(SparseAverageRange({no_values}, 2.0f, span, 4, 8).code(), kInvalid);
-  SparsePayload bad_format = ok;
+  EXPECT_EQ(DeltaVarintAverage({no_values}, 2.0f, span).code(), kInvalid);
+  DeltaVarintPayload no_indices = ok;
+  no_indices.index_bytes = nullptr;
+  EXPECT_EQ(DeltaVarintAverage({no_indices}, 2.0f, span).code(), kInvalid);
+  DeltaVarintPayload bad_format = ok;
   bad_format.format = static_cast<ValueFormat>(9);
-  EXPECT_EQ(SparseAverageRange({bad_format}, 2.0f, span, 4, 8).code(), kInvalid);
+  EXPECT_EQ(DeltaVarintAverage({bad_format}, 2.0f, span).code(), kInvalid);
   FakeCuda::device.insert(val.data());
-  EXPECT_EQ(SparseAverageRange({ok}, 2.0f, span, 4, 8).code(), kInvalid);  // device values
+  EXPECT_EQ(DeltaVarintAverage({ok}, 2.0f, span).code(), kInvalid);  // device values
+  FakeCuda::device.clear();
+  FakeCuda::device.insert(idx.data());
+  EXPECT_EQ(DeltaVarintAverage({ok}, 2.0f, span).code(), kInvalid);  // device indices
   FakeCuda::device.clear();
   FakeCuda::device.insert(dense.data());
-  EXPECT_EQ(SparseAverageRange({}, 2.0f, span, 4, 8).code(), kInvalid);  // device dense
+  EXPECT_EQ(DeltaVarintAverage({}, 2.0f, span).code(), kInvalid);  // device dense
   EXPECT_EQ(dense, std::vector<float>(10, 7.0f));
   FakeCuda::device.clear();
-  ASSERT_TRUE(SparseAverageRange({ok}, 2.0f, span, 4, 8).ok());
-  EXPECT_EQ(dense, (std::vector<float>{7, 7, 7, 7, 1, 0, 4, 0, 7, 7}));
+  ASSERT_TRUE(DeltaVarintAverage({ok}, 2.0f, span).ok());
+  EXPECT_EQ(dense, (std::vector<float>{0, 0, 0, 0, 1, 0, 4, 0, 0, 0}));
 }
 
 TEST(DispatchTest, HostPathValidatesBeforeTouchingAnything) {

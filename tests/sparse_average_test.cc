@@ -15,6 +15,7 @@
 
 #include "gradwire/kernels/cpu/sparse.h"
 #include "gradwire/kernels/cpu/sparse_sum.h"
+#include "gradwire/kernels/cpu/varint_average.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -137,56 +138,95 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
   }
 }
 
-// SparseAverageRange over consecutive ranges (each call given only the
-// entries in its range, absolute indices) is the whole call's bits, for
-// either store, sparse ranges under streaming stores included; one call
-// writes its range and nothing else.
-TEST(SparseAverageTest, RangeByRangeIsTheWholeAverage) {
+// A run's indices as a frame's delta-varint section carries them: the
+// first index, then each gap minus one, LEB128.
+std::vector<uint8_t> DeltaVarints(const SparsePayload& run) {
+  std::vector<uint8_t> out;
+  uint64_t prev = 0;
+  for (uint64_t j = 0; j < run.count; ++j) {
+    uint64_t v = j == 0 ? run.indices[0] : run.indices[j] - prev - 1;
+    prev = run.indices[j];
+    do {
+      out.push_back(static_cast<uint8_t>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+      v >>= 7;
+    } while (v != 0);
+  }
+  return out;
+}
+
+std::vector<DeltaVarintPayload> VarintPayloads(const Runs& runs,
+                                                    std::vector<std::vector<uint8_t>>* sections) {
+  std::vector<DeltaVarintPayload> out;
+  sections->clear();
+  for (const SparsePayload& run : runs.runs) sections->push_back(DeltaVarints(run));
+  for (size_t r = 0; r < runs.runs.size(); ++r) {
+    const SparsePayload& run = runs.runs[r];
+    out.push_back({(*sections)[r].data(), (*sections)[r].size(), run.values, run.count,
+                   run.format});
+  }
+  return out;
+}
+
+// DeltaVarintAverage (the indices decoded as they are added) gives
+// SparseAverage's bits, for every density (one-, two- and three-byte
+// gaps; every element), value format, divisor and store, with out at any
+// offset from a cache line, and writes nothing outside out.
+TEST(SparseAverageTest, DeltaVarintAverageIsSparseAverage) {
   GRADWIRE_SEEDED_RNG(rng);
-  for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kBf16}) {
-    for (double density : {0.0005, 0.02, 0.3}) {
-      for (bool share : {false, true}) {
-        const int p = 4;
-        const uint64_t n = 100003;
-        const Runs runs = MakeRuns(rng, n, p, density, format, share);
-        for (float divisor : {4.0f, 3.0f, 1.0f}) {
+  const float divisors[] = {4.0f, 3.0f, 1.0f, 0.125f, -2.0f, INFINITY, NAN, 0.0f};
+  for (ValueFormat format : {ValueFormat::kFp32, ValueFormat::kFp16, ValueFormat::kBf16}) {
+    for (double density : {0.00002, 0.0005, 0.02, 0.3, 1.0}) {
+      for (int p : {1, 4}) {
+        const uint64_t n = (rng() % 4 == 0) ? rng() % 3000 : 100003 + rng() % 5000;
+        const Runs runs = MakeRuns(rng, n, p, density, format, /*share=*/false);
+        std::vector<std::vector<uint8_t>> sections;
+        const std::vector<DeltaVarintPayload> payloads = VarintPayloads(runs, &sections);
+        for (float divisor : divisors) {
           const std::vector<float> want = Reference(runs, format, divisor, n);
           for (cpu::OutStores stores : {cpu::OutStores::kCached, cpu::OutStores::kStreaming}) {
-            for (uint64_t range : {uint64_t{4096}, uint64_t{3 * 4096}, uint64_t{32768}}) {
-              SCOPED_TRACE(::testing::Message()
-                           << "format " << static_cast<int>(format) << " density " << density
-                           << " share " << share << " divisor " << divisor << " streaming "
-                           << (stores == cpu::OutStores::kStreaming) << " range " << range);
-              std::vector<float> out(n, 123.0f);
-              std::vector<uint64_t> used(p, 0);
-              for (uint64_t first = 0; first < n; first += range) {
-                const uint64_t last = std::min(n, first + range);
-                std::vector<SparsePayload> part(p);
-                for (int r = 0; r < p; ++r) {
-                  const SparsePayload& run = runs.runs[r];
-                  uint64_t m = 0;
-                  while (used[r] + m < run.count && run.indices[used[r] + m] < last) ++m;
-                  part[r] = {run.indices + used[r], run.values + used[r] * ValueWidth(format), m,
-                             format};
-                  used[r] += m;
-                }
-                // The first call of a middle range writes inside it only.
-                std::vector<float> before;
-                if (first == 2 * range) before = out;
-                cpu::SparseAverageRange(part, divisor, absl::MakeSpan(out), first, last, stores);
-                if (first == 2 * range) {
-                  for (uint64_t i = 0; i < n; ++i) {
-                    if (i < first || i >= last)
-                      ASSERT_EQ(FloatBits(out[i]), FloatBits(before[i])) << i;
-                  }
-                }
+            const uint64_t offset = rng() % 16;
+            SCOPED_TRACE(::testing::Message()
+                         << "format " << static_cast<int>(format) << " density " << density
+                         << " p " << p << " n " << n << " divisor " << divisor << " streaming "
+                         << (stores == cpu::OutStores::kStreaming) << " offset " << offset);
+            std::vector<float> storage(n + 16, 123.0f);  // old contents must not leak
+            cpu::DeltaVarintAverage(payloads, divisor, absl::MakeSpan(storage).subspan(offset, n),
+                                    stores);
+            const std::vector<float> out(storage.begin() + offset, storage.begin() + offset + n);
+            ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
+            for (uint64_t i = 0; i < storage.size(); ++i) {
+              if (i < offset || i >= offset + n) {
+                ASSERT_EQ(storage[i], 123.0f) << i;
               }
-              ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
             }
           }
         }
       }
     }
+  }
+}
+
+// A section the caller should have refused stays inside its bytes: one
+// cut short ends its payload at the last whole varint, one whose index
+// reaches n ends it before that index; the other payloads are summed.
+TEST(SparseAverageTest, DeltaVarintAverageStopsABadSection) {
+  const uint64_t n = 5000;
+  const float values[3] = {1.0f, 2.0f, 4.0f};
+  const uint8_t* v = reinterpret_cast<const uint8_t*>(values);
+  // Indices 10, 12, then a gap varint cut after its first byte.
+  const uint8_t cut[] = {10, 1, 0x80};
+  // Indices 7, then 7 + 6000 (past n).
+  const uint8_t past[] = {7, 0xef, 0x2e};
+  const uint8_t good[] = {7};
+  const std::vector<DeltaVarintPayload> payloads = {
+      {cut, sizeof(cut), v, 3, ValueFormat::kFp32},
+      {past, sizeof(past), v, 2, ValueFormat::kFp32},
+      {good, sizeof(good), v + 8, 1, ValueFormat::kFp32}};
+  std::vector<float> out(n, -1.0f);
+  cpu::DeltaVarintAverage(payloads, 1.0f, absl::MakeSpan(out), cpu::OutStores::kCached);
+  for (uint64_t i = 0; i < n; ++i) {
+    const float want = i == 10 ? 1.0f : i == 12 ? 2.0f : i == 7 ? 5.0f : 0.0f;
+    ASSERT_EQ(out[i], want) << i;
   }
 }
 

@@ -135,16 +135,15 @@ bool SharesOneIndexList(absl::Span<const SparsePayload> payloads) {
 // no load-add-store per payload, no touched bitmap.
 template <ValueFormat kFormat>
 void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float divisor, float* out,
-                          uint64_t first, uint64_t last, bool may_prezero, OutStores stores) {
-  const uint64_t n = last - first;
+                          uint64_t n, OutStores stores) {
   const uint32_t* indices = payloads[0].indices;
   const uint64_t k = payloads[0].count;
   float scale;
   const bool exact_scale = ExactReciprocal(divisor, &scale);
-  if (may_prezero && k * payloads.size() * kSharedPrezeroRatio < n) {
+  if (k * payloads.size() * kSharedPrezeroRatio < n) {
     // Sparse, by SparseAverage's rule: all of out zeroed at once
     // (ZeroFloats), then each entry's sum where it lands.
-    ZeroFloats(out + first, n, stores);
+    ZeroFloats(out, n, stores);
     for (uint64_t j = 0; j < k; ++j) {
       float sum = 0.0f;
       for (const SparsePayload& run : payloads) sum += LoadValue(run.values, j, kFormat);
@@ -161,8 +160,8 @@ void AverageSharedIndices(absl::Span<const SparsePayload> payloads, float diviso
   std::fill(acc, acc + kChunk, 0.0f);
   float sums[kChunk];
   uint64_t j = 0;
-  for (uint64_t c0 = first; c0 < last; c0 += kChunk) {
-    const uint64_t len = std::min(last - c0, kChunk);
+  for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const uint64_t len = std::min(n - c0, kChunk);
     const uint64_t end = EntriesBelow(payloads[0], j, c0 + len);
     const uint64_t m = end - j;
     for (uint64_t e = 0; e < m; ++e) sums[e] = 0.0f;
@@ -200,25 +199,18 @@ void DivideTouched(absl::Span<const SparsePayload> payloads, absl::Span<const ui
   }
 }
 
-// The average into dense[first, last), which the payloads' (absolute)
-// indices fall in. may_prezero: whether a sparse average may zero all of
-// [first, last) at once first (not for a range of a larger dense under
-// streaming stores: its chunks take the L1 buffer, which measured faster).
+// The average into out[0, n).
 void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor, float* out,
-                       uint64_t first, uint64_t last, bool may_prezero, OutStores stores) {
-  const uint64_t n = last - first;
+                       uint64_t n, OutStores stores) {
   const uint64_t p = payloads.size();
   if (p > 1 && SharesOneIndexList(payloads)) {
     switch (payloads[0].format) {
       case ValueFormat::kFp32:
-        return AverageSharedIndices<ValueFormat::kFp32>(payloads, divisor, out, first, last,
-                                                        may_prezero, stores);
+        return AverageSharedIndices<ValueFormat::kFp32>(payloads, divisor, out, n, stores);
       case ValueFormat::kFp16:
-        return AverageSharedIndices<ValueFormat::kFp16>(payloads, divisor, out, first, last,
-                                                        may_prezero, stores);
+        return AverageSharedIndices<ValueFormat::kFp16>(payloads, divisor, out, n, stores);
       case ValueFormat::kBf16:
-        return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, first, last,
-                                                        may_prezero, stores);
+        return AverageSharedIndices<ValueFormat::kBf16>(payloads, divisor, out, n, stores);
     }
   }
   // Per payload: where its entries for the current chunk begin and end (on
@@ -230,8 +222,8 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor, 
   // at once (ZeroFloats: streaming stores when out streams, else memset;
   // no read of the old lines either way) beats zeroing chunk by chunk,
   // and the few lines entries land in are read back.
-  const bool prezero = may_prezero && total * kPrezeroRatio < n;
-  if (prezero) ZeroFloats(out + first, n, stores);
+  const bool prezero = total * kPrezeroRatio < n;
+  if (prezero) ZeroFloats(out, n, stores);
   // A chunk with few entries is zeroed (unless out was), gets its entries
   // added in place and its touched elements divided. In a denser one the
   // sums form in `acc`, a chunk-sized buffer that stays in L1 (zero
@@ -255,8 +247,8 @@ void SparseAverageInto(absl::Span<const SparsePayload> payloads, float divisor, 
   // 3-5 % of top-k 10 %'s average on an Intel core:
   // docs/results/2026-12-04-slice-scans.md).
   const bool slice_all = !in_place_if_sparse && total * kDenseRatio >= n;
-  for (uint64_t c0 = first; c0 < last; c0 += kChunk) {
-    const uint64_t len = std::min(last - c0, kChunk);
+  for (uint64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const uint64_t len = std::min(n - c0, kChunk);
     uint64_t entries = 0;
     for (uint64_t r = 0; r < p && !slice_all; ++r) {
       end[r] = EntriesBelow(payloads[r], begin[r], c0 + len);
@@ -308,14 +300,7 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
 
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor, absl::Span<float> dense,
                    OutStores stores) {
-  SparseAverageInto(payloads, divisor, dense.data(), 0, dense.size(), /*may_prezero=*/true, stores);
-  if (stores == OutStores::kStreaming) StreamingFence();
-}
-
-void SparseAverageRange(absl::Span<const SparsePayload> payloads, float divisor,
-                        absl::Span<float> dense, uint64_t first, uint64_t last, OutStores stores) {
-  SparseAverageInto(payloads, divisor, dense.data(), first, last,
-                    /*may_prezero=*/stores == OutStores::kCached, stores);
+  SparseAverageInto(payloads, divisor, dense.data(), dense.size(), stores);
   if (stores == OutStores::kStreaming) StreamingFence();
 }
 

@@ -68,16 +68,6 @@ void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor,
 void SparseAverage(absl::Span<const SparsePayload> payloads, float divisor, absl::Span<float> dense,
                    OutStores stores);
 
-// SparseAverage(payloads, divisor, dense, stores)'s writes to
-// dense[first, last) alone, the payloads' indices all in that range (and
-// `first` a multiple of 4096 for the same chunks): what a caller that
-// covers a large dense range by range calls with the stores chosen for
-// all of dense. The bits of the whole call. Under streaming stores a
-// sparse range is never zeroed all at once first: its chunks take the L1
-// buffer as dense ones do (measured faster).
-void SparseAverageRange(absl::Span<const SparsePayload> payloads, float divisor,
-                        absl::Span<float> dense, uint64_t first, uint64_t last, OutStores stores);
-
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

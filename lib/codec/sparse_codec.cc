@@ -17,24 +17,20 @@ namespace {
 
 using codec_internal::FieldMismatch;
 
-// The host's sparse average of delta-varint frames whose lists would be
-// large or dense (kWholeListsMaxBytes) goes range by range over out
-// (SparseCodec::AverageRangeByRange): 32K elements (128 KiB of
-// out, eight of SparseAverage's chunks), whose index lists at 10 %
-// (about 13 KiB a frame) stay in L1 or L2 from their decode to their
-// adds. Read kReadGroup indices at a time.
-constexpr uint64_t kAverageRange = uint64_t{1} << 15;
-constexpr uint64_t kReadGroup = 64;
-
 // The host decodes every frame's index list whole, once, and averages
 // over the lists when they are sparse (k <= n / kWholeListsMinSpacing)
 // and take at most this many bytes (p frames * k u32s); else
-// AverageRangeByRange (a checking scan, then a second decode, but no lists
-// written and read back). Four frames on an Intel guest: at 25.6M
-// elements lists faster at 0.1-2 % (0.4-8 MB of lists, by 0.2-0.9 ms),
-// the ranges at 5 and 10 % (20 and 41 MB, by 1.5-2.3 ms); at 1M elements
-// lists faster at 2 %, even at 5 %, slower at 10 % (0.98 against 1.08 ms):
-// docs/results/2026-12-05-list-or-ranges.md.
+// AverageAsDecoded (a checking scan, then a second decode, but no lists
+// written and read back). Four frames on an Intel guest, against the way
+// before AverageAsDecoded (each range's indices decoded into a small
+// list, then added): at 25.6M elements lists faster at 0.1-2 % (0.4-8 MB
+// of lists, by 0.2-0.9 ms), the ranges at 5 and 10 % (20 and 41 MB, by
+// 1.5-2.3 ms); at 1M elements lists faster at 2 %, even at 5 %, slower
+// at 10 % (0.98 against 1.08 ms): docs/results/2026-12-05-list-or-ranges.md.
+// AverageAsDecoded itself on a Zen 3 guest: slower than the lists at
+// 0.1 % (0.33-0.38 against 0.26 ms at 1M, 6.1-10.6 against 4.5-4.9 at
+// 25.6M), neither faster in every row at 1 %
+// (docs/results/2026-12-06-varint-average.md).
 constexpr uint64_t kWholeListsMaxBytes = uint64_t{8} << 20;
 constexpr uint64_t kWholeListsMinSpacing = 16;
 codec_internal::HostAverageWay host_average_way =
@@ -186,7 +182,7 @@ class SparseCodec : public codec_internal::CodecBase {
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
     if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && ByRanges(p, k, n)) {
-      return AverageRangeByRange(frames, divisor, out, scratch, bad_frame, integrity);
+      return AverageAsDecoded(frames, divisor, out, bad_frame, integrity);
     }
     // The scratch: p index lists (unless random-k's one-pass average runs)
     // and random-k's bitmap. Placed before the frames are checked, except
@@ -287,12 +283,12 @@ class SparseCodec : public codec_internal::CodecBase {
   }
 
   // Whether the host averages p delta-varint frames of k indices over n
-  // elements range by range (else over whole lists).
+  // elements as it decodes them (AverageAsDecoded; else over whole lists).
   static bool ByRanges(size_t p, uint64_t k, uint64_t n) {
     switch (host_average_way) {
       case codec_internal::HostAverageWay::kWholeLists:
         return false;
-      case codec_internal::HostAverageWay::kRangeByRange:
+      case codec_internal::HostAverageWay::kAsDecoded:
         return true;
       case codec_internal::HostAverageWay::kChosen:
         break;
@@ -305,28 +301,17 @@ class SparseCodec : public codec_internal::CodecBase {
   // memory (p * k u32s, 41 MB for four frames of ResNet-50 at 10 %,
   // written and read back): each frame is checked first, its index section
   // by a scan that keeps nothing (CheckDeltaVarintIndices), and once all
-  // pass, `out` is averaged range by range (kAverageRange elements), each
-  // frame's indices for the range decoded just before their adds, into a
-  // list that stays in cache. The same bits as SparseAverage over whole
-  // lists. The second pass decodes checked bytes: an error there (none is
-  // expected) leaves `out` part written.
-  absl::Status AverageRangeByRange(absl::Span<const absl::Span<const uint8_t>> frames,
-                                   float divisor, absl::Span<float> out, CodecScratch& scratch,
-                                   size_t* bad_frame, FrameIntegrity integrity) const {
+  // pass, `out` is averaged by kernels::DeltaVarintAverage, which decodes
+  // each frame's indices as it adds its values. The same bits as
+  // SparseAverage over whole lists.
+  absl::Status AverageAsDecoded(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
+                                absl::Span<float> out, size_t* bad_frame,
+                                FrameIntegrity integrity) const {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
-    const uint64_t width = kernels::ValueWidth(format_);
-    // A range holds at most kAverageRange of a frame's entries (they
-    // strictly increase inside it), and the read that passes the range's
-    // end brings at most kReadGroup more.
-    const uint64_t capacity = kAverageRange + kReadGroup;
-    ScratchLayout layout;
-    const size_t at_lists = layout.Add(p * capacity * sizeof(uint32_t));
-    layout.Place(scratch);
-    uint32_t* const lists = layout.At<uint32_t>(at_lists);
-    absl::InlinedVector<ParsedFrame, 16> parsed;
-    parsed.reserve(p);
+    absl::InlinedVector<kernels::DeltaVarintPayload, 16> payloads;
+    payloads.reserve(p);
     for (size_t r = 0; r < p; ++r) {
       absl::StatusOr<ParsedFrame> f = CheckFrame(frames[r], n, integrity);
       absl::Status s = f.status();
@@ -337,49 +322,11 @@ class SparseCodec : public codec_internal::CodecBase {
         *bad_frame = r;
         return s;
       }
-      parsed.push_back(*std::move(f));
+      payloads.push_back({f->sections.indices.data(), f->sections.indices.size(),
+                          f->sections.values.data(), k, format_});
     }
     // Every frame is valid: only now touch `out`.
-    struct Cursor {
-      DeltaVarintReader reader;
-      uint64_t used = 0;             // entries added so far
-      uint32_t pending[kReadGroup];  // read, at or past the last range's end
-      size_t pending_at = 0, pending_end = 0;
-    };
-    absl::InlinedVector<Cursor, 16> cursors;
-    cursors.reserve(p);
-    for (const ParsedFrame& f : parsed)
-      cursors.push_back({DeltaVarintReader(f.sections.indices, k, n)});
-    absl::InlinedVector<kernels::SparsePayload, 16> payloads(p);
-    for (uint64_t begin = 0; begin < n; begin += kAverageRange) {
-      const uint64_t end = std::min(n, begin + kAverageRange);
-      for (size_t r = 0; r < p; ++r) {
-        Cursor& c = cursors[r];
-        uint32_t* list = lists + r * capacity;
-        size_t m = 0;
-        while (c.pending_at < c.pending_end && c.pending[c.pending_at] < end) {
-          list[m++] = c.pending[c.pending_at++];
-        }
-        while (c.pending_at == c.pending_end && c.reader.remaining() > 0) {
-          const size_t g =
-              static_cast<size_t>(std::min<uint64_t>(kReadGroup, c.reader.remaining()));
-          GRADWIRE_RETURN_IF_ERROR(c.reader.Read(absl::MakeSpan(list + m, g)));
-          size_t below = g;
-          if (list[m + g - 1] >= end) {
-            below = 0;
-            while (list[m + below] < end) ++below;
-            std::memcpy(c.pending, list + m + below, (g - below) * sizeof(uint32_t));
-            c.pending_at = 0;
-            c.pending_end = g - below;
-          }
-          m += below;
-        }
-        payloads[r] = {list, parsed[r].sections.values.data() + c.used * width, m, format_};
-        c.used += m;
-      }
-      GRADWIRE_RETURN_IF_ERROR(kernels::SparseAverageRange(payloads, divisor, out, begin, end));
-    }
-    return absl::OkStatus();
+    return kernels::DeltaVarintAverage(payloads, divisor, out);
   }
 
   uint64_t RandomKTempBytes(uint64_t n, uint64_t k) const {

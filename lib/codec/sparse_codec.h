@@ -9,9 +9,9 @@
 // for top-k frames with delta-varint indices whose lists would take more
 // than 8 MiB (16 frames of 25.6M elements at 10 %: 164 MB) or hold more
 // than one index in 16 elements: those are checked by a scan that keeps
-// no indices and averaged range by range, each range's indices decoded
-// just before their adds, so the scratch holds one small list per frame
-// (128 KiB). Random-k frames of one step on the host need no lists.
+// no indices and averaged as their indices are decoded (no list at all:
+// kernels::DeltaVarintAverage). Random-k frames of one step on the host
+// need no lists.
 #ifndef GRADWIRE_LIB_CODEC_SPARSE_CODEC_H_
 #define GRADWIRE_LIB_CODEC_SPARSE_CODEC_H_
 
@@ -28,7 +28,7 @@ namespace codec_internal {
 
 // How the host averages delta-varint frames: as chosen (kWholeListsMaxBytes
 // and kWholeListsMinSpacing in sparse_codec.cc), or one way forced.
-enum class HostAverageWay { kChosen, kWholeLists, kRangeByRange };
+enum class HostAverageWay { kChosen, kWholeLists, kAsDecoded };
 
 // Sets the way and returns the one it replaced: tests run small frames
 // both ways. Tests only; not thread-safe.

@@ -194,10 +194,9 @@ absl::Status CheckDeltaVarintIndices(absl::Span<const uint8_t> in, uint64_t coun
 
 // A delta-varint index section decoded a piece at a time, with
 // DecodeIndices' checks and messages (an index is named by its ordinal in
-// the section): what checks a section without storing all of its indices,
-// or reads one that passed, range by range (the sparse average,
-// sparse_codec.cc). DecodeIndices(kDeltaVarint) is one Read of all and
-// Finish, after it refuses a section of fewer bytes than indices.
+// the section): what checks a section without storing all of its indices
+// (CheckDeltaVarintIndices). DecodeIndices(kDeltaVarint) is one Read of
+// all and Finish, after it refuses a section of fewer bytes than indices.
 class DeltaVarintReader {
  public:
   // The section `in` holds `count` indices, each < dense_length. `in`
