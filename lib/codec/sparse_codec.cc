@@ -27,10 +27,10 @@ using codec_internal::FieldMismatch;
 // of lists, by 0.2-0.9 ms), the ranges at 5 and 10 % (20 and 41 MB, by
 // 1.5-2.3 ms); at 1M elements lists faster at 2 %, even at 5 %, slower
 // at 10 % (0.98 against 1.08 ms): docs/results/2026-12-05-list-or-ranges.md.
-// AverageAsDecoded itself on a Zen 3 guest: slower than the lists at
-// 0.1 % (0.33-0.38 against 0.26 ms at 1M, 6.1-10.6 against 4.5-4.9 at
-// 25.6M), neither faster in every row at 1 %
-// (docs/results/2026-12-06-varint-average.md).
+// AverageAsDecoded itself, forced, on a Zen 3 guest (top-k, one round):
+// slower than the lists at 0.1 % (0.38 against 0.26 ms at 1M, 10.6
+// against 4.9 at 25.6M) and at 1 % about even at 1M (0.37 against 0.38),
+// slower at 25.6M (10.7 against 9.1): docs/results/2026-12-06-varint-average.md.
 constexpr uint64_t kWholeListsMaxBytes = uint64_t{8} << 20;
 constexpr uint64_t kWholeListsMinSpacing = 16;
 codec_internal::HostAverageWay host_average_way =
