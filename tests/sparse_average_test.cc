@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -94,6 +95,23 @@ void ExpectSameBits(const std::vector<float>& got, const std::vector<float>& wan
   }
 }
 
+// Runs `average` into a span of want.size() floats `offset` floats into a
+// buffer of old contents: its bits must be want's, and nothing outside the
+// span may be written.
+void ExpectAverageAt(uint64_t offset, const std::vector<float>& want,
+                     const std::function<void(absl::Span<float>)>& average) {
+  const uint64_t n = want.size();
+  std::vector<float> storage(n + 16, 123.0f);  // old contents must not leak
+  average(absl::MakeSpan(storage).subspan(offset, n));
+  const std::vector<float> out(storage.begin() + offset, storage.begin() + offset + n);
+  ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
+  for (uint64_t i = 0; i < storage.size(); ++i) {
+    if (i < offset || i >= offset + n) {
+      ASSERT_EQ(storage[i], 123.0f) << i;
+    }
+  }
+}
+
 TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
   GRADWIRE_SEEDED_RNG(rng);
   const float divisors[] = {1.0f, 2.0f, 3.0f, 4.0f, 0.7f, 0.125f, 5.0f, std::ldexp(1.0f, 100),
@@ -119,17 +137,9 @@ TEST(SparseAverageTest, SameBitsAsZeroAccumulateDivide) {
                            << " p " << p << " share " << share << " n " << n << " divisor "
                            << divisor << " streaming " << (stores == cpu::OutStores::kStreaming)
                            << " offset " << offset);
-              std::vector<float> storage(n + 16, 123.0f);  // old contents must not leak
-              cpu::SparseAverage(runs.runs, divisor, absl::MakeSpan(storage).subspan(offset, n),
-                                 stores);
-              const std::vector<float> out(storage.begin() + offset, storage.begin() + offset + n);
-              ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
-              // Nothing written outside out.
-              for (uint64_t i = 0; i < storage.size(); ++i) {
-                if (i < offset || i >= offset + n) {
-                  ASSERT_EQ(storage[i], 123.0f) << i;
-                }
-              }
+              ASSERT_NO_FATAL_FAILURE(ExpectAverageAt(offset, want, [&](absl::Span<float> out) {
+                cpu::SparseAverage(runs.runs, divisor, out, stores);
+              }));
             }
           }
         }
@@ -189,16 +199,9 @@ TEST(SparseAverageTest, DeltaVarintAverageIsSparseAverage) {
                          << "format " << static_cast<int>(format) << " density " << density
                          << " p " << p << " n " << n << " divisor " << divisor << " streaming "
                          << (stores == cpu::OutStores::kStreaming) << " offset " << offset);
-            std::vector<float> storage(n + 16, 123.0f);  // old contents must not leak
-            cpu::DeltaVarintAverage(payloads, divisor, absl::MakeSpan(storage).subspan(offset, n),
-                                    stores);
-            const std::vector<float> out(storage.begin() + offset, storage.begin() + offset + n);
-            ASSERT_NO_FATAL_FAILURE(ExpectSameBits(out, want));
-            for (uint64_t i = 0; i < storage.size(); ++i) {
-              if (i < offset || i >= offset + n) {
-                ASSERT_EQ(storage[i], 123.0f) << i;
-              }
-            }
+            ASSERT_NO_FATAL_FAILURE(ExpectAverageAt(offset, want, [&](absl::Span<float> out) {
+              cpu::DeltaVarintAverage(payloads, divisor, out, stores);
+            }));
           }
         }
       }
