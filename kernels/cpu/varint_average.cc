@@ -56,12 +56,39 @@ void AddBelow(Cursor& c, uint64_t s0, uint64_t end, float* acc, uint64_t* touche
   const uint8_t* p = c.p;
   const uint8_t* v = c.values;
   const uint8_t* const limit = c.limit;
-  for (;;) {
-    const uint64_t local = idx - s0;
-    acc[local] += LoadValue(v, 0, kFormat);
+  auto add = [&](uint64_t i, const uint8_t* value) {
+    const uint64_t local = i - s0;
+    acc[local] += LoadValue(value, 0, kFormat);
     if (kTouched) touched[local >> 6] |= uint64_t{1} << (local & 63);
+  };
+  for (;;) {
+    add(idx, v);
     v += kWidth;
     if (--left == 0) break;
+    // The next eight entries at once when their gaps are one byte each and
+    // the last of them is still below `end` (dense selections: most are).
+    if (left >= 8 && limit - p >= 8) {
+      uint64_t bytes;
+      std::memcpy(&bytes, p, 8);
+      if ((bytes & 0x8080808080808080ull) == 0) {
+        // The bytes' sum: pairs into 16-bit lanes (each <= 254), then
+        // the four lanes (<= 1016).
+        constexpr uint64_t kLowBytes = 0x00ff00ff00ff00ffull;
+        const uint64_t pairs = (bytes & kLowBytes) + ((bytes >> 8) & kLowBytes);
+        const uint64_t last = idx + 8 + ((pairs * 0x0001000100010001ull) >> 48);
+        if (last < end) {
+#pragma GCC unroll 8
+          for (int b = 0; b < 8; ++b) {
+            idx += 1 + ((bytes >> (8 * b)) & 0xff);
+            add(idx, v + b * kWidth);
+          }
+          p += 8;
+          v += 8 * kWidth;
+          left -= 8;
+          if (left == 0) break;
+        }
+      }
+    }
     uint64_t gap;
     if (p < limit && *p < 0x80) {
       gap = *p++;

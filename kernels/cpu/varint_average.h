@@ -25,8 +25,8 @@ namespace cpu {
 //
 // Dense is walked once in slices that stay in L1 (a small buffer sums
 // each slice and leaves it divided, as SparseAverage's dense chunks do):
-// each payload's cursor adds its entries below the slice's end, then
-// the slice is stored.
+// each payload's cursor adds its entries below the slice's end (eight at
+// a time where their gaps are one byte each), then the slice is stored.
 //
 // Why not decode the indices into lists and SparseAverage them: the lists
 // are written and read back (p * k u32s; a list per range, as this
