@@ -68,6 +68,7 @@ void AddBelow(Cursor& c, uint64_t s0, uint64_t end, float* acc, uint64_t* touche
     // The next eight entries at once when their gaps are one byte each and
     // the last of them is still below `end` (dense selections: most are).
     if (left >= 8 && limit - p >= 8) {
+      static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "byte b is bits [8b, 8b + 8)");
       uint64_t bytes;
       std::memcpy(&bytes, p, 8);
       if ((bytes & 0x8080808080808080ull) == 0) {
