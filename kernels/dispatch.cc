@@ -577,22 +577,13 @@ absl::Status SparseAverage(absl::Span<const SparsePayload> payloads, float divis
 absl::Status DeltaVarintAverage(absl::Span<const DeltaVarintPayload> payloads, float divisor,
                                 absl::Span<float> dense) {
   const char* who = "DeltaVarintAverage";
+  GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, 0, dense.data(), {}));
   for (const DeltaVarintPayload& p : payloads) {
     if (!KnownFormat(p.format)) return Refuse(who, "unknown value format");
     if (p.count > 0 && (p.index_bytes == nullptr || p.values == nullptr)) {
       return Refuse(who, "null buffer");
     }
-  }
-  auto on_host = [&](const void* b) {
-    Location where;
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(Locate(b, &where));
-    if (where != Location::kHost) return Refuse(who, "host memory only");
-    return absl::OkStatus();
-  };
-  GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(dense.data()));
-  for (const DeltaVarintPayload& p : payloads) {
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(p.index_bytes));
-    GRADWIRE_KERNELS_RETURN_IF_ERROR(on_host(p.values));
+    GRADWIRE_KERNELS_RETURN_IF_ERROR(CheckHostOnly(who, 0, nullptr, {{p.index_bytes, p.values}}));
   }
   cpu::DeltaVarintAverage(payloads, divisor, dense, cpu::StoresFor(dense.size() * sizeof(float)));
   return absl::OkStatus();

@@ -27,6 +27,13 @@ void DivideAllInto(float* from, float* to, uint64_t n, float divisor,
 // kernels that divide as they go pick a multiply by it.
 bool ExactReciprocal(float divisor, float* reciprocal);
 
+// Whether an average may divide every element of a run, touched or not:
+// +0 / divisor is +0 for a positive, finite divisor (the callers' rank
+// count), and a divisor of 1 divides nothing.
+inline bool DividesAll(float divisor) {
+  return divisor != 1.0f && divisor > 0.0f && divisor <= 3.4028235e38f;
+}
+
 }  // namespace cpu
 }  // namespace kernels
 }  // namespace gradwire

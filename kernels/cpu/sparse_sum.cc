@@ -108,12 +108,6 @@ void WriteChunk(float* acc, float* out, uint64_t len) {
   std::memset(acc, 0, len * sizeof(float));
 }
 
-// Whether every element of a chunk may be divided, touched or not: +0 /
-// divisor is +0 for a positive, finite divisor (the callers' rank count),
-// and a divisor of 1 divides nothing.
-bool DividesAll(float divisor) {
-  return divisor != 1.0f && divisor > 0.0f && std::isfinite(divisor);
-}
 
 // Whether every payload holds the same index list (random-k frames of one
 // step) in the same format: the same pointer, or equal contents.

@@ -1,7 +1,6 @@
 #include "gradwire/kernels/cpu/varint_average.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "absl/container/inlined_vector.h"
@@ -119,9 +118,6 @@ void AddSlice(Cursor& c, ValueFormat format, uint64_t s0, uint64_t end, float* a
   }
 }
 
-bool DividesAll(float divisor) {
-  return divisor != 1.0f && divisor > 0.0f && std::isfinite(divisor);
-}
 
 }  // namespace
 
