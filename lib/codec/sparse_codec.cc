@@ -181,7 +181,7 @@ class SparseCodec : public codec_internal::CodecBase {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
-    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && ByRanges(p, k, n)) {
+    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && AveragesAsDecoded(p, k, n)) {
       return AverageAsDecoded(frames, divisor, out, bad_frame, integrity);
     }
     // The scratch: p index lists (unless random-k's one-pass average runs)
@@ -284,7 +284,7 @@ class SparseCodec : public codec_internal::CodecBase {
 
   // Whether the host averages p delta-varint frames of k indices over n
   // elements as it decodes them (AverageAsDecoded; else over whole lists).
-  static bool ByRanges(size_t p, uint64_t k, uint64_t n) {
+  static bool AveragesAsDecoded(size_t p, uint64_t k, uint64_t n) {
     switch (host_average_way) {
       case codec_internal::HostAverageWay::kWholeLists:
         return false;
@@ -297,7 +297,7 @@ class SparseCodec : public codec_internal::CodecBase {
   }
 
   // DecodeAverageWith on the host for delta-varint indices whose lists
-  // would be large or dense (ByRanges), without the frames' index lists in
+  // would be large or dense (AveragesAsDecoded), without the frames' index lists in
   // memory (p * k u32s, 41 MB for four frames of ResNet-50 at 10 %,
   // written and read back): each frame is checked first, its index section
   // by a scan that keeps nothing (CheckDeltaVarintIndices), and once all
