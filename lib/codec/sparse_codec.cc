@@ -181,7 +181,8 @@ class SparseCodec : public codec_internal::CodecBase {
     const uint64_t n = out.size();
     const uint64_t k = spec_.SelectedCount(n);
     const size_t p = frames.size();
-    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint && AveragesAsDecoded(p, k, n)) {
+    if (device == nullptr && encoding_ == IndexEncoding::kDeltaVarint &&
+        AveragesAsDecoded(p, k, n)) {
       return AverageAsDecoded(frames, divisor, out, bad_frame, integrity);
     }
     // The scratch: p index lists (unless random-k's one-pass average runs)
@@ -297,8 +298,9 @@ class SparseCodec : public codec_internal::CodecBase {
   }
 
   // DecodeAverageWith on the host for delta-varint indices whose lists
-  // would be large or dense (AveragesAsDecoded), without the frames' index lists in
-  // memory (p * k u32s, 41 MB for four frames of ResNet-50 at 10 %,
+  // would be large or dense (AveragesAsDecoded), without the frames'
+  // index lists in memory (p * k u32s, 41 MB for four frames of ResNet-50
+  // at 10 %,
   // written and read back): each frame is checked first, its index section
   // by a scan that keeps nothing (CheckDeltaVarintIndices), and once all
   // pass, `out` is averaged by kernels::DeltaVarintAverage, which decodes
