@@ -58,6 +58,53 @@ GRADWIRE_WIDE_INLINE __m256i SelectedLanes(const Selected& s, const Key8& k, uin
       _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(*mask)), bits), bits);
 }
 
+// HashRoundV3 of four groups, step by step across them.
+template <bool kFull>
+GRADWIRE_WIDE_INLINE void HashRound4(const ElementKey8& k, __m256i x[4]) {
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul1));
+  const __m256i mul2 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul2));
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul1);
+  if (!kFull) {
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul2);
+  if (!kFull) {
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) x[g] = XorShift8<kFull>(k, x[g]);
+}
+
+// SelectedLanes of the four groups from i (kForward): their hashes formed
+// step by step across the four, so that four chains of dependent steps
+// run at once rather than one after another.
+template <bool kFull>
+GRADWIRE_WIDE_INLINE void SelectedLanes4(const Key8& k, uint64_t i, __m256i lanes[4],
+                                         uint32_t mask[4]) {
+  const __m256i first = _mm256_add_epi32(
+      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)), k.hash.add),
+      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i x[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    x[g] = _mm256_add_epi32(first, _mm256_set1_epi32(8 * g));
+    if (!kFull) x[g] = _mm256_and_si256(x[g], k.hash.mask);
+  }
+  HashRound4<kFull>(k.hash, x);
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) x[g] = _mm256_xor_si256(x[g], k.hash.mix);
+  HashRound4<kFull>(k.hash, x);
+#pragma GCC unroll 4
+  for (int g = 0; g < 4; ++g) {
+    lanes[g] = _mm256_cmpgt_epi32(k.bound, Flip(x[g]));
+    mask[g] = MaskOf(lanes[g]);
+  }
+}
+
 // One element the scalar way (the last n % 8): selected or not.
 template <bool kForward>
 GRADWIRE_WIDE_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
@@ -69,54 +116,82 @@ GRADWIRE_WIDE_INLINE bool SelectedOne(const Selected& s, uint64_t i) {
 // Whole groups of eight load and store whole registers; the selected
 // lanes leave by a permute and full-width stores while eight outputs
 // remain, one by one after.
+struct PassState {
+  uint64_t j = 0;  // entries written
+  // Per lane, how many acc were finite (each compare's -1 subtracted).
+  __m256i finite_count;
+};
+
+// The group of elements [i, i + 8), whose selection is `chosen` (lanes)
+// and `sel` (bits).
+template <bool kHasResidual>
+GRADWIRE_WIDE_INLINE void PassGroup(const float* grad, float* residual, uint64_t k, uint64_t i,
+                                    __m256i chosen, uint32_t sel, uint32_t* indices,
+                                    float* values, PassState* p) {
+  if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
+  __m256 a = _mm256_loadu_ps(grad + i);
+  if (kHasResidual) a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
+  const __m256i finite = _mm256_cmpgt_epi32(
+      _mm256_set1_epi32(0x7f800000),
+      _mm256_and_si256(_mm256_castps_si256(a), _mm256_set1_epi32(0x7fffffff)));
+  p->finite_count = _mm256_sub_epi32(p->finite_count, finite);
+  if (kHasResidual) {
+    // acc for the unselected finite, +0 for the rest.
+    _mm256_storeu_ps(residual + i,
+                     _mm256_and_ps(_mm256_castsi256_ps(_mm256_andnot_si256(chosen, finite)), a));
+  }
+  const uint64_t j = p->j;
+  if (j + 8 <= k) {
+    const __m256i lanes =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kCompressTable.lanes[sel]));
+    if (indices != nullptr) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(indices + j),
+                          _mm256_add_epi32(lanes, _mm256_set1_epi32(static_cast<int32_t>(i))));
+    }
+    _mm256_storeu_ps(values + j, _mm256_permutevar8x32_ps(a, lanes));
+  } else {
+    float lane[8];
+    _mm256_storeu_ps(lane, a);
+    uint64_t o = j;
+    for (uint32_t b = sel; b != 0; b &= b - 1, ++o) {
+      const int l = __builtin_ctz(b);
+      if (indices != nullptr) indices[o] = static_cast<uint32_t>(i) + static_cast<uint32_t>(l);
+      values[o] = lane[l];
+    }
+  }
+  p->j = j + static_cast<uint64_t>(__builtin_popcount(sel));
+}
+
 template <bool kHasResidual, bool kForward, bool kFull>
 GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_t n, uint64_t k,
                                      const Selected& s, uint32_t* indices, float* values) {
   const Key8 key = MakeKey8(s);
-  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i inf = _mm256_set1_epi32(0x7f800000);
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  uint64_t j = 0, bad = 0, i = 0;
-  // Per lane, how many acc were finite (each compare's -1 subtracted).
-  __m256i finite_count = _mm256_setzero_si256();
+  PassState p;
+  p.finite_count = _mm256_setzero_si256();
+  uint64_t bad = 0, i = 0;
+  if (kForward) {
+    for (; i + 32 <= n; i += 32) {
+      __m256i chosen[4];
+      uint32_t sel[4];
+      SelectedLanes4<kFull>(key, i, chosen, sel);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        PassGroup<kHasResidual>(grad, residual, k, i + 8 * g, chosen[g], sel[g], indices, values,
+                                &p);
+      }
+    }
+  }
   for (; i + 8 <= n; i += 8) {
-    if (i % 16 == 0) PrefetchAccStreams<kHasResidual>(grad, residual, i);  // prefetch.h
-    const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(i));
-    const __m256i index = _mm256_add_epi32(base, lane_ids);
-    __m256 a = _mm256_loadu_ps(grad + i);
-    if (kHasResidual) a = _mm256_add_ps(a, _mm256_loadu_ps(residual + i));
-    const __m256i finite =
-        _mm256_cmpgt_epi32(inf, _mm256_and_si256(_mm256_castps_si256(a), abs_mask));
-    finite_count = _mm256_sub_epi32(finite_count, finite);
+    const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)), lane_ids);
     uint32_t sel;
     const __m256i chosen = SelectedLanes<kForward, kFull>(s, key, i, index, &sel);
-    if (kHasResidual) {
-      // acc for the unselected finite, +0 for the rest.
-      _mm256_storeu_ps(residual + i,
-                       _mm256_and_ps(_mm256_castsi256_ps(_mm256_andnot_si256(chosen, finite)), a));
-    }
-    if (j + 8 <= k) {
-      const __m256i lanes =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kCompressTable.lanes[sel]));
-      if (indices != nullptr) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(indices + j), _mm256_add_epi32(lanes, base));
-      }
-      _mm256_storeu_ps(values + j, _mm256_permutevar8x32_ps(a, lanes));
-    } else {
-      float lane[8];
-      _mm256_storeu_ps(lane, a);
-      uint64_t o = j;
-      for (uint32_t b = sel; b != 0; b &= b - 1, ++o) {
-        const int l = __builtin_ctz(b);
-        if (indices != nullptr) indices[o] = static_cast<uint32_t>(i) + static_cast<uint32_t>(l);
-        values[o] = lane[l];
-      }
-    }
-    j += static_cast<uint64_t>(__builtin_popcount(sel));
+    PassGroup<kHasResidual>(grad, residual, k, i, chosen, sel, indices, values, &p);
   }
+  uint64_t j = p.j;
   // Each lane counted at most n / 8 < 2^32 (n < 2^32: uint32_t indices).
   alignas(32) uint32_t finite_lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(finite_lanes), finite_count);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(finite_lanes), p.finite_count);
   bad = i;
   for (const uint32_t c : finite_lanes) bad -= c;
   for (; i < n; ++i) {
@@ -160,43 +235,69 @@ GRADWIRE_WIDE_INLINE void SumEntries(const float* const* values, size_t p, uint6
   }
 }
 
+// The averages formed and not yet used: sums[at, at + left); `formed` of
+// the k entries are formed.
+struct Formed {
+  alignas(32) float sums[kSums + 8] = {};  // a group may load past the formed ones
+  uint64_t formed = 0;
+  uint64_t at = 0;
+  uint64_t left = 0;
+};
+
+// While fewer than `want` are left and more remain, keeps what is left at
+// the front and forms as many as fit.
+template <bool kMultiply>
+GRADWIRE_WIDE_INLINE void Refill(const float* const* values, size_t p, uint64_t k, float by,
+                                 uint64_t want, Formed* f) {
+  if (f->left >= want || f->formed >= k) return;
+  memmove(f->sums, f->sums + f->at, f->left * sizeof(float));
+  const uint64_t more = k - f->formed < kSums - f->left ? k - f->formed : kSums - f->left;
+  SumEntries<kMultiply>(values, p, f->formed, more, by, f->sums + f->left);
+  f->formed += more;
+  f->left += more;
+  f->at = 0;
+}
+
+// out[i, i + 8) from the group's selection (`set` lanes, `sel` bits).
+GRADWIRE_WIDE_INLINE void ExpandGroup(__m256i set, uint32_t sel, float* out, Formed* f) {
+  uint64_t expand_lanes;
+  memcpy(&expand_lanes, kCompressTable.expand[sel], sizeof expand_lanes);
+  const __m256i perm = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(expand_lanes)));
+  _mm256_storeu_ps(out, _mm256_and_ps(_mm256_castsi256_ps(set),
+                                      _mm256_permutevar8x32_ps(_mm256_loadu_ps(f->sums + f->at),
+                                                               perm)));
+  const uint64_t count = static_cast<uint64_t>(__builtin_popcount(sel));
+  f->at += count;
+  f->left -= count;
+}
+
 template <bool kForward, bool kFull, bool kMultiply>
 GRADWIRE_WIDE_INLINE void AverageAs(const Selected& s, uint64_t n, uint64_t k,
                                     const float* const* values, size_t p, float by, float* out) {
   const Key8 key = MakeKey8(s);
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  alignas(32) float sums[kSums + 8] = {};  // a group may load past the formed ones
-  uint64_t formed = 0;                     // entries whose average is formed
-  uint64_t at = 0;                         // sums[at] is the next entry's
-  uint64_t left = 0;                       // formed, not yet used
+  Formed f;
   uint64_t i = 0;
-  for (; i < n; i += 8) {
-    if (left < 8 && formed < k) {
-      // Keep what is left at the front; form as many as fit.
-      memmove(sums, sums + at, left * sizeof(float));
-      const uint64_t more = k - formed < kSums - left ? k - formed : kSums - left;
-      SumEntries<kMultiply>(values, p, formed, more, by, sums + left);
-      formed += more;
-      left += more;
-      at = 0;
+  if (kForward) {
+    for (; i + 32 <= n; i += 32) {
+      Refill<kMultiply>(values, p, k, by, 32, &f);
+      __m256i set[4];
+      uint32_t sel[4];
+      SelectedLanes4<kFull>(key, i, set, sel);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) ExpandGroup(set[g], sel[g], out + i + 8 * g, &f);
     }
-    if (n - i < 8) break;
+  }
+  for (; i + 8 <= n; i += 8) {
+    Refill<kMultiply>(values, p, k, by, 8, &f);
     const __m256i index = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)), lane_ids);
     uint32_t sel;
     const __m256i set = SelectedLanes<kForward, kFull>(s, key, i, index, &sel);
-    uint64_t expand_lanes;
-    memcpy(&expand_lanes, kCompressTable.expand[sel], sizeof expand_lanes);
-    const __m256i perm =
-        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<int64_t>(expand_lanes)));
-    const __m256 q = _mm256_and_ps(_mm256_castsi256_ps(set),
-                                   _mm256_permutevar8x32_ps(_mm256_loadu_ps(sums + at), perm));
-    _mm256_storeu_ps(out + i, q);
-    const uint64_t count = static_cast<uint64_t>(__builtin_popcount(sel));
-    at += count;
-    left -= count;
+    ExpandGroup(set, sel, out + i, &f);
   }
   // The last n % 8: one by one.
-  for (; i < n; ++i) out[i] = SelectedOne<kForward>(s, i) ? sums[at++] : 0.0f;
+  Refill<kMultiply>(values, p, k, by, 8, &f);
+  for (; i < n; ++i) out[i] = SelectedOne<kForward>(s, i) ? f.sums[f.at++] : 0.0f;
 }
 
 }  // namespace
