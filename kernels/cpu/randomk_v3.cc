@@ -58,46 +58,17 @@ GRADWIRE_WIDE_INLINE __m256i SelectedLanes(const Selected& s, const Key8& k, uin
       _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(*mask)), bits), bits);
 }
 
-// HashRoundV3 of four groups, step by step across them.
-template <bool kFull>
-GRADWIRE_WIDE_INLINE void HashRound4(const ElementKey8& k, __m256i x[4]) {
-  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul1));
-  const __m256i mul2 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul2));
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul1);
-  if (!kFull) {
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul2);
-  if (!kFull) {
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
-  }
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) x[g] = XorShift8<kFull>(k, x[g]);
-}
-
-// SelectedLanes of the four groups from i (kForward): their hashes formed
-// step by step across the four, so that four chains of dependent steps
-// run at once rather than one after another.
+// SelectedLanes of the four groups from i (kForward), their hashes by
+// ElementHash4V3: four chains of dependent steps at once.
 template <bool kFull>
 GRADWIRE_WIDE_INLINE void SelectedLanes4(const Key8& k, uint64_t i, __m256i lanes[4],
                                          uint32_t mask[4]) {
-  const __m256i first = _mm256_add_epi32(
-      _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)), k.hash.add),
-      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i first = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(i)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   __m256i x[4];
 #pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    x[g] = _mm256_add_epi32(first, _mm256_set1_epi32(8 * g));
-    if (!kFull) x[g] = _mm256_and_si256(x[g], k.hash.mask);
-  }
-  HashRound4<kFull>(k.hash, x);
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) x[g] = _mm256_xor_si256(x[g], k.hash.mix);
-  HashRound4<kFull>(k.hash, x);
+  for (int g = 0; g < 4; ++g) x[g] = _mm256_add_epi32(first, _mm256_set1_epi32(8 * g));
+  ElementHash4V3<kFull>(k.hash, x);
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     lanes[g] = _mm256_cmpgt_epi32(k.bound, Flip(x[g]));
