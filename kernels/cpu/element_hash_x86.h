@@ -105,64 +105,54 @@ GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i XorShift8(const El
   return _mm256_xor_si256(x, kFull ? _mm256_srli_epi32(x, 16) : _mm256_srl_epi32(x, k.shift));
 }
 
-// HashRound of eight lanes; kFull as for HashRound8.
-template <bool kFull>
-GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i HashRoundV3(const ElementKey8& k,
-                                                                          __m256i x) {
-  x = _mm256_mullo_epi32(XorShift8<kFull>(k, x),
-                         _mm256_set1_epi32(static_cast<int32_t>(kHashMul1)));
-  if (!kFull) x = _mm256_and_si256(x, k.mask);
-  x = _mm256_mullo_epi32(XorShift8<kFull>(k, x),
-                         _mm256_set1_epi32(static_cast<int32_t>(kHashMul2)));
-  if (!kFull) x = _mm256_and_si256(x, k.mask);
-  return XorShift8<kFull>(k, x);
+// ElementHash of kCount vectors of eight indices (each < 2^32), in
+// place; kFull as for HashRound8. Each step is applied to all kCount
+// vectors before the next, so that their chains of dependent steps (~30
+// cycles each) run at once: a loop hashing one vector at a time keeps
+// one or two in flight (random-k's loops at 10 %, four vectors a step:
+// 1.3x faster at 25.6M on a Zen 3 core,
+// docs/results/2026-12-07-randomk-four-chains.md).
+template <bool kFull, int kCount>
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) void ElementHashesV3(const ElementKey8& k,
+                                                                            __m256i x[kCount]) {
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul1));
+  const __m256i mul2 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul2));
+#pragma GCC unroll 8
+  for (int g = 0; g < kCount; ++g) {
+    x[g] = _mm256_add_epi32(x[g], k.add);
+    if (!kFull) x[g] = _mm256_and_si256(x[g], k.mask);
+  }
+  // Two HashRounds, the key's mix between them.
+#pragma GCC unroll 2
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+#pragma GCC unroll 8
+      for (int g = 0; g < kCount; ++g) x[g] = _mm256_xor_si256(x[g], k.mix);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kCount; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul1);
+    if (!kFull) {
+#pragma GCC unroll 8
+      for (int g = 0; g < kCount; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kCount; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul2);
+    if (!kFull) {
+#pragma GCC unroll 8
+      for (int g = 0; g < kCount; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < kCount; ++g) x[g] = XorShift8<kFull>(k, x[g]);
+  }
 }
 
 // ElementHash of eight indices (each < 2^32).
 template <bool kFull>
 GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256i ElementHashV3(const ElementKey8& k,
                                                                             __m256i index) {
-  __m256i x = _mm256_add_epi32(index, k.add);
-  if (!kFull) x = _mm256_and_si256(x, k.mask);
-  return HashRoundV3<kFull>(k, _mm256_xor_si256(HashRoundV3<kFull>(k, x), k.mix));
-}
-
-// ElementHashV3 of four vectors of indices, in place, each step applied
-// to the four before the next: the four chains of dependent steps (~30
-// cycles each) then run at once, where a loop taking one vector at a
-// time keeps one or two in flight (random-k's loops at 10 %, 1.3x faster
-// at 25.6M on a Zen 3 core: docs/results/2026-12-07-randomk-four-chains.md).
-template <bool kFull>
-GRADWIRE_CPU_V3 inline __attribute__((always_inline)) void ElementHash4V3(const ElementKey8& k,
-                                                                           __m256i x[4]) {
-  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul1));
-  const __m256i mul2 = _mm256_set1_epi32(static_cast<int32_t>(kHashMul2));
-#pragma GCC unroll 4
-  for (int g = 0; g < 4; ++g) {
-    x[g] = _mm256_add_epi32(x[g], k.add);
-    if (!kFull) x[g] = _mm256_and_si256(x[g], k.mask);
-  }
-#pragma GCC unroll 2
-  for (int round = 0; round < 2; ++round) {
-    if (round == 1) {
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) x[g] = _mm256_xor_si256(x[g], k.mix);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul1);
-    if (!kFull) {
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) x[g] = _mm256_mullo_epi32(XorShift8<kFull>(k, x[g]), mul2);
-    if (!kFull) {
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) x[g] = _mm256_and_si256(x[g], k.mask);
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) x[g] = XorShift8<kFull>(k, x[g]);
-  }
+  __m256i x[1] = {index};
+  ElementHashesV3<kFull, 1>(k, x);
+  return x[0];
 }
 #endif  // GRADWIRE_CPU_V3_FUNCTIONS
 

@@ -58,8 +58,8 @@ GRADWIRE_WIDE_INLINE __m256i SelectedLanes(const Selected& s, const Key8& k, uin
       _mm256_and_si256(_mm256_set1_epi32(static_cast<int32_t>(*mask)), bits), bits);
 }
 
-// SelectedLanes of the four groups from i (kForward), their hashes by
-// ElementHash4V3: four chains of dependent steps at once.
+// SelectedLanes of the four groups from i (kForward), their hashes
+// formed together (ElementHashesV3).
 template <bool kFull>
 GRADWIRE_WIDE_INLINE void SelectedLanes4(const Key8& k, uint64_t i, __m256i lanes[4],
                                          uint32_t mask[4]) {
@@ -68,7 +68,7 @@ GRADWIRE_WIDE_INLINE void SelectedLanes4(const Key8& k, uint64_t i, __m256i lane
   __m256i x[4];
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) x[g] = _mm256_add_epi32(first, _mm256_set1_epi32(8 * g));
-  ElementHash4V3<kFull>(k.hash, x);
+  ElementHashesV3<kFull, 4>(k.hash, x);
 #pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
     lanes[g] = _mm256_cmpgt_epi32(k.bound, Flip(x[g]));
@@ -140,7 +140,7 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
   const __m256i lane_ids = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   PassState p;
   p.finite_count = _mm256_setzero_si256();
-  uint64_t bad = 0, i = 0;
+  uint64_t i = 0;
   if (kForward) {
     for (; i + 32 <= n; i += 32) {
       __m256i chosen[4];
@@ -159,12 +159,13 @@ GRADWIRE_WIDE_INLINE uint64_t PassAs(const float* grad, float* residual, uint64_
     const __m256i chosen = SelectedLanes<kForward, kFull>(s, key, i, index, &sel);
     PassGroup<kHasResidual>(grad, residual, k, i, chosen, sel, indices, values, &p);
   }
-  uint64_t j = p.j;
-  // Each lane counted at most n / 8 < 2^32 (n < 2^32: uint32_t indices).
+  // The groups' non-finite count: i less the finite, each lane's count at
+  // most n / 8 < 2^32 (n < 2^32: uint32_t indices).
   alignas(32) uint32_t finite_lanes[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(finite_lanes), p.finite_count);
-  bad = i;
+  uint64_t bad = i;
   for (const uint32_t c : finite_lanes) bad -= c;
+  uint64_t j = p.j;
   for (; i < n; ++i) {
     float a = grad[i];
     if (kHasResidual) a = grad[i] + residual[i];

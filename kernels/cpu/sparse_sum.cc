@@ -108,7 +108,6 @@ void WriteChunk(float* acc, float* out, uint64_t len) {
   std::memset(acc, 0, len * sizeof(float));
 }
 
-
 // Whether every payload holds the same index list (random-k frames of one
 // step) in the same format: the same pointer, or equal contents.
 bool SharesOneIndexList(absl::Span<const SparsePayload> payloads) {

@@ -118,7 +118,6 @@ void AddSlice(Cursor& c, ValueFormat format, uint64_t s0, uint64_t end, float* a
   }
 }
 
-
 }  // namespace
 
 void DeltaVarintAverage(absl::Span<const DeltaVarintPayload> payloads, float divisor,

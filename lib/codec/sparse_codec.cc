@@ -300,12 +300,11 @@ class SparseCodec : public codec_internal::CodecBase {
   // DecodeAverageWith on the host for delta-varint indices whose lists
   // would be large or dense (AveragesAsDecoded), without the frames'
   // index lists in memory (p * k u32s, 41 MB for four frames of ResNet-50
-  // at 10 %,
-  // written and read back): each frame is checked first, its index section
-  // by a scan that keeps nothing (CheckDeltaVarintIndices), and once all
-  // pass, `out` is averaged by kernels::DeltaVarintAverage, which decodes
-  // each frame's indices as it adds its values. The same bits as
-  // SparseAverage over whole lists.
+  // at 10 %, written and read back): each frame is checked first, its
+  // index section by a scan that keeps nothing (CheckDeltaVarintIndices),
+  // and once all pass, `out` is averaged by kernels::DeltaVarintAverage,
+  // which decodes each frame's indices as it adds its values. The same
+  // bits as SparseAverage over whole lists.
   absl::Status AverageAsDecoded(absl::Span<const absl::Span<const uint8_t>> frames, float divisor,
                                 absl::Span<float> out, size_t* bad_frame,
                                 FrameIntegrity integrity) const {
