@@ -14,6 +14,7 @@
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gtest/gtest.h"
+#include "tests/same_bits.h"
 #include "tests/synthetic_gradient.h"
 
 namespace gradwire {
@@ -29,9 +30,7 @@ std::vector<float> Download(HostDevice& d, const float* p, size_t n, kernels::cu
   EXPECT_TRUE(d.WaitStream(s, absl::Now() + absl::Seconds(5)).ok());
   return v;
 }
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
-}
+using testing::SameBits;
 
 struct Case {
   const char* spec;

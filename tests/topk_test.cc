@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gradwire/kernels/cpu/topk_sample.h"
+#include "tests/same_bits.h"
 #include "tests/test_seed.h"
 
 namespace gradwire {
@@ -133,12 +134,8 @@ Output RunSelect(bool approx, const std::vector<float>& grad, const std::vector<
   EXPECT_EQ(there.band.above, out.band.above);
   EXPECT_EQ(there.band.in_band, out.band.in_band);
   if (residual != nullptr) {
-    // (memcmp of an empty residual would be handed null pointers.)
-    const bool same = there.residual.size() == out.residual.size() &&
-                      (out.residual.empty() ||
-                       std::memcmp(there.residual.data(), out.residual.data(),
-                                   out.residual.size() * sizeof(float)) == 0);
-    EXPECT_TRUE(same) << "outputs in temp: the residuals differ";
+    EXPECT_TRUE(testing::SameBits(there.residual, out.residual))
+        << "outputs in temp: the residuals differ";
   }
   return out;
 }
