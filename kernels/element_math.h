@@ -369,22 +369,52 @@ GRADWIRE_HD inline uint32_t RandomKKey(const ElementKey& key, uint64_t index) {
 // b-bit stochastic quantization (1 <= b <= 8) against a per-bucket scale
 // s = max |x| over the bucket's finite elements. The 2^b codes
 // q = 0 .. M (M = 2^b - 1) stand for the evenly spaced levels
-//   level(q) = s * (2q - M) / M,   i.e. -s, ..., +s,
-// so b = 1 is stochastic sign. Rounding between the two neighbouring levels
-// is stochastic and unbiased: E[decoded] = x (up to float rounding), and
-// |decoded - x| < 2s/M, variance <= (s/M)^2. A bucket whose scale is 0 (all
-// zeros) decodes to exact zeros; no division by the scale happens then.
+//   level(q) = RN((2q - M) * step),   step = s / M rounded toward zero,
+// about -s, ..., +s, so b = 1 is stochastic sign (step = s, levels
+// exactly ±s). Rounding between the two neighbouring levels is stochastic
+// and unbiased: E[decoded] = x up to float rounding (the step is within
+// 2^-23 of s / M), |decoded - x| < 2s/M, variance <= (s/M)^2. A bucket whose scale
+// is 0 (all zeros) decodes to exact zeros; no division by the scale
+// happens then.
+//
+// The level is one multiply of an exact small integer (2q - M, odd) by a
+// per-bucket constant: odd in 2q - M (level(M - q) = -level(q)), never
+// above s in magnitude (M * step <= s exactly, and RN is monotone, so the
+// levels cannot overflow even at s = FLT_MAX), and three vector
+// operations an element (convert, 2q - M by a fused multiply-subtract,
+// multiply). Frames of version 1 (before 2026-12-07) meant
+// RN(RN((2q - M) / M) * s), exact at ±s but five operations an element
+// (docs/wire_format.md, "Versioning").
 
 GRADWIRE_HD inline uint32_t QsgdMaxCode(uint32_t bits) { return (1u << bits) - 1u; }
 
-// The level value of code q, before scaling: (2q - M) / M, exact at ±1.
-GRADWIRE_HD inline float QsgdUnitLevel(uint32_t code, uint32_t max_code) {
-  return static_cast<float>(static_cast<int32_t>(2 * code) - static_cast<int32_t>(max_code)) /
-         static_cast<float>(max_code);
+// The step s / M rounded toward zero, for a finite scale s >= 0 (what
+// encoders write and codecs accept). The product of a float and M < 2^8 is
+// exact in double: RN(s / M) is above s / M in magnitude exactly when its
+// product with M is above s, and RN is within one float of s / M, so one
+// float down is then RZ. No branch: decoders take a step for every bucket
+// of every frame (the vector loops test the same by a fused multiply-add,
+// qsgd_levels.h).
+GRADWIRE_HD inline float QsgdLevelStep(float scale, uint32_t max_code) {
+  const float c = scale / static_cast<float>(max_code);
+  const double c_magnitude = BitsFloat(FloatBits(c) & 0x7fffffffu);
+  const double s_magnitude = BitsFloat(FloatBits(scale) & 0x7fffffffu);
+  const uint32_t over = c_magnitude * static_cast<double>(max_code) > s_magnitude ? 1u : 0u;
+  return BitsFloat(FloatBits(c) - over);
+}
+
+// 2q - M: the level's integer multiple of the step, odd, in [-M, M].
+GRADWIRE_HD inline float QsgdLevelMultiple(uint32_t code, uint32_t max_code) {
+  return static_cast<float>(static_cast<int32_t>(2 * code) - static_cast<int32_t>(max_code));
+}
+
+// level(q) for a bucket whose step (QsgdLevelStep) is `step`.
+GRADWIRE_HD inline float QsgdLevel(uint32_t code, float step, uint32_t max_code) {
+  return MulRn(QsgdLevelMultiple(code, max_code), step);
 }
 
 GRADWIRE_HD inline float QsgdDequantize(uint32_t code, float scale, uint32_t max_code) {
-  return MulRn(QsgdUnitLevel(code, max_code), scale);
+  return QsgdLevel(code, QsgdLevelStep(scale, max_code), max_code);
 }
 
 // Where x lies on one bucket's level grid: t in [0, M], level(q) at t = q.
@@ -406,6 +436,7 @@ struct QsgdGrid {
   float scale;     // s > 0
   float half;      // M / 2, exact
   float per_unit;  // c (unused by_division)
+  float step;      // QsgdLevelStep(s, M): the decoded levels' step, for the residuals
   bool by_division;
 };
 
@@ -424,6 +455,7 @@ GRADWIRE_HD inline QsgdGrid QsgdGridFor(float scale, uint32_t max_code) {
   const uint32_t e = FloatBits(c) & 0x7f800000u;
   g.by_division = e == 0u || e == 0x7f800000u;  // zero, subnormal, Inf or NaN
   g.per_unit = c;
+  g.step = QsgdLevelStep(scale, max_code);
   return g;
 }
 

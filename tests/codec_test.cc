@@ -636,6 +636,32 @@ TEST(CodecTest, RandomKFrameOfTheOldHashVersionIsRefused) {
   EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
 }
 
+// A QSGD frame from a build on the version-1 levels (RN(RN((2q - M) / M) *
+// s)) decodes a float or so away from what its sender subtracted: refused,
+// dense untouched, for DecodeAccumulate and DecodeAverage.
+TEST(CodecTest, QsgdFrameOfTheOldLevelsVersionIsRefused) {
+  GRADWIRE_SEEDED_RNG(rng);
+  const uint64_t n = 5000;
+  std::unique_ptr<Codec> codec = Make("qsgd:bits=6,bucket=512");
+  const std::vector<float> g = Gradient(n, rng);
+  std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
+  absl::StatusOr<EncodeStats> stats = codec->Encode(g, 9, {}, absl::MakeSpan(f));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  f.resize(stats->frame_bytes);
+  EXPECT_EQ(f[4], kQsgdFrameVersion);
+  f[4] = 1;
+  std::vector<float> dense(n, 7.0f);
+  absl::Status s = codec->DecodeAccumulate(f, absl::MakeSpan(dense));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("qsgd frame of version 1"));
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+  const std::vector<absl::Span<const uint8_t>> frames = {f};
+  size_t bad = 0;
+  s = codec->DecodeAverage(frames, 1, absl::MakeSpan(dense), nullptr, &bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+}
+
 TEST(CodecTest, NonFiniteGradientIsCountedAndDoesNotPoisonTheResidual) {
   for (const char* text : {"topk:ratio=0.1", "approx_topk:ratio=0.1", "randomk:ratio=0.1",
                            "qsgd:bits=4", "sign", "fp16", "bf16"}) {

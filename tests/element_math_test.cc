@@ -237,8 +237,14 @@ TEST(QsgdMathTest, LevelsSpanScaleAndQuantizeIsUnbiased) {
   for (uint32_t bits = 1; bits <= 8; ++bits) {
     const uint32_t m = QsgdMaxCode(bits);
     const float scale = 3.5f;
-    EXPECT_EQ(QsgdDequantize(0, scale, m), -scale);
-    EXPECT_EQ(QsgdDequantize(m, scale, m), scale);
+    // The extreme levels: ±s exactly at one bit, within a float below s
+    // (the step is rounded toward zero) otherwise.
+    EXPECT_EQ(QsgdDequantize(0, scale, m), -QsgdDequantize(m, scale, m));
+    EXPECT_LE(QsgdDequantize(m, scale, m), scale);
+    EXPECT_GE(QsgdDequantize(m, scale, m), std::nextafter(scale, 0.0f));
+    if (bits == 1) {
+      EXPECT_EQ(QsgdDequantize(1, scale, m), scale);
+    }
     EXPECT_EQ(QsgdDequantize(m, 0.0f, m), 0.0f);
     EXPECT_FALSE(std::isnan(QsgdDequantize(QsgdQuantizeScaled(0.0f, 0.0f, m, 0.5f), 0.0f, m)));
     std::uniform_real_distribution<float> dist(-scale, scale);
@@ -258,6 +264,57 @@ TEST(QsgdMathTest, LevelsSpanScaleAndQuantizeIsUnbiased) {
           << "bits " << bits;
     }
   }
+}
+
+// QSGD's levels (element_math.h): RN((2q - M) * step), the step s / M
+// rounded toward zero. For scales across the range (subnormal to
+// FLT_MAX) and every width and code: the step is RZ(s / M) (M * step <= s
+// < M * next float, exactly in double), every level is odd in 2q - M,
+// never above s in magnitude (no overflow at FLT_MAX), and within 2^-22 s
+// of (2q - M) s / M (plus M subnormal floats where the step is
+// subnormal); at one bit the levels are exactly ±s.
+TEST(QsgdMathTest, LevelsAreOddBoundedByTheScaleAndNearTheExactGrid) {
+  GRADWIRE_SEEDED_RNG(rng);
+  std::vector<float> scales = {std::numeric_limits<float>::max(),
+                               std::numeric_limits<float>::denorm_min(),
+                               std::numeric_limits<float>::min(),
+                               1e-40f,
+                               1.0f,
+                               3.5f,
+                               0.1f,
+                               3e38f};
+  for (int i = 0; i < 200; ++i) {
+    // Random bit patterns of finite positive floats.
+    scales.push_back(BitsFloat(1u + static_cast<uint32_t>(rng()) % 0x7f7fffffu));
+  }
+  for (uint32_t bits = 1; bits <= 8; ++bits) {
+    const uint32_t m = QsgdMaxCode(bits);
+    for (float s : scales) {
+      const float step = QsgdLevelStep(s, m);
+      ASSERT_GE(step, 0.0f);
+      ASSERT_LE(double{step} * m, double{s}) << s << " bits " << bits;
+      ASSERT_GT(double{std::nextafter(step, std::numeric_limits<float>::infinity())} * m,
+                double{s})
+          << s << " bits " << bits;
+      for (uint32_t q = 0; q <= m; ++q) {
+        const float level = QsgdDequantize(q, s, m);
+        ASSERT_EQ(FloatBits(level), FloatBits(QsgdLevel(q, step, m)));
+        ASSERT_EQ(FloatBits(level), FloatBits(-QsgdDequantize(m - q, s, m)))
+            << s << " bits " << bits << " code " << q;
+        ASSERT_TRUE(std::isfinite(level));
+        ASSERT_LE(std::fabs(level), s) << s << " bits " << bits << " code " << q;
+        const double exact = (2.0 * q - m) * double{s} / m;
+        // Subnormal steps lose bits: M subnormal floats more there.
+        ASSERT_LE(std::fabs(level - exact),
+                  double{s} * std::ldexp(1.0, -22) + std::ldexp(1.0, -148) * m)
+            << s << " bits " << bits << " code " << q;
+        if (bits == 1) {
+          ASSERT_EQ(level, q == 0 ? -s : s);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(QsgdLevelStep(0.0f, 255), 0.0f);
 }
 
 // QsgdGridFor: c is M / (2s) rounded toward zero, wherever it is a

@@ -298,11 +298,47 @@ TEST(WireFormatTest, RandomKFramesAreVersion2AndVersion1IsRefused) {
   Reseal(f);
   EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "random-k frame of version 1");
   EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
-  // The other codecs stay version 1.
+  // The other codecs but QSGD stay version 1.
   for (uint8_t c = 0; c <= kMaxCodecId; ++c) {
-    if (c == static_cast<uint8_t>(CodecId::kRandomK)) continue;
+    if (c == static_cast<uint8_t>(CodecId::kRandomK) || c == static_cast<uint8_t>(CodecId::kQsgd)) {
+      continue;
+    }
     EXPECT_EQ(FrameVersionFor(static_cast<CodecId>(c)), 1) << int{c};
   }
+}
+
+// QSGD frames are version 2 (levels (2q - M) * step, element_math.h); a
+// version-1 QSGD frame, whose codes mean RN(RN((2q - M) / M) * s), is
+// refused by name, and a version-2 frame of another codec is still refused.
+std::vector<uint8_t> QsgdFrame() {
+  FrameHeader h;
+  h.codec = CodecId::kQsgd;
+  h.value_type = ValueType::kPacked;
+  h.index_encoding = IndexEncoding::kNone;
+  h.quant_bits = 8;
+  h.bucket_size = 64;
+  h.dense_length = 100;
+  h.element_count = 100;
+  Sections s;
+  s.scales = std::vector<uint8_t>(8, 0);
+  s.values = std::vector<uint8_t>(100, 0x80);
+  return BuildFrame(h, s);
+}
+
+TEST(WireFormatTest, QsgdFramesAreVersion2AndVersion1IsRefused) {
+  std::vector<uint8_t> f = QsgdFrame();
+  ASSERT_FALSE(f.empty());
+  EXPECT_EQ(f[4], kQsgdFrameVersion);
+  EXPECT_EQ(kQsgdFrameVersion, 2);
+  EXPECT_TRUE(Parse(f).ok()) << Parse(f);
+  f[4] = 1;  // what a build on the old levels writes
+  Reseal(f);
+  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "qsgd frame of version 1");
+  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
+  std::vector<uint8_t> top = TopKFrame();
+  top[4] = 2;
+  Reseal(top);
+  EXPECT_REJECTED(Parse(top), absl::StatusCode::kInvalidArgument, "unsupported version 2");
 }
 
 TEST(WireFormatTest, ValidationOrderIsMagicBeforeVersionBeforeEnums) {

@@ -49,8 +49,7 @@ GRADWIRE_CPU_INLINE float MaxFiniteMagnitude(const float* acc, uint64_t len, uin
 // the grid's fallback) and, if res is not null, its residual; `hash` is
 // RoundingHash of its index.
 GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, const QsgdGrid& grid, float top,
-                                         const QsgdLevelCoefficients& levels, int32_t m,
-                                         float* res) {
+                                         uint32_t max_code, float* res) {
   // UnitFloat: the hash's top 24 bits, exact as an int32 too.
   const float u = static_cast<float>(static_cast<int32_t>(hash >> 8)) * 5.9604644775390625e-8f;
   // The position on the level grid, clamped to [0, M]: NaN and t <= 0
@@ -61,9 +60,8 @@ GRADWIRE_CPU_INLINE uint32_t QsgdElement(float a, uint32_t hash, const QsgdGrid&
   const int32_t lo = static_cast<int32_t>(t);
   const float frac = t - static_cast<float>(lo);
   const uint32_t code = static_cast<uint32_t>(lo) + (u < frac ? 1u : 0u);
-  // QsgdDequantize without a lookup or a division (qsgd_levels.h).
-  const float level = QsgdLevelOf(static_cast<int32_t>(2 * code) - m, levels);
-  if (res != nullptr) *res = ResidualAfter(a, MulRn(level, grid.scale));
+  // QsgdDequantize, the bucket's step computed once (QsgdGridFor).
+  if (res != nullptr) *res = ResidualAfter(a, QsgdLevel(code, grid.step, max_code));
   return code;
 }
 
@@ -78,11 +76,9 @@ GRADWIRE_CPU_INLINE void QsgdBlock(const float* acc, float* res, uint64_t count,
   uint32_t hash[kBlock];
   RoundingHashRun(key, first, count, hash);
   const float top = static_cast<float>(max_code);
-  const int32_t m = static_cast<int32_t>(max_code);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
   for (uint64_t i = 0; i < count; ++i) {
     codes[i] = static_cast<uint8_t>(
-        QsgdElement(acc[i], hash[i], grid, top, levels, m, kHasResidual ? res + i : nullptr));
+        QsgdElement(acc[i], hash[i], grid, top, max_code, kHasResidual ? res + i : nullptr));
   }
 }
 

@@ -33,7 +33,7 @@ using qsgd_encode::ZeroScaleBucket;
 // residuals, 32 elements a step, the hashes formed in registers), so that
 // each hides the other. Every value is the portable loop's: the same IEEE
 // operations in the same order (QsgdElement), decoded values from the
-// bucket's table (bits <= 4) or QsgdLevelOf, and in buckets without
+// bucket's table (bits <= 4) or QsgdLevelsV3, and in buckets without
 // non-finite values and with 2 * scale finite the clamps and the residual's
 // finite test are left out, as they cannot change anything there.
 #define GRADWIRE_V3_INLINE GRADWIRE_CPU_V3 inline __attribute__((always_inline))
@@ -115,30 +115,27 @@ GRADWIRE_V3_INLINE float FinishFirstPass(FirstPass* p, uint64_t* nonfinite) {
 }
 
 // Decoded values: a permute of one table (bits <= 3), of two (bits 4), or
-// QsgdLevelOf times the scale (bits >= 5).
+// QsgdLevelsV3 (bits >= 5).
 enum DecodedBy { kTable8, kTable16, kLevels };
 
 struct BucketConstants {
-  __m256 scale, per_unit, half, top, unit, table_lo, table_hi, hi, lo;
+  __m256 step, per_unit, half, top, unit, table_lo, table_hi;
   __m256i mix;
 };
 
 // What CodeBucketV3 needs, set up once a call (the tables then hold
-// QsgdUnitTable) and completed for each bucket.
+// QsgdMultipleTable) and completed for each bucket.
 GRADWIRE_V3_INLINE void CallConstants(uint32_t bits, const ElementKey& key, BucketConstants* k) {
   const uint32_t max_code = QsgdMaxCode(bits);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  alignas(32) float unit[16];
-  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
-  k->scale = _mm256_setzero_ps();
+  alignas(32) float multiple[16];
+  QsgdMultipleTable(bits <= 4 ? bits : 4, multiple);
+  k->step = _mm256_setzero_ps();
   k->per_unit = _mm256_setzero_ps();
   k->half = _mm256_set1_ps(0.5f * static_cast<float>(max_code));
   k->top = _mm256_set1_ps(static_cast<float>(max_code));
   k->unit = _mm256_set1_ps(5.9604644775390625e-8f);
-  k->table_lo = _mm256_load_ps(unit);
-  k->table_hi = _mm256_load_ps(unit + 8);
-  k->hi = _mm256_set1_ps(levels.hi);
-  k->lo = _mm256_set1_ps(levels.lo);
+  k->table_lo = _mm256_load_ps(multiple);
+  k->table_hi = _mm256_load_ps(multiple + 8);
   k->mix = _mm256_set1_epi32(static_cast<int32_t>(key.mix));
 }
 
@@ -173,7 +170,7 @@ GRADWIRE_V3_INLINE void CodeStep(const float* acc, float* res, const BucketConst
                                  _mm256_permutevar8x32_ps(k.table_hi, code),
                                  _mm256_castsi256_ps(_mm256_slli_epi32(code, 28)));
     } else {
-      decoded = _mm256_mul_ps(QsgdLevelsV3(code, k.top, k.hi, k.lo), k.scale);
+      decoded = QsgdLevelsV3(code, k.top, k.step);
     }
     __m256i r = _mm256_castps_si256(_mm256_sub_ps(a, decoded));
     if (!kClean) {
@@ -201,10 +198,10 @@ GRADWIRE_CPU_V3 void CodeBucketV3(const float* acc, float* res, uint64_t len, ui
                                   FirstPass* next) {
   const uint32_t max_code = QsgdMaxCode(bits);
   BucketConstants k = call;
-  k.scale = _mm256_set1_ps(grid.scale);
+  k.step = _mm256_set1_ps(grid.step);
   k.per_unit = _mm256_set1_ps(grid.per_unit);
-  k.table_lo = _mm256_mul_ps(call.table_lo, k.scale);
-  k.table_hi = _mm256_mul_ps(call.table_hi, k.scale);
+  k.table_lo = _mm256_mul_ps(call.table_lo, k.step);
+  k.table_hi = _mm256_mul_ps(call.table_hi, k.step);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();
@@ -325,13 +322,11 @@ GRADWIRE_CPU_CLONES uint64_t QsgdLoop(const float* grad, float* residual, uint64
              : QuantizeLoop<false>(grad, residual, n, bits, bucket_size, rounding, scales, packed);
 }
 
-// d[i] += QsgdDequantize(codes[i], scale, m) for i < count; the level as
-// QsgdBlock computes it.
-GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, float scale, int32_t m,
-                                       const QsgdLevelCoefficients& levels, float* d) {
-  for (uint64_t i = 0; i < count; ++i) {
-    d[i] += MulRn(QsgdLevelOf(static_cast<int32_t>(2 * codes[i]) - m, levels), scale);
-  }
+// d[i] += QsgdDequantize(codes[i], scale, m) for i < count, the bucket's
+// step (QsgdLevelStep) given.
+GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, float step, uint32_t m,
+                                       float* d) {
+  for (uint64_t i = 0; i < count; ++i) d[i] += QsgdLevel(codes[i], step, m);
 }
 
 // dense[i] += the decoded value of every QSGD code, bucket by bucket.
@@ -339,19 +334,18 @@ GRADWIRE_CPU_INLINE void DequantizeAdd(const uint8_t* codes, uint64_t count, flo
 // unpacked a block at a time.
 GRADWIRE_CPU_CLONES void QsgdDecodeLoop(const uint8_t* scales, const uint8_t* packed, uint64_t n,
                                         uint32_t bits, uint32_t bucket_size, float* dense) {
-  const int32_t m = static_cast<int32_t>(QsgdMaxCode(bits));
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(QsgdMaxCode(bits));
+  const uint32_t m = QsgdMaxCode(bits);
   CodeUnpacker unpacker(packed, n, bits);
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    const float scale = BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket));
+    const float step = QsgdLevelStep(BitsFloat(LoadLe<uint32_t>(scales + 4 * bucket)), m);
     if (bits == 8) {
-      DequantizeAdd(packed + start, len, scale, m, levels, dense + start);
+      DequantizeAdd(packed + start, len, step, m, dense + start);
       continue;
     }
     for (uint64_t at = 0; at < len; at += kBlock) {
       const uint64_t count = len - at < kBlock ? len - at : kBlock;
-      DequantizeAdd(unpacker.Next(count), count, scale, m, levels, dense + start + at);
+      DequantizeAdd(unpacker.Next(count), count, step, m, dense + start + at);
     }
   }
 }

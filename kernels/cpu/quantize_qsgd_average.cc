@@ -7,7 +7,7 @@
 // bucket's table of decoded values (qsgd_levels.h) by a permute; codes of
 // 8 bits are bytes, and eight codes of 3, 5, 6 or 7 bits (`bits` bytes)
 // are cut from one word by a byte shuffle and per-lane shifts; both
-// decode by QsgdLevelOf.
+// decode by QsgdLevelsV3 (three vector operations a code).
 // (Before, 3, 5, 6 and 7 bits ran the three steps below, 3-4x slower.)
 // Each decoded value is QsgdDequantize's, each sum is formed from +0 in
 // payload order and divided once (by a multiply where that gives the
@@ -63,8 +63,8 @@ constexpr uint64_t kGroup = 16;
 // How eight codes of a payload become eight decoded values.
 enum CodesBy {
   kTable,     // 1, 2 or 4 bits: shifts of one word, a permute of the table
-  kBytes,     // 8 bits: one code a byte, QsgdLevelOf
-  kExpanded,  // 3, 5, 6 or 7 bits: shifts of one word, QsgdLevelOf
+  kBytes,     // 8 bits: one code a byte, QsgdLevelsV3
+  kExpanded,  // 3, 5, 6 or 7 bits: shifts of one word, QsgdLevelsV3
 };
 
 // One group of payloads (scales, packed: its first) over all of out:
@@ -91,26 +91,42 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m256 divide_by = _mm256_set1_ps(multiply ? reciprocal : divisor);
   const uint32_t max_code = QsgdMaxCode(bits);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  const __m256 hi = _mm256_set1_ps(levels.hi), lo = _mm256_set1_ps(levels.lo);
   const __m256 top = _mm256_set1_ps(static_cast<float>(max_code));
   const __m256i shift = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                            _mm256_set1_epi32(static_cast<int32_t>(bits)));
   const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(max_code));
-  alignas(32) float unit[16];
-  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
-  const __m256 unit_lo = _mm256_load_ps(unit), unit_hi = _mm256_load_ps(unit + 8);
+  alignas(32) float multiple[16];
+  QsgdMultipleTable(bits <= 4 ? bits : 4, multiple);
+  const __m256 multiple_lo = _mm256_load_ps(multiple), multiple_hi = _mm256_load_ps(multiple + 8);
   alignas(32) float tables[kGroup][16];
-  float bucket_scales[kGroup];
+  // Each payload's QsgdLevelStep for eight buckets, [bucket % 8], taken
+  // every eighth bucket by one vector division and test (QsgdLevelStepsV3)
+  // rather than a scalar division for every bucket and payload.
+  alignas(32) float steps[kGroup][8];
+  const uint64_t buckets = (n + bucket_size - 1) / bucket_size;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    for (uint64_t r = 0; r < frames; ++r) {
-      bucket_scales[r] = BitsFloat(LoadLe<uint32_t>(scales[r] + 4 * bucket));
-      if (kBy == kTable) {
+    const uint64_t slot = bucket % 8;
+    if (slot == 0) {
+      for (uint64_t r = 0; r < frames; ++r) {
+        if (bucket + 8 <= buckets) {
+          const __m256 s =
+              _mm256_loadu_ps(reinterpret_cast<const float*>(scales[r] + 4 * bucket));
+          _mm256_store_ps(steps[r], QsgdLevelStepsV3(s, top));
+        } else {
+          for (uint64_t b = bucket; b < buckets; ++b) {
+            steps[r][b - bucket] =
+                QsgdLevelStep(BitsFloat(LoadLe<uint32_t>(scales[r] + 4 * b)), max_code);
+          }
+        }
+      }
+    }
+    if (kBy == kTable) {
+      for (uint64_t r = 0; r < frames; ++r) {
         // QsgdDecodedTable.
-        const __m256 s = _mm256_set1_ps(bucket_scales[r]);
-        _mm256_store_ps(tables[r], _mm256_mul_ps(unit_lo, s));
-        _mm256_store_ps(tables[r] + 8, _mm256_mul_ps(unit_hi, s));
+        const __m256 step = _mm256_set1_ps(steps[r][slot]);
+        _mm256_store_ps(tables[r], _mm256_mul_ps(multiple_lo, step));
+        _mm256_store_ps(tables[r] + 8, _mm256_mul_ps(multiple_hi, step));
       }
     }
     // Payload r's decoded values of elements [element, element + 8).
@@ -120,7 +136,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
       if (kBy == kBytes) {
         const __m256i q = _mm256_cvtepu8_epi32(
             _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed[r] + element)));
-        d = _mm256_mul_ps(QsgdLevelsV3(q, top, hi, lo), _mm256_set1_ps(bucket_scales[r]));
+        d = QsgdLevelsV3(q, top, _mm256_set1_ps(steps[r][slot]));
       } else if (kBy == kExpanded) {
         // Eight codes: `bits` bytes from a byte boundary (element is a
         // multiple of 8) in every 64-bit lane, cut by `cut` and
@@ -140,7 +156,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         }
         const __m256i q =
             _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(word, cut), offset), mask);
-        d = _mm256_mul_ps(QsgdLevelsV3(q, top, hi, lo), _mm256_set1_ps(bucket_scales[r]));
+        d = QsgdLevelsV3(q, top, _mm256_set1_ps(steps[r][slot]));
       } else {
         // Eight codes: `bits` bytes from a byte boundary (start and i
         // are multiples of 8).
@@ -154,8 +170,8 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         if (bits == 4) {
           // One permute, of the table's low half (the permute reads
           // the low three bits): the table is odd, table[15 - q] =
-          // -table[q] (2(15 - q) - 15 = -(2q - 15), and RN and MulRn
-          // commute with negation), and for q >= 8 the low three bits
+          // -table[q] (2(15 - q) - 15 = -(2q - 15), and MulRn
+          // commutes with negation), and for q >= 8 the low three bits
           // of 15 - q are q's flipped. So: flip them when bit 3 is
           // set, look up, and move bit 3 to the sign. (Two permutes
           // and a blend before: 20-30 % slower.)
@@ -171,7 +187,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
     float* o = out + start;
     uint64_t i = 0;
     // Eight elements a step for every width. Sixteen a step in two sums
-    // (for the codes QsgdLevelOf decodes) was 5-11 % faster on a Zen 3
+    // (for the codes QsgdLevelsV3 decodes) was 5-11 % faster on a Zen 3
     // core but twice as slow on a Zen 5 core with `out` cold (1M
     // elements, 6 and 8 bits; equal in cache): docs/results/
     // 2026-11-28-qsgd-decode.md.
@@ -185,9 +201,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
       float sum = first ? 0.0f : o[i];
       for (uint64_t r = 0; r < frames; ++r) {
         const uint32_t q = ReadPackedCode(packed[r], start + i, bits);
-        sum += kBy == kTable ? tables[r][q]
-                             : MulRn(QsgdLevelOf(static_cast<int32_t>(2 * q - max_code), levels),
-                                     bucket_scales[r]);
+        sum += kBy == kTable ? tables[r][q] : QsgdLevel(q, steps[r][slot], max_code);
       }
       if (last) sum = multiply ? sum * reciprocal : sum / divisor;
       o[i] = sum;
@@ -203,7 +217,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
 // touched), copied to each 128-bit lane, and cut out by one byte shuffle
 // (code j's two bytes to lane j), a per-lane shift and a mask; 8-bit
 // codes are widened from bytes. Widths <= 4 decode by one permute of the
-// bucket's sixteen-entry table, the others by QsgdLevelOf. A bucket's
+// bucket's sixteen-entry table, the others by QsgdLevelsV4. A bucket's
 // last step, shorter than sixteen, runs masked: so do buckets whose size
 // is not a multiple of 16.
 GRADWIRE_CPU_V4_BEGIN
@@ -216,8 +230,6 @@ GRADWIRE_CPU_V4 void AverageGroupV4(const uint8_t* const* scales, const uint8_t*
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m512 divide_by = _mm512_set1_ps(multiply ? reciprocal : divisor);
   const uint32_t max_code = QsgdMaxCode(bits);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  const __m512 hi = _mm512_set1_ps(levels.hi), lo = _mm512_set1_ps(levels.lo);
   const __m512 top = _mm512_set1_ps(static_cast<float>(max_code));
   const __m512i mask = _mm512_set1_epi32(static_cast<int32_t>(max_code));
   // The step's sixteen bytes stand in every 128-bit lane (CodeCut).
@@ -229,17 +241,33 @@ GRADWIRE_CPU_V4 void AverageGroupV4(const uint8_t* const* scales, const uint8_t*
   const __m512i cut_v = _mm512_load_si512(cut);
   const __m512i shift_v = _mm512_load_si512(shift);
   const bool table = bits <= 4;
-  alignas(64) float unit[16];
-  QsgdUnitTable(table ? bits : 4, unit);
-  const __m512 unit_v = _mm512_load_ps(unit);
+  alignas(64) float multiple[16];
+  QsgdMultipleTable(table ? bits : 4, multiple);
+  const __m512 multiple_v = _mm512_load_ps(multiple);
   alignas(64) float tables[kGroup][16];
-  float bucket_scales[kGroup];
+  // Each payload's QsgdLevelStep for sixteen buckets, [bucket % 16], as in
+  // AverageGroupV3.
+  alignas(64) float steps[kGroup][16];
+  const uint64_t buckets = (n + bucket_size - 1) / bucket_size;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
-    for (uint64_t r = 0; r < frames; ++r) {
-      bucket_scales[r] = BitsFloat(LoadLe<uint32_t>(scales[r] + 4 * bucket));
-      if (table) {
-        _mm512_store_ps(tables[r], _mm512_mul_ps(unit_v, _mm512_set1_ps(bucket_scales[r])));
+    const uint64_t slot = bucket % 16;
+    if (slot == 0) {
+      for (uint64_t r = 0; r < frames; ++r) {
+        if (bucket + 16 <= buckets) {
+          const __m512 s = _mm512_loadu_ps(scales[r] + 4 * bucket);
+          _mm512_store_ps(steps[r], QsgdLevelStepsV4(s, top));
+        } else {
+          for (uint64_t b = bucket; b < buckets; ++b) {
+            steps[r][b - bucket] =
+                QsgdLevelStep(BitsFloat(LoadLe<uint32_t>(scales[r] + 4 * b)), max_code);
+          }
+        }
+      }
+    }
+    if (table) {
+      for (uint64_t r = 0; r < frames; ++r) {
+        _mm512_store_ps(tables[r], _mm512_mul_ps(multiple_v, _mm512_set1_ps(steps[r][slot])));
       }
     }
     float* o = out + start;
@@ -266,8 +294,7 @@ GRADWIRE_CPU_V4 void AverageGroupV4(const uint8_t* const* scales, const uint8_t*
         }
         const __m512 d =
             table ? _mm512_permutexvar_ps(code, _mm512_load_ps(tables[r]))
-                  : _mm512_mul_ps(QsgdLevelsV4(code, top, hi, lo),
-                                  _mm512_set1_ps(bucket_scales[r]));
+                  : QsgdLevelsV4(code, top, _mm512_set1_ps(steps[r][slot]));
         sum = _mm512_add_ps(sum, d);
       }
       if (last) sum = multiply ? _mm512_mul_ps(sum, divide_by) : _mm512_div_ps(sum, divide_by);

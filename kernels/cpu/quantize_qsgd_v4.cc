@@ -92,24 +92,21 @@ GRADWIRE_V4_INLINE float FinishFirstPassV4(FirstPassV4* p, uint64_t* nonfinite) 
 }
 
 struct BucketConstantsV4 {
-  __m512 scale, per_unit, half, top, unit, table, hi, lo;
+  __m512 step, per_unit, half, top, unit, table;
   ElementKey16 key;  // 32-bit hashes (HashRound16<true>)
 };
 
 GRADWIRE_V4_INLINE void CallConstantsV4(uint32_t bits, const ElementKey& key,
                                         BucketConstantsV4* k) {
   const uint32_t max_code = QsgdMaxCode(bits);
-  const QsgdLevelCoefficients levels = QsgdLevelsFor(max_code);
-  alignas(64) float unit[16];
-  QsgdUnitTable(bits <= 4 ? bits : 4, unit);
-  k->scale = _mm512_setzero_ps();
+  alignas(64) float multiple[16];
+  QsgdMultipleTable(bits <= 4 ? bits : 4, multiple);
+  k->step = _mm512_setzero_ps();
   k->per_unit = _mm512_setzero_ps();
   k->half = _mm512_set1_ps(0.5f * static_cast<float>(max_code));
   k->top = _mm512_set1_ps(static_cast<float>(max_code));
   k->unit = _mm512_set1_ps(5.9604644775390625e-8f);
-  k->table = _mm512_load_ps(unit);
-  k->hi = _mm512_set1_ps(levels.hi);
-  k->lo = _mm512_set1_ps(levels.lo);
+  k->table = _mm512_load_ps(multiple);
   k->key = MakeElementKey16(key);
 }
 
@@ -135,7 +132,7 @@ GRADWIRE_V4_INLINE void CodeStepV4(const float* acc, float* res, const BucketCon
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16 * q), _mm512_cvtepi32_epi8(code));
     if (!kHasResidual) continue;
     const __m512 decoded = kTable ? _mm512_permutexvar_ps(code, k.table)
-                                  : _mm512_mul_ps(QsgdLevelsV4(code, k.top, k.hi, k.lo), k.scale);
+                                  : QsgdLevelsV4(code, k.top, k.step);
     __m512i r = _mm512_castps_si512(_mm512_sub_ps(a, decoded));
     if (!kClean) {
       const __m512i exponent = _mm512_set1_epi32(0x7f800000);
@@ -153,9 +150,9 @@ GRADWIRE_CPU_V4 void CodeBucketV4(const float* acc, float* res, uint64_t len, ui
                                   FirstPassV4* next) {
   const uint32_t max_code = QsgdMaxCode(bits);
   BucketConstantsV4 k = call;
-  k.scale = _mm512_set1_ps(grid.scale);
+  k.step = _mm512_set1_ps(grid.step);
   k.per_unit = _mm512_set1_ps(grid.per_unit);
-  k.table = _mm512_mul_ps(call.table, k.scale);
+  k.table = _mm512_mul_ps(call.table, k.step);
   for (uint64_t at = 0; at < len; at += kBlock) {
     const uint64_t count = len - at < kBlock ? len - at : kBlock;
     uint8_t* codes = packer->Slots();

@@ -141,6 +141,14 @@ absl::Status CheckFields(const WireHeader& h) {
           " (indices from the 32-bit element hash); the sender derives its indices from another "
           "hash, so they cannot be re-derived here. Run one gradwire build on every rank"));
     }
+    if (f.codec == CodecId::kQsgd) {
+      return Invalid(absl::StrCat(
+          "qsgd frame of version ", h.version, ": this build's QSGD frames are version ",
+          kQsgdFrameVersion,
+          " (levels (2q - M) * step, step = scale / M rounded toward zero); the sender's levels "
+          "differ, so its error feedback would not match what is decoded here. Run one gradwire "
+          "build on every rank"));
+    }
     return Invalid(absl::StrCat("unsupported version ", h.version, " for codec id ", Raw(f.codec),
                                 " (this build reads version ", FrameVersionFor(f.codec),
                                 " for it)"));

@@ -40,20 +40,28 @@ enum class CodecId : uint8_t {
 inline constexpr uint8_t kMaxCodecId = 7;
 
 // Versions (docs/wire_format.md, "Versioning"). Every codec's frames are
-// version 1 except random-k's, version 2 since its indices come from
-// kernels/element_math.h's 32-bit element hash (version 1: splitmix64 per
-// element). Random-k frames carry no indices and a receiver re-derives
-// them, so a frame of the other hash would decode to the wrong indices
-// without any error: each side refuses the other's random-k frames by
-// version instead. Other codecs' bytes mean what they meant, and their
-// frames still pass between builds.
+// version 1 except random-k's and QSGD's, version 2:
+// - random-k since its indices come from kernels/element_math.h's 32-bit
+//   element hash (version 1: splitmix64 per element). Random-k frames
+//   carry no indices and a receiver re-derives them, so a frame of the
+//   other hash would decode to the wrong indices without any error.
+// - QSGD since its levels are RN((2q - M) * step), step = s / M rounded
+//   toward zero (version 1: RN(RN((2q - M) / M) * s)). The same codes
+//   decode a float or so apart, so a receiver of the other build would
+//   sum values the sender's error feedback did not subtract.
+// Each side refuses the other's frames of these codecs by version instead.
+// Other codecs' bytes mean what they meant, and their frames still pass
+// between builds.
 inline constexpr uint8_t kFrameVersion = 1;
 inline constexpr uint8_t kRandomKFrameVersion = 2;
+inline constexpr uint8_t kQsgdFrameVersion = 2;
 inline constexpr uint8_t kMaxFrameVersion = 2;
 
 // The version every frame of `codec` carries (and the only one accepted).
 constexpr uint8_t FrameVersionFor(CodecId codec) {
-  return codec == CodecId::kRandomK ? kRandomKFrameVersion : kFrameVersion;
+  return codec == CodecId::kRandomK ? kRandomKFrameVersion
+         : codec == CodecId::kQsgd  ? kQsgdFrameVersion
+                                    : kFrameVersion;
 }
 
 // How values are stored in the values section. kPacked: bit-packed integer
