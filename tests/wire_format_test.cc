@@ -271,8 +271,7 @@ TEST(WireFormatTest, EachBadFieldHasItsOwnMessage) {
 
 // Random-k frames are version 2 (indices from the 32-bit element hash);
 // a version-1 random-k frame, from a build on the old hash, is refused by
-// name instead of decoding to the wrong indices, and version 2 is random-k's
-// alone.
+// name instead of decoding to the wrong indices.
 std::vector<uint8_t> RandomKFrame() {
   FrameHeader h;
   h.codec = CodecId::kRandomK;
@@ -287,29 +286,9 @@ std::vector<uint8_t> RandomKFrame() {
   return BuildFrame(h, s);
 }
 
-TEST(WireFormatTest, RandomKFramesAreVersion2AndVersion1IsRefused) {
-  std::vector<uint8_t> f = RandomKFrame();
-  ASSERT_FALSE(f.empty());
-  EXPECT_EQ(f[4], kRandomKFrameVersion);
-  EXPECT_EQ(kRandomKFrameVersion, 2);
-  EXPECT_EQ(FrameVersionFor(CodecId::kRandomK), 2);
-  EXPECT_TRUE(Parse(f).ok()) << Parse(f);
-  f[4] = 1;  // what a build on the old hash writes
-  Reseal(f);
-  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "random-k frame of version 1");
-  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
-  // The other codecs but QSGD stay version 1.
-  for (uint8_t c = 0; c <= kMaxCodecId; ++c) {
-    if (c == static_cast<uint8_t>(CodecId::kRandomK) || c == static_cast<uint8_t>(CodecId::kQsgd)) {
-      continue;
-    }
-    EXPECT_EQ(FrameVersionFor(static_cast<CodecId>(c)), 1) << int{c};
-  }
-}
-
 // QSGD frames are version 2 (levels (2q - M) * step, element_math.h); a
 // version-1 QSGD frame, whose codes mean RN(RN((2q - M) / M) * s), is
-// refused by name, and a version-2 frame of another codec is still refused.
+// refused by name too.
 std::vector<uint8_t> QsgdFrame() {
   FrameHeader h;
   h.codec = CodecId::kQsgd;
@@ -325,16 +304,36 @@ std::vector<uint8_t> QsgdFrame() {
   return BuildFrame(h, s);
 }
 
-TEST(WireFormatTest, QsgdFramesAreVersion2AndVersion1IsRefused) {
-  std::vector<uint8_t> f = QsgdFrame();
-  ASSERT_FALSE(f.empty());
-  EXPECT_EQ(f[4], kQsgdFrameVersion);
+TEST(WireFormatTest, RandomKAndQsgdFramesAreVersion2AndVersion1IsRefused) {
+  struct Case {
+    std::vector<uint8_t> frame;
+    const char* refusal;
+  };
+  const Case cases[] = {
+      {RandomKFrame(), "random-k frame of version 1"},  // a build on the old hash
+      {QsgdFrame(), "qsgd frame of version 1"},         // a build on the old levels
+  };
+  EXPECT_EQ(kRandomKFrameVersion, 2);
   EXPECT_EQ(kQsgdFrameVersion, 2);
-  EXPECT_TRUE(Parse(f).ok()) << Parse(f);
-  f[4] = 1;  // what a build on the old levels writes
-  Reseal(f);
-  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "qsgd frame of version 1");
-  EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.refusal);
+    std::vector<uint8_t> f = c.frame;
+    ASSERT_FALSE(f.empty());
+    EXPECT_EQ(f[4], 2);
+    EXPECT_TRUE(Parse(f).ok()) << Parse(f);
+    f[4] = 1;
+    Reseal(f);
+    EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, c.refusal);
+    EXPECT_REJECTED(Parse(f), absl::StatusCode::kInvalidArgument, "Run one gradwire build");
+  }
+  // The other codecs stay version 1, and refuse version 2.
+  for (uint8_t c = 0; c <= kMaxCodecId; ++c) {
+    if (c == static_cast<uint8_t>(CodecId::kRandomK) || c == static_cast<uint8_t>(CodecId::kQsgd)) {
+      EXPECT_EQ(FrameVersionFor(static_cast<CodecId>(c)), 2) << int{c};
+    } else {
+      EXPECT_EQ(FrameVersionFor(static_cast<CodecId>(c)), 1) << int{c};
+    }
+  }
   std::vector<uint8_t> top = TopKFrame();
   top[4] = 2;
   Reseal(top);
