@@ -372,10 +372,10 @@ GRADWIRE_HD inline uint32_t RandomKKey(const ElementKey& key, uint64_t index) {
 //   level(q) = RN((2q - M) * step),   step = s / M rounded toward zero,
 // about -s, ..., +s, so b = 1 is stochastic sign (step = s, levels
 // exactly ±s). Rounding between the two neighbouring levels is stochastic
-// and unbiased: E[decoded] = x up to float rounding (the step is within
-// 2^-23 of s / M), |decoded - x| < 2s/M, variance <= (s/M)^2. A bucket whose scale
-// is 0 (all zeros) decodes to exact zeros; no division by the scale
-// happens then.
+// and unbiased: E[decoded] = x, |decoded - x| < 2s/M and variance <=
+// (s/M)^2, each up to float rounding (the step is within 2^-23 of s / M).
+// A bucket whose scale is 0 (all zeros) decodes to exact zeros; no
+// division by the scale happens then.
 //
 // The level is one multiply of an exact small integer (2q - M, odd) by a
 // per-bucket constant: odd in 2q - M (level(M - q) = -level(q)), never
