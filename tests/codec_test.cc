@@ -616,50 +616,45 @@ TEST(CodecTest, RandomKIndicesAreNotSentButAgreeAcrossRanks) {
   }
 }
 
-// A random-k frame from a build on the version-1 element hash (its version
-// byte 1) would re-derive to other indices here: refused, dense untouched.
-TEST(CodecTest, RandomKFrameOfTheOldHashVersionIsRefused) {
+// Frames of the codecs whose bytes changed meaning, from a build before the
+// change (their version byte 1), are refused, dense untouched, by
+// DecodeAccumulate and DecodeAverage: a random-k frame of the version-1
+// element hash would re-derive to other indices here, a QSGD frame of the
+// version-1 levels (RN(RN((2q - M) / M) * s)) decodes a float or so away
+// from what its sender subtracted.
+TEST(CodecTest, FramesOfTheOldVersionOfAChangedCodecAreRefused) {
+  struct Case {
+    const char* spec;
+    uint8_t version;
+    const char* refusal;
+  };
+  const Case cases[] = {
+      {"randomk:ratio=0.02,seed=42", kRandomKFrameVersion, "random-k frame of version 1"},
+      {"qsgd:bits=6,bucket=512", kQsgdFrameVersion, "qsgd frame of version 1"},
+  };
   GRADWIRE_SEEDED_RNG(rng);
   const uint64_t n = 5000;
-  std::unique_ptr<Codec> codec = Make("randomk:ratio=0.02,seed=42");
-  const std::vector<float> g = Gradient(n, rng);
-  std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
-  absl::StatusOr<EncodeStats> stats = codec->Encode(g, 9, {}, absl::MakeSpan(f));
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  f.resize(stats->frame_bytes);
-  EXPECT_EQ(f[4], kRandomKFrameVersion);
-  f[4] = 1;
-  std::vector<float> dense(n, 7.0f);
-  const absl::Status s = codec->DecodeAccumulate(f, absl::MakeSpan(dense));
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("random-k frame of version 1"));
-  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
-}
-
-// A QSGD frame from a build on the version-1 levels (RN(RN((2q - M) / M) *
-// s)) decodes a float or so away from what its sender subtracted: refused,
-// dense untouched, for DecodeAccumulate and DecodeAverage.
-TEST(CodecTest, QsgdFrameOfTheOldLevelsVersionIsRefused) {
-  GRADWIRE_SEEDED_RNG(rng);
-  const uint64_t n = 5000;
-  std::unique_ptr<Codec> codec = Make("qsgd:bits=6,bucket=512");
-  const std::vector<float> g = Gradient(n, rng);
-  std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
-  absl::StatusOr<EncodeStats> stats = codec->Encode(g, 9, {}, absl::MakeSpan(f));
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  f.resize(stats->frame_bytes);
-  EXPECT_EQ(f[4], kQsgdFrameVersion);
-  f[4] = 1;
-  std::vector<float> dense(n, 7.0f);
-  absl::Status s = codec->DecodeAccumulate(f, absl::MakeSpan(dense));
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("qsgd frame of version 1"));
-  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
-  const std::vector<absl::Span<const uint8_t>> frames = {f};
-  size_t bad = 0;
-  s = codec->DecodeAverage(frames, 1, absl::MakeSpan(dense), nullptr, &bad);
-  EXPECT_FALSE(s.ok());
-  EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec);
+    std::unique_ptr<Codec> codec = Make(c.spec);
+    const std::vector<float> g = Gradient(n, rng);
+    std::vector<uint8_t> f(codec->MaxEncodedBytes(n));
+    absl::StatusOr<EncodeStats> stats = codec->Encode(g, 9, {}, absl::MakeSpan(f));
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    f.resize(stats->frame_bytes);
+    EXPECT_EQ(f[4], c.version);
+    f[4] = 1;
+    std::vector<float> dense(n, 7.0f);
+    absl::Status s = codec->DecodeAccumulate(f, absl::MakeSpan(dense));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(c.refusal));
+    EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+    const std::vector<absl::Span<const uint8_t>> frames = {f};
+    size_t bad = 0;
+    s = codec->DecodeAverage(frames, 1, absl::MakeSpan(dense), nullptr, &bad);
+    EXPECT_FALSE(s.ok());
+    EXPECT_EQ(dense, std::vector<float>(n, 7.0f));
+  }
 }
 
 TEST(CodecTest, NonFiniteGradientIsCountedAndDoesNotPoisonTheResidual) {
