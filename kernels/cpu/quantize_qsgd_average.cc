@@ -1,13 +1,15 @@
 // QsgdDecodeAverage (quantize.h): the average of several QSGD payloads in
 // one pass over the output.
 //
-// On x86-64-v3 the sums of eight elements stay in a register while every
-// payload's codes are added in order: codes of 1, 2 or 4 bits are cut
-// from one word per payload by per-lane shifts and looked up in the
-// bucket's table of decoded values (qsgd_levels.h) by a permute; codes of
-// 8 bits are bytes, and eight codes of 3, 5, 6 or 7 bits (`bits` bytes)
-// are cut from one word by a byte shuffle and per-lane shifts; both
-// decode by QsgdLevelsV3 (three vector operations a code).
+// On x86-64-v3 the sums of eight elements stay in a register while up to
+// four payloads' codes are added in order (further payloads in further
+// passes over the bucket, the sums kept in out between passes): codes of
+// 1, 2 or 4 bits are cut from one word per payload by per-lane shifts and
+// looked up in the bucket's table of decoded values (qsgd_levels.h) by a
+// permute; codes of 8 bits are bytes, and eight codes of 3, 5, 6 or 7
+// bits (`bits` bytes) are cut from one word by a byte shuffle and
+// per-lane shifts; both decode by QsgdLevelsV3 (three vector operations a
+// code).
 // (Before, 3, 5, 6 and 7 bits ran the three steps below, 3-4x slower.)
 // Each decoded value is QsgdDequantize's, each sum is formed from +0 in
 // payload order and divided once (by a multiply where that gives the
@@ -15,6 +17,8 @@
 // contract names, which is what every other case runs. On x86-64-v4
 // (AVX-512) the same runs sixteen elements a step (AverageGroupV4).
 #include <string.h>
+
+#include <type_traits>
 
 #include "gradwire/kernels/cpu/clones_x86.h"
 #include "gradwire/kernels/cpu/divide_x86.h"
@@ -55,9 +59,9 @@ void CodeCut(uint32_t bits, uint32_t codes, uint32_t bytes, uint8_t* cut, uint32
   }
 }
 
-// Payloads whose sums are carried in registers at a time; more are taken
-// in groups, the running sums kept in `out` between them (a float stored
-// and reloaded is the same float).
+// Payloads one walk over `out` takes (their steps held for eight or
+// sixteen buckets); more are taken in groups, the running sums kept in
+// `out` between them (a float stored and reloaded is the same float).
 constexpr uint64_t kGroup = 16;
 
 // How eight codes of a payload become eight decoded values.
@@ -66,6 +70,113 @@ enum CodesBy {
   kBytes,     // 8 bits: one code a byte, QsgdLevelsV3
   kExpanded,  // 3, 5, 6 or 7 bits: shifts of one word, QsgdLevelsV3
 };
+
+// What the x86-64-v3 loop decodes eight codes of a payload with, fixed
+// for a call: code j of eight sits at bits [j * bits, (j + 1) * bits) of
+// the group's word (kTable: `shift`, `mask`; kExpanded: `cut`, `offset`,
+// `mask`, CodeCut), and `top` is M as a float.
+struct CodesV3 {
+  uint32_t bits;
+  uint64_t packed_bytes;  // PackedBytes(n, bits): kExpanded's whole loads stay inside
+  __m256i cut, offset, shift, mask;
+  __m256 top;
+};
+
+// Payload p's decoded values of elements [element, element + 8), element
+// a multiple of 8. `param` is the payload's bucket: its step (kBytes,
+// kExpanded) or the low half of its table of decoded values (kTable:
+// multiple * step, QsgdDecodedTable). kExpanded's load of eight bytes is
+// checked against the payload's end when kChecked only (with a check for
+// each payload and eight elements, 6-bit at 1M and four payloads ran at
+// 0.40 of a memcpy on a Zen 3 guest, 0.47 without: docs/results/
+// 2026-12-07-qsgd-average-passes.md).
+template <CodesBy kBy, bool kChecked>
+GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256 Decode8V3(const CodesV3& c,
+                                                                       const uint8_t* p,
+                                                                       __m256 param,
+                                                                       uint64_t element) {
+  const uint32_t bits = c.bits;
+  if (kBy == kBytes) {
+    const __m256i q =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + element)));
+    return QsgdLevelsV3(q, c.top, param);
+  }
+  if (kBy == kExpanded) {
+    // Eight codes: `bits` bytes from a byte boundary in every 64-bit lane,
+    // cut by `cut` and `offset`. (In vector lanes rather than by Expand on
+    // the scalar side: Expand's chain of dependent steps made each
+    // iteration wait for the sum, 3x the 8-bit time. A shift of the word
+    // per lane pair and a blend, before the shuffle: five instructions
+    // where the shuffle takes three.)
+    const uint64_t at = element / 8 * bits;
+    __m256i word;
+    if (!kChecked || at + 8 <= c.packed_bytes) {
+      word = _mm256_set1_epi64x(LoadLe<uint64_t>(p + at));
+    } else {
+      uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      memcpy(bytes, p + at, bits);
+      word = _mm256_set1_epi64x(LoadLe<uint64_t>(bytes));
+    }
+    const __m256i q =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(word, c.cut), c.offset), c.mask);
+    return QsgdLevelsV3(q, c.top, param);
+  }
+  // kTable. Eight codes: `bits` bytes from a byte boundary.
+  const uint8_t* w = p + element / 8 * bits;
+  const uint32_t word = bits == 4 ? LoadLe<uint32_t>(w) : bits == 2 ? LoadLe<uint16_t>(w) : w[0];
+  const __m256i code = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(word)), c.shift);
+  if (bits == 4) {
+    // One permute, of the table's low half (the permute reads the low
+    // three bits): the table is odd, table[15 - q] = -table[q]
+    // (2(15 - q) - 15 = -(2q - 15), and MulRn commutes with negation),
+    // and for q >= 8 the low three bits of 15 - q are q's flipped. So:
+    // flip them when bit 3 is set, look up, and move bit 3 to the sign.
+    // (Two permutes and a blend before: 20-30 % slower.)
+    const __m256i upper = _mm256_srai_epi32(_mm256_slli_epi32(code, 28), 31);
+    return _mm256_xor_ps(_mm256_permutevar8x32_ps(param, _mm256_xor_si256(code, upper)),
+                         _mm256_castsi256_ps(_mm256_slli_epi32(upper, 31)));
+  }
+  return _mm256_permutevar8x32_ps(param, _mm256_and_si256(code, c.mask));
+}
+
+// Payloads whose codes one pass over a bucket's elements adds; a group's
+// payloads are taken this many at a time, each pass with its count fixed
+// at compile time so that the payloads' pointers and parameters stay in
+// registers (a loop over a run-time count reloaded them for every eight
+// elements: 8-bit at 1M and four payloads 0.41-0.44 of a memcpy on a
+// Zen 3 guest, against 0.50-0.54 in passes; same page).
+constexpr uint64_t kPass = 4;
+
+// Elements [0, len8) of a bucket (len8 a multiple of 8; o its first
+// element, element its index): o = (zero ? +0 : o) + the decoded values of
+// payloads p[0 .. kCount) in order, then divided by `divide_by` (a
+// multiply where `multiply`) when `divide`. Elements from `safe` (a
+// multiple of 8) on are decoded with kExpanded's load checked.
+template <CodesBy kBy, int kCount>
+GRADWIRE_CPU_V3 void AddPassV3(const CodesV3& c, const uint8_t* const* p, const __m256* param,
+                               uint64_t element, uint64_t len8, uint64_t safe, bool zero,
+                               bool divide, bool multiply, __m256 divide_by, float* o) {
+  const uint8_t* pk[kCount];
+  __m256 pm[kCount];
+  for (int k = 0; k < kCount; ++k) {
+    pk[k] = p[k];
+    pm[k] = param[k];
+  }
+  auto add8 = [&](uint64_t i, auto checked)
+      __attribute__((target("arch=x86-64-v3"), always_inline)) {
+    __m256 sum = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(o + i);
+    for (int k = 0; k < kCount; ++k) {
+      sum = _mm256_add_ps(sum,
+                          Decode8V3<kBy, decltype(checked)::value>(c, pk[k], pm[k], element + i));
+    }
+    if (divide) sum = multiply ? _mm256_mul_ps(sum, divide_by) : _mm256_div_ps(sum, divide_by);
+    _mm256_storeu_ps(o + i, sum);
+  };
+  const uint64_t end = safe < len8 ? safe : len8;
+  uint64_t i = 0;
+  for (; i < end; i += 8) add8(i, std::false_type());
+  for (; i < len8; i += 8) add8(i, std::true_type());
+}
 
 // One group of payloads (scales, packed: its first) over all of out:
 // out = (first ? +0 : out) + each payload's decoded values in order,
@@ -76,33 +187,40 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
                                     uint64_t frames, uint64_t n, uint32_t bits,
                                     uint32_t bucket_size, bool first, bool last, float divisor,
                                     float* out) {
-  // kExpanded loads eight bytes for a group's `bits`: whole loads stay
-  // inside the PackedBytes(n, bits) a payload holds up to this group.
-  const uint64_t packed_bytes = PackedBytes(n, bits);
+  CodesV3 c;
+  c.bits = bits;
+  c.packed_bytes = PackedBytes(n, bits);
   // kExpanded: the group's eight bytes stand in both 128-bit halves; one
   // byte shuffle (`cut`), a per-lane shift (`offset`) and the mask cut
   // out its eight codes (CodeCut).
   alignas(32) uint8_t cut_bytes[32];
   alignas(32) uint32_t offsets[8];
   CodeCut(bits, 8, 8, cut_bytes, offsets);
-  const __m256i cut = _mm256_load_si256(reinterpret_cast<const __m256i*>(cut_bytes));
-  const __m256i offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  c.cut = _mm256_load_si256(reinterpret_cast<const __m256i*>(cut_bytes));
+  c.offset = _mm256_load_si256(reinterpret_cast<const __m256i*>(offsets));
+  const uint32_t max_code = QsgdMaxCode(bits);
+  c.top = _mm256_set1_ps(static_cast<float>(max_code));
+  c.shift = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                               _mm256_set1_epi32(static_cast<int32_t>(bits)));
+  c.mask = _mm256_set1_epi32(static_cast<int32_t>(max_code));
+  // kExpanded reads the eight bytes at e / 8 * bits for element e: whole
+  // for every e (a multiple of 8) below safe_end.
+  const uint64_t safe_end = kBy != kExpanded     ? n
+                            : c.packed_bytes < 8 ? 0
+                                                 : ((c.packed_bytes - 8) / bits + 1) * 8;
   float reciprocal;
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m256 divide_by = _mm256_set1_ps(multiply ? reciprocal : divisor);
-  const uint32_t max_code = QsgdMaxCode(bits);
-  const __m256 top = _mm256_set1_ps(static_cast<float>(max_code));
-  const __m256i shift = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                           _mm256_set1_epi32(static_cast<int32_t>(bits)));
-  const __m256i mask = _mm256_set1_epi32(static_cast<int32_t>(max_code));
+  // kTable: the permute reads a table's low half only (codes of 1 and 2
+  // bits are below 4; 4 bits by the odd symmetry, Decode8V3).
   alignas(32) float multiple[16];
   QsgdMultipleTable(bits <= 4 ? bits : 4, multiple);
-  const __m256 multiple_lo = _mm256_load_ps(multiple), multiple_hi = _mm256_load_ps(multiple + 8);
-  alignas(32) float tables[kGroup][16];
+  const __m256 multiple_lo = _mm256_load_ps(multiple);
   // Each payload's QsgdLevelStep for eight buckets, [bucket % 8], taken
   // every eighth bucket by one vector division and test (QsgdLevelStepsV3)
   // rather than a scalar division for every bucket and payload.
   alignas(32) float steps[kGroup][8];
+  __m256 param[kGroup];
   const uint64_t buckets = (n + bucket_size - 1) / bucket_size;
   for (uint64_t start = 0, bucket = 0; start < n; start += bucket_size, ++bucket) {
     const uint64_t len = n - start < bucket_size ? n - start : bucket_size;
@@ -112,7 +230,7 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         if (bucket + 8 <= buckets) {
           const __m256 s =
               _mm256_loadu_ps(reinterpret_cast<const float*>(scales[r] + 4 * bucket));
-          _mm256_store_ps(steps[r], QsgdLevelStepsV3(s, top));
+          _mm256_store_ps(steps[r], QsgdLevelStepsV3(s, c.top));
         } else {
           for (uint64_t b = bucket; b < buckets; ++b) {
             steps[r][b - bucket] =
@@ -121,87 +239,31 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
         }
       }
     }
-    if (kBy == kTable) {
-      for (uint64_t r = 0; r < frames; ++r) {
-        // QsgdDecodedTable.
-        const __m256 step = _mm256_set1_ps(steps[r][slot]);
-        _mm256_store_ps(tables[r], _mm256_mul_ps(multiple_lo, step));
-        _mm256_store_ps(tables[r] + 8, _mm256_mul_ps(multiple_hi, step));
-      }
+    for (uint64_t r = 0; r < frames; ++r) {
+      const __m256 step = _mm256_set1_ps(steps[r][slot]);
+      param[r] = kBy == kTable ? _mm256_mul_ps(multiple_lo, step) : step;
     }
-    // Payload r's decoded values of elements [element, element + 8).
-    auto decode8 = [&](uint64_t r, uint64_t element)
-        __attribute__((target("arch=x86-64-v3"), always_inline)) {
-      __m256 d;
-      if (kBy == kBytes) {
-        const __m256i q = _mm256_cvtepu8_epi32(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed[r] + element)));
-        d = QsgdLevelsV3(q, top, _mm256_set1_ps(steps[r][slot]));
-      } else if (kBy == kExpanded) {
-        // Eight codes: `bits` bytes from a byte boundary (element is a
-        // multiple of 8) in every 64-bit lane, cut by `cut` and
-        // `offset`. (In vector lanes rather than by Expand on the scalar
-        // side: Expand's chain of dependent steps made each iteration
-        // wait for the sum, 3x the 8-bit time. A shift of the word per
-        // lane pair and a blend, before the shuffle: five instructions
-        // where the shuffle takes three.)
-        const uint64_t at = element / 8 * bits;
-        __m256i word;
-        if (at + 8 <= packed_bytes) {
-          word = _mm256_set1_epi64x(LoadLe<uint64_t>(packed[r] + at));
-        } else {
-          uint8_t bytes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          memcpy(bytes, packed[r] + at, bits);
-          word = _mm256_set1_epi64x(LoadLe<uint64_t>(bytes));
-        }
-        const __m256i q =
-            _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(word, cut), offset), mask);
-        d = QsgdLevelsV3(q, top, _mm256_set1_ps(steps[r][slot]));
-      } else {
-        // Eight codes: `bits` bytes from a byte boundary (start and i
-        // are multiples of 8).
-        const uint8_t* p = packed[r] + element / 8 * bits;
-        const uint32_t word = bits == 4   ? LoadLe<uint32_t>(p)
-                              : bits == 2 ? LoadLe<uint16_t>(p)
-                                          : p[0];
-        const __m256i code =
-            _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(word)), shift);
-        const __m256 low = _mm256_load_ps(tables[r]);
-        if (bits == 4) {
-          // One permute, of the table's low half (the permute reads
-          // the low three bits): the table is odd, table[15 - q] =
-          // -table[q] (2(15 - q) - 15 = -(2q - 15), and MulRn
-          // commutes with negation), and for q >= 8 the low three bits
-          // of 15 - q are q's flipped. So: flip them when bit 3 is
-          // set, look up, and move bit 3 to the sign. (Two permutes
-          // and a blend before: 20-30 % slower.)
-          const __m256i upper = _mm256_srai_epi32(_mm256_slli_epi32(code, 28), 31);
-          d = _mm256_xor_ps(_mm256_permutevar8x32_ps(low, _mm256_xor_si256(code, upper)),
-                            _mm256_castsi256_ps(_mm256_slli_epi32(upper, 31)));
-        } else {
-          d = _mm256_permutevar8x32_ps(low, _mm256_and_si256(code, mask));
-        }
-      }
-      return d;
-    };
     float* o = out + start;
-    uint64_t i = 0;
     // Eight elements a step for every width. Sixteen a step in two sums
     // (for the codes QsgdLevelsV3 decodes) was 5-11 % faster on a Zen 3
     // core but twice as slow on a Zen 5 core with `out` cold (1M
     // elements, 6 and 8 bits; equal in cache): docs/results/
     // 2026-11-28-qsgd-decode.md.
-    for (; i + 8 <= len; i += 8) {
-      __m256 sum = first ? _mm256_setzero_ps() : _mm256_loadu_ps(o + i);
-      for (uint64_t r = 0; r < frames; ++r) sum = _mm256_add_ps(sum, decode8(r, start + i));
-      if (last) sum = multiply ? _mm256_mul_ps(sum, divide_by) : _mm256_div_ps(sum, divide_by);
-      _mm256_storeu_ps(o + i, sum);
+    const uint64_t len8 = len / 8 * 8;
+    const uint64_t safe = safe_end > start ? safe_end - start : 0;
+    for (uint64_t r = 0; r < frames; r += kPass) {
+      const uint64_t count = frames - r < kPass ? frames - r : kPass;
+      const bool zero = first && r == 0, divide = last && r + count == frames;
+      auto* pass = count == 4   ? AddPassV3<kBy, 4>
+                   : count == 3 ? AddPassV3<kBy, 3>
+                   : count == 2 ? AddPassV3<kBy, 2>
+                                : AddPassV3<kBy, 1>;
+      pass(c, packed + r, param + r, start, len8, safe, zero, divide, multiply, divide_by, o);
     }
-    for (; i < len; ++i) {
+    for (uint64_t i = len8; i < len; ++i) {
       float sum = first ? 0.0f : o[i];
       for (uint64_t r = 0; r < frames; ++r) {
-        const uint32_t q = ReadPackedCode(packed[r], start + i, bits);
-        sum += kBy == kTable ? tables[r][q] : QsgdLevel(q, steps[r][slot], max_code);
+        sum += QsgdLevel(ReadPackedCode(packed[r], start + i, bits), steps[r][slot], max_code);
       }
       if (last) sum = multiply ? sum * reciprocal : sum / divisor;
       o[i] = sum;
