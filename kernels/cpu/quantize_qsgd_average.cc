@@ -4,12 +4,12 @@
 // On x86-64-v3 the sums of eight elements stay in a register while up to
 // four payloads' codes are added in order (further payloads in further
 // passes over the bucket, the sums kept in out between passes): codes of
-// 1, 2 or 4 bits are cut from one word per payload by per-lane shifts and
+// 1 or 2 bits are cut from one word per payload by per-lane shifts and
 // looked up in the bucket's table of decoded values (qsgd_levels.h) by a
-// permute; codes of 8 bits are bytes, and eight codes of 3, 5, 6 or 7
-// bits (`bits` bytes) are cut from one word by a byte shuffle and
-// per-lane shifts; both decode by QsgdLevelsV3 (three vector operations a
-// code).
+// permute; codes of 4 bits are cut the same way, codes of 8 bits are
+// bytes, and eight codes of 3, 5, 6 or 7 bits (`bits` bytes) are cut from
+// one word by a byte shuffle and per-lane shifts; these decode by
+// QsgdLevelsV3 (three vector operations a code).
 // (Before, 3, 5, 6 and 7 bits ran the three steps below, 3-4x slower.)
 // Each decoded value is QsgdDequantize's, each sum is formed from +0 in
 // payload order and divided once (by a multiply where that gives the
@@ -66,15 +66,16 @@ constexpr uint64_t kGroup = 16;
 
 // How eight codes of a payload become eight decoded values.
 enum CodesBy {
-  kTable,     // 1, 2 or 4 bits: shifts of one word, a permute of the table
+  kTable,     // 1 or 2 bits: shifts of one word, a permute of the table
+  kNibbles,   // 4 bits: shifts of one word, QsgdLevelsV3
   kBytes,     // 8 bits: one code a byte, QsgdLevelsV3
-  kExpanded,  // 3, 5, 6 or 7 bits: shifts of one word, QsgdLevelsV3
+  kExpanded,  // 3, 5, 6 or 7 bits: a byte shuffle and shifts of one word, QsgdLevelsV3
 };
 
 // What the x86-64-v3 loop decodes eight codes of a payload with, fixed
 // for a call: code j of eight sits at bits [j * bits, (j + 1) * bits) of
-// the group's word (kTable: `shift`, `mask`; kExpanded: `cut`, `offset`,
-// `mask`, CodeCut), and `top` is M as a float.
+// the group's word (kTable, kNibbles: `shift`, `mask`; kExpanded: `cut`,
+// `offset`, `mask`, CodeCut), and `top` is M as a float.
 struct CodesV3 {
   uint32_t bits;
   uint64_t packed_bytes;  // PackedBytes(n, bits): kExpanded's whole loads stay inside
@@ -83,9 +84,9 @@ struct CodesV3 {
 };
 
 // Payload p's decoded values of elements [element, element + 8), element
-// a multiple of 8. `param` is the payload's bucket: its step (kBytes,
-// kExpanded) or the low half of its table of decoded values (kTable:
-// multiple * step, QsgdDecodedTable). kExpanded's load of eight bytes is
+// a multiple of 8. `param` is the payload's bucket: its step (kNibbles,
+// kBytes, kExpanded) or the low half of its table of decoded values
+// (kTable: multiple * step, QsgdDecodedTable). kExpanded's load of eight bytes is
 // checked against the payload's end when kChecked only (with a check for
 // each payload and eight elements, 6-bit at 1M and four payloads ran at
 // 0.40 of a memcpy on a Zen 3 guest, 0.47 without: docs/results/
@@ -121,21 +122,20 @@ GRADWIRE_CPU_V3 inline __attribute__((always_inline)) __m256 Decode8V3(const Cod
         _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi8(word, c.cut), c.offset), c.mask);
     return QsgdLevelsV3(q, c.top, param);
   }
+  if (kBy == kNibbles) {
+    // Eight codes: four bytes. (Before, a permute of the table's low half
+    // by the table's odd symmetry, which took five operations to index
+    // and sign where the mask and QsgdLevelsV3 take four: 4-bit at 1M
+    // 0.50 -> 0.61 of a memcpy on a Zen 3 guest, docs/results/
+    // 2026-12-07-qsgd-average-passes.md.)
+    const __m256i code = _mm256_srlv_epi32(
+        _mm256_set1_epi32(static_cast<int32_t>(LoadLe<uint32_t>(p + element / 2))), c.shift);
+    return QsgdLevelsV3(_mm256_and_si256(code, c.mask), c.top, param);
+  }
   // kTable. Eight codes: `bits` bytes from a byte boundary.
   const uint8_t* w = p + element / 8 * bits;
-  const uint32_t word = bits == 4 ? LoadLe<uint32_t>(w) : bits == 2 ? LoadLe<uint16_t>(w) : w[0];
+  const uint32_t word = bits == 2 ? LoadLe<uint16_t>(w) : w[0];
   const __m256i code = _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int32_t>(word)), c.shift);
-  if (bits == 4) {
-    // One permute, of the table's low half (the permute reads the low
-    // three bits): the table is odd, table[15 - q] = -table[q]
-    // (2(15 - q) - 15 = -(2q - 15), and MulRn commutes with negation),
-    // and for q >= 8 the low three bits of 15 - q are q's flipped. So:
-    // flip them when bit 3 is set, look up, and move bit 3 to the sign.
-    // (Two permutes and a blend before: 20-30 % slower.)
-    const __m256i upper = _mm256_srai_epi32(_mm256_slli_epi32(code, 28), 31);
-    return _mm256_xor_ps(_mm256_permutevar8x32_ps(param, _mm256_xor_si256(code, upper)),
-                         _mm256_castsi256_ps(_mm256_slli_epi32(upper, 31)));
-  }
   return _mm256_permutevar8x32_ps(param, _mm256_and_si256(code, c.mask));
 }
 
@@ -212,9 +212,9 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m256 divide_by = _mm256_set1_ps(multiply ? reciprocal : divisor);
   // kTable: the permute reads a table's low half only (codes of 1 and 2
-  // bits are below 4; 4 bits by the odd symmetry, Decode8V3).
+  // bits are below 4).
   alignas(32) float multiple[16];
-  QsgdMultipleTable(bits <= 4 ? bits : 4, multiple);
+  QsgdMultipleTable(bits <= 2 ? bits : 2, multiple);
   const __m256 multiple_lo = _mm256_load_ps(multiple);
   // Each payload's QsgdLevelStep for eight buckets, [bucket % 8], taken
   // every eighth bucket by one vector division and test (QsgdLevelStepsV3)
@@ -388,9 +388,10 @@ void QsgdDecodeAverage(const uint8_t* const* scales, const uint8_t* const* packe
   }
 #endif
   if (fits && frames > 0 && CpuIsX86V3()) {
-    auto* group_v3 = bits == 8                             ? AverageGroupV3<kBytes>
-                     : bits == 1 || bits == 2 || bits == 4 ? AverageGroupV3<kTable>
-                                                           : AverageGroupV3<kExpanded>;
+    auto* group_v3 = bits == 8                 ? AverageGroupV3<kBytes>
+                     : bits == 4               ? AverageGroupV3<kNibbles>
+                     : bits == 1 || bits == 2  ? AverageGroupV3<kTable>
+                                               : AverageGroupV3<kExpanded>;
     for (uint64_t r = 0; r < frames; r += kGroup) {
       const uint64_t group = frames - r < kGroup ? frames - r : kGroup;
       group_v3(scales + r, packed + r, group, n, bits, bucket_size, r == 0, r + group == frames,
