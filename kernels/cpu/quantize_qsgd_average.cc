@@ -212,9 +212,9 @@ GRADWIRE_CPU_V3 void AverageGroupV3(const uint8_t* const* scales, const uint8_t*
   const bool multiply = ExactReciprocal(divisor, &reciprocal);
   const __m256 divide_by = _mm256_set1_ps(multiply ? reciprocal : divisor);
   // kTable: the permute reads a table's low half only (codes of 1 and 2
-  // bits are below 4).
+  // bits are below 4). Unused for the other widths.
   alignas(32) float multiple[16];
-  QsgdMultipleTable(bits <= 2 ? bits : 2, multiple);
+  QsgdMultipleTable(bits, multiple);
   const __m256 multiple_lo = _mm256_load_ps(multiple);
   // Each payload's QsgdLevelStep for eight buckets, [bucket % 8], taken
   // every eighth bucket by one vector division and test (QsgdLevelStepsV3)
@@ -304,7 +304,7 @@ GRADWIRE_CPU_V4 void AverageGroupV4(const uint8_t* const* scales, const uint8_t*
   const __m512i shift_v = _mm512_load_si512(shift);
   const bool table = bits <= 4;
   alignas(64) float multiple[16];
-  QsgdMultipleTable(table ? bits : 4, multiple);
+  QsgdMultipleTable(bits, multiple);  // unused unless `table`
   const __m512 multiple_v = _mm512_load_ps(multiple);
   alignas(64) float tables[kGroup][16];
   // Each payload's QsgdLevelStep for sixteen buckets, [bucket % 16], as in
