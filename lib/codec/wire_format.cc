@@ -108,6 +108,32 @@ uint8_t Raw(Enum e) {
 
 using wire_internal::Invalid;
 
+// What a codec's frames mean since their version moved past 1, and why a
+// frame of another version cannot be used here (wire_format.h, "Versions");
+// nullptr for the codecs whose frames are still version 1.
+struct FrameChange {
+  const char* name;
+  const char* now;
+  const char* why;
+};
+
+const FrameChange* FrameChangeOf(CodecId codec) {
+  static constexpr FrameChange kRandomK = {
+      "random-k", "indices from the 32-bit element hash",
+      "the sender derives its indices from another hash, so they cannot be re-derived here"};
+  static constexpr FrameChange kQsgd = {
+      "qsgd", "levels (2q - M) * step, step = scale / M rounded toward zero",
+      "the sender's levels differ, so its error feedback would not match what is decoded here"};
+  switch (codec) {
+    case CodecId::kRandomK:
+      return &kRandomK;
+    case CodecId::kQsgd:
+      return &kQsgd;
+    default:
+      return nullptr;
+  }
+}
+
 // Magic, version, enum ranges, quant_bits, reserved bits: the fields whose
 // validity depends on nothing else. Order as documented for ParseFrame.
 absl::Status CheckFields(const WireHeader& h) {
@@ -134,20 +160,11 @@ absl::Status CheckFields(const WireHeader& h) {
                                 kMaxIndexEncoding, ")"));
   }
   if (h.version != FrameVersionFor(f.codec)) {
-    if (f.codec == CodecId::kRandomK) {
-      return Invalid(absl::StrCat(
-          "random-k frame of version ", h.version, ": this build's random-k frames are version ",
-          kRandomKFrameVersion,
-          " (indices from the 32-bit element hash); the sender derives its indices from another "
-          "hash, so they cannot be re-derived here. Run one gradwire build on every rank"));
-    }
-    if (f.codec == CodecId::kQsgd) {
-      return Invalid(absl::StrCat(
-          "qsgd frame of version ", h.version, ": this build's QSGD frames are version ",
-          kQsgdFrameVersion,
-          " (levels (2q - M) * step, step = scale / M rounded toward zero); the sender's levels "
-          "differ, so its error feedback would not match what is decoded here. Run one gradwire "
-          "build on every rank"));
+    if (const FrameChange* change = FrameChangeOf(f.codec); change != nullptr) {
+      return Invalid(absl::StrCat(change->name, " frame of version ", h.version, ": this build's ",
+                                  change->name, " frames are version ", FrameVersionFor(f.codec),
+                                  " (", change->now, "); ", change->why,
+                                  ". Run one gradwire build on every rank"));
     }
     return Invalid(absl::StrCat("unsupported version ", h.version, " for codec id ", Raw(f.codec),
                                 " (this build reads version ", FrameVersionFor(f.codec),
