@@ -109,7 +109,7 @@ absl::StatusOr<EncodeStats> ErrorFeedback::Encode(absl::string_view key,
     if (out.size() < codec_.MaxEncodedBytes(grad.size())) {
       return codec_.Encode(grad, step, {}, out);  // reports the size error
     }
-    it = residuals_.emplace(std::string(key), std::vector<float>(grad.size(), 0.0f)).first;
+    it = residuals_.emplace(std::string(key), HugePageVector<float>(grad.size(), 0.0f)).first;
   } else if (it->second.size() != grad.size()) {
     return absl::InvalidArgumentError(absl::StrCat("gradient buffer \"", key, "\" has ",
                                                    grad.size(), " elements, but its residual has ",
@@ -145,7 +145,7 @@ absl::Status ErrorFeedback::GiveBack(absl::string_view key, absl::Span<const uin
         "giving back ", values.size(), " values at ", indices.size(), " indices to \"", key,
         "\", which ", it == residuals_.end() ? "has no residual" : "needs one index per value"));
   }
-  std::vector<float>& residual = it->second;
+  HugePageVector<float>& residual = it->second;
   for (uint32_t i : indices) {
     if (i >= residual.size()) {
       return absl::InvalidArgumentError(absl::StrCat("giving back index ", i, " to \"", key,
@@ -222,7 +222,7 @@ absl::Status ErrorFeedback::RestoreState(absl::string_view state) {
   }
   uint64_t count = 0;
   GRADWIRE_RETURN_IF_ERROR(r.ReadFixed64("key count", &count));
-  std::map<std::string, std::vector<float>, std::less<>> restored;
+  std::map<std::string, HugePageVector<float>, std::less<>> restored;
   for (uint64_t e = 0; e < count; ++e) {
     absl::string_view key, raw;
     uint64_t n = 0;
@@ -239,7 +239,7 @@ absl::Status ErrorFeedback::RestoreState(absl::string_view state) {
                                                      "\" has ", n,
                                                      " elements but this model's has ", have));
     }
-    std::vector<float> values(n);
+    HugePageVector<float> values(n);
     for (uint64_t i = 0; i < n; ++i) {
       const uint32_t bits = DecodeFixed32(raw.data() + 4 * i);
       std::memcpy(&values[i], &bits, 4);

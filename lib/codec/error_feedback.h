@@ -33,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/base/huge_pages.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/device_call.h"
 
@@ -125,7 +126,7 @@ class ErrorFeedback {
                                            const DeviceCall& device);
 
   const Codec& codec_;
-  std::map<std::string, std::vector<float>, std::less<>> residuals_;
+  std::map<std::string, HugePageVector<float>, std::less<>> residuals_;  // streamed every step
   std::map<std::string, DeviceResidual, std::less<>> device_residuals_;
   CodecScratch scratch_;
 };

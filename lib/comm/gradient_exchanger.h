@@ -93,6 +93,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "gradwire/base/huge_pages.h"
 #include "gradwire/kernels/device.h"
 #include "gradwire/kernels/dispatch.h"
 #include "gradwire/lib/comm/bucket_plan.h"
@@ -233,7 +234,7 @@ class GradientExchanger {
     ExchangePath path = ExchangePath::kDense;
     const PlannedBucket* plan = nullptr;  // its members (stable, see bucket_plan.h)
     bool staged = false;           // flat compressed: stages (a) and (c) on the compute thread
-    std::vector<float> data;       // fused gradients, in member order (host buckets)
+    HugePageVector<float> data;    // fused gradients, in member order (host buckets)
     bool on_device = false;        // device gradients: the data is device_data instead
     float* device_data = nullptr;  // on_device: plan->elements floats on device()
     std::vector<absl::Span<float>> targets;  // per member: the caller's tensor this step
