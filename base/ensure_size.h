@@ -10,8 +10,8 @@ namespace gradwire {
 
 // Grows *v to at least n elements (new ones value-initialized); a larger
 // *v keeps its size and contents.
-template <typename T, typename Allocator>
-void EnsureSize(std::vector<T, Allocator>* v, size_t n) {
+template <typename T>
+void EnsureSize(std::vector<T>* v, size_t n) {
   if (v->size() < n) v->resize(n);
 }
 

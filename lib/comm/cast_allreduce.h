@@ -64,7 +64,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gradwire/base/huge_pages.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -182,11 +181,11 @@ class CastAllreduce {
   std::vector<absl::Span<const uint8_t>> received_;
   std::vector<const uint8_t*> values_;  // each sender's values for my region
   std::vector<uint32_t> no_indices_;
-  HugePageVector<float> avg_;       // my region's average
-  HugePageVector<float> rounding_;  // avg_ - its rounding to 16 bits
+  std::vector<float> avg_;       // my region's average
+  std::vector<float> rounding_;  // avg_ - its rounding to 16 bits
   // The averages' allgather: region j's 16-bit values from slot
   // slot_begin_[j], two a slot (an odd region's last slot half zero).
-  HugePageVector<float> packed_;
+  std::vector<float> packed_;
   std::vector<uint64_t> slot_counts_;
   std::vector<uint64_t> slot_begin_;
   std::vector<uint32_t> verdicts_;

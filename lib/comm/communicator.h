@@ -55,7 +55,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "gradwire/base/huge_pages.h"
 #include "gradwire/kernels/device.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/compression_spec.h"
@@ -460,7 +459,7 @@ class Communicator {
   std::map<uint32_t, uint64_t> last_step_;
   ExchangeStats last_call_;
   ExchangeStats totals_;
-  HugePageVector<float> work_;      // hierarchical: reduce-scatter scratch; forced ring: both parts
+  std::vector<float> work_;         // hierarchical: reduce-scatter scratch; forced ring: both parts
   std::vector<uint64_t> shards_;    // hierarchical: shard bytes per local rank
   std::vector<uint64_t> verdicts_;  // hierarchical: cross-node status per local rank
   std::unique_ptr<DeviceScratch> device_scratch_;  // device path: codec staging

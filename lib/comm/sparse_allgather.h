@@ -68,7 +68,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gradwire/base/huge_pages.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -199,7 +198,7 @@ class SparseAllgather {
   std::vector<Descriptor> agree_;                        // Agree's table (Transfer's thread)
   std::vector<absl::Span<const uint8_t>> frames_;        // Finish
   std::vector<absl::Span<const uint8_t>> dense_frames_;  // Finish
-  HugePageVector<float> dense_sum_;                      // Finish
+  std::vector<float> dense_sum_;                         // Finish
   CodecScratch decode_scratch_;                          // Finish
 };
 

@@ -70,7 +70,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "gradwire/base/huge_pages.h"
 #include "gradwire/lib/codec/codec.h"
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
@@ -232,7 +231,7 @@ class SparseAllreduce {
   // My region's sums: all +0 between calls (only the touched entries are
   // summed into, and each is zeroed again as it is read out), unless a
   // call failed half way (sums_dirty_: the next one zeroes them whole).
-  HugePageVector<float> sum_;
+  std::vector<float> sum_;
   std::vector<uint64_t> touched_;  // a bit per sum: an entry added to it (0 between calls)
   bool sums_dirty_ = true;
   std::vector<uint32_t> candidates_;   // relative indices of nonzero sums
