@@ -16,8 +16,7 @@
 //
 // For buffers made once and kept: every large allocation is a fresh
 // mapping whose pages fault in anew, where malloc would hand back memory
-// just freed. (Put on the allreduces' per-call buffers as well, fp16 at
-// 10 Gbit/s ran 274 -> 296 ms a step; same page.)
+// just freed.
 //
 //   HugePageVector<float> residual(n);  // a std::vector, zeroed as any
 //
