@@ -40,14 +40,15 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // Whether HugePageAllocator maps large allocations on its own. Not under
 // AddressSanitizer: a mapping of our own is invisible to it, and its
 // checks of these buffers matter more there than their speed.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kHugePagesMapped = false;
-#elif defined(__has_feature)
+#if defined(__SANITIZE_ADDRESS__)  // GCC
+#define GRADWIRE_HUGE_PAGES_UNDER_ASAN 1
+#elif defined(__has_feature)  // Clang
 #if __has_feature(address_sanitizer)
-inline constexpr bool kHugePagesMapped = false;
-#else
-inline constexpr bool kHugePagesMapped = true;
+#define GRADWIRE_HUGE_PAGES_UNDER_ASAN 1
 #endif
+#endif
+#ifdef GRADWIRE_HUGE_PAGES_UNDER_ASAN
+inline constexpr bool kHugePagesMapped = false;
 #else
 inline constexpr bool kHugePagesMapped = true;
 #endif
@@ -94,9 +95,8 @@ struct HugePageAllocator {
 
   T* allocate(size_t n) {
     if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
-    const size_t bytes = n * sizeof(T);
-    if (!kHugePagesMapped || bytes < kHugePageBytes) return static_cast<T*>(::operator new(bytes));
-    void* p = huge_pages_internal::Map(bytes);
+    if (!Mapped(n)) return static_cast<T*>(::operator new(n * sizeof(T)));
+    void* p = huge_pages_internal::Map(n * sizeof(T));
     if (p == nullptr) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
@@ -104,13 +104,16 @@ struct HugePageAllocator {
   // `n` is allocate's, as the allocator requirements guarantee: it tells
   // which of the two kinds of memory `p` is.
   void deallocate(T* p, size_t n) noexcept {
-    const size_t bytes = n * sizeof(T);
-    if (!kHugePagesMapped || bytes < kHugePageBytes) {
-      ::operator delete(p);
+    if (Mapped(n)) {
+      huge_pages_internal::Unmap(p, n * sizeof(T));
     } else {
-      huge_pages_internal::Unmap(p, bytes);
+      ::operator delete(p);
     }
   }
+
+  // Whether n elements (n * sizeof(T) not overflowing) get a mapping of
+  // their own rather than ::operator new's memory.
+  static bool Mapped(size_t n) { return kHugePagesMapped && n * sizeof(T) >= kHugePageBytes; }
 
   template <typename U>
   bool operator==(const HugePageAllocator<U>&) const {
