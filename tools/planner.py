@@ -40,8 +40,9 @@ bytes/s, alpha per message):
   compression                 CPU: per-element cost measured alone by cluster_bench;
                               with more ranks than cores, the step is the smooth
                               maximum (planner_validation.shared_core_step) of that
-                              chain and a bound: ranks/cores x one rank's process CPU
-                              per step
+                              chain (its largest compressed bucket's share of the
+                              compression at the loopback/alone CPU ratio) and a
+                              bound: ranks/cores x one rank's process CPU per step
                               (measured on loopback with the same ranks: codec, decoding
                               every peer's frame, MACs, kernel TCP) + the CPU the case's
                               bytes cost on the shaped link (per byte, from the run's

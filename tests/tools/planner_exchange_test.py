@@ -287,7 +287,8 @@ class HostOverheadTest(unittest.TestCase):
 class SharedCoreBoundTest(unittest.TestCase):
     """planner_validation with more ranks than cores: the step is the smooth
     maximum of the chain a rank runs uncontended (host, compression alone,
-    wire) and ranks/cores x one rank's CPU per step. The cases are a run's
+    its largest bucket's share at the run's loopback/alone rate, wire) and
+    ranks/cores x one rank's CPU per step. The cases are a run's
     own figures (8M floats in one bucket, 4 emulated hosts on 2 cores, 500
     Mbit/s, docs/results/2026-12-01-planner-links.md)."""
 
@@ -331,6 +332,31 @@ class SharedCoreBoundTest(unittest.TestCase):
         # time, and the step (36.7 ms) is longer than either.
         self.assertGreater(r["predicted_ms"], r["chain_ms"])
         self.assertLess(abs(r["error_pct"]), 5, msg=r)
+
+    def test_the_unhidden_bucket_compresses_at_the_runs_rate(self):
+        # With one rank's CPU alone measured, the largest compressed
+        # bucket's share of the compression (here the only bucket: all of
+        # it) is charged at loopback / alone, the rate the run's ranks show:
+        # 13.57 ms on loopback over 9.0 alone adds 0.508 x 7.425 ms.
+        base = self.row(13.56925)
+        run = self.run_json(13.56925)
+        run["cases"][1]["cpu_alone_ms"] = 9.0
+        r = self.row_of(run)
+        exposed = 1.0 * (13.56925 / 9.0 - 1.0) * 7.425
+        self.assertAlmostEqual(r["exposed_ms"], exposed, places=6)
+        self.assertAlmostEqual(r["chain_ms"], base["chain_ms"] + exposed, places=6)
+        self.assertAlmostEqual(r["predicted_ms"], 1e3 * pv.shared_core_step(
+            r["chain_ms"] / 1e3, r["cpu_bound_ms"] / 1e3), places=6)
+        self.assertEqual(base["exposed_ms"], 0.0)  # no CPU alone measured: nothing added
+        # A loopback rank cheaper than one alone (noise) adds nothing either.
+        run["cases"][1]["cpu_alone_ms"] = 20.0
+        self.assertEqual(self.row_of(run)["exposed_ms"], 0.0)
+
+    def test_the_largest_bucket_share(self):
+        self.assertEqual(pv.largest_bucket_share(pv.shapes_for("params=8000000"), 50 << 20), 1.0)
+        share = pv.largest_bucket_share(pv.shapes_for("vgg16"), 50 << 20)
+        self.assertGreater(share, 0.7)  # fc6's 102.8M of VGG-16's 138M floats
+        self.assertLess(share, 0.8)
 
     def test_a_cpu_bound_step_is_the_cpu_over_the_cores(self):
         r = self.row(40.0)
