@@ -188,7 +188,7 @@ def validate(results, alpha_s):
         # there over one rank's alone (every peer's frame decoded, MACs,
         # memory bandwidth shared: about 1.1x on the Intel VM, 1.5x on the
         # Zen 4 one). Where the run measured no CPU alone, nothing is added.
-        # (Without it the stored AMD runs were under-predicted by 8 % on
+        # (Without it the stored AMD runs were under-predicted by 6 % on
         # average, docs/results/2026-12-07-zen4-grid.md.)
         cpu_bound = None
         chain = None

@@ -416,6 +416,42 @@ class SharedCoreBoundTest(unittest.TestCase):
         self.assertLess(r["predicted_ms"], 201.0)
 
 
+class OneHostFiguresTest(unittest.TestCase):
+    """clusterbench.run.Bench: the planner's one-host inputs are medians over
+    processes (compression alone) and over loopback runs (the ranks' CPU),
+    not one process's or one run's figure."""
+
+    def bench(self, per_run_cpu):
+        from clusterbench import run
+        b = run.Bench.__new__(run.Bench)
+        b.a = argparse.Namespace(world=4, ranks_per_host=1, exchange_bench="eb", iters=3,
+                                 warmup=1, bucket_size_mb=50.0, timeout_ms=1000,
+                                 bucket_views=1, event_loop_nice=19, pipeline_depth=0,
+                                 hierarchical="off")
+        calls = []
+        figures = iter(per_run_cpu)
+
+        def run_exchange(name, label, cluster, argv, world, per_host, tick=None):
+            calls.append((world, per_host, argv))
+            return [{"process_cpu_ms_median": c} for c in next(figures)]
+        b.run_exchange = run_exchange
+        return run, b, calls
+
+    def test_loopback_cpu_is_the_median_of_runs(self):
+        m = {"spec_text": "topk:ratio=0.01", "hierarchical": False}
+        runs = [[150.0, 160.0, 150.0, 160.0], [110.0, 120.0, 110.0, 120.0],
+                [125.0, 135.0, 125.0, 135.0]]
+        run, b, calls = self.bench(runs)
+        self.assertEqual(run.LOOPBACK_RUNS, 3)
+        self.assertEqual(b.exchange_cpu_loopback("p.txt", m), 130.0)  # means 155, 115, 130
+        self.assertEqual(len(calls), 3)
+        self.assertTrue(all(c[0] == 4 and c[1] == 4 for c in calls))  # flat: one host
+        self.assertTrue(all(f"--iters={run.FIGURE_MIN_ITERS}" in c[2] for c in calls))
+        # A rank without a CPU figure: no figure at all.
+        _, b, _ = self.bench([[150.0, None, 150.0, 150.0]] * 3)
+        self.assertIsNone(b.exchange_cpu_loopback("p.txt", m))
+
+
 class HostLinkBytesTest(unittest.TestCase):
     """clusterbench.collect: what crosses a host's shaped link with two ranks
     per host (4 ranks, hosts {0, 1} and {2, 3}), one MB per message."""
