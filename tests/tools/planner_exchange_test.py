@@ -509,7 +509,7 @@ class CpuFloorTest(unittest.TestCase):
             self.assertEqual(len(ts), 1)
             self.assertEqual(ts[0]["met"], met)
             self.assertAlmostEqual(ts[0]["value"], round(iter_ms / 60.0, 2))
-            self.assertIn("with the loopback run's CPU per rank (35.0 ms)", ts[0]["note"])
+            self.assertIn("with the loopback runs' CPU per rank (35.0 ms)", ts[0]["note"])
 
 
 class CommandLineTest(unittest.TestCase):

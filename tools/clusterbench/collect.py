@@ -79,7 +79,7 @@ def gradwire_case(where, m, rank_results, alone):
             "wire_ms_min_rank": min(r["wire_ms_median"] for r in ranks),
             "compress_alone_ms": solo.get("compress_ms"),
             # Rank 0's process CPU (all threads, user + system) per timed
-            # step, the alone run's, and the loopback run's mean per rank.
+            # step, the alone runs', and the loopback runs' mean per rank (medians of three).
             "cpu_alone_ms": solo.get("cpu_ms"),
             "cpu_loopback_ms": solo.get("loopback_cpu_ms_hierarchical" if m["hierarchical"]
                                         else "loopback_cpu_ms"),
@@ -180,7 +180,7 @@ def _target(out, name, value, goal, ok, note=""):
 def cpu_floor(c, cores):
     """Issue 18's floor of a compressed case whose ranks outnumber this
     machine's cores: max(the wire floor, ranks / cores x one rank's process
-    CPU per step alone), in ms, and the same with the loopback run's CPU
+    CPU per step alone), in ms, and the same with the loopback runs' CPU
     per rank (every rank's share of decoding P frames, kernel TCP, hand-offs
     and memory contention included) in place of the alone figure; None
     where the run has not the figures."""
@@ -204,7 +204,7 @@ def _case_targets(out, c, transport, cores):
     if floors is not None:
         x = c["iter_ms_median"] / floors[0]
         loop = ("" if floors[1] is None else
-                f"; x{c['iter_ms_median'] / floors[1]:.2f} with the loopback run's CPU per "
+                f"; x{c['iter_ms_median'] / floors[1]:.2f} with the loopback runs' CPU per "
                 f"rank ({c['cpu_loopback_ms']:.1f} ms)")
         _target(out, f"{where}: iter within 1.5x of max(wire floor, ranks/cores x CPU alone)",
                 round(x, 2), "<= 1.5", x <= 1.5,
