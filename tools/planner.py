@@ -400,19 +400,21 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             nic_bytes += (p - 1) * s
             cpu_elements += n
             gpu_s += gpu_compress_s(m, n, p)
+    # The largest compressed bucket's share of the compressed elements: the
+    # part of the compression a pipeline of buckets cannot hide behind
+    # another bucket's transfer (its encode first, or its decode last).
+    frac = max(comp_b) / max(1, sum(comp_b)) if comp_b else 0.0
     out = {"wire_s": wire, "nic_bytes_per_iter": nic_bytes,
            "dense_buckets": len(dense_b), "compressed_buckets": len(comp_b),
+           "largest_bucket_share": frac,
            "gpu_compress_s_predicted": gpu_s if compressing else 0.0}
     if compressing and cpu_ns_per_element is not None:
         cpu = cpu_elements * cpu_ns_per_element * 1e-9 * cpu_share
         out["cpu_compress_s"] = cpu
         out["cpu_serial_s"] = cpu + wire
-        last = max(comp_b) if comp_b else 0
-        frac = last / max(1, sum(comp_b))
         out["cpu_pipelined_s"] = max(cpu, wire) + min(cpu, wire) * frac
     out["gpu_serial_s"] = gpu_s + wire
-    out["gpu_pipelined_s"] = max(gpu_s, wire) + min(gpu_s, wire) * (
-        max(comp_b) / max(1, sum(comp_b)) if comp_b else 0)
+    out["gpu_pipelined_s"] = max(gpu_s, wire) + min(gpu_s, wire) * frac
     return out
 
 

@@ -8,7 +8,7 @@ prediction (tools/clusterbench writes them into its JSON and report).
 """
 import sys
 
-from planner import (TCP_GOODPUT, bucket_plan, case_method, compressed_elements,
+from planner import (TCP_GOODPUT, case_method, compressed_elements,
                      parse_method, predict, shapes_for)
 
 
@@ -29,14 +29,6 @@ def shared_core_step(chain_s, bound_s, q=SHARED_CORE_SMOOTHING):
     the two are close the ranks queue for the cores part of the step and the
     step is longer than both."""
     return (chain_s ** q + bound_s ** q) ** (1.0 / q)
-
-
-def largest_bucket_share(shapes, bucket_bytes):
-    """The largest compressed bucket's share of the compressed elements (0
-    where nothing is compressed): the part of a step's compression that a
-    pipeline of buckets cannot hide behind another bucket's transfer."""
-    comp_b = bucket_plan(shapes, bucket_bytes, compressing=True)[1]
-    return max(comp_b) / max(1, sum(comp_b)) if comp_b else 0.0
 
 
 def calibration(results):
@@ -201,8 +193,7 @@ def validate(results, alpha_s):
             compress_s /= share  # the chain's: the codec's time alone
             if c.get("cpu_alone_ms"):
                 inflation = max(0.0, c["cpu_loopback_ms"] / c["cpu_alone_ms"] - 1.0)
-                exposed_s = (largest_bucket_share(shapes, bucket_bytes) * inflation
-                             * compress_s)
+                exposed_s = pr["largest_bucket_share"] * inflation * compress_s
             chain = host + pr["wire_s"] + compress_s + exposed_s
             pred = shared_core_step(chain, cpu_bound)
         # The same model fed the compression time the run itself measured
@@ -213,8 +204,7 @@ def validate(results, alpha_s):
             comp = (c["compress_ms_median"] + (c.get("auth_ms_median") or 0)) / 1e3
             w = pr["wire_s"]
             if pipelined:
-                frac = largest_bucket_share(shapes, bucket_bytes)
-                pred_inrun = host + max(comp, w) + min(comp, w) * frac
+                pred_inrun = host + max(comp, w) + min(comp, w) * pr["largest_bucket_share"]
             else:
                 pred_inrun = host + comp + w
         meas = c["iter_ms_median"] / 1e3

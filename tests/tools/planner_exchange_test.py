@@ -353,8 +353,11 @@ class SharedCoreBoundTest(unittest.TestCase):
         self.assertEqual(self.row_of(run)["exposed_ms"], 0.0)
 
     def test_the_largest_bucket_share(self):
-        self.assertEqual(pv.largest_bucket_share(pv.shapes_for("params=8000000"), 50 << 20), 1.0)
-        share = pv.largest_bucket_share(pv.shapes_for("vgg16"), 50 << 20)
+        def largest_bucket_share(profile):
+            return pv.predict(pv.shapes_for(profile), pv.parse_method(self.SPEC), 4, 1, 5e8,
+                              bucket_bytes=50 << 20)["largest_bucket_share"]
+        self.assertEqual(largest_bucket_share("params=8000000"), 1.0)
+        share = largest_bucket_share("vgg16")
         self.assertGreater(share, 0.7)  # fc6's 102.8M of VGG-16's 138M floats
         self.assertLess(share, 0.8)
 
@@ -426,8 +429,7 @@ class OneHostFiguresTest(unittest.TestCase):
         b = run.Bench.__new__(run.Bench)
         b.a = argparse.Namespace(world=4, ranks_per_host=1, exchange_bench="eb", iters=3,
                                  warmup=1, bucket_size_mb=50.0, timeout_ms=1000,
-                                 bucket_views=1, event_loop_nice=19, pipeline_depth=0,
-                                 hierarchical="off")
+                                 bucket_views=1, event_loop_nice=19, pipeline_depth=0)
         calls = []
         figures = iter(per_run_cpu)
 
