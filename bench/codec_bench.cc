@@ -11,7 +11,7 @@
 // bytes are the larger of what the call reads as its input and what it
 // writes as its output: the gradient (4n) for an encode, the frames or the
 // dense output (4n), whichever is more, for a decode. Both sides use the
-// thread's CPU time (MemcpySeconds), so that a machine shared with other
+// thread's CPU time (CopySeconds), so that a machine shared with other
 // jobs skews them less than wall time. Two cache regimes: by default the
 // steady state of calls back to back (at n = 1M the copy's 8 MB stay in
 // the last-level cache); with --cold, every timed call starts from evicted
