@@ -216,14 +216,10 @@ class CallTimer {
 
   // Bytes processed, vs_memcpy (and with --cold vs_memcpy_apart).
   void Report() {
-    state_.SetBytesProcessed(state_.iterations() * 4 * n_);
-    const double mean = total_ / std::max<int64_t>(1, state_.iterations());
-    const double apart = MemcpySeconds(same_bytes_) / mean;
+    ReportVsMemcpy(state_, n_, total_ / std::max<int64_t>(1, state_.iterations()), same_bytes_);
     if (g_cold && !ratios_.empty()) {
+      state_.counters["vs_memcpy_apart"] = state_.counters["vs_memcpy"];
       state_.counters["vs_memcpy"] = Median(ratios_);
-      state_.counters["vs_memcpy_apart"] = apart;
-    } else {
-      state_.counters["vs_memcpy"] = apart;
     }
   }
 

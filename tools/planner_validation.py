@@ -262,7 +262,7 @@ def print_validation(rows, out=sys.stdout):
         mean = sum(abs(r["error_pct"]) for r in rows) / len(rows)
         print(f"planner error: mean |error| {mean:.1f} %, worst {worst:.1f} % over {len(rows)} "
               "cases (m = measured, p = predicted; compression from the codec's time alone; with "
-              "ranks sharing cores, the smooth maximum of that chain, its largest bucket's "
+              "ranks sharing cores, the smooth maximum of that chain, with its largest bucket's "
               "compression at the run's loopback rate, and the shared-core CPU bound)", file=out)
         inrun = [abs(r["error_inrun_pct"] if r.get("error_inrun_pct") is not None else
                      r["error_pct"]) for r in rows]
