@@ -19,7 +19,8 @@ The model (P ranks, n fp32 elements, density rho, B link goodput in
 bytes/s, alpha per message):
   dense ring allreduce        agreement + 2(P-1) alpha + 2(P-1)/P * 4n / B (sealed:
                               + chunk tags and GMAC time); agreement = 1 alpha, any P
-  sparse allgather            agreement + h alpha + (P-1) * s / B, s = payload per rank;
+  sparse allgather            h alpha + (P-1) * s / B, s = payload per rank (one round
+                              after a bucket's first exchange);
                               h = 1 (direct) for P <= 16 and s <= 256 KiB, else P-1
                               (top-k: (4 + v)k + frame, v = delta-varint bytes per
                               index for geometric gaps; random-k: 4k; qsgd:
@@ -394,9 +395,9 @@ def predict(shapes, m, nodes, gpus_per_node, link_bps, alpha_s=50e-6, goodput=TC
             if rider and n == rider[1]:
                 s += 4 * rider[0]  # the dense section (its header is noise)
                 rider = None
-            # The descriptors ride in GlooGroup's agreement round, and the
-            # frames' allgatherv skips its own (the table was just gathered).
-            wire += agreement_s(p, alpha_s) + allgather_s(p, s, bw, alpha_s)
+            # After a bucket's first exchange, descriptor and frame travel
+            # as one bounded block: no agreement round (sparse_allgather.h).
+            wire += allgather_s(p, s, bw, alpha_s)
             nic_bytes += (p - 1) * s
             cpu_elements += n
             gpu_s += gpu_compress_s(m, n, p)

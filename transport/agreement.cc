@@ -19,6 +19,8 @@ const char* OpName(uint64_t op) {
       return "allgather_u64";
     case kAllgatherv:
       return "allgatherv";
+    case kAllgathervBounded:
+      return "allgatherv_bounded";
     case kAllgather:
       return "allgather";
     case kAllreduceRing:

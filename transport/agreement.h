@@ -39,6 +39,7 @@ enum CollectiveOp : uint64_t {
   kSealedAllreduce,
   kSealedReduceScatter,
   kSealedAllgather,
+  kAllgathervBounded,
 };
 // "allgatherv", "allreduce_ring", ...; "unknown" for other values.
 const char* OpName(uint64_t op);

@@ -19,23 +19,24 @@ namespace {
 // Slot prefix of our messages; Gloo's own algorithms use 0x01..0x08
 // (gloo/types.h).
 constexpr uint8_t kDirectAllgatherSlotPrefix = 0x20;
+constexpr uint8_t kDirectBoundedSlotPrefix = 0x25;  // sparse_collectives.cc has 0x21..0x23
 
 // A wait that only asks whether an operation already completed.
 constexpr std::chrono::milliseconds kAtOnce(0);
 
-}  // namespace
-
-absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
-                              absl::Span<const uint64_t> sizes, uint8_t* out,
-                              absl::Duration timeout, int window, absl::string_view what,
-                              std::vector<Arrival>* arrivals) {
+// Both gathers: `sizes` lays out `out` and sizes the receives; this rank
+// sends mine_bytes (sizes[rank] but for bounded blocks).
+absl::Status Gather(gloo::Context* context, uint8_t slot_prefix, uint32_t tag, const uint8_t* mine,
+                    uint64_t mine_bytes, absl::Span<const uint64_t> sizes, uint8_t* out,
+                    absl::Duration timeout, int window, absl::string_view what,
+                    std::vector<Arrival>* arrivals) {
   const int rank = context->rank;
   const int size = context->size;
   std::vector<uint64_t> offsets(size + 1, 0);
   for (int r = 0; r < size; ++r) offsets[r + 1] = offsets[r] + sizes[r];
   arrivals->assign(size, Arrival::kArrived);
-  if (sizes[rank] > 0) std::memcpy(out + offsets[rank], mine, sizes[rank]);
-  const uint64_t slot = gloo::Slot::build(kDirectAllgatherSlotPrefix, tag);
+  if (mine_bytes > 0) std::memcpy(out + offsets[rank], mine, mine_bytes);
+  const uint64_t slot = gloo::Slot::build(slot_prefix, tag);
   // One buffer per peer and direction: a buffer counts completions but
   // does not say whose, and a failed exchange must know. A send completes
   // once the peer has posted its receive, so it shows the peer arrived too.
@@ -55,8 +56,8 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
     // its bytes move when the receiver posts the matching receive.
     for (int i = 1; i < size; ++i) {
       const int to = (rank + i) % size;
-      if (sizes[rank] > 0) {
-        send[to] = context->createUnboundBuffer(const_cast<uint8_t*>(mine), sizes[rank]);
+      if (mine_bytes > 0) {
+        send[to] = context->createUnboundBuffer(const_cast<uint8_t*>(mine), mine_bytes);
         send[to]->send(to, slot);
       }
     }
@@ -109,6 +110,24 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
     (*arrivals)[r] = missing ? Arrival::kMissing : silent ? Arrival::kUnknown : Arrival::kArrived;
   }
   return status;
+}
+
+}  // namespace
+
+absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t* mine,
+                              absl::Span<const uint64_t> sizes, uint8_t* out,
+                              absl::Duration timeout, int window, absl::string_view what,
+                              std::vector<Arrival>* arrivals) {
+  return Gather(context, kDirectAllgatherSlotPrefix, tag, mine, sizes[context->rank], sizes, out,
+                timeout, window, what, arrivals);
+}
+
+absl::Status DirectAllgathervBounded(gloo::Context* context, uint32_t tag, const uint8_t* mine,
+                                     uint64_t mine_bytes, absl::Span<const uint64_t> capacities,
+                                     uint8_t* out, absl::Duration timeout, int window,
+                                     absl::string_view what, std::vector<Arrival>* arrivals) {
+  return Gather(context, kDirectBoundedSlotPrefix, tag, mine, mine_bytes, capacities, out, timeout,
+                window, what, arrivals);
 }
 
 }  // namespace transport

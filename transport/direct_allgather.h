@@ -46,6 +46,17 @@ absl::Status DirectAllgatherv(gloo::Context* context, uint32_t tag, const uint8_
                               absl::Duration timeout, int window, absl::string_view what,
                               std::vector<Arrival>* arrivals);
 
+// The same gather of bounded blocks (bounded_block.h,
+// GlooGroup::AllgathervBounded): `capacities` (identical on every rank)
+// lays out `out` and sizes each receive, and this rank sends only its
+// mine_bytes (<= capacities[rank]); a shorter message fills the front of
+// its place. Its own slot prefix keeps these messages apart from
+// DirectAllgatherv's. The caller reads each block's length from its header.
+absl::Status DirectAllgathervBounded(gloo::Context* context, uint32_t tag, const uint8_t* mine,
+                                     uint64_t mine_bytes, absl::Span<const uint64_t> capacities,
+                                     uint8_t* out, absl::Duration timeout, int window,
+                                     absl::string_view what, std::vector<Arrival>* arrivals);
+
 }  // namespace transport
 }  // namespace gradwire
 

@@ -150,6 +150,24 @@ absl::Status GlooGroup::RingGather(const uint8_t* mine, absl::Span<const uint64_
   return s.ok() ? s : TransferFailed(s, /*ring=*/true);
 }
 
+absl::Status GlooGroup::DirectGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
+                                            absl::Span<const uint64_t> capacities, uint8_t* out,
+                                            const std::string& what) {
+  std::vector<Arrival> arrivals;
+  absl::Status s =
+      DirectAllgathervBounded(context_.get(), NextTag(), mine, mine_bytes, capacities, out,
+                              options_.timeout, options_.receive_window, what, &arrivals);
+  if (s.ok()) return s;
+  return Fail(NameMissing(s, what, arrivals, world_ranks_, options_.timeout));
+}
+
+absl::Status GlooGroup::RingGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
+                                          uint64_t capacity, uint8_t* out, const char* what) {
+  absl::Status s = RingAllgathervBounded(context_.get(), NextTag(), mine, mine_bytes, capacity,
+                                         out, options_.timeout, what);
+  return s.ok() ? s : TransferFailed(s, /*ring=*/true);
+}
+
 absl::Status GlooGroup::TransferFailed(absl::Status s, bool ring) {
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
     // Every rank was at the agreement round moments ago, so one stalled

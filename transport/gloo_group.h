@@ -62,6 +62,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "gradwire/transport/agreement.h"
+#include "gradwire/transport/bounded_block.h"
 #include "gradwire/transport/chunk_authenticator.h"
 #include "gradwire/transport/gloo_fwd.h"
 #include "gradwire/transport/receive_window.h"
@@ -178,6 +179,27 @@ class GlooGroup {
   absl::Status AllgathervOfGatheredTable(absl::Span<const uint8_t> mine,
                                          absl::Span<const uint64_t> sizes, absl::Span<uint8_t> out);
 
+  // Allgatherv of self-delimiting blocks (bounded_block.h) under a
+  // capacity every rank already agreed on, with no agreement round and no
+  // size table: one round of P-1 messages (direct, or P-1 ring hops; the
+  // same choice as Allgatherv's for blocks of `capacity` bytes). For
+  // callers that exchange blocks of varying size under a bound they
+  // settled once (SparseAllgather's frames after a bucket's first
+  // exchange). Every rank must call it next with the same capacity: a
+  // block longer than a peer's capacity would kill that peer's process in
+  // Gloo, which is why the capacity must come from an earlier collective.
+  //
+  // `block`: this rank's block, kBoundedHeaderBytes <= block.size() <=
+  // capacity <= max_bytes_per_rank; the call writes its length into the
+  // first kBoundedHeaderBytes bytes. `out`: size() * capacity bytes; rank
+  // r's block lands at out[r * capacity], and lengths[r] (size() entries)
+  // is its length, header included. Bad local arguments poison the group
+  // (the peers are already sending). A received header outside
+  // [kBoundedHeaderBytes, capacity] fails the call with DataLoss naming
+  // the rank, and poisons the group.
+  absl::Status AllgathervBounded(absl::Span<uint8_t> block, uint64_t capacity,
+                                 absl::Span<uint8_t> out, absl::Span<uint64_t> lengths);
+
   // Convenience: exchanges sizes, checks them against `max_bytes_per_rank`
   // (and the group cap), then gathers. `out` is resized to the total,
   // `sizes` to size().
@@ -285,6 +307,12 @@ class GlooGroup {
   // (TransferFailed).
   absl::Status RingGather(const uint8_t* mine, absl::Span<const uint64_t> sizes, uint8_t* out,
                           const char* what);
+  // The bounded forms of the two gathers (AllgathervBounded).
+  absl::Status DirectGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
+                                   absl::Span<const uint64_t> capacities, uint8_t* out,
+                                   const std::string& what);
+  absl::Status RingGatherBounded(const uint8_t* mine, uint64_t mine_bytes, uint64_t capacity,
+                                 uint8_t* out, const char* what);
   bool UseDirectAllgather() const {
     return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
   }

@@ -6,7 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "gradwire/base/coding.h"
 #include "gradwire/base/status_macros.h"
+#include "gradwire/transport/bounded_block.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/gloo_status.h"
 #include "gradwire/transport/ring_allgather.h"
@@ -139,6 +141,62 @@ absl::Status GlooGroup::AllgathervImpl(absl::Span<const uint8_t> mine,
     // ours.
     AddBytes(total - sizes[(rank_ + 1) % size_], total - sizes[rank_]);
     return RingGather(mine.data(), sizes, out.data(), "allgatherv");
+  });
+}
+
+absl::Status GlooGroup::AllgathervBounded(absl::Span<uint8_t> block, uint64_t capacity,
+                                          absl::Span<uint8_t> out, absl::Span<uint64_t> lengths) {
+  return Run(kAllgathervBounded, /*agreement_round=*/false, [&]() -> absl::Status {
+    const uint64_t p = static_cast<uint64_t>(size_);
+    if (capacity < kBoundedHeaderBytes || block.size() < kBoundedHeaderBytes ||
+        block.size() > capacity || capacity > options_.max_bytes_per_rank ||
+        capacity > (uint64_t{1} << 62) / p || out.size() != p * capacity || lengths.size() != p) {
+      // A caller bug: the peers are already sending. Poison the group;
+      // they fail within the timeout.
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "allgatherv_bounded: a ", block.size(), "-byte block under a capacity of ", capacity,
+          " (cap ", options_.max_bytes_per_rank, "), ", out.size(), " output bytes for ", size_,
+          " ranks, ", lengths.size(), " lengths")));
+    }
+    WriteBoundedHeader(block.data(), block.size());
+    uint8_t* const mine = out.data() + rank_ * capacity;
+    if (size_ == 1) {
+      std::memcpy(mine, block.data(), block.size());
+      lengths[0] = block.size();
+      return absl::OkStatus();
+    }
+    const std::vector<uint64_t> capacities(size_, capacity);
+    absl::Status s;
+    if (UseDirectAllgatherv(capacities)) {
+      // A receive never written must not read as a block: headers cleared.
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_) std::memset(out.data() + r * capacity, 0, kBoundedHeaderBytes);
+      }
+      s = DirectGatherBounded(block.data(), block.size(), capacities, out.data(),
+                              "allgatherv_bounded (direct)");
+    } else {
+      s = RingGatherBounded(block.data(), block.size(), capacity, out.data(),
+                            "allgatherv_bounded");
+    }
+    if (!s.ok()) return s;
+    uint64_t received = 0;
+    for (int r = 0; r < size_; ++r) {
+      lengths[r] = r == rank_ ? block.size() : BoundedBlockLength(out.data() + r * capacity, capacity);
+      if (lengths[r] == 0) {
+        return Fail(absl::DataLossError(absl::StrCat(
+            "allgatherv_bounded: rank ", world_ranks_[r], "'s block announces ",
+            DecodeFixed64(out.data() + r * capacity), " bytes, outside [", kBoundedHeaderBytes,
+            ", ", capacity, "]")));
+      }
+      if (r != rank_) received += lengths[r];
+    }
+    if (UseDirectAllgatherv(capacities)) {
+      AddBytes(block.size() * (p - 1), received);
+    } else {
+      // The ring forwards every block but the next rank's.
+      AddBytes(received + block.size() - lengths[(rank_ + 1) % size_], received);
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -35,6 +35,18 @@ absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t*
                             absl::Span<const uint64_t> sizes, uint8_t* out, absl::Duration timeout,
                             absl::string_view what);
 
+// The same ring over bounded blocks (bounded_block.h,
+// GlooGroup::AllgathervBounded): every block has `capacity` bytes of room
+// in `out` (rank r's at r * capacity) and each receive that size; this
+// rank sends its mine_bytes, and forwards each block it received as long
+// as its header says. A received header outside [kBoundedHeaderBytes,
+// capacity] stops the ring: DataLoss naming the rank whose block it was,
+// the connections closed (the peers waiting on this rank fail too). Its
+// own slot prefix keeps these messages apart from RingAllgatherv's.
+absl::Status RingAllgathervBounded(gloo::Context* context, uint32_t tag, const uint8_t* mine,
+                                   uint64_t mine_bytes, uint64_t capacity, uint8_t* out,
+                                   absl::Duration timeout, absl::string_view what);
+
 }  // namespace transport
 }  // namespace gradwire
 

@@ -32,6 +32,7 @@ constexpr double kCodecFrameOverhead =
 constexpr double kRegionFrameOverhead =
     kRegionHeaderBytes + SessionFrameAuth::kTrailerBytes + SparseCollectives::kLengthBytes;
 constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
+constexpr double kBlockPrefixBytes = 56;  // SparseAllgather: length header + descriptor
 constexpr double kHistogramBytes = 512;  // 128 u32 bins
 constexpr double kPlanBytes = 80;        // the cast allreduce's agreement
 constexpr double kSparsePlanBytes = 96;  // the sparse allreduce's: min and max of 6 u64
@@ -232,10 +233,13 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       const double payload =
           sparse ? k * (IndexBytes(spec, n, k) + ValueWidth(spec)) : EveryElementPayload(spec, n);
       const double frame = kCodecFrameOverhead + payload;
-      c.bytes_sent = c.bytes_received = (p - 1) * (frame + kAgreementBytes);
+      // A bucket's exchanges after its first: descriptor and frame in one
+      // bounded block, one round (sparse_allgather.h); the first one's
+      // agreement round is not modelled.
+      c.bytes_sent = c.bytes_received = (p - 1) * (frame + kBlockPrefixBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
-      c.rounds = p > 1 ? 1 + gather : 0;
-      c.messages = 2 * (p - 1);
+      c.rounds = p > 1 ? gather : 0;
+      c.messages = p - 1;
       c.compute_seconds = encode + p * k / model.decoded_entries_per_second + n / stream;
       break;
     }

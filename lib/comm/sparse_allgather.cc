@@ -154,16 +154,19 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
   f.frame_bytes_ = 0;
   const size_t dense_bytes = DenseSectionBytes(f.dense_n_);
   const size_t cap = codec_.MaxEncodedBytes(n) + dense_bytes + auth_.trailer_bytes();
-  EnsureSize(&f.send_, cap);
+  // The frame goes after room for the block prefix (Transfer's bounded
+  // gather sends prefix and frame as one block, without a copy).
+  EnsureSize(&f.send_, kBlockPrefixBytes + cap);
+  uint8_t* const frame = f.send_.data() + kBlockPrefixBytes;
   const absl::Time t0 = absl::Now();
   absl::StatusOr<EncodeStats> encoded =
-      ef.Encode(key, in, step, absl::MakeSpan(f.send_.data(), cap - dense_bytes), device);
+      ef.Encode(key, in, step, absl::MakeSpan(frame, cap - dense_bytes), device);
   absl::Status s = encoded.status();
   size_t payload = s.ok() ? encoded->frame_bytes : 0;
   if (s.ok()) cost.nonfinite += encoded->nonfinite;
   if (s.ok() && dense_bytes > 0) {
     absl::StatusOr<EncodeStats> dense = dense_codec_->Encode(
-        dense_in, step, {}, absl::MakeSpan(f.send_.data() + payload, dense_bytes));
+        dense_in, step, {}, absl::MakeSpan(frame + payload, dense_bytes));
     s = dense.status();
     if (s.ok()) payload += dense->frame_bytes;
   }
@@ -171,7 +174,7 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
   cost.compress_time += t1 - t0;
   if (s.ok()) {
     const uint32_t my_world_rank = group.world_ranks()[group.rank()];
-    absl::StatusOr<size_t> signed_bytes = auth_.Sign(absl::MakeSpan(f.send_.data(), cap), payload,
+    absl::StatusOr<size_t> signed_bytes = auth_.Sign(absl::MakeSpan(frame, cap), payload,
                                                      FrameOrigin{my_world_rank, step, bucket});
     cost.auth_time += absl::Now() - t1;
     s = signed_bytes.status();
@@ -181,46 +184,107 @@ absl::Status SparseAllgather::Encode(const transport::GlooGroup& group, ErrorFee
   return s;
 }
 
+uint64_t SparseAllgather::BlockCapacity(uint64_t n, uint64_t dense_n) const {
+  return kBlockPrefixBytes + codec_.MaxEncodedBytes(n) + DenseSectionBytes(dense_n) +
+         auth_.trailer_bytes();
+}
+
 absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
                                        ExchangeStats* stats) {
   const size_t p = group.size();
   ExchangeStats cost;
   auto add_wire = [&cost, &group]() { cost.AddCall(group.last_call()); };
   auto finish = [&](absl::Status s) {
+    if (!s.ok()) agreed_.clear();  // the caller poisons itself; start over anyway
     if (stats != nullptr) stats->Add(cost);
     return s;
   };
-
-  // 3. Descriptors: sizes plus everything that must agree. The table
-  // rides in GlooGroup's agreement round (an Allgather this small needs no
-  // round of its own), so Transfer costs two rounds of P-1 messages.
-  static_assert(kDescriptorBytes <= transport::GlooGroup::kInlineAllgatherBytes,
-                "the descriptor must fit in the agreement round");
   const Descriptor mine{f.frame_bytes_, f.n_, f.step_, f.bucket_, spec_fingerprint_, f.dense_n_};
   EnsureSize(&f.table_, p);
-  absl::Status s = group.Allgather(
-      absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
-      absl::MakeSpan(reinterpret_cast<uint8_t*>(f.table_.data()), p * kDescriptorBytes));
-  add_wire();
-  if (!s.ok()) return finish(s);
-  s = CheckTable(group, absl::MakeConstSpan(f.table_.data(), p), mine, /*check_frames=*/true);
-  if (!s.ok()) return finish(s);
+  EnsureSize(&f.sizes_, p);
+  EnsureSize(&f.offsets_, p);
+
+  const auto agreed = agreed_.find(f.bucket_);
+  if (agreed != agreed_.end()) {
+    // 3-4 in one round: every rank agreed on this bucket's shape before,
+    // hence on the capacity of a block (prefix + the largest frame the
+    // codec can make for that shape), and sends its descriptor and frame
+    // as one bounded block. Every rank receives the same blocks, so the
+    // table is checked identically everywhere, as after a descriptor
+    // round, only once the frames are in. A rank whose bucket no longer
+    // has the agreed shape sends its descriptor alone (its frame might not
+    // fit a peer's receive): the table then tells every rank the same.
+    const uint64_t cap = BlockCapacity(agreed->second.n, agreed->second.dense_n);
+    const bool fits = agreed->second.n == f.n_ && agreed->second.dense_n == f.dense_n_;
+    std::memcpy(f.send_.data() + transport::kBoundedHeaderBytes, &mine, kDescriptorBytes);
+    EnsureSize(&f.recv_, p * cap);
+    absl::Status s = group.AllgathervBounded(
+        absl::MakeSpan(f.send_.data(), kBlockPrefixBytes + (fits ? f.frame_bytes_ : 0)), cap,
+        absl::MakeSpan(f.recv_.data(), p * cap), absl::MakeSpan(f.sizes_.data(), p));
+    add_wire();
+    if (!s.ok()) return finish(s);
+    for (size_t r = 0; r < p; ++r) {
+      if (f.sizes_[r] < kBlockPrefixBytes) {
+        return finish(absl::DataLossError(
+            absl::StrCat("compressed allreduce (bucket ", f.bucket_, ", step ", f.step_,
+                         "): rank ", group.world_ranks()[r], " sent a ", f.sizes_[r],
+                         "-byte block, too short for its descriptor")));
+      }
+      std::memcpy(&f.table_[r], f.recv_.data() + r * cap + transport::kBoundedHeaderBytes,
+                  kDescriptorBytes);
+    }
+    s = CheckTable(group, absl::MakeConstSpan(f.table_.data(), p), mine, /*check_frames=*/true);
+    if (!s.ok()) return finish(s);
+    // The table agrees, so every rank had the same shape, and so the same
+    // `fits`: frames came with every descriptor or with none.
+    f.received_ = 0;
+    for (size_t r = 0; r < p; ++r) {
+      const uint64_t want = kBlockPrefixBytes + (fits ? f.table_[r].frame_bytes : 0);
+      if (f.sizes_[r] != want) {
+        return finish(absl::DataLossError(absl::StrCat(
+            "compressed allreduce (bucket ", f.bucket_, ", step ", f.step_, "): rank ",
+            group.world_ranks()[r], " sent a ", f.sizes_[r], "-byte block, its descriptor says ",
+            want)));
+      }
+      f.offsets_[r] = r * cap + kBlockPrefixBytes;
+      f.sizes_[r] = f.table_[r].frame_bytes;
+      f.received_ += f.sizes_[r];
+    }
+    if (fits) return finish(absl::OkStatus());
+    // Every rank's bucket changed shape alike: the frames follow by the
+    // table, as on a bucket's first exchange.
+  } else {
+    // 3. Descriptors: sizes plus everything that must agree. The table
+    // rides in GlooGroup's agreement round (an Allgather this small needs
+    // no round of its own), so a bucket's first Transfer costs two rounds
+    // of P-1 messages.
+    static_assert(kDescriptorBytes <= transport::GlooGroup::kInlineAllgatherBytes,
+                  "the descriptor must fit in the agreement round");
+    absl::Status s = group.Allgather(
+        absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(&mine), kDescriptorBytes),
+        absl::MakeSpan(reinterpret_cast<uint8_t*>(f.table_.data()), p * kDescriptorBytes));
+    add_wire();
+    if (!s.ok()) return finish(s);
+    s = CheckTable(group, absl::MakeConstSpan(f.table_.data(), p), mine, /*check_frames=*/true);
+    if (!s.ok()) return finish(s);
+  }
 
   // 4. The frames, in rank order.
-  EnsureSize(&f.sizes_, p);
   uint64_t total = 0;
   for (size_t r = 0; r < p; ++r) {
     f.sizes_[r] = f.table_[r].frame_bytes;
+    f.offsets_[r] = total;
     total += f.sizes_[r];
   }
   EnsureSize(&f.recv_, total);
   f.received_ = total;
   // The table was gathered and checked identically on every rank just
   // now: no second agreement round.
-  s = group.AllgathervOfGatheredTable(absl::MakeConstSpan(f.send_.data(), f.frame_bytes_),
-                                      absl::MakeConstSpan(f.sizes_.data(), p),
-                                      absl::MakeSpan(f.recv_.data(), total));
+  absl::Status s = group.AllgathervOfGatheredTable(
+      absl::MakeConstSpan(f.send_.data() + kBlockPrefixBytes, f.frame_bytes_),
+      absl::MakeConstSpan(f.sizes_.data(), p), absl::MakeSpan(f.recv_.data(), total));
   add_wire();
+  if (s.ok()) agreed_[f.bucket_] = Shape{f.n_, f.dense_n_};
   return finish(s);
 }
 
@@ -249,13 +313,11 @@ absl::Status SparseAllgather::Finish(const transport::GlooGroup& group, InFlight
   absl::Time t0 = absl::Now();
   EnsureSize(&frames_, p);
   EnsureSize(&dense_frames_, p);
-  uint64_t offset = 0;
   for (size_t r = 0; r < p; ++r) {
     const int sender = group.world_ranks()[r];
     absl::StatusOr<absl::Span<const uint8_t>> frame =
-        auth_.Verify(absl::MakeConstSpan(f.recv_.data() + offset, f.sizes_[r]),
+        auth_.Verify(absl::MakeConstSpan(f.recv_.data() + f.offsets_[r], f.sizes_[r]),
                      FrameOrigin{static_cast<uint32_t>(sender), step, bucket});
-    offset += f.sizes_[r];
     if (!frame.ok()) {
       cost.auth_time += absl::Now() - t0;
       return finish(

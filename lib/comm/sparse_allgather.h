@@ -12,7 +12,21 @@
 //      error, naming the ranks, on every rank, before any variable-size
 //      receive is posted (Gloo kills the process on an oversized message);
 //      each frame length must also fit what the codec can produce for n;
-//   4. allgatherv the frames;
+//   4. allgatherv the frames.
+// Steps 3 and 4 take two rounds of messages on a bucket's first exchange
+// only. Once every rank has agreed on a bucket's shape (n, dense section
+// length; the spec is the object's), every rank knows the largest block a
+// peer can send for it, and later exchanges of that bucket send each
+// rank's descriptor and frame as one self-delimiting block under that
+// capacity (GlooGroup::AllgathervBounded): one round. The table is then
+// checked after the blocks are in, identically on every rank as before
+// (each rank receives the same blocks), with the same errors; a rank whose
+// bucket changed shape sends its descriptor alone, so no block can
+// outgrow a peer's receive. (Under load, with four ranks on two cores, a
+// round costs milliseconds: one fewer took the README's approximate
+// top-k step from 87 to 76 ms and a 44-bucket Transformer step from 212
+// to 162 ms, docs/results/2026-12-08-one-round.md.)
+// Then:
 //   5. verify every rank's MAC; any failure returns before `out` is
 //      touched (a forged, cross-job or replayed frame changes nothing);
 //   6. Codec::DecodeAverage: validate every frame, then decode-accumulate
@@ -62,6 +76,7 @@
 #define GRADWIRE_LIB_COMM_SPARSE_ALLGATHER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -72,6 +87,7 @@
 #include "gradwire/lib/codec/error_feedback.h"
 #include "gradwire/lib/codec/frame_auth.h"
 #include "gradwire/lib/comm/exchange_stats.h"
+#include "gradwire/transport/bounded_block.h"
 #include "gradwire/transport/gloo_group.h"
 
 namespace gradwire {
@@ -108,10 +124,12 @@ class SparseAllgather {
     uint64_t dense_n_ = 0;
     size_t frame_bytes_ = 0;  // this rank's signed frame
     uint64_t received_ = 0;   // bytes of recv_ holding frames
+    // [block prefix: kBlockPrefixBytes][signed frame: frame_bytes_]
     std::vector<uint8_t> send_;
     std::vector<uint8_t> recv_;
     std::vector<Descriptor> table_;
-    std::vector<uint64_t> sizes_;
+    std::vector<uint64_t> sizes_;    // rank r's frame: sizes_[r] bytes
+    std::vector<uint64_t> offsets_;  // at recv_[offsets_[r]]
   };
 
   // `codec` and `auth` must outlive this object. `auth` is the MAC every
@@ -178,6 +196,18 @@ class SparseAllgather {
 
  private:
   static constexpr size_t kDescriptorBytes = sizeof(Descriptor);
+  // A bounded block: the transport's length header, this rank's
+  // descriptor, then (when it fits) its signed frame.
+  static constexpr size_t kBlockPrefixBytes = transport::kBoundedHeaderBytes + kDescriptorBytes;
+
+  // A bucket's shape, agreed by every rank of the group.
+  struct Shape {
+    uint64_t n;
+    uint64_t dense_n;
+  };
+
+  // The largest bounded block any rank can send for a bucket of this shape.
+  uint64_t BlockCapacity(uint64_t n, uint64_t dense_n) const;
 
   // Bytes of the dense section's frame for n elements (0 for none).
   size_t DenseSectionBytes(uint64_t n) const;
@@ -196,6 +226,9 @@ class SparseAllgather {
   // Reused across calls (grown, never shrunk).
   InFlight run_;                                         // Run's own
   std::vector<Descriptor> agree_;                        // Agree's table (Transfer's thread)
+  // Buckets whose shape every rank agreed on in an exchange that
+  // succeeded (Transfer's thread); cleared on any failure.
+  std::map<uint32_t, Shape> agreed_;
   std::vector<absl::Span<const uint8_t>> frames_;        // Finish
   std::vector<absl::Span<const uint8_t>> dense_frames_;  // Finish
   std::vector<float> dense_sum_;                         // Finish

@@ -41,6 +41,14 @@ CASES = [
     ("mismatch step", 3, 0, "mismatch", ["kind=step"]),
     ("mismatch dense vs compressed", 3, 0, "mismatch", ["kind=path"]),
     ("mismatch dense section length", 3, 0, "mismatch", ["kind=dense_length"]),
+    # The same mismatches after bucket 0 was agreed once: the one-round
+    # exchange checks the table once the blocks are in. (A length change
+    # is refused by the odd rank's residual before anything is sent.)
+    ("mismatch step, late", 3, 0, "mismatch", ["kind=step", "late=1"]),
+    ("mismatch dense section length, late", 3, 0, "mismatch", ["kind=dense_length", "late=1"]),
+    ("every rank changes a bucket's dense section", 3, 0, "reshape", []),
+    ("every rank changes a bucket's dense section, QSGD", 2, 0, "reshape",
+     ["spec=qsgd:bits=4,bucket=64"]),
     ("mismatch length hier", 4, 2, "mismatch", ["kind=length", "hier=1"]),
     ("mismatch spec hier", 4, 2, "mismatch", ["kind=spec", "hier=1"]),
     # Issue 19: a dense job with two secrets must fail on both ranks.

@@ -427,9 +427,10 @@ TEST(ExchangeStatsTest, OverlapFractionMeasuresHiddenTime) {
 // frames, descriptor tables, sums and codec scratch (the selection
 // codecs' candidate lists and staging, owned by the ErrorFeedback and the
 // SparseAllgather) are reused. What remains is the transport's
-// per-call bookkeeping (its agreement round), measured on a bare group
-// and subtracted: every compressed bucket makes one Allgather and one
-// AllgathervOfGatheredTable, every dense one a SealedAllreduceSum.
+// per-call bookkeeping, measured on a bare group and subtracted: after
+// its first exchange every compressed bucket makes one AllgathervBounded
+// (descriptor and frame in one block), every dense one a
+// SealedAllreduceSum.
 class SteadyStateTest : public ::testing::TestWithParam<const char*> {};
 
 // A one-rank group seals nothing; the sealed call still wants a MAC.
@@ -449,12 +450,15 @@ TEST_P(SteadyStateTest, StepsAllocateNothingInLib) {
   auto store = transport::RendezvousStore::Wrap(std::make_shared<gloo::rendezvous::HashStore>(),
                                                 "bare", absl::Seconds(10));
   auto bare = *transport::GlooGroup::Create(0, 1, store, transport::GroupOptions());
-  std::vector<uint8_t> mine(40), all(40);
-  std::vector<uint64_t> sizes = {40};
-  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());  // warm-up
+  std::vector<uint8_t> mine(40), all(64);
+  std::vector<uint64_t> lengths(1);
+  ASSERT_TRUE(bare->AllgathervBounded(absl::MakeSpan(mine), 64, absl::MakeSpan(all),
+                                      absl::MakeSpan(lengths))
+                  .ok());  // warm-up
   long before = g_allocations.load();
-  ASSERT_TRUE(bare->Allgather(mine, absl::MakeSpan(all)).ok());
-  ASSERT_TRUE(bare->AllgathervOfGatheredTable(mine, sizes, absl::MakeSpan(all)).ok());
+  ASSERT_TRUE(bare->AllgathervBounded(absl::MakeSpan(mine), 64, absl::MakeSpan(all),
+                                      absl::MakeSpan(lengths))
+                  .ok());
   const long transport_per_bucket = g_allocations.load() - before;
   std::vector<float> floats(100);
   const UnusedChunkAuth chunk_auth;

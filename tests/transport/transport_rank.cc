@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "gradwire/base/coding.h"
 #include "gradwire/base/envelope.h"
+#include "gradwire/transport/bounded_block.h"
 #include "gradwire/transport/chunk_authenticator.h"
 #include "gradwire/transport/gloo_group.h"
 #include "gradwire/transport/rendezvous_config.h"
@@ -274,6 +275,51 @@ void RunAllgatherv(GlooGroup& g) {
     }
     Check(name + "_bytes", out == expected,
           absl::StrCat("got ", out.size(), " bytes, expected ", expected.size()));
+  }
+  // Bounded blocks (AllgathervBounded): no size table; each rank's block
+  // of its own length, the header included, under one capacity; a block
+  // as long as the capacity, one of only its header, and uneven ones. The
+  // bytes of a slot past its block's length are not the block's, so the
+  // slots are filled with junk first: nothing may read them.
+  for (int it = 0; it < 6; ++it) {
+    const uint64_t capacity = it < 3 ? 300 : (1 << 20) + 64;  // direct, then the ring by default
+    uint64_t len = kBoundedHeaderBytes + (PayloadSize(g.rank(), g.size(), it) % (capacity - 7));
+    if (it == 1 && g.rank() == 0) len = capacity;
+    if (it == 2) len = kBoundedHeaderBytes;
+    std::vector<uint8_t> block(len);
+    for (uint64_t j = kBoundedHeaderBytes; j < len; ++j) block[j] = PatternByte(g.rank(), j, it);
+    std::vector<uint8_t> out(g.size() * capacity, 0xA5);
+    std::vector<uint64_t> lengths(g.size());
+    const std::string name = absl::StrCat("bounded_iter", it);
+    if (!CheckOk(name, g.AllgathervBounded(absl::MakeSpan(block), capacity, absl::MakeSpan(out),
+                                           absl::MakeSpan(lengths)))) {
+      return;
+    }
+    bool ok = true;
+    std::string why;
+    for (int r = 0; r < g.size() && ok; ++r) {
+      uint64_t want = kBoundedHeaderBytes + (PayloadSize(r, g.size(), it) % (capacity - 7));
+      if (it == 1 && r == 0) want = capacity;
+      if (it == 2) want = kBoundedHeaderBytes;
+      const uint8_t* slot = out.data() + r * capacity;
+      ok = lengths[r] == want && BoundedBlockLength(slot, capacity) == want;
+      for (uint64_t j = kBoundedHeaderBytes; ok && j < want; ++j) {
+        ok = slot[j] == PatternByte(r, j, it);
+      }
+      if (!ok) why = absl::StrCat("rank ", r, ": length ", lengths[r], ", want ", want);
+    }
+    Check(name + "_blocks", ok, why);
+  }
+  // Arguments that break the contract are refused before anything is
+  // sent, and poison the group (the peers would already be sending):
+  // checked last, on a group of one rank only (a peer would wait).
+  if (g.size() == 1) {
+    std::vector<uint8_t> block(100), out(64);
+    std::vector<uint64_t> lengths(1);
+    absl::Status s = g.AllgathervBounded(absl::MakeSpan(block), 64, absl::MakeSpan(out),
+                                         absl::MakeSpan(lengths));
+    Check("bounded_block_over_capacity_refused", absl::IsInvalidArgument(s), s.ToString());
+    return;
   }
   CheckOk("barrier", g.Barrier());
   Print(absl::StrCat("STATS ", g.totals().ToString()));

@@ -565,7 +565,7 @@ def test_garbage_connections():
 
 
 TESTS = [
-    *[(f"allgatherv_{n}_ranks", test_allgatherv(n)) for n in (2, 3, 5, 8)],
+    *[(f"allgatherv_{n}_ranks", test_allgatherv(n)) for n in (1, 2, 3, 5, 8)],
     # The ring (groups above GroupOptions::direct_allgather_max_ranks).
     *[(f"allgatherv_{n}_ranks_ring", test_allgatherv(n, "direct_max=0")) for n in (3, 5)],
     # Every allgatherv block direct, the 1 MiB ones included.
