@@ -25,7 +25,7 @@
 // outgrow a peer's receive. (Under load, with four ranks on two cores, a
 // round costs milliseconds: one fewer took the README's approximate
 // top-k step from 87 to 76 ms and a 44-bucket Transformer step from 212
-// to 162 ms, docs/results/2026-12-08-one-round.md.)
+// to 162 ms, docs/results/2026-12-07-one-round.md.)
 // Then:
 //   5. verify every rank's MAC; any failure returns before `out` is
 //      touched (a forged, cross-job or replayed frame changes nothing);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # /tmp/eb-base: exchange_bench of 601d6d2; /tmp/eb-new: of this change (the working tree before its commit).
-# Run 2026-12-08 00:27-00:50 UTC.
+# Run 2026-12-07 23:36-23:44 UTC.
 cd /work/main
 for round in 1 2 3; do
 for v in base new; do

@@ -1,6 +1,6 @@
 #!/bin/bash
 # /tmp/eb-base: exchange_bench of 601d6d2; /tmp/eb-extra.sh: "GW_EXTRA_ROUND=1 exec /tmp/eb-extra \"$@\"",
-# /tmp/eb-extra the same binary built with extra-round.diff. Run 2026-12-07 23:20-23:32 UTC.
+# /tmp/eb-extra the same binary built with extra-round.diff. Run 2026-12-07 23:22-23:30 UTC.
 cd /work/main
 for round in 1 2 3; do
 for v in base extra; do
