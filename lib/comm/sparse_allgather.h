@@ -199,6 +199,9 @@ class SparseAllgather {
   // A bounded block: the transport's length header, this rank's
   // descriptor, then (when it fits) its signed frame.
   static constexpr size_t kBlockPrefixBytes = transport::kBoundedHeaderBytes + kDescriptorBytes;
+  // docs/wire_format.md, "Exchange block".
+  static_assert(kDescriptorBytes == 48 && kBlockPrefixBytes == 56,
+                "the exchange block's offsets are normative");
 
   // A bucket's shape, agreed by every rank of the group.
   struct Shape {
