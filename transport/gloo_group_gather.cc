@@ -181,7 +181,8 @@ absl::Status GlooGroup::AllgathervBounded(absl::Span<uint8_t> block, uint64_t ca
     if (!s.ok()) return s;
     uint64_t received = 0;
     for (int r = 0; r < size_; ++r) {
-      lengths[r] = r == rank_ ? block.size() : BoundedBlockLength(out.data() + r * capacity, capacity);
+      lengths[r] =
+          r == rank_ ? block.size() : BoundedBlockLength(out.data() + r * capacity, capacity);
       if (lengths[r] == 0) {
         return Fail(absl::DataLossError(absl::StrCat(
             "allgatherv_bounded: rank ", world_ranks_[r], "'s block announces ",

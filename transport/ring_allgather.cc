@@ -52,8 +52,8 @@ absl::Status Ring(gloo::Context* context, uint8_t slot_prefix, bool bounded, uin
     if (n == 0 && bad.ok()) {
       bad = absl::DataLossError(absl::StrCat(
           what, ": the block of group rank ", b, " (forwarded by group rank ",
-          (rank + size - 1) % size, ") announces ", DecodeFixed64(out + offsets[b]), " bytes, outside [",
-          kBoundedHeaderBytes, ", ", sizes[b], "]"));
+          (rank + size - 1) % size, ") announces ", DecodeFixed64(out + offsets[b]),
+          " bytes, outside [", kBoundedHeaderBytes, ", ", sizes[b], "]"));
     }
     return n;
   };
