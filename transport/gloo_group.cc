@@ -162,8 +162,9 @@ absl::Status GlooGroup::DirectGatherBounded(const uint8_t* mine, uint64_t mine_b
 }
 
 absl::Status GlooGroup::RingGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
-                                          uint64_t capacity, uint8_t* out, const char* what) {
-  absl::Status s = RingAllgathervBounded(context_.get(), NextTag(), mine, mine_bytes, capacity,
+                                          absl::Span<const uint64_t> capacities, uint8_t* out,
+                                          const char* what) {
+  absl::Status s = RingAllgathervBounded(context_.get(), NextTag(), mine, mine_bytes, capacities,
                                          out, options_.timeout, what);
   return s.ok() ? s : TransferFailed(s, /*ring=*/true);
 }

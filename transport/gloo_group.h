@@ -311,8 +311,9 @@ class GlooGroup {
   absl::Status DirectGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
                                    absl::Span<const uint64_t> capacities, uint8_t* out,
                                    const std::string& what);
-  absl::Status RingGatherBounded(const uint8_t* mine, uint64_t mine_bytes, uint64_t capacity,
-                                 uint8_t* out, const char* what);
+  absl::Status RingGatherBounded(const uint8_t* mine, uint64_t mine_bytes,
+                                 absl::Span<const uint64_t> capacities, uint8_t* out,
+                                 const char* what);
   bool UseDirectAllgather() const {
     return size_ > 1 && size_ <= options_.direct_allgather_max_ranks;
   }

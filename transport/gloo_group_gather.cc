@@ -165,19 +165,18 @@ absl::Status GlooGroup::AllgathervBounded(absl::Span<uint8_t> block, uint64_t ca
       lengths[0] = block.size();
       return absl::OkStatus();
     }
-    const std::vector<uint64_t> capacities(size_, capacity);
-    absl::Status s;
-    if (UseDirectAllgatherv(capacities)) {
-      // A receive never written must not read as a block: headers cleared.
-      for (int r = 0; r < size_; ++r) {
-        if (r != rank_) std::memset(out.data() + r * capacity, 0, kBoundedHeaderBytes);
-      }
-      s = DirectGatherBounded(block.data(), block.size(), capacities, out.data(),
-                              "allgatherv_bounded (direct)");
-    } else {
-      s = RingGatherBounded(block.data(), block.size(), capacity, out.data(),
-                            "allgatherv_bounded");
+    // A message too short to hold a header, or a receive never written,
+    // must not read as a block (a stale length from an earlier call):
+    // every other rank's header is cleared before any receive is posted.
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) std::memset(out.data() + r * capacity, 0, kBoundedHeaderBytes);
     }
+    const std::vector<uint64_t> capacities(size_, capacity);
+    const bool direct = UseDirectAllgatherv(capacities);
+    absl::Status s = direct ? DirectGatherBounded(block.data(), block.size(), capacities,
+                                                  out.data(), "allgatherv_bounded (direct)")
+                            : RingGatherBounded(block.data(), block.size(), capacities,
+                                                out.data(), "allgatherv_bounded");
     if (!s.ok()) return s;
     uint64_t received = 0;
     for (int r = 0; r < size_; ++r) {
@@ -191,7 +190,7 @@ absl::Status GlooGroup::AllgathervBounded(absl::Span<uint8_t> block, uint64_t ca
       }
       if (r != rank_) received += lengths[r];
     }
-    if (UseDirectAllgatherv(capacities)) {
+    if (direct) {
       AddBytes(block.size() * (p - 1), received);
     } else {
       // The ring forwards every block but the next rank's.

@@ -35,14 +35,6 @@ absl::Status Ring(gloo::Context* context, uint8_t slot_prefix, bool bounded, uin
   std::vector<uint64_t> offsets(size + 1, 0);
   for (int r = 0; r < size; ++r) offsets[r + 1] = offsets[r] + sizes[r];
   if (mine_bytes > 0) std::memcpy(out + offsets[rank], mine, mine_bytes);
-  // A bounded block's header is cleared before its receive is posted: a
-  // message too short to hold one then reads as invalid, not as a stale
-  // length from an earlier call.
-  if (bounded) {
-    for (int r = 0; r < size; ++r) {
-      if (r != rank) std::memset(out + offsets[r], 0, kBoundedHeaderBytes);
-    }
-  }
   // The bytes to send of block b (which is in `out` by then).
   absl::Status bad;
   auto length = [&](int b) -> uint64_t {
@@ -114,9 +106,8 @@ absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t*
 }
 
 absl::Status RingAllgathervBounded(gloo::Context* context, uint32_t tag, const uint8_t* mine,
-                                   uint64_t mine_bytes, uint64_t capacity, uint8_t* out,
-                                   absl::Duration timeout, absl::string_view what) {
-  const std::vector<uint64_t> capacities(context->size, capacity);
+                                   uint64_t mine_bytes, absl::Span<const uint64_t> capacities,
+                                   uint8_t* out, absl::Duration timeout, absl::string_view what) {
   return Ring(context, kRingBoundedSlotPrefix, /*bounded=*/true, tag, mine, mine_bytes,
               capacities, out, timeout, what);
 }

@@ -36,16 +36,17 @@ absl::Status RingAllgatherv(gloo::Context* context, uint32_t tag, const uint8_t*
                             absl::string_view what);
 
 // The same ring over bounded blocks (bounded_block.h,
-// GlooGroup::AllgathervBounded): every block has `capacity` bytes of room
-// in `out` (rank r's at r * capacity) and each receive that size; this
-// rank sends its mine_bytes, and forwards each block it received as long
-// as its header says. A received header outside [kBoundedHeaderBytes,
-// capacity] stops the ring: DataLoss naming the rank whose block it was,
-// the connections closed (the peers waiting on this rank fail too). Its
-// own slot prefix keeps these messages apart from RingAllgatherv's.
+// GlooGroup::AllgathervBounded): `capacities` (identical on every rank)
+// lays out `out` and sizes each receive; this rank sends its mine_bytes,
+// and forwards each block it received as long as its header says (the
+// caller clears the headers of the other ranks' places first). A received
+// header outside [kBoundedHeaderBytes, its capacity] stops the ring:
+// DataLoss naming the rank whose block it was, the connections closed
+// (the peers waiting on this rank fail too). Its own slot prefix keeps
+// these messages apart from RingAllgatherv's.
 absl::Status RingAllgathervBounded(gloo::Context* context, uint32_t tag, const uint8_t* mine,
-                                   uint64_t mine_bytes, uint64_t capacity, uint8_t* out,
-                                   absl::Duration timeout, absl::string_view what);
+                                   uint64_t mine_bytes, absl::Span<const uint64_t> capacities,
+                                   uint8_t* out, absl::Duration timeout, absl::string_view what);
 
 }  // namespace transport
 }  // namespace gradwire

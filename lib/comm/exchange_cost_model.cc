@@ -17,6 +17,7 @@
 #include "gradwire/lib/comm/codec_timing.h"
 #include "gradwire/lib/comm/host_cores.h"
 #include "gradwire/lib/comm/region_frame.h"
+#include "gradwire/lib/comm/sparse_allgather.h"
 #include "gradwire/transport/receive_window.h"
 #include "gradwire/transport/sparse_collectives.h"
 
@@ -32,7 +33,6 @@ constexpr double kCodecFrameOverhead =
 constexpr double kRegionFrameOverhead =
     kRegionHeaderBytes + SessionFrameAuth::kTrailerBytes + SparseCollectives::kLengthBytes;
 constexpr double kAgreementBytes = 80;   // GlooGroup's descriptor
-constexpr double kBlockPrefixBytes = 56;  // SparseAllgather: length header + descriptor
 constexpr double kHistogramBytes = 512;  // 128 u32 bins
 constexpr double kPlanBytes = 80;        // the cast allreduce's agreement
 constexpr double kSparsePlanBytes = 96;  // the sparse allreduce's: min and max of 6 u64
@@ -236,7 +236,7 @@ ExchangeCost EstimateExchange(ExchangeKind kind, int ranks, uint64_t elements,
       // A bucket's exchanges after its first: descriptor and frame in one
       // bounded block, one round (sparse_allgather.h); the first one's
       // agreement round is not modelled.
-      c.bytes_sent = c.bytes_received = (p - 1) * (frame + kBlockPrefixBytes);
+      c.bytes_sent = c.bytes_received = (p - 1) * (frame + SparseAllgather::kBlockPrefixBytes);
       const double gather = direct && frame <= kDirectMaxBlock ? DirectSteps(p) : p - 1;
       c.rounds = p > 1 ? gather : 0;
       c.messages = p - 1;

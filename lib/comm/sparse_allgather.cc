@@ -237,7 +237,6 @@ absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
     if (!s.ok()) return finish(s);
     // The table agrees, so every rank had the same shape, and so the same
     // `fits`: frames came with every descriptor or with none.
-    f.received_ = 0;
     for (size_t r = 0; r < p; ++r) {
       const uint64_t want = kBlockPrefixBytes + (fits ? f.table_[r].frame_bytes : 0);
       if (f.sizes_[r] != want) {
@@ -248,7 +247,6 @@ absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
       }
       f.offsets_[r] = r * cap + kBlockPrefixBytes;
       f.sizes_[r] = f.table_[r].frame_bytes;
-      f.received_ += f.sizes_[r];
     }
     if (fits) return finish(absl::OkStatus());
     // Every rank's bucket changed shape alike: the frames follow by the
@@ -277,7 +275,6 @@ absl::Status SparseAllgather::Transfer(transport::GlooGroup& group, InFlight& f,
     total += f.sizes_[r];
   }
   EnsureSize(&f.recv_, total);
-  f.received_ = total;
   // The table was gathered and checked identically on every rank just
   // now: no second agreement round.
   absl::Status s = group.AllgathervOfGatheredTable(

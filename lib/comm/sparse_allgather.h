@@ -108,6 +108,11 @@ class SparseAllgather {
   };
 
  public:
+  // Bytes in front of a frame in an exchange block after a bucket's first
+  // exchange: the transport's length header, then this rank's descriptor
+  // (the frame follows when it fits). The cost model counts them.
+  static constexpr size_t kBlockPrefixBytes = transport::kBoundedHeaderBytes + sizeof(Descriptor);
+
   // One bucket's exchange between the stages: this rank's signed frame,
   // the descriptor table and the frames received. Reusable.
   class InFlight {
@@ -123,7 +128,6 @@ class SparseAllgather {
     uint64_t n_ = 0;
     uint64_t dense_n_ = 0;
     size_t frame_bytes_ = 0;  // this rank's signed frame
-    uint64_t received_ = 0;   // bytes of recv_ holding frames
     // [block prefix: kBlockPrefixBytes][signed frame: frame_bytes_]
     std::vector<uint8_t> send_;
     std::vector<uint8_t> recv_;
@@ -196,9 +200,6 @@ class SparseAllgather {
 
  private:
   static constexpr size_t kDescriptorBytes = sizeof(Descriptor);
-  // A bounded block: the transport's length header, this rank's
-  // descriptor, then (when it fits) its signed frame.
-  static constexpr size_t kBlockPrefixBytes = transport::kBoundedHeaderBytes + kDescriptorBytes;
   // docs/wire_format.md, "Exchange block".
   static_assert(kDescriptorBytes == 48 && kBlockPrefixBytes == 56,
                 "the exchange block's offsets are normative");
